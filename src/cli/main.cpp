@@ -1,0 +1,44 @@
+// cli/main: entry point of the `tessera` binary; dispatches to the registered subcommands.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "cli/command.hpp"
+#include "common/log.hpp"
+#include "tessera/tessera.h"
+
+namespace tessera::cli {
+std::vector<Command>& Registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+}  // namespace tessera::cli
+
+namespace {
+void Usage(FILE* out) {
+  auto cmds = tessera::cli::Registry();
+  std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return std::strcmp(a.name, b.name) < 0; });
+  std::fprintf(out, "tessera %d.%d — one training job across accelerators of several vendors\n\n",
+               TESSERA_VERSION_MAJOR, TESSERA_VERSION_MINOR);
+  std::fprintf(out, "usage: tessera <command> [options]   (tessera <command> --help for details)\n\ncommands:\n");
+  for (const auto& c : cmds) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  tessera::log::Init();
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    Usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("tessera %d.%d\n", TESSERA_VERSION_MAJOR, TESSERA_VERSION_MINOR);
+    return 0;
+  }
+  for (const auto& c : tessera::cli::Registry()) {
+    if (!std::strcmp(argv[1], c.name)) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "tessera: unknown command '%s'\n\n", argv[1]);
+  Usage(stderr);
+  return 2;
+}

@@ -1,0 +1,116 @@
+// common/env: parsing of TESSERA_* variables with errors that name the variable and its value.
+#include "common/env.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <fmt/format.h>
+
+namespace tessera::env {
+
+std::optional<std::string> Get(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+Result<std::string> Require(const char* name) {
+  auto v = Get(name);
+  if (!v) return InvalidArgument(fmt::format("{} is not set (start ranks with `tessera run`, or set it)", name));
+  return *v;
+}
+
+Result<int64_t> ParseInt(const std::string& what, const std::string& text, int64_t min, int64_t max) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE)
+    return InvalidArgument(fmt::format("{}='{}' is not an integer", what, text));
+  if (v < min || v > max)
+    return InvalidArgument(fmt::format("{}='{}' is out of range [{}, {}]", what, text, min, max));
+  return static_cast<int64_t>(v);
+}
+
+Result<int64_t> Int(const char* name, int64_t fallback, int64_t min, int64_t max) {
+  auto v = Get(name);
+  if (!v) return fallback;
+  return ParseInt(name, *v, min, max);
+}
+
+Result<int64_t> RequireInt(const char* name, int64_t min, int64_t max) {
+  TSR_ASSIGN_OR_RETURN(std::string v, Require(name));
+  return ParseInt(name, v, min, max);
+}
+
+namespace {
+// Splits "500ms" into 500 and "ms"; false if there is no leading number.
+bool SplitNumber(const std::string& text, double* number, std::string* unit) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) return false;
+  char* end = nullptr;
+  *number = std::strtod(text.substr(0, i).c_str(), &end);
+  if (*end != '\0') return false;
+  *unit = text.substr(i);
+  return true;
+}
+}  // namespace
+
+Result<std::chrono::milliseconds> ParseDuration(const std::string& what, const std::string& text) {
+  double n = 0;
+  std::string unit;
+  auto bad = [&] {
+    return InvalidArgument(fmt::format("{}='{}' is not a positive duration (use e.g. 30, 30s, 500ms, 2m, 1h)", what, text));
+  };
+  if (!SplitNumber(text, &n, &unit)) return bad();
+  double ms = 0;
+  if (unit.empty() || unit == "s") ms = n * 1e3;
+  else if (unit == "ms") ms = n;
+  else if (unit == "m" || unit == "min") ms = n * 60e3;
+  else if (unit == "h") ms = n * 3600e3;
+  else return bad();
+  if (ms < 1 || ms > 365.0 * 86400e3) return bad();
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
+
+Result<std::chrono::milliseconds> Duration(const char* name, std::chrono::milliseconds fallback) {
+  auto v = Get(name);
+  if (!v) return fallback;
+  return ParseDuration(name, *v);
+}
+
+Result<uint64_t> ParseBytes(const std::string& what, const std::string& text) {
+  double n = 0;
+  std::string unit;
+  auto bad = [&] {
+    return InvalidArgument(fmt::format("{}='{}' is not a byte size (use e.g. 4096, 512K, 4M, 1G)", what, text));
+  };
+  if (!SplitNumber(text, &n, &unit)) return bad();
+  double mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else return bad();
+  return static_cast<uint64_t>(n * mult);
+}
+
+Result<uint64_t> Bytes(const char* name, uint64_t fallback) {
+  auto v = Get(name);
+  if (!v) return fallback;
+  return ParseBytes(name, *v);
+}
+
+Result<std::string> Choice(const char* name, const std::string& fallback, std::initializer_list<const char*> choices) {
+  auto v = Get(name);
+  if (!v) return fallback;
+  std::string list;
+  for (const char* c : choices) {
+    if (*v == c) return *v;
+    list += list.empty() ? "" : "|";
+    list += c;
+  }
+  return InvalidArgument(fmt::format("{}='{}' is not one of {}", name, *v, list));
+}
+
+}  // namespace tessera::env

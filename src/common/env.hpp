@@ -1,0 +1,37 @@
+// common/env: typed access to TESSERA_* environment variables.
+//
+// Every parser returns a Status that names the variable and its value on bad input, e.g.
+//   InvalidArgument: TESSERA_TIMEOUT='abc' is not a duration (use e.g. 30, 30s, 500ms, 2m)
+// The full table of variables is in README.md; keep it in step with the callers of these functions.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "tessera/status.hpp"
+
+namespace tessera::env {
+
+// The raw value, or nullopt when unset. An empty value counts as unset.
+std::optional<std::string> Get(const char* name);
+// A required string: NotFound-style InvalidArgument naming the variable when unset.
+Result<std::string> Require(const char* name);
+// An integer in [min, max]; `fallback` when unset.
+Result<int64_t> Int(const char* name, int64_t fallback, int64_t min, int64_t max);
+// A required integer in [min, max].
+Result<int64_t> RequireInt(const char* name, int64_t min, int64_t max);
+// A duration: "30" (seconds), "30s", "500ms", "2m", "1h"; `fallback` when unset. Must be > 0.
+Result<std::chrono::milliseconds> Duration(const char* name, std::chrono::milliseconds fallback);
+// A byte size: "4194304", "4M", "4MiB", "512K", "1G"; `fallback` when unset.
+Result<uint64_t> Bytes(const char* name, uint64_t fallback);
+// One of `choices` (comma-separated in the message); `fallback` when unset.
+Result<std::string> Choice(const char* name, const std::string& fallback, std::initializer_list<const char*> choices);
+
+// Parsers shared with CLI flags and config files; `what` names the source in the error.
+Result<int64_t> ParseInt(const std::string& what, const std::string& text, int64_t min, int64_t max);
+Result<std::chrono::milliseconds> ParseDuration(const std::string& what, const std::string& text);
+Result<uint64_t> ParseBytes(const std::string& what, const std::string& text);
+
+}  // namespace tessera::env
