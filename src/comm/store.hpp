@@ -1,0 +1,47 @@
+// comm/store: the rendezvous key-value store that the ranks of a job meet at (like c10d's TCPStore).
+//
+// A StoreServer listens on TCP; `tessera run` starts one per job (or rank 0 does, when TESSERA_STORE
+// names this host and nothing listens yet). Every connection must present the job token
+// (TESSERA_TOKEN) first; a wrong token is refused with a clear error and the server logs it. Values are
+// opaque bytes. Every blocking call takes a timeout and returns Timeout naming the key(s) it waited for;
+// a lost connection gives RemoteError. Thread-safe: one client may be used from several threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/status.hpp"
+
+namespace tessera::comm {
+
+class StoreServer {
+ public:
+  // Binds `host:port` (port 0 picks a free one) and serves in background threads until destroyed.
+  static Result<std::unique_ptr<StoreServer>> Start(const std::string& host, int port, const std::string& token);
+  virtual ~StoreServer() = default;
+  virtual int port() const = 0;
+};
+
+class StoreClient {
+ public:
+  // Connects to "host:port", retrying until `timeout` (the server may start a moment after the ranks);
+  // errors name the address. Authenticates with `token`.
+  static Result<std::unique_ptr<StoreClient>> Connect(const std::string& address, const std::string& token,
+                                                      std::chrono::milliseconds timeout);
+  virtual ~StoreClient() = default;
+
+  virtual Status Set(const std::string& key, const std::string& value) = 0;
+  // Waits until `key` exists, then returns its value.
+  virtual Result<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // Atomically adds `delta` to the integer at `key` (0 if absent) and returns the new value.
+  virtual Result<int64_t> Add(const std::string& key, int64_t delta) = 0;
+  // Waits until all `keys` exist.
+  virtual Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  // Returns once `world_size` callers have entered barrier `name` (each name is used once).
+  virtual Status Barrier(const std::string& name, int world_size, std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace tessera::comm
