@@ -308,7 +308,7 @@ Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
   auto abort = store_->Get("abort", std::chrono::milliseconds(1));
   if (abort.ok()) {
     aborted_by_peer_ = true;
-    return RemoteError(*abort);
+    return RemoteError("another rank failed — " + *abort);
   }
   for (int p : waiting_on) {
     if (transport_[p] == "shm" && !PidAlive(infos_[p].pid))
@@ -345,9 +345,8 @@ Status Comm::Guard(const std::string& what, F&& body) {
   if (!s.ok()) {
     s = s.WithContext(fmt::format("rank {}: {}", rank_, what));
     failed_ = s;
-    if (!aborted_by_peer_ && s.code() != Code::kInvalidArgument) {
-      (void)store_->Set("abort", s.message());
-    }
+    // Tell the other ranks at once, so they fail with this message instead of waiting for a timeout.
+    if (!aborted_by_peer_) (void)store_->Set("abort", s.message());
   }
   return s;
 }
