@@ -403,16 +403,18 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
   };
   std::vector<size_t> cuts;
   for (const auto& isl : islands_)
-    for (size_t j = 0; j <= isl.ranks.size(); ++j) cuts.push_back(C * j / isl.ranks.size());
+    for (size_t j = 0; j < isl.ranks.size(); ++j) {
+      cuts.push_back(Shard(isl, static_cast<int>(j), C).lo);
+      cuts.push_back(Shard(isl, static_cast<int>(j), C).hi);
+    }
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   std::vector<Segment> segs;  // all segments of [0, C)
   for (size_t c = 0; c + 1 < cuts.size(); ++c) {
     Segment sg{{cuts[c], cuts[c + 1]}, std::vector<int>(k)};
     for (int J = 0; J < k; ++J) {
-      size_t nj = islands_[J].ranks.size();
-      size_t m = 0;
-      while (C * (m + 1) / nj <= sg.r.lo) ++m;
+      int m = 0;
+      while (Shard(islands_[J], m, C).hi <= sg.r.lo) ++m;
       sg.owner[J] = islands_[J].ranks[m];
     }
     segs.push_back(std::move(sg));
