@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,14 +96,14 @@ Op MakeOp(Job& job, const std::string& algo, std::vector<float>& in, std::vector
 
 struct AlgoResult {
   std::string algo;
-  std::vector<Row> rows;
+  std::vector<std::optional<Row>> rows;  // one per size; empty when skipped
 };
 
 int Main(int argc, char** argv) {
   CLI::App app{"Gloo allreduce peer harness (f32 sum, every Gloo algorithm); run under `tessera run`"};
   std::string sizes_text = "16M,64M,256M", algos_text = "all", json_path, store_dir, iface = "lo";
   int iters = 20, warmup = 3;
-  double timeout_s = 300;
+  double timeout_s = 300, budget_s = 60;
   app.add_option("--sizes", sizes_text, "Sizes in bytes: list and/or ranges (16M,64M or 1K:256M:x4)");
   app.add_option("--iters", iters, "Timed iterations per size")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", warmup, "Untimed iterations per size")->check(CLI::Range(0, 100000));
@@ -111,6 +112,8 @@ int Main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the results to this JSON file (rank 0)");
   app.add_option("--store-dir", store_dir, "Directory for gloo's FileStore (default /tmp/tessera-gloo-$TESSERA_TOKEN)");
   app.add_option("--iface", iface, "Network interface for gloo's TCP transport");
+  app.add_option("--budget", budget_s, "Seconds per algorithm and size; slow ones run fewer iterations or are skipped")
+      ->check(CLI::PositiveNumber);
   app.add_option("--timeout", timeout_s, "Gloo timeout per operation, seconds")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
@@ -175,20 +178,45 @@ int Main(int argc, char** argv) {
   for (const auto& algo : algos) {
     AlgoResult res{algo, {}};
     if (job.rank == 0) tessera::bench::PrintHeader(("gloo " + algo).c_str());
+    bool too_slow = false;
     for (uint64_t bytes : sizes) {
       uint64_t count = bytes / sizeof(float);
+      res.rows.emplace_back();
       if (count == 0 || count > static_cast<uint64_t>(INT32_MAX)) {
         if (job.rank == 0) std::printf("# skipping size %llu: gloo needs 1..2^31-1 floats\n",
                                        static_cast<unsigned long long>(bytes));
         continue;
       }
+      if (too_slow) continue;
       std::vector<float> in(count), out(count);
       for (uint64_t i = 0; i < count; ++i) in[i] = tessera::bench::CheckValue(job.rank, i);
       Op op = MakeOp(job, algo, in, out);
       op.refill();
-      for (int i = 0; i < warmup; ++i) op.run();
-      std::vector<double> times(iters);
-      for (int i = 0; i < iters; ++i) {
+      // The first call, timed (max over ranks, so that every rank takes the same decision), sizes the run
+      // to the --budget: fewer iterations (at least 3) when slow; skipped with larger sizes when too slow.
+      barrier.run();
+      auto f0 = Clock::now();
+      op.run();
+      std::vector<double> first(1, std::chrono::duration<double>(Clock::now() - f0).count());
+      AllreduceDoubles(job, first, gloo::ReductionFunction<double>::max);
+      if (first[0] > budget_s / 4) {
+        too_slow = true;
+        if (job.rank == 0)
+          std::printf("# %s: one call at %llu bytes took %.1f s (over a quarter of --budget %.0f s): skipped at this "
+                      "size and above\n", algo.c_str(), static_cast<unsigned long long>(bytes), first[0], budget_s);
+        continue;
+      }
+      int n_iters = iters;
+      if (first[0] * (warmup + iters + 1) > budget_s) {
+        n_iters = std::max(3, static_cast<int>(budget_s / first[0]) - warmup - 1);
+        n_iters = std::min(n_iters, iters);
+        if (job.rank == 0 && n_iters < iters)
+          std::printf("# %s: %d iterations instead of %d at %llu bytes (--budget %.0f s)\n", algo.c_str(), n_iters,
+                      iters, static_cast<unsigned long long>(bytes), budget_s);
+      }
+      for (int i = 1; i < warmup; ++i) op.run();
+      std::vector<double> times(n_iters);
+      for (int i = 0; i < n_iters; ++i) {
         barrier.run();
         auto t0 = Clock::now();
         op.run();
@@ -204,20 +232,22 @@ int Main(int argc, char** argv) {
       Row row = tessera::bench::MakeRow("allreduce", job.world, count * sizeof(float), count,
                                         tessera::bench::Median(times), static_cast<int64_t>(wrong[0]));
       if (job.rank == 0) tessera::bench::PrintRow(row, "float", "sum");
-      res.rows.push_back(row);
+      res.rows.back() = row;
     }
     results.push_back(res);
   }
 
-  // Best algorithm per size.
+  // Best algorithm per size (among those that ran at that size).
   nlohmann::json best_rows = nlohmann::json::array();
   if (job.rank == 0 && !results.empty()) {
     tessera::bench::PrintHeader("gloo best per size");
-    for (size_t s = 0; s < results[0].rows.size(); ++s) {
-      size_t b = 0;
-      for (size_t a = 1; a < results.size(); ++a)
-        if (results[a].rows[s].time_us < results[b].rows[s].time_us) b = a;
-      Row row = results[b].rows[s];
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      int b = -1;
+      for (size_t a = 0; a < results.size(); ++a)
+        if (results[a].rows[s] && (b < 0 || results[a].rows[s]->time_us < results[b].rows[s]->time_us))
+          b = static_cast<int>(a);
+      if (b < 0) continue;
+      Row row = *results[b].rows[s];
       tessera::bench::PrintRow(row, "float", "sum");
       std::printf("   ^ %s\n", results[b].algo.c_str());
       auto j = tessera::bench::RowJson(row);
@@ -241,7 +271,9 @@ int Main(int argc, char** argv) {
     j["algorithms"] = nlohmann::json::array();
     for (const auto& r : results) {
       nlohmann::json rows = nlohmann::json::array();
-      for (const auto& row : r.rows) rows.push_back(tessera::bench::RowJson(row));
+      for (size_t s = 0; s < r.rows.size(); ++s)
+        rows.push_back(r.rows[s] ? tessera::bench::RowJson(*r.rows[s])
+                                 : nlohmann::json{{"bytes", sizes[s] / sizeof(float) * sizeof(float)}, {"skipped", true}});
       j["algorithms"].push_back({{"name", r.algo}, {"rows", rows}});
     }
     j["rows"] = best_rows;  // the best per size: what the comparison uses
