@@ -537,7 +537,7 @@ class Job {
     // Every rank has exited: what they wrote is in the pipes. Take it, then stop (a process the ranks
     // left behind may hold a pipe open; its later output is not theirs to wait for).
     for (auto it = streams_.begin(); it != streams_.end();) {
-      while (Pump(*it) && ReadableNow(it->fd)) {
+      for (int rounds = 0; rounds < 64 && Pump(*it) && ReadableNow(it->fd); ++rounds) {
       }
       it = CloseStream(it);
     }
@@ -618,8 +618,10 @@ class Job {
     exit_code_ = code;
     const size_t left = Running();
     if (left > 0 && kill_deadline_ == Clock::time_point::max()) {
-      Say(fmt::format("waiting up to {} (TESSERA_TIMEOUT) for the other {} rank{} to exit, then stopping {}",
-                      FormatDuration(options_.timeout), left, left == 1 ? "" : "s", left == 1 ? "it" : "them"));
+      Say(fmt::format("waiting up to {} (TESSERA_TIMEOUT) for {} to exit, then stopping {}",
+                      FormatDuration(options_.timeout),
+                      left == 1 ? std::string("the other rank") : fmt::format("the other {} ranks", left),
+                      left == 1 ? "it" : "them"));
       grace_deadline_ = Clock::now() + options_.timeout;
     }
   }
