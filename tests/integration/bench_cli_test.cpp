@@ -1,0 +1,123 @@
+// tests/integration/bench_cli_test: `tessera bench` end to end under `tessera run`.
+//
+// Runs the real binary on small sizes (0, 1, odd, prime) with --check over island layouts 1, 1+1 and 1+2,
+// for every collective and a spread of types and ops, and asserts on what it printed and wrote: exit
+// status 0, #wrong 0 and bit-identical results in the JSON, the nccl-tests columns. Bad options must fail
+// before any rank starts work, with a message naming the value. Timings are not asserted (see bench/).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Proc {
+  int status = -1;  // exit status, or 128+signal
+  std::string out;  // stdout and stderr
+};
+
+Proc Shell(const std::string& cmd) {
+  Proc r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+std::string Bin() { return std::getenv("TESSERA_BIN") ? std::getenv("TESSERA_BIN") : "tessera"; }
+
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("tessera-bench-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Runs `tessera bench ARGS` under `tessera run ISLANDS`; returns the process and the parsed JSON.
+  Proc Bench(const std::string& islands, const std::string& args, nlohmann::json* json) {
+    std::string path = (dir_ / "out.json").string();
+    std::filesystem::remove(path);
+    Proc p = Shell(Bin() + " run --timeout 60s " + islands + " -- " + Bin() + " bench " + args + " --json " + path);
+    if (json && std::filesystem::exists(path)) *json = nlohmann::json::parse(std::ifstream(path), nullptr, false);
+    return p;
+  }
+
+  std::filesystem::path dir_;
+};
+
+const char* kTwoIslands = "--island ascend=host:1 --island nvidia=host:2";
+
+TEST_F(BenchCli, AllReduceEveryTypeAndOpIsCheckedAndBitIdentical) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"f32", "sum"}, {"f16", "sum"}, {"bf16", "sum"}, {"f64", "avg"}, {"i32", "prod"},
+      {"i8", "max"},  {"u8", "min"},  {"i64", "sum"},  {"bf16", "avg"}, {"f32", "prod"}};
+  for (const auto& [dtype, op] : cases) {
+    nlohmann::json j;
+    Proc p = Bench(kTwoIslands, std::string("allreduce --sizes 0,1,7,997,64K --iters 2 --warmup 1 --check --dtype ") +
+                                    dtype + " --op " + op, &j);
+    ASSERT_EQ(p.status, 0) << dtype << " " << op << "\n" << p.out;
+    ASSERT_TRUE(j.is_object()) << p.out;
+    EXPECT_EQ(j["world_size"], 3);
+    EXPECT_EQ(j["islands"], "ascend=host:1,nvidia=host:2");
+    ASSERT_EQ(j["rows"].size(), 5u);
+    for (const auto& row : j["rows"]) {
+      EXPECT_EQ(row["wrong"], 0) << dtype << " " << op << " " << row.dump();
+      EXPECT_EQ(row["identical"], true) << dtype << " " << op << " " << row.dump();
+    }
+  }
+}
+
+TEST_F(BenchCli, EveryCollectiveOnEveryLayout) {
+  for (const char* islands : {"--island nvidia=host:1", "--island ascend=host:1 --island nvidia=host:1", kTwoIslands}) {
+    for (const char* coll : {"allreduce", "reduce_scatter", "allgather", "broadcast"}) {
+      nlohmann::json j;
+      Proc p = Bench(islands, std::string(coll) + " --sizes 3,4K,131071 --iters 2 --warmup 0 --check --dtype bf16", &j);
+      ASSERT_EQ(p.status, 0) << islands << " " << coll << "\n" << p.out;
+      ASSERT_TRUE(j.is_object()) << p.out;
+      EXPECT_EQ(j["collective"], coll);
+      for (const auto& row : j["rows"]) EXPECT_EQ(row["wrong"], 0) << islands << " " << coll << " " << row.dump();
+    }
+  }
+}
+
+TEST_F(BenchCli, PrintsNcclTestsColumnsFromRankZeroOnly) {
+  Proc p = Bench(kTwoIslands, "allreduce --sizes 1K:16K:x4 --iters 2 --verbose", nullptr);
+  ASSERT_EQ(p.status, 0) << p.out;
+  for (const char* col : {"size(B)", "count", "type", "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong"})
+    EXPECT_NE(p.out.find(col), std::string::npos) << col << "\n" << p.out;
+  EXPECT_NE(p.out.find("island 1 nvidia (host): 2 rank(s)"), std::string::npos) << p.out;
+  EXPECT_EQ(p.out.find("[rank 1"), std::string::npos) << "only rank 0 prints\n" << p.out;
+  EXPECT_NE(p.out.find("16384"), std::string::npos) << p.out;
+}
+
+TEST_F(BenchCli, BadOptionsNameTheValue) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"allreduce --dtype f17", "'f17'"},
+      {"allreduce --op mean", "'mean'"},
+      {"allreduce --sizes 16Q", "'16Q'"},
+      {"allreduce --sizes 1K:1M:x1", "'x1'"},
+      {"allreduce --sizes 4M:1M", "'4M:1M'"},
+      {"allgatherv", "'allgatherv'"},
+      {"broadcast --root 7 --sizes 1K", "--root 7"},
+  };
+  for (const auto& [args, needle] : cases) {
+    Proc p = Bench("--island nvidia=host:1", args, nullptr);
+    EXPECT_NE(p.status, 0) << args << "\n" << p.out;
+    EXPECT_NE(p.out.find(needle), std::string::npos) << args << "\n" << p.out;
+  }
+}
+
+}  // namespace
