@@ -87,12 +87,17 @@ for ((round = 1; round <= ROUNDS; round++)); do
     check=0
     ((round <= CHECK_ROUNDS)) && check=1
     start=$(date +%s)
+    load_now=$(cut -d' ' -f1 /proc/loadavg)
     if ! run_config "$c" "$RAW/$c.$round.json" "$check" >"$RAW/$c.$round.log" 2>&1; then
       echo "bench-comm: round $round: $c FAILED; its output:" >&2
       tail -n 30 "$RAW/$c.$round.log" >&2
       exit 1
     fi
-    printf 'bench-comm: round %d: %-6s %4ds  (load %s)\n' "$round" "$c" $(($(date +%s) - start)) "$(cut -d' ' -f1 /proc/loadavg)"
+    load_before=$load_now
+    load_now=$(cut -d' ' -f1 /proc/loadavg)
+    printf 'bench-comm: round %d: %-6s %4ds  (1-min load average %s before, %s after)\n' "$round" "$c" \
+      $(($(date +%s) - start)) "$load_before" "$load_now"
+    echo "$round $c $(($(date +%s) - start)) $load_before $load_now" >>"$RAW/runs.txt"
   done
 done
 
@@ -197,6 +202,15 @@ bad = [s for s in series for r in series[s]["rows"] if r.get("wrong") or r.get("
 if bad:
     lines += ["", "CHECK FAILURES in: " + ", ".join(sorted(set(bad)))]
 result["ratios"] = ratios
+result["runs"] = []
+with open(os.path.join(raw, "runs.txt")) as f:
+    for line in f:
+        r, c, secs, l0, l1 = line.split()
+        result["runs"].append({"round": int(r), "config": c, "seconds": int(secs), "load1_before": float(l0),
+                               "load1_after": float(l1)})
+loads = [x["load1_before"] for x in result["runs"]] + [x["load1_after"] for x in result["runs"]]
+lines.insert(1, f"1-minute load average during the runs: {min(loads):.1f}–{max(loads):.1f} on {machine['cores']} cores"
+                " (other work on the machine; see `runs` in the JSON).")
 result["table_markdown"] = "\n".join(lines)
 with open(out, "w") as f:
     json.dump(result, f, indent=2)
