@@ -8,19 +8,21 @@
 #   memcpy:  1 and 2 threads, for context
 # Writes bench/results/cpu-allreduce-<date>.json (every run's rows and the medians) and a markdown table
 # (.md beside it, also printed) with the ratios against the issue's targets.
-# Knobs (environment): BUILD=build SIZES=16M,64M,256M ROUNDS=3 ITERS=10 WARMUP=2 CHECK_ROUNDS=1
-#   CONFIGS="t11 t22 th2 th4 g2 g4 m2 m4 memcpy" (a subset runs only those) GLOO_ALGOS=all
+# Knobs (environment): BUILD=build SIZES=16M,64M,256M ROUNDS=3 ITERS=7 WARMUP=1 CHECK_ROUNDS=1
+#   CONFIGS="t11 t22 th2 th4 g2 g4 m2 m4 memcpy" (a subset runs only those) GLOO_ALGOS=all GLOO_BUDGET=40
+#   (seconds per Gloo algorithm and size; slower ones run fewer iterations or are skipped)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
 SIZES=${SIZES:-16M,64M,256M}
 ROUNDS=${ROUNDS:-3}
-ITERS=${ITERS:-10}
-WARMUP=${WARMUP:-2}
+ITERS=${ITERS:-7}
+WARMUP=${WARMUP:-1}
 CHECK_ROUNDS=${CHECK_ROUNDS:-1}
 CONFIGS=${CONFIGS:-"t11 t22 th2 th4 g2 g4 m2 m4 memcpy"}
 GLOO_ALGOS=${GLOO_ALGOS:-all}
+GLOO_BUDGET=${GLOO_BUDGET:-40}
 JOBS=${JOBS:-2}
 
 die() { echo "bench-comm: $*" >&2; exit 1; }
@@ -52,7 +54,7 @@ run_config() {
   local name=$1 json=$2 check=$3 to=(timeout 1800)
   local bench=(bench allreduce --sizes "$SIZES" --iters "$ITERS" --warmup "$WARMUP" --dtype f32 --op sum --json "$json")
   [ "$check" = 1 ] && bench+=(--check)
-  local gloo=("$GLOO" --sizes "$SIZES" --iters "$ITERS" --warmup "$WARMUP" --algos "$GLOO_ALGOS" --json "$json")
+  local gloo=("$GLOO" --sizes "$SIZES" --iters "$ITERS" --warmup "$WARMUP" --algos "$GLOO_ALGOS" --budget "$GLOO_BUDGET" --json "$json")
   local mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np)
   local mpiargs=("$MPI" allreduce --sizes "$SIZES" --iters "$ITERS" --warmup "$WARMUP" --json "$json")
   case $name in
