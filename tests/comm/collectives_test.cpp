@@ -122,8 +122,9 @@ TEST(CommFaults, DeadRankGivesRemoteErrorWithinTimeout) {
 TEST(CommFaults, StalledRankGivesTimeoutAndTheLauncherStopsIt) {
   Proc r = Shell("TESSERA_TIMEOUT=2s " + Bin() + " run" + Islands({1, 2}) + " -- " + Worker() + " stall 1");
   EXPECT_NE(r.status, 0) << r.out;
-  EXPECT_EQ(Count(r.out, "ERROR rank \\d after [0-9.]+s: timeout"), 2) << r.out;
-  EXPECT_NE(r.out.find("TESSERA_TIMEOUT"), std::string::npos) << r.out;
+  // The rank waiting on the stalled one times out; the others may learn it from that rank's abort first.
+  EXPECT_EQ(Count(r.out, "ERROR rank \\d after [0-9.]+s: (timeout|remote error)"), 2) << r.out;
+  EXPECT_GE(Count(r.out, "no progress for 2000 ms \\(TESSERA_TIMEOUT\\) waiting on rank 1"), 1) << r.out;
   EXPECT_LT(r.seconds, 2 + 2 + 10) << r.out;
 }
 
