@@ -84,14 +84,14 @@ INSTANTIATE_TEST_SUITE_P(Comm, Layouts,
 
 TEST(Comm, LargeAndOddCountsOverTcpBridge) {
   Proc r = Shell("TESSERA_BRIDGE=tcp TESSERA_TCP_CHUNK=64K " + Bin() + " run" + Islands({2, 1, 2}) + " -- " + Worker() +
-                " check --sizes 1,4099,1048583 --dtype bf16");
+                " check --sizes 1,4099,262147 --dtype bf16");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 5) << r.out;
 }
 
 TEST(Comm, LargeCountsOverShm) {
   Proc r = Shell("TESSERA_SHM_RING=64K " + Bin() + " run" + Islands({2, 2}) + " -- " + Worker() +
-                " check --sizes 1048583 --dtype f16");
+                " check --sizes 262147 --dtype f16");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 4) << r.out;
 }
