@@ -207,7 +207,7 @@ Result<Client::Response> Client::Request(const std::string& method, const std::s
     if (attempt > 0) {
       int64_t ms = int64_t{cfg_.backoff_ms} << std::min(attempt - 1, 10);
       ms = ms / 2 + std::uniform_int_distribution<int64_t>(0, ms / 2)(rng);
-      TSR_LOG_WARN("{}: {} — retry {}/{} in {} ms", what, last.message(), attempt, cfg_.retries, ms);
+      TSR_LOG_WARN("{} — retry {}/{} in {} ms", last.message(), attempt, cfg_.retries, ms);
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     }
     SignInput si;
