@@ -61,8 +61,8 @@ TEST(SchedCli, PlanPrintsTheBriefsAllocation) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "4416.00 CNY")) << r.out;
   EXPECT_TRUE(Has(r.out, "50.0%")) << r.out;
-  EXPECT_TRUE(Has(r.out, "nodes (120)")) << r.out;
-  EXPECT_TRUE(Has(r.out, "vpc-910b-00 ")) << r.out;
+  EXPECT_TRUE(Has(r.out, "nodes (120, cards per node)")) << r.out;
+  EXPECT_TRUE(Has(r.out, "vpc-910b-00 8")) << r.out;
 }
 
 TEST(SchedCli, PlanJson) {

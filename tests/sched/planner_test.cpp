@@ -398,3 +398,21 @@ TEST(SchedPlanner, FleetShareForPreemption) {
   in.policy.calendar[0].floor = 500'000;
   EXPECT_TRUE(FleetShare(in.catalog, in.fleet, in.policy, in.running, 0)->compliant);
 }
+
+// Builds without the optional libraries say so instead of failing obscurely.
+TEST(SchedPlanner, BuildsWithoutGlpkOrSqliteReportIt) {
+  if (HaveGlpk() && HaveSqlite()) GTEST_SKIP() << "built with GLPK and SQLite";
+  if (!HaveGlpk()) {
+    Instance in = Simple({{"a", "d", 8}}, 0, 4);
+    auto r = Plan(Request(in));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), tessera::Code::kUnsupported);
+    EXPECT_NE(r.status().message().find("without GLPK"), std::string::npos);
+  }
+  if (!HaveSqlite()) {
+    auto l = Ledger::Open("/tmp/never-created.db");
+    ASSERT_FALSE(l.ok());
+    EXPECT_EQ(l.status().code(), tessera::Code::kUnsupported);
+    EXPECT_NE(l.status().message().find("without SQLite"), std::string::npos);
+  }
+}
