@@ -33,12 +33,12 @@ die() { echo "bench-comm: $*" >&2; exit 1; }
 # ---- build --------------------------------------------------------------------------------------------
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja
 cmake --build "$BUILD" -j "$JOBS" --target tessera_cli memcpy_bandwidth \
-  $(grep -q '^build bench/gloo_allreduce:' "$BUILD/build.ninja" && echo gloo_allreduce) \
-  $(grep -q '^build bench/mpi_allreduce:' "$BUILD/build.ninja" && echo mpi_allreduce)
+  $(grep -q '^build bench/comm/gloo_allreduce:' "$BUILD/build.ninja" && echo gloo_allreduce) \
+  $(grep -q '^build bench/comm/mpi_allreduce:' "$BUILD/build.ninja" && echo mpi_allreduce)
 T=${TESSERA:-$BUILD/tessera}  # the launcher and bench binary (override only for testing)
-GLOO="$BUILD/bench/gloo_allreduce"
-MPI="$BUILD/bench/mpi_allreduce"
-MEMCPY="$BUILD/bench/memcpy_bandwidth"
+GLOO="$BUILD/bench/comm/gloo_allreduce"
+MPI="$BUILD/bench/comm/mpi_allreduce"
+MEMCPY="$BUILD/bench/comm/memcpy_bandwidth"
 "$T" run --help >/dev/null 2>&1 || die "'$T run' (the launcher) is not available in this build"
 
 STAMP=$(date +%Y-%m-%d)

@@ -1,4 +1,4 @@
-// bench/peers/mpi_allreduce.cpp — the OpenMPI peer of `tessera bench`: MPI_Allreduce (and
+// bench/comm/peers/mpi_allreduce.cpp — the OpenMPI peer of `tessera bench`: MPI_Allreduce (and
 // MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast) on f32 with the same sizes, timing, table and JSON
 // rows. Launch: `mpirun --allow-run-as-root --oversubscribe -np N mpi_allreduce [allreduce] --sizes ...`.
 // On one host OpenMPI 4.1 normally picks the ob1 PML with the vader (shared memory) BTL; the harness

@@ -1,4 +1,4 @@
-// bench/peers/gloo_allreduce.cpp — the Gloo peer of `tessera bench allreduce`: f32 sum allreduce with
+// bench/comm/peers/gloo_allreduce.cpp — the Gloo peer of `tessera bench allreduce`: f32 sum allreduce with
 // every algorithm that Debian's Gloo (2022 snapshot, TCP transport) offers — the old-style classes
 // AllreduceRing, AllreduceRingChunked, AllreduceHalvingDoubling, AllreduceBcube and the new-style
 // gloo::allreduce() with its RING and BCUBE algorithms — printed per algorithm and as the best per size.

@@ -1,4 +1,4 @@
-// bench/peers/memcpy_bandwidth.cpp — memcpy bandwidth of this machine at the benchmark's sizes, with 1
+// bench/comm/peers/memcpy_bandwidth.cpp — memcpy bandwidth of this machine at the benchmark's sizes, with 1
 // and 2 threads (each thread copies its share), for context next to the collectives: a CPU allreduce of
 // B bytes has to move several B through memory, so memcpy bounds what any implementation can reach.
 // Bandwidth = bytes copied / time (1e9 B/s); each copy also reads as many bytes as it writes.

@@ -1,4 +1,4 @@
-// bench/peers/harness.hpp — helpers shared by the peer harnesses (Gloo, OpenMPI, memcpy): size lists,
+// bench/comm/peers/harness.hpp — helpers shared by the peer harnesses (Gloo, OpenMPI, memcpy): size lists,
 // medians, the nccl-tests-style table and the JSON row format that `tessera bench` also writes, so that
 // scripts/bench-comm.sh can put every result side by side. Header-only; the peers do not link libtessera.
 #pragma once
