@@ -184,16 +184,16 @@ Status RunBench(const BenchOptions& opt) {
   double r_save = Median(dd_w) / Median(save_w), r_rest = Median(dd_r) / Median(rest_r);
   double r_snap = Median(snap_t) / Median(memcpy_t);
   rows.push_back({"save (snapshot+write+fsync+commit)", bw(Median(save_w)), bw(Median(dd_w)) + " dd conv=fsync",
-                  fmt::format("{:.2f}", r_save), "≥ 0.90", r_save >= 0.9});
+                  fmt::format("{:.2f}", r_save), ">= 0.90", r_save >= 0.9});
   rows.push_back({"blocking snapshot", fmt::format("{:.1f} ms", Median(snap_t) * 1e3), fmt::format("{:.1f} ms memcpy", Median(memcpy_t) * 1e3),
-                  fmt::format("{:.2f}×", r_snap), "≤ 1.20×", r_snap <= 1.2});
+                  fmt::format("{:.2f}x", r_snap), "<= 1.20x", r_snap <= 1.2});
   rows.push_back({"restore (cold page cache)", bw(Median(rest_r)), bw(Median(dd_r)) + " dd read", fmt::format("{:.2f}", r_rest),
-                  "≥ 0.90", r_rest >= 0.9});
+                  ">= 0.90", r_rest >= 0.9});
   double r_s3 = 0;
   if (!s3_t.empty()) {
     r_s3 = Median(curl_t) / Median(s3_t);
     rows.push_back({fmt::format("S3 upload ({:.0f} MiB object)", mibs_shard), fmt::format("{:.0f} MiB/s", mibs_shard / Median(s3_t)),
-                    fmt::format("{:.0f} MiB/s curl", mibs_shard / Median(curl_t)), fmt::format("{:.2f}", r_s3), "≥ 1.00",
+                    fmt::format("{:.0f} MiB/s curl", mibs_shard / Median(curl_t)), fmt::format("{:.2f}", r_s3), ">= 1.00",
                     r_s3 >= 1.0});
   }
   std::printf("tessera ckpt bench: %.2f GiB in %d shards of %.0f MiB, %d reps (median), dir %s\nmachine: %s\n\n", gibs,
