@@ -109,6 +109,20 @@ Status RunBench(const BenchOptions& opt) {
   TSR_RETURN_IF_ERROR(save(0, nullptr));
   TSR_RETURN_IF_ERROR(Remove(root, 0));
 
+  // The raw-write reference writes the same (non-zero) bytes: from a tmpfs copy of a shard. Zeros would
+  // flatter dd on virtual disks that detect zero writes (and its read-back would then do no I/O at all).
+  std::string shm = fmt::format("/dev/shm/tessera-bench-{}", ::getpid());
+  {
+    int fd = ::open(shm.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return ErrnoError("bench: create " + shm, errno);
+    Status s = PwriteAll(fd, src[0].get(), shard, 0, shm);
+    ::close(fd);
+    TSR_RETURN_IF_ERROR(s);
+  }
+  struct ShmCleanup {
+    std::string p;
+    ~ShmCleanup() { ::unlink(p.c_str()); }
+  } shm_cleanup{shm};
   std::vector<double> dd_w, save_w, memcpy_t, snap_t, dd_r, rest_r, curl_t, s3_t;
   std::string files_dd;
   for (int r = 0; r < opt.shards; ++r) files_dd += fmt::format(" {}/dd-{}", root, r);
@@ -116,9 +130,9 @@ Status RunBench(const BenchOptions& opt) {
     int64_t step = rep + 1;
     // 1. raw write: M parallel dd with the same file size, fsync at the end (as our save does).
     auto t0 = Clock::now();
-    TSR_RETURN_IF_ERROR(Shell(fmt::format("bash -c 'for i in $(seq 0 {}); do dd if=/dev/zero of={}/dd-$i bs=16M count={} "
+    TSR_RETURN_IF_ERROR(Shell(fmt::format("bash -c 'for i in $(seq 0 {}); do dd if={} of={}/dd-$i bs=16M count={} "
                                           "conv=fsync status=none & done; wait'",
-                                          opt.shards - 1, root, shard / kBs)));
+                                          opt.shards - 1, shm, root, shard / kBs)));
     dd_w.push_back(Since(t0));
     // 2. save (snapshot + persist + commit), M writer ranks in parallel.
     double snap = 0;

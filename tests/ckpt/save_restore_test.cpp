@@ -219,6 +219,35 @@ TEST(SaveRestore, ShardFilesFollowTheSafetensorsSpec) {
   EXPECT_FALSE(std::filesystem::exists(d / "step-0000000004/rank-00000.part.json"));
 }
 
+// Reads the shard files with the Hugging Face library itself when some python3 has it (CI may; this
+// build machine has no network to install it), via tests/ckpt/safetensors_check.py.
+TEST(SaveRestore, HfLibraryReadsShards) {
+  std::string py;
+  for (const char* cand : {"/usr/bin/python3", "python3"})
+    if (std::system((std::string(cand) + " -c 'import safetensors, numpy' 2>/dev/null").c_str()) == 0) {
+      py = cand;
+      break;
+    }
+  if (py.empty()) GTEST_SKIP() << "no python3 with safetensors and numpy (pip install safetensors numpy)";
+  TempDir d;
+  SaveWorld(d.path(), 2, 6);
+  for (int r = 0; r < 2; ++r) {
+    std::string out = d / "hf.json";
+    std::string cmd = py + " " + test::SourceDir() + "/tests/ckpt/safetensors_check.py " + d.path() +
+                      "/step-0000000006/" + ShardFileName(r, 2) + " > " + out;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream f(out);
+    auto j = nlohmann::json::parse(f);
+    auto [b, rows] = EvenRows(kRows, r, 2);
+    auto w = j["tensors"]["w"];
+    EXPECT_EQ(w["dtype"], "float32");
+    EXPECT_EQ(w["shape"], nlohmann::json({rows, kCols}));
+    EXPECT_EQ(w["first"].get<double>(), test::Val(6, static_cast<uint64_t>(b * kCols)));
+    EXPECT_EQ(w["last"].get<double>(), test::Val(6, static_cast<uint64_t>((b + rows) * kCols - 1)));
+    EXPECT_EQ(j["metadata"]["tessera.step"], "6");
+  }
+}
+
 void FlipByte(const std::string& path, uint64_t off) {
   int fd = ::open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0) << path;
