@@ -231,7 +231,7 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
                                    m.files[static_cast<size_t>(p.file)].name, p.end - p.begin, p.rows));
       bool whole = p.row_offset >= s.row_begin && p.row_offset + p.rows <= s.row_begin + rows;
       if (whole && !IsDevicePointer(s.data) && p.end > p.begin) {
-        const uint64_t kChunk = uint64_t{8} << 20;
+        const uint64_t kChunk = uint64_t{32} << 20;
         for (uint64_t b = 0; b < p.end - p.begin; b += kChunk) {
           Task k{&s, &t, &p, rb, s.row_begin, rows};
           k.direct = true;
@@ -253,6 +253,7 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
     if (fds[fi] >= 0) continue;
     std::string path = JoinPath(dir, m.files[fi].name);
     fds[fi] = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fds[fi] >= 0) ::posix_fadvise(fds[fi], 0, 0, POSIX_FADV_SEQUENTIAL);
     if (fds[fi] < 0) {
       int e = errno;
       for (int fd : fds)
@@ -343,7 +344,7 @@ Status RestoreWithProgress(const std::string& root, int64_t step, const std::vec
   TSR_ASSIGN_OR_RETURN(Manifest m, LoadManifest(root, step));
   std::string dir = JoinPath(root, StepDirName(step));
   TSR_RETURN_IF_ERROR(VerifyDir(m, dir, VerifyOptions{false}, {}));  // presence, sizes, headers
-  return RestoreFrom(m, dir, slots, 4, progress);
+  return RestoreFrom(m, dir, slots, 2, progress);
 }
 
 Status Remove(const std::string& root, int64_t step) {
