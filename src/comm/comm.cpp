@@ -508,7 +508,10 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
     size_t pbase;  // element index that partial[0] stands for
     ReduceJob job1;
     if (n > 1) {
-      auto* acc = static_cast<std::byte*>(Scratch(0, S.len() * asz));
+      // A single island reducing a type that is its own accumulator folds straight into the output,
+      // unless in-place input would be overwritten before its turn in the rank order.
+      bool direct = k == 1 && kind == CollKind::kAllReduce && AccumType(dt) == dt && !(send == recv && local_ != 0);
+      auto* acc = direct ? recv + S.lo * esz : static_cast<std::byte*>(Scratch(0, S.len() * asz));
       job1.acc = acc;
       job1.n = S.len();
       job1.dtype = dt;

@@ -283,6 +283,21 @@ int main(int argc, char** argv) {
     if (r == tsrSuccess) Fail("allreduce with a dead peer succeeded");
     std::printf("ERROR rank %d after %.2fs: %s: %s\n", g_rank, secs, tsrGetErrorString(r), tsrGetLastError(g_comm));
     rc = (r == tsrRemoteError || r == tsrTimeout) ? 0 : 1;
+  } else if (mode == "stall") {
+    int victim = argc > 2 ? std::atoi(argv[2]) : 0;
+    std::vector<float> buf(1024, 1.0f);
+    Check(tsrAllReduce(buf.data(), buf.data(), buf.size(), tsrFloat32, tsrSum, g_comm, nullptr), "first allreduce");
+    if (g_rank == victim) {
+      std::printf("STALLING rank %d\n", g_rank);
+      std::fflush(stdout);
+      pause();  // alive but silent: the others must time out, and the launcher must stop us
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    r = tsrAllReduce(buf.data(), buf.data(), buf.size(), tsrFloat32, tsrSum, g_comm, nullptr);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r == tsrSuccess) Fail("allreduce with a stalled peer succeeded");
+    std::printf("ERROR rank %d after %.2fs: %s: %s\n", g_rank, secs, tsrGetErrorString(r), tsrGetLastError(g_comm));
+    rc = 1;  // a failed rank: the launcher must then stop the stalled one
   } else if (mode == "p2p") {
     std::vector<int64_t> out(1001), in(1001);
     for (size_t i = 0; i < out.size(); ++i) out[i] = g_rank * 100000 + static_cast<int64_t>(i);
