@@ -238,9 +238,7 @@ int RunCheck(const std::vector<size_t>& sizes) {
 // Random gradients ~ N(0, 1): the error of the allreduce sum against f64, beside the error of one ideal
 // rounding of the f64 sum to the type (the floor no method can beat).
 int RunNumerics(size_t count) {
-  std::printf("%s", "");
   const DType types[] = {DType::kFloat16, DType::kBfloat16, DType::kFloat32};
-  std::string json = "[";
   for (DType t : types) {
     const size_t esz = tessera::DTypeSize(t);
     std::vector<std::vector<double>> vals(g_size, std::vector<double>(count));
@@ -249,8 +247,6 @@ int RunNumerics(size_t count) {
       std::normal_distribution<double> nd(0.0, 1.0);
       for (size_t i = 0; i < count; ++i) {
         double v = nd(gen);
-        Buf* none = nullptr;
-        (void)none;
         unsigned char tmp[8];
         Put(tmp, 0, t, v);
         vals[r][i] = Get(tmp, 0, t);  // exactly representable inputs
@@ -279,15 +275,14 @@ int RunNumerics(size_t count) {
     bool same = AllSame(in.host.data(), count * esz, "numerics", false);
     char line[512];
     std::snprintf(line, sizeof(line),
-                  "%s{\"dtype\":\"%s\",\"count\":%zu,\"ranks\":%d,\"rel_err_l2\":%.3e,\"one_rounding_rel_err_l2\":%.3e,"
-                  "\"max_rel_err\":%.3e,\"beyond_one_rounding\":%zu,\"bit_identical\":%s}",
-                  json.size() > 1 ? "," : "", tessera::DTypeName(t), count, g_size, std::sqrt(num / den),
-                  std::sqrt(floor_num / den), max_rel, beyond, same ? "true" : "false");
-    json += line;
+                  "{\"bench\":\"numerics\",\"dtype\":\"%s\",\"count\":%zu,\"ranks\":%d,\"rel_err_l2\":%.3e,"
+                  "\"one_rounding_rel_err_l2\":%.3e,\"max_rel_err\":%.3e,\"beyond_one_rounding\":%zu,"
+                  "\"bit_identical\":%s}",
+                  tessera::DTypeName(t), count, g_size, std::sqrt(num / den), std::sqrt(floor_num / den), max_rel,
+                  beyond, same ? "true" : "false");
+    if (g_rank == 0) std::printf("%s\n", line);
     if (!same || beyond > 0) Fail(std::string("numerics ") + line);
   }
-  json += "]";
-  if (g_rank == 0) std::printf("NUMERICS %s\n", json.c_str());
   std::printf("OK rank %d: numerics\n", g_rank);
   return 0;
 }
@@ -323,7 +318,7 @@ int main(int argc, char** argv) {
   tsrCommRank(g_comm, &g_rank);
   tsrCommSize(g_comm, &g_size);
   int rc = 0;
-  std::vector<size_t> sizes = {0, 1, 7, 1000, 4099, 300001, 3000017};
+  std::vector<size_t> sizes = {0, 1, 7, 1000, 4099, 300001};
   size_t count = 1 << 22;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--sizes")) {

@@ -97,9 +97,11 @@ Status Device::CheckDevicePtr(const char* what, const void* p, size_t bytes) con
     return InvalidArgument(fmt::format("{} = {} is not memory CUDA knows ({})", what, p, cudaGetErrorString(e)));
   }
   if (a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost)
-    return InvalidArgument(fmt::format("{} = {} is host memory, but a stream was passed, so rank's buffers must be "
-                                       "device memory on cuda:{} (pass a NULL stream for host memory)",
-                                       what, p, index_));
+    return InvalidArgument(fmt::format("{} = {} is not device memory ({}), but a stream was passed, so the buffers "
+                                       "must be device memory of cuda:{} (pass a NULL stream for host memory)",
+                                       what, p, a.type == cudaMemoryTypeHost ? "pinned host memory"
+                                                                             : "host memory or no allocation at all",
+                                       index_));
   if (a.type == cudaMemoryTypeDevice && a.device != index_)
     return InvalidArgument(fmt::format("{} = {} is memory of cuda:{}, but this rank drives cuda:{}", what, p,
                                        a.device, index_));
