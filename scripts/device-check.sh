@@ -36,18 +36,20 @@ T=$B/tessera; W=$B/tests/gpu/gpu_worker; BENCH=$B/bench/gpu/gpu_bench
 
 step "GPU tests (ctest -L gpu) and the CCL loader tests"
 TEST_RC=0
-(cd "$B" && timeout 300 ctest -L gpu --output-on-failure --timeout 240 > "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
+(cd "$B" && timeout 280 ctest -L gpu --output-on-failure --timeout 150 > "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
 (cd "$B" && timeout 60 ctest -R CclLoader --output-on-failure >> "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
 grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|async:|NUMERICS" "$OUTDIR/ctest-gpu.log" | sed 's/^ *//' | cut -c1-160
 [ $TEST_RC = 0 ] || { echo "GPU TESTS FAILED (log: ctest-gpu.log)"; grep -B2 -A30 "Failure\|FAIL" "$OUTDIR/ctest-gpu.log" | head -60; }
 
-ROWS=$OUTDIR/rows.jsonl; : > "$ROWS"
+ROWS=$OUTDIR/rows.jsonl; : > "$ROWS"; : > "$OUTDIR/jobs.log"
 run_job() {  # run_job LABEL TIMEOUT -- tessera-run args...
   local label=$1 lim=$2; shift 3
   echo "--- $label: tessera run $*"
   timeout "$lim" "$T" run --timeout 60s "$@" > "$OUTDIR/job.log" 2>&1; local rc=$?
+  { echo "--- $label (exit $rc)"; cat "$OUTDIR/job.log"; } >> "$OUTDIR/jobs.log"
   grep -o '{.*}' "$OUTDIR/job.log" | sed "s/^{/{\"job\":\"$label\",/" | tee -a "$ROWS"
   [ $rc = 0 ] || { echo "job $label exited $rc"; tail -15 "$OUTDIR/job.log"; }
+  rm -f "$OUTDIR/job.log"
 }
 
 step "bench (a): pinned copy bandwidth and hybrid allreduce"
