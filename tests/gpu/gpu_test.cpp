@@ -3,6 +3,7 @@
 // bit-identity, stream semantics and faults. Every test that needs a GPU skips, saying why, when there is
 // none (CI, the development machine); the no-GPU error path is tested there instead.
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cuda_runtime.h>
@@ -99,6 +100,10 @@ std::vector<RankOut> RunWorld(const std::vector<RankSpec>& ranks, const std::vec
     if (left > 0 && std::chrono::steady_clock::now() > deadline) {
       for (int r = 0; r < W; ++r)
         if (pids[r] != 0) {
+          // Where it hung, when the GPU machine's cuda-gdb is there (it attaches to running programs).
+          std::string bt = "command -v cuda-gdb >/dev/null && timeout 30 cuda-gdb -p " + std::to_string(pids[r]) +
+                           " -batch -ex 'thread apply all bt 12' >> " + logs[r] + " 2>&1";
+          if (std::system(bt.c_str()) != 0) std::printf("(no backtrace of rank %d)\n", r);
           kill(pids[r], SIGKILL);
           waitpid(pids[r], nullptr, 0);
           out[r].status = -1;
@@ -168,10 +173,13 @@ TEST(GpuKernels, ConversionsAndFoldsMatchTheCpuBitForBit) {
         ASSERT_EQ(cudaMemcpy(d_a, accs.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
         ASSERT_EQ(kernels::Fold(d_a, d_h, n, t, t, op, first, nullptr), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(gpu.data(), d_a, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        // NaN stays NaN on both; its payload may differ (the GPU returns the canonical NaN).
         for (size_t i = 0; i < n; ++i)
-          ASSERT_EQ(F32Bits(cpu[i]), F32Bits(gpu[i]))
-              << DTypeName(t) << " fold " << RedOpName(op) << " first=" << first << " at " << i << " half 0x"
-              << std::hex << halves[i] << " acc 0x" << F32Bits(accs[i]);
+          if (!(std::isnan(cpu[i]) && std::isnan(gpu[i]))) {
+            ASSERT_EQ(F32Bits(cpu[i]), F32Bits(gpu[i]))
+                << DTypeName(t) << " fold " << RedOpName(op) << " first=" << first << " at " << i << " half 0x"
+                << std::hex << halves[i] << " acc 0x" << F32Bits(accs[i]);
+          }
       }
       // Finalize: narrow(acc [/ divisor]) with round-to-nearest-even
       for (int divisor : {1, 3, 7}) {
@@ -180,9 +188,14 @@ TEST(GpuKernels, ConversionsAndFoldsMatchTheCpuBitForBit) {
         ASSERT_EQ(cudaMemcpy(d_a, accs.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
         ASSERT_EQ(kernels::Finalize(d_o, d_a, n, t, op, divisor, nullptr), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(gpu.data(), d_o, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+        auto is_nan = [&](uint16_t h) {
+          return t == DType::kFloat16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+        };
         for (size_t i = 0; i < n; ++i)
-          ASSERT_EQ(cpu[i], gpu[i]) << DTypeName(t) << " finalize " << RedOpName(op) << "/" << divisor << " at " << i
-                                    << " acc 0x" << std::hex << F32Bits(accs[i]);
+          if (!(is_nan(cpu[i]) && is_nan(gpu[i]))) {
+            ASSERT_EQ(cpu[i], gpu[i]) << DTypeName(t) << " finalize " << RedOpName(op) << "/" << divisor << " at " << i
+                                      << " acc 0x" << std::hex << F32Bits(accs[i]);
+          }
       }
     }
   }
@@ -196,7 +209,10 @@ TEST(GpuKernels, ConversionsAndFoldsMatchTheCpuBitForBit) {
   ASSERT_EQ(kernels::Fold(d_a, d_o, n, DType::kFloat32, DType::kFloat32, RedOp::kSum, false, nullptr), cudaSuccess);
   ASSERT_EQ(kernels::Finalize(d_a, d_a, n, DType::kFloat32, RedOp::kAvg, 5, nullptr), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(gpu.data(), d_a, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(F32Bits(cpu[i]), F32Bits(gpu[i])) << "f32 at " << i;
+  for (size_t i = 0; i < n; ++i)
+    if (!(std::isnan(cpu[i]) && std::isnan(gpu[i]))) {
+      ASSERT_EQ(F32Bits(cpu[i]), F32Bits(gpu[i])) << "f32 at " << i;
+    }
   cudaFree(d_h);
   cudaFree(d_a);
   cudaFree(d_o);
@@ -212,14 +228,14 @@ void ExpectAllOk(const std::vector<RankOut>& outs) {
 
 TEST(GpuHybrid, OneGpuAndThreeHostRanksAgreeBitForBit) {
   REQUIRE_GPU();
-  auto outs = RunWorld(kOneGpuThreeHost, {"check"}, 240);
+  auto outs = RunWorld(kOneGpuThreeHost, {"check"}, 100);
   ExpectAllOk(outs);
   EXPECT_NE(outs[0].out.find("async: allreduce returned"), std::string::npos) << Dump(outs);
 }
 
 TEST(GpuHybrid, TwoGpuIslandsOnOneGpuMeetThroughTheBridge) {
   REQUIRE_GPU();
-  auto outs = RunWorld(kTwoGpuIslandsOneGpu, {"check"}, 240);
+  auto outs = RunWorld(kTwoGpuIslandsOneGpu, {"check"}, 100);
   ExpectAllOk(outs);
 }
 

@@ -53,19 +53,28 @@ void Cuda(cudaError_t e, const char* what) {
 struct Buf {
   std::vector<unsigned char> host;
   void* dev = nullptr;
+  // Device data is written on the rank's stream, as a training step would: the collective that follows
+  // on that stream must see it (stream order), with nothing synchronized in between.
   explicit Buf(size_t bytes, unsigned char fill = 0) : host(bytes + 8, fill) {
     if (g_gpu) {
       Cuda(cudaMalloc(&dev, bytes + 8), "cudaMalloc");
-      Cuda(cudaMemcpy(dev, host.data(), bytes + 8, cudaMemcpyHostToDevice), "cudaMemcpy");
+      Push();
     }
   }
-  ~Buf() { if (dev) cudaFree(dev); }
+  ~Buf() {
+    if (dev) {
+      Cuda(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
+      cudaFree(dev);
+    }
+  }
   void* ptr() { return g_gpu ? dev : host.data(); }
-  void Push() { if (g_gpu) Cuda(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice), "push"); }
+  void Push() {
+    if (g_gpu) Cuda(cudaMemcpyAsync(dev, host.data(), host.size(), cudaMemcpyHostToDevice, g_stream), "push");
+  }
   void Pull() {
     if (g_gpu) {
+      Cuda(cudaMemcpyAsync(host.data(), dev, host.size(), cudaMemcpyDeviceToHost, g_stream), "pull");
       Cuda(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
-      Cuda(cudaMemcpy(host.data(), dev, host.size(), cudaMemcpyDeviceToHost), "pull");
     }
   }
 };

@@ -90,6 +90,9 @@ Status Device::MakeCurrent() const { return Check(cudaSetDevice(index_), "cudaSe
 Status Device::CheckDevicePtr(const char* what, const void* p, size_t bytes) const {
   if (bytes == 0) return Status::Ok();
   if (p == nullptr) return InvalidArgument(fmt::format("{} is NULL", what));
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  for (const Alloc& a : seen_)
+    if (a.size > 0 && at >= a.base && at - a.base <= a.size && bytes <= a.size - (at - a.base)) return Status::Ok();
   cudaPointerAttributes a{};
   cudaError_t e = cudaPointerGetAttributes(&a, p);
   if (e != cudaSuccess) {
@@ -114,6 +117,8 @@ Status Device::CheckDevicePtr(const char* what, const void* p, size_t bytes) con
       if (bytes > avail)
         return InvalidArgument(fmt::format("{} = {}: the call needs {} bytes but its allocation has {} from there",
                                            what, p, bytes, avail));
+      for (int i = 7; i > 0; --i) seen_[i] = seen_[i - 1];
+      seen_[0] = {static_cast<uintptr_t>(base), size};
     }
   }
   return Status::Ok();
@@ -170,11 +175,12 @@ Status Device::WaitEvent(cudaEvent_t ev, std::chrono::milliseconds timeout, cons
 
 PinnedBuffer::~PinnedBuffer() {
   if (p_ != nullptr) (void)cudaFreeHost(p_);
+  for (auto* r : retired_) (void)cudaFreeHost(r);
 }
 
 Result<std::byte*> PinnedBuffer::Get(size_t bytes) {
   if (bytes <= size_ && p_ != nullptr) return p_;
-  if (p_ != nullptr) (void)cudaFreeHost(p_);
+  if (p_ != nullptr) retired_.push_back(p_);
   p_ = nullptr;
   size_ = 0;
   void* p = nullptr;

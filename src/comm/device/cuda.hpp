@@ -62,9 +62,18 @@ class Device {
   void* mem_range_ = nullptr;      // cuMemGetAddressRange
   const char* wait_mode_ = "spin-kernel";
   bool wait_value_failed_ = false;
+  // Device allocations already validated (base, size), most recent first: a pointer inside one skips the
+  // driver queries, so a single-island call costs no more than NCCL's own. (A freed and re-made
+  // allocation at the same base with a smaller size would pass unchecked, as it would with NCCL.)
+  struct Alloc {
+    uintptr_t base = 0, size = 0;
+  };
+  mutable Alloc seen_[8];
 };
 
-// A page-locked host buffer that grows on demand and keeps its size (freed with the communicator).
+// A page-locked host buffer that grows on demand and keeps its size. Growing never frees the smaller
+// buffer (cudaFreeHost synchronizes the device, which would deadlock against a caller's stream that waits
+// for the collective in progress): every buffer is freed with the communicator.
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
@@ -78,6 +87,7 @@ class PinnedBuffer {
  private:
   std::byte* p_ = nullptr;
   size_t size_ = 0;
+  std::vector<std::byte*> retired_;
 };
 
 }  // namespace tessera::comm::cuda

@@ -16,7 +16,9 @@
 //    communicator's Guard), the flag is still raised so the caller's stream never hangs, and the error
 //    is returned by the next call on this communicator.
 //    Host-memory calls (stream NULL) go through the same worker queue, in order, and wait.
-// Streams, events, the flag and the chunk slots are created in Attach, once per communicator.
+// Streams, events, the flag and the chunk slots are created in Attach, once per communicator. Whole-buffer
+// staging grows on the caller's thread when a larger call comes and is kept; no buffer is freed before the
+// communicator is (cudaFreeHost would synchronize the device against a stream waiting for the bridge).
 #include <condition_variable>
 #include <deque>
 #include <fmt/format.h>
@@ -75,8 +77,11 @@ class CudaRank final : public DeviceRank {
   void WorkerLoop();
   // Device job bodies.
   Status BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op);
-  Status Staged(cudaEvent_t in, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
-                const std::function<Status(const void*, void*)>& host_call);
+  // Stages whole buffers through hin/hout (pinned, sized by the caller thread at submission).
+  Status Staged(cudaEvent_t in, const void* send, size_t send_bytes, void* recv, size_t recv_bytes, std::byte* hin,
+                std::byte* hout, const std::function<Status(const void*, void*)>& host_call);
+  // On the caller thread, before the job is queued: pinned buffers for a staged job.
+  Status StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout);
   Status Fail(const char* what, Status s);  // records s through the communicator's Guard
   Status CclCall(const char* what, int r);
   Status Direct() const;
@@ -281,7 +286,8 @@ Status CudaRank::BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byt
   auto chunks = comm_->BridgeChunks(count, dt);
   return comm_->GuardFn("allreduce", [&]() -> Status {
     TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
-    for (int s = 0; s < kSlots; ++s) TSR_RETURN_IF_ERROR(slot_[s].Get(chunks.front().len() * esz).status());
+    if (chunks.front().len() * esz > slot_[0].size())
+      return InternalError("bridge chunk larger than the staging slots made at init");
     auto issue_d2h = [&](size_t i) -> Status {
       int s = static_cast<int>(i % kSlots);
       TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, h2d_ev_[s], 0), "cudaStreamWaitEvent (slot)"));
@@ -311,21 +317,23 @@ Status CudaRank::BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byt
   });
 }
 
+Status CudaRank::StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout) {
+  TSR_ASSIGN_OR_RETURN(*hin, whole_in_.Get(send_bytes));
+  TSR_ASSIGN_OR_RETURN(*hout, whole_out_.Get(recv_bytes));
+  return Status::Ok();
+}
+
 Status CudaRank::Staged(cudaEvent_t in, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
-                        const std::function<Status(const void*, void*)>& host_call) {
+                        std::byte* hin, std::byte* hout, const std::function<Status(const void*, void*)>& host_call) {
   Status s = cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)");
-  auto hin = whole_in_.Get(send_bytes);
-  auto hout = whole_out_.Get(recv_bytes);
-  if (s.ok() && !hin.ok()) s = hin.status();
-  if (s.ok() && !hout.ok()) s = hout.status();
   if (s.ok() && send_bytes > 0)
-    s = cuda::Check(cudaMemcpyAsync(*hin, send, send_bytes, cudaMemcpyDeviceToHost, d2h_), "cudaMemcpyAsync (D2H)");
+    s = cuda::Check(cudaMemcpyAsync(hin, send, send_bytes, cudaMemcpyDeviceToHost, d2h_), "cudaMemcpyAsync (D2H)");
   if (s.ok()) s = cuda::Check(cudaEventRecord(d2h_ev_[0], d2h_), "cudaEventRecord");
   if (s.ok()) s = dev_->WaitEvent(d2h_ev_[0], comm_->timeout_, "copying the input to the host");
   if (!s.ok()) return Fail("staging", s);
-  TSR_RETURN_IF_ERROR(host_call(*hin, *hout));  // the host call records its own failures
+  TSR_RETURN_IF_ERROR(host_call(hin, hout));  // the host call records its own failures
   if (recv_bytes > 0)
-    s = cuda::Check(cudaMemcpyAsync(recv, *hout, recv_bytes, cudaMemcpyHostToDevice, h2d_), "cudaMemcpyAsync (H2D)");
+    s = cuda::Check(cudaMemcpyAsync(recv, hout, recv_bytes, cudaMemcpyHostToDevice, h2d_), "cudaMemcpyAsync (H2D)");
   if (s.ok()) s = cuda::Check(cudaEventRecord(h2d_ev_[0], h2d_), "cudaEventRecord");
   if (s.ok()) s = dev_->WaitEvent(h2d_ev_[0], comm_->timeout_, "copying the result to the device");
   return Fail("staging", s);
@@ -366,8 +374,10 @@ Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, t
     return CclCall("ReduceScatter", ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt),
                                                              CclRedOp(static_cast<RedOp>(op)), ccl_->handle(), stream));
   }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("reduce_scatter", StagingFor(sb, rb, &hin, &hout)));
   return SubmitDevice("reduce_scatter", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, send, sb, recv, rb, [&](const void* hs, void* hr) {
+    return Staged(in, send, sb, recv, rb, hin, hout, [&](const void* hs, void* hr) {
       return comm_->HostReduceScatter(hs, hr, recvcount, type, op, nullptr);
     });
   });
@@ -383,8 +393,10 @@ Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDa
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream));
   }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("allgather", StagingFor(sb, rb, &hin, &hout)));
   return SubmitDevice("allgather", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, send, sb, recv, rb, [&](const void* hs, void* hr) {
+    return Staged(in, send, sb, recv, rb, hin, hout, [&](const void* hs, void* hr) {
       return comm_->HostAllGather(hs, hr, sendcount, type, nullptr);
     });
   });
@@ -405,8 +417,10 @@ Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataTy
     return CclCall("Broadcast", ccl_->lib().Broadcast(is_root ? send : recv, recv, count, CclDataType(dt), root,
                                                       ccl_->handle(), stream));
   }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("broadcast", StagingFor(b, b, &hin, &hout)));
   return SubmitDevice("broadcast", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, is_root ? send : nullptr, is_root ? b : 0, recv, b, [&](const void* hs, void* hr) {
+    return Staged(in, is_root ? send : nullptr, is_root ? b : 0, recv, b, hin, hout, [&](const void* hs, void* hr) {
       return comm_->HostBroadcast(is_root ? hs : hr, hr, count, type, root, nullptr);
     });
   });
@@ -423,8 +437,10 @@ Status CudaRank::Send(const void* send, size_t count, tsrDataType_t type, int pe
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("Send", ccl_->lib().Send(send, count, CclDataType(dt), peer, ccl_->handle(), stream));
   }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("send", StagingFor(b, 0, &hin, &hout)));
   return SubmitDevice("send", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, send, b, nullptr, 0,
+    return Staged(in, send, b, nullptr, 0, hin, hout,
                   [&](const void* hs, void*) { return comm_->HostSend(hs, count, type, peer, nullptr); });
   });
 }
@@ -440,8 +456,10 @@ Status CudaRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, ts
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("Recv", ccl_->lib().Recv(recv, count, CclDataType(dt), peer, ccl_->handle(), stream));
   }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("recv", StagingFor(0, b, &hin, &hout)));
   return SubmitDevice("recv", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, nullptr, 0, recv, b,
+    return Staged(in, nullptr, 0, recv, b, hin, hout,
                   [&](const void*, void* hr) { return comm_->HostRecv(hr, count, type, peer, nullptr); });
   });
 }
