@@ -87,9 +87,9 @@ Device::~Device() {
 
 Status Device::MakeCurrent() const { return Check(cudaSetDevice(index_), "cudaSetDevice"); }
 
-Status Device::CheckDevicePtr(const char* what, const void* p, size_t bytes) const {
+Status Device::CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes) const {
   if (bytes == 0) return Status::Ok();
-  if (p == nullptr) return InvalidArgument(fmt::format("{} is NULL", what));
+  if (p == nullptr) return InvalidArgument(fmt::format("{}: {} is NULL", what, arg));
   const auto at = reinterpret_cast<uintptr_t>(p);
   for (const Alloc& a : seen_)
     if (a.size > 0 && at >= a.base && at - a.base <= a.size && bytes <= a.size - (at - a.base)) return Status::Ok();
@@ -97,16 +97,16 @@ Status Device::CheckDevicePtr(const char* what, const void* p, size_t bytes) con
   cudaError_t e = cudaPointerGetAttributes(&a, p);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return InvalidArgument(fmt::format("{} = {} is not memory CUDA knows ({})", what, p, cudaGetErrorString(e)));
+    return InvalidArgument(fmt::format("{}: {} = {} is not memory CUDA knows ({})", what, arg, p, cudaGetErrorString(e)));
   }
   if (a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost)
-    return InvalidArgument(fmt::format("{} = {} is not device memory ({}), but a stream was passed, so the buffers "
+    return InvalidArgument(fmt::format("{}: {} = {} is not device memory ({}), but a stream was passed, so the buffers "
                                        "must be device memory of cuda:{} (pass a NULL stream for host memory)",
-                                       what, p, a.type == cudaMemoryTypeHost ? "pinned host memory"
+                                       what, arg, p, a.type == cudaMemoryTypeHost ? "pinned host memory"
                                                                              : "host memory or no allocation at all",
                                        index_));
   if (a.type == cudaMemoryTypeDevice && a.device != index_)
-    return InvalidArgument(fmt::format("{} = {} is memory of cuda:{}, but this rank drives cuda:{}", what, p,
+    return InvalidArgument(fmt::format("{}: {} = {} is memory of cuda:{}, but this rank drives cuda:{}", what, arg, p,
                                        a.device, index_));
   if (a.type == cudaMemoryTypeDevice && mem_range_ != nullptr) {
     CUdeviceptr base = 0;
@@ -115,8 +115,8 @@ Status Device::CheckDevicePtr(const char* what, const void* p, size_t bytes) con
     if (fn(&base, &size, reinterpret_cast<CUdeviceptr>(p)) == CUDA_SUCCESS) {
       size_t avail = base + size - reinterpret_cast<CUdeviceptr>(p);
       if (bytes > avail)
-        return InvalidArgument(fmt::format("{} = {}: the call needs {} bytes but its allocation has {} from there",
-                                           what, p, bytes, avail));
+        return InvalidArgument(fmt::format("{}: {} = {}: the call needs {} bytes but its allocation has {} from there",
+                                           what, arg, p, bytes, avail));
       for (int i = 7; i > 0; --i) seen_[i] = seen_[i - 1];
       seen_[0] = {static_cast<uintptr_t>(base), size};
     }
@@ -124,7 +124,7 @@ Status Device::CheckDevicePtr(const char* what, const void* p, size_t bytes) con
   return Status::Ok();
 }
 
-Status Device::CheckHostPtr(const char* what, const void* p) const {
+Status Device::CheckHostPtr(const char* what, const char* arg, const void* p) const {
   if (p == nullptr) return Status::Ok();
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -132,9 +132,9 @@ Status Device::CheckHostPtr(const char* what, const void* p) const {
     return Status::Ok();
   }
   if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
-    return InvalidArgument(fmt::format("{} = {} is device memory of cuda:{}, but the stream is NULL, which means host "
+    return InvalidArgument(fmt::format("{}: {} = {} is device memory of cuda:{}, but the stream is NULL, which means host "
                                        "memory: pass the cudaStream_t to run on",
-                                       what, p, a.device));
+                                       what, arg, p, a.device));
   return Status::Ok();
 }
 

@@ -36,11 +36,12 @@ class Device {
   // Makes this rank's GPU current on the calling thread (the worker thread calls it once).
   Status MakeCurrent() const;
 
-  // `what` names the argument ("allreduce: sendbuf"). Device memory of this rank's GPU (or managed
-  // memory), holding `bytes` from p when the driver reports the allocation's extent.
-  Status CheckDevicePtr(const char* what, const void* p, size_t bytes) const;
+  // `what` and `arg` name the call and the argument ("allreduce", "sendbuf"); messages are built only on
+  // failure. Device memory of this rank's GPU (or managed memory), holding `bytes` from p when the driver
+  // reports the allocation's extent.
+  Status CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes) const;
   // Host memory (pageable or pinned), not device memory.
-  Status CheckHostPtr(const char* what, const void* p) const;
+  Status CheckHostPtr(const char* what, const char* arg, const void* p) const;
 
   // Makes `stream` wait until the host-mapped flag reaches `value` (never blocks the caller).
   Status EnqueueWaitFlag(cudaStream_t stream, uint32_t value);
