@@ -80,7 +80,7 @@ for line in open(rows_path):
     try: rows.append(json.loads(line))
     except Exception: pass
 out = {"machine": {"host": socket.gethostname(), "cores": os.cpu_count(), "gpu": gpu, "driver": driver},
-       "commit": commit, "date": datetime.datetime.utcnow().isoformat() + "Z",
+       "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
        "env": {"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")},
        "gpu_tests_passed": test_rc == "0", "rows": rows}
 json.dump(out, open(res, "w"), indent=1)
@@ -88,11 +88,16 @@ copy = [r for r in rows if r.get("bench") == "pinned_copy"]
 cbw = min(copy[0]["d2h_GBps"], copy[0]["h2d_GBps"]) if copy else float("nan")
 print(f"GPU {gpu}, driver {driver}, commit {commit[:12]}; GPU tests {'PASSED' if test_rc == '0' else 'FAILED'}")
 if copy: print(f"pinned copy 256 MiB: D2H {copy[0]['d2h_GBps']:.1f} GB/s, H2D {copy[0]['h2d_GBps']:.1f} GB/s, both at once {copy[0]['bidir_each_GBps']:.1f} GB/s each")
-print(f"{'job':28} {'size':>6} {'dtype':>8} {'time us':>10} {'algbw':>7} {'busbw':>7} {'algbw/copy':>10}")
+# staging efficiency: the same job with the GPU rank(s) on host memory, over the job on device memory
+hostmem = {(r["job"].replace("-hostmem", ""), r["bytes"], r["dtype"]): r["time_us"] for r in rows
+           if r.get("bench") == "allreduce" and not r["gpu_memory"]}
+print(f"{'job':28} {'size':>6} {'dtype':>8} {'time us':>10} {'algbw':>7} {'busbw':>7} {'algbw/copy':>10} {'host/dev time':>13}")
 for r in rows:
     if r.get("bench") == "allreduce":
         mib = r["bytes"] >> 20
-        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {r['algbw_GBps']/cbw:>9.0%}")
+        h = hostmem.get((r["job"], r["bytes"], r["dtype"])) if r["gpu_memory"] else None
+        eff = f"{h / r['time_us']:>12.0%}" if h else f"{'':>13}"
+        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {r['algbw_GBps']/cbw:>9.0%} {eff}")
 for r in rows:
     if r.get("bench") == "single_island":
         print(f"single island {r['bytes']>>20:>4}M: tessera {r['tessera_us']:.1f} us, nccl {r['nccl_us']:.1f} us, overhead {r['overhead_pct']:+.2f}% ({r['ccl']})")

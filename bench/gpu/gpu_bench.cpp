@@ -115,7 +115,7 @@ int AllReduce(const std::vector<size_t>& sizes, int iters, tessera::DType dt, bo
     };
     run(2);
     std::vector<double> per;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < 5; ++rep) {
       check(tsrBarrier(comm), "barrier");
       double t0 = Now();
       run(iters);
