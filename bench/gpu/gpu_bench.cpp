@@ -9,12 +9,13 @@
 //                                               NCCL's allreduce called directly on the same GPU, rounds
 //                                               interleaved, medians of CUDA-event times.
 // Sizes are in bytes with K/M/G suffixes.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cuda_runtime.h>
 #include <string>
 #include <vector>
 
@@ -80,8 +81,9 @@ int Copy(size_t mib) {
     return bytes / Median(t) / 1e9;
   };
   double d2h = time(0), h2d = time(1), both = time(2);
-  std::printf("{\"bench\":\"pinned_copy\",\"bytes\":%zu,\"d2h_GBps\":%.2f,\"h2d_GBps\":%.2f,\"bidir_each_GBps\":%.2f}\n",
-              bytes, d2h, h2d, both);
+  std::printf(
+      "{\"bench\":\"pinned_copy\",\"bytes\":%zu,\"d2h_GBps\":%.2f,\"h2d_GBps\":%.2f,\"bidir_each_GBps\":%.2f}\n", bytes,
+      d2h, h2d, both);
   return 0;
 }
 
@@ -127,9 +129,10 @@ int AllReduce(const std::vector<size_t>& sizes, int iters, tessera::DType dt, bo
     double t = Median(per);
     double algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (size - 1) / size;
     if (rank == 0)
-      std::printf("{\"bench\":\"allreduce\",\"ranks\":%d,\"dtype\":\"%s\",\"bytes\":%zu,\"gpu_memory\":%s,"
-                  "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-                  size, tessera::DTypeName(dt), bytes, gpu ? "true" : "false", t * 1e6, algbw, busbw);
+      std::printf(
+          "{\"bench\":\"allreduce\",\"ranks\":%d,\"dtype\":\"%s\",\"bytes\":%zu,\"gpu_memory\":%s,"
+          "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
+          size, tessera::DTypeName(dt), bytes, gpu ? "true" : "false", t * 1e6, algbw, busbw);
     if (gpu) Cuda(cudaFree(buf), "cudaFree");
   }
   tsrCommDestroy(comm);
@@ -175,13 +178,19 @@ int Direct(const std::vector<size_t>& sizes, int iters) {
     round(false);
     std::vector<double> ts, tn;
     for (int r = 0; r < 7; ++r) {
-      if (r % 2) { ts.push_back(round(true)); tn.push_back(round(false)); }
-      else { tn.push_back(round(false)); ts.push_back(round(true)); }
+      if (r % 2) {
+        ts.push_back(round(true));
+        tn.push_back(round(false));
+      } else {
+        tn.push_back(round(false));
+        ts.push_back(round(true));
+      }
     }
     double mt = Median(ts), mn = Median(tn);
-    std::printf("{\"bench\":\"single_island\",\"ranks\":1,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
-                "\"overhead_pct\":%.2f,\"ccl\":\"%s %d\"}\n",
-                bytes, mt, mn, 100.0 * (mt - mn) / mn, L.name().c_str(), L.version());
+    std::printf(
+        "{\"bench\":\"single_island\",\"ranks\":1,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
+        "\"overhead_pct\":%.2f,\"ccl\":\"%s %d\"}\n",
+        bytes, mt, mn, 100.0 * (mt - mn) / mn, L.name().c_str(), L.version());
     Cuda(cudaFree(a), "free");
     Cuda(cudaFree(b), "free");
   }
@@ -203,15 +212,20 @@ int main(int argc, char** argv) {
   tessera::DType dt = tessera::DType::kFloat32;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--host-memory") host_memory = true;
-    else if (i + 1 < argc && a == "--sizes") sizes = ParseSizes(argv[++i]);
-    else if (i + 1 < argc && a == "--iters") iters = std::atoi(argv[++i]);
-    else if (i + 1 < argc && a == "--mib") mib = std::stoull(argv[++i]);
+    if (a == "--host-memory")
+      host_memory = true;
+    else if (i + 1 < argc && a == "--sizes")
+      sizes = ParseSizes(argv[++i]);
+    else if (i + 1 < argc && a == "--iters")
+      iters = std::atoi(argv[++i]);
+    else if (i + 1 < argc && a == "--mib")
+      mib = std::stoull(argv[++i]);
     else if (i + 1 < argc && a == "--dtype") {
       auto t = tessera::ParseDType(argv[++i]);
       if (!t) Die(std::string("unknown --dtype ") + argv[i]);
       dt = *t;
-    } else Die("unknown argument " + a);
+    } else
+      Die("unknown argument " + a);
   }
   if (mode == "copy") return Copy(mib);
   if (mode == "allreduce") return AllReduce(sizes, iters, dt, host_memory);

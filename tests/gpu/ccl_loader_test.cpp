@@ -1,9 +1,10 @@
 // tests/gpu/ccl_loader_test: the CCL loader without a GPU — an NCCL-shaped library under another prefix
 // loads from one table row and runs; a missing library or symbol is a clear Unsupported error naming it;
 // an unknown TESSERA_CCL is rejected naming the known ones.
-#include <cstdlib>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <vector>
 
 #include "comm/ccl/ccl.hpp"
@@ -27,9 +28,11 @@ TEST(CclLoader, AnotherPrefixIsOneTableRow) {
   auto comm = CclComm::Create(*lib, store->get(), "ccl/test/id", 1, 0, std::chrono::seconds(5));
   ASSERT_TRUE(comm.ok()) << comm.status().message();
   std::vector<float> in = {1, 2, 3}, out(3, 0);
-  ASSERT_TRUE((*lib)->Check((*lib)->AllReduce(in.data(), out.data(), 3, CclDataType(DType::kFloat32),
-                                               CclRedOp(RedOp::kSum), (*comm)->handle(), nullptr),
-                            "AllReduce").ok());
+  ASSERT_TRUE((*lib)
+                  ->Check((*lib)->AllReduce(in.data(), out.data(), 3, CclDataType(DType::kFloat32),
+                                            CclRedOp(RedOp::kSum), (*comm)->handle(), nullptr),
+                          "AllReduce")
+                  .ok());
   EXPECT_EQ(out, in);
   EXPECT_TRUE((*comm)->AsyncError().ok());
   // Errors carry the library's own string and the call.

@@ -2,18 +2,19 @@
 // multi-process hybrid jobs (1 GPU + 3 host ranks; two GPU islands sharing one GPU) for correctness,
 // bit-identity, stream semantics and faults. Every test that needs a GPU skips, saying why, when there is
 // none (CI, the development machine); the no-GPU error path is tested there instead.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
-#include <cuda_runtime.h>
 #include <fstream>
-#include <gtest/gtest.h>
 #include <random>
 #include <sstream>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "comm/kernels/kernels.hpp"
@@ -31,10 +32,10 @@ std::string NoGpuReason() {
   if (n == 0) return "no CUDA GPU visible";
   return "";
 }
-#define REQUIRE_GPU()                                            \
-  do {                                                           \
-    std::string why = NoGpuReason();                             \
-    if (!why.empty()) GTEST_SKIP() << "skipped: " << why;        \
+#define REQUIRE_GPU()                                     \
+  do {                                                    \
+    std::string why = NoGpuReason();                      \
+    if (!why.empty()) GTEST_SKIP() << "skipped: " << why; \
   } while (0)
 
 struct RankSpec {

@@ -11,16 +11,17 @@
 //   gpu_worker badptr                      the GPU rank 0 passes an address that is no allocation;
 //   gpu_worker die RANK                    RANK exits after one allreduce; the others must fail in time.
 // Prints "OK ..." on success, "FAIL ..." and exits 1 otherwise.
+#include <cuda_runtime.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cuda_runtime.h>
 #include <random>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "common/dtype.hpp"
@@ -81,11 +82,13 @@ struct Buf {
 tsrStream_t S() { return g_gpu ? static_cast<tsrStream_t>(g_stream) : nullptr; }
 
 double Value(uint64_t seed, int rank, size_t i, DType t, tsrRedOp_t op) {
-  uint64_t h = (seed * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(rank) * 0xBF58476D1CE4E5B9ull) ^ (i * 0x94D049BB133111EBull);
+  uint64_t h = (seed * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(rank) * 0xBF58476D1CE4E5B9ull) ^
+               (i * 0x94D049BB133111EBull);
   h ^= h >> 31;
   h *= 0xD6E8FEB86659FD93ull;
   h ^= h >> 29;
-  if (t == DType::kInt32) return op == tsrProd ? static_cast<double>(h % 3 + 1) : static_cast<double>(static_cast<int64_t>(h % 2001) - 1000);
+  if (t == DType::kInt32)
+    return op == tsrProd ? static_cast<double>(h % 3 + 1) : static_cast<double>(static_cast<int64_t>(h % 2001) - 1000);
   double u = static_cast<double>(h >> 11) / 9007199254740992.0;
   double v = op == tsrProd ? 0.9 + 0.2 * u : 4.0 * u - 2.0;
   if (t == DType::kFloat16) return tessera::F16ToF32(tessera::F32ToF16(static_cast<float>(v)));
@@ -95,22 +98,39 @@ double Value(uint64_t seed, int rank, size_t i, DType t, tsrRedOp_t op) {
 }
 void Put(void* buf, size_t i, DType t, double v) {
   switch (t) {
-    case DType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case DType::kFloat16: static_cast<uint16_t*>(buf)[i] = tessera::F32ToF16(static_cast<float>(v)); break;
-    case DType::kBfloat16: static_cast<uint16_t*>(buf)[i] = tessera::F32ToBf16(static_cast<float>(v)); break;
-    case DType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double*>(buf)[i] = v; break;
-    default: break;
+    case DType::kInt32:
+      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::kFloat16:
+      static_cast<uint16_t*>(buf)[i] = tessera::F32ToF16(static_cast<float>(v));
+      break;
+    case DType::kBfloat16:
+      static_cast<uint16_t*>(buf)[i] = tessera::F32ToBf16(static_cast<float>(v));
+      break;
+    case DType::kFloat32:
+      static_cast<float*>(buf)[i] = static_cast<float>(v);
+      break;
+    case DType::kFloat64:
+      static_cast<double*>(buf)[i] = v;
+      break;
+    default:
+      break;
   }
 }
 double Get(const void* buf, size_t i, DType t) {
   switch (t) {
-    case DType::kInt32: return static_cast<const int32_t*>(buf)[i];
-    case DType::kFloat16: return tessera::F16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kBfloat16: return tessera::Bf16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kFloat32: return static_cast<const float*>(buf)[i];
-    case DType::kFloat64: return static_cast<const double*>(buf)[i];
-    default: return 0;
+    case DType::kInt32:
+      return static_cast<const int32_t*>(buf)[i];
+    case DType::kFloat16:
+      return tessera::F16ToF32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::kBfloat16:
+      return tessera::Bf16ToF32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::kFloat32:
+      return static_cast<const float*>(buf)[i];
+    case DType::kFloat64:
+      return static_cast<const double*>(buf)[i];
+    default:
+      return 0;
   }
 }
 double Reference(uint64_t seed, size_t i, DType t, tsrRedOp_t op, double* abs_sum) {
@@ -119,12 +139,24 @@ double Reference(uint64_t seed, size_t i, DType t, tsrRedOp_t op, double* abs_su
   for (int r = 0; r < g_size; ++r) {
     double v = Value(seed, r, i, t, op);
     *abs_sum += std::fabs(v);
-    if (r == 0) { acc = v; continue; }
+    if (r == 0) {
+      acc = v;
+      continue;
+    }
     switch (op) {
-      case tsrSum: case tsrAvg: acc += v; break;
-      case tsrProd: acc *= v; break;
-      case tsrMax: acc = std::max(acc, v); break;
-      case tsrMin: acc = std::min(acc, v); break;
+      case tsrSum:
+      case tsrAvg:
+        acc += v;
+        break;
+      case tsrProd:
+        acc *= v;
+        break;
+      case tsrMax:
+        acc = std::max(acc, v);
+        break;
+      case tsrMin:
+        acc = std::min(acc, v);
+        break;
     }
   }
   if (op == tsrAvg) acc = tessera::IsFloat(t) ? acc / g_size : std::trunc(acc / g_size);
@@ -132,8 +164,10 @@ double Reference(uint64_t seed, size_t i, DType t, tsrRedOp_t op, double* abs_su
   return acc;
 }
 double Unit(DType t) {
-  return t == DType::kFloat16 ? std::ldexp(1.0, -11) : t == DType::kBfloat16 ? std::ldexp(1.0, -8)
-       : t == DType::kFloat32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
+  return t == DType::kFloat16    ? std::ldexp(1.0, -11)
+         : t == DType::kBfloat16 ? std::ldexp(1.0, -8)
+         : t == DType::kFloat32  ? std::ldexp(1.0, -24)
+                                 : std::ldexp(1.0, -53);
 }
 bool WithinBound(double got, double ref, double abs_sum, DType t) {
   if (!tessera::IsFloat(t)) return got == ref;
@@ -194,7 +228,8 @@ int RunCheck(const std::vector<size_t>& sizes) {
           for (size_t i = 0; i < count; ++i) {
             double abs_sum, ref = Reference(seed, i, t, op, &abs_sum);
             double got = Get(dst.host.data(), i, t);
-            if (t == DType::kInt32) ref = static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(std::fmod(ref, 4294967296.0))));
+            if (t == DType::kInt32)
+              ref = static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(std::fmod(ref, 4294967296.0))));
             if (!WithinBound(got, ref, abs_sum, t))
               Fail("allreduce " + std::string(tessera::DTypeName(t)) + " op " + std::to_string(op) + " count " +
                    std::to_string(count) + (inplace ? " in place" : "") + ": element " + std::to_string(i) + " = " +
@@ -270,7 +305,10 @@ int RunNumerics(size_t count) {
     size_t beyond = 0;
     for (size_t i = 0; i < count; ++i) {
       double ref = 0, abs_sum = 0;
-      for (int r = 0; r < g_size; ++r) { ref += vals[r][i]; abs_sum += std::fabs(vals[r][i]); }
+      for (int r = 0; r < g_size; ++r) {
+        ref += vals[r][i];
+        abs_sum += std::fabs(vals[r][i]);
+      }
       double got = Get(in.host.data(), i, t);
       unsigned char tmp[8];
       Put(tmp, 0, t, ref);
@@ -360,7 +398,10 @@ int main(int argc, char** argv) {
     } else {
       Buf b(4096);
       r = tsrAllReduce(b.ptr(), b.ptr(), 1024, tsrFloat32, tsrSum, g_comm, S());
-      if (r == tsrSuccess) { b.Pull(); r = tsrAllReduce(b.ptr(), b.ptr(), 1024, tsrFloat32, tsrSum, g_comm, S()); }
+      if (r == tsrSuccess) {
+        b.Pull();
+        r = tsrAllReduce(b.ptr(), b.ptr(), 1024, tsrFloat32, tsrSum, g_comm, S());
+      }
       rc = ExpectError(r, secs(), false);
     }
   } else if (mode == "badptr") {
@@ -371,7 +412,10 @@ int main(int argc, char** argv) {
       rc = ExpectError(r, secs(), true);
     } else {
       r = tsrAllReduce(b.ptr(), b.ptr(), 1024, tsrFloat32, tsrSum, g_comm, S());
-      if (r == tsrSuccess) { b.Pull(); r = tsrAllReduce(b.ptr(), b.ptr(), 1024, tsrFloat32, tsrSum, g_comm, S()); }
+      if (r == tsrSuccess) {
+        b.Pull();
+        r = tsrAllReduce(b.ptr(), b.ptr(), 1024, tsrFloat32, tsrSum, g_comm, S());
+      }
       rc = ExpectError(r, secs(), false);
     }
   } else if (mode == "die") {

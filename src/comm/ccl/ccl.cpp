@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+
 #include <cstring>
 
 #include "comm/store.hpp"
@@ -40,15 +41,24 @@ bool Unhex(const std::string& s, void* p, size_t n) {
 
 int CclDataType(DType t) {
   switch (t) {
-    case DType::kInt8: return kNcclInt8;
-    case DType::kUint8: return kNcclUint8;
-    case DType::kInt32: return kNcclInt32;
-    case DType::kInt64: return kNcclInt64;
-    case DType::kFloat16: return kNcclFloat16;
-    case DType::kBfloat16: return kNcclBfloat16;
-    case DType::kFloat32: return kNcclFloat32;
-    case DType::kFloat64: return kNcclFloat64;
-    default: return -1;
+    case DType::kInt8:
+      return kNcclInt8;
+    case DType::kUint8:
+      return kNcclUint8;
+    case DType::kInt32:
+      return kNcclInt32;
+    case DType::kInt64:
+      return kNcclInt64;
+    case DType::kFloat16:
+      return kNcclFloat16;
+    case DType::kBfloat16:
+      return kNcclBfloat16;
+    case DType::kFloat32:
+      return kNcclFloat32;
+    case DType::kFloat64:
+      return kNcclFloat64;
+    default:
+      return -1;
   }
 }
 
@@ -62,17 +72,19 @@ Result<std::shared_ptr<CclLibrary>> CclLibrary::Load(const CclVendor& v) {
   lib->handle_ = dlopen(v.soname, RTLD_NOW | RTLD_LOCAL);
   if (lib->handle_ == nullptr) {
     const char* e = dlerror();
-    return Unsupported(fmt::format("cannot load the {} library '{}' for a device island: {} (install it, or set "
-                                   "TESSERA_CCL_LIB to its path)",
-                                   v.name, v.soname, e ? e : "?"));
+    return Unsupported(
+        fmt::format("cannot load the {} library '{}' for a device island: {} (install it, or set "
+                    "TESSERA_CCL_LIB to its path)",
+                    v.name, v.soname, e ? e : "?"));
   }
   auto bind = [&](auto& fn, const char* name) -> Status {
     std::string sym = std::string(v.prefix) + name;
     void* p = dlsym(lib->handle_, sym.c_str());
     if (p == nullptr)
-      return Unsupported(fmt::format("'{}' ({}) has no symbol '{}': not an NCCL-shaped library, or the prefix "
-                                     "'{}' is wrong",
-                                     v.soname, v.name, sym, v.prefix));
+      return Unsupported(
+          fmt::format("'{}' ({}) has no symbol '{}': not an NCCL-shaped library, or the prefix "
+                      "'{}' is wrong",
+                      v.soname, v.name, sym, v.prefix));
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
     return Status::Ok();
   };
@@ -107,9 +119,10 @@ Result<std::shared_ptr<CclLibrary>> CclLibrary::LoadFromEnv() {
   std::string lib_path = env::Get("TESSERA_CCL_LIB").value_or("");
   std::string prefix = env::Get("TESSERA_CCL_PREFIX").value_or("");
   if (row == nullptr && (lib_path.empty() || prefix.empty()))
-    return InvalidArgument(fmt::format("TESSERA_CCL='{}' is not a known collective library (known: {}); for another "
-                                       "NCCL-shaped library set TESSERA_CCL_LIB and TESSERA_CCL_PREFIX too",
-                                       want, names));
+    return InvalidArgument(
+        fmt::format("TESSERA_CCL='{}' is not a known collective library (known: {}); for another "
+                    "NCCL-shaped library set TESSERA_CCL_LIB and TESSERA_CCL_PREFIX too",
+                    want, names));
   CclVendor v{want.c_str(), row ? row->soname : "", row ? row->prefix : ""};
   if (!lib_path.empty()) v.soname = lib_path.c_str();
   if (!prefix.empty()) v.prefix = prefix.c_str();
@@ -147,8 +160,10 @@ Result<std::unique_ptr<CclComm>> CclComm::Create(std::shared_ptr<CclLibrary> lib
 
 CclComm::~CclComm() {
   if (comm_ == nullptr) return;
-  if (failed_) (void)lib_->CommAbort(comm_);
-  else (void)lib_->CommDestroy(comm_);
+  if (failed_)
+    (void)lib_->CommAbort(comm_);
+  else
+    (void)lib_->CommDestroy(comm_);
 }
 
 Status CclComm::AsyncError() {

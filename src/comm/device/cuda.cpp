@@ -1,11 +1,12 @@
 // comm/device/cuda: device selection, pointer classification and CUDA resources of a rank; see cuda.hpp.
 #include "comm/device/cuda.hpp"
 
-#include <atomic>
-#include <chrono>
 #include <cuda.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "comm/kernels/kernels.hpp"
@@ -48,8 +49,7 @@ bool IsDeviceMemory(const void* p) {
 }
 
 Result<std::unique_ptr<Device>> Device::Open(const std::string& spec) {
-  if (spec.rfind("cuda:", 0) != 0)
-    return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not cuda:N", spec));
+  if (spec.rfind("cuda:", 0) != 0) return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not cuda:N", spec));
   std::string num = spec.substr(5);
   if (num.empty() || num.size() > 4 || num.find_first_not_of("0123456789") != std::string::npos)
     return InvalidArgument(fmt::format("TESSERA_DEVICE='{}': '{}' is not a GPU index", spec, num));
@@ -97,17 +97,18 @@ Status Device::CheckDevicePtr(const char* what, const char* arg, const void* p, 
   cudaError_t e = cudaPointerGetAttributes(&a, p);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return InvalidArgument(fmt::format("{}: {} = {} is not memory CUDA knows ({})", what, arg, p, cudaGetErrorString(e)));
+    return InvalidArgument(
+        fmt::format("{}: {} = {} is not memory CUDA knows ({})", what, arg, p, cudaGetErrorString(e)));
   }
   if (a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost)
-    return InvalidArgument(fmt::format("{}: {} = {} is not device memory ({}), but a stream was passed, so the buffers "
-                                       "must be device memory of cuda:{} (pass a NULL stream for host memory)",
-                                       what, arg, p, a.type == cudaMemoryTypeHost ? "pinned host memory"
-                                                                             : "host memory or no allocation at all",
-                                       index_));
+    return InvalidArgument(fmt::format(
+        "{}: {} = {} is not device memory ({}), but a stream was passed, so the buffers "
+        "must be device memory of cuda:{} (pass a NULL stream for host memory)",
+        what, arg, p, a.type == cudaMemoryTypeHost ? "pinned host memory" : "host memory or no allocation at all",
+        index_));
   if (a.type == cudaMemoryTypeDevice && a.device != index_)
-    return InvalidArgument(fmt::format("{}: {} = {} is memory of cuda:{}, but this rank drives cuda:{}", what, arg, p,
-                                       a.device, index_));
+    return InvalidArgument(
+        fmt::format("{}: {} = {} is memory of cuda:{}, but this rank drives cuda:{}", what, arg, p, a.device, index_));
   if (a.type == cudaMemoryTypeDevice && mem_range_ != nullptr) {
     CUdeviceptr base = 0;
     size_t size = 0;
@@ -132,9 +133,10 @@ Status Device::CheckHostPtr(const char* what, const char* arg, const void* p) co
     return Status::Ok();
   }
   if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
-    return InvalidArgument(fmt::format("{}: {} = {} is device memory of cuda:{}, but the stream is NULL, which means host "
-                                       "memory: pass the cudaStream_t to run on",
-                                       what, arg, p, a.device));
+    return InvalidArgument(
+        fmt::format("{}: {} = {} is device memory of cuda:{}, but the stream is NULL, which means host "
+                    "memory: pass the cudaStream_t to run on",
+                    what, arg, p, a.device));
   return Status::Ok();
 }
 

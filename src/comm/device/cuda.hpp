@@ -5,14 +5,14 @@
 // whole-buffer copies grows on demand and is kept); no collective creates a stream, event or buffer.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime_api.h>
 
 #include "tessera/status.hpp"
 
@@ -59,8 +59,8 @@ class Device {
   std::string name_;
   uint32_t* flag_host_ = nullptr;  // cudaHostAllocMapped
   uint32_t* flag_dev_ = nullptr;
-  void* wait_value_ = nullptr;     // cuStreamWaitValue32, when the driver offers it
-  void* mem_range_ = nullptr;      // cuMemGetAddressRange
+  void* wait_value_ = nullptr;  // cuStreamWaitValue32, when the driver offers it
+  void* mem_range_ = nullptr;   // cuMemGetAddressRange
   const char* wait_mode_ = "spin-kernel";
   bool wait_value_failed_ = false;
   // Device allocations already validated (base, size), most recent first: a pointer inside one skips the

@@ -19,9 +19,10 @@
 // Streams, events, the flag and the chunk slots are created in Attach, once per communicator. Whole-buffer
 // staging grows on the caller's thread when a larger call comes and is kept; no buffer is freed before the
 // communicator is (cudaFreeHost would synchronize the device against a stream waiting for the bridge).
+#include <fmt/format.h>
+
 #include <condition_variable>
 #include <deque>
-#include <fmt/format.h>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -60,8 +61,8 @@ class CudaRank final : public DeviceRank {
 
   struct Job {
     std::function<Status(cudaEvent_t)> run;
-    cudaEvent_t in = nullptr;                       // recorded on the caller's stream (device jobs)
-    uint32_t ticket = 0;                            // flag value that releases the caller's stream
+    cudaEvent_t in = nullptr;                      // recorded on the caller's stream (device jobs)
+    uint32_t ticket = 0;                           // flag value that releases the caller's stream
     std::shared_ptr<std::promise<Status>> result;  // host jobs: the caller waits on it
   };
 
@@ -120,8 +121,9 @@ Status CudaRank::Attach(Comm* comm) {
     const Island& I = comm->islands_[comm->my_island_];
     auto c = CclComm::Create(lib, comm->store_.get(), fmt::format("ccl/island{}/id", I.index),
                              static_cast<int>(I.ranks.size()), comm->local_, comm->timeout_);
-    if (!c.ok()) return c.status().WithContext(fmt::format("rank {}: creating island {}'s {} communicator",
-                                                           comm->rank_, I.index, lib->name()));
+    if (!c.ok())
+      return c.status().WithContext(
+          fmt::format("rank {}: creating island {}'s {} communicator", comm->rank_, I.index, lib->name()));
     ccl_ = std::move(c).value();
     return Status::Ok();
   }
@@ -149,9 +151,12 @@ CudaRank::~CudaRank() {
   }
   if (d2h_) (void)cudaStreamSynchronize(d2h_);
   if (h2d_) (void)cudaStreamSynchronize(h2d_);
-  for (auto e : d2h_ev_) if (e) (void)cudaEventDestroy(e);
-  for (auto e : h2d_ev_) if (e) (void)cudaEventDestroy(e);
-  for (auto e : in_ev_) if (e) (void)cudaEventDestroy(e);
+  for (auto e : d2h_ev_)
+    if (e) (void)cudaEventDestroy(e);
+  for (auto e : h2d_ev_)
+    if (e) (void)cudaEventDestroy(e);
+  for (auto e : in_ev_)
+    if (e) (void)cudaEventDestroy(e);
   if (d2h_) (void)cudaStreamDestroy(d2h_);
   if (h2d_) (void)cudaStreamDestroy(h2d_);
   if (ccl_ && comm_ && !comm_->failed_.ok()) ccl_->MarkFailed();
@@ -159,8 +164,9 @@ CudaRank::~CudaRank() {
 }
 
 std::string CudaRank::Describe() const {
-  if (ccl_) return fmt::format("cuda:{} ({}), {} {} on the caller's stream", dev_->index(), dev_->name(),
-                               ccl_->lib().name(), ccl_->lib().version());
+  if (ccl_)
+    return fmt::format("cuda:{} ({}), {} {} on the caller's stream", dev_->index(), dev_->name(), ccl_->lib().name(),
+                       ccl_->lib().version());
   return fmt::format("cuda:{} ({}), GPU<->host bridge through pinned staging, stream wait: {}", dev_->index(),
                      dev_->name(), dev_->wait_mode());
 }
@@ -208,13 +214,14 @@ Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::functio
   auto user = static_cast<cudaStream_t>(stream);
   std::unique_lock<std::mutex> l(mu_);
   if (!async_error_.ok())
-    return Status(async_error_.code(), fmt::format("{}: an earlier collective on this GPU rank failed: {}", what,
-                                                   async_error_.message()));
+    return Status(async_error_.code(),
+                  fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
   // Back-pressure: at most kInEvents device jobs in flight (each owns one input event).
   if (!done_cv_.wait_for(l, comm_->timeout_, [&] { return submitted_ - completed_ < kInEvents; })) {
     l.unlock();
     return Fail(what, Timeout(fmt::format("{}: {} collectives queued on the GPU bridge did not finish within "
-                                          "TESSERA_TIMEOUT", what, kInEvents)));
+                                          "TESSERA_TIMEOUT",
+                                          what, kInEvents)));
   }
   uint32_t ticket = ++submitted_;
   Job job;
@@ -309,9 +316,9 @@ Status CudaRank::BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byt
       ++comm_->seq_;
       TSR_RETURN_IF_ERROR(st);
       if (chunks[i].len() > 0)
-        TSR_RETURN_IF_ERROR(cuda::Check(cudaMemcpyAsync(recv + chunks[i].lo * esz, buf, chunks[i].len() * esz,
-                                                        cudaMemcpyHostToDevice, h2d_),
-                                        "cudaMemcpyAsync (host staging to device)"));
+        TSR_RETURN_IF_ERROR(cuda::Check(
+            cudaMemcpyAsync(recv + chunks[i].lo * esz, buf, chunks[i].len() * esz, cudaMemcpyHostToDevice, h2d_),
+            "cudaMemcpyAsync (host staging to device)"));
       TSR_RETURN_IF_ERROR(cuda::Check(cudaEventRecord(h2d_ev_[s], h2d_), "cudaEventRecord"));
     }
     int last = static_cast<int>((chunks.size() - 1) % kSlots);
@@ -347,15 +354,18 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
                            tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   auto rop = static_cast<RedOp>(op);
-  if (!IsValid(dt)) return Host([=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });  // names the bad type
+  if (!IsValid(dt))
+    return Host(
+        [=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });  // names the bad type
   size_t bytes = count * DTypeSize(dt);
   TSR_RETURN_IF_ERROR(Fail("allreduce", CheckBuffers("allreduce", send, bytes, recv, bytes, stream)));
   if (stream == nullptr) return Host([=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });
-  if (!IsValid(rop)) return Fail("allreduce", InvalidArgument(fmt::format("allreduce: op {} is not a tsrRedOp_t", int(op))));
+  if (!IsValid(rop))
+    return Fail("allreduce", InvalidArgument(fmt::format("allreduce: op {} is not a tsrRedOp_t", int(op))));
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
-    return CclCall("AllReduce", ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), CclRedOp(rop),
-                                                     ccl_->handle(), stream));
+    return CclCall("AllReduce",
+                   ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), CclRedOp(rop), ccl_->handle(), stream));
   }
   return SubmitDevice("allreduce", stream, [=, this](cudaEvent_t in) {
     return BridgeAllReduce(in, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, rop);
@@ -365,16 +375,19 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
 Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
                                tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
-  if (!IsValid(dt)) return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
+  if (!IsValid(dt))
+    return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
   size_t rb = recvcount * DTypeSize(dt), sb = rb * comm_->size_;
   TSR_RETURN_IF_ERROR(Fail("reduce_scatter", CheckBuffers("reduce_scatter", send, sb, recv, rb, stream)));
-  if (stream == nullptr) return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
+  if (stream == nullptr)
+    return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
     if (!IsValid(static_cast<RedOp>(op)))
       return Fail("reduce_scatter", InvalidArgument(fmt::format("reduce_scatter: op {} is not a tsrRedOp_t", int(op))));
-    return CclCall("ReduceScatter", ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt),
-                                                             CclRedOp(static_cast<RedOp>(op)), ccl_->handle(), stream));
+    return CclCall("ReduceScatter",
+                   ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), CclRedOp(static_cast<RedOp>(op)),
+                                             ccl_->handle(), stream));
   }
   std::byte *hin, *hout;
   TSR_RETURN_IF_ERROR(Fail("reduce_scatter", StagingFor(sb, rb, &hin, &hout)));
@@ -398,9 +411,8 @@ Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDa
   std::byte *hin, *hout;
   TSR_RETURN_IF_ERROR(Fail("allgather", StagingFor(sb, rb, &hin, &hout)));
   return SubmitDevice("allgather", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, send, sb, recv, rb, hin, hout, [&](const void* hs, void* hr) {
-      return comm_->HostAllGather(hs, hr, sendcount, type, nullptr);
-    });
+    return Staged(in, send, sb, recv, rb, hin, hout,
+                  [&](const void* hs, void* hr) { return comm_->HostAllGather(hs, hr, sendcount, type, nullptr); });
   });
 }
 
@@ -408,12 +420,14 @@ Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataTy
                            tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || root < 0 || root >= comm_->size_)
-    return Host([=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });  // names the bad argument
+    return Host(
+        [=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });  // names the bad argument
   bool is_root = root == comm_->rank_;
   size_t b = count * DTypeSize(dt);
-  TSR_RETURN_IF_ERROR(Fail("broadcast", CheckBuffers("broadcast", is_root ? send : nullptr, is_root ? b : 0, recv, b,
-                                                     stream)));
-  if (stream == nullptr) return Host([=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });
+  TSR_RETURN_IF_ERROR(
+      Fail("broadcast", CheckBuffers("broadcast", is_root ? send : nullptr, is_root ? b : 0, recv, b, stream)));
+  if (stream == nullptr)
+    return Host([=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("Broadcast", ccl_->lib().Broadcast(is_root ? send : recv, recv, count, CclDataType(dt), root,

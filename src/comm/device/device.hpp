@@ -28,8 +28,7 @@ class DeviceRank {
                            tsrStream_t stream) = 0;
   virtual Status ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
                                tsrStream_t stream) = 0;
-  virtual Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type,
-                           tsrStream_t stream) = 0;
+  virtual Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) = 0;
   virtual Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
                            tsrStream_t stream) = 0;
   virtual Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) = 0;

@@ -9,9 +9,10 @@
 // All launchers are asynchronous on `stream` and return the launch error, if any.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime_api.h>
 
 #include "common/dtype.hpp"
 

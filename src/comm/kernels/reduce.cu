@@ -22,7 +22,10 @@ __device__ __forceinline__ float F16ToF32(uint16_t h) {
   if (exp == 0) {
     if (man == 0) return __uint_as_float(sign);
     int e = -1;
-    do { ++e; man <<= 1; } while ((man & 0x400u) == 0);
+    do {
+      ++e;
+      man <<= 1;
+    } while ((man & 0x400u) == 0);
     man &= 0x3ffu;
     return __uint_as_float(sign | (static_cast<uint32_t>(112 - e) << 23) | (man << 13));
   }
@@ -54,20 +57,32 @@ __device__ __forceinline__ uint16_t F32ToF16(float f) {
 // Operations: the CPU's Apply() for floating types. __fadd_rn/__dadd_rn forbid contraction.
 __device__ __forceinline__ float Op(float a, float b, RedOp op) {
   switch (op) {
-    case RedOp::kSum: case RedOp::kAvg: return __fadd_rn(a, b);
-    case RedOp::kProd: return __fmul_rn(a, b);
-    case RedOp::kMax: return (a != a || a > b) ? a : b;
-    case RedOp::kMin: return (a != a || a < b) ? a : b;
-    default: return a;
+    case RedOp::kSum:
+    case RedOp::kAvg:
+      return __fadd_rn(a, b);
+    case RedOp::kProd:
+      return __fmul_rn(a, b);
+    case RedOp::kMax:
+      return (a != a || a > b) ? a : b;
+    case RedOp::kMin:
+      return (a != a || a < b) ? a : b;
+    default:
+      return a;
   }
 }
 __device__ __forceinline__ double Op(double a, double b, RedOp op) {
   switch (op) {
-    case RedOp::kSum: case RedOp::kAvg: return __dadd_rn(a, b);
-    case RedOp::kProd: return __dmul_rn(a, b);
-    case RedOp::kMax: return (a != a || a > b) ? a : b;
-    case RedOp::kMin: return (a != a || a < b) ? a : b;
-    default: return a;
+    case RedOp::kSum:
+    case RedOp::kAvg:
+      return __dadd_rn(a, b);
+    case RedOp::kProd:
+      return __dmul_rn(a, b);
+    case RedOp::kMax:
+      return (a != a || a > b) ? a : b;
+    case RedOp::kMin:
+      return (a != a || a < b) ? a : b;
+    default:
+      return a;
   }
 }
 
@@ -78,7 +93,9 @@ __device__ __forceinline__ float Widen<uint16_t>(uint16_t v, DType t) {
   return t == DType::kFloat16 ? F16ToF32(v) : Bf16ToF32(v);
 }
 template <>
-__device__ __forceinline__ float Widen<float>(float v, DType) { return v; }
+__device__ __forceinline__ float Widen<float>(float v, DType) {
+  return v;
+}
 
 template <typename Acc, typename Src>
 __global__ void FoldKernel(Acc* __restrict__ acc, const Src* __restrict__ src, size_t n, DType half, RedOp op,
@@ -86,8 +103,10 @@ __global__ void FoldKernel(Acc* __restrict__ acc, const Src* __restrict__ src, s
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     Acc v;
-    if constexpr (sizeof(Acc) == 8) v = src[i];
-    else v = Widen<Src>(src[i], half);
+    if constexpr (sizeof(Acc) == 8)
+      v = src[i];
+    else
+      v = Widen<Src>(src[i], half);
     acc[i] = first ? v : Op(acc[i], v, op);
   }
 }
@@ -96,8 +115,10 @@ template <typename T>
 __global__ void FinalizeKernel(T* __restrict__ out, const T* __restrict__ acc, size_t n, bool avg, int divisor) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    if constexpr (sizeof(T) == 8) out[i] = avg ? __ddiv_rn(acc[i], static_cast<double>(divisor)) : acc[i];
-    else out[i] = avg ? __fdiv_rn(acc[i], static_cast<float>(divisor)) : acc[i];
+    if constexpr (sizeof(T) == 8)
+      out[i] = avg ? __ddiv_rn(acc[i], static_cast<double>(divisor)) : acc[i];
+    else
+      out[i] = avg ? __fdiv_rn(acc[i], static_cast<float>(divisor)) : acc[i];
   }
 }
 
@@ -129,17 +150,17 @@ cudaError_t Fold(void* acc, const void* src, size_t n, DType dtype, DType src_ty
   if (n == 0) return cudaSuccess;
   if (IsHalf(dtype)) {
     if (src_type == DType::kFloat32)
-      FoldKernel<float, float><<<Grid(n), 256, 0, stream>>>(static_cast<float*>(acc), static_cast<const float*>(src),
-                                                             n, dtype, op, first);
+      FoldKernel<float, float>
+          <<<Grid(n), 256, 0, stream>>>(static_cast<float*>(acc), static_cast<const float*>(src), n, dtype, op, first);
     else
       FoldKernel<float, uint16_t><<<Grid(n), 256, 0, stream>>>(static_cast<float*>(acc),
-                                                                static_cast<const uint16_t*>(src), n, dtype, op, first);
+                                                               static_cast<const uint16_t*>(src), n, dtype, op, first);
   } else if (dtype == DType::kFloat32) {
-    FoldKernel<float, float><<<Grid(n), 256, 0, stream>>>(static_cast<float*>(acc), static_cast<const float*>(src), n,
-                                                           dtype, op, first);
+    FoldKernel<float, float>
+        <<<Grid(n), 256, 0, stream>>>(static_cast<float*>(acc), static_cast<const float*>(src), n, dtype, op, first);
   } else if (dtype == DType::kFloat64) {
-    FoldKernel<double, double><<<Grid(n), 256, 0, stream>>>(static_cast<double*>(acc),
-                                                             static_cast<const double*>(src), n, dtype, op, first);
+    FoldKernel<double, double>
+        <<<Grid(n), 256, 0, stream>>>(static_cast<double*>(acc), static_cast<const double*>(src), n, dtype, op, first);
   } else {
     return cudaErrorInvalidValue;
   }
@@ -151,13 +172,13 @@ cudaError_t Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op
   const bool avg = op == RedOp::kAvg;
   if (IsHalf(dtype)) {
     FinalizeHalfKernel<<<Grid(n), 256, 0, stream>>>(static_cast<uint16_t*>(out), static_cast<const float*>(acc), n,
-                                                     dtype == DType::kFloat16, avg, divisor);
+                                                    dtype == DType::kFloat16, avg, divisor);
   } else if (dtype == DType::kFloat32) {
-    FinalizeKernel<float><<<Grid(n), 256, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(acc), n,
-                                                        avg, divisor);
+    FinalizeKernel<float>
+        <<<Grid(n), 256, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(acc), n, avg, divisor);
   } else if (dtype == DType::kFloat64) {
-    FinalizeKernel<double><<<Grid(n), 256, 0, stream>>>(static_cast<double*>(out), static_cast<const double*>(acc), n,
-                                                         avg, divisor);
+    FinalizeKernel<double>
+        <<<Grid(n), 256, 0, stream>>>(static_cast<double*>(out), static_cast<const double*>(acc), n, avg, divisor);
   } else {
     return cudaErrorInvalidValue;
   }
