@@ -1,0 +1,496 @@
+// sched/inputs: YAML loaders for the catalog, fleet, policy, job and running-jobs files, and the
+// cross-file checks. Every error names the file, the line and the field, e.g.
+//   fleet.yaml:12: nodes[3].cards: 'x' is not a non-negative integer
+// Unknown fields are errors too, so that a typo never silently drops a setting.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "tessera/sched.hpp"
+
+namespace tessera::sched {
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  Status Err(const YAML::Node& at, const std::string& field, const std::string& msg) const {
+    return Err(at.Mark(), field, msg);
+  }
+  Status Err(const YAML::Mark& mark, const std::string& field, const std::string& msg) const {
+    std::string where = source_;
+    if (!mark.is_null() && mark.line >= 0) where += fmt::format(":{}", mark.line + 1);
+    return InvalidArgument(fmt::format("{}: {}: {}", where, field.empty() ? "(top level)" : field, msg));
+  }
+
+  // Rejects keys not in `allowed`.
+  Status OnlyKeys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> allowed) const {
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      std::string k = it->first.Scalar();
+      bool ok = std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; });
+      if (!ok) {
+        std::string list;
+        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        return Err(it->first, Join(field, k), fmt::format("unknown field (expected one of: {})", list));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Map(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsMap()) return Err(n, field, "expected a mapping (key: value)");
+    return Status::Ok();
+  }
+  Status Seq(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsSequence()) return Err(n, field, "expected a list");
+    return Status::Ok();
+  }
+
+  // A required or optional scalar child; `parent` gives the line when the child is missing.
+  Result<std::optional<std::string>> Scalar(const YAML::Node& parent, const std::string& pfield, const char* key,
+                                            bool required) const {
+    YAML::Node n = parent[key];
+    std::string field = Join(pfield, key);
+    if (!n || n.IsNull()) {
+      if (required) return Err(parent, field, "is required");
+      return std::optional<std::string>();
+    }
+    if (!n.IsScalar()) return Err(n, field, "expected a single value");
+    return std::optional<std::string>(n.Scalar());
+  }
+  Result<std::string> Str(const YAML::Node& parent, const std::string& pfield, const char* key) const {
+    TSR_ASSIGN_OR_RETURN(auto v, Scalar(parent, pfield, key, true));
+    if (v->empty()) return Err(parent[key], Join(pfield, key), "must not be empty");
+    return *v;
+  }
+  Result<int64_t> Int(const YAML::Node& parent, const std::string& pfield, const char* key, bool required,
+                      int64_t fallback, int64_t min, int64_t max) const {
+    TSR_ASSIGN_OR_RETURN(auto v, Scalar(parent, pfield, key, required));
+    if (!v) return fallback;
+    const std::string& s = *v;
+    bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+    bool neg = s.size() > 1 && s[0] == '-' && s.find_first_not_of("0123456789", 1) == std::string::npos;
+    if ((!digits && !neg) || s.size() > 18)
+      return Err(parent[key], Join(pfield, key), fmt::format("'{}' is not an integer", s));
+    int64_t x = std::stoll(s);
+    if (x < min || x > max)
+      return Err(parent[key], Join(pfield, key), fmt::format("'{}' is out of range [{}, {}]", s, min, max));
+    return x;
+  }
+  Result<bool> Bool(const YAML::Node& parent, const std::string& pfield, const char* key) const {
+    TSR_ASSIGN_OR_RETURN(auto v, Scalar(parent, pfield, key, true));
+    if (*v == "true" || *v == "yes") return true;
+    if (*v == "false" || *v == "no") return false;
+    return Err(parent[key], Join(pfield, key), fmt::format("'{}' is not true or false", *v));
+  }
+  template <typename Parse>
+  auto Fixed(const YAML::Node& parent, const std::string& pfield, const char* key, Parse parse) const
+      -> decltype(parse(std::string(), std::string())) {
+    TSR_ASSIGN_OR_RETURN(auto v, Scalar(parent, pfield, key, true));
+    auto r = parse(std::string("x"), *v);
+    if (!r.ok()) {
+      // The parser's message starts with "x: "; re-anchor it on the file and line.
+      std::string m = r.status().message();
+      if (m.rfind("x: ", 0) == 0) m = m.substr(3);
+      return Err(parent[key], Join(pfield, key), m);
+    }
+    return r;
+  }
+
+  static std::string Join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+  static std::string Index(const std::string& a, size_t i) { return fmt::format("{}[{}]", a, i); }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+};
+
+Result<YAML::Node> ParseYaml(const std::string& text, const std::string& source) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root || root.IsNull()) return InvalidArgument(fmt::format("{}: the file is empty", source));
+    return root;
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(fmt::format("{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg));
+  }
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(fmt::format("cannot open '{}'", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return SystemError(fmt::format("cannot read '{}'", path));
+  return ss.str();
+}
+
+std::string Basename(const std::string& path) { return path; }
+
+// Wraps a yaml-cpp exception thrown while walking a parsed tree (e.g. a bad conversion).
+template <typename F>
+auto Guard(const std::string& source, F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
+  }
+}
+
+}  // namespace
+
+// ---- catalog ----------------------------------------------------------------------------------------
+
+const AcceleratorType* Catalog::Find(const std::string& name) const {
+  for (const auto& t : types)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+Result<Catalog> ParseCatalog(const std::string& yaml, const std::string& source) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
+  return Guard(source, [&]() -> Result<Catalog> {
+    Reader r(source);
+    TSR_RETURN_IF_ERROR(r.Map(root, ""));
+    TSR_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"currency", "price_version", "types"}));
+    Catalog c;
+    c.source = source;
+    TSR_ASSIGN_OR_RETURN(auto cur, r.Scalar(root, "", "currency", false));
+    if (cur) c.currency = *cur;
+    TSR_ASSIGN_OR_RETURN(c.price_version, r.Str(root, "", "price_version"));
+    YAML::Node types = root["types"];
+    if (!types) return r.Err(root, "types", "is required (a list of accelerator types)");
+    TSR_RETURN_IF_ERROR(r.Seq(types, "types"));
+    if (types.size() == 0) return r.Err(types, "types", "lists no accelerator type");
+    std::set<std::string> names;
+    for (size_t i = 0; i < types.size(); ++i) {
+      YAML::Node n = types[i];
+      std::string f = Reader::Index("types", i);
+      TSR_RETURN_IF_ERROR(r.Map(n, f));
+      TSR_RETURN_IF_ERROR(
+          r.OnlyKeys(n, f, {"name", "vendor", "domestic", "price_per_card_hour", "memory_gib", "throughput"}));
+      AcceleratorType t;
+      TSR_ASSIGN_OR_RETURN(t.name, r.Str(n, f, "name"));
+      if (!names.insert(t.name).second)
+        return r.Err(n["name"], f + ".name", fmt::format("'{}' is listed twice", t.name));
+      TSR_ASSIGN_OR_RETURN(t.vendor, r.Str(n, f, "vendor"));
+      TSR_ASSIGN_OR_RETURN(t.domestic, r.Bool(n, f, "domestic"));
+      TSR_ASSIGN_OR_RETURN(t.price_per_card_hour, r.Fixed(n, f, "price_per_card_hour", ParseMoney));
+      TSR_ASSIGN_OR_RETURN(t.memory_gib, r.Int(n, f, "memory_gib", false, 0, 0, 1 << 20));
+      YAML::Node tp = n["throughput"];
+      std::string tf = f + ".throughput";
+      if (!tp) return r.Err(n, tf, "is required (per-card throughput per workload class, e.g. llm-train: 1.0)");
+      TSR_RETURN_IF_ERROR(r.Map(tp, tf));
+      for (auto it = tp.begin(); it != tp.end(); ++it) {
+        std::string cls = it->first.Scalar();
+        if (!it->second.IsScalar()) return r.Err(it->second, tf + "." + cls, "expected a number");
+        auto v = ParseThroughput("x", it->second.Scalar());
+        if (!v.ok()) return r.Err(it->second, tf + "." + cls, v.status().message().substr(3));
+        if (*v == 0) return r.Err(it->second, tf + "." + cls, "must be > 0 (leave the class out instead)");
+        t.throughput[cls] = *v;
+      }
+      c.types.push_back(std::move(t));
+    }
+    return c;
+  });
+}
+
+Result<Catalog> LoadCatalog(const std::string& path) {
+  TSR_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseCatalog(text, Basename(path));
+}
+
+// ---- fleet ------------------------------------------------------------------------------------------
+
+const Node* Fleet::Find(const std::string& id) const {
+  auto it = index.find(id);
+  return it == index.end() ? nullptr : &nodes[it->second];
+}
+
+Result<Fleet> ParseFleet(const std::string& yaml, const std::string& source) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
+  return Guard(source, [&]() -> Result<Fleet> {
+    Reader r(source);
+    TSR_RETURN_IF_ERROR(r.Map(root, ""));
+    TSR_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"nodes"}));
+    YAML::Node nodes = root["nodes"];
+    if (!nodes) return r.Err(root, "nodes", "is required (a list of nodes)");
+    TSR_RETURN_IF_ERROR(r.Seq(nodes, "nodes"));
+    Fleet fl;
+    fl.source = source;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      YAML::Node n = nodes[i];
+      std::string f = Reader::Index("nodes", i);
+      TSR_RETURN_IF_ERROR(r.Map(n, f));
+      TSR_RETURN_IF_ERROR(r.OnlyKeys(n, f, {"id", "zone", "type", "cards", "count"}));
+      Node node;
+      TSR_ASSIGN_OR_RETURN(node.id, r.Str(n, f, "id"));
+      TSR_ASSIGN_OR_RETURN(node.zone, r.Str(n, f, "zone"));
+      TSR_ASSIGN_OR_RETURN(node.type, r.Str(n, f, "type"));
+      TSR_ASSIGN_OR_RETURN(node.cards, r.Int(n, f, "cards", true, 0, 0, 1 << 16));
+      TSR_ASSIGN_OR_RETURN(int64_t count, r.Int(n, f, "count", false, 0, 1, 1 << 20));
+      std::vector<Node> expanded;
+      if (count == 0) {
+        expanded.push_back(node);
+      } else {
+        int width = static_cast<int>(std::to_string(count - 1).size());
+        for (int64_t k = 0; k < count; ++k) {
+          Node e = node;
+          e.id = fmt::format("{}-{:0{}d}", node.id, k, width);
+          expanded.push_back(std::move(e));
+        }
+      }
+      for (auto& e : expanded) {
+        if (!fl.index.emplace(e.id, fl.nodes.size()).second)
+          return r.Err(n["id"], f + ".id", fmt::format("node id '{}' is listed twice", e.id));
+        fl.nodes.push_back(std::move(e));
+      }
+    }
+    return fl;
+  });
+}
+
+Result<Fleet> LoadFleet(const std::string& path) {
+  TSR_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseFleet(text, Basename(path));
+}
+
+// ---- policy -----------------------------------------------------------------------------------------
+
+Ppm Policy::FloorAt(int64_t day) const {
+  Ppm f = 0;
+  for (const auto& c : calendar) {
+    if (c.from_day <= day) f = c.floor;
+    else break;
+  }
+  return f;
+}
+
+Result<Policy> ParsePolicy(const std::string& yaml, const std::string& source) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
+  return Guard(source, [&]() -> Result<Policy> {
+    Reader r(source);
+    TSR_RETURN_IF_ERROR(r.Map(root, ""));
+    TSR_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"unit", "weight_class", "floor", "calendar"}));
+    Policy p;
+    p.source = source;
+    TSR_ASSIGN_OR_RETURN(auto unit, r.Scalar(root, "", "unit", false));
+    if (!unit || *unit == "cards") {
+      p.unit = ShareUnit::kCards;
+    } else if (*unit == "throughput") {
+      p.unit = ShareUnit::kThroughput;
+    } else {
+      return r.Err(root["unit"], "unit", fmt::format("'{}' is not 'cards' or 'throughput'", *unit));
+    }
+    TSR_ASSIGN_OR_RETURN(auto wc, r.Scalar(root, "", "weight_class", false));
+    if (p.unit == ShareUnit::kThroughput) {
+      if (!wc) return r.Err(root, "weight_class", "is required with unit: throughput (the workload class whose "
+                                                  "throughput weighs each card)");
+      p.weight_class = *wc;
+    } else if (wc) {
+      return r.Err(root["weight_class"], "weight_class", "only applies with unit: throughput");
+    }
+    bool has_floor = root["floor"].IsDefined(), has_cal = root["calendar"].IsDefined();
+    if (has_floor == has_cal)
+      return r.Err(root, "calendar", "give either 'floor' (one value, always in force) or 'calendar' (dates)");
+    if (has_floor) {
+      TSR_ASSIGN_OR_RETURN(Ppm f, r.Fixed(root, "", "floor", ParseShare));
+      p.calendar.push_back({std::numeric_limits<int64_t>::min() / 2, f});
+      return p;
+    }
+    YAML::Node cal = root["calendar"];
+    TSR_RETURN_IF_ERROR(r.Seq(cal, "calendar"));
+    if (cal.size() == 0) return r.Err(cal, "calendar", "lists no date");
+    for (size_t i = 0; i < cal.size(); ++i) {
+      YAML::Node n = cal[i];
+      std::string f = Reader::Index("calendar", i);
+      TSR_RETURN_IF_ERROR(r.Map(n, f));
+      TSR_RETURN_IF_ERROR(r.OnlyKeys(n, f, {"from", "floor"}));
+      FloorChange c;
+      TSR_ASSIGN_OR_RETURN(c.from_day, r.Fixed(n, f, "from", ParseDate));
+      TSR_ASSIGN_OR_RETURN(c.floor, r.Fixed(n, f, "floor", ParseShare));
+      if (!p.calendar.empty() && c.from_day <= p.calendar.back().from_day)
+        return r.Err(n["from"], f + ".from",
+                     fmt::format("{} is not after the previous entry's {} (list dates in increasing order)",
+                                 FormatDate(c.from_day), FormatDate(p.calendar.back().from_day)));
+      p.calendar.push_back(c);
+    }
+    return p;
+  });
+}
+
+Result<Policy> LoadPolicy(const std::string& path) {
+  TSR_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParsePolicy(text, Basename(path));
+}
+
+// ---- job --------------------------------------------------------------------------------------------
+
+bool Job::Accepts(const AcceleratorType& t) const {
+  for (const auto& c : compatible)
+    if (c == t.vendor || c == t.name) return true;
+  return false;
+}
+
+Result<Job> ParseJob(const std::string& yaml, const std::string& source) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
+  return Guard(source, [&]() -> Result<Job> {
+    Reader r(source);
+    TSR_RETURN_IF_ERROR(r.Map(root, ""));
+    TSR_RETURN_IF_ERROR(
+        r.OnlyKeys(root, "", {"name", "tenant", "priority", "class", "cards", "throughput", "compatible", "bounds"}));
+    Job j;
+    j.source = source;
+    TSR_ASSIGN_OR_RETURN(j.name, r.Str(root, "", "name"));
+    TSR_ASSIGN_OR_RETURN(j.tenant, r.Str(root, "", "tenant"));
+    TSR_ASSIGN_OR_RETURN(j.priority, r.Int(root, "", "priority", false, 0, -1000000, 1000000));
+    TSR_ASSIGN_OR_RETURN(j.workload_class, r.Str(root, "", "class"));
+    bool has_cards = root["cards"].IsDefined(), has_tp = root["throughput"].IsDefined();
+    if (has_cards == has_tp)
+      return r.Err(root, "cards", "give either 'cards' (a card count) or 'throughput' (a target), not both");
+    if (has_cards) {
+      TSR_ASSIGN_OR_RETURN(j.cards, r.Int(root, "", "cards", true, 0, 1, 1 << 24));
+    } else {
+      TSR_ASSIGN_OR_RETURN(j.throughput_target, r.Fixed(root, "", "throughput", ParseThroughput));
+      if (j.throughput_target <= 0) return r.Err(root["throughput"], "throughput", "must be > 0");
+    }
+    YAML::Node comp = root["compatible"];
+    if (!comp) return r.Err(root, "compatible", "is required (vendors or types, e.g. [ascend, nvidia])");
+    if (comp.IsScalar()) {
+      std::string s = comp.Scalar();
+      size_t pos = 0;
+      while (pos <= s.size()) {
+        size_t e = s.find(',', pos);
+        if (e == std::string::npos) e = s.size();
+        std::string item = s.substr(pos, e - pos);
+        item.erase(0, item.find_first_not_of(' '));
+        item.erase(item.find_last_not_of(' ') + 1);
+        if (item.empty()) return r.Err(comp, "compatible", fmt::format("'{}' has an empty entry", s));
+        j.compatible.push_back(item);
+        pos = e + 1;
+      }
+    } else {
+      TSR_RETURN_IF_ERROR(r.Seq(comp, "compatible"));
+      for (size_t i = 0; i < comp.size(); ++i) {
+        if (!comp[i].IsScalar() || comp[i].Scalar().empty())
+          return r.Err(comp[i], Reader::Index("compatible", i), "expected a vendor or type name");
+        j.compatible.push_back(comp[i].Scalar());
+      }
+    }
+    if (j.compatible.empty()) return r.Err(comp, "compatible", "lists no vendor or type");
+    if (YAML::Node b = root["bounds"]) {
+      TSR_RETURN_IF_ERROR(r.Map(b, "bounds"));
+      for (auto it = b.begin(); it != b.end(); ++it) {
+        std::string type = it->first.Scalar();
+        std::string f = "bounds." + type;
+        TSR_RETURN_IF_ERROR(r.Map(it->second, f));
+        TSR_RETURN_IF_ERROR(r.OnlyKeys(it->second, f, {"min", "max"}));
+        TypeBounds tb;
+        TSR_ASSIGN_OR_RETURN(tb.min, r.Int(it->second, f, "min", false, 0, 0, 1 << 24));
+        TSR_ASSIGN_OR_RETURN(int64_t mx, r.Int(it->second, f, "max", false, -1, 0, 1 << 24));
+        if (mx >= 0) {
+          if (mx < tb.min)
+            return r.Err(it->second["max"], f + ".max", fmt::format("{} is below min {}", mx, tb.min));
+          tb.max = mx;
+        }
+        j.bounds[type] = tb;
+      }
+    }
+    return j;
+  });
+}
+
+Result<Job> LoadJob(const std::string& path) {
+  TSR_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseJob(text, Basename(path));
+}
+
+// ---- running jobs -----------------------------------------------------------------------------------
+
+Result<std::vector<RunningJob>> ParseRunning(const std::string& yaml, const std::string& source) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
+  return Guard(source, [&]() -> Result<std::vector<RunningJob>> {
+    Reader r(source);
+    YAML::Node list = root;
+    std::string lf = "running";
+    if (root.IsMap()) {
+      TSR_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"running"}));
+      list = root["running"];
+      if (!list) return r.Err(root, "running", "is required (a list of running jobs)");
+      if (list.IsNull()) return std::vector<RunningJob>{};
+    }
+    TSR_RETURN_IF_ERROR(r.Seq(list, lf));
+    std::vector<RunningJob> out;
+    std::set<std::string> names;
+    for (size_t i = 0; i < list.size(); ++i) {
+      YAML::Node n = list[i];
+      std::string f = Reader::Index(lf, i);
+      TSR_RETURN_IF_ERROR(r.Map(n, f));
+      TSR_RETURN_IF_ERROR(r.OnlyKeys(n, f, {"name", "tenant", "allocations"}));
+      RunningJob j;
+      TSR_ASSIGN_OR_RETURN(j.name, r.Str(n, f, "name"));
+      if (!names.insert(j.name).second)
+        return r.Err(n["name"], f + ".name", fmt::format("job '{}' is listed twice", j.name));
+      TSR_ASSIGN_OR_RETURN(auto tenant, r.Scalar(n, f, "tenant", false));
+      if (tenant) j.tenant = *tenant;
+      YAML::Node al = n["allocations"];
+      if (!al) return r.Err(n, f + ".allocations", "is required (a list of {node, cards})");
+      TSR_RETURN_IF_ERROR(r.Seq(al, f + ".allocations"));
+      for (size_t k = 0; k < al.size(); ++k) {
+        std::string af = Reader::Index(f + ".allocations", k);
+        TSR_RETURN_IF_ERROR(r.Map(al[k], af));
+        TSR_RETURN_IF_ERROR(r.OnlyKeys(al[k], af, {"node", "cards"}));
+        NodeCards nc;
+        TSR_ASSIGN_OR_RETURN(nc.node, r.Str(al[k], af, "node"));
+        TSR_ASSIGN_OR_RETURN(nc.cards, r.Int(al[k], af, "cards", true, 0, 1, 1 << 16));
+        j.allocations.push_back(std::move(nc));
+      }
+      out.push_back(std::move(j));
+    }
+    return out;
+  });
+}
+
+Result<std::vector<RunningJob>> LoadRunning(const std::string& path) {
+  TSR_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseRunning(text, Basename(path));
+}
+
+// ---- cross-file checks ------------------------------------------------------------------------------
+
+Status CheckInputs(const Catalog& catalog, const Fleet& fleet, const Policy& policy,
+                   const std::vector<RunningJob>& running) {
+  for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+    const Node& n = fleet.nodes[i];
+    if (!catalog.Find(n.type))
+      return InvalidArgument(fmt::format("{}: node '{}': type '{}' is not in the catalog {}", fleet.source, n.id,
+                                         n.type, catalog.source));
+  }
+  if (policy.unit == ShareUnit::kThroughput) {
+    for (const auto& t : catalog.types)
+      if (!t.throughput.count(policy.weight_class))
+        return InvalidArgument(fmt::format("{}: weight_class '{}' has no throughput for type '{}' in {}",
+                                           policy.source, policy.weight_class, t.name, catalog.source));
+  }
+  std::unordered_map<std::string, int64_t> used;
+  for (const auto& j : running) {
+    for (const auto& a : j.allocations) {
+      const Node* n = fleet.Find(a.node);
+      if (!n)
+        return InvalidArgument(
+            fmt::format("running job '{}': node '{}' is not in the fleet {}", j.name, a.node, fleet.source));
+      int64_t& u = used[a.node];
+      u += a.cards;
+      if (u > n->cards)
+        return InvalidArgument(fmt::format("running jobs use {} cards on node '{}', which has {} (job '{}')", u,
+                                           a.node, n->cards, j.name));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::sched

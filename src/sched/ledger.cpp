@@ -1,0 +1,330 @@
+// sched/ledger: the billing ledger — immutable usage intervals in SQLite (WAL, synchronous=FULL), rated per
+// second in fixed-point money. Triggers abort any UPDATE or DELETE of a usage row; every append is one
+// transaction, so a crash leaves either the whole row or nothing. Reports split intervals at filter and day
+// boundaries with cumulative rounding, so that the parts of a row add up exactly to its amount.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "tessera/sched.hpp"
+
+#ifdef TESSERA_HAVE_SQLITE
+#include <sqlite3.h>
+#endif
+
+namespace tessera::sched {
+
+bool HaveSqlite() {
+#ifdef TESSERA_HAVE_SQLITE
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+constexpr int64_t kDay = 86400;
+
+int64_t DayOf(int64_t t) { return t >= 0 ? t / kDay : (t - kDay + 1) / kDay; }
+
+// The amount of row `r` for its sub-interval [a, b): the difference of cumulative ratings, so parts add up.
+Money PartAmount(const UsageRecord& r, int64_t a, int64_t b) {
+  return RateSeconds(r.price_per_card_hour, r.cards, b - r.start) - RateSeconds(r.price_per_card_hour, r.cards, a - r.start);
+}
+
+}  // namespace
+
+#ifdef TESSERA_HAVE_SQLITE
+
+struct Ledger::Impl {
+  sqlite3* db = nullptr;
+  std::string path;
+  ~Impl() {
+    if (db) sqlite3_close_v2(db);
+  }
+  Status Error(const std::string& what) const {
+    return SystemError(fmt::format("ledger {}: {}: {}", path, what, db ? sqlite3_errmsg(db) : "no database"));
+  }
+  Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string m = err ? err : "unknown error";
+      sqlite3_free(err);
+      return SystemError(fmt::format("ledger {}: {}", path, m));
+    }
+    return Status::Ok();
+  }
+};
+
+namespace {
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS usage(
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  job           TEXT    NOT NULL,
+  tenant        TEXT    NOT NULL,
+  type          TEXT    NOT NULL,
+  domestic      INTEGER NOT NULL CHECK (domestic IN (0, 1)),
+  cards         INTEGER NOT NULL CHECK (cards > 0),
+  start         INTEGER NOT NULL,
+  "end"         INTEGER NOT NULL CHECK ("end" > start),
+  price_version TEXT    NOT NULL,
+  price_micro   INTEGER NOT NULL CHECK (price_micro >= 0),
+  amount_micro  INTEGER NOT NULL CHECK (amount_micro >= 0)
+);
+CREATE INDEX IF NOT EXISTS usage_job ON usage(job);
+CREATE INDEX IF NOT EXISTS usage_tenant ON usage(tenant);
+CREATE INDEX IF NOT EXISTS usage_start ON usage(start);
+CREATE TRIGGER IF NOT EXISTS usage_immutable_update BEFORE UPDATE ON usage
+BEGIN SELECT RAISE(ABORT, 'usage rows are immutable (append a correcting row instead)'); END;
+CREATE TRIGGER IF NOT EXISTS usage_immutable_delete BEFORE DELETE ON usage
+BEGIN SELECT RAISE(ABORT, 'usage rows are immutable (append a correcting row instead)'); END;
+PRAGMA user_version = 1;
+)sql";
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const std::string& sql) { rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr); }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return s_; }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+Status Validate(const UsageRecord& r) {
+  if (r.job.empty() || r.tenant.empty() || r.type.empty())
+    return InvalidArgument(fmt::format("usage record: job, tenant and type must not be empty (job '{}', tenant '{}', "
+                                       "type '{}')",
+                                       r.job, r.tenant, r.type));
+  if (r.cards <= 0) return InvalidArgument(fmt::format("usage record for job '{}': cards={} must be > 0", r.job, r.cards));
+  if (r.end <= r.start)
+    return InvalidArgument(fmt::format("usage record for job '{}': end {} is not after start {}", r.job,
+                                       FormatTime(r.end), FormatTime(r.start)));
+  if (r.price_per_card_hour < 0) return InvalidArgument("usage record: negative price");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Ledger::Ledger(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Ledger::~Ledger() = default;
+
+Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  int rc = sqlite3_open_v2(path.c_str(), &impl->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) return impl->Error("cannot open");
+  sqlite3_busy_timeout(impl->db, 10000);
+  TSR_RETURN_IF_ERROR(impl->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"));
+  {
+    Stmt s(impl->db, "PRAGMA journal_mode");
+    if (!s.ok() || sqlite3_step(s.get()) != SQLITE_ROW) return impl->Error("PRAGMA journal_mode");
+    std::string mode = reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0));
+    if (mode != "wal") return SystemError(fmt::format("ledger {}: WAL journal unavailable (mode '{}')", path, mode));
+  }
+  TSR_RETURN_IF_ERROR(impl->Exec("BEGIN IMMEDIATE"));
+  Status st = impl->Exec(kSchema);
+  if (!st.ok()) {
+    (void)impl->Exec("ROLLBACK");
+    return st;
+  }
+  TSR_RETURN_IF_ERROR(impl->Exec("COMMIT"));
+  return std::unique_ptr<Ledger>(new Ledger(std::move(impl)));
+}
+
+Status Ledger::Append(std::vector<UsageRecord>* rows) {
+  for (const auto& r : *rows) TSR_RETURN_IF_ERROR(Validate(r));
+  TSR_RETURN_IF_ERROR(impl_->Exec("BEGIN IMMEDIATE"));
+  Stmt s(impl_->db,
+         "INSERT INTO usage(job, tenant, type, domestic, cards, start, \"end\", price_version, price_micro, "
+         "amount_micro) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  Status st;
+  if (!s.ok()) st = impl_->Error("prepare insert");
+  for (auto& r : *rows) {
+    if (!st.ok()) break;
+    r.amount = RateSeconds(r.price_per_card_hour, r.cards, r.end - r.start);
+    sqlite3_stmt* q = s.get();
+    sqlite3_reset(q);
+    sqlite3_bind_text(q, 1, r.job.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(q, 2, r.tenant.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(q, 3, r.type.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(q, 4, r.domestic ? 1 : 0);
+    sqlite3_bind_int64(q, 5, r.cards);
+    sqlite3_bind_int64(q, 6, r.start);
+    sqlite3_bind_int64(q, 7, r.end);
+    sqlite3_bind_text(q, 8, r.price_version.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(q, 9, r.price_per_card_hour);
+    sqlite3_bind_int64(q, 10, r.amount);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      st = impl_->Error(fmt::format("insert usage of job '{}'", r.job));
+      break;
+    }
+    r.id = sqlite3_last_insert_rowid(impl_->db);
+  }
+  if (!st.ok()) {
+    (void)impl_->Exec("ROLLBACK");
+    return st;
+  }
+  return impl_->Exec("COMMIT");
+}
+
+Result<UsageRecord> Ledger::Record(const Catalog& catalog, const std::string& job, const std::string& tenant,
+                                   const std::string& type, int64_t cards, int64_t start, int64_t end) {
+  const AcceleratorType* t = catalog.Find(type);
+  if (!t) return InvalidArgument(fmt::format("usage of job '{}': type '{}' is not in the catalog {}", job, type,
+                                             catalog.source));
+  std::vector<UsageRecord> rows(1);
+  UsageRecord& r = rows[0];
+  r.job = job;
+  r.tenant = tenant;
+  r.type = type;
+  r.domestic = t->domestic;
+  r.cards = cards;
+  r.start = start;
+  r.end = end;
+  r.price_version = catalog.price_version;
+  r.price_per_card_hour = t->price_per_card_hour;
+  TSR_RETURN_IF_ERROR(Append(&rows));
+  return rows[0];
+}
+
+Result<std::vector<UsageRecord>> Ledger::Query(const BillFilter& f) {
+  std::string sql =
+      "SELECT id, job, tenant, type, domestic, cards, start, \"end\", price_version, price_micro, amount_micro "
+      "FROM usage WHERE 1=1";
+  if (f.job) sql += " AND job = ?1";
+  if (f.tenant) sql += " AND tenant = ?2";
+  if (f.from) sql += " AND \"end\" > ?3";
+  if (f.to) sql += " AND start < ?4";
+  sql += " ORDER BY start, id";
+  Stmt s(impl_->db, sql);
+  if (!s.ok()) return impl_->Error("prepare query");
+  sqlite3_stmt* q = s.get();
+  if (f.job) sqlite3_bind_text(q, 1, f.job->c_str(), -1, SQLITE_TRANSIENT);
+  if (f.tenant) sqlite3_bind_text(q, 2, f.tenant->c_str(), -1, SQLITE_TRANSIENT);
+  if (f.from) sqlite3_bind_int64(q, 3, *f.from);
+  if (f.to) sqlite3_bind_int64(q, 4, *f.to);
+  std::vector<UsageRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+    UsageRecord r;
+    auto text = [&](int i) { return std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, i))); };
+    r.id = sqlite3_column_int64(q, 0);
+    r.job = text(1);
+    r.tenant = text(2);
+    r.type = text(3);
+    r.domestic = sqlite3_column_int(q, 4) != 0;
+    r.cards = sqlite3_column_int64(q, 5);
+    r.start = sqlite3_column_int64(q, 6);
+    r.end = sqlite3_column_int64(q, 7);
+    r.price_version = text(8);
+    r.price_per_card_hour = sqlite3_column_int64(q, 9);
+    r.amount = sqlite3_column_int64(q, 10);
+    out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return impl_->Error("query usage");
+  return out;
+}
+
+#else  // no SQLite
+
+struct Ledger::Impl {};
+Ledger::Ledger(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Ledger::~Ledger() = default;
+Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path) {
+  return Unsupported(fmt::format("cannot open ledger '{}': tessera was built without SQLite (install "
+                                 "libsqlite3-dev and rebuild)",
+                                 path));
+}
+Status Ledger::Append(std::vector<UsageRecord>*) { return Unsupported("built without SQLite"); }
+Result<UsageRecord> Ledger::Record(const Catalog&, const std::string&, const std::string&, const std::string&, int64_t,
+                                   int64_t, int64_t) {
+  return Unsupported("built without SQLite");
+}
+Result<std::vector<UsageRecord>> Ledger::Query(const BillFilter&) { return Unsupported("built without SQLite"); }
+
+#endif
+
+Result<Bill> Ledger::Report(const BillFilter& f, GroupBy by) {
+  TSR_ASSIGN_OR_RETURN(std::vector<UsageRecord> rows, Query(f));
+  std::map<std::string, BillLine> lines;
+  Bill bill;
+  for (const auto& r : rows) {
+    int64_t a = f.from ? std::max(r.start, *f.from) : r.start;
+    int64_t b = f.to ? std::min(r.end, *f.to) : r.end;
+    if (a >= b) continue;
+    // Parts: one, or one per day when grouping by day.
+    int64_t s = a;
+    while (s < b) {
+      int64_t e = by == GroupBy::kDay ? std::min(b, (DayOf(s) + 1) * kDay) : b;
+      std::string key;
+      switch (by) {
+        case GroupBy::kType: key = r.type; break;
+        case GroupBy::kDay: key = FormatDate(DayOf(s)); break;
+        case GroupBy::kJob: key = r.job; break;
+        case GroupBy::kTenant: key = r.tenant; break;
+      }
+      BillLine& l = lines[key];
+      l.key = key;
+      int64_t cs = r.cards * (e - s);
+      Money amt = PartAmount(r, s, e);
+      l.card_seconds += cs;
+      l.amount += amt;
+      bill.card_seconds += cs;
+      bill.amount += amt;
+      s = e;
+    }
+  }
+  for (auto& [k, l] : lines) bill.lines.push_back(l);
+  return bill;
+}
+
+Result<Compliance> Ledger::ComplianceReport(int64_t day, const Policy& policy, const Catalog* catalog) {
+  if (policy.unit == ShareUnit::kThroughput && !catalog)
+    return InvalidArgument(fmt::format("{}: unit throughput weighs card-hours by the catalog's throughput for '{}': "
+                                       "give the catalog too",
+                                       policy.source, policy.weight_class));
+  BillFilter f;
+  f.from = day * kDay;
+  f.to = (day + 1) * kDay;
+  TSR_ASSIGN_OR_RETURN(std::vector<UsageRecord> rows, Query(f));
+  Compliance c;
+  c.day = day;
+  c.unit = policy.unit;
+  c.floor = policy.FloorAt(day);
+  __int128 wdom = 0, wtot = 0;
+  for (const auto& r : rows) {
+    int64_t a = std::max(r.start, *f.from), b = std::min(r.end, *f.to);
+    if (a >= b) continue;
+    int64_t cs = r.cards * (b - a);
+    c.total_card_seconds += cs;
+    if (r.domestic) c.domestic_card_seconds += cs;
+    c.card_seconds_by_type[r.type] += cs;
+    int64_t w = 1;
+    if (policy.unit == ShareUnit::kThroughput) {
+      const AcceleratorType* t = catalog->Find(r.type);
+      if (!t) return InvalidArgument(fmt::format("ledger row {} (job '{}'): type '{}' is not in the catalog {}", r.id,
+                                                 r.job, r.type, catalog->source));
+      auto it = t->throughput.find(policy.weight_class);
+      if (it == t->throughput.end())
+        return InvalidArgument(fmt::format("{}: type '{}' has no throughput for weight_class '{}'", catalog->source,
+                                           r.type, policy.weight_class));
+      w = it->second;
+    }
+    wtot += static_cast<__int128>(cs) * w;
+    if (r.domestic) wdom += static_cast<__int128>(cs) * w;
+  }
+  c.share = wtot > 0 ? static_cast<Ppm>(wdom * kPpmScale / wtot) : kPpmScale;
+  c.compliant = wdom * kPpmScale >= static_cast<__int128>(c.floor) * wtot;
+  return c;
+}
+
+}  // namespace tessera::sched

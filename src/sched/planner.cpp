@@ -1,0 +1,695 @@
+// sched/planner: places one job on the fleet at the lowest cost per unit of work while the fleet-wide
+// domestic-share floor holds. Nodes are first aggregated to free cards per (zone, type); an integer program
+// (GLPK glp_intopt) then chooses cards per (zone, type) plus one zone-selection binary per zone; the cards
+// are finally assigned to nodes greedily (largest free first, so the job spans the fewest nodes).
+//
+// With a card count N the objective sum(p*x) / sum(tp*x) is a ratio; it is minimised exactly by Dinkelbach
+// iteration: solve min sum((p - l*tp) * x) for l = the ratio of the incumbent, until no solution with a
+// strictly lower ratio exists (checked in exact integer arithmetic). With a throughput target the objective
+// sum(p*x) is linear. When nothing fits, Diagnose() names the binding constraint and what would make it fit.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+#include "tessera/sched.hpp"
+
+#ifdef TESSERA_HAVE_GLPK
+#include <glpk.h>
+#endif
+
+namespace tessera::sched {
+namespace {
+
+using i128 = __int128;
+
+struct Cand {  // a candidate accelerator type for the job
+  const AcceleratorType* type = nullptr;
+  Money price = 0;
+  Throughput tp = 0;     // per card, job's class
+  int64_t weight = 0;    // per card, share unit (1 or throughput of the policy's class, milli)
+  bool domestic = false;
+  int64_t min = 0;
+  int64_t max = -1;      // -1: unbounded
+};
+
+struct ZoneCell {
+  int64_t free = 0;
+  std::vector<size_t> nodes;  // fleet indices with free > 0
+};
+
+// Everything the integer program needs, after aggregation.
+struct Model {
+  std::vector<Cand> cands;
+  std::vector<std::string> zones;
+  std::vector<std::vector<ZoneCell>> cells;  // [zone][cand]
+  int64_t cards = 0;                         // card-count mode when > 0
+  Throughput target = 0;                     // throughput mode when > 0
+  Ppm floor = 0;
+  i128 run_dom = 0, run_total = 0;           // running jobs, share units
+  int64_t Upper(size_t z, size_t c) const {
+    int64_t u = cells[z][c].free;
+    if (cands[c].max >= 0) u = std::min(u, cands[c].max);
+    return u;
+  }
+};
+
+// An allocation: cards per (zone, cand); only one zone is non-zero.
+struct Alloc {
+  int zone = -1;
+  std::vector<int64_t> x;  // per cand
+  i128 Cost(const Model& m) const {
+    i128 s = 0;
+    for (size_t c = 0; c < x.size(); ++c) s += static_cast<i128>(m.cands[c].price) * x[c];
+    return s;
+  }
+  i128 Work(const Model& m) const {
+    i128 s = 0;
+    for (size_t c = 0; c < x.size(); ++c) s += static_cast<i128>(m.cands[c].tp) * x[c];
+    return s;
+  }
+};
+
+// Exact check of every constraint (the solver works in floating point).
+bool Satisfies(const Model& m, const Alloc& a) {
+  if (a.zone < 0) return false;
+  i128 n = 0, work = 0, dom = 0, tot = 0;
+  for (size_t c = 0; c < m.cands.size(); ++c) {
+    int64_t x = a.x[c];
+    if (x < 0 || x > m.Upper(a.zone, c) || x < m.cands[c].min) return false;
+    n += x;
+    work += static_cast<i128>(m.cands[c].tp) * x;
+    tot += static_cast<i128>(m.cands[c].weight) * x;
+    if (m.cands[c].domestic) dom += static_cast<i128>(m.cands[c].weight) * x;
+  }
+  if (m.cards > 0 && n != m.cards) return false;
+  if (m.target > 0 && work < m.target) return false;
+  return (m.run_dom + dom) * kPpmScale >= static_cast<i128>(m.floor) * (m.run_total + tot);
+}
+
+#ifdef TESSERA_HAVE_GLPK
+
+std::mutex& GlpkMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+// One GLPK problem for a Model; the objective can be replaced between solves.
+class Milp {
+ public:
+  explicit Milp(const Model& m) : m_(m) {
+    glp_term_out(GLP_OFF);
+    lp_ = glp_create_prob();
+    glp_set_obj_dir(lp_, GLP_MIN);
+    const size_t nz = m.zones.size(), nc = m.cands.size();
+    // Columns: x[z][c] then y[z].
+    xcol_.assign(nz, std::vector<int>(nc, 0));
+    for (size_t z = 0; z < nz; ++z) {
+      bool zone_ok = true;
+      for (size_t c = 0; c < nc; ++c)
+        if (m.Upper(z, c) < m.cands[c].min) zone_ok = false;
+      if (!zone_ok) continue;  // a per-type minimum cannot be met here: no columns for this zone
+      int any = 0;
+      for (size_t c = 0; c < nc; ++c) {
+        int64_t u = m.Upper(z, c);
+        if (u <= 0) continue;
+        int j = glp_add_cols(lp_, 1);
+        glp_set_col_kind(lp_, j, GLP_IV);
+        glp_set_col_bnds(lp_, j, GLP_DB, 0.0, static_cast<double>(u));
+        xcol_[z][c] = j;
+        ++any;
+      }
+      if (!any) continue;
+      int y = glp_add_cols(lp_, 1);
+      glp_set_col_kind(lp_, y, GLP_BV);
+      ycol_.push_back({static_cast<int>(z), y});
+    }
+    // sum y = 1
+    {
+      std::vector<int> ind{0};
+      std::vector<double> val{0};
+      for (auto [z, y] : ycol_) {
+        ind.push_back(y);
+        val.push_back(1.0);
+      }
+      AddRow(ind, val, GLP_FX, 1.0, 1.0);
+    }
+    for (auto [z, y] : ycol_) {
+      std::vector<int> sind{0};
+      std::vector<double> sval{0};
+      for (size_t c = 0; c < nc; ++c) {
+        int j = xcol_[z][c];
+        if (!j) continue;
+        // x <= u*y ; x >= min*y
+        AddRow({0, j, y}, {0, 1.0, -static_cast<double>(m.Upper(z, c))}, GLP_UP, 0.0, 0.0);
+        if (m.cands[c].min > 0) AddRow({0, j, y}, {0, 1.0, -static_cast<double>(m.cands[c].min)}, GLP_LO, 0.0, 0.0);
+        sind.push_back(j);
+        sval.push_back(m.cards > 0 ? 1.0 : static_cast<double>(m.cands[c].tp));
+      }
+      sind.push_back(y);
+      if (m.cards > 0) {
+        sval.push_back(-static_cast<double>(m.cards));
+        AddRow(sind, sval, GLP_FX, 0.0, 0.0);
+      } else {
+        sval.push_back(-static_cast<double>(m.target));
+        AddRow(sind, sval, GLP_LO, 0.0, 0.0);
+      }
+    }
+    // Domestic floor: sum (S*dom - f) * w * x >= f * R_total - S * R_dom
+    if (m.floor > 0) {
+      std::vector<int> ind{0};
+      std::vector<double> val{0};
+      for (auto [z, y] : ycol_)
+        for (size_t c = 0; c < nc; ++c) {
+          int j = xcol_[z][c];
+          if (!j) continue;
+          i128 coef = (static_cast<i128>(m.cands[c].domestic ? kPpmScale : 0) - m.floor) * m.cands[c].weight;
+          if (coef == 0) continue;
+          ind.push_back(j);
+          val.push_back(static_cast<double>(coef));
+        }
+      i128 rhs = static_cast<i128>(m.floor) * m.run_total - static_cast<i128>(kPpmScale) * m.run_dom;
+      floor_rhs_ = static_cast<double>(rhs);
+      floor_row_ = AddRow(ind, val, GLP_LO, floor_rhs_, 0.0);
+    }
+  }
+  ~Milp() { glp_delete_prob(lp_); }
+  Milp(const Milp&) = delete;
+  Milp& operator=(const Milp&) = delete;
+
+  bool empty() const { return ycol_.empty(); }
+
+  // Objective sum(coef[c] * x[z][c]).
+  void SetObjective(const std::vector<double>& coef) {
+    for (auto [z, y] : ycol_)
+      for (size_t c = 0; c < coef.size(); ++c)
+        if (xcol_[z][c]) glp_set_obj_coef(lp_, xcol_[z][c], coef[c]);
+  }
+
+  // Solves; nullopt when infeasible. The result is checked exactly; a floor row that the solver's tolerance
+  // let slip is tightened and solved again.
+  Result<std::optional<Alloc>> Solve() {
+    if (empty()) return std::optional<Alloc>();
+    for (int attempt = 0; attempt < 6; ++attempt) {
+      glp_iocp parm;
+      glp_init_iocp(&parm);
+      parm.presolve = GLP_ON;
+      parm.msg_lev = GLP_MSG_OFF;
+      parm.mip_gap = 0.0;
+      parm.tm_lim = 30000;
+      int ret = glp_intopt(lp_, &parm);
+      if (ret == GLP_ENOPFS || ret == GLP_ENODFS) return std::optional<Alloc>();
+      if (ret != 0) return InternalError(fmt::format("GLPK glp_intopt failed (code {})", ret));
+      int st = glp_mip_status(lp_);
+      if (st == GLP_NOFEAS) return std::optional<Alloc>();
+      if (st != GLP_OPT) return InternalError(fmt::format("GLPK found no optimal solution (status {})", st));
+      Alloc a;
+      a.x.assign(m_.cands.size(), 0);
+      for (auto [z, y] : ycol_) {
+        if (std::llround(glp_mip_col_val(lp_, y)) != 1) continue;
+        a.zone = z;
+        for (size_t c = 0; c < m_.cands.size(); ++c)
+          if (xcol_[z][c]) a.x[c] = std::llround(glp_mip_col_val(lp_, xcol_[z][c]));
+      }
+      if (Satisfies(m_, a)) return std::optional<Alloc>(a);
+      if (!floor_row_) return InternalError("GLPK returned a solution that violates the constraints");
+      floor_rhs_ += std::max(1.0, std::abs(floor_rhs_) * 1e-9) * (1 << attempt);
+      glp_set_row_bnds(lp_, floor_row_, GLP_LO, floor_rhs_, 0.0);
+    }
+    return InternalError("GLPK solutions keep violating the domestic floor by rounding");
+  }
+
+ private:
+  int AddRow(std::vector<int> ind, std::vector<double> val, int type, double lb, double ub) {
+    int i = glp_add_rows(lp_, 1);
+    glp_set_row_bnds(lp_, i, type, lb, ub);
+    glp_set_mat_row(lp_, i, static_cast<int>(ind.size()) - 1, ind.data(), val.data());
+    return i;
+  }
+
+  const Model& m_;
+  glp_prob* lp_ = nullptr;
+  std::vector<std::vector<int>> xcol_;
+  std::vector<std::pair<int, int>> ycol_;  // (zone, column)
+  int floor_row_ = 0;
+  double floor_rhs_ = 0;
+};
+
+// The optimum of the model, nullopt when infeasible. `rounds` counts MILPs solved.
+Result<std::optional<Alloc>> Optimise(const Model& m, int* rounds) {
+  std::lock_guard<std::mutex> lock(GlpkMutex());
+  Milp milp(m);
+  const size_t nc = m.cands.size();
+  std::vector<double> coef(nc);
+  for (size_t c = 0; c < nc; ++c) coef[c] = static_cast<double>(m.cands[c].price);
+  milp.SetObjective(coef);
+  ++*rounds;
+  TSR_ASSIGN_OR_RETURN(std::optional<Alloc> best, milp.Solve());
+  if (!best || m.cards == 0) return best;  // throughput target: cost per hour is the objective
+  // Dinkelbach on cost / work with l = P / T: minimise sum((T*p - P*tp) * x).
+  for (int it = 0; it < 60; ++it) {
+    i128 P = best->Cost(m), T = best->Work(m);
+    std::vector<i128> ic(nc);
+    i128 maxabs = 0;
+    for (size_t c = 0; c < nc; ++c) {
+      ic[c] = T * m.cands[c].price - P * m.cands[c].tp;
+      maxabs = std::max(maxabs, ic[c] < 0 ? -ic[c] : ic[c]);
+    }
+    // Exact integers while they fit a double's mantissa; otherwise scale (l = P/T as a double).
+    bool exact = maxabs < (static_cast<i128>(1) << 50);
+    for (size_t c = 0; c < nc; ++c)
+      coef[c] = exact ? static_cast<double>(ic[c]) : static_cast<double>(ic[c]) / static_cast<double>(T);
+    milp.SetObjective(coef);
+    ++*rounds;
+    TSR_ASSIGN_OR_RETURN(std::optional<Alloc> next, milp.Solve());
+    if (!next) return InternalError("GLPK lost a feasible solution between Dinkelbach rounds");
+    // Strictly better ratio?  cost_n / work_n < P / T
+    if (next->Cost(m) * T < P * next->Work(m)) {
+      best = next;
+    } else {
+      return best;
+    }
+  }
+  return best;
+}
+
+bool Feasible(const Model& m) {
+  std::lock_guard<std::mutex> lock(GlpkMutex());
+  Milp milp(m);
+  milp.SetObjective(std::vector<double>(m.cands.size(), 0.0));
+  auto r = milp.Solve();
+  return r.ok() && r->has_value();
+}
+
+#endif  // TESSERA_HAVE_GLPK
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+int64_t CeilDiv(i128 a, i128 b) {  // b > 0
+  if (a <= 0) return static_cast<int64_t>(a / b);
+  return static_cast<int64_t>((a + b - 1) / b);
+}
+
+std::string Units(ShareUnit u, i128 v) {
+  if (u == ShareUnit::kCards) return fmt::format("{} domestic cards", static_cast<int64_t>(v));
+  return fmt::format("{} domestic throughput-weighted units", FormatThroughput(static_cast<int64_t>(v)));
+}
+
+#ifdef TESSERA_HAVE_GLPK
+// Names the binding constraint and what would make the job fit; called when Optimise found nothing.
+Infeasible Diagnose(const Model& m, const Job& job, ShareUnit unit) {
+  Infeasible inf;
+  const size_t nz = m.zones.size(), nc = m.cands.size();
+  std::vector<std::string> names;
+  for (const auto& c : m.cands) names.push_back(c.type->name);
+  const std::string what = m.cards > 0 ? fmt::format("{} cards", m.cards)
+                                       : fmt::format("a throughput of {}", FormatThroughput(m.target));
+  // Per-type minima.
+  int64_t sum_min = 0;
+  for (const auto& c : m.cands) sum_min += c.min;
+  if (m.cards > 0 && sum_min > m.cards) {
+    inf.binding = Binding::kBounds;
+    inf.reason = fmt::format("the per-type minima add up to {} cards, more than the job's {}", sum_min, m.cards);
+    inf.fix = "lower the bounds' min values or raise the card count";
+    return inf;
+  }
+  // Per zone: which check fails first (bounds, capacity), and free capacity.
+  int best_zone = -1;
+  int64_t best_cap = -1;
+  std::vector<bool> passes(nz, false);
+  std::string bounds_reason;
+  int bounds_fail = 0;
+  for (size_t z = 0; z < nz; ++z) {
+    bool ok = true;
+    for (size_t c = 0; c < nc; ++c)
+      if (m.Upper(z, c) < m.cands[c].min) {
+        if (bounds_reason.empty())
+          bounds_reason = fmt::format("needs at least {} {} cards (bounds.{}.min) in one zone; zone {} has {} free",
+                                      m.cands[c].min, names[c], names[c], m.zones[z], m.cells[z][c].free);
+        ok = false;
+      }
+    if (!ok) {
+      ++bounds_fail;
+      continue;
+    }
+    i128 cap = 0;
+    for (size_t c = 0; c < nc; ++c) cap += m.cards > 0 ? m.Upper(z, c) : static_cast<i128>(m.Upper(z, c)) * m.cands[c].tp;
+    if (cap > best_cap) {
+      best_cap = static_cast<int64_t>(cap);
+      best_zone = static_cast<int>(z);
+    }
+    passes[z] = m.cards > 0 ? cap >= m.cards : cap >= m.target;
+  }
+  if (bounds_fail == static_cast<int>(nz)) {
+    inf.binding = Binding::kBounds;
+    inf.reason = bounds_reason;
+    inf.fix = "lower the bounds' min values, or wait for cards of that type to free up";
+    return inf;
+  }
+  bool any_pass = std::any_of(passes.begin(), passes.end(), [](bool b) { return b; });
+  if (!any_pass) {
+    inf.binding = Binding::kCapacity;
+    std::string free_by_type;
+    for (size_t c = 0; c < nc; ++c)
+      free_by_type += fmt::format("{}{} {}", c ? ", " : "", m.cells[best_zone][c].free, names[c]);
+    if (m.cards > 0) {
+      inf.reason = fmt::format("needs {} in one zone of types {}; the largest, zone {}, has {} usable free ({})", what,
+                               Join(names), m.zones[best_zone], best_cap, free_by_type);
+    } else {
+      inf.reason = fmt::format("needs {} in one zone of types {}; the largest, zone {}, offers {} ({} free)", what,
+                               Join(names), m.zones[best_zone], FormatThroughput(best_cap), free_by_type);
+    }
+  } else if (m.floor > 0) {
+    inf.binding = Binding::kFloor;
+    // Domestic capacity per passing zone, and the domestic units the job would need (card-count mode with
+    // the cards unit has a closed form; otherwise report the best floor reachable).
+    int dz = -1;
+    i128 dom_free_best = -1;
+    for (size_t z = 0; z < nz; ++z) {
+      if (!passes[z]) continue;
+      i128 d = 0;
+      for (size_t c = 0; c < nc; ++c)
+        if (m.cands[c].domestic) d += static_cast<i128>(m.Upper(z, c)) * m.cands[c].weight;
+      if (d > dom_free_best) {
+        dom_free_best = d;
+        dz = static_cast<int>(z);
+      }
+    }
+    if (m.cards > 0 && unit == ShareUnit::kCards) {
+      i128 need = CeilDiv(static_cast<i128>(m.floor) * (m.run_total + m.cards) - kPpmScale * m.run_dom, kPpmScale);
+      inf.reason = fmt::format("needs {} in one zone to keep the {} floor (running jobs: {} of {} cards domestic); "
+                               "zone {} has {} free",
+                               Units(unit, need), FormatShare(m.floor), static_cast<int64_t>(m.run_dom),
+                               static_cast<int64_t>(m.run_total), m.zones[dz], static_cast<int64_t>(dom_free_best));
+    } else {
+      inf.reason = fmt::format("cannot keep the {} floor ({} unit) in any zone; zone {} has the most domestic "
+                               "capacity free: {}",
+                               FormatShare(m.floor), ShareUnitName(unit), m.zones[dz],
+                               Units(unit, dom_free_best));
+    }
+  } else {
+    inf.binding = Binding::kCombination;
+    inf.reason = "each constraint can be met alone but not all together in one zone";
+  }
+  // What would fit: a smaller job, or a lower floor.
+  std::vector<std::string> fixes;
+  {
+    Model t = m;
+    int64_t lo = 0, hi = m.cards > 0 ? m.cards - 1 : m.target - 1;  // largest feasible size in [lo, hi]
+    int64_t found = -1;
+    int64_t floor_lo = m.cards > 0 ? std::max<int64_t>(sum_min, 1) : 1;
+    lo = floor_lo;
+    while (lo <= hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      (m.cards > 0 ? t.cards : t.target) = mid;
+      if (Feasible(t)) {
+        found = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    if (found > 0)
+      fixes.push_back(m.cards > 0 ? fmt::format("would fit with at most {} cards", found)
+                                  : fmt::format("would fit with a throughput target of at most {}",
+                                                FormatThroughput(found)));
+  }
+  if (m.floor > 0) {
+    Model t = m;
+    t.floor = 0;
+    if (Feasible(t)) {
+      Ppm lo = 0, hi = m.floor - 1, found = 0;
+      while (lo <= hi) {
+        Ppm mid = lo + (hi - lo) / 2;
+        t.floor = mid;
+        if (Feasible(t)) {
+          found = mid;
+          lo = mid + 1;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      // Round down to 0.1% for display so that the printed floor really fits.
+      Ppm shown = found / 1000 * 1000;
+      fixes.push_back(fmt::format("would fit under a floor of at most {}", FormatShare(shown)));
+    }
+  }
+  if (inf.binding == Binding::kCapacity) fixes.push_back("or wait: the job queues until cards free up");
+  (void)job;
+  for (size_t i = 0; i < fixes.size(); ++i) inf.fix += (i ? "; " : "") + fixes[i];
+  if (inf.fix.empty()) inf.fix = "no smaller size or lower floor makes it fit; free cards of an accepted type";
+  return inf;
+}
+#endif
+
+// Share units of one allocation of `cards` on a node of type `t`.
+int64_t ShareWeight(const Policy& p, const AcceleratorType& t) {
+  if (p.unit == ShareUnit::kCards) return 1;
+  auto it = t.throughput.find(p.weight_class);
+  return it == t.throughput.end() ? 0 : it->second;
+}
+
+// Running jobs: cards used per node (by fleet index) and the fleet-wide share units.
+Status Occupancy(const Catalog& catalog, const Fleet& fleet, const Policy& policy,
+                 const std::vector<RunningJob>* running, std::vector<int64_t>* used, i128* dom, i128* total) {
+  used->assign(fleet.nodes.size(), 0);
+  *dom = *total = 0;
+  if (!running) return Status::Ok();
+  for (const auto& j : *running) {
+    for (const auto& a : j.allocations) {
+      auto it = fleet.index.find(a.node);
+      if (it == fleet.index.end())
+        return InvalidArgument(
+            fmt::format("running job '{}': node '{}' is not in the fleet {}", j.name, a.node, fleet.source));
+      const Node& n = fleet.nodes[it->second];
+      int64_t& u = (*used)[it->second];
+      u += a.cards;
+      if (u > n.cards)
+        return InvalidArgument(fmt::format("running jobs use {} cards on node '{}', which has {} (job '{}')", u,
+                                           a.node, n.cards, j.name));
+      const AcceleratorType* t = catalog.Find(n.type);
+      if (!t)
+        return InvalidArgument(fmt::format("{}: node '{}': type '{}' is not in the catalog {}", fleet.source, n.id,
+                                           n.type, catalog.source));
+      i128 w = static_cast<i128>(ShareWeight(policy, *t)) * a.cards;
+      *total += w;
+      if (t->domestic) *dom += w;
+    }
+  }
+  return Status::Ok();
+}
+
+Ppm ShareOf(i128 dom, i128 total) {
+  if (total <= 0) return kPpmScale;
+  return static_cast<Ppm>(dom * kPpmScale / total);
+}
+
+}  // namespace
+
+bool HaveGlpk() {
+#ifdef TESSERA_HAVE_GLPK
+  return true;
+#else
+  return false;
+#endif
+}
+
+Result<ShareStatus> FleetShare(const Catalog& catalog, const Fleet& fleet, const Policy& policy,
+                               const std::vector<RunningJob>& running, int64_t day) {
+  if (policy.unit == ShareUnit::kThroughput)
+    for (const auto& t : catalog.types)
+      if (!t.throughput.count(policy.weight_class))
+        return InvalidArgument(fmt::format("{}: weight_class '{}' has no throughput for type '{}' in {}",
+                                           policy.source, policy.weight_class, t.name, catalog.source));
+  std::vector<int64_t> used;
+  i128 dom, total;
+  TSR_RETURN_IF_ERROR(Occupancy(catalog, fleet, policy, &running, &used, &dom, &total));
+  ShareStatus s;
+  s.unit = policy.unit;
+  s.floor = policy.FloorAt(day);
+  s.domestic_units = static_cast<int64_t>(dom);
+  s.total_units = static_cast<int64_t>(total);
+  s.share = ShareOf(dom, total);
+  s.compliant = dom * kPpmScale >= static_cast<i128>(s.floor) * total;
+  return s;
+}
+
+Result<PlanResult> Plan(const PlanRequest& req) {
+  if (!req.catalog || !req.fleet || !req.policy || !req.job)
+    return InvalidArgument("Plan: catalog, fleet, policy and job are required");
+  const Catalog& catalog = *req.catalog;
+  const Fleet& fleet = *req.fleet;
+  const Policy& policy = *req.policy;
+  const Job& job = *req.job;
+  if ((job.cards > 0) == (job.throughput_target > 0))
+    return InvalidArgument(fmt::format("{}: job '{}' needs exactly one of cards and throughput", job.source, job.name));
+  if (policy.unit == ShareUnit::kThroughput)
+    for (const auto& t : catalog.types)
+      if (!t.throughput.count(policy.weight_class))
+        return InvalidArgument(fmt::format("{}: weight_class '{}' has no throughput for type '{}' in {}",
+                                           policy.source, policy.weight_class, t.name, catalog.source));
+  for (const auto& [name, b] : job.bounds) {
+    const AcceleratorType* t = catalog.Find(name);
+    if (!t)
+      return InvalidArgument(fmt::format("{}: bounds.{}: type '{}' is not in the catalog {}", job.source, name, name,
+                                         catalog.source));
+    if (!job.Accepts(*t) && b.min > 0)
+      return InvalidArgument(fmt::format("{}: bounds.{}.min is {} but the job does not accept {} (compatible: {})",
+                                         job.source, name, b.min, name, Join(job.compatible)));
+  }
+
+  Model m;
+  m.cards = job.cards;
+  m.target = job.throughput_target;
+  m.floor = policy.FloorAt(req.day);
+  std::vector<int> cand_of_type(catalog.types.size(), -1);
+  std::vector<std::string> no_class;
+  for (size_t i = 0; i < catalog.types.size(); ++i) {
+    const AcceleratorType& t = catalog.types[i];
+    if (!job.Accepts(t)) continue;
+    auto it = t.throughput.find(job.workload_class);
+    if (it == t.throughput.end()) {
+      no_class.push_back(t.name);
+      continue;
+    }
+    Cand c;
+    c.type = &t;
+    c.price = t.price_per_card_hour;
+    c.tp = it->second;
+    c.weight = ShareWeight(policy, t);
+    c.domestic = t.domestic;
+    if (auto b = job.bounds.find(t.name); b != job.bounds.end()) {
+      c.min = b->second.min;
+      c.max = b->second.max ? *b->second.max : -1;
+    }
+    cand_of_type[i] = static_cast<int>(m.cands.size());
+    m.cands.push_back(c);
+  }
+
+  std::vector<int64_t> used;
+  TSR_RETURN_IF_ERROR(Occupancy(catalog, fleet, policy, req.running, &used, &m.run_dom, &m.run_total));
+
+  // Aggregate free cards per (zone, candidate type).
+  std::map<std::string, int> zone_index;
+  std::vector<int> type_of_node(fleet.nodes.size(), -1);
+  {
+    // Catalog lookups by name once per distinct type string.
+    std::unordered_map<std::string, int> tix;
+    for (size_t i = 0; i < catalog.types.size(); ++i) tix[catalog.types[i].name] = static_cast<int>(i);
+    for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+      const Node& n = fleet.nodes[i];
+      auto it = tix.find(n.type);
+      if (it == tix.end())
+        return InvalidArgument(fmt::format("{}: node '{}': type '{}' is not in the catalog {}", fleet.source, n.id,
+                                           n.type, catalog.source));
+      type_of_node[i] = it->second;
+      zone_index.emplace(n.zone, 0);
+    }
+  }
+  int zi = 0;
+  for (auto& [name, idx] : zone_index) {
+    idx = zi++;
+    m.zones.push_back(name);
+  }
+  m.cells.assign(m.zones.size(), std::vector<ZoneCell>(m.cands.size()));
+  bool any_node = false;
+  for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+    int c = cand_of_type[type_of_node[i]];
+    if (c < 0) continue;
+    any_node = true;
+    int64_t free = fleet.nodes[i].cards - used[i];
+    if (free <= 0) continue;
+    ZoneCell& cell = m.cells[zone_index[fleet.nodes[i].zone]][c];
+    cell.free += free;
+    cell.nodes.push_back(i);
+  }
+
+  PlanResult out;
+  if (m.cands.empty() || !any_node) {
+    Infeasible inf;
+    inf.binding = Binding::kCompatibility;
+    std::vector<std::string> fleet_types;
+    for (const auto& t : catalog.types) fleet_types.push_back(t.name + " (" + t.vendor + ")");
+    if (m.cands.empty()) {
+      inf.reason = fmt::format("no catalog type matches compatible: [{}]{}", Join(job.compatible),
+                               no_class.empty() ? std::string()
+                                                : fmt::format(" with a throughput for class '{}' (missing for {})",
+                                                              job.workload_class, Join(no_class)));
+      inf.fix = fmt::format("accept one of the catalog's types: {}{}", Join(fleet_types),
+                            no_class.empty() ? "" : ", or add the class's throughput to the catalog");
+    } else {
+      std::vector<std::string> names;
+      for (const auto& c : m.cands) names.push_back(c.type->name);
+      inf.reason = fmt::format("no node in the fleet has an accepted type ({})", Join(names));
+      inf.fix = "accept more vendors or types, or add such nodes to the fleet";
+    }
+    out.infeasible = inf;
+    return out;
+  }
+
+#ifndef TESSERA_HAVE_GLPK
+  return Unsupported("tessera was built without GLPK (install libglpk-dev and rebuild): the planner needs it");
+#else
+  int rounds = 0;
+  TSR_ASSIGN_OR_RETURN(std::optional<Alloc> best, Optimise(m, &rounds));
+  if (!best) {
+    out.infeasible = Diagnose(m, job, policy.unit);
+    return out;
+  }
+
+  Placement p;
+  p.zone = m.zones[best->zone];
+  p.unit = policy.unit;
+  p.floor = m.floor;
+  p.share_before = ShareOf(m.run_dom, m.run_total);
+  p.solver_rounds = rounds;
+  i128 dom = 0, tot = 0, cost = 0, work = 0;
+  for (size_t c = 0; c < m.cands.size(); ++c) {
+    int64_t x = best->x[c];
+    if (x == 0) continue;
+    const Cand& cd = m.cands[c];
+    TypeAlloc ta;
+    ta.type = cd.type->name;
+    ta.domestic = cd.domestic;
+    ta.cards = x;
+    ta.cost_per_hour = static_cast<Money>(static_cast<i128>(cd.price) * x);
+    ta.throughput = static_cast<Throughput>(static_cast<i128>(cd.tp) * x);
+    p.by_type.push_back(ta);
+    p.total_cards += x;
+    cost += static_cast<i128>(cd.price) * x;
+    work += static_cast<i128>(cd.tp) * x;
+    tot += static_cast<i128>(cd.weight) * x;
+    if (cd.domestic) dom += static_cast<i128>(cd.weight) * x;
+    // Nodes: largest free first, then by id, so the job spans as few nodes as possible.
+    std::vector<std::pair<int64_t, size_t>> nodes;
+    for (size_t i : m.cells[best->zone][c].nodes) nodes.push_back({fleet.nodes[i].cards - used[i], i});
+    std::sort(nodes.begin(), nodes.end(), [&](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first > b.first;
+      return fleet.nodes[a.second].id < fleet.nodes[b.second].id;
+    });
+    int64_t left = x;
+    for (const auto& [free, i] : nodes) {
+      if (left == 0) break;
+      int64_t take = std::min(free, left);
+      p.by_node.push_back({fleet.nodes[i].id, take});
+      left -= take;
+    }
+    if (left != 0) return InternalError("planner: node assignment ran out of free cards");
+  }
+  p.cost_per_hour = static_cast<Money>(cost);
+  p.total_throughput = static_cast<Throughput>(work);
+  p.cost_per_work_hour = work > 0 ? static_cast<Money>((cost * kThroughputScale * 2 + work) / (2 * work)) : 0;
+  p.share_after = ShareOf(m.run_dom + dom, m.run_total + tot);
+  out.placement = std::move(p);
+  return out;
+#endif
+}
+
+}  // namespace tessera::sched
