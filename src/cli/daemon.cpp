@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 
 #include "cli/command.hpp"
 #ifdef TESSERA_HAVE_DAEMON
@@ -39,6 +40,9 @@ int RunDaemonCmd(int argc, char** argv) {
   app.add_option("--policy", o.policy_path, "Policy YAML (default: the stored one, else no floor)");
   app.add_option("--tenant", tenants, "Tenant token NAME=TOKEN (repeatable); the admin token is STATE/token");
   app.add_option("--tick", tick, "Scheduler poll interval (events wake it at once)");
+  std::string launcher;
+  app.add_option("--launcher", launcher,
+                 "Launcher command, space-separated (default: this binary's `run`); islands and -- COMMAND follow");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -59,6 +63,11 @@ int RunDaemonCmd(int argc, char** argv) {
     return 2;
   }
   o.tick_ms = tk->count();
+  {
+    std::istringstream ss(launcher);
+    std::string w;
+    while (ss >> w) o.launcher.push_back(w);
+  }
   return tessera::daemon::RunDaemon(o);
 #endif
 }

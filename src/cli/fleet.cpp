@@ -61,6 +61,7 @@ int RunFleet(int argc, char** argv) {
   ClientOptions co;
   AddClientFlags(app, &co);
   app.require_subcommand(0, 1);
+  app.fallthrough();
   auto* show = app.add_subcommand("show", "Show catalog, nodes (emulated ones labelled), free cards, policy");
   auto* reg = app.add_subcommand("register", "Register (replace) the fleet; optionally the catalog and policy too");
   std::string fleet, catalog, policy, policy_only;

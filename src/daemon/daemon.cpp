@@ -48,13 +48,13 @@ types:
     domestic: true
     price_per_card_hour: 2.4
     memory_gib: 64
-    throughput: {training: 1.0}
+    throughput: {llm-train: 1.0}
   - name: nvidia-h800
     vendor: nvidia
     domestic: false
     price_per_card_hour: 6.8
     memory_gib: 80
-    throughput: {training: 1.0}
+    throughput: {llm-train: 1.0}
 )";
 
 const char* kDefaultPolicyYaml = "# Embedded default policy: no domestic floor.\nfloor: 0\n";
@@ -517,8 +517,9 @@ void Daemon::BillPending() {
   for (const auto& a : *rows) {
     int64_t job = a["job_id"], n = a["n"];
     std::string key = JobKey(a["name"], job);
-    int64_t start = a["started_ms"].get<int64_t>() / 1000;
-    int64_t end = (a["ended_ms"].get<int64_t>() + 999) / 1000;
+    // The ledger counts whole seconds: round the real start and stop to the nearest second (at least 1 s).
+    int64_t start = (a["started_ms"].get<int64_t>() + 500) / 1000;
+    int64_t end = (a["ended_ms"].get<int64_t>() + 500) / 1000;
     if (end <= start) end = start + 1;
     auto alloc = json::parse(a["alloc_json"].get<std::string>());
     sched::BillFilter f;
@@ -595,6 +596,7 @@ Status Daemon::Start(const json& job, const JobSpec& spec, const sched::Placemen
 
   LaunchRequest lr;
   lr.self_exe = opts_.self_exe;
+  lr.launcher = opts_.launcher;
   lr.attempt_dir = dir;
   lr.log_path = jobdir + "/job.log";
   lr.workdir = spec.run.workdir;

@@ -34,6 +34,9 @@ struct DaemonOptions {
   std::vector<std::pair<std::string, std::string>> tenants;  // name, token
   int64_t tick_ms = 100;
   std::string self_exe;                  // the tessera binary for shims and `tessera run`
+  // The launcher command the shim starts (island flags and "-- COMMAND" are appended); default
+  // {self_exe, "run"}. Tests may point it elsewhere when `tessera run` is not built.
+  std::vector<std::string> launcher;
 };
 
 // Runs until SIGINT/SIGTERM. Returns the process exit status; errors are printed to stderr.

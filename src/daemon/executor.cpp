@@ -109,7 +109,13 @@ std::string SelfExe() {
 
 Result<pid_t> Launch(const LaunchRequest& r) {
   std::vector<std::string> args = {r.self_exe, "daemon", "shim", "--dir", r.attempt_dir, "--log", r.log_path,
-                                   "--cwd", r.workdir, "--", r.self_exe, "run"};
+                                   "--cwd", r.workdir, "--"};
+  if (r.launcher.empty()) {
+    args.push_back(r.self_exe);
+    args.push_back("run");
+  } else {
+    for (const auto& l : r.launcher) args.push_back(l);
+  }
   for (auto& a : IslandArgs(r.islands)) args.push_back(a);
   args.push_back("--");
   for (const auto& c : r.command) args.push_back(c);

@@ -45,7 +45,8 @@ Result<std::vector<Island>> IslandsFor(const sched::Placement& placement, const 
                                        const FleetSpec& fleet, const std::string& workload_class);
 
 struct LaunchRequest {
-  std::string self_exe;     // the tessera binary (shim and launcher)
+  std::string self_exe;     // the tessera binary (runs the shim)
+  std::vector<std::string> launcher;  // default {self_exe, "run"}
   std::string attempt_dir;  // pid.json / exit.json go here
   std::string log_path;     // stdout+stderr of the launcher and ranks, appended
   std::string workdir;

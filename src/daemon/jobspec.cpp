@@ -173,7 +173,11 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
     rest += fmt::format("compatible: [{}]\n", list);
   }
   auto job = sched::ParseJob(rest, source);
-  if (!job.ok()) return job.status();
+  if (!job.ok()) {
+    if (!root["compatible"] && compatible.empty())
+      return InvalidArgument(job.status().message() + "; or pass --policy-compatible to tessera submit");
+    return job.status();
+  }
   spec.job = std::move(job).value();
   if (!compatible.empty()) spec.job.compatible = compatible;
   if (spec.job.compatible.empty())
