@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/daemon/sleep_job.sh SECONDS [ignore-term]: a job for the daemon tests. Rank 0 records its pid and
-# environment in $OUT_DIR (attempt-numbered), prints "step N" once per 0.1 s, and on SIGTERM writes
+# environment at the path prefix $OUT_PREFIX (attempt-numbered), prints "step N" once per 0.1 s, and on SIGTERM writes
 # term.<attempt> and exits 143 — unless "ignore-term" is given, then only SIGKILL stops it.
 set -u
 secs=$1
@@ -8,18 +8,18 @@ mode=${2:-}
 a=${TESSERA_ATTEMPT:-0}
 r=${TESSERA_RANK:-0}
 if [ "$r" = 0 ]; then
-  echo $$ > "$OUT_DIR/pid.$a"
-  env | grep '^TESSERA_' | sort > "$OUT_DIR/env.$a"
+  echo $$ > "${OUT_PREFIX}pid.$a"
+  env | grep '^TESSERA_' | sort > "${OUT_PREFIX}env.$a"
 fi
 if [ "$mode" = ignore-term ]; then
   trap 'echo "ignoring SIGTERM"' TERM
 else
-  trap 'echo term > "$OUT_DIR/term.$a.$r"; exit 143' TERM
+  trap 'echo term > "${OUT_PREFIX}term.$a.$r"; exit 143' TERM
 fi
 n=$((secs * 10))
 for ((i = 1; i <= n; i++)); do
   [ "$r" = 0 ] && echo "step $i/$n"
   sleep 0.1
 done
-[ "$r" = 0 ] && echo done > "$OUT_DIR/done.$a"
+[ "$r" = 0 ] && echo done > "${OUT_PREFIX}done.$a"
 exit 0
