@@ -94,7 +94,7 @@ TEST_F(DaemonE2E, QueueWakesInPriorityOrderWithBackfill) {
   int64_t d = Submit(*admin_, SleepJobYaml("d", 0, 1, 1, out_ + "/", "[ascend]"));
   // e (priority 0) needs 3 cards like c: it must start after c.
   int64_t e = Submit(*admin_, SleepJobYaml("e", 0, 3, 1, out_ + "/", "[ascend]"));
-  ASSERT_TRUE(WaitFor([&] { return Job(d)["attempts"] == 1; }, 30s)) << Events(d);
+  ASSERT_TRUE(WaitFor([&] { return Job(d)["attempts"] == 1 && !Job(e)["position"].is_null(); }, 30s)) << Events(d);
   json jc = Job(c);
   EXPECT_EQ(jc["state"], "queued");
   EXPECT_EQ(jc["position"], 1);

@@ -8,8 +8,9 @@ mode=${2:-}
 a=${TESSERA_ATTEMPT:-0}
 r=${TESSERA_RANK:-0}
 if [ "$r" = 0 ]; then
-  echo $$ > "${OUT_PREFIX}pid.$a"
-  env | grep '^TESSERA_' | sort > "${OUT_PREFIX}env.$a"
+  # Written to a temporary name and renamed, so that a test never reads half a file.
+  env | grep '^TESSERA_' | sort > "${OUT_PREFIX}env.$a.tmp" && mv "${OUT_PREFIX}env.$a.tmp" "${OUT_PREFIX}env.$a"
+  echo $$ > "${OUT_PREFIX}pid.$a.tmp" && mv "${OUT_PREFIX}pid.$a.tmp" "${OUT_PREFIX}pid.$a"
 fi
 if [ "$mode" = ignore-term ]; then
   trap 'echo "ignoring SIGTERM"' TERM
