@@ -37,6 +37,13 @@ enum class DType : int;  // common/dtype.hpp; values match tsrDataType_t (int8=0
 
 namespace tessera::ckpt {
 
+// Element types for code that does not include common/dtype.hpp (same values as tsrDataType_t).
+namespace dtype {
+inline constexpr DType kInt8 = static_cast<DType>(0), kUint8 = static_cast<DType>(1), kInt32 = static_cast<DType>(2),
+                       kInt64 = static_cast<DType>(3), kFloat16 = static_cast<DType>(4), kBfloat16 = static_cast<DType>(5),
+                       kFloat32 = static_cast<DType>(6), kFloat64 = static_cast<DType>(7);
+}  // namespace dtype
+
 enum class Sharding : int { kReplicated = 0, kRowSharded = 1 };
 
 // One tensor to save: this rank's piece, row-major and contiguous.

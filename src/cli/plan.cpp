@@ -73,8 +73,12 @@ void PrintPlacement(const Catalog& catalog, const Job& job, const Placement& p, 
               "force: %s)\n",
               FormatShare(p.share_after).c_str(), p.unit == ShareUnit::kCards ? "cards" : "throughput",
               had_running ? FormatShare(p.share_before).c_str() : "nothing running", FormatShare(p.floor).c_str());
-  std::printf("\n  nodes (%zu):\n", p.by_node.size());
-  for (const auto& n : p.by_node) std::printf("    %-24s %lld\n", n.node.c_str(), static_cast<long long>(n.cards));
+  std::printf("\n  nodes (%zu, cards per node):\n", p.by_node.size());
+  for (size_t i = 0; i < p.by_node.size(); ++i) {
+    std::string cell = fmt::format("{} {}", p.by_node[i].node, p.by_node[i].cards);
+    std::printf("%s%-26s", i % 4 == 0 ? "    " : "  ", cell.c_str());
+    if (i % 4 == 3 || i + 1 == p.by_node.size()) std::printf("\n");
+  }
 }
 
 int RunPlan(int argc, char** argv) {

@@ -308,7 +308,7 @@ Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
   auto abort = store_->Get("abort", std::chrono::milliseconds(1));
   if (abort.ok()) {
     aborted_by_peer_ = true;
-    return RemoteError(*abort);
+    return RemoteError("another rank failed — " + *abort);
   }
   for (int p : waiting_on) {
     if (transport_[p] == "shm" && !PidAlive(infos_[p].pid))
@@ -345,9 +345,8 @@ Status Comm::Guard(const std::string& what, F&& body) {
   if (!s.ok()) {
     s = s.WithContext(fmt::format("rank {}: {}", rank_, what));
     failed_ = s;
-    if (!aborted_by_peer_ && s.code() != Code::kInvalidArgument) {
-      (void)store_->Set("abort", s.message());
-    }
+    // Tell the other ranks at once, so they fail with this message instead of waiting for a timeout.
+    if (!aborted_by_peer_) (void)store_->Set("abort", s.message());
   }
   return s;
 }
@@ -404,16 +403,18 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
   };
   std::vector<size_t> cuts;
   for (const auto& isl : islands_)
-    for (size_t j = 0; j <= isl.ranks.size(); ++j) cuts.push_back(C * j / isl.ranks.size());
+    for (size_t j = 0; j < isl.ranks.size(); ++j) {
+      cuts.push_back(Shard(isl, static_cast<int>(j), C).lo);
+      cuts.push_back(Shard(isl, static_cast<int>(j), C).hi);
+    }
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   std::vector<Segment> segs;  // all segments of [0, C)
   for (size_t c = 0; c + 1 < cuts.size(); ++c) {
     Segment sg{{cuts[c], cuts[c + 1]}, std::vector<int>(k)};
     for (int J = 0; J < k; ++J) {
-      size_t nj = islands_[J].ranks.size();
-      size_t m = 0;
-      while (C * (m + 1) / nj <= sg.r.lo) ++m;
+      int m = 0;
+      while (Shard(islands_[J], m, C).hi <= sg.r.lo) ++m;
       sg.owner[J] = islands_[J].ranks[m];
     }
     segs.push_back(std::move(sg));
@@ -488,7 +489,10 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
     size_t pbase;  // element index that partial[0] stands for
     ReduceJob job1;
     if (n > 1) {
-      auto* acc = static_cast<std::byte*>(Scratch(0, S.len() * asz));
+      // A single island reducing a type that is its own accumulator folds straight into the output,
+      // unless in-place input would be overwritten before its turn in the rank order.
+      bool direct = k == 1 && kind == CollKind::kAllReduce && AccumType(dt) == dt && !(send == recv && local_ != 0);
+      auto* acc = direct ? recv + S.lo * esz : static_cast<std::byte*>(Scratch(0, S.len() * asz));
       job1.acc = acc;
       job1.n = S.len();
       job1.dtype = dt;

@@ -36,8 +36,6 @@ namespace tessera::comm {
 
 std::string FormatDuration(std::chrono::milliseconds d) {
   const int64_t ms = d.count();
-  if (ms != 0 && ms % 3600000 == 0) return fmt::format("{}h", ms / 3600000);
-  if (ms != 0 && ms % 60000 == 0) return fmt::format("{}m", ms / 60000);
   if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
   return fmt::format("{}ms", ms);
 }

@@ -74,7 +74,7 @@ struct Alloc {
 };
 
 // Exact check of every constraint (the solver works in floating point).
-bool Satisfies(const Model& m, const Alloc& a) {
+[[maybe_unused]] bool Satisfies(const Model& m, const Alloc& a) {
   if (a.zone < 0) return false;
   i128 n = 0, work = 0, dom = 0, tot = 0;
   for (size_t c = 0; c < m.cands.size(); ++c) {
@@ -292,12 +292,12 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-int64_t CeilDiv(i128 a, i128 b) {  // b > 0
+[[maybe_unused]] int64_t CeilDiv(i128 a, i128 b) {  // b > 0
   if (a <= 0) return static_cast<int64_t>(a / b);
   return static_cast<int64_t>((a + b - 1) / b);
 }
 
-std::string Units(ShareUnit u, i128 v) {
+[[maybe_unused]] std::string Units(ShareUnit u, i128 v) {
   if (u == ShareUnit::kCards) return fmt::format("{} domestic cards", static_cast<int64_t>(v));
   return fmt::format("{} domestic throughput-weighted units", FormatThroughput(static_cast<int64_t>(v)));
 }

@@ -37,4 +37,15 @@ inline std::vector<float> Fill(uint64_t seed, uint64_t begin, uint64_t n) {
   return v;
 }
 
+// The source tree and the `tessera` binary: from the environment (ctest), else from the build
+// (tests/CMakeLists.txt's ENVIRONMENT list reaches ctest as only its first entry).
+inline std::string SourceDir() {
+  const char* s = std::getenv("TESSERA_SOURCE_DIR");
+  return s ? s : TESSERA_TEST_SOURCE_DIR;
+}
+inline std::string TesseraBin() {
+  const char* s = std::getenv("TESSERA_BIN");
+  return s ? s : TESSERA_TEST_BIN;
+}
+
 }  // namespace tessera::ckpt::test

@@ -405,8 +405,7 @@ TEST(Store, ProcessKilledWhileWaiting) {
 TEST(Store, FormatDuration) {
   EXPECT_EQ(FormatDuration(30s), "30s");
   EXPECT_EQ(FormatDuration(1500ms), "1500ms");
-  EXPECT_EQ(FormatDuration(2min), "2m");
-  EXPECT_EQ(FormatDuration(1h), "1h");
+  EXPECT_EQ(FormatDuration(2min), "120s");
   EXPECT_EQ(FormatDuration(0ms), "0s");
 }
 

@@ -90,7 +90,11 @@ class TcpReceiver final : public RecvChannel {
     if (len_ < cap_) {
       size_t want = std::min(cap_ - len_, left_);
       ssize_t r = ::recv(c_->fds[cur_], buf_.get() + len_, want, MSG_DONTWAIT);
-      if (r == 0) return RemoteError("tcp connection closed by the peer (did the peer rank exit?)");
+      if (r == 0) {
+        // The peer closed after sending: hand out what is buffered first, fail only when it is gone.
+        if (len_ > consumed_) return std::pair<const std::byte*, size_t>(buf_.get() + consumed_, len_ - consumed_);
+        return RemoteError("tcp connection closed by the peer (did the peer rank exit?)");
+      }
       if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         return RemoteError(fmt::format("tcp receive failed: {}", std::strerror(errno)));
       if (r > 0) {

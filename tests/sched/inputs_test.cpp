@@ -1,0 +1,213 @@
+// Tests of the YAML inputs: good files load, and every bad input gets an error naming the file, the line and
+// the field (and the offending value where there is one).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "tessera/sched.hpp"
+
+// The source tree: $TESSERA_SOURCE_DIR, else the path CMake compiled in.
+static const char* SourceDir() {
+  const char* env = std::getenv("TESSERA_SOURCE_DIR");
+  return env ? env : TESSERA_TEST_SOURCE_DIR;
+}
+
+using namespace tessera::sched;
+
+namespace {
+
+const char* kCatalog = R"(currency: CNY
+price_version: v1
+types:
+  - name: ascend-910b
+    vendor: ascend
+    domestic: true
+    price_per_card_hour: 2.4
+    memory_gib: 64
+    throughput: {llm-train: 1.0}
+  - name: nvidia-h800
+    vendor: nvidia
+    domestic: false
+    price_per_card_hour: 6.8
+    throughput: {llm-train: 1.0, infer: 2}
+)";
+
+// Expects a failure whose message contains every one of `parts`.
+template <typename R>
+void ExpectError(const R& r, std::initializer_list<const char*> parts) {
+  ASSERT_FALSE(r.ok()) << "expected an error containing " << *parts.begin();
+  EXPECT_EQ(r.status().code(), tessera::Code::kInvalidArgument) << r.status().ToString();
+  for (const char* p : parts) EXPECT_NE(r.status().message().find(p), std::string::npos)
+      << "'" << p << "' missing from: " << r.status().message();
+}
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return s.replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+TEST(SchedInputs, CatalogLoads) {
+  auto c = ParseCatalog(kCatalog, "cat.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->types.size(), 2u);
+  EXPECT_EQ(c->price_version, "v1");
+  EXPECT_EQ(c->types[0].price_per_card_hour, 2'400'000);
+  EXPECT_TRUE(c->types[0].domestic);
+  EXPECT_FALSE(c->types[1].domestic);
+  EXPECT_EQ(c->types[1].throughput.at("infer"), 2000);
+  EXPECT_EQ(c->Find("nvidia-h800")->memory_gib, 0);
+  EXPECT_EQ(c->Find("moore-s4000"), nullptr);
+}
+
+TEST(SchedInputs, CatalogErrorsNameFileLineField) {
+  std::string k = kCatalog;
+  ExpectError(ParseCatalog(Replace(k, "price_per_card_hour: 6.8", "price_per_card_hour: cheap"), "cat.yaml"),
+              {"cat.yaml:13:", "types[1].price_per_card_hour", "'cheap'"});
+  ExpectError(ParseCatalog(Replace(k, "price_per_card_hour: 6.8", "price_per_card_hour: -6.8"), "cat.yaml"),
+              {"cat.yaml:13:", "'-6.8'"});
+  ExpectError(ParseCatalog(Replace(k, "domestic: false", "domestic: maybe"), "cat.yaml"),
+              {"cat.yaml:12:", "types[1].domestic", "'maybe'"});
+  ExpectError(ParseCatalog(Replace(k, "    domestic: false\n", ""), "cat.yaml"),
+              {"cat.yaml:", "types[1].domestic", "is required"});
+  ExpectError(ParseCatalog(Replace(k, "name: nvidia-h800", "name: ascend-910b"), "cat.yaml"),
+              {"cat.yaml:10:", "types[1].name", "listed twice"});
+  ExpectError(ParseCatalog(Replace(k, "memory_gib: 64", "memry_gib: 64"), "cat.yaml"),
+              {"cat.yaml:8:", "types[0].memry_gib", "unknown field"});
+  ExpectError(ParseCatalog(Replace(k, "{llm-train: 1.0, infer: 2}", "{llm-train: fast}"), "cat.yaml"),
+              {"cat.yaml:14:", "types[1].throughput.llm-train", "'fast'"});
+  ExpectError(ParseCatalog(Replace(k, "{llm-train: 1.0, infer: 2}", "{llm-train: 0}"), "cat.yaml"),
+              {"cat.yaml:14:", "must be > 0"});
+  ExpectError(ParseCatalog(Replace(k, "price_version: v1\n", ""), "cat.yaml"), {"price_version", "is required"});
+  ExpectError(ParseCatalog("types: [\n  - {name: x\n", "cat.yaml"), {"cat.yaml:", "not valid YAML"});
+  ExpectError(ParseCatalog("", "cat.yaml"), {"cat.yaml", "empty"});
+  ExpectError(ParseCatalog("price_version: v\ntypes: oops\n", "cat.yaml"), {"cat.yaml:2:", "types", "expected a list"});
+}
+
+TEST(SchedInputs, FleetLoadsAndExpandsCount) {
+  auto f = ParseFleet("nodes:\n  - {id: a, zone: z1, type: t, cards: 8, count: 12}\n  - {id: b, zone: z2, type: t, "
+                      "cards: 4}\n",
+                      "fleet.yaml");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(f->nodes.size(), 13u);
+  EXPECT_EQ(f->nodes[0].id, "a-00");
+  EXPECT_EQ(f->nodes[11].id, "a-11");
+  EXPECT_EQ(f->Find("b")->cards, 4);
+  EXPECT_EQ(f->Find("a-11")->zone, "z1");
+}
+
+TEST(SchedInputs, FleetErrors) {
+  ExpectError(ParseFleet("nodes:\n  - {id: a, zone: z, type: t, cards: 8}\n  - {id: b, zone: z, type: t, cards: x}\n",
+                         "fleet.yaml"),
+              {"fleet.yaml:3:", "nodes[1].cards", "'x'", "not an integer"});
+  ExpectError(ParseFleet("nodes:\n  - {id: a, zone: z, type: t, cards: -8}\n", "fleet.yaml"),
+              {"fleet.yaml:2:", "nodes[0].cards", "out of range"});
+  ExpectError(ParseFleet("nodes:\n  - {id: a, zone: z, type: t, cards: 8}\n  - {id: a, zone: z, type: t, cards: 8}\n",
+                         "fleet.yaml"),
+              {"fleet.yaml:3:", "nodes[1].id", "'a' is listed twice"});
+  ExpectError(ParseFleet("nodes:\n  - {id: a, type: t, cards: 8}\n", "fleet.yaml"),
+              {"fleet.yaml:2:", "nodes[0].zone", "is required"});
+  ExpectError(ParseFleet("node:\n  - {id: a}\n", "fleet.yaml"), {"fleet.yaml:1:", "node", "unknown field"});
+}
+
+TEST(SchedInputs, PolicyCalendar) {
+  auto p = ParsePolicy("unit: cards\ncalendar:\n  - {from: 2025-01-01, floor: 50%}\n  - {from: 2026-07-01, floor: "
+                       "0.6}\n",
+                       "policy.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->FloorAt(*ParseDate("d", "2024-12-31")), 0);
+  EXPECT_EQ(p->FloorAt(*ParseDate("d", "2025-01-01")), 500'000);
+  EXPECT_EQ(p->FloorAt(*ParseDate("d", "2026-06-30")), 500'000);
+  EXPECT_EQ(p->FloorAt(*ParseDate("d", "2026-07-01")), 600'000);
+  EXPECT_EQ(p->FloorAt(*ParseDate("d", "2030-01-01")), 600'000);
+  auto q = ParsePolicy("floor: 40%\nunit: throughput\nweight_class: llm-train\n", "p2.yaml");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->FloorAt(0), 400'000);
+  EXPECT_EQ(q->unit, ShareUnit::kThroughput);
+}
+
+TEST(SchedInputs, PolicyErrors) {
+  ExpectError(ParsePolicy("calendar:\n  - {from: 2026-07-01, floor: 60%}\n  - {from: 2025-01-01, floor: 50%}\n",
+                          "policy.yaml"),
+              {"policy.yaml:3:", "calendar[1].from", "2025-01-01 is not after"});
+  ExpectError(ParsePolicy("calendar:\n  - {from: 2026-02-30, floor: 60%}\n", "policy.yaml"),
+              {"policy.yaml:2:", "calendar[0].from", "'2026-02-30'"});
+  ExpectError(ParsePolicy("calendar:\n  - {from: 2026-02-01, floor: 160%}\n", "policy.yaml"),
+              {"policy.yaml:2:", "calendar[0].floor", "'160%'"});
+  ExpectError(ParsePolicy("unit: chips\nfloor: 50%\n", "policy.yaml"), {"policy.yaml:1:", "unit", "'chips'"});
+  ExpectError(ParsePolicy("unit: throughput\nfloor: 50%\n", "policy.yaml"), {"policy.yaml:1:", "weight_class"});
+  ExpectError(ParsePolicy("unit: cards\n", "policy.yaml"), {"policy.yaml:1:", "either 'floor'"});
+}
+
+TEST(SchedInputs, Job) {
+  auto j = ParseJob("name: x\ntenant: t\nclass: llm-train\ncards: 16\ncompatible: ascend, nvidia\nbounds:\n  "
+                    "nvidia-h800: {max: 8}\n",
+                    "job.yaml");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->cards, 16);
+  EXPECT_EQ(j->compatible, (std::vector<std::string>{"ascend", "nvidia"}));
+  EXPECT_EQ(*j->bounds.at("nvidia-h800").max, 8);
+  ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 16\nthroughput: 3\ncompatible: [a]\n", "job.yaml"),
+              {"job.yaml:1:", "cards", "not both"});
+  ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 0\ncompatible: [a]\n", "job.yaml"),
+              {"job.yaml:4:", "cards", "'0'", "out of range"});
+  ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 4\n", "job.yaml"), {"job.yaml:1:", "compatible"});
+  ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 4\ncompatible: [a]\nbounds:\n  a: {min: 5, max: 2}\n",
+                       "job.yaml"),
+              {"job.yaml:7:", "bounds.a.max", "below min"});
+  ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 4\ncompatible: [a]\npriorty: 3\n", "job.yaml"),
+              {"job.yaml:6:", "priorty", "unknown field"});
+}
+
+TEST(SchedInputs, RunningAndCrossChecks) {
+  auto cat = ParseCatalog(kCatalog, "cat.yaml");
+  auto fleet = ParseFleet("nodes:\n  - {id: n, zone: z, type: ascend-910b, cards: 8, count: 2}\n", "fleet.yaml");
+  auto pol = ParsePolicy("floor: 50%\n", "policy.yaml");
+  ASSERT_TRUE(cat.ok() && fleet.ok() && pol.ok());
+  auto run = ParseRunning("running:\n  - name: j\n    allocations:\n      - {node: n-0, cards: 8}\n      - {node: n-1, "
+                          "cards: 2}\n",
+                          "run.yaml");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_TRUE(CheckInputs(*cat, *fleet, *pol, *run).ok());
+  ExpectError(ParseRunning("running:\n  - name: j\n    allocations:\n      - {node: n-0, cards: many}\n", "run.yaml"),
+              {"run.yaml:4:", "running[0].allocations[0].cards", "'many'"});
+  auto over = ParseRunning("- name: j\n  allocations: [{node: n-0, cards: 6}]\n- name: k\n  allocations: [{node: n-0, "
+                           "cards: 6}]\n",
+                           "run.yaml");
+  ASSERT_TRUE(over.ok()) << over.status().ToString();
+  auto st = CheckInputs(*cat, *fleet, *pol, *over);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("12 cards on node 'n-0', which has 8"), std::string::npos) << st.message();
+  auto ghost = ParseRunning("- name: j\n  allocations: [{node: zz, cards: 1}]\n", "run.yaml");
+  ASSERT_TRUE(ghost.ok());
+  EXPECT_NE(CheckInputs(*cat, *fleet, *pol, *ghost).message().find("node 'zz' is not in the fleet"), std::string::npos);
+  auto badtype = ParseFleet("nodes:\n  - {id: m, zone: z, type: moore-s4000, cards: 8}\n", "fleet.yaml");
+  ASSERT_TRUE(badtype.ok());
+  EXPECT_NE(CheckInputs(*cat, *badtype, *pol, {}).message().find("type 'moore-s4000' is not in the catalog"),
+            std::string::npos);
+}
+
+TEST(SchedInputs, ShippedExamplesLoad) {
+  const char* src = SourceDir();
+  ASSERT_NE(src, nullptr);
+  std::string d = std::string(src) + "/examples/fleet/";
+  auto cat = LoadCatalog(d + "catalog.yaml");
+  ASSERT_TRUE(cat.ok()) << cat.status().ToString();
+  // Only the brief's two prices are shipped.
+  ASSERT_EQ(cat->types.size(), 2u);
+  EXPECT_EQ(cat->Find("ascend-910b")->price_per_card_hour, 2'400'000);
+  EXPECT_EQ(cat->Find("nvidia-h800")->price_per_card_hour, 6'800'000);
+  auto fleet = LoadFleet(d + "fleet.yaml");
+  auto pol = LoadPolicy(d + "policy.yaml");
+  auto run = LoadRunning(d + "running.yaml");
+  ASSERT_TRUE(fleet.ok() && pol.ok() && run.ok());
+  EXPECT_TRUE(CheckInputs(*cat, *fleet, *pol, *run).ok());
+  EXPECT_TRUE(LoadJob(d + "job.yaml").ok());
+  EXPECT_TRUE(LoadJob(d + "job-throughput.yaml").ok());
+  auto missing = LoadJob(d + "no-such-job.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no-such-job.yaml"), std::string::npos);
+}

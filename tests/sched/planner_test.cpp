@@ -1,0 +1,418 @@
+// Tests of the planner: on random small instances its optimum equals a brute-force enumeration (same
+// feasibility, same objective exactly); placements respect every constraint; infeasible jobs name the
+// binding constraint and a fix that really fits.
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "tessera/sched.hpp"
+
+using namespace tessera::sched;
+using i128 = __int128;
+
+namespace {
+
+struct Instance {
+  Catalog catalog;
+  Fleet fleet;
+  Policy policy;
+  Job job;
+  std::vector<RunningJob> running;
+};
+
+Instance RandomInstance(std::mt19937_64& rng) {
+  auto uni = [&](int64_t a, int64_t b) { return std::uniform_int_distribution<int64_t>(a, b)(rng); };
+  Instance in;
+  in.catalog.source = "random";
+  in.catalog.price_version = "r";
+  const int ntypes = static_cast<int>(uni(2, 4));
+  for (int t = 0; t < ntypes; ++t) {
+    AcceleratorType a;
+    a.name = fmt::format("t{}", t);
+    a.vendor = fmt::format("v{}", t % 3);
+    a.domestic = t == 0 ? true : (t == 1 ? false : uni(0, 1) == 1);
+    a.price_per_card_hour = uni(5, 90) * 100'000;  // 0.5 .. 9.0
+    a.throughput["w"] = uni(1, 20) * 100;          // 0.1 .. 2.0
+    a.throughput["policy"] = uni(1, 20) * 100;
+    in.catalog.types.push_back(a);
+  }
+  const int nzones = static_cast<int>(uni(1, 3));
+  for (int z = 0; z < nzones; ++z)
+    for (int t = 0; t < ntypes; ++t) {
+      int64_t nodes = uni(0, 2);
+      for (int64_t k = 0; k < nodes; ++k) {
+        Node n{fmt::format("z{}-t{}-{}", z, t, k), fmt::format("z{}", z), fmt::format("t{}", t), uni(1, 4)};
+        in.fleet.index[n.id] = in.fleet.nodes.size();
+        in.fleet.nodes.push_back(n);
+      }
+    }
+  // Running jobs on some nodes.
+  for (size_t i = 0; i < in.fleet.nodes.size(); ++i) {
+    if (uni(0, 2) != 0) continue;
+    RunningJob r;
+    r.name = fmt::format("r{}", i);
+    r.allocations.push_back({in.fleet.nodes[i].id, uni(1, in.fleet.nodes[i].cards)});
+    in.running.push_back(r);
+  }
+  in.policy.source = "random";
+  in.policy.unit = uni(0, 2) == 0 ? ShareUnit::kThroughput : ShareUnit::kCards;
+  in.policy.weight_class = in.policy.unit == ShareUnit::kThroughput ? "policy" : "";
+  static const Ppm kFloors[] = {0, 300'000, 500'000, 600'000, 750'000, 333'333};
+  in.policy.calendar.push_back({0, kFloors[uni(0, 5)]});
+  in.job.source = "random";
+  in.job.name = "j";
+  in.job.tenant = "t";
+  in.job.workload_class = "w";
+  if (uni(0, 2) == 0) {
+    in.job.throughput_target = uni(1, 12) * 250;
+  } else {
+    in.job.cards = uni(1, 10);
+  }
+  std::set<std::string> comp;
+  for (int t = 0; t < ntypes; ++t)
+    if (uni(0, 3) != 0) comp.insert(uni(0, 1) ? fmt::format("t{}", t) : fmt::format("v{}", t % 3));
+  if (comp.empty()) comp.insert("t0");
+  in.job.compatible.assign(comp.begin(), comp.end());
+  // Bounds on an accepted type (a min on a type the job does not accept is an input error).
+  const auto& bt = in.catalog.types[uni(0, ntypes - 1)];
+  if (uni(0, 3) == 0 && in.job.Accepts(bt)) {
+    TypeBounds b;
+    b.min = uni(0, 2);
+    if (uni(0, 1)) b.max = b.min + uni(0, 3);
+    in.job.bounds[bt.name] = b;
+  }
+  return in;
+}
+
+// An independent enumeration of every allocation in every zone.
+struct Brute {
+  bool feasible = false;
+  i128 cost = 0, work = 0;  // of the best
+};
+
+Brute BruteForce(const Instance& in) {
+  const auto& types = in.catalog.types;
+  std::vector<int> cand;
+  for (size_t t = 0; t < types.size(); ++t)
+    if (in.job.Accepts(types[t]) && types[t].throughput.count(in.job.workload_class)) cand.push_back(static_cast<int>(t));
+  std::map<std::string, int64_t> used;
+  i128 rdom = 0, rtot = 0;
+  auto weight = [&](const AcceleratorType& a) -> int64_t {
+    return in.policy.unit == ShareUnit::kCards ? 1 : a.throughput.at(in.policy.weight_class);
+  };
+  for (const auto& r : in.running)
+    for (const auto& a : r.allocations) {
+      used[a.node] += a.cards;
+      const auto* t = in.catalog.Find(in.fleet.Find(a.node)->type);
+      rtot += static_cast<i128>(weight(*t)) * a.cards;
+      if (t->domestic) rdom += static_cast<i128>(weight(*t)) * a.cards;
+    }
+  std::map<std::string, std::vector<int64_t>> free;  // zone -> per cand
+  for (const auto& n : in.fleet.nodes) {
+    auto& v = free[n.zone];
+    v.resize(cand.size(), 0);
+    for (size_t c = 0; c < cand.size(); ++c)
+      if (types[cand[c]].name == n.type) v[c] += n.cards - used[n.id];
+  }
+  const Ppm floor = in.policy.FloorAt(0);
+  Brute best;
+  for (const auto& [zone, fr] : free) {
+    std::vector<int64_t> x(cand.size(), 0);
+    // odometer over x[c] in [0, fr[c]]
+    while (true) {
+      bool ok = true;
+      i128 n = 0, cost = 0, work = 0, dom = 0, tot = 0;
+      for (size_t c = 0; c < cand.size(); ++c) {
+        const auto& a = types[cand[c]];
+        auto b = in.job.bounds.find(a.name);
+        if (b != in.job.bounds.end() && (x[c] < b->second.min || (b->second.max && x[c] > *b->second.max))) ok = false;
+        n += x[c];
+        cost += static_cast<i128>(a.price_per_card_hour) * x[c];
+        work += static_cast<i128>(a.throughput.at(in.job.workload_class)) * x[c];
+        tot += static_cast<i128>(weight(a)) * x[c];
+        if (a.domestic) dom += static_cast<i128>(weight(a)) * x[c];
+      }
+      if (in.job.cards > 0 && n != in.job.cards) ok = false;
+      if (in.job.throughput_target > 0 && work < in.job.throughput_target) ok = false;
+      if ((rdom + dom) * kPpmScale < static_cast<i128>(floor) * (rtot + tot)) ok = false;
+      if (ok && n > 0) {
+        bool better;
+        if (!best.feasible) better = true;
+        else if (in.job.cards > 0) better = cost * best.work < best.cost * work;
+        else better = cost < best.cost;
+        if (better) best = {true, cost, work};
+      }
+      size_t c = 0;
+      while (c < cand.size() && x[c] == fr[c]) x[c++] = 0;
+      if (c == cand.size()) break;
+      ++x[c];
+    }
+  }
+  return best;
+}
+
+PlanRequest Request(const Instance& in) {
+  PlanRequest r;
+  r.catalog = &in.catalog;
+  r.fleet = &in.fleet;
+  r.policy = &in.policy;
+  r.job = &in.job;
+  r.running = &in.running;
+  r.day = 0;
+  return r;
+}
+
+// Every constraint, checked from the placement's own node list.
+void CheckPlacement(const Instance& in, const Placement& p) {
+  std::map<std::string, int64_t> used, per_type;
+  for (const auto& r : in.running)
+    for (const auto& a : r.allocations) used[a.node] += a.cards;
+  for (const auto& nc : p.by_node) {
+    const Node* n = in.fleet.Find(nc.node);
+    ASSERT_NE(n, nullptr) << nc.node;
+    EXPECT_EQ(n->zone, p.zone) << "all cards in one zone";
+    EXPECT_GT(nc.cards, 0);
+    used[nc.node] += nc.cards;
+    EXPECT_LE(used[nc.node], n->cards) << "capacity of " << nc.node;
+    per_type[n->type] += nc.cards;
+    EXPECT_TRUE(in.job.Accepts(*in.catalog.Find(n->type)));
+  }
+  int64_t total = 0;
+  for (const auto& t : p.by_type) {
+    EXPECT_EQ(per_type[t.type], t.cards) << t.type;
+    total += t.cards;
+  }
+  EXPECT_EQ(total, p.total_cards);
+  if (in.job.cards) {
+    EXPECT_EQ(p.total_cards, in.job.cards);
+  } else {
+    EXPECT_GE(p.total_throughput, in.job.throughput_target);
+  }
+  for (const auto& [type, b] : in.job.bounds) {
+    EXPECT_GE(per_type[type], b.min);
+    if (b.max) {
+      EXPECT_LE(per_type[type], *b.max);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(SchedPlanner, MatchesBruteForceOnRandomInstances) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  std::mt19937_64 rng(20260301);
+  int placed = 0, infeasible = 0, with_floor = 0;
+  for (int i = 0; i < 600; ++i) {
+    Instance in = RandomInstance(rng);
+    SCOPED_TRACE(fmt::format("instance {}", i));
+    auto r = Plan(Request(in));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    Brute b = BruteForce(in);
+    ASSERT_EQ(r->placed(), b.feasible) << (r->placed() ? "planner placed, brute force found nothing"
+                                                        : "planner: " + r->infeasible->reason);
+    if (!b.feasible) {
+      ++infeasible;
+      EXPECT_FALSE(r->infeasible->reason.empty());
+      continue;
+    }
+    ++placed;
+    if (in.policy.FloorAt(0) > 0) ++with_floor;
+    const Placement& p = *r->placement;
+    CheckPlacement(in, p);
+    i128 cost = p.cost_per_hour, work = p.total_throughput;
+    if (in.job.cards > 0) {
+      EXPECT_TRUE(cost * b.work == b.cost * work)
+          << "cost/work " << static_cast<int64_t>(cost) << "/" << static_cast<int64_t>(work) << " vs brute force "
+          << static_cast<int64_t>(b.cost) << "/" << static_cast<int64_t>(b.work);
+    } else {
+      EXPECT_EQ(static_cast<int64_t>(cost), static_cast<int64_t>(b.cost));
+    }
+    // The reported share after placement equals the share of running jobs plus this placement.
+    Instance after = in;
+    after.running.push_back({"new", "t", p.by_node});
+    auto share = FleetShare(in.catalog, in.fleet, in.policy, after.running, 0);
+    ASSERT_TRUE(share.ok()) << share.status().ToString();
+    EXPECT_EQ(share->share, p.share_after);
+    EXPECT_TRUE(share->compliant);
+    EXPECT_GE(p.share_after, p.floor);
+  }
+  // The generator must exercise both outcomes and the floor.
+  EXPECT_GT(placed, 100);
+  EXPECT_GT(infeasible, 20);
+  EXPECT_GT(with_floor, 50);
+}
+
+namespace {
+
+// One zone per entry: {zone, type, free cards}; catalog: d (domestic, 2.4), n (6.8), equal throughput.
+Instance Simple(const std::vector<std::tuple<std::string, std::string, int64_t>>& cells, Ppm floor, int64_t cards) {
+  Instance in;
+  auto cat = ParseCatalog(R"(price_version: v
+types:
+  - {name: d, vendor: dv, domestic: true, price_per_card_hour: 2.4, throughput: {w: 1}}
+  - {name: n, vendor: nv, domestic: false, price_per_card_hour: 6.8, throughput: {w: 1}}
+)");
+  EXPECT_TRUE(cat.ok());
+  in.catalog = *cat;
+  int k = 0;
+  for (const auto& [zone, type, cards] : cells) {
+    Node n{fmt::format("{}-{}-{}", zone, type, k++), zone, type, cards};
+    in.fleet.index[n.id] = in.fleet.nodes.size();
+    in.fleet.nodes.push_back(n);
+  }
+  in.policy.calendar.push_back({0, floor});
+  in.job.name = "j";
+  in.job.tenant = "t";
+  in.job.workload_class = "w";
+  in.job.cards = cards;
+  in.job.compatible = {"dv", "nv"};
+  return in;
+}
+
+}  // namespace
+
+TEST(SchedPlanner, FloorDiagnosisNamesTheZoneAndAFixThatFits) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  // 8 cards, 60% floor: needs ceil(4.8) = 5 domestic cards in one zone; zone b has the most (3).
+  Instance in = Simple({{"a", "d", 2}, {"a", "n", 16}, {"b", "d", 3}, {"b", "n", 16}}, 600'000, 8);
+  auto r = Plan(Request(in));
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->placed());
+  EXPECT_EQ(r->infeasible->binding, Binding::kFloor);
+  EXPECT_NE(r->infeasible->reason.find("needs 5 domestic cards in one zone"), std::string::npos)
+      << r->infeasible->reason;
+  EXPECT_NE(r->infeasible->reason.find("zone b has 3 free"), std::string::npos) << r->infeasible->reason;
+  // 3 domestic of N cards >= 60% -> N <= 5; 3/8 = 37.5%.
+  EXPECT_NE(r->infeasible->fix.find("at most 5 cards"), std::string::npos) << r->infeasible->fix;
+  EXPECT_NE(r->infeasible->fix.find("floor of at most 37.5%"), std::string::npos) << r->infeasible->fix;
+  // The fixes really fit.
+  in.job.cards = 5;
+  EXPECT_TRUE(Plan(Request(in))->placed());
+  in.job.cards = 8;
+  in.policy.calendar[0].floor = 375'000;
+  EXPECT_TRUE(Plan(Request(in))->placed());
+}
+
+TEST(SchedPlanner, RunningJobsCountTowardsTheFloor) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in = Simple({{"a", "d", 16}, {"a", "n", 16}}, 500'000, 8);
+  // Nothing running: cheapest per unit is all domestic.
+  auto r0 = Plan(Request(in));
+  ASSERT_TRUE(r0.ok() && r0->placed());
+  EXPECT_EQ(r0->placement->total_cards, 8);
+  EXPECT_EQ(r0->placement->by_type.size(), 1u);
+  EXPECT_EQ(r0->placement->by_type[0].type, "d");
+  // Now 12 imported cards run elsewhere and only 6 domestic cards are free: (6) / (12 + 8) < 50%.
+  Instance in2 = Simple({{"a", "d", 6}, {"a", "n", 16}, {"x", "n", 12}}, 500'000, 8);
+  in2.running.push_back({"busy", "t", {{in2.fleet.nodes[2].id, 12}}});
+  auto r = Plan(Request(in2));
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->placed());
+  EXPECT_EQ(r->infeasible->binding, Binding::kFloor);
+  EXPECT_NE(r->infeasible->reason.find("running jobs: 0 of 12 cards domestic"), std::string::npos)
+      << r->infeasible->reason;
+  EXPECT_NE(r->infeasible->reason.find("needs 10 domestic cards"), std::string::npos) << r->infeasible->reason;
+  // A lower floor in force on a later date lets it through; the calendar decides.
+  in2.policy.calendar.push_back({100, 250'000});
+  PlanRequest req = Request(in2);
+  req.day = 100;
+  auto later = Plan(req);
+  ASSERT_TRUE(later.ok() && later->placed());
+  EXPECT_EQ(later->placement->share_before, 0);
+  EXPECT_EQ(later->placement->share_after, 6 * kPpmScale / 20);
+}
+
+TEST(SchedPlanner, CapacityAndBoundsDiagnoses) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in = Simple({{"a", "d", 4}, {"a", "n", 4}, {"b", "d", 2}, {"b", "n", 2}}, 0, 12);
+  auto r = Plan(Request(in));
+  ASSERT_TRUE(r.ok() && !r->placed());
+  EXPECT_EQ(r->infeasible->binding, Binding::kCapacity);
+  EXPECT_NE(r->infeasible->reason.find("zone a, has 8 usable free"), std::string::npos) << r->infeasible->reason;
+  EXPECT_NE(r->infeasible->fix.find("at most 8 cards"), std::string::npos) << r->infeasible->fix;
+  // A per-type minimum no zone can meet.
+  in.job.cards = 6;
+  in.job.bounds["n"] = TypeBounds{5, std::nullopt};
+  r = Plan(Request(in));
+  ASSERT_TRUE(r.ok() && !r->placed());
+  EXPECT_EQ(r->infeasible->binding, Binding::kBounds);
+  EXPECT_NE(r->infeasible->reason.find("bounds.n.min"), std::string::npos) << r->infeasible->reason;
+  // A max forces the expensive type even though the domestic one is cheaper.
+  in.job.bounds.clear();
+  in.job.bounds["d"] = TypeBounds{0, 1};
+  in.job.cards = 3;
+  r = Plan(Request(in));
+  ASSERT_TRUE(r.ok() && r->placed());
+  EXPECT_EQ(r->placement->cost_per_hour, 2'400'000 + 2 * 6'800'000);
+  // Accepting no type that exists.
+  in.job.bounds.clear();
+  in.job.compatible = {"moore"};
+  r = Plan(Request(in));
+  ASSERT_TRUE(r.ok() && !r->placed());
+  EXPECT_EQ(r->infeasible->binding, Binding::kCompatibility);
+  EXPECT_NE(r->infeasible->reason.find("moore"), std::string::npos);
+}
+
+TEST(SchedPlanner, PrefersTheZoneWithTheCheaperMixAndPacksNodes) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  // Zone a can only offer imported cards; zone b has enough domestic ones.
+  Instance in = Simple({{"a", "n", 8}, {"a", "n", 8}, {"b", "d", 2}, {"b", "d", 8}, {"b", "d", 4}}, 0, 10);
+  auto r = Plan(Request(in));
+  ASSERT_TRUE(r.ok() && r->placed());
+  EXPECT_EQ(r->placement->zone, "b");
+  EXPECT_EQ(r->placement->cost_per_hour, 10 * 2'400'000);
+  // Largest free nodes first: 8 + 2 of the 4-card node.
+  ASSERT_EQ(r->placement->by_node.size(), 2u);
+  EXPECT_EQ(r->placement->by_node[0].cards, 8);
+  EXPECT_EQ(r->placement->by_node[1].cards, 2);
+}
+
+TEST(SchedPlanner, ThroughputTargetMinimisesCostPerHour) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in = Simple({{"a", "d", 16}, {"a", "n", 16}}, 0, 0);
+  // n is 3x as fast as d: 6.8 for 3 units beats 2.4 per unit.
+  in.catalog.types[1].throughput["w"] = 3000;
+  in.job.cards = 0;
+  in.job.throughput_target = 9000;
+  auto r = Plan(Request(in));
+  ASSERT_TRUE(r.ok() && r->placed());
+  EXPECT_EQ(r->placement->cost_per_hour, 3 * 6'800'000);
+  EXPECT_EQ(r->placement->total_throughput, 9000);
+  // A 50% card floor forces domestic cards in: the cheapest mix reaching 9 units with d >= n.
+  in.policy.calendar[0].floor = 500'000;
+  r = Plan(Request(in));
+  ASSERT_TRUE(r.ok() && r->placed());
+  EXPECT_EQ(r->placement->cost_per_hour, 3 * 2'400'000 + 2 * 6'800'000);  // 3 d + 2 n = 9 units, 3 >= 2
+}
+
+TEST(SchedPlanner, FleetShareForPreemption) {
+  Instance in = Simple({{"a", "d", 8}, {"a", "n", 8}}, 600'000, 1);
+  in.running.push_back({"x", "t", {{in.fleet.nodes[0].id, 4}, {in.fleet.nodes[1].id, 4}}});
+  auto s = FleetShare(in.catalog, in.fleet, in.policy, in.running, 0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->share, 500'000);
+  EXPECT_FALSE(s->compliant);  // a policy change to 60% makes the fleet non-compliant
+  in.policy.calendar[0].floor = 500'000;
+  EXPECT_TRUE(FleetShare(in.catalog, in.fleet, in.policy, in.running, 0)->compliant);
+}
+
+// Builds without the optional libraries say so instead of failing obscurely.
+TEST(SchedPlanner, BuildsWithoutGlpkOrSqliteReportIt) {
+  if (HaveGlpk() && HaveSqlite()) GTEST_SKIP() << "built with GLPK and SQLite";
+  if (!HaveGlpk()) {
+    Instance in = Simple({{"a", "d", 8}}, 0, 4);
+    auto r = Plan(Request(in));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), tessera::Code::kUnsupported);
+    EXPECT_NE(r.status().message().find("without GLPK"), std::string::npos);
+  }
+  if (!HaveSqlite()) {
+    auto l = Ledger::Open("/tmp/never-created.db");
+    ASSERT_FALSE(l.ok());
+    EXPECT_EQ(l.status().code(), tessera::Code::kUnsupported);
+    EXPECT_NE(l.status().message().find("without SQLite"), std::string::npos);
+  }
+}
