@@ -187,6 +187,10 @@ class Daemon {
   std::set<std::pair<int64_t, int64_t>> term_sent_, kill_sent_;  // (job, attempt)
   std::map<int64_t, int64_t> hold_;      // beneficiary job -> its priority, while preemption is in flight
   int64_t last_capacity_ms_ = 0;         // last time capacity became available (an attempt ended, fleet changed)
+  // Compliance preemption runs when the policy changes (a new policy, or a new floor from its calendar),
+  // not when a job's end lowers the share: the planner already keeps the floor for every placement.
+  bool policy_changed_ = true;
+  sched::Ppm last_floor_ = -1;
 
   httplib::Server http_;
   int lock_fd_ = -1;
@@ -231,6 +235,7 @@ Status Daemon::ApplyConfig(const std::string& catalog_src, const std::string& ca
   fleet_ = std::move(fleet);
   have_fleet_ = have_fleet;
   specs_.clear();  // the compatible list may name new types
+  policy_changed_ = true;
   return Status::Ok();
 }
 
@@ -656,9 +661,13 @@ void Daemon::Schedule(int64_t now) {
 
   // Policy: a floor that rose (new policy, or a new date in the calendar) can make the running jobs
   // non-compliant; preempt the lowest-priority jobs until the remaining ones comply.
-  if (have_fleet_ && !stopping && !active.empty()) {
+  sched::Ppm floor_now = policy_.FloorAt(sched::Today());
+  if (floor_now != last_floor_) policy_changed_ = true;
+  last_floor_ = floor_now;
+  if (have_fleet_ && !stopping && policy_changed_) {
+    policy_changed_ = false;
     auto share = sched::FleetShare(catalog_, fleet_.fleet, policy_, *running, sched::Today());
-    if (share.ok() && !share->compliant) {
+    if (share.ok() && !share->compliant && !active.empty()) {
       std::vector<size_t> order(active.size());
       for (size_t i = 0; i < order.size(); ++i) order[i] = i;
       std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
