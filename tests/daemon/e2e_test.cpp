@@ -49,7 +49,10 @@ class DaemonE2E : public ::testing::Test {
     admin_ = d_->Admin();
     ASSERT_TRUE(admin_);
   }
-  void TearDown() override { d_.reset(); }
+  void TearDown() override {
+    d_.reset();
+    if (!HasFailure()) Shell("rm -rf '" + dir_ + "' '" + dir_ + "/state.daemon.log'");
+  }
 
   void Register(int ascend, int nvidia, const std::string& floor = "0") {
     json body = {{"fleet", Doc("fleet.yaml", Fleet(ascend, nvidia))},
@@ -177,6 +180,20 @@ TEST_F(DaemonE2E, PolicyChangePreemptsAndReplacesCompliantly) {
   EXPECT_NE(Events(j).find("floor"), std::string::npos) << Events(j);
   ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", j), json::object()).ok());
   ASSERT_TRUE(WaitState(j, "cancelled"));
+}
+
+TEST_F(DaemonE2E, AJobsEndDoesNotPreemptForTheFloor) {
+  // Floor 50%: b (H800 only) may start next to a (910B only). When a ends the share drops below the floor,
+  // but only a policy change preempts: b keeps running to its end.
+  Register(2, 2, "50%");
+  int64_t a = Submit(*admin_, SleepJobYaml("a", 0, 2, 1, out_ + "/a-", "[ascend]"));
+  ASSERT_TRUE(WaitState(a, "running"));
+  int64_t b = Submit(*admin_, SleepJobYaml("b", 0, 2, 4, out_ + "/b-", "[nvidia]"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/b-pid.1"); }, 30s)) << Events(b);
+  ASSERT_TRUE(WaitState(a, "succeeded", 30s));
+  ASSERT_TRUE(WaitState(b, "succeeded", 30s)) << Events(b);
+  EXPECT_EQ(Job(b)["attempts"], 1) << Events(b);
+  EXPECT_EQ(Events(b).find("preempt"), std::string::npos) << Events(b);
 }
 
 TEST_F(DaemonE2E, CrashAndRestartLosesNoJobAndNoBillingRecord) {

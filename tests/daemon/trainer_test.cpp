@@ -76,6 +76,7 @@ TEST(Trainer, TwoIslandsMatchOneIslandWithin1e4) {
   }
   EXPECT_LT(b.loss.back(), b.loss.front());  // it learns
   std::printf("worst relative loss difference over 200 steps: %.3g\n", worst);
+  if (!HasFailure()) Shell("rm -rf '" + dir + "'");
 }
 
 TEST(Trainer, SameLayoutIsBitIdentical) {
@@ -89,6 +90,7 @@ TEST(Trainer, SameLayoutIsBitIdentical) {
   EXPECT_EQ(a.bits, b.bits);
   ASSERT_FALSE(FinalHash(o1).empty()) << o1;
   EXPECT_EQ(FinalHash(o1), FinalHash(o2));
+  if (!HasFailure()) Shell("rm -rf '" + dir + "'");
 }
 
 TEST(Trainer, DaemonInterruptResumesFromCheckpointWithNoStepLost) {
@@ -143,6 +145,8 @@ grace: 60s
   auto log = d.Admin()->GetText(fmt::format("/v1/jobs/{}/logs", id));
   ASSERT_TRUE(log.ok());
   EXPECT_EQ(FinalHash(*log), FinalHash(ref)) << *log;
+  d.Stop();
+  if (!HasFailure()) Shell("rm -rf '" + dir + "' '" + dir + "/state.daemon.log'");
 }
 
 }  // namespace
