@@ -7,15 +7,16 @@ secs=$1
 mode=${2:-}
 a=${TESSERA_ATTEMPT:-0}
 r=${TESSERA_RANK:-0}
-if [ "$r" = 0 ]; then
-  # Written to a temporary name and renamed, so that a test never reads half a file.
-  env | grep '^TESSERA_' | sort > "${OUT_PREFIX}env.$a.tmp" && mv "${OUT_PREFIX}env.$a.tmp" "${OUT_PREFIX}env.$a"
-  echo $$ > "${OUT_PREFIX}pid.$a.tmp" && mv "${OUT_PREFIX}pid.$a.tmp" "${OUT_PREFIX}pid.$a"
-fi
 if [ "$mode" = ignore-term ]; then
   trap 'echo "ignoring SIGTERM"' TERM
 else
   trap 'echo term > "${OUT_PREFIX}term.$a.$r"; exit 143' TERM
+fi
+# The pid file is written after the trap is set: a test that sees it may signal at once.
+if [ "$r" = 0 ]; then
+  # Written to a temporary name and renamed, so that a test never reads half a file.
+  env | grep '^TESSERA_' | sort > "${OUT_PREFIX}env.$a.tmp" && mv "${OUT_PREFIX}env.$a.tmp" "${OUT_PREFIX}env.$a"
+  echo $$ > "${OUT_PREFIX}pid.$a.tmp" && mv "${OUT_PREFIX}pid.$a.tmp" "${OUT_PREFIX}pid.$a"
 fi
 n=$((secs * 10))
 for ((i = 1; i <= n; i++)); do
