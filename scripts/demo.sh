@@ -76,6 +76,11 @@ else
   echo "(skipped: this build has no \`tessera bench\` subcommand)"
 fi
 
+if ! "$TESSERA" daemon --help >/dev/null 2>&1; then
+  echo "demo: this build has no job daemon (it needs libsqlite3-dev and libcpp-httplib-dev at configure time)" >&2
+  exit 1
+fi
+
 step "1. Start the job daemon with its embedded defaults (SQLite in WAL mode under $STATE)"
 "$TESSERA" daemon --state-dir "$STATE" >"$STATE/daemon.log" 2>&1 &
 DAEMON_PID=$!
