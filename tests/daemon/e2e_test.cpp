@@ -2,8 +2,7 @@
 // wake-up in priority order with backfill, wake-up when the fleet grows, preemption for priority and for a
 // policy change, cancel escalating to SIGKILL, kill -9 of the daemon and reconciliation on restart
 // (no job and no billing record lost), bad job files, and tenant isolation. Jobs are
-// tests/daemon/sleep_job.sh under `tessera run` (or tests/daemon/fake_launcher.sh where this build has
-// no launcher yet). All waits are bounded; no test asserts a duration.
+// tests/daemon/sleep_job.sh under the real `tessera run`. All waits are bounded; no test asserts a duration.
 #include <signal.h>
 #include <unistd.h>
 

@@ -106,11 +106,8 @@ DaemonProcess::~DaemonProcess() {
 }
 
 void DaemonProcess::Start() {
+  ASSERT_TRUE(HaveLauncher()) << Bin() << " has no `run` subcommand: the daemon's executor needs the launcher";
   std::vector<std::string> args = {Bin(), "daemon", "--state-dir", state_, "--port", "0", "--tick", "50ms"};
-  if (!HaveLauncher()) {
-    args.push_back("--launcher");
-    args.push_back(SourceDir() + "/tests/daemon/fake_launcher.sh");
-  }
   for (const auto& e : extra_) args.push_back(e);
   ::unlink((state_ + "/daemon.json").c_str());
   pid_ = ::fork();

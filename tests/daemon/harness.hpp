@@ -18,7 +18,7 @@ namespace tessera::daemon::testing {
 
 std::string Bin();        // $TESSERA_BIN (the tessera binary)
 std::string SourceDir();  // $TESSERA_SOURCE_DIR
-// True when this build's `tessera run` exists (the launcher); else tests use tests/daemon/fake_launcher.sh.
+// True when this build's `tessera run` exists (the launcher the daemon's executor starts).
 bool HaveLauncher();
 // True when the collectives core (tsrCommInitFromEnv) runs a 1+1 host world under `tessera run`.
 bool HaveComm();
