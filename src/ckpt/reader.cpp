@@ -192,6 +192,12 @@ struct Task {
   const Piece* piece;
   uint64_t row_bytes;
   int64_t slot_begin, slot_rows;
+  // Direct reads (a whole piece into host memory) are split into chunks read in parallel; their CRCs
+  // are combined per piece afterwards. chunk_begin/end are offsets inside the piece.
+  bool direct = false;
+  uint64_t chunk_begin = 0, chunk_end = 0;
+  size_t group = 0;  // index into the per-piece CRC groups (direct tasks)
+  uint32_t crc = 0;
 };
 }  // namespace
 
@@ -201,6 +207,7 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
   for (const auto& t : m.tensors) byname[t.name] = &t;
   std::vector<Task> tasks;
   uint64_t total = 0;
+  size_t groups = 0;
   for (const auto& s : slots) {
     auto it = byname.find(s.name);
     if (it == byname.end())
@@ -222,7 +229,21 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
       if (p.end - p.begin != rb * static_cast<uint64_t>(p.rows))
         return Corrupt(fmt::format("checkpoint step {}: tensor '{}' piece in {} has {} bytes for {} rows", m.step, t.name,
                                    m.files[static_cast<size_t>(p.file)].name, p.end - p.begin, p.rows));
-      tasks.push_back({&s, &t, &p, rb, s.row_begin, rows});
+      bool whole = p.row_offset >= s.row_begin && p.row_offset + p.rows <= s.row_begin + rows;
+      if (whole && !IsDevicePointer(s.data) && p.end > p.begin) {
+        const uint64_t kChunk = uint64_t{32} << 20;
+        for (uint64_t b = 0; b < p.end - p.begin; b += kChunk) {
+          Task k{&s, &t, &p, rb, s.row_begin, rows};
+          k.direct = true;
+          k.chunk_begin = b;
+          k.chunk_end = std::min(p.end - p.begin, b + kChunk);
+          k.group = groups;
+          tasks.push_back(k);
+        }
+        ++groups;
+      } else {
+        tasks.push_back({&s, &t, &p, rb, s.row_begin, rows});
+      }
       total += p.end - p.begin;
     }
   }
@@ -232,6 +253,7 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
     if (fds[fi] >= 0) continue;
     std::string path = JoinPath(dir, m.files[fi].name);
     fds[fi] = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fds[fi] >= 0) ::posix_fadvise(fds[fi], 0, 0, POSIX_FADV_SEQUENTIAL);
     if (fds[fi] < 0) {
       int e = errno;
       for (int fd : fds)
@@ -246,30 +268,33 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
   auto worker = [&] {
     std::vector<char> tmp;
     for (size_t i; (i = next.fetch_add(1)) < tasks.size();) {
-      const Task& k = tasks[i];
+      Task& k = tasks[i];
       const Piece& p = *k.piece;
       std::string path = JoinPath(dir, m.files[static_cast<size_t>(p.file)].name);
-      int64_t ov_b = std::max(k.slot_begin, p.row_offset);
-      int64_t ov_e = std::min(k.slot_begin + k.slot_rows, p.row_offset + p.rows);
-      char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(ov_b - k.slot_begin) * k.row_bytes;
-      bool whole = ov_b == p.row_offset && ov_e == p.row_offset + p.rows;
-      bool direct = whole && !IsDevicePointer(k.slot->data);
-      size_t n = p.end - p.begin;
-      char* into = dst;
-      if (!direct) {
+      size_t n;
+      Status s;
+      if (k.direct) {
+        n = k.chunk_end - k.chunk_begin;
+        char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(p.row_offset - k.slot_begin) * k.row_bytes + k.chunk_begin;
+        s = PreadAll(fds[static_cast<size_t>(p.file)], dst, n, p.begin + k.chunk_begin, path);
+        if (s.ok()) k.crc = Crc32c(dst, n);
+      } else {
+        int64_t ov_b = std::max(k.slot_begin, p.row_offset);
+        int64_t ov_e = std::min(k.slot_begin + k.slot_rows, p.row_offset + p.rows);
+        char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(ov_b - k.slot_begin) * k.row_bytes;
+        n = p.end - p.begin;
         tmp.resize(n);
-        into = tmp.data();
+        s = PreadAll(fds[static_cast<size_t>(p.file)], tmp.data(), n, p.begin, path);
+        if (s.ok()) {
+          uint32_t crc = Crc32c(tmp.data(), n);
+          if (crc != p.crc)
+            s = Corrupt(fmt::format("checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}",
+                                    m.step, k.tensor->name, path, CrcHex(crc), CrcHex(p.crc)));
+        }
+        if (s.ok())
+          s = CopyFromHost(dst, tmp.data() + static_cast<uint64_t>(ov_b - p.row_offset) * k.row_bytes,
+                           static_cast<uint64_t>(ov_e - ov_b) * k.row_bytes);
       }
-      Status s = PreadAll(fds[static_cast<size_t>(p.file)], into, n, p.begin, path);
-      if (s.ok()) {
-        uint32_t crc = Crc32c(into, n);
-        if (crc != p.crc)
-          s = Corrupt(fmt::format("checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}",
-                                  m.step, k.tensor->name, path, CrcHex(crc), CrcHex(p.crc)));
-      }
-      if (s.ok() && !direct)
-        s = CopyFromHost(dst, into + static_cast<uint64_t>(ov_b - p.row_offset) * k.row_bytes,
-                         static_cast<uint64_t>(ov_e - ov_b) * k.row_bytes);
       if (!s.ok()) {
         std::lock_guard lk(mu);
         if (first.ok()) first = s.code() == Code::kCorrupt ? s : s.WithContext(fmt::format("checkpoint step {}", m.step));
@@ -289,7 +314,25 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
   for (auto& t : ts) t.join();
   for (int fd : fds)
     if (fd >= 0) ::close(fd);
-  return first;
+  TSR_RETURN_IF_ERROR(first);
+  // Direct pieces: combine the chunk CRCs in order and compare.
+  std::vector<uint32_t> crc(groups, 0);
+  std::vector<bool> started(groups, false);
+  std::vector<const Task*> head(groups, nullptr);
+  for (const auto& k : tasks) {
+    if (!k.direct) continue;
+    crc[k.group] = started[k.group] ? Crc32cCombine(crc[k.group], k.crc, k.chunk_end - k.chunk_begin) : k.crc;
+    started[k.group] = true;
+    head[k.group] = &k;
+  }
+  for (size_t g = 0; g < groups; ++g) {
+    const Task& k = *head[g];
+    if (crc[g] != k.piece->crc)
+      return Corrupt(fmt::format("checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}",
+                                 m.step, k.tensor->name, JoinPath(dir, m.files[static_cast<size_t>(k.piece->file)].name),
+                                 CrcHex(crc[g]), CrcHex(k.piece->crc)));
+  }
+  return Status::Ok();
 }
 
 Status Restore(const std::string& root, int64_t step, const std::vector<TensorSlot>& slots) {
@@ -301,7 +344,7 @@ Status RestoreWithProgress(const std::string& root, int64_t step, const std::vec
   TSR_ASSIGN_OR_RETURN(Manifest m, LoadManifest(root, step));
   std::string dir = JoinPath(root, StepDirName(step));
   TSR_RETURN_IF_ERROR(VerifyDir(m, dir, VerifyOptions{false}, {}));  // presence, sizes, headers
-  return RestoreFrom(m, dir, slots, 4, progress);
+  return RestoreFrom(m, dir, slots, 2, progress);
 }
 
 Status Remove(const std::string& root, int64_t step) {

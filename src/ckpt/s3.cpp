@@ -3,6 +3,7 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -60,6 +61,9 @@ Result<Config> Config::Load(const std::string& bucket) {
     if (c.part_size < (uint64_t{5} << 20))
       return InvalidArgument(fmt::format("TESSERA_S3_PART_SIZE='{}' is below S3's 5 MiB minimum part size", *v));
   }
+  if (auto v = pick("TESSERA_S3_MULTIPART_THRESHOLD", "multipart_threshold")) {
+    TSR_ASSIGN_OR_RETURN(c.multipart_threshold, env::ParseBytes("TESSERA_S3_MULTIPART_THRESHOLD", *v));
+  }
   if (auto v = pick("TESSERA_S3_CONCURRENCY", "concurrency")) {
     TSR_ASSIGN_OR_RETURN(auto n, env::ParseInt("TESSERA_S3_CONCURRENCY", *v, 1, 256));
     c.concurrency = static_cast<int>(n);
@@ -68,8 +72,9 @@ Result<Config> Config::Load(const std::string& bucket) {
     TSR_ASSIGN_OR_RETURN(auto n, env::ParseInt("TESSERA_S3_RETRIES", *v, 0, 100));
     c.retries = static_cast<int>(n);
   }
-  if (auto v = pick("TESSERA_S3_SIGN_PAYLOAD", "sign_payload")) c.sign_payload = *v != "0" && *v != "false";
   if (c.endpoint.empty()) c.endpoint = fmt::format("https://s3.{}.amazonaws.com", c.region);
+  c.sign_payload = c.endpoint.rfind("https://", 0) != 0;  // TLS protects the body; plain http gets signed
+  if (auto v = pick("TESSERA_S3_SIGN_PAYLOAD", "sign_payload")) c.sign_payload = *v != "0" && *v != "false";
   if (c.bucket.empty()) return InvalidArgument("S3: no bucket (use s3://BUCKET/prefix or set TESSERA_S3_BUCKET)");
   if (c.access_key.empty() || c.secret_key.empty())
     return InvalidArgument("S3: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the config file)");
@@ -357,10 +362,16 @@ Status Client::PutFile(const std::string& key, const std::string& path, const Pr
   fstat(fd, &st);
   uint64_t size = static_cast<uint64_t>(st.st_size);
   Status s;
-  if (size <= cfg_.part_size) {
-    std::unique_ptr<char[]> buf(new char[std::max<uint64_t>(size, 1)]);
-    s = PreadAll(fd, buf.get(), size, 0, path);
-    if (s.ok()) s = Put(key, buf.get(), size);
+  if (size <= cfg_.multipart_threshold) {
+    // One PUT straight from the page cache (mmap), no copy into a buffer.
+    void* map = size ? ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0) : nullptr;
+    if (size && map == MAP_FAILED) {
+      s = ErrnoError("mmap " + path, errno);
+    } else {
+      if (size) ::madvise(map, size, MADV_SEQUENTIAL);
+      s = Put(key, map, size);
+      if (size) ::munmap(map, size);
+    }
     if (s.ok() && progress) progress(size, size);
   } else {
     s = PutMultipart(key, fd, size, path, progress);

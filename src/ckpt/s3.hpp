@@ -4,7 +4,8 @@
 //
 // Configuration (environment overrides the file named by TESSERA_S3_CONFIG, a YAML map of the same keys
 // in lower case without the prefix): TESSERA_S3_ENDPOINT, TESSERA_S3_REGION, TESSERA_S3_BUCKET,
-// TESSERA_S3_ADDRESSING (path|virtual), TESSERA_S3_PART_SIZE, TESSERA_S3_CONCURRENCY, TESSERA_S3_RETRIES,
+// TESSERA_S3_ADDRESSING (path|virtual), TESSERA_S3_PART_SIZE, TESSERA_S3_MULTIPART_THRESHOLD,
+// TESSERA_S3_CONCURRENCY, TESSERA_S3_RETRIES,
 // TESSERA_S3_SIGN_PAYLOAD (1|0), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN.
 #pragma once
 
@@ -25,11 +26,13 @@ struct Config {
   std::string bucket;
   std::string access_key, secret_key, session_token;
   bool virtual_host = false;             // bucket.host/key instead of host/bucket/key
-  uint64_t part_size = uint64_t{16} << 20;  // multipart above this; parts of this size
+  uint64_t part_size = uint64_t{16} << 20;           // size of multipart parts (and of download ranges)
+  uint64_t multipart_threshold = uint64_t{64} << 20;  // objects above this go up as multipart uploads
   int concurrency = 4;                   // parts (or ranges) in flight per object
   int retries = 5;                       // extra attempts after a 5xx/429 or a dropped connection
   int backoff_ms = 100;                  // first backoff; doubles each attempt (with jitter)
   bool sign_payload = true;              // SHA-256 of every body; false sends UNSIGNED-PAYLOAD
+                                         // (default: signed over http, unsigned over https, as botocore)
   // Fills from TESSERA_S3_CONFIG (YAML), then the environment; `bucket` wins over both when not empty.
   static Result<Config> Load(const std::string& bucket = "");
 };

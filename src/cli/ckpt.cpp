@@ -89,17 +89,25 @@ int Fail(const Status& s) {
   return 1;
 }
 
+// Display width of UTF-8 text (code points; our cells hold no wide characters).
+size_t Width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 // Prints rows as an aligned table: the first row is the header.
 void PrintTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> w;
   for (const auto& r : rows)
     for (size_t i = 0; i < r.size(); ++i) {
       if (w.size() <= i) w.push_back(0);
-      w[i] = std::max(w[i], r[i].size());
+      w[i] = std::max(w[i], Width(r[i]));
     }
   for (const auto& r : rows) {
     std::string line;
-    for (size_t i = 0; i < r.size(); ++i) line += i + 1 < r.size() ? fmt::format("{:<{}}  ", r[i], w[i]) : r[i];
+    for (size_t i = 0; i < r.size(); ++i)
+      line += i + 1 < r.size() ? r[i] + std::string(w[i] - Width(r[i]) + 2, ' ') : r[i];
     std::printf("%s\n", line.c_str());
   }
 }

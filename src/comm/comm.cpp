@@ -107,10 +107,11 @@ Status Comm::Init() {
   std::string vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or("island" + std::to_string(island));
   std::string device = env::Get("TESSERA_DEVICE").value_or("host");
   if (device != "host") {
-    if (device.rfind("cuda:", 0) == 0)
-      return Unsupported(fmt::format("TESSERA_DEVICE='{}': this build's CUDA island is not available yet; "
-                                     "use TESSERA_DEVICE=host", device));
-    return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not a device (use host or cuda:N)", device));
+    if (device.rfind("cuda:", 0) != 0)
+      return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not a device (use host or cuda:N)", device));
+    auto dev = OpenDeviceRank(device);  // selects the GPU; Unsupported in a build without CUDA
+    if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", rank));
+    cuda_ = std::move(dev).value();
   }
   rank_ = static_cast<int>(rank);
   size_ = static_cast<int>(world);
@@ -192,6 +193,15 @@ Status Comm::Init() {
   TSR_RETURN_IF_ERROR(SetUpChannels());
   p2p_sent_.assign(size_, 0);
   p2p_recvd_.assign(size_, 0);
+  bool any_device = false;
+  for (const auto& isl : islands_) any_device |= isl.backend != "host";
+  if (any_device && islands_.size() > 1) {
+    TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_CUDA_CHUNK", 4 << 20));
+    if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
+      return InvalidArgument(fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8",
+                                         bridge_chunk_bytes_));
+  }
+  if (cuda_) TSR_RETURN_IF_ERROR(cuda_->Attach(this));
   TSR_RETURN_IF_ERROR(store_->Barrier("init-done", size_, timeout_));
   TSR_LOG_INFO("rank {}: joined — {}", rank_, Describe());
   return Status::Ok();
@@ -296,6 +306,7 @@ std::string Comm::Describe() const {
   };
   out += fmt::format("; island library: host ({}); bridge: {}", join(inside),
                      islands_.size() == 1 ? "none (single island: direct path)" : join(bridges));
+  if (cuda_) out += "; device: " + cuda_->Describe();
   return out;
 }
 
@@ -334,6 +345,12 @@ Status Comm::CheckArgs(const char* what, const void* send, const void* recv, siz
   if (stream != nullptr)
     return InvalidArgument(fmt::format("{}: a stream was passed, but rank {}'s island ({}) uses host memory: pass "
                                        "NULL", what, rank_, islands_[my_island_].vendor));
+  if (!cuda_ && count > 0) {
+    if (IsDevicePointer(send) || IsDevicePointer(recv))
+      return InvalidArgument(fmt::format("{}: {} = {} is device memory, but rank {}'s island ({}) uses host memory",
+                                         what, IsDevicePointer(send) ? "sendbuf" : "recvbuf",
+                                         IsDevicePointer(send) ? send : recv, rank_, islands_[my_island_].vendor));
+  }
   *dt = t;
   return Status::Ok();
 }
@@ -350,6 +367,8 @@ Status Comm::Guard(const std::string& what, F&& body) {
   }
   return s;
 }
+
+Status Comm::GuardFn(const std::string& what, const std::function<Status()>& body) { return Guard(what, body); }
 
 Range Comm::Shard(const Island& isl, int member, size_t total) const {
   size_t n = isl.ranks.size();
@@ -639,20 +658,25 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
   return Status::Ok();
 }
 
-Status Comm::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+Status Comm::HostAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
                        tsrStream_t stream) {
   DType dt;
   auto r = static_cast<RedOp>(op);
   return Guard("allreduce", [&]() -> Status {
     TSR_RETURN_IF_ERROR(CheckArgs("allreduce", send, recv, count, type, stream, &dt));
     if (!IsValid(r)) return InvalidArgument(fmt::format("allreduce: op {} is not a tsrRedOp_t", int(op)));
-    Status s = Hierarchical(CollKind::kAllReduce, send, recv, count, dt, r, 0);
-    ++seq_;
-    return s;
+    const size_t esz = DTypeSize(dt);
+    for (const Range& c : BridgeChunks(count, dt)) {
+      Status s = Hierarchical(CollKind::kAllReduce, static_cast<const std::byte*>(send) + c.lo * esz,
+                              static_cast<std::byte*>(recv) + c.lo * esz, c.len(), dt, r, 0);
+      ++seq_;
+      TSR_RETURN_IF_ERROR(s);
+    }
+    return Status::Ok();
   });
 }
 
-Status Comm::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+Status Comm::HostReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
                            tsrStream_t stream) {
   DType dt;
   auto r = static_cast<RedOp>(op);
@@ -665,7 +689,7 @@ Status Comm::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDa
   });
 }
 
-Status Comm::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
+Status Comm::HostAllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
   DType dt;
   return Guard("allgather", [&]() -> Status {
     TSR_RETURN_IF_ERROR(CheckArgs("allgather", send, recv, sendcount, type, stream, &dt));
@@ -675,7 +699,7 @@ Status Comm::AllGather(const void* send, void* recv, size_t sendcount, tsrDataTy
   });
 }
 
-Status Comm::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream) {
+Status Comm::HostBroadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream) {
   DType dt;
   return Guard("broadcast", [&]() -> Status {
     if (root < 0 || root >= size_)
@@ -687,7 +711,7 @@ Status Comm::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t
   });
 }
 
-Status Comm::Barrier() {
+Status Comm::HostBarrier() {
   return Guard("barrier", [&]() -> Status {
     int32_t one = 1, out = 0;
     Status s = Hierarchical(CollKind::kBarrier, &one, &out, 1, DType::kInt32, RedOp::kSum, 0);
@@ -696,7 +720,7 @@ Status Comm::Barrier() {
   });
 }
 
-Status Comm::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+Status Comm::HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   DType dt;
   return Guard("send", [&]() -> Status {
     TSR_RETURN_IF_ERROR(CheckArgs("send", send, send, count, type, stream, &dt));
@@ -711,7 +735,7 @@ Status Comm::Send(const void* send, size_t count, tsrDataType_t type, int peer, 
   });
 }
 
-Status Comm::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+Status Comm::HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   DType dt;
   return Guard("recv", [&]() -> Status {
     TSR_RETURN_IF_ERROR(CheckArgs("recv", recv, recv, count, type, stream, &dt));
@@ -733,6 +757,49 @@ Status Comm::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStr
     return e.Run(what);
   });
 }
+
+std::vector<Range> Comm::BridgeChunks(size_t count, DType dt) const {
+  size_t per = bridge_chunk_bytes_ / DTypeSize(dt);
+  if (per == 0 || count <= per) return {Range{0, count}};
+  std::vector<Range> out;
+  for (size_t lo = 0; lo < count; lo += per) out.push_back({lo, std::min(count, lo + per)});
+  return out;
+}
+
+// ---- dispatch: a device island's rank goes through its device backend ----
+Status Comm::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                       tsrStream_t stream) {
+  return cuda_ ? cuda_->AllReduce(send, recv, count, type, op, stream)
+               : HostAllReduce(send, recv, count, type, op, stream);
+}
+Status Comm::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                           tsrStream_t stream) {
+  return cuda_ ? cuda_->ReduceScatter(send, recv, recvcount, type, op, stream)
+               : HostReduceScatter(send, recv, recvcount, type, op, stream);
+}
+Status Comm::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
+  return cuda_ ? cuda_->AllGather(send, recv, sendcount, type, stream) : HostAllGather(send, recv, sendcount, type, stream);
+}
+Status Comm::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream) {
+  return cuda_ ? cuda_->Broadcast(send, recv, count, type, root, stream)
+               : HostBroadcast(send, recv, count, type, root, stream);
+}
+Status Comm::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+  return cuda_ ? cuda_->Send(send, count, type, peer, stream) : HostSend(send, count, type, peer, stream);
+}
+Status Comm::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+  return cuda_ ? cuda_->Recv(recv, count, type, peer, stream) : HostRecv(recv, count, type, peer, stream);
+}
+Status Comm::Barrier() { return cuda_ ? cuda_->Barrier() : HostBarrier(); }
+
+#ifndef TESSERA_HAVE_CUDA
+Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const std::string& device) {
+  return Unsupported(fmt::format("TESSERA_DEVICE='{}': this build has no CUDA device backend (nvcc was not found "
+                                 "when it was configured); use TESSERA_DEVICE=host",
+                                 device));
+}
+bool IsDevicePointer(const void*) { return false; }
+#endif
 
 }  // namespace tessera::comm
 

@@ -11,11 +11,13 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/channel.hpp"
+#include "comm/device/device.hpp"
 #include "comm/engine.hpp"
 #include "comm/store.hpp"
 #include "comm/transport/shm.hpp"
@@ -86,8 +88,24 @@ class Comm final : public Communicator, public Links {
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
  private:
+  friend class CudaRank;  // the CUDA device backend drives the host path below for staged buffers
   Comm() = default;
   Status Init();
+  // The host-memory implementations of the collectives. A rank of a device island (cuda_) reaches them
+  // through its DeviceRank, which handles device memory and streams first.
+  Status HostAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                       tsrStream_t stream);
+  Status HostReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                           tsrStream_t stream);
+  Status HostAllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream);
+  Status HostBroadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream);
+  Status HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream);
+  Status HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream);
+  Status HostBarrier();
+  // In a world with a device island and more than one island, allreduce runs as consecutive collectives
+  // over chunks of TESSERA_CUDA_CHUNK bytes on EVERY rank, so that a GPU rank can pipeline its device<->
+  // host copies with the bridge; otherwise one chunk. Deterministic from count and type.
+  std::vector<Range> BridgeChunks(size_t count, DType dt) const;
   Status SetUpChannels();
   // Validates arguments common to all collectives; `what` names the call.
   Status CheckArgs(const char* what, const void* send, const void* recv, size_t count, tsrDataType_t type,
@@ -96,6 +114,7 @@ class Comm final : public Communicator, public Links {
   // the first rank to fail tells the others through the store.
   template <typename F>
   Status Guard(const std::string& what, F&& body);
+  Status GuardFn(const std::string& what, const std::function<Status()>& body);  // Guard for other files
   Status Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root);
   Status ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers);
   Range Shard(const Island& isl, int member, size_t total) const;
@@ -120,6 +139,10 @@ class Comm final : public Communicator, public Links {
   std::vector<uint64_t> p2p_sent_, p2p_recvd_;
   Status failed_;
   bool aborted_by_peer_ = false;
+  size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
+  // This rank's device backend (TESSERA_DEVICE=cuda:N), null for host ranks. Last member: destroyed
+  // first, so its worker thread stops before the channels and the store go away.
+  std::unique_ptr<DeviceRank> cuda_;
 };
 
 }  // namespace tessera::comm

@@ -35,6 +35,7 @@ class S3Test : public ::testing::Test {
     test::S3rver::SetCredentials();
     setenv("TESSERA_S3_ENDPOINT", server_->endpoint().c_str(), 1);
     setenv("TESSERA_S3_PART_SIZE", "5MiB", 1);
+    setenv("TESSERA_S3_MULTIPART_THRESHOLD", "5MiB", 1);
     setenv("TESSERA_S3_CONCURRENCY", "3", 1);
     unsetenv("TESSERA_S3_ADDRESSING");
   }

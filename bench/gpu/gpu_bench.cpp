@@ -1,0 +1,234 @@
+// bench/gpu/gpu_bench: the GPU numbers of scripts/device-check.sh, one JSON object per line on stdout.
+//   gpu_bench copy [--mib N]                    pinned cudaMemcpyAsync bandwidth D2H, H2D and both at once
+//                                               (one process, no communicator);
+//   gpu_bench allreduce [--sizes ..] [--iters N] [--dtype f32] [--host-memory]
+//                                               run as every rank of a job: GPU ranks on device memory and
+//                                               their own stream (or host memory with --host-memory), host
+//                                               ranks on host memory; time per call is the slowest rank's;
+//   gpu_bench direct [--sizes ..] [--iters N]    a world of one CUDA rank: tsrAllReduce on a stream against
+//                                               NCCL's allreduce called directly on the same GPU, rounds
+//                                               interleaved, medians of CUDA-event times.
+// Sizes are in bytes with K/M/G suffixes.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/ccl/ccl.hpp"
+#include "common/dtype.hpp"
+#include "tessera/tessera.h"
+
+namespace {
+
+[[noreturn]] void Die(const std::string& why) {
+  std::fprintf(stderr, "gpu_bench: %s\n", why.c_str());
+  std::exit(1);
+}
+void Cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) Die(std::string(what) + ": " + cudaGetErrorString(e));
+}
+size_t ParseSize(const std::string& s) {
+  size_t v = std::stoull(s);
+  char c = s.back();
+  if (c == 'K' || c == 'k') v <<= 10;
+  if (c == 'M' || c == 'm') v <<= 20;
+  if (c == 'G' || c == 'g') v <<= 30;
+  return v;
+}
+std::vector<size_t> ParseSizes(const std::string& s) {
+  std::vector<size_t> out;
+  for (size_t p = 0; p <= s.size();) {
+    size_t c = s.find(',', p);
+    out.push_back(ParseSize(s.substr(p, c - p)));
+    if (c == std::string::npos) break;
+    p = c + 1;
+  }
+  return out;
+}
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+int Copy(size_t mib) {
+  size_t bytes = mib << 20;
+  void *h1, *h2, *d1, *d2;
+  Cuda(cudaHostAlloc(&h1, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  Cuda(cudaHostAlloc(&h2, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  Cuda(cudaMalloc(&d1, bytes), "cudaMalloc");
+  Cuda(cudaMalloc(&d2, bytes), "cudaMalloc");
+  std::memset(h1, 1, bytes);
+  std::memset(h2, 2, bytes);
+  cudaStream_t s1, s2;
+  Cuda(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
+  Cuda(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
+  auto time = [&](int which) {
+    std::vector<double> t;
+    for (int i = 0; i < 12; ++i) {
+      double t0 = Now();
+      if (which != 1) Cuda(cudaMemcpyAsync(h1, d1, bytes, cudaMemcpyDeviceToHost, s1), "D2H");
+      if (which != 0) Cuda(cudaMemcpyAsync(d2, h2, bytes, cudaMemcpyHostToDevice, s2), "H2D");
+      Cuda(cudaStreamSynchronize(s1), "sync");
+      Cuda(cudaStreamSynchronize(s2), "sync");
+      if (i >= 2) t.push_back(Now() - t0);
+    }
+    return bytes / Median(t) / 1e9;
+  };
+  double d2h = time(0), h2d = time(1), both = time(2);
+  std::printf(
+      "{\"bench\":\"pinned_copy\",\"bytes\":%zu,\"d2h_GBps\":%.2f,\"h2d_GBps\":%.2f,\"bidir_each_GBps\":%.2f}\n", bytes,
+      d2h, h2d, both);
+  return 0;
+}
+
+int AllReduce(const std::vector<size_t>& sizes, int iters, tessera::DType dt, bool host_memory) {
+  tsrComm_t comm;
+  if (tsrCommInitFromEnv(&comm) != tsrSuccess) Die(std::string("init: ") + tsrGetLastError(nullptr));
+  int rank, size;
+  tsrCommRank(comm, &rank);
+  tsrCommSize(comm, &size);
+  const char* dev = std::getenv("TESSERA_DEVICE");
+  bool gpu = dev && std::strncmp(dev, "cuda:", 5) == 0 && !host_memory;
+  cudaStream_t stream = nullptr;
+  if (gpu) Cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  const size_t esz = tessera::DTypeSize(dt);
+  auto check = [&](tsrResult_t r, const char* what) {
+    if (r != tsrSuccess) Die(std::string(what) + ": " + tsrGetLastError(comm));
+  };
+  for (size_t bytes : sizes) {
+    size_t count = bytes / esz;
+    std::vector<float> host(bytes / 4 + 1, 0.5f);
+    void* buf = host.data();
+    if (gpu) {
+      Cuda(cudaMalloc(&buf, bytes), "cudaMalloc");
+      Cuda(cudaMemcpy(buf, host.data(), bytes, cudaMemcpyHostToDevice), "fill");
+    }
+    auto run = [&](int n) {
+      for (int i = 0; i < n; ++i)
+        check(tsrAllReduce(buf, buf, count, static_cast<tsrDataType_t>(dt), tsrAvg, comm, gpu ? stream : nullptr),
+              "allreduce");
+      if (gpu) Cuda(cudaStreamSynchronize(stream), "sync");
+    };
+    run(2);
+    std::vector<double> per;
+    for (int rep = 0; rep < 5; ++rep) {
+      check(tsrBarrier(comm), "barrier");
+      double t0 = Now();
+      run(iters);
+      double t = (Now() - t0) / iters;
+      std::vector<double> all(size);
+      check(tsrAllGather(&t, all.data(), 1, tsrFloat64, comm, nullptr), "allgather");
+      per.push_back(*std::max_element(all.begin(), all.end()));
+    }
+    double t = Median(per);
+    double algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (size - 1) / size;
+    if (rank == 0)
+      std::printf(
+          "{\"bench\":\"allreduce\",\"ranks\":%d,\"dtype\":\"%s\",\"bytes\":%zu,\"gpu_memory\":%s,"
+          "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
+          size, tessera::DTypeName(dt), bytes, gpu ? "true" : "false", t * 1e6, algbw, busbw);
+    if (gpu) Cuda(cudaFree(buf), "cudaFree");
+  }
+  tsrCommDestroy(comm);
+  return 0;
+}
+
+int Direct(const std::vector<size_t>& sizes, int iters) {
+  tsrComm_t comm;
+  if (tsrCommInitFromEnv(&comm) != tsrSuccess) Die(std::string("init: ") + tsrGetLastError(nullptr));
+  auto lib = tessera::comm::CclLibrary::LoadFromEnv();
+  if (!lib.ok()) Die(lib.status().message());
+  auto& L = **lib;
+  tessera::comm::CclLibrary::UniqueId id;
+  void* nccl = nullptr;
+  if (L.GetUniqueId(&id) != 0 || L.CommInitRank(&nccl, 1, id, 0) != 0) Die("direct NCCL communicator");
+  cudaStream_t s;
+  Cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  cudaEvent_t e0, e1;
+  Cuda(cudaEventCreate(&e0), "event");
+  Cuda(cudaEventCreate(&e1), "event");
+  for (size_t bytes : sizes) {
+    size_t count = bytes / 4;
+    void *a, *b;
+    Cuda(cudaMalloc(&a, bytes), "cudaMalloc");
+    Cuda(cudaMalloc(&b, bytes), "cudaMalloc");
+    Cuda(cudaMemset(a, 0, bytes), "memset");
+    auto round = [&](bool via_tessera) {
+      Cuda(cudaEventRecord(e0, s), "record");
+      for (int i = 0; i < iters; ++i) {
+        if (via_tessera) {
+          if (tsrAllReduce(a, b, count, tsrFloat32, tsrSum, comm, s) != tsrSuccess) Die(tsrGetLastError(comm));
+        } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0, nccl, s) != 0) {
+          Die("ncclAllReduce");
+        }
+      }
+      Cuda(cudaEventRecord(e1, s), "record");
+      Cuda(cudaEventSynchronize(e1), "sync");
+      float ms = 0;
+      Cuda(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+      return ms * 1e3 / iters;
+    };
+    round(true);
+    round(false);
+    std::vector<double> ts, tn;
+    for (int r = 0; r < 7; ++r) {
+      if (r % 2) {
+        ts.push_back(round(true));
+        tn.push_back(round(false));
+      } else {
+        tn.push_back(round(false));
+        ts.push_back(round(true));
+      }
+    }
+    double mt = Median(ts), mn = Median(tn);
+    std::printf(
+        "{\"bench\":\"single_island\",\"ranks\":1,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
+        "\"overhead_pct\":%.2f,\"ccl\":\"%s %d\"}\n",
+        bytes, mt, mn, 100.0 * (mt - mn) / mn, L.name().c_str(), L.version());
+    Cuda(cudaFree(a), "free");
+    Cuda(cudaFree(b), "free");
+  }
+  (void)L.CommDestroy(nccl);
+  tsrCommDestroy(comm);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (argc < 2) Die("usage: gpu_bench copy|allreduce|direct [options]");
+  std::string mode = argv[1];
+  std::vector<size_t> sizes = ParseSizes("1M,16M,64M,256M");
+  int iters = 10;
+  size_t mib = 256;
+  bool host_memory = false;
+  tessera::DType dt = tessera::DType::kFloat32;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--host-memory")
+      host_memory = true;
+    else if (i + 1 < argc && a == "--sizes")
+      sizes = ParseSizes(argv[++i]);
+    else if (i + 1 < argc && a == "--iters")
+      iters = std::atoi(argv[++i]);
+    else if (i + 1 < argc && a == "--mib")
+      mib = std::stoull(argv[++i]);
+    else if (i + 1 < argc && a == "--dtype") {
+      auto t = tessera::ParseDType(argv[++i]);
+      if (!t) Die(std::string("unknown --dtype ") + argv[i]);
+      dt = *t;
+    } else
+      Die("unknown argument " + a);
+  }
+  if (mode == "copy") return Copy(mib);
+  if (mode == "allreduce") return AllReduce(sizes, iters, dt, host_memory);
+  if (mode == "direct") return Direct(sizes, iters);
+  Die("unknown mode " + mode);
+}

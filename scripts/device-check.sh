@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# scripts/device-check.sh — the one command for the GPU machine: configure and build from source, run the
+# GPU tests (kernels, hybrid correctness, faults), then benchmark
+#   (a) hybrid allreduce busbw, 1 GPU + 3 host ranks and two GPU islands on one GPU, beside the pinned
+#       D2H/H2D copy bandwidth measured in the same run (and the same jobs on host memory, for context);
+#   (b) a single NCCL island through Tessera against NCCL called directly;
+#   (c) numerics: error against f64 for random f16/bf16/f32 gradients, and bit-identity of all ranks.
+# Writes bench/results/gpu-<date>.json (machine, GPU, driver, commit, all rows) — and a copy under $OUT
+# when set — and prints a short table last. Usage: scripts/device-check.sh [BUILD_DIR]
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+B=${1:-build-gpu}
+OUTDIR=${OUT:-$ROOT/bench/results}
+LOG=$OUTDIR/device-check.log
+mkdir -p "$OUTDIR" bench/results
+exec > >(tee "$LOG") 2>&1
+step() { echo; echo "=== $* ($(date +%T))"; }
+COMMIT=${TESSERA_COMMIT:-$(cat COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)}
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv || true
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+echo "commit $COMMIT; $(nproc) cores; $(uname -r); nvcc $(nvcc --version | tail -1)"
+ls -l /usr/lib/x86_64-linux-gnu/libnccl.so* 2>/dev/null || ldconfig -p | grep nccl || true
+
+step "configure + build"
+cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$OUTDIR/configure.log" 2>&1 \
+  || { tail -30 "$OUTDIR/configure.log"; echo "configure FAILED"; exit 1; }
+grep -E "Tessera|CUDA" "$OUTDIR/configure.log" | head -5
+# Only what this check runs: the library, the launcher binary and the GPU targets (other modules' tests
+# are CI's business, and build on CI's compiler).
+cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_bench ccl_loader_test tessera_fake_ccl \
+  > "$OUTDIR/build.log" 2>&1 || { grep -E "error|FAILED" "$OUTDIR/build.log" | head -30; echo "build FAILED"; exit 1; }
+echo "build ok"
+T=$B/tessera; W=$B/tests/gpu/gpu_worker; BENCH=$B/bench/gpu/gpu_bench
+
+step "GPU tests (ctest -L gpu) and the CCL loader tests"
+TEST_RC=0
+(cd "$B" && timeout 280 ctest -L gpu --output-on-failure --timeout 150 > "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
+(cd "$B" && timeout 60 ctest -R CclLoader --output-on-failure >> "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
+grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|async:|NUMERICS" "$OUTDIR/ctest-gpu.log" | sed 's/^ *//' | cut -c1-160
+[ $TEST_RC = 0 ] || { echo "GPU TESTS FAILED (log: ctest-gpu.log)"; grep -B2 -A30 "Failure\|FAIL" "$OUTDIR/ctest-gpu.log" | head -60; }
+
+ROWS=$OUTDIR/rows.jsonl; : > "$ROWS"; : > "$OUTDIR/jobs.log"
+run_job() {  # run_job LABEL TIMEOUT -- tessera-run args...
+  local label=$1 lim=$2; shift 3
+  echo "--- $label: tessera run $*"
+  timeout "$lim" "$T" run --timeout 60s "$@" > "$OUTDIR/job.log" 2>&1; local rc=$?
+  { echo "--- $label (exit $rc)"; cat "$OUTDIR/job.log"; } >> "$OUTDIR/jobs.log"
+  grep -o '{.*}' "$OUTDIR/job.log" | sed "s/^{/{\"job\":\"$label\",/" | tee -a "$ROWS"
+  [ $rc = 0 ] || { echo "job $label exited $rc"; tail -15 "$OUTDIR/job.log"; }
+  rm -f "$OUTDIR/job.log"
+}
+
+step "bench (a): pinned copy bandwidth and hybrid allreduce"
+timeout 60 "$BENCH" copy --mib 256 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
+SZ=1M,16M,64M,256M
+run_job gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes $SZ --iters 5
+run_job gpu1+host3-hostmem 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes $SZ --iters 5 --host-memory
+run_job gpu1+host3-bf16 90 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes 64M,256M --iters 5 --dtype bf16
+run_job gpu+gpu-one-card 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5
+run_job gpu+gpu-one-card-hostmem 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5 --host-memory
+
+step "bench (b): one NCCL island through Tessera vs NCCL directly"
+run_job single-island 120 -- --island nvidia=cuda:1 -- "$BENCH" direct --sizes 1M,4M,16M,64M,256M --iters 50
+
+step "bench (c): numerics, random gradients (4,000,037 elements)"
+run_job numerics-gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$W" numerics --count 4000037
+run_job numerics-gpu+gpu 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$W" numerics --count 4000037
+
+step "results"
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+RES=bench/results/gpu-$STAMP.json
+python3 - "$ROWS" "$RES" "$GPU" "$DRIVER" "$COMMIT" "$TEST_RC" <<'PY'
+import json, sys, socket, os, datetime
+rows_path, res, gpu, driver, commit, test_rc = sys.argv[1:]
+rows = []
+for line in open(rows_path):
+    line = line.strip()
+    try: rows.append(json.loads(line))
+    except Exception: pass
+out = {"machine": {"host": socket.gethostname(), "cores": os.cpu_count(), "gpu": gpu, "driver": driver},
+       "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+       "env": {"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")},
+       "gpu_tests_passed": test_rc == "0", "rows": rows}
+json.dump(out, open(res, "w"), indent=1)
+copy = [r for r in rows if r.get("bench") == "pinned_copy"]
+cbw = min(copy[0]["d2h_GBps"], copy[0]["h2d_GBps"]) if copy else float("nan")
+print(f"GPU {gpu}, driver {driver}, commit {commit[:12]}; GPU tests {'PASSED' if test_rc == '0' else 'FAILED'}")
+if copy: print(f"pinned copy 256 MiB: D2H {copy[0]['d2h_GBps']:.1f} GB/s, H2D {copy[0]['h2d_GBps']:.1f} GB/s, both at once {copy[0]['bidir_each_GBps']:.1f} GB/s each")
+# staging efficiency: the same job with the GPU rank(s) on host memory, over the job on device memory
+hostmem = {(r["job"].replace("-hostmem", ""), r["bytes"], r["dtype"]): r["time_us"] for r in rows
+           if r.get("bench") == "allreduce" and not r["gpu_memory"]}
+print(f"{'job':28} {'size':>6} {'dtype':>8} {'time us':>10} {'algbw':>7} {'busbw':>7} {'algbw/copy':>10} {'host/dev time':>13}")
+for r in rows:
+    if r.get("bench") == "allreduce":
+        mib = r["bytes"] >> 20
+        h = hostmem.get((r["job"], r["bytes"], r["dtype"])) if r["gpu_memory"] else None
+        eff = f"{h / r['time_us']:>12.0%}" if h else f"{'':>13}"
+        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {r['algbw_GBps']/cbw:>9.0%} {eff}")
+for r in rows:
+    if r.get("bench") == "single_island":
+        print(f"single island {r['bytes']>>20:>4}M: tessera {r['tessera_us']:.1f} us, nccl {r['nccl_us']:.1f} us, overhead {r['overhead_pct']:+.2f}% ({r['ccl']})")
+for r in rows:
+    if r.get("bench") == "numerics":
+        print(f"numerics {r['job']:24} {r['dtype']:>8}: rel err (L2) {r['rel_err_l2']:.2e} vs one rounding {r['one_rounding_rel_err_l2']:.2e}; max rel {r['max_rel_err']:.2e}; beyond bound {r['beyond_one_rounding']}; bit-identical {r['bit_identical']}")
+PY
+cp "$RES" "$OUTDIR/" 2>/dev/null || true
+echo "wrote $RES"
+exit $TEST_RC

@@ -1,0 +1,94 @@
+// comm/device/cuda: the CUDA device backend of one rank — picks the GPU named by TESSERA_DEVICE=cuda:N,
+// classifies pointers (device memory vs host memory, with the allocation's extent when the driver tells
+// it), and owns the per-communicator CUDA resources: streams, events, pinned staging buffers and the
+// host-mapped completion flag. All of them are created ONCE, when the communicator is made (staging for
+// whole-buffer copies grows on demand and is kept); no collective creates a stream, event or buffer.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/status.hpp"
+
+namespace tessera::comm::cuda {
+
+// "CUDA error 'an illegal memory access was encountered' (700) in cudaMemcpyAsync"
+Status Check(cudaError_t e, const char* what);
+
+// True when `p` is CUDA device (or managed) memory. Asks CUDA only when this process already uses it
+// (libcuda is loaded), so host-only ranks never create a CUDA context.
+bool IsDeviceMemory(const void* p);
+
+class Device {
+ public:
+  // Parses "cuda:N", checks N against the visible GPUs and makes it current. Errors name the value.
+  static Result<std::unique_ptr<Device>> Open(const std::string& spec);
+  ~Device();
+
+  int index() const { return index_; }
+  const std::string& name() const { return name_; }
+  // Makes this rank's GPU current on the calling thread (the worker thread calls it once).
+  Status MakeCurrent() const;
+
+  // `what` and `arg` name the call and the argument ("allreduce", "sendbuf"); messages are built only on
+  // failure. Device memory of this rank's GPU (or managed memory), holding `bytes` from p when the driver
+  // reports the allocation's extent.
+  Status CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes) const;
+  // Host memory (pageable or pinned), not device memory.
+  Status CheckHostPtr(const char* what, const char* arg, const void* p) const;
+
+  // Makes `stream` wait until the host-mapped flag reaches `value` (never blocks the caller).
+  Status EnqueueWaitFlag(cudaStream_t stream, uint32_t value);
+  // Publishes `value` in the flag (host side, release order).
+  void SetFlag(uint32_t value);
+  // "stream-wait-value" (driver stream memory operation) or "spin-kernel" (fallback).
+  const char* wait_mode() const { return wait_mode_; }
+
+  // Waits for `ev` without blocking forever: Timeout after `timeout`, or the CUDA error it ended with.
+  Status WaitEvent(cudaEvent_t ev, std::chrono::milliseconds timeout, const char* what) const;
+
+ private:
+  Device() = default;
+  int index_ = 0;
+  std::string name_;
+  uint32_t* flag_host_ = nullptr;  // cudaHostAllocMapped
+  uint32_t* flag_dev_ = nullptr;
+  void* wait_value_ = nullptr;  // cuStreamWaitValue32, when the driver offers it
+  void* mem_range_ = nullptr;   // cuMemGetAddressRange
+  const char* wait_mode_ = "spin-kernel";
+  bool wait_value_failed_ = false;
+  // Device allocations already validated (base, size), most recent first: a pointer inside one skips the
+  // driver queries, so a single-island call costs no more than NCCL's own. (A freed and re-made
+  // allocation at the same base with a smaller size would pass unchecked, as it would with NCCL.)
+  struct Alloc {
+    uintptr_t base = 0, size = 0;
+  };
+  mutable Alloc seen_[8];
+};
+
+// A page-locked host buffer that grows on demand and keeps its size. Growing never frees the smaller
+// buffer (cudaFreeHost synchronizes the device, which would deadlock against a caller's stream that waits
+// for the collective in progress): every buffer is freed with the communicator.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer();
+  Result<std::byte*> Get(size_t bytes);
+  std::byte* data() const { return p_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::byte* p_ = nullptr;
+  size_t size_ = 0;
+  std::vector<std::byte*> retired_;
+};
+
+}  // namespace tessera::comm::cuda

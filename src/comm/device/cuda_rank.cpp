@@ -1,0 +1,487 @@
+// comm/device/cuda_rank: the CUDA device backend of a rank (see device.hpp), in two modes:
+//
+//  * World of one CUDA island: every collective on device memory is one call into the island's CCL
+//    (NCCL) on the caller's stream — nothing else happens on the way, so the cost over calling NCCL
+//    directly is the argument checks.
+//  * Hybrid world (several islands): collectives on device memory cross the GPU<->host bridge. The call
+//    records an event on the caller's stream, hands the job to this communicator's worker thread, makes
+//    the caller's stream wait on a host-mapped flag (cuStreamWaitValue32, or a one-thread spin kernel
+//    when the driver lacks stream memory operations) and returns at once. The worker, in order:
+//      allreduce — the buffer is cut into the chunks every rank of a hybrid world uses
+//      (Comm::BridgeChunks); chunk i+1 is copied D2H (copy stream 1) while chunk i goes through the
+//      host hierarchical algorithm in pinned staging (island phase, bridge reduce in f32 for 16-bit types,
+//      island share) and chunk i-1 is copied H2D (copy stream 2); events order the streams and slots.
+//      other collectives — whole buffers are staged through pinned memory (first version).
+//    Then it raises the flag. A failure is recorded, announced to the other ranks through the store (the
+//    communicator's Guard), the flag is still raised so the caller's stream never hangs, and the error
+//    is returned by the next call on this communicator.
+//    Host-memory calls (stream NULL) go through the same worker queue, in order, and wait.
+// Streams, events, the flag and the chunk slots are created in Attach, once per communicator. Whole-buffer
+// staging grows on the caller's thread when a larger call comes and is kept; no buffer is freed before the
+// communicator is (cudaFreeHost would synchronize the device against a stream waiting for the bridge).
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "comm/ccl/ccl.hpp"
+#include "comm/comm.hpp"
+#include "comm/device/cuda.hpp"
+#include "comm/device/device.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+
+namespace tessera::comm {
+
+class CudaRank final : public DeviceRank {
+ public:
+  explicit CudaRank(std::unique_ptr<cuda::Device> dev) : dev_(std::move(dev)) {}
+  ~CudaRank() override;
+  Status Attach(Comm* comm) override;
+  std::string Describe() const override;
+
+  Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                   tsrStream_t stream) override;
+  Status ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                       tsrStream_t stream) override;
+  Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) override;
+  Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                   tsrStream_t stream) override;
+  Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status Barrier() override;
+
+ private:
+  static constexpr int kSlots = 3;      // chunk staging slots: D2H(i+1) | bridge(i) | H2D(i-1)
+  static constexpr int kInEvents = 64;  // queued device jobs before a caller waits
+
+  struct Job {
+    std::function<Status(cudaEvent_t)> run;
+    cudaEvent_t in = nullptr;                      // recorded on the caller's stream (device jobs)
+    uint32_t ticket = 0;                           // flag value that releases the caller's stream
+    std::shared_ptr<std::promise<Status>> result;  // host jobs: the caller waits on it
+  };
+
+  // Validates buffers for a call on `stream`: device memory of this GPU when a stream is given, host
+  // memory when it is NULL.
+  Status CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
+                      tsrStream_t stream) const;
+  // Hybrid: queues a device job (returns at once) or a host job (waits for it).
+  Status SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(cudaEvent_t)> run);
+  Status SubmitHost(std::function<Status()> run);
+  // Runs a host-path call: on the worker (in order with device jobs) in a hybrid world, else right here.
+  Status Host(std::function<Status()> run) { return hybrid_ ? SubmitHost(std::move(run)) : run(); }
+  void WorkerLoop();
+  // Device job bodies.
+  Status BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op);
+  // Stages whole buffers through hin/hout (pinned, sized by the caller thread at submission).
+  Status Staged(cudaEvent_t in, const void* send, size_t send_bytes, void* recv, size_t recv_bytes, std::byte* hin,
+                std::byte* hout, const std::function<Status(const void*, void*)>& host_call);
+  // On the caller thread, before the job is queued: pinned buffers for a staged job.
+  Status StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout);
+  Status Fail(const char* what, Status s);  // records s through the communicator's Guard
+  Status CclCall(const char* what, int r);
+  Status Direct() const;
+
+  std::unique_ptr<cuda::Device> dev_;
+  Comm* comm_ = nullptr;
+  bool hybrid_ = false;
+  std::unique_ptr<CclComm> ccl_;  // world of one island
+  uint32_t direct_calls_ = 0;
+  // Hybrid resources (created in Attach).
+  cudaStream_t d2h_ = nullptr, h2d_ = nullptr;
+  cudaEvent_t d2h_ev_[kSlots] = {}, h2d_ev_[kSlots] = {}, in_ev_[kInEvents] = {};
+  cuda::PinnedBuffer slot_[kSlots], whole_in_, whole_out_;
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<Job> queue_;
+  bool stop_ = false;
+  uint32_t submitted_ = 0, completed_ = 0;
+  Status async_error_;
+};
+
+Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const std::string& device) {
+  TSR_ASSIGN_OR_RETURN(auto dev, cuda::Device::Open(device));
+  return std::unique_ptr<DeviceRank>(new CudaRank(std::move(dev)));
+}
+
+bool IsDevicePointer(const void* p) { return cuda::IsDeviceMemory(p); }
+
+Status CudaRank::Attach(Comm* comm) {
+  comm_ = comm;
+  hybrid_ = comm->islands_.size() > 1;
+  if (!hybrid_) {
+    // World of one island: the island's CCL, on the caller's stream.
+    TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv());
+    const Island& I = comm->islands_[comm->my_island_];
+    auto c = CclComm::Create(lib, comm->store_.get(), fmt::format("ccl/island{}/id", I.index),
+                             static_cast<int>(I.ranks.size()), comm->local_, comm->timeout_);
+    if (!c.ok())
+      return c.status().WithContext(
+          fmt::format("rank {}: creating island {}'s {} communicator", comm->rank_, I.index, lib->name()));
+    ccl_ = std::move(c).value();
+    return Status::Ok();
+  }
+  TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  for (int s = 0; s < kSlots; ++s) {
+    TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&d2h_ev_[s], cudaEventDisableTiming), "cudaEventCreate"));
+    TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&h2d_ev_[s], cudaEventDisableTiming), "cudaEventCreate"));
+    TSR_RETURN_IF_ERROR(slot_[s].Get(comm->bridge_chunk_bytes_).status());
+  }
+  for (auto& e : in_ev_)
+    TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+  worker_ = std::thread([this] { WorkerLoop(); });
+  return Status::Ok();
+}
+
+CudaRank::~CudaRank() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  if (d2h_) (void)cudaStreamSynchronize(d2h_);
+  if (h2d_) (void)cudaStreamSynchronize(h2d_);
+  for (auto e : d2h_ev_)
+    if (e) (void)cudaEventDestroy(e);
+  for (auto e : h2d_ev_)
+    if (e) (void)cudaEventDestroy(e);
+  for (auto e : in_ev_)
+    if (e) (void)cudaEventDestroy(e);
+  if (d2h_) (void)cudaStreamDestroy(d2h_);
+  if (h2d_) (void)cudaStreamDestroy(h2d_);
+  if (ccl_ && comm_ && !comm_->failed_.ok()) ccl_->MarkFailed();
+  ccl_.reset();
+}
+
+std::string CudaRank::Describe() const {
+  if (ccl_)
+    return fmt::format("cuda:{} ({}), {} {} on the caller's stream", dev_->index(), dev_->name(), ccl_->lib().name(),
+                       ccl_->lib().version());
+  return fmt::format("cuda:{} ({}), GPU<->host bridge through pinned staging, stream wait: {}", dev_->index(),
+                     dev_->name(), dev_->wait_mode());
+}
+
+Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
+                              size_t recv_bytes, tsrStream_t stream) const {
+  if (stream == nullptr) {
+    TSR_RETURN_IF_ERROR(dev_->CheckHostPtr(what, "sendbuf", send));
+    return dev_->CheckHostPtr(what, "recvbuf", recv);
+  }
+  if (send != nullptr || send_bytes > 0) TSR_RETURN_IF_ERROR(dev_->CheckDevicePtr(what, "sendbuf", send, send_bytes));
+  if (recv != nullptr || recv_bytes > 0) TSR_RETURN_IF_ERROR(dev_->CheckDevicePtr(what, "recvbuf", recv, recv_bytes));
+  return Status::Ok();
+}
+
+Status CudaRank::Direct() const {
+  if (!comm_->failed_.ok())
+    return Status(comm_->failed_.code(), "communicator failed earlier: " + comm_->failed_.message());
+  return Status::Ok();
+}
+
+Status CudaRank::CclCall(const char* what, int r) {
+  Status s = ccl_->lib().Check(r, what);
+  // The CCL's asynchronous error (a peer gone, a kernel fault) is polled every 16th call: cheap enough
+  // not to show next to NCCL called directly, and it still surfaces within a few calls.
+  if (s.ok() && (++direct_calls_ & 15) == 0) s = ccl_->AsyncError();
+  if (!s.ok()) {
+    ccl_->MarkFailed();
+    return comm_->GuardFn(what, [&] { return s; });
+  }
+  return s;
+}
+
+Status CudaRank::Fail(const char* what, Status s) {
+  if (s.ok()) return s;
+  // The communicator's state belongs to the worker thread while one runs.
+  if (worker_.joinable() && std::this_thread::get_id() != worker_.get_id())
+    return SubmitHost([&] { return comm_->GuardFn(what, [&] { return s; }); });
+  return comm_->GuardFn(what, [&] { return s; });
+}
+
+// ---- hybrid: the worker queue ----
+
+Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(cudaEvent_t)> run) {
+  auto user = static_cast<cudaStream_t>(stream);
+  std::unique_lock<std::mutex> l(mu_);
+  if (!async_error_.ok())
+    return Status(async_error_.code(),
+                  fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
+  // Back-pressure: at most kInEvents device jobs in flight (each owns one input event).
+  if (!done_cv_.wait_for(l, comm_->timeout_, [&] { return submitted_ - completed_ < kInEvents; })) {
+    l.unlock();
+    return Fail(what, Timeout(fmt::format("{}: {} collectives queued on the GPU bridge did not finish within "
+                                          "TESSERA_TIMEOUT",
+                                          what, kInEvents)));
+  }
+  uint32_t ticket = ++submitted_;
+  Job job;
+  job.in = in_ev_[ticket % kInEvents];
+  job.ticket = ticket;
+  job.run = std::move(run);
+  Status s = cuda::Check(cudaEventRecord(job.in, user), "cudaEventRecord on the caller's stream");
+  if (s.ok()) s = dev_->EnqueueWaitFlag(user, ticket);
+  if (!s.ok()) {
+    // Keep the ticket sequence whole: the worker runs a job that records this failure (through the
+    // communicator's Guard, so the other ranks hear of it) and raises the flag.
+    job.run = [this, s, what](cudaEvent_t) { return Fail(what, s); };
+  }
+  queue_.push_back(std::move(job));
+  l.unlock();
+  cv_.notify_all();
+  return s;
+}
+
+Status CudaRank::SubmitHost(std::function<Status()> run) {
+  auto p = std::make_shared<std::promise<Status>>();
+  auto f = p->get_future();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    Job job;
+    job.result = p;
+    job.run = [run = std::move(run)](cudaEvent_t) { return run(); };
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+  return f.get();
+}
+
+void CudaRank::WorkerLoop() {
+  Status cur = dev_->MakeCurrent();
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Status s = cur;
+    if (s.ok()) {
+      std::lock_guard<std::mutex> l(mu_);
+      if (job.result == nullptr && !async_error_.ok()) s = async_error_;  // device jobs after a failure: skip
+    }
+    if (s.ok()) s = job.run(job.in);
+    if (job.result) {
+      job.result->set_value(s);
+      continue;
+    }
+    // Device job: make sure no copy of it is still in flight, then release the caller's stream.
+    (void)cudaStreamSynchronize(d2h_);
+    (void)cudaStreamSynchronize(h2d_);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!s.ok() && async_error_.ok()) async_error_ = s;
+      completed_ = job.ticket;
+    }
+    dev_->SetFlag(job.ticket);
+    done_cv_.notify_all();
+  }
+}
+
+Status CudaRank::BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt,
+                                 RedOp op) {
+  const size_t esz = DTypeSize(dt);
+  auto chunks = comm_->BridgeChunks(count, dt);
+  return comm_->GuardFn("allreduce", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
+    if (chunks.front().len() * esz > slot_[0].size())
+      return InternalError("bridge chunk larger than the staging slots made at init");
+    auto issue_d2h = [&](size_t i) -> Status {
+      int s = static_cast<int>(i % kSlots);
+      TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, h2d_ev_[s], 0), "cudaStreamWaitEvent (slot)"));
+      if (chunks[i].len() > 0)
+        TSR_RETURN_IF_ERROR(cuda::Check(cudaMemcpyAsync(slot_[s].data(), send + chunks[i].lo * esz,
+                                                        chunks[i].len() * esz, cudaMemcpyDeviceToHost, d2h_),
+                                        "cudaMemcpyAsync (device to host staging)"));
+      return cuda::Check(cudaEventRecord(d2h_ev_[s], d2h_), "cudaEventRecord");
+    };
+    TSR_RETURN_IF_ERROR(issue_d2h(0));
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      if (i + 1 < chunks.size()) TSR_RETURN_IF_ERROR(issue_d2h(i + 1));
+      int s = static_cast<int>(i % kSlots);
+      TSR_RETURN_IF_ERROR(dev_->WaitEvent(d2h_ev_[s], comm_->timeout_, "allreduce: copying the input to the host"));
+      std::byte* buf = slot_[s].data();
+      Status st = comm_->Hierarchical(CollKind::kAllReduce, buf, buf, chunks[i].len(), dt, op, 0);
+      ++comm_->seq_;
+      TSR_RETURN_IF_ERROR(st);
+      if (chunks[i].len() > 0)
+        TSR_RETURN_IF_ERROR(cuda::Check(
+            cudaMemcpyAsync(recv + chunks[i].lo * esz, buf, chunks[i].len() * esz, cudaMemcpyHostToDevice, h2d_),
+            "cudaMemcpyAsync (host staging to device)"));
+      TSR_RETURN_IF_ERROR(cuda::Check(cudaEventRecord(h2d_ev_[s], h2d_), "cudaEventRecord"));
+    }
+    int last = static_cast<int>((chunks.size() - 1) % kSlots);
+    return dev_->WaitEvent(h2d_ev_[last], comm_->timeout_, "allreduce: copying the result to the device");
+  });
+}
+
+Status CudaRank::StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout) {
+  TSR_ASSIGN_OR_RETURN(*hin, whole_in_.Get(send_bytes));
+  TSR_ASSIGN_OR_RETURN(*hout, whole_out_.Get(recv_bytes));
+  return Status::Ok();
+}
+
+Status CudaRank::Staged(cudaEvent_t in, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
+                        std::byte* hin, std::byte* hout, const std::function<Status(const void*, void*)>& host_call) {
+  Status s = cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)");
+  if (s.ok() && send_bytes > 0)
+    s = cuda::Check(cudaMemcpyAsync(hin, send, send_bytes, cudaMemcpyDeviceToHost, d2h_), "cudaMemcpyAsync (D2H)");
+  if (s.ok()) s = cuda::Check(cudaEventRecord(d2h_ev_[0], d2h_), "cudaEventRecord");
+  if (s.ok()) s = dev_->WaitEvent(d2h_ev_[0], comm_->timeout_, "copying the input to the host");
+  if (!s.ok()) return Fail("staging", s);
+  TSR_RETURN_IF_ERROR(host_call(hin, hout));  // the host call records its own failures
+  if (recv_bytes > 0)
+    s = cuda::Check(cudaMemcpyAsync(recv, hout, recv_bytes, cudaMemcpyHostToDevice, h2d_), "cudaMemcpyAsync (H2D)");
+  if (s.ok()) s = cuda::Check(cudaEventRecord(h2d_ev_[0], h2d_), "cudaEventRecord");
+  if (s.ok()) s = dev_->WaitEvent(h2d_ev_[0], comm_->timeout_, "copying the result to the device");
+  return Fail("staging", s);
+}
+
+// ---- collectives ----
+
+Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                           tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  auto rop = static_cast<RedOp>(op);
+  if (!IsValid(dt))
+    return Host(
+        [=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });  // names the bad type
+  size_t bytes = count * DTypeSize(dt);
+  TSR_RETURN_IF_ERROR(Fail("allreduce", CheckBuffers("allreduce", send, bytes, recv, bytes, stream)));
+  if (stream == nullptr) return Host([=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });
+  if (!IsValid(rop))
+    return Fail("allreduce", InvalidArgument(fmt::format("allreduce: op {} is not a tsrRedOp_t", int(op))));
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("AllReduce",
+                   ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), CclRedOp(rop), ccl_->handle(), stream));
+  }
+  return SubmitDevice("allreduce", stream, [=, this](cudaEvent_t in) {
+    return BridgeAllReduce(in, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, rop);
+  });
+}
+
+Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                               tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt))
+    return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
+  size_t rb = recvcount * DTypeSize(dt), sb = rb * comm_->size_;
+  TSR_RETURN_IF_ERROR(Fail("reduce_scatter", CheckBuffers("reduce_scatter", send, sb, recv, rb, stream)));
+  if (stream == nullptr)
+    return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    if (!IsValid(static_cast<RedOp>(op)))
+      return Fail("reduce_scatter", InvalidArgument(fmt::format("reduce_scatter: op {} is not a tsrRedOp_t", int(op))));
+    return CclCall("ReduceScatter",
+                   ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), CclRedOp(static_cast<RedOp>(op)),
+                                             ccl_->handle(), stream));
+  }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("reduce_scatter", StagingFor(sb, rb, &hin, &hout)));
+  return SubmitDevice("reduce_scatter", stream, [=, this](cudaEvent_t in) {
+    return Staged(in, send, sb, recv, rb, hin, hout, [&](const void* hs, void* hr) {
+      return comm_->HostReduceScatter(hs, hr, recvcount, type, op, nullptr);
+    });
+  });
+}
+
+Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt)) return Host([=, this] { return comm_->HostAllGather(send, recv, sendcount, type, nullptr); });
+  size_t sb = sendcount * DTypeSize(dt), rb = sb * comm_->size_;
+  TSR_RETURN_IF_ERROR(Fail("allgather", CheckBuffers("allgather", send, sb, recv, rb, stream)));
+  if (stream == nullptr) return Host([=, this] { return comm_->HostAllGather(send, recv, sendcount, type, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream));
+  }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("allgather", StagingFor(sb, rb, &hin, &hout)));
+  return SubmitDevice("allgather", stream, [=, this](cudaEvent_t in) {
+    return Staged(in, send, sb, recv, rb, hin, hout,
+                  [&](const void* hs, void* hr) { return comm_->HostAllGather(hs, hr, sendcount, type, nullptr); });
+  });
+}
+
+Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                           tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt) || root < 0 || root >= comm_->size_)
+    return Host(
+        [=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });  // names the bad argument
+  bool is_root = root == comm_->rank_;
+  size_t b = count * DTypeSize(dt);
+  TSR_RETURN_IF_ERROR(
+      Fail("broadcast", CheckBuffers("broadcast", is_root ? send : nullptr, is_root ? b : 0, recv, b, stream)));
+  if (stream == nullptr)
+    return Host([=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("Broadcast", ccl_->lib().Broadcast(is_root ? send : recv, recv, count, CclDataType(dt), root,
+                                                      ccl_->handle(), stream));
+  }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("broadcast", StagingFor(b, b, &hin, &hout)));
+  return SubmitDevice("broadcast", stream, [=, this](cudaEvent_t in) {
+    return Staged(in, is_root ? send : nullptr, is_root ? b : 0, recv, b, hin, hout, [&](const void* hs, void* hr) {
+      return comm_->HostBroadcast(is_root ? hs : hr, hr, count, type, root, nullptr);
+    });
+  });
+}
+
+Status CudaRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt) || peer < 0 || peer >= comm_->size_ || peer == comm_->rank_)
+    return Host([=, this] { return comm_->HostSend(send, count, type, peer, nullptr); });
+  size_t b = count * DTypeSize(dt);
+  TSR_RETURN_IF_ERROR(Fail("send", CheckBuffers("send", send, b, nullptr, 0, stream)));
+  if (stream == nullptr) return Host([=, this] { return comm_->HostSend(send, count, type, peer, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("Send", ccl_->lib().Send(send, count, CclDataType(dt), peer, ccl_->handle(), stream));
+  }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("send", StagingFor(b, 0, &hin, &hout)));
+  return SubmitDevice("send", stream, [=, this](cudaEvent_t in) {
+    return Staged(in, send, b, nullptr, 0, hin, hout,
+                  [&](const void* hs, void*) { return comm_->HostSend(hs, count, type, peer, nullptr); });
+  });
+}
+
+Status CudaRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt) || peer < 0 || peer >= comm_->size_ || peer == comm_->rank_)
+    return Host([=, this] { return comm_->HostRecv(recv, count, type, peer, nullptr); });
+  size_t b = count * DTypeSize(dt);
+  TSR_RETURN_IF_ERROR(Fail("recv", CheckBuffers("recv", nullptr, 0, recv, b, stream)));
+  if (stream == nullptr) return Host([=, this] { return comm_->HostRecv(recv, count, type, peer, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("Recv", ccl_->lib().Recv(recv, count, CclDataType(dt), peer, ccl_->handle(), stream));
+  }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("recv", StagingFor(0, b, &hin, &hout)));
+  return SubmitDevice("recv", stream, [=, this](cudaEvent_t in) {
+    return Staged(in, nullptr, 0, recv, b, hin, hout,
+                  [&](const void*, void* hr) { return comm_->HostRecv(hr, count, type, peer, nullptr); });
+  });
+}
+
+Status CudaRank::Barrier() {
+  return Host([this] { return comm_->HostBarrier(); });
+}
+
+}  // namespace tessera::comm

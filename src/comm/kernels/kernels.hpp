@@ -1,0 +1,31 @@
+// comm/kernels: CUDA kernels of the device path, with the SAME element rules as the CPU kernels in
+// comm/reduce.cpp and the conversions in common/dtype.hpp, so that a GPU rank and a CPU rank that fold
+// the same contributions in the same order produce the same bits:
+//   - float16/bfloat16 widen to float32 exactly; float32 narrows with round-to-nearest-even, NaN kept NaN;
+//   - Fold: acc = first ? widen(src) : op(acc, widen(src)), max/min propagate NaN like the CPU path;
+//   - Finalize: out = narrow(acc / divisor when op == avg, else acc), rounded once.
+// Device arithmetic is compiled without fused multiply-add contraction (no FMA in these kernels anyway:
+// one add, one divide, IEEE round-to-nearest on both sides).
+// All launchers are asynchronous on `stream` and return the launch error, if any.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.hpp"
+
+namespace tessera::comm::kernels {
+
+// acc (AccumType(dtype)) = first ? convert(src) : op(acc, convert(src)); src has type `src_type`, which is
+// dtype or AccumType(dtype). Floating types only (float16, bfloat16, float32, float64).
+cudaError_t Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first,
+                 cudaStream_t stream);
+// out (dtype) = narrow(acc (AccumType(dtype)) [/ divisor for avg]). Floating types only.
+cudaError_t Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor, cudaStream_t stream);
+// Blocks `stream` until the host-mapped word *flag reaches `value` (wrap-around compare, like
+// CU_STREAM_WAIT_VALUE_GEQ). The fallback when the driver's stream memory operations are unavailable.
+cudaError_t SpinWait(const volatile uint32_t* flag_dev, uint32_t value, cudaStream_t stream);
+
+}  // namespace tessera::comm::kernels
