@@ -1,0 +1,77 @@
+// cli/daemon: `tessera daemon` — runs the job daemon (HTTP/JSON API on 127.0.0.1, SQLite state, queue with
+// automatic wake-up, local executor). `tessera daemon shim ...` is the per-attempt shim it starts.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "cli/command.hpp"
+#ifdef TESSERA_HAVE_DAEMON
+#include "common/env.hpp"
+#include "daemon/daemon.hpp"
+#include "daemon/executor.hpp"
+#endif
+
+namespace {
+
+int RunDaemonCmd(int argc, char** argv) {
+#ifndef TESSERA_HAVE_DAEMON
+  (void)argc;
+  (void)argv;
+  std::fprintf(stderr,
+               "tessera daemon: this build has no job daemon (it needs libsqlite3-dev and libcpp-httplib-dev at "
+               "configure time; run scripts/install-deps.sh and reconfigure)\n");
+  return 2;
+#else
+  if (argc >= 2 && !std::strcmp(argv[1], "shim")) return tessera::daemon::RunShim(argc - 1, argv + 1);
+  CLI::App app{"Run the job daemon: HTTP/JSON API on 127.0.0.1 with bearer tokens, state in SQLite (WAL), queue with "
+               "automatic wake-up, local execution through `tessera run`. Jobs keep running when it stops; a "
+               "restart reconciles with them.",
+               "tessera daemon"};
+  tessera::daemon::DaemonOptions o;
+  std::string state, tick = "100ms";
+  std::vector<std::string> tenants;
+  app.add_option("--state-dir", state, "State directory (default $TESSERA_HOME or ~/.tessera)");
+  app.add_option("--host", o.host, "Listen address (loopback by default)");
+  app.add_option("--port", o.port, "Listen port; 0 picks a free one (written to STATE/daemon.json)");
+  app.add_option("--catalog", o.catalog_path, "Catalog YAML (default: the stored one, else the brief's two prices)");
+  app.add_option("--fleet", o.fleet_path, "Fleet YAML to register at start (or use `tessera fleet register`)");
+  app.add_option("--policy", o.policy_path, "Policy YAML (default: the stored one, else no floor)");
+  app.add_option("--tenant", tenants, "Tenant token NAME=TOKEN (repeatable); the admin token is STATE/token");
+  app.add_option("--tick", tick, "Scheduler poll interval (events wake it at once)");
+  std::string launcher;
+  app.add_option("--launcher", launcher,
+                 "Launcher command, space-separated (default: this binary's `run`); islands and -- COMMAND follow");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  o.state_dir = tessera::daemon::DefaultStateDir(state);
+  for (const auto& t : tenants) {
+    auto eq = t.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == t.size()) {
+      std::fprintf(stderr, "tessera daemon: --tenant '%s' is not NAME=TOKEN\n", t.c_str());
+      return 2;
+    }
+    o.tenants.emplace_back(t.substr(0, eq), t.substr(eq + 1));
+  }
+  auto tk = tessera::env::ParseDuration("--tick", tick);
+  if (!tk.ok()) {
+    std::fprintf(stderr, "tessera daemon: %s\n", tk.status().message().c_str());
+    return 2;
+  }
+  o.tick_ms = tk->count();
+  {
+    std::istringstream ss(launcher);
+    std::string w;
+    while (ss >> w) o.launcher.push_back(w);
+  }
+  return tessera::daemon::RunDaemon(o);
+#endif
+}
+
+}  // namespace
+
+TESSERA_COMMAND(daemon, "Run the job daemon (queue, wake-up, local execution, billing)", RunDaemonCmd);

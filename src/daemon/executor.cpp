@@ -1,0 +1,257 @@
+// daemon/executor: maps placements to islands, starts job attempts through the shim, and the shim itself.
+#include "daemon/executor.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "daemon/util.hpp"
+
+extern char** environ;
+
+namespace tessera::daemon {
+
+nlohmann::json IslandsToJson(const std::vector<Island>& islands) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& i : islands)
+    a.push_back({{"type", i.type}, {"vendor", i.vendor}, {"device", i.device}, {"count", i.count},
+                 {"emulated", i.emulated}, {"weight", i.weight}});
+  return a;
+}
+
+std::vector<Island> IslandsFromJson(const nlohmann::json& j) {
+  std::vector<Island> out;
+  for (const auto& e : j) {
+    Island i;
+    i.type = e.value("type", "");
+    i.vendor = e.value("vendor", "");
+    i.device = e.value("device", "host");
+    i.count = e.value("count", int64_t{0});
+    i.emulated = e.value("emulated", false);
+    i.weight = e.value("weight", int64_t{0});
+    out.push_back(i);
+  }
+  return out;
+}
+
+std::vector<std::string> IslandArgs(const std::vector<Island>& islands) {
+  std::vector<std::string> a;
+  for (const auto& i : islands) {
+    a.push_back("--island");
+    a.push_back(fmt::format("{}={}:{}", i.vendor, i.device, i.count));
+  }
+  return a;
+}
+
+std::string IslandWeights(const std::vector<Island>& islands) {
+  std::string s;
+  for (const auto& i : islands) {
+    if (!s.empty()) s += ",";
+    s += sched::FormatThroughput(i.weight > 0 ? i.weight : sched::kThroughputScale);
+  }
+  return s;
+}
+
+Result<std::vector<Island>> IslandsFor(const sched::Placement& placement, const sched::Catalog& catalog,
+                                       const FleetSpec& fleet, const std::string& workload_class) {
+  std::vector<Island> out;
+  for (const auto& ta : placement.by_type) {
+    if (ta.cards <= 0) continue;
+    const auto* t = catalog.Find(ta.type);
+    if (!t) return InternalError(fmt::format("placement names type '{}', which is not in the catalog", ta.type));
+    bool any_real = false, any_emulated = false;
+    for (const auto& nc : placement.by_node) {
+      const auto* n = fleet.fleet.Find(nc.node);
+      if (!n || n->type != ta.type) continue;
+      (fleet.IsEmulated(n->id) ? any_emulated : any_real) = true;
+    }
+    Island i;
+    i.type = t->name;
+    i.vendor = t->vendor;
+    i.count = ta.cards;
+    i.emulated = !any_real;
+    if (any_real && any_emulated)
+      return Unsupported(fmt::format("type '{}' is placed on both emulated and real nodes; one island needs one kind",
+                                     ta.type));
+    if (i.emulated) {
+      i.device = "host";
+    } else if (t->vendor == "nvidia") {
+      i.device = "cuda";
+    } else {
+      return Unsupported(fmt::format(
+          "type '{}' (vendor {}) is on real nodes, but this local executor drives only host (emulated) and cuda "
+          "devices; mark the nodes 'emulated: true' in the fleet file to run them as host ranks",
+          ta.type, t->vendor));
+    }
+    auto it = t->throughput.find(workload_class);
+    i.weight = it != t->throughput.end() ? it->second : sched::kThroughputScale;
+    out.push_back(i);
+  }
+  if (out.empty()) return InternalError("placement has no cards");
+  return out;
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "tessera";
+  buf[n] = '\0';
+  return buf;
+}
+
+Result<pid_t> Launch(const LaunchRequest& r) {
+  std::vector<std::string> args = {r.self_exe, "daemon", "shim", "--dir", r.attempt_dir, "--log", r.log_path,
+                                   "--cwd", r.workdir, "--"};
+  if (r.launcher.empty()) {
+    args.push_back(r.self_exe);
+    args.push_back("run");
+  } else {
+    for (const auto& l : r.launcher) args.push_back(l);
+  }
+  for (auto& a : IslandArgs(r.islands)) args.push_back(a);
+  args.push_back("--");
+  for (const auto& c : r.command) args.push_back(c);
+
+  // Environment: the daemon's, minus any job-specific TESSERA_* it may carry, plus the request's.
+  static const std::set<std::string> kDrop = {"TESSERA_RESUME_FROM", "TESSERA_RANK", "TESSERA_WORLD_SIZE",
+                                              "TESSERA_ISLAND", "TESSERA_STORE", "TESSERA_TOKEN",
+                                              "TESSERA_DEVICE", "TESSERA_ISLAND_VENDOR", "TESSERA_DAEMON_TOKEN"};
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string k = kv.substr(0, kv.find('='));
+    if (kDrop.count(k) || r.env.count(k)) continue;
+    envs.push_back(kv);
+  }
+  for (const auto& [k, v] : r.env) envs.push_back(k + "=" + v);
+
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, r.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, r.self_exe.c_str(), &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return ErrnoError("start the job shim " + r.self_exe, rc);
+  return pid;
+}
+
+Result<ShimPids> ReadPidFile(const std::string& dir) {
+  auto text = ReadFile(dir + "/pid.json");
+  if (!text.ok()) return NotFound(dir + "/pid.json not written yet");
+  try {
+    auto j = nlohmann::json::parse(*text);
+    return ShimPids{j.at("shim").get<pid_t>(), j.at("child").get<pid_t>(), j.at("started_ms").get<int64_t>()};
+  } catch (const std::exception& e) {
+    return Corrupt(fmt::format("{}/pid.json: {}", dir, e.what()));
+  }
+}
+
+Result<ShimExit> ReadExitFile(const std::string& dir) {
+  auto text = ReadFile(dir + "/exit.json");
+  if (!text.ok()) return NotFound(dir + "/exit.json not written yet");
+  try {
+    auto j = nlohmann::json::parse(*text);
+    return ShimExit{j.at("exit_code").get<int>(), j.at("signal").get<int>(), j.at("ended_ms").get<int64_t>()};
+  } catch (const std::exception& e) {
+    return Corrupt(fmt::format("{}/exit.json: {}", dir, e.what()));
+  }
+}
+
+// ---- the shim ------------------------------------------------------------------------------------------
+
+int RunShim(int argc, char** argv) {
+  std::string dir, log, cwd;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (i + 1 >= argc) break;
+    if (a == "--dir") dir = argv[++i];
+    else if (a == "--log") log = argv[++i];
+    else if (a == "--cwd") cwd = argv[++i];
+    else {
+      std::fprintf(stderr, "tessera daemon shim: unknown option '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  if (dir.empty() || log.empty() || i >= argc) {
+    std::fprintf(stderr, "usage: tessera daemon shim --dir DIR --log FILE [--cwd DIR] -- PROGRAM ARGS...\n");
+    return 2;
+  }
+  // The shim outlives signals aimed at the job; it only records.
+  ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
+  int64_t started = NowMs();
+  pid_t child = ::fork();
+  if (child < 0) {
+    std::fprintf(stderr, "tessera daemon shim: fork: %s\n", std::strerror(errno));
+    return 1;
+  }
+  if (child == 0) {
+    ::setpgid(0, 0);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGHUP, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
+      std::fprintf(stderr, "tessera daemon shim: cannot enter the job's workdir %s: %s\n", cwd.c_str(),
+                   std::strerror(errno));
+      _exit(127);
+    }
+    ::execvp(argv[i], argv + i);
+    std::fprintf(stderr, "tessera daemon shim: cannot start %s: %s\n", argv[i], std::strerror(errno));
+    _exit(127);
+  }
+  nlohmann::json pj = {{"shim", ::getpid()}, {"child", child}, {"started_ms", started}};
+  Status s = WriteFileAtomic(dir + "/pid.json", pj.dump());
+  if (!s.ok()) std::fprintf(stderr, "tessera daemon shim: %s\n", s.ToString().c_str());
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  nlohmann::json ej = {{"exit_code", WIFEXITED(status) ? WEXITSTATUS(status) : -1},
+                       {"signal", WIFSIGNALED(status) ? WTERMSIG(status) : 0},
+                       {"ended_ms", NowMs()}};
+  s = WriteFileAtomic(dir + "/exit.json", ej.dump());
+  if (!s.ok()) {
+    std::fprintf(stderr, "tessera daemon shim: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,79 @@
+// daemon/executor: the local executor. A job attempt runs as
+//   tessera daemon shim --dir ATTEMPT_DIR --log LOG --cwd DIR -- tessera run --island V=host:N ... -- COMMAND
+// The shim is started in its own session (setsid), so the job survives a crash of the daemon; it starts
+// the launcher in a process group of its own, writes pid.json (its pid, the launcher's pid, the start
+// time) and, when the launcher ends, exit.json (exit code or signal, the end time) — both atomically. The
+// daemon, restarted, reads these files to reconcile: a job whose shim still runs keeps running, one whose
+// exit.json exists is finished with its real end time. Signals go to every process of the session except
+// the shim (SIGTERM first, SIGKILL after the grace period), so the shim always records the end.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/jobspec.hpp"
+#include "tessera/sched.hpp"
+#include "tessera/status.hpp"
+
+namespace tessera::daemon {
+
+// One island of an attempt: the cards of one accelerator type.
+struct Island {
+  std::string type;    // catalog type, "ascend-910b"
+  std::string vendor;  // island vendor for `tessera run --island VENDOR=...`
+  std::string device;  // "host" for emulated cards, "cuda" for real NVIDIA cards
+  int64_t count = 0;
+  bool emulated = false;
+  sched::Throughput weight = 0;  // per-card throughput for the job's workload class (speed weight)
+};
+nlohmann::json IslandsToJson(const std::vector<Island>& islands);
+std::vector<Island> IslandsFromJson(const nlohmann::json& j);
+// "--island ascend=host:2 --island nvidia=host:2" as argv items.
+std::vector<std::string> IslandArgs(const std::vector<Island>& islands);
+// "1.0,0.5": the islands' speed weights in island order (TESSERA_ISLAND_WEIGHTS).
+std::string IslandWeights(const std::vector<Island>& islands);
+
+// Maps a placement to islands, one per accelerator type, in catalog order. Cards on emulated nodes run as
+// host ranks; real NVIDIA cards as cuda ranks; other real cards are Unsupported on this executor.
+Result<std::vector<Island>> IslandsFor(const sched::Placement& placement, const sched::Catalog& catalog,
+                                       const FleetSpec& fleet, const std::string& workload_class);
+
+struct LaunchRequest {
+  std::string self_exe;     // the tessera binary (runs the shim)
+  std::vector<std::string> launcher;  // default {self_exe, "run"}
+  std::string attempt_dir;  // pid.json / exit.json go here
+  std::string log_path;     // stdout+stderr of the launcher and ranks, appended
+  std::string workdir;
+  std::vector<Island> islands;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;  // set for the ranks (over the daemon's environment)
+};
+// Starts the shim in a new session; returns its pid (= the session id).
+Result<pid_t> Launch(const LaunchRequest& request);
+
+struct ShimPids {
+  pid_t shim = 0;
+  pid_t child = 0;
+  int64_t started_ms = 0;
+};
+struct ShimExit {
+  int exit_code = -1;  // exit status, or -1 when killed by a signal
+  int signal = 0;
+  int64_t ended_ms = 0;
+};
+Result<ShimPids> ReadPidFile(const std::string& attempt_dir);   // NotFound until written
+Result<ShimExit> ReadExitFile(const std::string& attempt_dir);  // NotFound while running
+
+// Entry point of `tessera daemon shim ...` (argv starts at "shim").
+int RunShim(int argc, char** argv);
+
+// The path of the running executable (/proc/self/exe).
+std::string SelfExe();
+
+}  // namespace tessera::daemon

@@ -1,0 +1,55 @@
+// daemon/jobspec: the job file that `tessera submit` sends. It is the planner's job YAML (name, tenant,
+// priority, workload class, cards or throughput, compatible types; see tessera/sched.hpp) plus the keys
+// the daemon owns:
+//   command: [program, arg, ...]      what each rank runs under `tessera run` (required)
+//   workdir: DIR                      default: the job file's directory
+//   checkpoint: {dir: DIR, every: N}  where the job's checkpoints live (TESSERA_CKPT_ROOT); every N steps
+//   grace: 10s                        SIGTERM -> SIGKILL grace period on preemption or cancel
+//   env: {NAME: value}                extra environment for the ranks
+// Relative paths are resolved against the job file's directory. Errors name the file, the line and the key.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/sched.hpp"
+#include "tessera/status.hpp"
+
+namespace tessera::daemon {
+
+struct RunSpec {
+  std::vector<std::string> command;
+  std::string workdir;
+  std::string ckpt_dir;  // "" = the daemon picks <state>/jobs/<id>/ckpt
+  int64_t ckpt_every = 0;  // 0 = the program's default
+  int64_t grace_ms = 10000;
+  std::map<std::string, std::string> env;
+};
+
+struct JobSpec {
+  sched::Job job;  // the planner's part
+  RunSpec run;
+};
+
+// Parses `yaml` (the text of file `source`, whose directory is `base_dir`). `tenant` is the submitting
+// tenant: a `tenant:` in the file must match it. `compatible` (from --policy-compatible), when not empty,
+// replaces the file's compatible list.
+Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source, const std::string& base_dir,
+                             const std::string& tenant, const std::vector<std::string>& compatible);
+
+// Blanks the top-level `keys` of a YAML mapping (their whole block) so that another parser sees the rest
+// with unchanged line numbers. Exposed for the fleet's `emulated:` keys and for tests.
+std::string BlankTopLevelKeys(const std::string& yaml, const std::vector<std::string>& keys);
+
+// The fleet file the daemon accepts: the planner's fleet YAML plus `emulated: true|false` at the top level
+// (all nodes) or per node. Returns the planner's fleet and the ids of the emulated nodes.
+struct FleetSpec {
+  sched::Fleet fleet;
+  std::vector<std::string> emulated;  // node ids whose cards are emulated on the host
+  bool IsEmulated(const std::string& node) const;
+};
+Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& source);
+
+}  // namespace tessera::daemon

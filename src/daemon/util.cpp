@@ -1,0 +1,193 @@
+// daemon/util: time, atomic files, tokens and /proc process inspection for the daemon.
+#include "daemon/util.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace tessera::daemon {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string FormatMs(int64_t unix_ms) {
+  if (unix_ms <= 0) return "-";
+  time_t t = static_cast<time_t>(unix_ms / 1000);
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+namespace {
+std::string DirName(const std::string& path) {
+  auto pos = path.rfind('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return path.substr(0, pos);
+}
+}  // namespace
+
+Status WriteFileAtomic(const std::string& path, const std::string& data, int mode) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return ErrnoError("open " + tmp, errno);
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return ErrnoError("write " + tmp, e);
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoError("fsync " + tmp, e);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("rename " + tmp + " -> " + path, errno);
+  int dfd = ::open(DirName(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status MakeDirs(const std::string& path, int mode) {
+  if (path.empty()) return InvalidArgument("empty directory path");
+  std::string cur;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    cur = path.substr(0, j);
+    if (!cur.empty() && ::mkdir(cur.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST)
+      return ErrnoError("mkdir " + cur, errno);
+    i = j + 1;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return SystemError(fmt::format("{} exists and is not a directory", path));
+  return Status::Ok();
+}
+
+Result<std::string> RandomToken() {
+  unsigned char buf[16];
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open /dev/urandom", errno);
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof buf)) return SystemError("short read from /dev/urandom");
+  std::string out;
+  for (unsigned char c : buf) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+namespace {
+// Parses /proc/PID/stat: state (field 3), session (field 6), starttime (field 22).
+bool ReadStat(pid_t pid, char* state, pid_t* sid, int64_t* start) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return false;
+  std::string line;
+  std::getline(in, line);
+  auto rp = line.rfind(')');
+  if (rp == std::string::npos) return false;
+  std::istringstream ss(line.substr(rp + 2));
+  std::string f;
+  std::vector<std::string> fields;  // fields[0] is field 3
+  while (ss >> f) fields.push_back(f);
+  if (fields.size() < 20) return false;
+  *state = fields[0].empty() ? '?' : fields[0][0];
+  *sid = static_cast<pid_t>(std::stol(fields[3]));
+  *start = std::stoll(fields[19]);
+  return true;
+}
+}  // namespace
+
+int64_t ProcessStartTicks(pid_t pid) {
+  char st;
+  pid_t sid;
+  int64_t start;
+  if (pid <= 0 || !ReadStat(pid, &st, &sid, &start)) return -1;
+  return start;
+}
+
+bool ProcessAlive(pid_t pid) {
+  char st;
+  pid_t sid;
+  int64_t start;
+  if (pid <= 0 || !ReadStat(pid, &st, &sid, &start)) return false;
+  return st != 'Z' && st != 'X';
+}
+
+std::vector<pid_t> SessionMembers(pid_t sid) {
+  std::vector<pid_t> out;
+  if (sid <= 0) return out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (struct dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    char st;
+    pid_t s;
+    int64_t start;
+    if (ReadStat(static_cast<pid_t>(pid), &st, &s, &start) && s == sid && st != 'Z' && st != 'X')
+      out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+int SignalSession(pid_t sid, int sig, pid_t except) {
+  int n = 0;
+  for (pid_t p : SessionMembers(sid)) {
+    if (p == except) continue;
+    if (::kill(p, sig) == 0) ++n;
+  }
+  return n;
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text + ",") {
+    if (c == ',') {
+      size_t b = cur.find_first_not_of(" \t"), e = cur.find_last_not_of(" \t");
+      if (b != std::string::npos) out.push_back(cur.substr(b, e - b + 1));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,331 @@
+// tests/daemon/e2e_test: the job daemon end to end on loopback, with real processes: queue and automatic
+// wake-up in priority order with backfill, wake-up when the fleet grows, preemption for priority and for a
+// policy change, cancel escalating to SIGKILL, kill -9 of the daemon and reconciliation on restart
+// (no job and no billing record lost), bad job files, and tenant isolation. Jobs are
+// tests/daemon/sleep_job.sh under the real `tessera run`. All waits are bounded; no test asserts a duration.
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "daemon/harness.hpp"
+#include "tessera/sched.hpp"
+
+namespace tessera::daemon::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+const char* kCatalog = R"(currency: CNY
+price_version: test-1
+types:
+  - {name: ascend-910b, vendor: ascend, domestic: true, price_per_card_hour: 2.4, memory_gib: 64,
+     throughput: {mlp-train: 0.3}}
+  - {name: nvidia-h800, vendor: nvidia, domestic: false, price_per_card_hour: 6.8, memory_gib: 80,
+     throughput: {mlp-train: 1.0}}
+)";
+
+std::string Fleet(int ascend, int nvidia) {
+  std::string y = "emulated: true\nnodes:\n";
+  if (ascend) y += fmt::format("  - {{id: n-910b, zone: z, type: ascend-910b, cards: {}}}\n", ascend);
+  if (nvidia) y += fmt::format("  - {{id: n-h800, zone: z, type: nvidia-h800, cards: {}}}\n", nvidia);
+  return y;
+}
+
+class DaemonE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("e2e");
+    out_ = dir_ + "/out";
+    ASSERT_EQ(::mkdir(out_.c_str(), 0755), 0);
+    d_ = std::make_unique<DaemonProcess>(dir_ + "/state",
+                                         std::vector<std::string>{"--tenant", "alice=tok-alice", "--tenant",
+                                                                  "bob=tok-bob"});
+    d_->Start();
+    admin_ = d_->Admin();
+    ASSERT_TRUE(admin_);
+  }
+  void TearDown() override {
+    d_.reset();
+    if (!HasFailure()) Shell("rm -rf '" + dir_ + "' '" + dir_ + "/state.daemon.log'");
+  }
+
+  void Register(int ascend, int nvidia, const std::string& floor = "0") {
+    json body = {{"fleet", Doc("fleet.yaml", Fleet(ascend, nvidia))},
+                 {"catalog", Doc("catalog.yaml", kCatalog)},
+                 {"policy", Doc("policy.yaml", "floor: " + floor + "\n")}};
+    auto r = admin_->Put("/v1/fleet", body);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  int64_t Submit(Client& c, const std::string& yaml, const std::string& source = "job.yaml") {
+    auto r = c.Post("/v1/jobs", {{"source", source}, {"yaml", yaml}, {"base_dir", dir_}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)["id"].get<int64_t>() : -1;
+  }
+  json Job(int64_t id) {
+    auto r = admin_->Get(fmt::format("/v1/jobs/{}", id));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : json::object();
+  }
+  std::string State(int64_t id) { return Job(id).value("state", "?"); }
+  bool WaitState(int64_t id, const std::string& state, std::chrono::milliseconds t = 30s) {
+    return WaitFor([&] { return State(id) == state; }, t);
+  }
+  std::string Events(int64_t id) {
+    std::string s;
+    json j = Job(id);
+    for (const auto& e : j["events"]) s += e["text"].get<std::string>() + "\n";
+    return s;
+  }
+
+  std::string dir_, out_;
+  std::unique_ptr<DaemonProcess> d_;
+  std::unique_ptr<Client> admin_;
+};
+
+TEST_F(DaemonE2E, QueueWakesInPriorityOrderWithBackfill) {
+  Register(3, 0);
+  int64_t a = Submit(*admin_, SleepJobYaml("a", 10, 2, 3, out_ + "/a-", "[ascend]"));
+  ASSERT_TRUE(WaitState(a, "running"));
+  // c (priority 5) needs all 3 cards: it waits; it cannot preempt a (priority 10).
+  int64_t c = Submit(*admin_, SleepJobYaml("c", 5, 3, 1, out_ + "/", "[ascend]"));
+  // d (priority 0) fits in the 1 free card: backfilled while c waits.
+  int64_t d = Submit(*admin_, SleepJobYaml("d", 0, 1, 1, out_ + "/", "[ascend]"));
+  // e (priority 0) needs 3 cards like c: it must start after c.
+  int64_t e = Submit(*admin_, SleepJobYaml("e", 0, 3, 1, out_ + "/", "[ascend]"));
+  ASSERT_TRUE(WaitFor([&] { return Job(d)["attempts"] == 1 && !Job(e)["position"].is_null(); }, 30s)) << Events(d);
+  json jc = Job(c);
+  EXPECT_EQ(jc["state"], "queued");
+  EXPECT_EQ(jc["position"], 1);
+  EXPECT_NE(jc["reason"].get<std::string>().find("free"), std::string::npos) << jc["reason"];
+  json je = Job(e);
+  EXPECT_EQ(je["state"], "queued");
+  EXPECT_EQ(je["position"], 2);
+  // Nobody acts: when a and d end, c wakes up by itself, then e.
+  ASSERT_TRUE(WaitState(e, "succeeded", 60s)) << Events(c) << Events(e);
+  for (int64_t id : {a, c, d, e}) EXPECT_EQ(State(id), "succeeded") << "job " << id;
+  auto start = [&](int64_t id) { return Job(id)["attempts_detail"][0]["started_ms"].get<int64_t>(); };
+  auto end = [&](int64_t id) { return Job(id)["attempts_detail"][0]["ended_ms"].get<int64_t>(); };
+  EXPECT_LT(start(d), end(a));                    // backfilled while a ran
+  EXPECT_GE(start(c), std::max(end(a), end(d)));  // c needed all cards
+  EXPECT_GE(start(e), end(c));                    // priority order
+  json att = Job(c)["attempts_detail"][0];
+  ASSERT_FALSE(att["wake_latency_ms"].is_null()) << "c waited, so its wake-up latency is recorded";
+  EXPECT_GE(att["wake_latency_ms"].get<int64_t>(), 0);
+}
+
+TEST_F(DaemonE2E, FleetGrowthWakesQueuedJob) {
+  Register(1, 0);
+  int64_t j = Submit(*admin_, SleepJobYaml("grow", 0, 2, 1, out_ + "/", "[ascend]"));
+  ASSERT_TRUE(WaitFor([&] { return !Job(j)["reason"].get<std::string>().empty(); }, 10s));
+  EXPECT_EQ(State(j), "queued");
+  Register(2, 0);  // the fleet grows: the job starts without any user action
+  ASSERT_TRUE(WaitState(j, "succeeded", 30s)) << Events(j);
+  EXPECT_FALSE(Job(j)["attempts_detail"][0]["wake_latency_ms"].is_null());
+}
+
+TEST_F(DaemonE2E, PreemptionForPriorityRequeuesAndRestarts) {
+  Register(2, 0);
+  int64_t low = Submit(*admin_, SleepJobYaml("low", 0, 2, 60, out_ + "/", "[ascend]"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/pid.1"); }, 30s)) << Events(low);
+  int64_t high = Submit(*admin_, SleepJobYaml("high", 5, 2, 1, out_ + "/h", "[ascend]"));
+  // low gets SIGTERM (its rank writes term.1.<rank>), goes back to the queue, high runs.
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/term.1.0"); }, 30s)) << Events(low);
+  ASSERT_TRUE(WaitState(high, "succeeded", 30s)) << Events(high);
+  json l = Job(low);
+  ASSERT_GE(l["attempts_detail"].size(), 1u);
+  EXPECT_NE(l["attempts_detail"][0]["end_reason"].get<std::string>().find("preempt"), std::string::npos)
+      << l["attempts_detail"][0]["end_reason"];
+  // ... and wakes up again by itself, as attempt 2.
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/env.2"); }, 30s)) << Events(low);
+  EXPECT_NE(ReadText(out_ + "/env.2").find("TESSERA_ATTEMPT=2"), std::string::npos);
+  EXPECT_GE(Job(high)["attempts_detail"][0]["started_ms"].get<int64_t>(),
+            Job(low)["attempts_detail"][0]["ended_ms"].get<int64_t>());
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", low), json::object()).ok());
+  ASSERT_TRUE(WaitState(low, "cancelled"));
+}
+
+TEST_F(DaemonE2E, CancelEscalatesToSigkillAfterGrace) {
+  Register(1, 0);
+  std::string y = SleepJobYaml("stubborn", 0, 1, 60, out_ + "/", "[ascend]");
+  y.replace(y.find("\"]"), 2, "\", ignore-term]");
+  y.replace(y.find("grace: 5s"), 9, "grace: 1s");
+  int64_t j = Submit(*admin_, y);
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/pid.1"); }, 30s)) << Events(j);
+  pid_t pid = std::stoi(ReadText(out_ + "/pid.1"));
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", j), json::object()).ok());
+  ASSERT_TRUE(WaitState(j, "cancelled", 30s)) << Events(j);
+  EXPECT_NE(Events(j).find("SIGKILL"), std::string::npos) << Events(j);
+  EXPECT_TRUE(WaitFor([&] { return ::kill(pid, 0) != 0; }, 10s));
+}
+
+TEST_F(DaemonE2E, PolicyChangePreemptsAndReplacesCompliantly) {
+  // H800 is cheaper per unit of work here (6.8/1.0 < 2.4/0.3), so with no floor the job takes H800 cards.
+  Register(2, 2, "0");
+  int64_t j = Submit(*admin_, SleepJobYaml("pol", 0, 2, 60, out_ + "/", "[ascend, nvidia]"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/pid.1"); }, 30s)) << Events(j);
+  EXPECT_EQ(Job(j)["attempts_detail"][0]["islands"][0]["type"], "nvidia-h800");
+  // The floor rises to 100% domestic: the running job breaks it, is preempted and placed again on 910B.
+  auto r = admin_->Put("/v1/policy", Doc("policy-2.yaml", "floor: 100%\n"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/env.2"); }, 30s)) << Events(j);
+  json a2 = Job(j)["attempts_detail"][1];
+  ASSERT_EQ(a2["islands"].size(), 1u);
+  EXPECT_EQ(a2["islands"][0]["type"], "ascend-910b");
+  EXPECT_NE(Job(j)["attempts_detail"][0]["end_reason"].get<std::string>().find("preempt"), std::string::npos);
+  EXPECT_NE(Events(j).find("floor"), std::string::npos) << Events(j);
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", j), json::object()).ok());
+  ASSERT_TRUE(WaitState(j, "cancelled"));
+}
+
+TEST_F(DaemonE2E, AJobsEndDoesNotPreemptForTheFloor) {
+  // Floor 50%: b (H800 only) may start next to a (910B only). When a ends the share drops below the floor,
+  // but only a policy change preempts: b keeps running to its end.
+  Register(2, 2, "50%");
+  int64_t a = Submit(*admin_, SleepJobYaml("a", 0, 2, 1, out_ + "/a-", "[ascend]"));
+  ASSERT_TRUE(WaitState(a, "running"));
+  int64_t b = Submit(*admin_, SleepJobYaml("b", 0, 2, 4, out_ + "/b-", "[nvidia]"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/b-pid.1"); }, 30s)) << Events(b);
+  ASSERT_TRUE(WaitState(a, "succeeded", 30s));
+  ASSERT_TRUE(WaitState(b, "succeeded", 30s)) << Events(b);
+  EXPECT_EQ(Job(b)["attempts"], 1) << Events(b);
+  EXPECT_EQ(Events(b).find("preempt"), std::string::npos) << Events(b);
+}
+
+TEST_F(DaemonE2E, CrashAndRestartLosesNoJobAndNoBillingRecord) {
+  Register(2, 0);
+  int64_t j1 = Submit(*admin_, SleepJobYaml("crash1", 0, 2, 3, out_ + "/1-", "[ascend]"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/1-pid.1"); }, 30s)) << Events(j1);
+  int64_t j2 = Submit(*admin_, SleepJobYaml("crash2", 0, 2, 3, out_ + "/2-", "[ascend]"));
+  d_->Kill9();
+  // The job survives the daemon and finishes while it is down.
+  pid_t pid = std::stoi(ReadText(out_ + "/1-pid.1"));
+  EXPECT_EQ(::kill(pid, 0), 0) << "the job died with the daemon";
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/1-done.1"); }, 30s));
+  std::this_thread::sleep_for(500ms);
+  int64_t restart_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  d_->Start();
+  admin_ = d_->Admin();
+  // Restarted: job 1 is finished with its real end time (before the restart), job 2 was not lost and runs.
+  ASSERT_TRUE(WaitState(j1, "succeeded", 10s)) << Events(j1);
+  EXPECT_LT(Job(j1)["attempts_detail"][0]["ended_ms"].get<int64_t>(), restart_ms);
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/2-pid.1"); }, 30s)) << Events(j2);
+  // Kill the daemon again while job 2 runs; the restarted daemon adopts it and sees it finish.
+  d_->Kill9();
+  d_->Start();
+  admin_ = d_->Admin();
+  EXPECT_EQ(State(j2), "running");
+  ASSERT_TRUE(WaitState(j2, "succeeded", 30s)) << Events(j2);
+  ASSERT_TRUE(WaitFor([&] { return Job(j2)["attempts_detail"][0]["billed"].get<bool>(); }, 10s));
+  // Billing: exactly one usage row per attempt and type, with the real run time.
+  auto ledger = sched::Ledger::Open(d_->state() + "/ledger.db");
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
+  for (auto [id, name] : {std::pair{j1, "crash1"}, std::pair{j2, "crash2"}}) {
+    sched::BillFilter f;
+    f.job = fmt::format("{}#{}", name, id);
+    auto rows = (*ledger)->Query(f);
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    ASSERT_EQ(rows->size(), 1u) << "job " << id;
+    EXPECT_EQ((*rows)[0].type, "ascend-910b");
+    EXPECT_EQ((*rows)[0].cards, 2);
+    EXPECT_GE((*rows)[0].end - (*rows)[0].start, 2);  // the script runs 3 s
+    EXPECT_GT((*rows)[0].amount, 0);
+  }
+}
+
+TEST_F(DaemonE2E, KillDuringSubmitLosesNoAcceptedJob) {
+  Register(1, 0);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Submit(*admin_, SleepJobYaml(fmt::format("s{}", i), 0, 2, 1, out_ + "/", "[ascend]")));
+  d_->Kill9();  // every job above got its 201 answer: each must survive
+  d_->Start();
+  admin_ = d_->Admin();
+  auto list = admin_->Get("/v1/jobs?all=1");
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ((*list)["jobs"].size(), ids.size());
+  for (int64_t id : ids) EXPECT_EQ(State(id), "queued");  // 2 cards never fit in 1
+}
+
+TEST_F(DaemonE2E, BadJobSpecsGetClearErrors) {
+  Register(2, 2);
+  auto err = [&](const std::string& yaml) {
+    auto r = admin_->Post("/v1/jobs", {{"source", "bad.yaml"}, {"yaml", yaml}, {"base_dir", dir_}});
+    EXPECT_FALSE(r.ok()) << yaml;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  const std::string ok = "name: x\nclass: mlp-train\ncards: 1\ncompatible: [ascend]\ncommand: [/bin/true]\n";
+  std::string m = err("name: x\nclass: mlp-train\ncards: 1\ncompatible: [ascend]\n");
+  EXPECT_NE(m.find("bad.yaml"), std::string::npos) << m;
+  EXPECT_NE(m.find("command"), std::string::npos) << m;
+  m = err(ok + "gpus: 3\n");
+  EXPECT_NE(m.find("bad.yaml:6"), std::string::npos) << m;
+  EXPECT_NE(m.find("gpus"), std::string::npos) << m;
+  m = err("name: x\nclass: mlp-train\ncards: -1\ncompatible: [ascend]\ncommand: [/bin/true]\n");
+  EXPECT_NE(m.find("cards"), std::string::npos) << m;
+  m = err("name: x\nclass: mlp-train\ncards: 1\ncompatible: [moore]\ncommand: [/bin/true]\n");
+  EXPECT_NE(m.find("can never run"), std::string::npos) << m;
+  m = err(ok + "checkpoint: {every: often}\n");
+  EXPECT_NE(m.find("checkpoint.every"), std::string::npos) << m;
+  EXPECT_NE(m.find("often"), std::string::npos) << m;
+  m = err(ok + "grace: soon\n");
+  EXPECT_NE(m.find("grace"), std::string::npos) << m;
+  m = err("name: [x\n");
+  EXPECT_NE(m.find("YAML"), std::string::npos) << m;
+  m = err(ok + "env: [A, B]\n");
+  EXPECT_NE(m.find("env"), std::string::npos) << m;
+  auto alice = d_->ClientFor("tok-alice");
+  auto r = alice->Post("/v1/jobs", {{"source", "bad.yaml"}, {"yaml", ok + "tenant: bob\n"}, {"base_dir", dir_}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("does not match"), std::string::npos) << r.status().message();
+  // Nothing above was queued.
+  auto list = admin_->Get("/v1/jobs?all=1");
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE((*list)["jobs"].empty());
+}
+
+TEST_F(DaemonE2E, AuthRefusesMissingTokenAndIsolatesTenants) {
+  Register(2, 0);
+  ClientOptions none;
+  none.state_dir = d_->state();
+  none.token = "no-such-token";
+  auto bad = Client::Connect(none);
+  ASSERT_TRUE(bad.ok());
+  auto r = (*bad)->Get("/v1/jobs");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not known"), std::string::npos) << r.status().message();
+  // No Authorization header at all.
+  std::string out;
+  std::string addr = nlohmann::json::parse(ReadText(d_->state() + "/daemon.json"))["address"];
+  EXPECT_EQ(Shell("curl -s -o /dev/null -w '%{http_code}' http://" + addr + "/v1/jobs", &out), 0);
+  EXPECT_EQ(out, "401");
+
+  auto alice = d_->ClientFor("tok-alice");
+  auto bob = d_->ClientFor("tok-bob");
+  int64_t j = Submit(*alice, SleepJobYaml("secret", 0, 1, 30, out_ + "/", "[ascend]"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/pid.1"); }, 30s)) << Events(j);
+  EXPECT_EQ(Job(j)["tenant"], "alice");
+  auto bl = bob->Get("/v1/jobs?all=1");
+  ASSERT_TRUE(bl.ok());
+  EXPECT_TRUE((*bl)["jobs"].empty()) << bl->dump();
+  EXPECT_EQ(bob->Get(fmt::format("/v1/jobs/{}", j)).status().code(), Code::kNotFound);
+  EXPECT_EQ(bob->Post(fmt::format("/v1/jobs/{}/cancel", j), json::object()).status().code(), Code::kNotFound);
+  EXPECT_EQ(bob->GetText(fmt::format("/v1/jobs/{}/logs", j)).status().code(), Code::kNotFound);
+  EXPECT_EQ(State(j), "running");
+  auto al = alice->Get("/v1/jobs");
+  ASSERT_TRUE(al.ok());
+  ASSERT_EQ((*al)["jobs"].size(), 1u);
+  // Only the admin registers fleets.
+  auto fr = bob->Put("/v1/fleet", {{"fleet", Doc("f.yaml", Fleet(8, 8))}});
+  ASSERT_FALSE(fr.ok());
+  EXPECT_NE(fr.status().message().find("admin"), std::string::npos);
+  ASSERT_TRUE(alice->Post(fmt::format("/v1/jobs/{}/cancel", j), json::object()).ok());
+  ASSERT_TRUE(WaitState(j, "cancelled"));
+}
+
+}  // namespace
+}  // namespace tessera::daemon::testing

@@ -1,0 +1,175 @@
+// tests/daemon/harness: daemon process control and helpers for the daemon's end-to-end tests.
+#include "daemon/harness.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace tessera::daemon::testing {
+
+std::string Bin() {
+  const char* b = std::getenv("TESSERA_BIN");
+  return b ? b : "tessera";
+}
+std::string SourceDir() {
+  const char* s = std::getenv("TESSERA_SOURCE_DIR");
+  return s ? s : ".";
+}
+
+int Shell(const std::string& cmd, std::string* out) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  std::string s;
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) s.append(buf, n);
+  int st = ::pclose(p);
+  if (out) *out = s;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+bool HaveLauncher() {
+  static int have = -1;
+  if (have < 0) have = Shell(Bin() + " run --help >/dev/null 2>&1") == 0 ? 1 : 0;
+  return have == 1;
+}
+
+bool HaveComm() {
+  static int have = -1;
+  if (have < 0) {
+#ifdef TESSERA_TRAINER_BIN
+    have = HaveLauncher() && Shell("timeout 60 " + Bin() + " run --island ascend=host:1 --island nvidia=host:1 -- " +
+                                   TESSERA_TRAINER_BIN + " --steps 2 --data synthetic >/dev/null 2>&1") == 0
+               ? 1
+               : 0;
+#else
+    have = 0;
+#endif
+  }
+  return have == 1;
+}
+
+std::string MakeTempDir(const std::string& tag) {
+  std::string t = "/tmp/tessera-daemon-" + tag + "-XXXXXX";
+  std::vector<char> buf(t.begin(), t.end());
+  buf.push_back('\0');
+  const char* d = ::mkdtemp(buf.data());
+  EXPECT_NE(d, nullptr);
+  return d ? d : "/tmp";
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+DaemonProcess::DaemonProcess(std::string state_dir, std::vector<std::string> extra)
+    : state_(std::move(state_dir)), extra_(std::move(extra)) {}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) Stop();
+  // Jobs run in their own sessions and outlive the daemon: stop what this test left running.
+  Shell("for f in " + state_ + "/jobs/*/attempt-*/pid.json; do [ -f \"$f\" ] || continue; "
+        "[ -f \"$(dirname $f)/exit.json\" ] && continue; "
+        "p=$(sed 's/.*\"shim\":\\([0-9]*\\).*/\\1/' \"$f\"); pkill -KILL -s \"$p\" 2>/dev/null; done");
+}
+
+void DaemonProcess::Start() {
+  ASSERT_TRUE(HaveLauncher()) << Bin() << " has no `run` subcommand: the daemon's executor needs the launcher";
+  std::vector<std::string> args = {Bin(), "daemon", "--state-dir", state_, "--port", "0", "--tick", "50ms"};
+  for (const auto& e : extra_) args.push_back(e);
+  ::unlink((state_ + "/daemon.json").c_str());
+  pid_ = ::fork();
+  ASSERT_GE(pid_, 0);
+  if (pid_ == 0) {
+    int fd = ::open((state_ + ".daemon.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::setenv("TESSERA_LOG", "info", 1);
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  bool up = WaitFor(
+      [&] {
+        if (!Exists(state_ + "/daemon.json")) return false;
+        auto c = ClientFor("");
+        return c && c->Get("/v1/health").ok();
+      },
+      std::chrono::seconds(30));
+  ASSERT_TRUE(up) << "the daemon did not come up; log:\n" << ReadText(state_ + ".daemon.log");
+}
+
+void DaemonProcess::Kill9() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void DaemonProcess::Stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+std::unique_ptr<Client> DaemonProcess::ClientFor(const std::string& token) {
+  ClientOptions o;
+  o.state_dir = state_;
+  o.token = token;
+  auto c = Client::Connect(o);
+  if (!c.ok()) return nullptr;
+  return std::move(c).value();
+}
+
+std::string SleepJobYaml(const std::string& name, int priority, int cards, double seconds, const std::string& out_prefix,
+                         const std::string& compatible, const std::string& extra) {
+  std::ostringstream y;
+  y << "name: " << name << "\npriority: " << priority << "\nclass: mlp-train\ncards: " << cards
+    << "\ncompatible: " << compatible << "\ncommand: [" << SourceDir() << "/tests/daemon/sleep_job.sh, \""
+    << seconds << "\"]\nenv: {OUT_PREFIX: \"" << out_prefix << "\"}\ngrace: 5s\n"
+    << extra;
+  return y.str();
+}
+
+nlohmann::json Doc(const std::string& source, const std::string& yaml) {
+  return {{"source", source}, {"yaml", yaml}};
+}
+
+}  // namespace tessera::daemon::testing
