@@ -44,4 +44,8 @@ class StoreClient {
   virtual Status Barrier(const std::string& name, int world_size, std::chrono::milliseconds timeout) = 0;
 };
 
+// "30s", "1500ms", "120s": whole seconds when exact, else milliseconds; the form that env::ParseDuration reads back. Used in messages
+// and for the TESSERA_TIMEOUT that the launcher hands to the ranks.
+std::string FormatDuration(std::chrono::milliseconds d);
+
 }  // namespace tessera::comm

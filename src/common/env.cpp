@@ -48,8 +48,9 @@ bool SplitNumber(const std::string& text, double* number, std::string* unit) {
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
   if (i == 0) return false;
+  std::string digits = text.substr(0, i);
   char* end = nullptr;
-  *number = std::strtod(text.substr(0, i).c_str(), &end);
+  *number = std::strtod(digits.c_str(), &end);
   if (*end != '\0') return false;
   *unit = text.substr(i);
   return true;

@@ -1,0 +1,86 @@
+// ckpt/format: on-disk layout of a checkpoint — names, the safetensors header, the manifest (JSON) —
+// and the small file helpers (atomic write, pread/pwrite loops) that every tier uses.
+// Internal to src/ckpt; the public contract is include/tessera/ckpt.hpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/dtype.hpp"
+#include "tessera/ckpt.hpp"
+
+namespace tessera::ckpt {
+
+inline constexpr const char* kManifestName = "manifest.json";
+inline constexpr const char* kFormatName = "tessera-ckpt/1";
+
+std::string StepDirName(int64_t step);                  // "step-0000000042"
+bool ParseStepDirName(const std::string& name, int64_t* step);
+std::string ShardFileName(int rank, int world);          // "rank-00000-of-00004.safetensors"
+std::string PartFileName(int rank);                      // "rank-00000.part.json" (pre-commit)
+std::string JoinPath(const std::string& a, const std::string& b);
+
+const char* SafetensorsDType(DType t);                  // "F32", "BF16", ...
+bool ParseSafetensorsDType(const std::string& s, DType* t);
+
+struct Piece {       // one rank's part of one tensor, as stored
+  int file = 0;      // index into Manifest::files (= writer rank)
+  int64_t row_offset = 0;
+  int64_t rows = 0;
+  uint64_t begin = 0, end = 0;  // absolute byte range in the file
+  uint32_t crc = 0;
+};
+struct ManifestTensor {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;  // global
+  Sharding sharding = Sharding::kReplicated;
+  std::vector<Piece> pieces;
+};
+struct ManifestFile {
+  int rank = 0;
+  std::string name;
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+};
+struct Manifest {
+  int64_t step = -1;
+  int world = 0;
+  int64_t created_unix = 0;
+  std::vector<ManifestFile> files;
+  std::vector<ManifestTensor> tensors;
+  uint64_t TotalBytes() const;
+};
+
+std::string ManifestToJson(const Manifest& m);
+// `what` names the source in errors ("step 42: /x/manifest.json").
+Result<Manifest> ManifestFromJson(const std::string& text, const std::string& what);
+
+// Row size in bytes (product of dims after the first × element size); for 0-d tensors the element size.
+uint64_t RowBytes(DType dtype, const std::vector<int64_t>& shape);
+inline int64_t Rows(const std::vector<int64_t>& shape) { return shape.empty() ? 1 : shape[0]; }
+
+// ---- file helpers -------------------------------------------------------------------------------
+Result<std::string> ReadFile(const std::string& path);
+// tmp → write → fsync → rename → fsync(dir).
+Status WriteFileAtomic(const std::string& path, const std::string& data, bool fsync = true);
+Status FsyncDir(const std::string& dir);
+Status MakeDirs(const std::string& dir);
+Status RemoveTree(const std::string& path);
+Status PwriteAll(int fd, const void* data, size_t n, uint64_t offset, const std::string& path);
+Status PreadAll(int fd, void* data, size_t n, uint64_t offset, const std::string& path);
+
+// ---- test hooks (fault injection) ------------------------------------------------------------------
+namespace testing {
+// Called before every data write of a checkpoint file; a non-zero return is used as errno (e.g. ENOSPC).
+void SetWriteHook(std::function<int(const std::string& path, uint64_t offset, size_t n)> hook);
+// Called at named points ("save:shard-written", "save:before-manifest", "demote:copied",
+// "demote:marked", ...); tests use it to SIGKILL a forked child at that point.
+void SetCrashHook(std::function<void(const char* point)> hook);
+}  // namespace testing
+int RunWriteHook(const std::string& path, uint64_t offset, size_t n);
+void CrashPoint(const char* point);
+
+}  // namespace tessera::ckpt

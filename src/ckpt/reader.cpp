@@ -1,0 +1,318 @@
+// ckpt/reader: listing, verification, "latest good" selection and restore (with N→M resharding of
+// row-sharded tensors) of checkpoints in a hot-tier directory.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fmt/format.h>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "ckpt/crc32c.hpp"
+#include "ckpt/device.hpp"
+#include "ckpt/format.hpp"
+#include "ckpt/internal.hpp"
+#include "common/log.hpp"
+
+namespace tessera::ckpt {
+
+using json = nlohmann::json;
+
+Result<Manifest> LoadManifest(const std::string& root, int64_t step) {
+  std::string dir = JoinPath(root, StepDirName(step));
+  std::string path = JoinPath(dir, kManifestName);
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kNotFound)
+      return NotFound(fmt::format("checkpoint step {} does not exist in {} (no committed {})", step, root, path));
+    return text.status().WithContext(fmt::format("checkpoint step {}", step));
+  }
+  auto m = ManifestFromJson(*text, fmt::format("checkpoint step {}: {}", step, path));
+  if (!m.ok()) return m.status();
+  if (m->step != step)
+    return Corrupt(fmt::format("checkpoint step {}: {} says step {}", step, path, m->step));
+  return m;
+}
+
+Result<std::vector<int64_t>> ListSteps(const std::string& root) {
+  std::vector<int64_t> steps;
+  DIR* d = ::opendir(root.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return steps;
+    return ErrnoError("open checkpoint root " + root, errno);
+  }
+  while (dirent* e = ::readdir(d)) {
+    int64_t step;
+    if (!ParseStepDirName(e->d_name, &step)) continue;
+    struct stat st{};
+    if (::stat(JoinPath(JoinPath(root, e->d_name), kManifestName).c_str(), &st) == 0) steps.push_back(step);
+  }
+  ::closedir(d);
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+CheckpointInfo InfoFromManifest(const Manifest& m, const std::string& dir) {
+  CheckpointInfo info;
+  info.step = m.step;
+  info.world = m.world;
+  info.dir = dir;
+  info.bytes = m.TotalBytes();
+  info.created_unix = m.created_unix;
+  for (const auto& t : m.tensors) info.tensors.push_back({t.name, t.dtype, t.shape, t.sharding});
+  for (const auto& f : m.files) info.files.push_back(f.name);
+  return info;
+}
+
+Result<CheckpointInfo> Describe(const std::string& root, int64_t step) {
+  TSR_ASSIGN_OR_RETURN(Manifest m, LoadManifest(root, step));
+  return InfoFromManifest(m, JoinPath(root, StepDirName(step)));
+}
+
+// Checks one shard file against the manifest: size, safetensors header, and (optionally) CRC32C.
+Status VerifyFile(const Manifest& m, size_t fi, const std::string& dir, bool checksums, const Progress& progress,
+                  std::atomic<uint64_t>* done, uint64_t total) {
+  const ManifestFile& f = m.files[fi];
+  std::string path = JoinPath(dir, f.name);
+  auto where = [&](const std::string& what) { return fmt::format("checkpoint step {}: file {} {}", m.step, path, what); };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Corrupt(where("is missing"));
+    return ErrnoError(where("cannot be opened"), errno);
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st{};
+  if (fstat(fd, &st) != 0) return ErrnoError(where("cannot be stat'ed"), errno);
+  if (static_cast<uint64_t>(st.st_size) != f.bytes)
+    return Corrupt(where(fmt::format("is torn: {} bytes, the manifest says {}", st.st_size, f.bytes)));
+  // The safetensors header must agree with the manifest's byte ranges.
+  unsigned char lenbuf[8];
+  if (f.bytes < 8) return Corrupt(where("is shorter than a safetensors header"));
+  TSR_RETURN_IF_ERROR(PreadAll(fd, lenbuf, 8, 0, path));
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | lenbuf[i];
+  if (hlen > f.bytes - 8) return Corrupt(where(fmt::format("has a safetensors header length {} beyond the file", hlen)));
+  std::string header(hlen, '\0');
+  TSR_RETURN_IF_ERROR(PreadAll(fd, header.data(), hlen, 8, path));
+  try {
+    json h = json::parse(header);
+    for (const auto& t : m.tensors)
+      for (const auto& p : t.pieces) {
+        if (static_cast<size_t>(p.file) != fi) continue;
+        auto off = h.at(t.name).at("data_offsets").get<std::vector<uint64_t>>();
+        if (off.size() != 2 || off[0] + 8 + hlen != p.begin || off[1] + 8 + hlen != p.end)
+          return Corrupt(where(fmt::format("has tensor '{}' at a different place than the manifest says", t.name)));
+      }
+  } catch (const std::exception& e) {
+    return Corrupt(where(fmt::format("has a bad safetensors header: {}", e.what())));
+  }
+  if (!checksums) return Status::Ok();
+  constexpr size_t kChunk = size_t{16} << 20;
+  std::unique_ptr<char[]> buf(new char[kChunk]);
+  uint32_t crc = 0;
+  for (uint64_t off = 0; off < f.bytes; off += kChunk) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, f.bytes - off));
+    Status s = PreadAll(fd, buf.get(), n, off, path);
+    if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}", m.step));
+    crc = Crc32c(buf.get(), n, crc);
+    if (done) {
+      uint64_t d = done->fetch_add(n) + n;
+      if (progress) progress(d, total);
+    }
+  }
+  if (crc != f.crc)
+    return Corrupt(where(fmt::format("fails its checksum: CRC32C {}, the manifest says {}", CrcHex(crc), CrcHex(f.crc))));
+  return Status::Ok();
+}
+
+Status VerifyDir(const Manifest& m, const std::string& dir, VerifyOptions options, const Progress& progress) {
+  if (static_cast<int>(m.files.size()) != m.world)
+    return Corrupt(fmt::format("checkpoint step {}: manifest in {} lists {} files for world {}", m.step, dir, m.files.size(), m.world));
+  std::atomic<uint64_t> done{0};
+  std::atomic<size_t> next{0};
+  std::vector<Status> st(m.files.size());
+  std::mutex pmu;
+  Progress locked = progress ? Progress([&](uint64_t d, uint64_t t) {
+    std::lock_guard lk(pmu);
+    progress(d, t);
+  })
+                             : Progress();
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < m.files.size();)
+      st[i] = VerifyFile(m, i, dir, options.checksums, locked, &done, m.TotalBytes());
+  };
+  std::vector<std::thread> ts;
+  int n = static_cast<int>(std::min<size_t>(4, m.files.size()));
+  for (int i = 1; i < n; ++i) ts.emplace_back(worker);
+  worker();
+  for (auto& t : ts) t.join();
+  for (auto& s : st) TSR_RETURN_IF_ERROR(s);
+  return Status::Ok();
+}
+
+Status VerifyWithProgress(const std::string& root, int64_t step, VerifyOptions options, const Progress& progress) {
+  TSR_ASSIGN_OR_RETURN(Manifest m, LoadManifest(root, step));
+  return VerifyDir(m, JoinPath(root, StepDirName(step)), options, progress);
+}
+
+Status Verify(const std::string& root, int64_t step, VerifyOptions options) {
+  return VerifyWithProgress(root, step, options, {});
+}
+
+Result<LatestInfo> Latest(const std::string& root, VerifyOptions options) {
+  TSR_ASSIGN_OR_RETURN(auto steps, ListSteps(root));
+  LatestInfo info;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    Status s = Verify(root, *it, options);
+    if (s.ok()) {
+      info.step = *it;
+      return info;
+    }
+    std::string w = fmt::format("skipping checkpoint step {}: {}", *it, s.message());
+    TSR_LOG_WARN("{}", w);
+    info.warnings.push_back(w);
+  }
+  std::string msg = fmt::format("no good checkpoint in {}", root);
+  if (!info.warnings.empty()) msg += fmt::format(" ({} bad: {})", info.warnings.size(), info.warnings.front());
+  return NotFound(msg);
+}
+
+namespace {
+struct Task {
+  const TensorSlot* slot;
+  const ManifestTensor* tensor;
+  const Piece* piece;
+  uint64_t row_bytes;
+  int64_t slot_begin, slot_rows;
+};
+}  // namespace
+
+Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<TensorSlot>& slots, int threads,
+                   const Progress& progress) {
+  std::map<std::string, const ManifestTensor*> byname;
+  for (const auto& t : m.tensors) byname[t.name] = &t;
+  std::vector<Task> tasks;
+  uint64_t total = 0;
+  for (const auto& s : slots) {
+    auto it = byname.find(s.name);
+    if (it == byname.end())
+      return NotFound(fmt::format("checkpoint step {} in {} has no tensor '{}'", m.step, dir, s.name));
+    const ManifestTensor& t = *it->second;
+    uint64_t rb = RowBytes(t.dtype, t.shape);
+    int64_t grows = Rows(t.shape);
+    int64_t rows = s.rows < 0 ? grows - s.row_begin : s.rows;
+    if (s.row_begin < 0 || rows < 0 || s.row_begin + rows > grows)
+      return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}' has {} rows; rows [{}, {}) were asked for", m.step,
+                                         t.name, grows, s.row_begin, s.row_begin + rows));
+    if (s.bytes != rb * static_cast<uint64_t>(rows))
+      return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}' ({}, {} bytes per row): {} rows need {} bytes, the buffer has {}",
+                                         m.step, t.name, DTypeName(t.dtype), rb, rows, rb * rows, s.bytes));
+    if (s.data == nullptr && s.bytes > 0)
+      return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}': null buffer", m.step, t.name));
+    for (const auto& p : t.pieces) {
+      if (p.row_offset + p.rows <= s.row_begin || p.row_offset >= s.row_begin + rows) continue;
+      if (p.end - p.begin != rb * static_cast<uint64_t>(p.rows))
+        return Corrupt(fmt::format("checkpoint step {}: tensor '{}' piece in {} has {} bytes for {} rows", m.step, t.name,
+                                   m.files[static_cast<size_t>(p.file)].name, p.end - p.begin, p.rows));
+      tasks.push_back({&s, &t, &p, rb, s.row_begin, rows});
+      total += p.end - p.begin;
+    }
+  }
+  std::vector<int> fds(m.files.size(), -1);
+  for (const auto& task : tasks) {
+    size_t fi = static_cast<size_t>(task.piece->file);
+    if (fds[fi] >= 0) continue;
+    std::string path = JoinPath(dir, m.files[fi].name);
+    fds[fi] = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fds[fi] < 0) {
+      int e = errno;
+      for (int fd : fds)
+        if (fd >= 0) ::close(fd);
+      return ErrnoError(fmt::format("checkpoint step {}: open {}", m.step, path), e);
+    }
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> done{0};
+  std::mutex mu;
+  Status first;
+  auto worker = [&] {
+    std::vector<char> tmp;
+    for (size_t i; (i = next.fetch_add(1)) < tasks.size();) {
+      const Task& k = tasks[i];
+      const Piece& p = *k.piece;
+      std::string path = JoinPath(dir, m.files[static_cast<size_t>(p.file)].name);
+      int64_t ov_b = std::max(k.slot_begin, p.row_offset);
+      int64_t ov_e = std::min(k.slot_begin + k.slot_rows, p.row_offset + p.rows);
+      char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(ov_b - k.slot_begin) * k.row_bytes;
+      bool whole = ov_b == p.row_offset && ov_e == p.row_offset + p.rows;
+      bool direct = whole && !IsDevicePointer(k.slot->data);
+      size_t n = p.end - p.begin;
+      char* into = dst;
+      if (!direct) {
+        tmp.resize(n);
+        into = tmp.data();
+      }
+      Status s = PreadAll(fds[static_cast<size_t>(p.file)], into, n, p.begin, path);
+      if (s.ok()) {
+        uint32_t crc = Crc32c(into, n);
+        if (crc != p.crc)
+          s = Corrupt(fmt::format("checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}",
+                                  m.step, k.tensor->name, path, CrcHex(crc), CrcHex(p.crc)));
+      }
+      if (s.ok() && !direct)
+        s = CopyFromHost(dst, into + static_cast<uint64_t>(ov_b - p.row_offset) * k.row_bytes,
+                         static_cast<uint64_t>(ov_e - ov_b) * k.row_bytes);
+      if (!s.ok()) {
+        std::lock_guard lk(mu);
+        if (first.ok()) first = s.code() == Code::kCorrupt ? s : s.WithContext(fmt::format("checkpoint step {}", m.step));
+        continue;
+      }
+      uint64_t d = done.fetch_add(n) + n;
+      if (progress) {
+        std::lock_guard lk(mu);
+        progress(d, total);
+      }
+    }
+  };
+  std::vector<std::thread> ts;
+  int nt = static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, threads)), tasks.size()));
+  for (int i = 1; i < nt; ++i) ts.emplace_back(worker);
+  worker();
+  for (auto& t : ts) t.join();
+  for (int fd : fds)
+    if (fd >= 0) ::close(fd);
+  return first;
+}
+
+Status Restore(const std::string& root, int64_t step, const std::vector<TensorSlot>& slots) {
+  return RestoreWithProgress(root, step, slots, {});
+}
+
+Status RestoreWithProgress(const std::string& root, int64_t step, const std::vector<TensorSlot>& slots,
+                           const Progress& progress) {
+  TSR_ASSIGN_OR_RETURN(Manifest m, LoadManifest(root, step));
+  std::string dir = JoinPath(root, StepDirName(step));
+  TSR_RETURN_IF_ERROR(VerifyDir(m, dir, VerifyOptions{false}, {}));  // presence, sizes, headers
+  return RestoreFrom(m, dir, slots, 4, progress);
+}
+
+Status Remove(const std::string& root, int64_t step) {
+  std::string dir = JoinPath(root, StepDirName(step));
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) return NotFound(fmt::format("checkpoint step {} does not exist in {}", step, root));
+  std::string manifest = JoinPath(dir, kManifestName);
+  if (::unlink(manifest.c_str()) != 0 && errno != ENOENT)
+    return ErrnoError(fmt::format("checkpoint step {}: remove {}", step, manifest), errno);
+  TSR_RETURN_IF_ERROR(FsyncDir(dir));
+  return RemoveTree(dir);
+}
+
+}  // namespace tessera::ckpt

@@ -1,0 +1,281 @@
+// ckpt/tiers: the hot store, tier configuration, listing across tiers, Stage (warm/cold → hot) and
+// Demote (hot → warm/cold): copy → verify → mark ready → delete source, idempotent and crash-safe
+// (a step is always committed in at least one tier: the source is uncommitted only after the copy is).
+#include "ckpt/tiers.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+
+#include "ckpt/internal.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+
+namespace tessera::ckpt {
+
+const char* TierName(Tier t) {
+  switch (t) {
+    case Tier::kHot: return "hot";
+    case Tier::kWarm: return "warm";
+    case Tier::kCold: return "cold";
+  }
+  return "?";
+}
+
+TierConfig TierConfig::FromEnv(TierConfig base) {
+  TierConfig t;
+  t.hot = env::Get("TESSERA_CKPT_ROOT").value_or("");
+  t.warm = env::Get("TESSERA_CKPT_WARM").value_or("");
+  t.cold = env::Get("TESSERA_CKPT_COLD").value_or("");
+  if (!base.hot.empty()) t.hot = base.hot;
+  if (!base.warm.empty()) t.warm = base.warm;
+  if (!base.cold.empty()) t.cold = base.cold;
+  return t;
+}
+
+namespace {
+
+// Copies a file with a progress callback, then fsyncs it.
+Status CopyFile(const std::string& from, const std::string& to, const Progress& progress, uint64_t* done, uint64_t total) {
+  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return ErrnoError("open " + from, errno);
+  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    int e = errno;
+    ::close(in);
+    return ErrnoError("create " + to, e);
+  }
+  constexpr size_t kChunk = size_t{8} << 20;
+  std::unique_ptr<char[]> buf(new char[kChunk]);
+  Status s;
+  uint64_t off = 0;
+  for (;;) {
+    ssize_t r = ::pread(in, buf.get(), kChunk, static_cast<off_t>(off));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      s = ErrnoError("read " + from, errno);
+      break;
+    }
+    if (r == 0) break;
+    s = PwriteAll(out, buf.get(), static_cast<size_t>(r), off, to);
+    if (!s.ok()) break;
+    off += static_cast<uint64_t>(r);
+    *done += static_cast<uint64_t>(r);
+    if (progress) progress(*done, total);
+  }
+  if (s.ok() && ::fsync(out) != 0) s = ErrnoError("fsync " + to, errno);
+  ::close(in);
+  ::close(out);
+  return s;
+}
+
+class HotStore final : public TierStore {
+ public:
+  explicit HotStore(std::string root) : root_(std::move(root)) {}
+  Tier tier() const override { return Tier::kHot; }
+  std::string Describe() const override { return "hot " + root_; }
+  Result<std::vector<int64_t>> List() override { return ListSteps(root_); }
+  Result<Manifest> ReadManifest(int64_t step) override { return LoadManifest(root_, step); }
+  std::string Dir(int64_t step) const { return JoinPath(root_, StepDirName(step)); }
+  Status Put(const Manifest& m, const std::string& src_dir, const Progress& progress) override {
+    std::string dir = Dir(m.step);
+    TSR_RETURN_IF_ERROR(MakeDirs(dir));
+    uint64_t done = 0, total = m.TotalBytes();
+    for (const auto& f : m.files) {
+      Status s = CopyFile(JoinPath(src_dir, f.name), JoinPath(dir, f.name), progress, &done, total);
+      if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}: copying {} into {}", m.step, f.name, dir));
+    }
+    return FsyncDir(dir);
+  }
+  Status VerifyCopy(const Manifest& m, const Progress& progress) override {
+    return VerifyDir(m, Dir(m.step), VerifyOptions{true}, progress);
+  }
+  Status Commit(const Manifest& m) override {
+    return WriteFileAtomic(JoinPath(Dir(m.step), kManifestName), ManifestToJson(m));
+  }
+  Status Fetch(const Manifest& m, const std::string& dst_dir, const Progress& progress) override {
+    uint64_t done = 0, total = m.TotalBytes();
+    for (const auto& f : m.files)
+      TSR_RETURN_IF_ERROR(CopyFile(JoinPath(Dir(m.step), f.name), JoinPath(dst_dir, f.name), progress, &done, total));
+    return Status::Ok();
+  }
+  Status Delete(int64_t step) override { return Remove(root_, step); }
+
+ private:
+  std::string root_;
+};
+
+}  // namespace
+
+std::unique_ptr<TierStore> MakeHotStore(const std::string& root) { return std::make_unique<HotStore>(root); }
+
+#ifndef TESSERA_HAVE_S3
+Result<std::unique_ptr<TierStore>> MakeWarmStore(const std::string& uri) {
+  return Unsupported(fmt::format("warm tier {}: this build has no S3 support (needs OpenSSL and libcurl)", uri));
+}
+#endif
+#ifndef TESSERA_HAVE_ZSTD
+Result<std::unique_ptr<TierStore>> MakeColdStore(const std::string& dir) {
+  return Unsupported(fmt::format("cold tier {}: this build has no archive support (needs libzstd)", dir));
+}
+#endif
+
+Result<std::vector<std::unique_ptr<TierStore>>> OpenStores(const TierConfig& t) {
+  std::vector<std::unique_ptr<TierStore>> out;
+  if (t.hot.empty()) return InvalidArgument("no hot tier: pass --root DIR or set TESSERA_CKPT_ROOT");
+  out.push_back(MakeHotStore(t.hot));
+  if (!t.warm.empty()) {
+    TSR_ASSIGN_OR_RETURN(auto w, MakeWarmStore(t.warm));
+    out.push_back(std::move(w));
+  }
+  if (!t.cold.empty()) {
+    TSR_ASSIGN_OR_RETURN(auto c, MakeColdStore(t.cold));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Result<std::vector<StepLocation>> ListAll(const TierConfig& tiers) {
+  TSR_ASSIGN_OR_RETURN(auto stores, OpenStores(tiers));
+  std::map<int64_t, StepLocation> all;
+  for (auto& s : stores) {
+    TSR_ASSIGN_OR_RETURN(auto steps, s->List());
+    for (int64_t step : steps) {
+      auto& loc = all[step];
+      loc.step = step;
+      loc.tiers.push_back(s->tier());
+      if (loc.bytes == 0) {
+        auto m = s->ReadManifest(step);
+        if (m.ok()) {
+          loc.bytes = m->TotalBytes();
+          loc.created_unix = m->created_unix;
+        }
+      }
+    }
+  }
+  std::vector<StepLocation> out;
+  for (auto& [k, v] : all) out.push_back(v);
+  return out;
+}
+
+namespace {
+TierStore* Find(std::vector<std::unique_ptr<TierStore>>& stores, Tier t) {
+  for (auto& s : stores)
+    if (s->tier() == t) return s.get();
+  return nullptr;
+}
+
+// A staging directory under the hot root for copies between non-hot tiers; removed by the caller.
+std::string StagingDir(const std::string& hot, int64_t step) {
+  return JoinPath(hot, fmt::format(".staging-{}-{}", StepDirName(step), ::getpid()));
+}
+// Deletes the step from every tier faster than `to` (after `to` holds a verified, committed copy).
+Status DeleteAbove(std::vector<std::unique_ptr<TierStore>>& stores, int64_t step, Tier to) {
+  for (auto& s : stores) {
+    if (static_cast<int>(s->tier()) >= static_cast<int>(to)) break;
+    auto m = s->ReadManifest(step);
+    if (!m.ok() && m.status().code() == Code::kNotFound) {
+      continue;
+    }
+    Status st = s->Delete(step);
+    if (!st.ok()) return st.WithContext(fmt::format("checkpoint step {}: deleting the copy in {}", step, s->Describe()));
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status Stage(const TierConfig& tiers, int64_t step, const Progress& progress) {
+  TSR_ASSIGN_OR_RETURN(auto stores, OpenStores(tiers));
+  TierStore* hot = stores[0].get();
+  if (hot->ReadManifest(step).ok()) return Status::Ok();
+  for (size_t i = 1; i < stores.size(); ++i) {
+    auto m = stores[i]->ReadManifest(step);
+    if (!m.ok()) {
+      if (m.status().code() == Code::kNotFound) continue;
+      return m.status();
+    }
+    std::string staging = StagingDir(tiers.hot, step);
+    TSR_RETURN_IF_ERROR(RemoveTree(staging));
+    TSR_RETURN_IF_ERROR(MakeDirs(staging));
+    Status s = stores[i]->Fetch(*m, staging, progress);
+    if (s.ok()) s = VerifyDir(*m, staging, VerifyOptions{true}, {});
+    if (s.ok()) s = WriteFileAtomic(JoinPath(staging, kManifestName), ManifestToJson(*m));
+    std::string dir = JoinPath(tiers.hot, StepDirName(step));
+    if (s.ok()) {
+      (void)RemoveTree(dir);  // an uncommitted leftover
+      if (::rename(staging.c_str(), dir.c_str()) != 0) s = ErrnoError("rename " + staging + " to " + dir, errno);
+    }
+    if (s.ok()) s = FsyncDir(tiers.hot);
+    (void)RemoveTree(staging);
+    if (!s.ok()) return s.WithContext(fmt::format("staging checkpoint step {} from {}", step, stores[i]->Describe()));
+    TSR_LOG_INFO("checkpoint step {} staged from {} into {}", step, stores[i]->Describe(), dir);
+    return Status::Ok();
+  }
+  return NotFound(fmt::format("checkpoint step {} is committed in no tier", step));
+}
+
+Status Demote(const TierConfig& tiers, int64_t step, Tier to, bool delete_source, const Progress& progress) {
+  TSR_ASSIGN_OR_RETURN(auto stores, OpenStores(tiers));
+  TierStore* dst = Find(stores, to);
+  if (dst == nullptr || to == Tier::kHot)
+    return InvalidArgument(fmt::format("checkpoint step {}: cannot demote to {} (tier not configured)", step, TierName(to)));
+  // The source: the fastest tier above `to` that holds the step.
+  TierStore* src = nullptr;
+  Manifest m;
+  for (auto& s : stores) {
+    if (static_cast<int>(s->tier()) >= static_cast<int>(to)) break;
+    auto r = s->ReadManifest(step);
+    if (r.ok()) {
+      src = s.get();
+      m = *r;
+      break;
+    }
+    if (r.status().code() != Code::kNotFound) return r.status();
+  }
+  auto existing = dst->ReadManifest(step);
+  if (existing.ok()) {
+    // Already there (a rerun after a crash): verify, then finish the move.
+    TSR_RETURN_IF_ERROR(dst->VerifyCopy(*existing, progress));
+    if (delete_source) TSR_RETURN_IF_ERROR(DeleteAbove(stores, step, to));
+    return Status::Ok();
+  }
+  if (src == nullptr) return NotFound(fmt::format("checkpoint step {}: no copy above the {} tier to demote", step, TierName(to)));
+  std::string local;
+  std::string staging;
+  if (src->tier() == Tier::kHot) {
+    local = JoinPath(tiers.hot, StepDirName(step));
+    TSR_RETURN_IF_ERROR(VerifyDir(m, local, VerifyOptions{true}, {}));  // never propagate corruption
+  } else {
+    staging = StagingDir(tiers.hot, step);
+    TSR_RETURN_IF_ERROR(RemoveTree(staging));
+    TSR_RETURN_IF_ERROR(MakeDirs(staging));
+    Status s = src->Fetch(m, staging, progress);
+    if (s.ok()) s = VerifyDir(m, staging, VerifyOptions{true}, {});
+    if (!s.ok()) {
+      (void)RemoveTree(staging);
+      return s.WithContext(fmt::format("demoting checkpoint step {}: reading {}", step, src->Describe()));
+    }
+    local = staging;
+  }
+  Status s = dst->Put(m, local, progress);
+  CrashPoint("demote:copied");
+  if (s.ok()) s = dst->VerifyCopy(m, {});
+  CrashPoint("demote:verified");
+  if (s.ok()) s = dst->Commit(m);
+  CrashPoint("demote:marked");
+  if (!staging.empty()) (void)RemoveTree(staging);
+  if (!s.ok()) return s.WithContext(fmt::format("demoting checkpoint step {} to {}", step, dst->Describe()));
+  if (delete_source) {
+    TSR_RETURN_IF_ERROR(DeleteAbove(stores, step, to));
+    CrashPoint("demote:deleted");
+  }
+  TSR_LOG_INFO("checkpoint step {} moved from {} to {}", step, src->Describe(), dst->Describe());
+  return Status::Ok();
+}
+
+}  // namespace tessera::ckpt

@@ -1,0 +1,745 @@
+// comm/comm: communicator set-up and the hierarchical algorithm; see comm.hpp.
+#include "comm/comm.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <signal.h>
+#include <sstream>
+#include <unistd.h>
+
+#include "comm/reduce.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+
+namespace tessera::comm {
+namespace {
+
+constexpr uint32_t kHeaderMagic = 0x54535248;  // "TSRH"
+
+// Sent before every collective to the peers of this rank's schedule; any disagreement fails the call on
+// every rank with a message naming both sides.
+struct Header {
+  uint32_t magic;
+  uint32_t kind;
+  uint64_t seq;
+  uint64_t count;
+  int32_t dtype;
+  int32_t op;
+  int32_t root;
+  int32_t rank;
+  uint8_t pad[24];
+};
+static_assert(sizeof(Header) == 64);
+
+std::string HostId() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  return std::string(name) + "/" + boot;
+}
+
+bool PidAlive(int pid) {
+  if (pid <= 0) return true;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  auto close = line.rfind(')');
+  return !(close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X'));
+}
+
+std::string Describe(CollKind kind, size_t count, DType dt, RedOp op, int root) {
+  switch (kind) {
+    case CollKind::kAllReduce:
+    case CollKind::kReduceScatter:
+      return fmt::format("{}(count={}, {}, {})", CollName(kind), count, DTypeName(dt), RedOpName(op));
+    case CollKind::kBroadcast:
+      return fmt::format("{}(count={}, {}, root={})", CollName(kind), count, DTypeName(dt), root);
+    default:
+      return fmt::format("{}(count={}, {})", CollName(kind), count, DTypeName(dt));
+  }
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+const char* CollName(CollKind k) {
+  switch (k) {
+    case CollKind::kAllReduce: return "allreduce";
+    case CollKind::kReduceScatter: return "reduce_scatter";
+    case CollKind::kAllGather: return "allgather";
+    case CollKind::kBroadcast: return "broadcast";
+    case CollKind::kBarrier: return "barrier";
+    case CollKind::kSend: return "send";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<Comm>> Comm::Create() {
+  log::Init();
+  std::unique_ptr<Comm> c(new Comm());
+  TSR_RETURN_IF_ERROR(c->Init());
+  return c;
+}
+
+Comm::~Comm() = default;
+
+Status Comm::Init() {
+  TSR_ASSIGN_OR_RETURN(int64_t world, env::RequireInt("TESSERA_WORLD_SIZE", 1, 1 << 20));
+  TSR_ASSIGN_OR_RETURN(int64_t rank, env::RequireInt("TESSERA_RANK", 0, world - 1));
+  TSR_ASSIGN_OR_RETURN(int64_t island, env::Int("TESSERA_ISLAND", 0, 0, world - 1));
+  TSR_ASSIGN_OR_RETURN(timeout_, env::Duration("TESSERA_TIMEOUT", std::chrono::seconds(60)));
+  TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", "auto", {"auto", "shm", "tcp"}));
+  std::string vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or("island" + std::to_string(island));
+  std::string device = env::Get("TESSERA_DEVICE").value_or("host");
+  if (device != "host") {
+    if (device.rfind("cuda:", 0) == 0)
+      return Unsupported(fmt::format("TESSERA_DEVICE='{}': this build's CUDA island is not available yet; "
+                                     "use TESSERA_DEVICE=host", device));
+    return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not a device (use host or cuda:N)", device));
+  }
+  rank_ = static_cast<int>(rank);
+  size_ = static_cast<int>(world);
+  my_island_ = static_cast<int>(island);
+
+  TSR_ASSIGN_OR_RETURN(std::string store_addr, env::Require("TESSERA_STORE"));
+  auto colon = store_addr.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return InvalidArgument(fmt::format("TESSERA_STORE='{}' is not host:port", store_addr));
+  std::string store_host = store_addr.substr(0, colon);
+  TSR_ASSIGN_OR_RETURN(int64_t store_port, env::ParseInt("port of TESSERA_STORE='" + store_addr + "'",
+                                                         store_addr.substr(colon + 1), 1, 65535));
+  TSR_ASSIGN_OR_RETURN(token_, env::Require("TESSERA_TOKEN"));
+  if (rank_ == 0 && (store_host == "127.0.0.1" || store_host == "localhost")) {
+    // Rank 0 serves the store when no launcher does (the port is free); otherwise it is a client.
+    auto server = StoreServer::Start(store_host, static_cast<int>(store_port), token_);
+    if (server.ok()) store_server_ = std::move(server).value();
+  }
+  auto store = StoreClient::Connect(store_addr, token_, timeout_);
+  if (!store.ok()) return store.status().WithContext("rank " + std::to_string(rank_) + " joining the job");
+  store_ = std::move(store).value();
+
+  if (bridge != "shm" && size_ > 1) {
+    TSR_ASSIGN_OR_RETURN(listener_, TcpListener::Listen());
+  }
+  std::string bridge_host = env::Get("TESSERA_BRIDGE_ADDR").value_or("");
+  if (bridge_host.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    bridge_host = (store_host == "127.0.0.1" || store_host == "localhost") ? "127.0.0.1" : name;
+  }
+  std::string me = fmt::format("{}|{}|{}|{}|{}|{}:{}", island, vendor, device, HostId(), getpid(), bridge_host,
+                               listener_ ? listener_->port() : 0);
+  TSR_RETURN_IF_ERROR(store_->Set("rank/" + std::to_string(rank_), me));
+  infos_.resize(size_);
+  for (int r = 0; r < size_; ++r) {
+    auto v = store_->Get("rank/" + std::to_string(r), timeout_);
+    if (!v.ok())
+      return v.status().WithContext(fmt::format("rank {} waiting for rank {} to join (TESSERA_WORLD_SIZE={})", rank_,
+                                                r, size_));
+    auto f = Split(*v, '|');
+    if (f.size() != 6) return InternalError("malformed rank record: " + *v);
+    RankInfo& ri = infos_[r];
+    ri.rank = r;
+    ri.island = std::stoi(f[0]);
+    ri.vendor = f[1];
+    ri.device = f[2];
+    ri.host_id = f[3];
+    ri.pid = std::stoi(f[4]);
+    ri.tcp_addr = f[5];
+  }
+  // Islands: indices 0..k-1, one vendor and one device backend each.
+  std::map<int, Island> by_index;
+  for (const auto& ri : infos_) {
+    Island& isl = by_index[ri.island];
+    std::string backend = ri.device.substr(0, ri.device.find(':'));
+    if (isl.ranks.empty()) {
+      isl.index = ri.island;
+      isl.vendor = ri.vendor;
+      isl.backend = backend;
+    } else if (isl.vendor != ri.vendor || isl.backend != backend) {
+      return InvalidArgument(fmt::format("island {} mixes vendor/device '{}/{}' (rank {}) and '{}/{}' (rank {}): "
+                                         "check TESSERA_ISLAND_VENDOR and TESSERA_DEVICE",
+                                         ri.island, isl.vendor, isl.backend, isl.ranks.front(), ri.vendor, backend,
+                                         ri.rank));
+    }
+    isl.ranks.push_back(ri.rank);
+  }
+  int expect = 0;
+  for (auto& [idx, isl] : by_index) {
+    if (idx != expect)
+      return InvalidArgument(fmt::format("TESSERA_ISLAND values must be 0..k-1 without gaps; island {} has no ranks",
+                                         expect));
+    ++expect;
+    islands_.push_back(isl);
+  }
+  const auto& mine = islands_[my_island_].ranks;
+  local_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
+  TSR_RETURN_IF_ERROR(SetUpChannels());
+  p2p_sent_.assign(size_, 0);
+  p2p_recvd_.assign(size_, 0);
+  TSR_RETURN_IF_ERROR(store_->Barrier("init-done", size_, timeout_));
+  TSR_LOG_INFO("rank {}: joined — {}", rank_, Describe());
+  return Status::Ok();
+}
+
+Status Comm::SetUpChannels() {
+  TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", "auto", {"auto", "shm", "tcp"}));
+  TSR_ASSIGN_OR_RETURN(uint64_t ring, env::Bytes("TESSERA_SHM_RING", 4 << 20));
+  TSR_ASSIGN_OR_RETURN(int64_t streams, env::Int("TESSERA_TCP_STREAMS", 4, 1, 64));
+  TSR_ASSIGN_OR_RETURN(uint64_t chunk, env::Bytes("TESSERA_TCP_CHUNK", 512 << 10));
+  if (ring < (64 << 10) || ring % kChannelAlign != 0)
+    return InvalidArgument(fmt::format("TESSERA_SHM_RING={} must be at least 64K and a multiple of 8", ring));
+  if (chunk < 4096) return InvalidArgument(fmt::format("TESSERA_TCP_CHUNK={} must be at least 4096", chunk));
+  transport_.assign(size_, "");
+  send_.resize(size_);
+  recv_.resize(size_);
+  bool any_shm = false;
+  std::vector<int> tcp_lower, tcp_higher;
+  const RankInfo& me = infos_[rank_];
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const RankInfo& peer = infos_[p];
+    bool same_host = peer.host_id == me.host_id;
+    bool same_island = peer.island == me.island;
+    if (same_island && !same_host)
+      return Unsupported(fmt::format("island {} ({}) spans hosts (rank {} and rank {}): the host island uses shared "
+                                     "memory within one host", me.island, me.vendor, rank_, p));
+    std::string t = (same_host && (same_island || bridge != "tcp")) ? "shm" : "tcp";
+    if (!same_host && bridge == "shm")
+      return InvalidArgument(fmt::format("TESSERA_BRIDGE=shm but rank {} is on another host than rank {}", p, rank_));
+    transport_[p] = t;
+    if (t == "shm") any_shm = true;
+    else (p < rank_ ? tcp_lower : tcp_higher).push_back(p);
+  }
+  // Shared memory: everyone creates an inbox, maps the peers', then unlinks its own name.
+  std::string prefix = fmt::format("/tsr-{:08x}-", static_cast<uint32_t>(std::hash<std::string>{}(token_)));
+  if (any_shm) {
+    TSR_ASSIGN_OR_RETURN(inbox_, ShmInbox::Create(prefix + std::to_string(rank_), size_, ring));
+  }
+  TSR_RETURN_IF_ERROR(store_->Barrier("shm-created", size_, timeout_));
+  peer_inboxes_.resize(size_);
+  for (int p = 0; p < size_; ++p) {
+    if (transport_[p] != "shm") continue;
+    TSR_ASSIGN_OR_RETURN(peer_inboxes_[p], ShmInbox::Open(prefix + std::to_string(p), size_, ring));
+    send_[p] = peer_inboxes_[p]->Writer(rank_);
+    recv_[p] = inbox_->Reader(p);
+  }
+  TSR_RETURN_IF_ERROR(store_->Barrier("shm-mapped", size_, timeout_));
+  if (inbox_) inbox_->Unlink();
+  for (auto& pi : peer_inboxes_) if (pi) pi->Unlink();
+  // TCP: connect to higher ranks, accept from lower ones, then acknowledge.
+  std::vector<std::vector<int>> fds(size_, std::vector<int>(streams, -1));
+  for (int p : tcp_higher) {
+    for (int s = 0; s < streams; ++s) {
+      auto fd = TcpConnect(infos_[p].tcp_addr, rank_, s, token_, timeout_);
+      if (!fd.ok()) return fd.status().WithContext(fmt::format("bridge to {}", PeerName(p)));
+      fds[p][s] = *fd;
+    }
+  }
+  if (!tcp_lower.empty()) {
+    TSR_ASSIGN_OR_RETURN(auto incoming, listener_->AcceptHellos(static_cast<int>(tcp_lower.size() * streams), token_,
+                                                                timeout_));
+    for (auto& in : incoming) {
+      if (in.from_rank < 0 || in.from_rank >= size_ || in.stream < 0 || in.stream >= streams ||
+          fds[in.from_rank][in.stream] != -1)
+        return RemoteError(fmt::format("bridge: unexpected connection from rank {} stream {}", in.from_rank, in.stream));
+      fds[in.from_rank][in.stream] = in.fd;
+      TSR_RETURN_IF_ERROR(TcpSendAck(in.fd));
+    }
+  }
+  for (int p : tcp_higher)
+    for (int s = 0; s < streams; ++s) TSR_RETURN_IF_ERROR(TcpAwaitAck(fds[p][s], infos_[p].tcp_addr, timeout_));
+  for (int p = 0; p < size_; ++p) {
+    if (transport_[p] != "tcp") continue;
+    auto conns = std::make_shared<TcpConnections>();
+    for (int fd : fds[p]) {
+      TSR_RETURN_IF_ERROR(TcpTune(fd));
+      conns->fds.push_back(fd);
+    }
+    send_[p] = MakeTcpSender(conns, chunk);
+    recv_[p] = MakeTcpReceiver(conns, chunk);
+  }
+  listener_.reset();
+  return Status::Ok();
+}
+
+std::string Comm::Describe() const {
+  std::string out = fmt::format("world of {} rank{} in {} island{}:", size_, size_ == 1 ? "" : "s", islands_.size(),
+                                islands_.size() == 1 ? "" : "s");
+  for (const auto& isl : islands_)
+    out += fmt::format(" [{}: {} × {}, ranks {}..{}]", isl.index, isl.vendor, isl.ranks.size(), isl.ranks.front(),
+                       isl.ranks.back());
+  std::set<std::string> bridges, inside;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    (infos_[p].island == my_island_ ? inside : bridges).insert(transport_[p]);
+  }
+  auto join = [](const std::set<std::string>& s) {
+    std::string r;
+    for (const auto& x : s) r += (r.empty() ? "" : "+") + x;
+    return r.empty() ? std::string("none") : r;
+  };
+  out += fmt::format("; island library: host ({}); bridge: {}", join(inside),
+                     islands_.size() == 1 ? "none (single island: direct path)" : join(bridges));
+  return out;
+}
+
+std::string Comm::PeerName(int peer) const {
+  if (peer < 0 || peer >= size_) return "rank " + std::to_string(peer);
+  return fmt::format("rank {} ({})", peer, infos_[peer].vendor);
+}
+
+Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
+  auto abort = store_->Get("abort", std::chrono::milliseconds(1));
+  if (abort.ok()) {
+    aborted_by_peer_ = true;
+    return RemoteError("another rank failed — " + *abort);
+  }
+  for (int p : waiting_on) {
+    if (transport_[p] == "shm" && !PidAlive(infos_[p].pid))
+      return RemoteError(fmt::format("{} (pid {}) exited", PeerName(p), infos_[p].pid));
+  }
+  return Status::Ok();
+}
+
+void* Comm::Scratch(int which, size_t bytes) {
+  if (scratch_size_[which] < bytes) {
+    scratch_[which].reset(new std::byte[bytes]);
+    scratch_size_[which] = bytes;
+  }
+  return scratch_[which].get();
+}
+
+Status Comm::CheckArgs(const char* what, const void* send, const void* recv, size_t count, tsrDataType_t type,
+                       tsrStream_t stream, DType* dt) {
+  auto t = static_cast<DType>(type);
+  if (!IsValid(t)) return InvalidArgument(fmt::format("{}: datatype {} is not a tsrDataType_t", what, int(type)));
+  if (count > 0 && (send == nullptr || recv == nullptr))
+    return InvalidArgument(fmt::format("{}: NULL buffer with count {}", what, count));
+  if (stream != nullptr)
+    return InvalidArgument(fmt::format("{}: a stream was passed, but rank {}'s island ({}) uses host memory: pass "
+                                       "NULL", what, rank_, islands_[my_island_].vendor));
+  *dt = t;
+  return Status::Ok();
+}
+
+template <typename F>
+Status Comm::Guard(const std::string& what, F&& body) {
+  if (!failed_.ok()) return Status(failed_.code(), "communicator failed earlier: " + failed_.message());
+  Status s = body();
+  if (!s.ok()) {
+    s = s.WithContext(fmt::format("rank {}: {}", rank_, what));
+    failed_ = s;
+    // Tell the other ranks at once, so they fail with this message instead of waiting for a timeout.
+    if (!aborted_by_peer_) (void)store_->Set("abort", s.message());
+  }
+  return s;
+}
+
+Range Comm::Shard(const Island& isl, int member, size_t total) const {
+  size_t n = isl.ranks.size();
+  return Range{total * member / n, total * (member + 1) / n};
+}
+
+Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers) {
+  Header mine{kHeaderMagic, static_cast<uint32_t>(kind), seq_, count, static_cast<int32_t>(dt), static_cast<int32_t>(op),
+              root, rank_, {}};
+  std::vector<Header> theirs(peers.size());
+  Engine e(this);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    e.Send(peers[i], &mine, sizeof(Header));
+    e.RecvCopy(peers[i], &theirs[i], sizeof(Header));
+  }
+  TSR_RETURN_IF_ERROR(e.Run(fmt::format("{} #{}", CollName(kind), seq_)));
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const Header& h = theirs[i];
+    if (h.magic != kHeaderMagic) return InternalError(fmt::format("corrupt header from {}", PeerName(peers[i])));
+    if (h.seq != seq_ || h.kind != mine.kind || h.count != count || h.dtype != mine.dtype ||
+        (h.op != mine.op && (kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter)) ||
+        (h.root != root && kind == CollKind::kBroadcast)) {
+      return InvalidArgument(fmt::format(
+          "mismatched collectives: rank {} called {} as its call #{}, but {} called {} as its call #{}", rank_,
+          comm::Describe(kind, count, dt, op, root), seq_, PeerName(peers[i]),
+          comm::Describe(static_cast<CollKind>(h.kind), h.count, static_cast<DType>(h.dtype),
+                         static_cast<RedOp>(h.op), h.root),
+          h.seq));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_t count, DType dt, RedOp op, int root) {
+  const bool reduce = kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter || kind == CollKind::kBarrier;
+  const size_t W = static_cast<size_t>(size_);
+  const size_t C = (kind == CollKind::kReduceScatter || kind == CollKind::kAllGather) ? count * W : count;
+  const size_t esz = DTypeSize(dt), asz = DTypeSize(AccumType(dt));
+  const auto* send = static_cast<const std::byte*>(send_v);
+  auto* recv = static_cast<std::byte*>(recv_v);
+  const int k = static_cast<int>(islands_.size());
+  const Island& I = islands_[my_island_];
+  const int n = static_cast<int>(I.ranks.size());
+  const Range S = Shard(I, local_, C);
+  const std::string what = fmt::format("{} #{}", CollName(kind), seq_);
+
+  // Segments: the islands' shard boundaries cut [0, C); each segment has one owner per island.
+  struct Segment {
+    Range r;
+    std::vector<int> owner;  // by island
+  };
+  std::vector<size_t> cuts;
+  for (const auto& isl : islands_)
+    for (size_t j = 0; j < isl.ranks.size(); ++j) {
+      cuts.push_back(Shard(isl, static_cast<int>(j), C).lo);
+      cuts.push_back(Shard(isl, static_cast<int>(j), C).hi);
+    }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::vector<Segment> segs;  // all segments of [0, C)
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    Segment sg{{cuts[c], cuts[c + 1]}, std::vector<int>(k)};
+    for (int J = 0; J < k; ++J) {
+      int m = 0;
+      while (Shard(islands_[J], m, C).hi <= sg.r.lo) ++m;
+      sg.owner[J] = islands_[J].ranks[m];
+    }
+    segs.push_back(std::move(sg));
+  }
+  auto part_of = [&](const Range& r, int q) { return Range{r.lo + r.len() * q / k, r.lo + r.len() * (q + 1) / k}; };
+
+  // Header exchange with every peer of this rank's schedule (plus island leaders, so that islands whose
+  // schedules differ because of a mismatch still meet someone who notices).
+  std::set<int> peers(I.ranks.begin(), I.ranks.end());
+  if (local_ == 0)
+    for (const auto& isl : islands_) peers.insert(isl.ranks.front());
+  for (const auto& sg : segs)
+    if (sg.owner[my_island_] == rank_) peers.insert(sg.owner.begin(), sg.owner.end());
+  if (kind == CollKind::kReduceScatter)  // the routing step talks to block owners
+    for (const auto& sg : segs)
+      for (int q = 0; q < k; ++q) {
+        Range p = part_of(sg.r, q);
+        if (p.len() == 0) continue;
+        bool mine_block = p.Intersect({count * rank_, count * (rank_ + 1)}).len() > 0;
+        if (sg.owner[q] == rank_)
+          for (size_t b = p.lo / count; b < W && b * count < p.hi; ++b) peers.insert(static_cast<int>(b));
+        if (mine_block) peers.insert(sg.owner[q]);
+      }
+  peers.erase(rank_);
+  TSR_RETURN_IF_ERROR(ExchangeHeaders(kind == CollKind::kBarrier ? CollKind::kBarrier : kind, count, dt, op, root,
+                                      std::vector<int>(peers.begin(), peers.end())));
+  if (C == 0) return Status::Ok();
+
+  if (!reduce) {
+    // ---- select: allgather / broadcast. Each element has exactly one contributing rank. ----
+    auto contrib = [&](int r) -> Range {
+      if (kind == CollKind::kAllGather) return {count * r, count * (r + 1)};
+      return r == root ? Range{0, C} : Range{0, 0};
+    };
+    Range own = contrib(rank_);
+    if (own.len() > 0 && send != recv + own.lo * esz)
+      std::memmove(recv + own.lo * esz, send, own.len() * esz);
+    Engine e(this);
+    for (int j = 0; j < n; ++j) {  // phase 1: gather my shard's contributions from my island
+      if (j == local_) continue;
+      int peer = I.ranks[j];
+      Range x = own.Intersect(Shard(I, j, C));
+      e.Send(peer, recv + x.lo * esz, x.len() * esz);
+      Range y = contrib(peer).Intersect(S);
+      e.RecvCopy(peer, recv + y.lo * esz, y.len() * esz);
+    }
+    TSR_RETURN_IF_ERROR(e.Run(what + " (island gather)"));
+    if (k > 1) {  // phase 2: owners of each segment swap what their islands contributed
+      for (const auto& sg : segs) {
+        if (sg.owner[my_island_] != rank_) continue;
+        for (int J = 0; J < k; ++J) {
+          if (J == my_island_) continue;
+          for (int r : I.ranks) {
+            Range x = contrib(r).Intersect(sg.r);
+            e.Send(sg.owner[J], recv + x.lo * esz, x.len() * esz);
+          }
+          for (int r : islands_[J].ranks) {
+            Range y = contrib(r).Intersect(sg.r);
+            e.RecvCopy(sg.owner[J], recv + y.lo * esz, y.len() * esz);
+          }
+        }
+      }
+      TSR_RETURN_IF_ERROR(e.Run(what + " (bridge)"));
+    }
+  } else {
+    // ---- reduce: allreduce / reduce-scatter / barrier ----
+    // Phase 1: island reduce-scatter, in island rank order, into an accumulator (f32 for 16-bit types).
+    const std::byte* partial;
+    DType ptype;
+    std::vector<DType> island_ptype(k);
+    for (int J = 0; J < k; ++J) island_ptype[J] = islands_[J].ranks.size() == 1 ? dt : AccumType(dt);
+    size_t pbase;  // element index that partial[0] stands for
+    ReduceJob job1;
+    if (n > 1) {
+      // A single island reducing a type that is its own accumulator folds straight into the output,
+      // unless in-place input would be overwritten before its turn in the rank order.
+      bool direct = k == 1 && kind == CollKind::kAllReduce && AccumType(dt) == dt && !(send == recv && local_ != 0);
+      auto* acc = direct ? recv + S.lo * esz : static_cast<std::byte*>(Scratch(0, S.len() * asz));
+      job1.acc = acc;
+      job1.n = S.len();
+      job1.dtype = dt;
+      job1.op = op;
+      job1.Init(n);
+      Engine e(this);
+      for (int j = 0; j < n; ++j) {
+        if (j == local_) {
+          e.LocalFold(&job1, j, send + S.lo * esz);
+          continue;
+        }
+        Range sj = Shard(I, j, C);
+        e.Send(I.ranks[j], send + sj.lo * esz, sj.len() * esz);
+        e.RecvFold(I.ranks[j], &job1, j);
+      }
+      TSR_RETURN_IF_ERROR(e.Run(what + " (island reduce-scatter)"));
+      partial = acc;
+      ptype = AccumType(dt);
+      pbase = S.lo;
+    } else {
+      partial = send;
+      ptype = dt;
+      pbase = 0;
+    }
+    const size_t psz = DTypeSize(ptype);
+    // Where final values of my shard go: recv for allreduce, a staging buffer for reduce-scatter.
+    std::byte* out;
+    size_t obase;
+    if (kind == CollKind::kReduceScatter) {
+      out = static_cast<std::byte*>(Scratch(1, S.len() * esz));
+      obase = S.lo;
+    } else {
+      out = recv;
+      obase = 0;
+    }
+    const int divisor = size_;
+    if (k > 1) {
+      // Phase 2a: for each of my segments, send the other islands' parts, reduce mine in island order.
+      std::vector<ReduceJob> jobs;
+      jobs.reserve(segs.size());
+      Engine e(this);
+      for (const auto& sg : segs) {
+        if (sg.owner[my_island_] != rank_) continue;
+        for (int q = 0; q < k; ++q) {
+          Range p = part_of(sg.r, q);
+          if (q != my_island_) {
+            e.Send(sg.owner[q], partial + (p.lo - pbase) * psz, p.len() * psz);
+            continue;
+          }
+          if (p.len() == 0) continue;
+          jobs.emplace_back();
+          ReduceJob& job = jobs.back();
+          job.n = p.len();
+          job.dtype = dt;
+          job.op = op;
+          job.divisor = divisor;
+          job.Init(k);
+          for (int J = 0; J < k; ++J) job.src_type[J] = island_ptype[J];
+          std::byte* dst = out + (p.lo - obase) * esz;
+          bool alias = partial + (p.lo - pbase) * psz == dst;  // in place, island of one
+          // Accumulate straight into the output when types allow, unless that would overwrite my own
+          // in-place input before it is folded (it is folded at position my_island_, not first).
+          job.acc = (AccumType(dt) == dt && !(alias && my_island_ != 0)) ? dst : nullptr;
+          job.dst = dst;
+        }
+      }
+      // Accumulators that cannot live in the output: one scratch block, carved per job.
+      size_t need = 0;
+      for (auto& job : jobs)
+        if (job.acc == nullptr) need += job.n * asz;
+      auto* accs = static_cast<std::byte*>(Scratch(2, need));
+      for (auto& job : jobs)
+        if (job.acc == nullptr) {
+          job.acc = accs;
+          accs += job.n * asz;
+        }
+      size_t ji = 0;
+      for (const auto& sg : segs) {
+        if (sg.owner[my_island_] != rank_) continue;
+        Range p = part_of(sg.r, my_island_);
+        if (p.len() == 0) continue;
+        ReduceJob& job = jobs[ji++];
+        for (int J = 0; J < k; ++J) {
+          if (J == my_island_) e.LocalFold(&job, J, partial + (p.lo - pbase) * psz);
+          else e.RecvFold(sg.owner[J], &job, J);
+        }
+      }
+      TSR_RETURN_IF_ERROR(e.Run(what + " (bridge reduce)"));
+      if (kind != CollKind::kReduceScatter) {
+        // Phase 2b: share the reduced parts among the segment's owners.
+        for (const auto& sg : segs) {
+          if (sg.owner[my_island_] != rank_) continue;
+          Range mine = part_of(sg.r, my_island_);
+          for (int q = 0; q < k; ++q) {
+            if (q == my_island_) continue;
+            Range p = part_of(sg.r, q);
+            e.Send(sg.owner[q], out + (mine.lo - obase) * esz, mine.len() * esz);
+            e.RecvCopy(sg.owner[q], out + (p.lo - obase) * esz, p.len() * esz);
+          }
+        }
+        TSR_RETURN_IF_ERROR(e.Run(what + " (bridge share)"));
+      }
+    } else if (n > 1) {
+      Finalize(out + (S.lo - obase) * esz, partial, S.len(), dt, op, divisor);
+    } else if (out + (S.lo - obase) * esz != send + S.lo * esz) {
+      std::memmove(out + (S.lo - obase) * esz, send + S.lo * esz, S.len() * esz);  // world of one
+    }
+    if (kind == CollKind::kReduceScatter) {
+      // Phase 3 (reduce-scatter): route every reduced part to the rank whose output block holds it.
+      Engine e(this);
+      const Range block{count * rank_, count * (rank_ + 1)};
+      for (const auto& sg : segs) {
+        for (int q = 0; q < k; ++q) {
+          Range p = part_of(sg.r, q);
+          if (p.len() == 0) continue;
+          if (sg.owner[q] == rank_) {
+            for (size_t b = p.lo / count; b < W && b * count < p.hi; ++b) {
+              Range x = p.Intersect({count * b, count * (b + 1)});
+              if (x.len() == 0) continue;
+              const std::byte* src = out + (x.lo - obase) * esz;
+              if (static_cast<int>(b) == rank_) std::memcpy(recv + (x.lo - block.lo) * esz, src, x.len() * esz);
+              else e.Send(static_cast<int>(b), src, x.len() * esz);
+            }
+          } else {
+            Range x = p.Intersect(block);
+            e.RecvCopy(sg.owner[q], recv + (x.lo - block.lo) * esz, x.len() * esz);
+          }
+        }
+      }
+      return e.Run(what + " (scatter)");
+    }
+  }
+  // Phase 3: island allgather of the shards.
+  if (n > 1) {
+    Engine e(this);
+    for (int j = 0; j < n; ++j) {
+      if (j == local_) continue;
+      Range sj = Shard(I, j, C);
+      e.Send(I.ranks[j], recv + S.lo * esz, S.len() * esz);
+      e.RecvCopy(I.ranks[j], recv + sj.lo * esz, sj.len() * esz);
+    }
+    TSR_RETURN_IF_ERROR(e.Run(what + " (island allgather)"));
+  }
+  return Status::Ok();
+}
+
+Status Comm::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                       tsrStream_t stream) {
+  DType dt;
+  auto r = static_cast<RedOp>(op);
+  return Guard("allreduce", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(CheckArgs("allreduce", send, recv, count, type, stream, &dt));
+    if (!IsValid(r)) return InvalidArgument(fmt::format("allreduce: op {} is not a tsrRedOp_t", int(op)));
+    Status s = Hierarchical(CollKind::kAllReduce, send, recv, count, dt, r, 0);
+    ++seq_;
+    return s;
+  });
+}
+
+Status Comm::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                           tsrStream_t stream) {
+  DType dt;
+  auto r = static_cast<RedOp>(op);
+  return Guard("reduce_scatter", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(CheckArgs("reduce_scatter", send, recv, recvcount, type, stream, &dt));
+    if (!IsValid(r)) return InvalidArgument(fmt::format("reduce_scatter: op {} is not a tsrRedOp_t", int(op)));
+    Status s = Hierarchical(CollKind::kReduceScatter, send, recv, recvcount, dt, r, 0);
+    ++seq_;
+    return s;
+  });
+}
+
+Status Comm::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
+  DType dt;
+  return Guard("allgather", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(CheckArgs("allgather", send, recv, sendcount, type, stream, &dt));
+    Status s = Hierarchical(CollKind::kAllGather, send, recv, sendcount, dt, RedOp::kSum, 0);
+    ++seq_;
+    return s;
+  });
+}
+
+Status Comm::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream) {
+  DType dt;
+  return Guard("broadcast", [&]() -> Status {
+    if (root < 0 || root >= size_)
+      return InvalidArgument(fmt::format("broadcast: root {} is not a rank of this world of {}", root, size_));
+    TSR_RETURN_IF_ERROR(CheckArgs("broadcast", rank_ == root ? send : recv, recv, count, type, stream, &dt));
+    Status s = Hierarchical(CollKind::kBroadcast, send, recv, count, dt, RedOp::kSum, root);
+    ++seq_;
+    return s;
+  });
+}
+
+Status Comm::Barrier() {
+  return Guard("barrier", [&]() -> Status {
+    int32_t one = 1, out = 0;
+    Status s = Hierarchical(CollKind::kBarrier, &one, &out, 1, DType::kInt32, RedOp::kSum, 0);
+    ++seq_;
+    return s;
+  });
+}
+
+Status Comm::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+  DType dt;
+  return Guard("send", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(CheckArgs("send", send, send, count, type, stream, &dt));
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return InvalidArgument(fmt::format("send: peer {} is not another rank of this world of {}", peer, size_));
+    Header h{kHeaderMagic, static_cast<uint32_t>(CollKind::kSend), p2p_sent_[peer]++, count, static_cast<int32_t>(dt),
+             0, rank_, rank_, {}};
+    Engine e(this);
+    e.Send(peer, &h, sizeof(h));
+    e.Send(peer, send, count * DTypeSize(dt));
+    return e.Run(fmt::format("send to {}", PeerName(peer)));
+  });
+}
+
+Status Comm::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+  DType dt;
+  return Guard("recv", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(CheckArgs("recv", recv, recv, count, type, stream, &dt));
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return InvalidArgument(fmt::format("recv: peer {} is not another rank of this world of {}", peer, size_));
+    Header h{};
+    Engine e(this);
+    e.RecvCopy(peer, &h, sizeof(h));
+    std::string what = fmt::format("recv from {}", PeerName(peer));
+    TSR_RETURN_IF_ERROR(e.Run(what));
+    if (h.magic != kHeaderMagic || h.kind != static_cast<uint32_t>(CollKind::kSend) || h.seq != p2p_recvd_[peer])
+      return InternalError(what + ": stream out of step");
+    ++p2p_recvd_[peer];
+    if (h.count != count || h.dtype != static_cast<int32_t>(dt))
+      return InvalidArgument(fmt::format("{}: rank {} expects {} × {} but {} sent {} × {}", what, rank_, count,
+                                         DTypeName(dt), PeerName(peer), h.count,
+                                         DTypeName(static_cast<DType>(h.dtype))));
+    e.RecvCopy(peer, recv, count * DTypeSize(dt));
+    return e.Run(what);
+  });
+}
+
+}  // namespace tessera::comm
+
+namespace tessera {
+Result<std::unique_ptr<Communicator>> Communicator::FromEnv() {
+  auto c = comm::Comm::Create();
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<Communicator>(std::move(c).value());
+}
+}  // namespace tessera

@@ -1,0 +1,125 @@
+// comm/comm: the communicator — world discovery through the store, channel set-up (shm rings within a
+// host, parallel TCP across hosts), and the three-phase hierarchical algorithm of DESIGN §3 that serves
+// every collective:
+//   1. inside each island, reduce-scatter so island member i owns shard i;
+//   2. across islands, the owners of each segment (intersection of the islands' shards) reduce it in
+//      island order, each owner computing one part, and share the parts;
+//   3. inside each island, allgather the shards.
+// Allgather and broadcast use the same shape with "select" in place of "reduce"; reduce-scatter routes
+// the reduced parts to the ranks owning each output block in place of phase 3. A world of one island
+// is phases 1 and 3 alone: the island's own library, nothing on top.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/channel.hpp"
+#include "comm/engine.hpp"
+#include "comm/store.hpp"
+#include "comm/transport/shm.hpp"
+#include "comm/transport/tcp.hpp"
+#include "common/dtype.hpp"
+#include "tessera/comm.hpp"
+
+namespace tessera::comm {
+
+struct RankInfo {
+  int rank = 0;
+  int island = 0;
+  std::string vendor;    // e.g. "ascend"
+  std::string device;    // "host" or "cuda:N"
+  std::string host_id;   // hostname + boot id: equal means same machine
+  int pid = 0;
+  std::string tcp_addr;  // bridge listener, host:port
+};
+
+struct Island {
+  int index = 0;
+  std::string vendor;
+  std::string backend;     // "host" or "cuda"
+  std::vector<int> ranks;  // sorted
+};
+
+struct Range {
+  size_t lo = 0, hi = 0;
+  size_t len() const { return hi - lo; }
+  Range Intersect(Range o) const {
+    Range r{std::max(lo, o.lo), std::min(hi, o.hi)};
+    if (r.hi < r.lo) r.hi = r.lo;
+    return r;
+  }
+};
+
+enum class CollKind : uint32_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier, kSend };
+const char* CollName(CollKind k);
+
+class Comm final : public Communicator, public Links {
+ public:
+  static Result<std::unique_ptr<Comm>> Create();
+  ~Comm() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int island() const override { return my_island_; }
+  int num_islands() const override { return static_cast<int>(islands_.size()); }
+  std::string Describe() const override;
+  const std::vector<Island>& islands() const { return islands_; }
+
+  Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                   tsrStream_t stream) override;
+  Status ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                       tsrStream_t stream) override;
+  Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) override;
+  Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                   tsrStream_t stream) override;
+  Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status Barrier() override;
+
+  // Links
+  SendChannel* send(int peer) override { return send_[peer].get(); }
+  RecvChannel* recv(int peer) override { return recv_[peer].get(); }
+  Status CheckHealth(const std::vector<int>& waiting_on) override;
+  std::string PeerName(int peer) const override;
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+ private:
+  Comm() = default;
+  Status Init();
+  Status SetUpChannels();
+  // Validates arguments common to all collectives; `what` names the call.
+  Status CheckArgs(const char* what, const void* send, const void* recv, size_t count, tsrDataType_t type,
+                   tsrStream_t stream, DType* dt);
+  // Runs `body` as collective number seq_, recording failure: a failed communicator stays failed, and
+  // the first rank to fail tells the others through the store.
+  template <typename F>
+  Status Guard(const std::string& what, F&& body);
+  Status Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root);
+  Status ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers);
+  Range Shard(const Island& isl, int member, size_t total) const;
+  void* Scratch(int which, size_t bytes);
+
+  int rank_ = 0, size_ = 1, my_island_ = 0, local_ = 0;
+  std::chrono::milliseconds timeout_{60000};
+  std::string token_;
+  std::vector<RankInfo> infos_;
+  std::vector<Island> islands_;
+  std::vector<std::string> transport_;  // per peer: "shm", "tcp" or "" (self)
+  std::unique_ptr<StoreServer> store_server_;
+  std::unique_ptr<StoreClient> store_;
+  std::unique_ptr<TcpListener> listener_;
+  std::unique_ptr<ShmInbox> inbox_;
+  std::vector<std::unique_ptr<ShmInbox>> peer_inboxes_;
+  std::vector<std::unique_ptr<SendChannel>> send_;
+  std::vector<std::unique_ptr<RecvChannel>> recv_;
+  std::vector<std::unique_ptr<std::byte[]>> scratch_{3};
+  std::vector<size_t> scratch_size_ = std::vector<size_t>(3, 0);
+  uint64_t seq_ = 0;
+  std::vector<uint64_t> p2p_sent_, p2p_recvd_;
+  Status failed_;
+  bool aborted_by_peer_ = false;
+};
+
+}  // namespace tessera::comm

@@ -1,0 +1,134 @@
+// comm/reduce: CPU fold/finalize kernels, templated per element type; see reduce.hpp for the rules.
+#include "comm/reduce.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace tessera::comm {
+namespace {
+
+template <typename T>
+inline T Apply(T a, T b, RedOp op) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case RedOp::kSum: case RedOp::kAvg: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+      case RedOp::kProd: return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+      case RedOp::kMax: return a > b ? a : b;
+      case RedOp::kMin: return a < b ? a : b;
+      default: return a;
+    }
+  } else {
+    switch (op) {
+      case RedOp::kSum: case RedOp::kAvg: return a + b;
+      case RedOp::kProd: return a * b;
+      // NaN-propagating like NCCL's fmax? NCCL uses fmaxf semantics on most paths; we propagate NaN so
+      // a bad gradient is never hidden.
+      case RedOp::kMax: return (a != a || a > b) ? a : b;
+      case RedOp::kMin: return (a != a || a < b) ? a : b;
+      default: return a;
+    }
+  }
+}
+
+template <typename T>
+void FoldT(T* __restrict acc, const T* __restrict src, size_t n, RedOp op, bool first) {
+  if (first) {
+    std::memcpy(acc, src, n * sizeof(T));
+    return;
+  }
+  switch (op) {  // hoist the switch so the loops vectorise
+    case RedOp::kSum: case RedOp::kAvg:
+      if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        for (size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(static_cast<U>(acc[i]) + static_cast<U>(src[i]));
+      } else {
+        for (size_t i = 0; i < n; ++i) acc[i] += src[i];
+      }
+      return;
+    default:
+      for (size_t i = 0; i < n; ++i) acc[i] = Apply(acc[i], src[i], op);
+  }
+}
+
+template <float (*ToF32)(uint16_t)>
+void FoldHalf(float* __restrict acc, const uint16_t* __restrict src, size_t n, RedOp op, bool first) {
+  if (first) {
+    for (size_t i = 0; i < n; ++i) acc[i] = ToF32(src[i]);
+  } else if (op == RedOp::kSum || op == RedOp::kAvg) {
+    for (size_t i = 0; i < n; ++i) acc[i] += ToF32(src[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) acc[i] = Apply(acc[i], ToF32(src[i]), op);
+  }
+}
+
+template <typename T>
+void FinalizeT(T* out, const T* acc, size_t n, RedOp op, int divisor) {
+  if (op != RedOp::kAvg) {
+    if (out != acc) std::memcpy(out, acc, n * sizeof(T));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<T>(acc[i] / static_cast<T>(divisor));
+}
+
+template <uint16_t (*FromF32)(float)>
+void FinalizeHalf(uint16_t* out, const float* acc, size_t n, RedOp op, int divisor) {
+  if (op == RedOp::kAvg) {
+    float d = static_cast<float>(divisor);
+    for (size_t i = 0; i < n; ++i) out[i] = FromF32(acc[i] / d);
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = FromF32(acc[i]);
+  }
+}
+
+}  // namespace
+
+void Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first) {
+  if (n == 0) return;
+  if (IsHalf(dtype) && src_type != DType::kFloat32) {
+    if (dtype == DType::kFloat16)
+      FoldHalf<F16ToF32>(static_cast<float*>(acc), static_cast<const uint16_t*>(src), n, op, first);
+    else
+      FoldHalf<Bf16ToF32>(static_cast<float*>(acc), static_cast<const uint16_t*>(src), n, op, first);
+    return;
+  }
+  switch (AccumType(dtype)) {
+    case DType::kInt8: FoldT(static_cast<int8_t*>(acc), static_cast<const int8_t*>(src), n, op, first); break;
+    case DType::kUint8: FoldT(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(src), n, op, first); break;
+    case DType::kInt32: FoldT(static_cast<int32_t*>(acc), static_cast<const int32_t*>(src), n, op, first); break;
+    case DType::kInt64: FoldT(static_cast<int64_t*>(acc), static_cast<const int64_t*>(src), n, op, first); break;
+    case DType::kFloat32: FoldT(static_cast<float*>(acc), static_cast<const float*>(src), n, op, first); break;
+    case DType::kFloat64: FoldT(static_cast<double*>(acc), static_cast<const double*>(src), n, op, first); break;
+    default: break;
+  }
+}
+
+void Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) {
+  if (n == 0) return;
+  switch (dtype) {
+    case DType::kFloat16: FinalizeHalf<F32ToF16>(static_cast<uint16_t*>(out), static_cast<const float*>(acc), n, op, divisor); break;
+    case DType::kBfloat16: FinalizeHalf<F32ToBf16>(static_cast<uint16_t*>(out), static_cast<const float*>(acc), n, op, divisor); break;
+    case DType::kInt8: FinalizeT(static_cast<int8_t*>(out), static_cast<const int8_t*>(acc), n, op, divisor); break;
+    case DType::kUint8: FinalizeT(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(acc), n, op, divisor); break;
+    case DType::kInt32: FinalizeT(static_cast<int32_t*>(out), static_cast<const int32_t*>(acc), n, op, divisor); break;
+    case DType::kInt64: FinalizeT(static_cast<int64_t*>(out), static_cast<const int64_t*>(acc), n, op, divisor); break;
+    case DType::kFloat32: FinalizeT(static_cast<float*>(out), static_cast<const float*>(acc), n, op, divisor); break;
+    case DType::kFloat64: FinalizeT(static_cast<double*>(out), static_cast<const double*>(acc), n, op, divisor); break;
+    default: break;
+  }
+}
+
+void Convert(void* out, DType dst_type, const void* src, DType src_type, size_t n) {
+  if (dst_type == src_type) {
+    if (out != src) std::memmove(out, src, n * DTypeSize(dst_type));
+    return;
+  }
+  if (dst_type == DType::kFloat32) {  // half -> f32
+    Fold(out, src, n, src_type, src_type, RedOp::kSum, true);
+  } else {  // f32 -> half
+    Finalize(out, src, n, dst_type, RedOp::kSum, 1);
+  }
+}
+
+}  // namespace tessera::comm

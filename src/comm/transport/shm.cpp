@@ -1,0 +1,132 @@
+// comm/transport/shm: shared-memory rings; see shm.hpp.
+#include "comm/transport/shm.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace tessera::comm {
+namespace {
+
+struct alignas(64) RingCtl {
+  alignas(64) std::atomic<uint64_t> head;  // bytes written (by the peer)
+  alignas(64) std::atomic<uint64_t> tail;  // bytes read (by the owner)
+};
+static_assert(sizeof(RingCtl) == 128);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+size_t CtlBytes(int nslots) { return (sizeof(RingCtl) * nslots + 4095) & ~size_t{4095}; }
+
+class ShmReader final : public RecvChannel {
+ public:
+  ShmReader(RingCtl* ctl, std::byte* ring, size_t size) : ctl_(ctl), ring_(ring), size_(size) {}
+  Result<std::pair<const std::byte*, size_t>> Peek() override {
+    uint64_t head = ctl_->head.load(std::memory_order_acquire);
+    uint64_t tail = tail_;
+    size_t avail = head - tail;
+    size_t at = tail % size_;
+    return std::pair<const std::byte*, size_t>(ring_ + at, std::min(avail, size_ - at));
+  }
+  void Consume(size_t bytes) override {
+    tail_ += bytes;
+    ctl_->tail.store(tail_, std::memory_order_release);
+  }
+  const char* transport() const override { return "shm"; }
+
+ private:
+  RingCtl* ctl_;
+  std::byte* ring_;
+  size_t size_;
+  uint64_t tail_ = 0;
+};
+
+class ShmWriter final : public SendChannel {
+ public:
+  ShmWriter(RingCtl* ctl, std::byte* ring, size_t size) : ctl_(ctl), ring_(ring), size_(size) {}
+  Result<size_t> TrySend(const void* src, size_t bytes) override {
+    uint64_t tail = ctl_->tail.load(std::memory_order_acquire);
+    size_t space = size_ - (head_ - tail);
+    size_t at = head_ % size_;
+    size_t n = std::min({bytes, space, size_ - at});
+    if (n == 0) return size_t{0};
+    std::memcpy(ring_ + at, src, n);
+    head_ += n;
+    ctl_->head.store(head_, std::memory_order_release);
+    return n;
+  }
+  const char* transport() const override { return "shm"; }
+
+ private:
+  RingCtl* ctl_;
+  std::byte* ring_;
+  size_t size_;
+  uint64_t head_ = 0;
+};
+
+Result<void*> MapFd(int fd, size_t size, const std::string& name) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) return ErrnoError(fmt::format("mmap of shared memory {} ({} bytes)", name, size), err);
+  return p;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ShmInbox>> ShmInbox::Create(const std::string& name, int nslots, size_t ring_bytes) {
+  size_t size = CtlBytes(nslots) + ring_bytes * nslots;
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return ErrnoError("shm_open " + name, errno);
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return ErrnoError(fmt::format("sizing shared memory {} to {} bytes (is /dev/shm large enough? "
+                                  "lower TESSERA_SHM_RING)", name, size), err);
+  }
+  auto p = MapFd(fd, size, name);
+  if (!p.ok()) {
+    shm_unlink(name.c_str());
+    return p.status();
+  }
+  auto* ctl = static_cast<RingCtl*>(*p);
+  for (int i = 0; i < nslots; ++i) new (&ctl[i]) RingCtl{};
+  return std::unique_ptr<ShmInbox>(new ShmInbox(name, *p, size, nslots, ring_bytes, true));
+}
+
+Result<std::unique_ptr<ShmInbox>> ShmInbox::Open(const std::string& name, int nslots, size_t ring_bytes) {
+  size_t size = CtlBytes(nslots) + ring_bytes * nslots;
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return ErrnoError("shm_open of a peer's inbox " + name, errno);
+  TSR_ASSIGN_OR_RETURN(void* p, MapFd(fd, size, name));
+  return std::unique_ptr<ShmInbox>(new ShmInbox(name, p, size, nslots, ring_bytes, false));
+}
+
+ShmInbox::~ShmInbox() {
+  if (owner_) Unlink();
+  munmap(base_, size_);
+}
+
+void ShmInbox::Unlink() {
+  if (!unlinked_) shm_unlink(name_.c_str());
+  unlinked_ = true;
+}
+
+std::unique_ptr<RecvChannel> ShmInbox::Reader(int slot) {
+  auto* ctl = static_cast<RingCtl*>(base_) + slot;
+  auto* ring = static_cast<std::byte*>(base_) + CtlBytes(nslots_) + ring_bytes_ * slot;
+  return std::make_unique<ShmReader>(ctl, ring, ring_bytes_);
+}
+
+std::unique_ptr<SendChannel> ShmInbox::Writer(int slot) {
+  auto* ctl = static_cast<RingCtl*>(base_) + slot;
+  auto* ring = static_cast<std::byte*>(base_) + CtlBytes(nslots_) + ring_bytes_ * slot;
+  return std::make_unique<ShmWriter>(ctl, ring, ring_bytes_);
+}
+
+}  // namespace tessera::comm

@@ -1,0 +1,239 @@
+// comm/transport/tcp: parallel-stream TCP channels; see tcp.hpp.
+#include "comm/transport/tcp.hpp"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+namespace tessera::comm {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x54535242;  // "TSRB"
+
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  int32_t stream;
+  uint32_t token_len;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Blocking full read/write with a deadline, on a socket that may be non-blocking.
+Status IoFull(int fd, void* buf, size_t len, bool write, Clock::time_point deadline, const std::string& what) {
+  auto* p = static_cast<char*>(buf);
+  while (len > 0) {
+    ssize_t n = write ? ::send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd, p, len, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return RemoteError(what + ": connection closed by the peer");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError(what, errno);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return Timeout(what + ": timed out");
+    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
+    ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 100)));
+  }
+  return Status::Ok();
+}
+
+class TcpSender final : public SendChannel {
+ public:
+  TcpSender(std::shared_ptr<TcpConnections> c, size_t chunk) : c_(std::move(c)), chunk_(chunk), left_(chunk) {}
+  Result<size_t> TrySend(const void* src, size_t bytes) override {
+    size_t n = std::min(bytes, left_);
+    ssize_t r = ::send(c_->fds[cur_], src, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
+      return RemoteError(fmt::format("tcp send failed: {} (the peer closed its connection)", std::strerror(errno)));
+    }
+    left_ -= static_cast<size_t>(r);
+    if (left_ == 0) {
+      left_ = chunk_;
+      cur_ = (cur_ + 1) % c_->fds.size();
+    }
+    return static_cast<size_t>(r);
+  }
+  const char* transport() const override { return "tcp"; }
+
+ private:
+  std::shared_ptr<TcpConnections> c_;
+  size_t chunk_;
+  size_t left_;
+  size_t cur_ = 0;
+};
+
+class TcpReceiver final : public RecvChannel {
+ public:
+  TcpReceiver(std::shared_ptr<TcpConnections> c, size_t chunk)
+      : c_(std::move(c)), chunk_(chunk), left_(chunk), buf_(new std::byte[chunk]), cap_(chunk) {}
+  Result<std::pair<const std::byte*, size_t>> Peek() override {
+    if (consumed_ == len_) consumed_ = len_ = 0;
+    if (len_ == cap_ && consumed_ > 0) {  // keep a partial element: move it to the front
+      std::memmove(buf_.get(), buf_.get() + consumed_, len_ - consumed_);
+      len_ -= consumed_;
+      consumed_ = 0;
+    }
+    if (len_ < cap_) {
+      size_t want = std::min(cap_ - len_, left_);
+      ssize_t r = ::recv(c_->fds[cur_], buf_.get() + len_, want, MSG_DONTWAIT);
+      if (r == 0) {
+        // The peer closed after sending: hand out what is buffered first, fail only when it is gone.
+        if (len_ > consumed_) return std::pair<const std::byte*, size_t>(buf_.get() + consumed_, len_ - consumed_);
+        return RemoteError("tcp connection closed by the peer (did the peer rank exit?)");
+      }
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return RemoteError(fmt::format("tcp receive failed: {}", std::strerror(errno)));
+      if (r > 0) {
+        len_ += static_cast<size_t>(r);
+        left_ -= static_cast<size_t>(r);
+        if (left_ == 0) {
+          left_ = chunk_;
+          cur_ = (cur_ + 1) % c_->fds.size();
+        }
+      }
+    }
+    return std::pair<const std::byte*, size_t>(buf_.get() + consumed_, len_ - consumed_);
+  }
+  void Consume(size_t bytes) override { consumed_ += bytes; }
+  const char* transport() const override { return "tcp"; }
+
+ private:
+  std::shared_ptr<TcpConnections> c_;
+  size_t chunk_;
+  size_t left_;
+  size_t cur_ = 0;
+  std::unique_ptr<std::byte[]> buf_;
+  size_t cap_;
+  size_t len_ = 0;
+  size_t consumed_ = 0;
+};
+
+}  // namespace
+
+TcpConnections::~TcpConnections() {
+  for (int fd : fds) ::close(fd);
+}
+
+Status TcpTune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int buf = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return ErrnoError("fcntl O_NONBLOCK", errno);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<TcpListener>> TcpListener::Listen() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoError("socket", errno);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 1024) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoError("bridge listen", err);
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return std::unique_ptr<TcpListener>(new TcpListener(fd, ntohs(addr.sin_port)));
+}
+
+TcpListener::~TcpListener() { ::close(fd_); }
+
+Result<std::vector<TcpListener::Incoming>> TcpListener::AcceptHellos(int count, const std::string& token,
+                                                                        std::chrono::milliseconds timeout) {
+  std::vector<Incoming> out;
+  auto deadline = Clock::now() + timeout;
+  while (static_cast<int>(out.size()) < count) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0)
+      return Timeout(fmt::format("bridge: {} of {} peer connections arrived within {} ms", out.size(), count,
+                                 timeout.count()));
+    pollfd pfd{fd_, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 100))) <= 0) continue;
+    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    Hello h{};
+    Status s = IoFull(fd, &h, sizeof(h), false, deadline, "bridge hello");
+    std::string tok(h.token_len < 4096 ? h.token_len : 0, '\0');
+    if (s.ok() && h.magic == kHelloMagic && h.token_len < 4096) s = IoFull(fd, tok.data(), tok.size(), false, deadline, "bridge hello");
+    if (!s.ok() || h.magic != kHelloMagic || tok != token) {
+      ::close(fd);  // a stray or misconfigured process: refuse and keep waiting for the real peers
+      continue;
+    }
+    out.push_back({h.rank, h.stream, fd});
+  }
+  return out;
+}
+
+Result<int> TcpConnect(const std::string& address, int my_rank, int stream, const std::string& token,
+                       std::chrono::milliseconds timeout) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) return InvalidArgument("bridge address '" + address + "' is not host:port");
+  std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+  auto deadline = Clock::now() + timeout;
+  Status last;
+  while (Clock::now() < deadline) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+    if (gai != 0) return InvalidArgument(fmt::format("cannot resolve bridge peer '{}': {}", address, gai_strerror(gai)));
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    if (rc == 0) {
+      Hello h{kHelloMagic, my_rank, stream, static_cast<uint32_t>(token.size())};
+      Status s = IoFull(fd, &h, sizeof(h), true, deadline, "bridge hello to " + address);
+      if (s.ok()) s = IoFull(fd, const_cast<char*>(token.data()), token.size(), true, deadline, "bridge hello to " + address);
+      if (s.ok()) return fd;
+      ::close(fd);
+      return s;
+    }
+    last = ErrnoError("connect to bridge peer " + address, errno);
+    ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Timeout(last.message() + " (gave up after " + std::to_string(timeout.count()) + " ms)");
+}
+
+Status TcpSendAck(int fd) {
+  char ok = 'K';
+  return IoFull(fd, &ok, 1, true, Clock::now() + std::chrono::seconds(10), "bridge acknowledgement");
+}
+
+Status TcpAwaitAck(int fd, const std::string& address, std::chrono::milliseconds timeout) {
+  char ok = 0;
+  Status s = IoFull(fd, &ok, 1, false, Clock::now() + timeout, "bridge acknowledgement from " + address);
+  if (!s.ok()) return RemoteError(s.message() + " (the peer refused the job token, or exited)");
+  return Status::Ok();
+}
+
+std::unique_ptr<SendChannel> MakeTcpSender(std::shared_ptr<TcpConnections> conns, size_t chunk) {
+  return std::make_unique<TcpSender>(std::move(conns), chunk);
+}
+std::unique_ptr<RecvChannel> MakeTcpReceiver(std::shared_ptr<TcpConnections> conns, size_t chunk) {
+  return std::make_unique<TcpReceiver>(std::move(conns), chunk);
+}
+
+}  // namespace tessera::comm

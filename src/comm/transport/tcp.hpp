@@ -1,0 +1,55 @@
+// comm/transport/tcp: channels over several parallel TCP connections to one peer, for any two hosts.
+//
+// A pair of ranks shares `streams` connections (both directions use them). The byte stream is cut into
+// chunks of `chunk` bytes dealt round-robin over the connections, so a large message moves on all of
+// them at once; the kernel's socket buffers pipeline the chunks. Connections open with a hello carrying
+// the job token, so a stray process cannot join.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/channel.hpp"
+
+namespace tessera::comm {
+
+struct TcpConnections {
+  std::vector<int> fds;  // one per stream, in stream order
+  ~TcpConnections();
+};
+
+class TcpListener {
+ public:
+  // Listens on all interfaces, on a free port.
+  static Result<std::unique_ptr<TcpListener>> Listen();
+  ~TcpListener();
+  int port() const { return port_; }
+  // Accepts `count` connections with a valid hello; returns them as (from_rank, stream, fd).
+  struct Incoming {
+    int from_rank;
+    int stream;
+    int fd;
+  };
+  Result<std::vector<Incoming>> AcceptHellos(int count, const std::string& token, std::chrono::milliseconds timeout);
+
+ private:
+  explicit TcpListener(int fd, int port) : fd_(fd), port_(port) {}
+  int fd_;
+  int port_;
+};
+
+// Opens connection `stream` to "host:port" and sends the hello (rank, stream, token).
+Result<int> TcpConnect(const std::string& address, int my_rank, int stream, const std::string& token,
+                       std::chrono::milliseconds timeout);
+// Waits for the acceptor's one-byte acknowledgement of a hello; RemoteError if refused.
+Status TcpAwaitAck(int fd, const std::string& address, std::chrono::milliseconds timeout);
+Status TcpSendAck(int fd);
+// Makes the sockets non-blocking with large buffers and no Nagle delay.
+Status TcpTune(int fd);
+
+std::unique_ptr<SendChannel> MakeTcpSender(std::shared_ptr<TcpConnections> conns, size_t chunk);
+std::unique_ptr<RecvChannel> MakeTcpReceiver(std::shared_ptr<TcpConnections> conns, size_t chunk);
+
+}  // namespace tessera::comm

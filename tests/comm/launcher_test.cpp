@@ -1,0 +1,580 @@
+// Tests of `tessera run` (comm/launcher): the island parser and rank planner directly, and the real
+// `tessera` binary (TESSERA_BIN) starting `/bin/sh -c` snippets as ranks: their environment, prefixed
+// output, failure handling, signal forwarding, bad input; and ranks that meet at the launcher's store.
+#include "comm/launcher.hpp"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "comm/store.hpp"
+
+namespace tessera::comm::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+size_t Count(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t pos = s.find(part); pos != std::string::npos; pos = s.find(part, pos + part.size())) ++n;
+  return n;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// ---- the parser and the planner ----------------------------------------------------------------------
+
+TEST(LauncherParse, GoodIslands) {
+  auto i = ParseIsland("ascend=host:3");
+  ASSERT_TRUE(i.ok()) << i.status().ToString();
+  EXPECT_EQ(i->vendor, "ascend");
+  EXPECT_EQ(i->device, DeviceKind::kHost);
+  EXPECT_EQ(i->count, 3);
+  auto c = ParseIsland("nvidia=cuda:8");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->device, DeviceKind::kCuda);
+  EXPECT_EQ(c->count, 8);
+  auto all = ParseIslands({"ascend=host:3", "nvidia=host:5"});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(LayoutString(*all), "ascend=host:3,nvidia=host:5");
+}
+
+TEST(LauncherParse, BadIslandsNameTheValue) {
+  const std::map<std::string, std::string> cases = {
+      {"ascend=hots:3", "unknown device 'hots' in --island 'ascend=hots:3': use host or cuda"},
+      {"ascend=host:0", "rank count '0' in --island 'ascend=host:0' is not a positive integer"},
+      {"ascend=host:x", "rank count 'x' in --island 'ascend=host:x' is not a positive integer"},
+      {"ascend=host:-2", "rank count '-2' in --island 'ascend=host:-2'"},
+      {"ascend=host:", "rank count '' in --island 'ascend=host:'"},
+      {"ascend=host", "--island 'ascend=host' has no ':COUNT'"},
+      {"ascend", "--island 'ascend' has no '='"},
+      {"=host:1", "--island '=host:1' has no vendor name"},
+      {"a b=host:1", "vendor name 'a b' in --island 'a b=host:1'"},
+      {"a=host:99999", "rank count 99999 in --island 'a=host:99999' is more than 1024"},
+      {"a=host:99999999999", "rank count '99999999999' in --island 'a=host:99999999999'"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto r = ParseIsland(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_TRUE(Contains(r.status().message(), message)) << text << " -> " << r.status().message();
+  }
+  auto dup = ParseIslands({"ascend=host:3", "nvidia=host:1", "ascend=host:2"});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_TRUE(Contains(dup.status().message(), "vendor 'ascend' is given twice")) << dup.status().message();
+  EXPECT_TRUE(Contains(dup.status().message(), "'ascend=host:2'")) << dup.status().message();
+  EXPECT_FALSE(ParseIslands({}).ok());
+  EXPECT_FALSE(ParseIslands({"a=host:1000", "b=host:100"}).ok());  // world too large
+}
+
+TEST(LauncherPlan, RanksInIslandOrder) {
+  auto islands = ParseIslands({"ascend=host:3", "nvidia=host:5"});
+  ASSERT_TRUE(islands.ok());
+  auto ranks = PlanRanks(*islands, 0);
+  ASSERT_TRUE(ranks.ok());
+  ASSERT_EQ(ranks->size(), 8u);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ((*ranks)[r].rank, r);
+    EXPECT_EQ((*ranks)[r].local_rank, r);
+    EXPECT_EQ((*ranks)[r].island, r < 3 ? 0 : 1);
+    EXPECT_EQ((*ranks)[r].vendor, r < 3 ? "ascend" : "nvidia");
+    EXPECT_EQ((*ranks)[r].device, "host");
+  }
+  auto env = RankEnvironment((*ranks)[4], 8, LayoutString(*islands), "127.0.0.1:5", "tok", 1500ms);
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  EXPECT_EQ(m["TESSERA_RANK"], "4");
+  EXPECT_EQ(m["TESSERA_WORLD_SIZE"], "8");
+  EXPECT_EQ(m["TESSERA_ISLAND"], "1");
+  EXPECT_EQ(m["TESSERA_ISLAND_VENDOR"], "nvidia");
+  EXPECT_EQ(m["TESSERA_DEVICE"], "host");
+  EXPECT_EQ(m["TESSERA_LOCAL_RANK"], "4");
+  EXPECT_EQ(m["TESSERA_ISLANDS"], "ascend=host:3,nvidia=host:5");
+  EXPECT_EQ(m["TESSERA_STORE"], "127.0.0.1:5");
+  EXPECT_EQ(m["TESSERA_TOKEN"], "tok");
+  EXPECT_EQ(m["TESSERA_TIMEOUT"], "1500ms");
+}
+
+TEST(LauncherPlan, CudaRanksShareVisibleGpusRoundRobin) {
+  auto islands = ParseIslands({"nvidia=cuda:3", "cpu=host:1", "ascend=cuda:2"});
+  ASSERT_TRUE(islands.ok());
+  auto ranks = PlanRanks(*islands, 2);
+  ASSERT_TRUE(ranks.ok()) << ranks.status().ToString();
+  std::vector<std::string> devices;
+  for (const auto& r : *ranks) devices.push_back(r.device);
+  EXPECT_EQ(devices, (std::vector<std::string>{"cuda:0", "cuda:1", "cuda:0", "host", "cuda:1", "cuda:0"}));
+  auto none = PlanRanks(*islands, 0, "no driver");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kUnsupported);
+  EXPECT_TRUE(Contains(none.status().message(), "--island 'nvidia=cuda:3'")) << none.status().message();
+  EXPECT_TRUE(Contains(none.status().message(), "no CUDA device is visible")) << none.status().message();
+  EXPECT_TRUE(Contains(none.status().message(), "no driver")) << none.status().message();
+}
+
+TEST(LauncherPlan, SignalNames) {
+  EXPECT_EQ(SignalName(SIGKILL), "SIGKILL");
+  EXPECT_EQ(SignalName(SIGTERM), "SIGTERM");
+  EXPECT_EQ(SignalName(SIGINT), "SIGINT");
+}
+
+// ---- the tessera binary ------------------------------------------------------------------------------
+
+struct Outcome {
+  int status = -1;  // the launcher's exit status; -1 if it had to be killed by the test
+  std::string out, err;
+  double seconds = 0;
+};
+
+// `tessera ARGS...` as a child process with its stdout and stderr captured.
+class Tessera {
+ public:
+  explicit Tessera(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+    const char* bin = std::getenv("TESSERA_BIN");
+    if (bin == nullptr) {
+      ADD_FAILURE() << "TESSERA_BIN is not set (ctest sets it to the built tessera binary)";
+      return;
+    }
+    args.insert(args.begin(), bin);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry(*e);
+      if (!env.count(entry.substr(0, entry.find('=')))) env_strings.push_back(entry);
+    }
+    for (const auto& [k, v] : env)
+      if (!v.empty()) env_strings.push_back(k + "=" + v);  // an empty value unsets
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int out[2], err[2];
+    if (::pipe(out) != 0 || ::pipe(err) != 0) {
+      ADD_FAILURE() << "pipe";
+      return;
+    }
+    start_ = Clock::now();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      ::close(out[0]);
+      ::close(err[0]);
+      ::close(out[1]);
+      ::close(err[1]);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(126);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+  }
+  ~Tessera() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_fd_ >= 0) ::close(out_fd_);
+    if (err_fd_ >= 0) ::close(err_fd_);
+  }
+
+  // Reads output until `needle` occurs `times` times in stdout (or stderr), or `timeout` passes.
+  bool WaitFor(const std::string& needle, size_t times, milliseconds timeout, bool in_stderr = false) {
+    const auto deadline = Clock::now() + timeout;
+    while (Count(in_stderr ? err_ : out_, needle) < times) {
+      if (Clock::now() >= deadline || !Pump(deadline)) return Count(in_stderr ? err_ : out_, needle) >= times;
+    }
+    return true;
+  }
+
+  void Signal(int sig) { ::kill(pid_, sig); }
+
+  // Waits for the launcher to exit and its output to end; kills it after `timeout`.
+  Outcome Finish(milliseconds timeout = 60s) {
+    const auto deadline = Clock::now() + timeout;
+    while ((out_fd_ >= 0 || err_fd_ >= 0) && Pump(deadline)) {
+    }
+    Outcome o;
+    int st = 0;
+    if (Clock::now() >= deadline) {
+      ADD_FAILURE() << "tessera did not finish within the bound; killing it";
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &st, 0);
+    } else {
+      ::waitpid(pid_, &st, 0);
+      o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    reaped_ = true;
+    o.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    o.out = out_;
+    o.err = err_;
+    return o;
+  }
+
+ private:
+  // One round of reading; false when both pipes are at EOF or the deadline passed.
+  bool Pump(Clock::time_point deadline) {
+    std::vector<pollfd> fds;
+    if (out_fd_ >= 0) fds.push_back({out_fd_, POLLIN, 0});
+    if (err_fd_ >= 0) fds.push_back({err_fd_, POLLIN, 0});
+    if (fds.empty()) return false;
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left)) <= 0) return Clock::now() < deadline;
+    for (const auto& p : fds) {
+      if (p.revents == 0) continue;
+      char buf[65536];
+      const ssize_t n = ::read(p.fd, buf, sizeof(buf));
+      std::string& sink = p.fd == out_fd_ ? out_ : err_;
+      if (n > 0) {
+        sink.append(buf, static_cast<size_t>(n));
+      } else {
+        ::close(p.fd);
+        (p.fd == out_fd_ ? out_fd_ : err_fd_) = -1;
+      }
+    }
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int out_fd_ = -1, err_fd_ = -1;
+  std::string out_, err_;
+  Clock::time_point start_;
+};
+
+std::vector<std::string> RunArgs(const std::vector<std::string>& islands, const std::vector<std::string>& extra,
+                                 const std::string& script) {
+  std::vector<std::string> args = {"run"};
+  for (const auto& i : islands) {
+    args.push_back("--island");
+    args.push_back(i);
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  for (const char* a : {"--", "/bin/sh", "-c"}) args.push_back(a);
+  args.push_back(script);
+  return args;
+}
+
+bool Gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+class LauncherLayout : public ::testing::TestWithParam<std::vector<std::pair<std::string, int>>> {};
+
+TEST_P(LauncherLayout, EveryRankGetsItsEnvironment) {
+  const auto& layout = GetParam();
+  std::vector<std::string> islands;
+  std::string layout_string;
+  int world = 0;
+  for (const auto& [vendor, count] : layout) {
+    islands.push_back(vendor + "=host:" + std::to_string(count));
+    layout_string += (layout_string.empty() ? "" : ",") + islands.back();
+    world += count;
+  }
+  Tessera t(RunArgs(islands, {"--timeout", "45s"},
+                    "echo \"R=$TESSERA_RANK W=$TESSERA_WORLD_SIZE I=$TESSERA_ISLAND V=$TESSERA_ISLAND_VENDOR "
+                    "D=$TESSERA_DEVICE L=$TESSERA_LOCAL_RANK IS=$TESSERA_ISLANDS S=$TESSERA_STORE "
+                    "T=$TESSERA_TIMEOUT K=$TESSERA_TOKEN F=$FOO\""),
+            {{"FOO", "passed-through"}, {"TESSERA_RANK", "99"}});
+  const Outcome o = t.Finish();
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto lines = Lines(o.out);
+  ASSERT_EQ(lines.size(), static_cast<size_t>(world)) << o.out;
+  std::map<int, std::string> by_rank;
+  std::string store, token;
+  for (const auto& line : lines) {
+    int rank = -1;
+    char vendor[64] = {};
+    ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d %63[^]]] ", &rank, vendor), 2) << line;
+    by_rank[rank] = line;
+    const size_t s = line.find(" S="), k = line.find(" K=");
+    ASSERT_NE(s, std::string::npos);
+    const std::string this_store = line.substr(s + 3, line.find(' ', s + 1) - s - 3);
+    const std::string this_token = line.substr(k + 3, line.find(' ', k + 1) - k - 3);
+    if (store.empty()) store = this_store, token = this_token;
+    EXPECT_EQ(this_store, store) << "every rank meets at the same store";
+    EXPECT_EQ(this_token, token) << "every rank has the same token";
+  }
+  EXPECT_TRUE(store.rfind("127.0.0.1:", 0) == 0) << store;
+  EXPECT_EQ(token.size(), 32u) << token;
+  ASSERT_EQ(by_rank.size(), static_cast<size_t>(world));
+  int rank = 0;
+  for (size_t island = 0; island < layout.size(); ++island) {
+    for (int k = 0; k < layout[island].second; ++k, ++rank) {
+      const std::string& v = layout[island].first;
+      const std::string expected =
+          "[rank " + std::to_string(rank) + " " + v + "] R=" + std::to_string(rank) + " W=" + std::to_string(world) +
+          " I=" + std::to_string(island) + " V=" + v + " D=host L=" + std::to_string(rank) + " IS=" + layout_string +
+          " S=" + store + " T=45s K=" + token + " F=passed-through";
+      EXPECT_EQ(by_rank[rank], expected);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LauncherLayout,
+                         ::testing::Values(std::vector<std::pair<std::string, int>>{{"nvidia", 1}},
+                                           std::vector<std::pair<std::string, int>>{{"ascend", 1}, {"nvidia", 1}},
+                                           std::vector<std::pair<std::string, int>>{{"ascend", 3}, {"nvidia", 5}},
+                                           std::vector<std::pair<std::string, int>>{
+                                               {"ascend", 2}, {"moore", 2}, {"nvidia", 3}},
+                                           std::vector<std::pair<std::string, int>>{{"ascend", 1}, {"nvidia", 7}}),
+                         [](const auto& info) {
+                           std::string name;
+                           for (const auto& [vendor, count] : info.param)
+                             name += (name.empty() ? "" : "_") + vendor + std::to_string(count);
+                           return name;
+                         });
+
+TEST(Launcher, TimeoutComesFromTheFlagTheCallerOrTheDefault) {
+  const std::string script = "echo T=$TESSERA_TIMEOUT";
+  EXPECT_EQ(Tessera(RunArgs({"a=host:1"}, {"--timeout", "1500ms"}, script)).Finish().out, "[rank 0 a] T=1500ms\n");
+  EXPECT_EQ(Tessera(RunArgs({"a=host:1"}, {}, script), {{"TESSERA_TIMEOUT", "2m"}}).Finish().out,
+            "[rank 0 a] T=120s\n");
+  EXPECT_EQ(Tessera(RunArgs({"a=host:1"}, {}, script), {{"TESSERA_TIMEOUT", ""}}).Finish().out,
+            "[rank 0 a] T=60s\n");
+  const Outcome bad = Tessera(RunArgs({"a=host:1"}, {}, script), {{"TESSERA_TIMEOUT", "soon"}}).Finish();
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(Contains(bad.err, "TESSERA_TIMEOUT='soon'")) << bad.err;
+}
+
+TEST(Launcher, OutputIsPrefixedPerRankAndStream) {
+  Tessera t(RunArgs({"a=host:2", "b=host:1"}, {},
+                    "echo out1; echo err1 >&2; echo out2; echo err2 >&2; printf 'tail-without-newline'"));
+  const Outcome o = t.Finish();
+  ASSERT_EQ(o.status, 0) << o.err;
+  for (const auto& [rank, vendor] : std::vector<std::pair<int, std::string>>{{0, "a"}, {1, "a"}, {2, "b"}}) {
+    const std::string p = "[rank " + std::to_string(rank) + " " + vendor + "] ";
+    std::vector<std::string> outs, errs;
+    for (const auto& l : Lines(o.out))
+      if (l.rfind(p, 0) == 0) outs.push_back(l.substr(p.size()));
+    for (const auto& l : Lines(o.err))
+      if (l.rfind(p, 0) == 0) errs.push_back(l.substr(p.size()));
+    EXPECT_EQ(outs, (std::vector<std::string>{"out1", "out2", "tail-without-newline"})) << o.out;
+    EXPECT_EQ(errs, (std::vector<std::string>{"err1", "err2"})) << o.err;
+  }
+  EXPECT_EQ(Lines(o.out).size(), 9u) << o.out;
+}
+
+TEST(Launcher, LinesAreNeverBrokenOrInterleaved) {
+  // Four ranks race to print 3000 numbered lines each and one 200 000-character line.
+  Tessera t(RunArgs({"a=host:2", "b=host:2"}, {},
+                    "seq 1 3000; head -c 200000 /dev/zero | tr '\\0' x; echo; seq 3001 3500"));
+  const Outcome o = t.Finish();
+  ASSERT_EQ(o.status, 0) << o.err;
+  std::map<int, std::vector<std::string>> by_rank;
+  for (const auto& line : Lines(o.out)) {
+    int rank = -1;
+    char vendor[8] = {};
+    int consumed = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d %7[^]]] %n", &rank, vendor, &consumed), 2) << line.substr(0, 80);
+    by_rank[rank].push_back(line.substr(static_cast<size_t>(consumed)));
+  }
+  ASSERT_EQ(by_rank.size(), 4u);
+  for (auto& [rank, lines] : by_rank) {
+    ASSERT_EQ(lines.size(), 3501u) << "rank " << rank;
+    for (int i = 0; i < 3000; ++i) ASSERT_EQ(lines[i], std::to_string(i + 1)) << "rank " << rank;
+    EXPECT_EQ(lines[3000], std::string(200000, 'x')) << "rank " << rank;
+    for (int i = 3001; i <= 3500; ++i) ASSERT_EQ(lines[i], std::to_string(i)) << "rank " << rank;
+  }
+}
+
+TEST(Launcher, FailingRankStopsStuckRanksAndNamesIt) {
+  // Rank 3 fails at once; the others hang. With --timeout 1s they get 1 s of grace, then SIGTERM.
+  Tessera t(RunArgs({"a=host:2", "b=host:2"}, {"--timeout", "1s"},
+                    "echo pid $$; if [ $TESSERA_RANK = 3 ]; then exit 3; fi; exec sleep 1000"));
+  const Outcome o = t.Finish(30s);
+  EXPECT_EQ(o.status, 3) << o.err;
+  EXPECT_LT(o.seconds, 10.0);
+  EXPECT_TRUE(Contains(o.err, "tessera run: rank 3 (b) exited with status 3\n")) << o.err;
+  EXPECT_TRUE(Contains(o.err, "tessera run: rank 0 (a) was killed by signal 15 (SIGTERM)")) << o.err;
+  int pids = 0;
+  for (const auto& line : Lines(o.out)) {
+    const size_t p = line.find("] pid ");
+    if (p == std::string::npos) continue;
+    ++pids;
+    const pid_t pid = std::stoi(line.substr(p + 6));
+    EXPECT_TRUE(Gone(pid)) << "rank process " << pid << " is still running";
+  }
+  EXPECT_EQ(pids, 4) << o.out;
+}
+
+TEST(Launcher, RanksThatIgnoreSigtermAreKilled) {
+  Tessera t(RunArgs({"a=host:3"}, {"--timeout", "500ms"},
+                    "trap '' TERM; echo pid $$; if [ $TESSERA_RANK = 0 ]; then exit 1; fi; exec sleep 1000"));
+  const Outcome o = t.Finish(30s);
+  EXPECT_EQ(o.status, 1) << o.err;
+  EXPECT_LT(o.seconds, 15.0);
+  EXPECT_TRUE(Contains(o.err, "rank 0 (a) exited with status 1")) << o.err;
+  EXPECT_TRUE(Contains(o.err, "rank 1 (a) was killed by signal 9 (SIGKILL)")) << o.err;
+  EXPECT_TRUE(Contains(o.err, "rank 2 (a) was killed by signal 9 (SIGKILL)")) << o.err;
+  for (const auto& line : Lines(o.out)) {
+    const size_t p = line.find("] pid ");
+    if (p != std::string::npos) {
+      EXPECT_TRUE(Gone(std::stoi(line.substr(p + 6)))) << line;
+    }
+  }
+}
+
+TEST(Launcher, RankKilledBySignalIsReported) {
+  Tessera t(RunArgs({"a=host:2", "b=host:1"}, {}, "if [ $TESSERA_RANK = 1 ]; then kill -9 $$; fi; exit 0"));
+  const Outcome o = t.Finish(30s);
+  EXPECT_EQ(o.status, 128 + 9) << o.err;
+  EXPECT_TRUE(Contains(o.err, "tessera run: rank 1 (a) was killed by signal 9 (SIGKILL)\n")) << o.err;
+  EXPECT_EQ(Count(o.err, "tessera run: rank "), 1u) << "only rank 1 failed: " << o.err;
+}
+
+TEST(Launcher, OtherRanksMayFinishOnTheirOwnAfterAFailure) {
+  // Rank 0 fails; rank 1 needs a moment, then exits 0 on its own within the grace: nobody is stopped.
+  Tessera t(RunArgs({"a=host:1", "b=host:1"}, {"--timeout", "30s"},
+                    "if [ $TESSERA_RANK = 0 ]; then exit 5; fi; sleep 0.3; echo done"));
+  const Outcome o = t.Finish(30s);
+  EXPECT_EQ(o.status, 5) << o.err;
+  EXPECT_LT(o.seconds, 10.0);
+  EXPECT_TRUE(Contains(o.out, "[rank 1 b] done\n")) << o.out;
+  EXPECT_TRUE(Contains(o.err, "rank 0 (a) exited with status 5")) << o.err;
+  EXPECT_FALSE(Contains(o.err, "still running")) << o.err;
+}
+
+class LauncherForwards : public ::testing::TestWithParam<int> {};
+
+TEST_P(LauncherForwards, SignalToEveryRank) {
+  const int sig = GetParam();
+  const std::string name = SignalName(sig).substr(3);
+  Tessera t(RunArgs({"a=host:2", "b=host:1"}, {},
+                    "trap 'echo got-" + name + "; exit 0' " + name + "; echo ready; while :; do sleep 0.05; done"));
+  ASSERT_TRUE(t.WaitFor("ready", 3, 20s));
+  t.Signal(sig);
+  const Outcome o = t.Finish(30s);
+  EXPECT_EQ(o.status, 0) << o.err;  // every rank handled the signal and exited 0
+  EXPECT_EQ(Count(o.out, "got-" + name), 3u) << o.out;
+  EXPECT_TRUE(Contains(o.err, "forwarding SIG" + name + " to the 3 ranks")) << o.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, LauncherForwards, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
+                         [](const auto& info) { return SignalName(info.param).substr(3); });
+
+TEST(Launcher, SecondInterruptKills) {
+  Tessera t(RunArgs({"a=host:2"}, {}, "trap '' INT; echo ready; exec sleep 1000"));
+  ASSERT_TRUE(t.WaitFor("ready", 2, 20s));
+  t.Signal(SIGINT);
+  ASSERT_TRUE(t.WaitFor("forwarding SIGINT", 1, 20s, /*in_stderr=*/true));
+  t.Signal(SIGINT);
+  const Outcome o = t.Finish(30s);
+  EXPECT_EQ(o.status, 128 + 9) << o.err;
+  EXPECT_TRUE(Contains(o.err, "second SIGINT: killing the 2 ranks")) << o.err;
+  EXPECT_TRUE(Contains(o.err, "was killed by signal 9 (SIGKILL)")) << o.err;
+}
+
+TEST(Launcher, ProgramThatCannotStart) {
+  const Outcome o = Tessera({"run", "--island", "a=host:2", "--", "./nope-no-such-program"}).Finish(30s);
+  EXPECT_EQ(o.status, 127);
+  EXPECT_EQ(o.err, "tessera run: cannot start rank 0: ./nope-no-such-program: No such file or directory\n");
+  const Outcome p = Tessera({"run", "--island", "a=host:1", "--", "no-such-command-in-path"}).Finish(30s);
+  EXPECT_EQ(p.status, 127);
+  EXPECT_TRUE(Contains(p.err, "cannot start rank 0: no-such-command-in-path: command not found in PATH")) << p.err;
+  // A file without execute permission.
+  char path[] = "/tmp/tessera-launcher-test-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ::chmod(path, 0644);
+  const Outcome q = Tessera({"run", "--island", "a=host:1", "--", path}).Finish(30s);
+  ::unlink(path);
+  EXPECT_EQ(q.status, 127);
+  EXPECT_TRUE(Contains(q.err, std::string("cannot start rank 0: ") + path + ": Permission denied")) << q.err;
+}
+
+TEST(Launcher, BadCommandLinesAreNamed) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"run", "--island", "ascend=hots:3", "--", "true"},
+       "unknown device 'hots' in --island 'ascend=hots:3': use host or cuda"},
+      {{"run", "--island", "ascend=host:0", "--", "true"}, "rank count '0' in --island 'ascend=host:0'"},
+      {{"run", "--island", "ascend=host:three", "--", "true"}, "rank count 'three' in --island 'ascend=host:three'"},
+      {{"run", "--island", "a=host:1", "--island", "a=host:2", "--", "true"}, "vendor 'a' is given twice"},
+      {{"run", "--island", "a=host:1"}, "no program given"},
+      {{"run", "--island", "a=host:1", "./train"}, "put '--' before the program ('./train')"},
+      {{"run", "--island", "a=host:1", "--"}, "no program after '--'"},
+      {{"run", "--", "true"}, "no --island given"},
+      {{"run", "--island", "a=host:1", "--timeout", "soon", "--", "true"}, "--timeout='soon'"},
+      {{"run", "--island", "a=host:1", "--frobnicate", "--", "true"}, "unknown option '--frobnicate'"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Outcome o = Tessera(args).Finish(30s);
+    EXPECT_EQ(o.status, 2) << message;
+    EXPECT_TRUE(Contains(o.err, "tessera run: " + message)) << o.err;
+    EXPECT_EQ(o.out, "");
+  }
+}
+
+TEST(Launcher, CudaIslandWithoutGpuIsRefused) {
+  std::string why;
+  if (VisibleCudaDevices(&why) > 0) GTEST_SKIP() << "a CUDA device is visible here";
+  const Outcome o = Tessera({"run", "--island", "nvidia=cuda:1", "--", "true"}).Finish(30s);
+  EXPECT_EQ(o.status, 2);
+  EXPECT_TRUE(Contains(o.err, "--island 'nvidia=cuda:1' needs CUDA devices, but no CUDA device is visible")) << o.err;
+}
+
+TEST(Launcher, DryRunPrintsTheRankTable) {
+  const Outcome o = Tessera({"run", "--dry-run", "--island", "ascend=host:3", "--island", "nvidia=host:5", "--",
+                             "./whatever"})
+                        .Finish(30s);
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_TRUE(Contains(o.out, "8 ranks in 2 islands: ascend=host:3,nvidia=host:5\n")) << o.out;
+  EXPECT_TRUE(Contains(o.out, "rank  island  vendor  device  local_rank\n")) << o.out;
+  EXPECT_TRUE(Contains(o.out, "   2       0  ascend  host             2\n")) << o.out;
+  EXPECT_TRUE(Contains(o.out, "   7       1  nvidia  host             7\n")) << o.out;
+}
+
+// Ranks started by the launcher meet at its store with its token. The ranks are this test binary itself,
+// running only LauncherRank.MeetsAtTheStore (which skips when not started by `tessera run`).
+TEST(Launcher, RanksMeetAtTheStore) {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  ASSERT_GT(n, 0);
+  self[n] = '\0';
+  const Outcome o = Tessera({"run", "--island", "ascend=host:2", "--island", "nvidia=host:3", "--timeout", "30s",
+                             "--", self, "--gtest_filter=LauncherRank.MeetsAtTheStore"})
+                        .Finish(120s);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_EQ(Count(o.out, "[  PASSED  ] 1 test"), 5u) << o.out;
+}
+
+TEST(LauncherRank, MeetsAtTheStore) {
+  if (std::getenv("TESSERA_RANK") == nullptr) GTEST_SKIP() << "runs as a rank of Launcher.RanksMeetAtTheStore";
+  const int rank = std::atoi(std::getenv("TESSERA_RANK"));
+  const int world = std::atoi(std::getenv("TESSERA_WORLD_SIZE"));
+  const std::string store = std::getenv("TESSERA_STORE");
+  const std::string token = std::getenv("TESSERA_TOKEN");
+  auto c = StoreClient::Connect(store, token, 30s);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c.value()->Set("vendor/" + std::to_string(rank), std::getenv("TESSERA_ISLAND_VENDOR")).ok());
+  ASSERT_TRUE(c.value()->Barrier("all", world, 30s).ok());
+  for (int peer = 0; peer < world; ++peer) {
+    auto v = c.value()->Get("vendor/" + std::to_string(peer), 1s);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    EXPECT_EQ(*v, peer < 2 ? "ascend" : "nvidia");
+  }
+  auto wrong = StoreClient::Connect(store, token + "x", 5s);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_TRUE(Contains(wrong.status().message(), "refused the job token")) << wrong.status().message();
+}
+
+}  // namespace
+}  // namespace tessera::comm::launcher
