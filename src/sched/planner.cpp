@@ -482,7 +482,13 @@ struct FleetIndex {
 Result<FleetIndex> IndexFleet(const Catalog& catalog, const Fleet& fleet) {
   FleetIndex ix;
   ix.type.resize(fleet.nodes.size());
-  const bool have_zones = fleet.zone_of.size() == fleet.nodes.size();  // Fleet::Reindex() ran
+  // Use the loaders' zone index (Fleet::Reindex) when it matches the nodes; comparing short equal strings is
+  // much cheaper than hashing them.
+  bool have_zones = fleet.zone_of.size() == fleet.nodes.size();
+  for (size_t i = 0; have_zones && i < fleet.nodes.size(); ++i) {
+    int z = fleet.zone_of[i];
+    have_zones = z >= 0 && static_cast<size_t>(z) < fleet.zones.size() && fleet.zones[z] == fleet.nodes[i].zone;
+  }
   if (have_zones) {
     ix.zone = fleet.zone_of;
     ix.zones = fleet.zones;
@@ -527,6 +533,10 @@ Status Occupancy(const Catalog& catalog, const Fleet& fleet, const FleetIndex& i
       if (it == fleet.index.end())
         return InvalidArgument(
             fmt::format("running job '{}': node '{}' is not in the fleet {}", j.name, a.node, fleet.source));
+      if (it->second >= fleet.nodes.size() || fleet.nodes[it->second].id != a.node)
+        return InvalidArgument(fmt::format("fleet {}: its node index is stale (call Fleet::Reindex() after editing "
+                                           "nodes)",
+                                           fleet.source));
       const Node& n = fleet.nodes[it->second];
       int64_t& u = (*used)[it->second];
       u += a.cards;

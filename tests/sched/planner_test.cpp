@@ -463,3 +463,22 @@ types:
   ASSERT_EQ(r->placement->by_type.size(), 1u);
   EXPECT_EQ(r->placement->by_type[0].type, "t0");  // the only type keeping the floor with one card
 }
+
+// A fleet edited after loading: a stale zone index is not trusted, a stale id index is reported.
+TEST(SchedPlanner, StaleFleetIndexIsNotTrusted) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in = Simple({{"a", "n", 8}, {"b", "d", 8}}, 0, 4);
+  ASSERT_TRUE(in.fleet.Reindex().ok());
+  in.fleet.nodes[0].zone = "b";  // now both nodes are in zone b; zone_of still says a
+  in.fleet.nodes[0].type = "d";
+  in.job.cards = 16;
+  auto r = Plan(Request(in));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->placed()) << r->infeasible->reason;  // 16 cards fit only if both nodes count as zone b
+  EXPECT_EQ(r->placement->zone, "b");
+  in.fleet.nodes.erase(in.fleet.nodes.begin());  // index now points past the end for the second node
+  in.running.push_back({"x", "t", {{"b-d-1", 1}}});
+  auto bad = Plan(Request(in));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("stale"), std::string::npos) << bad.status().message();
+}
