@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 for san in address thread; do
   dir=build-$([ $san = address ] && echo asan || echo tsan)
-  [ -f $dir/build.ninja ] || cmake -S . -B $dir -G Ninja -DTESSERA_SANITIZE=$san -DTESSERA_CUDA=OFF -DTESSERA_BENCH=OFF >/dev/null
+  [ -f $dir/build.ninja ] || cmake -S . -B $dir -G Ninja -DTESSERA_SANITIZE=$san -DTESSERA_CUDA=OFF -DTESSERA_BENCH=OFF -DTESSERA_COMM_ONLY=ON >/dev/null
   targets="comm_worker $(cd $dir && ninja -t targets all | grep -oE '^comm_[a-z_]*test:' | tr -d ':' | sort -u | tr '\n' ' ')"
   cmake --build $dir -j "$JOBS" --target tessera_cli $targets
   echo "== comm tests under $san sanitizer"

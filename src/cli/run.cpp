@@ -14,7 +14,8 @@ namespace {
 
 namespace launcher = tessera::comm::launcher;
 
-constexpr const char* kUsage = "tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--timeout D] -- PROGRAM ARGS...";
+constexpr const char* kUsage =
+    "tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--timeout D] -- PROGRAM ARGS...";
 
 int Error(const std::string& message) {
   std::fprintf(stderr, "tessera run: %s\n", message.c_str());

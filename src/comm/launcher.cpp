@@ -8,6 +8,7 @@
 #include "comm/launcher.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -19,7 +20,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 #include <map>
 #include <memory>
 #include <set>
@@ -44,8 +44,7 @@ using std::chrono::milliseconds;
 Result<IslandSpec> ParseIsland(const std::string& text) {
   const std::string usage = "use VENDOR=DEVICE:COUNT, e.g. --island ascend=host:3";
   const size_t eq = text.find('=');
-  if (eq == std::string::npos)
-    return InvalidArgument(fmt::format("--island '{}' has no '=': {}", text, usage));
+  if (eq == std::string::npos) return InvalidArgument(fmt::format("--island '{}' has no '=': {}", text, usage));
   IslandSpec spec;
   spec.text = text;
   spec.vendor = text.substr(0, eq);
@@ -88,14 +87,15 @@ Result<std::vector<IslandSpec>> ParseIslands(const std::vector<std::string>& tex
     TSR_ASSIGN_OR_RETURN(IslandSpec spec, ParseIsland(text));
     for (const auto& other : islands) {
       if (other.vendor == spec.vendor)
-        return InvalidArgument(fmt::format("vendor '{}' is given twice (--island '{}' and --island '{}'): "
-                                           "each island is one vendor; give it once with the total count",
-                                           spec.vendor, other.text, spec.text));
+        return InvalidArgument(
+            fmt::format("vendor '{}' is given twice (--island '{}' and --island '{}'): "
+                        "each island is one vendor; give it once with the total count",
+                        spec.vendor, other.text, spec.text));
     }
     world += spec.count;
     if (world > kMaxWorldSize)
-      return InvalidArgument(fmt::format("the islands add up to {} ranks or more; one launcher starts at most {}", world,
-                                         kMaxWorldSize));
+      return InvalidArgument(
+          fmt::format("the islands add up to {} ranks or more; one launcher starts at most {}", world, kMaxWorldSize));
     islands.push_back(std::move(spec));
   }
   return islands;
@@ -116,8 +116,9 @@ Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, 
   for (size_t i = 0; i < islands.size(); ++i) {
     const IslandSpec& island = islands[i];
     if (island.device == DeviceKind::kCuda && cuda_devices < 1)
-      return Unsupported(fmt::format("--island '{}' needs CUDA devices, but no CUDA device is visible on this machine{}",
-                                     island.text, cuda_why.empty() ? "" : " (" + cuda_why + ")"));
+      return Unsupported(
+          fmt::format("--island '{}' needs CUDA devices, but no CUDA device is visible on this machine{}", island.text,
+                      cuda_why.empty() ? "" : " (" + cuda_why + ")"));
     for (int k = 0; k < island.count; ++k) {
       RankSpec r;
       r.rank = static_cast<int>(ranks.size());
@@ -180,8 +181,8 @@ std::string FormatRankTable(const std::vector<RankSpec>& ranks, const std::strin
   }
   std::string out = fmt::format("{} rank{} in {} island{}: {}\n", ranks.size(), ranks.size() == 1 ? "" : "s",
                                 islands.size(), islands.size() == 1 ? "" : "s", layout);
-  out += fmt::format("{:>4}  {:>6}  {:<{}}  {:<{}}  {:>10}\n", "rank", "island", "vendor", vw, "device", dw,
-                     "local_rank");
+  out +=
+      fmt::format("{:>4}  {:>6}  {:<{}}  {:<{}}  {:>10}\n", "rank", "island", "vendor", vw, "device", dw, "local_rank");
   for (const auto& r : ranks)
     out += fmt::format("{:>4}  {:>6}  {:<{}}  {:<{}}  {:>10}\n", r.rank, r.island, r.vendor, vw, r.device, dw,
                        r.local_rank);
@@ -221,7 +222,7 @@ class SignalScope {
     read_fd_ = p[0];
     write_fd_ = p[1];
     g_signal_pipe = write_fd_;
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = OnSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
@@ -230,7 +231,7 @@ class SignalScope {
       if (sig == SIGCHLD) one.sa_flags |= SA_NOCLDSTOP;
       ::sigaction(sig, &one, &old_[sig]);
     }
-    struct sigaction ign{};
+    struct sigaction ign {};
     ign.sa_handler = SIG_IGN;
     ::sigaction(SIGPIPE, &ign, &old_[SIGPIPE]);
     installed_ = true;
@@ -285,7 +286,7 @@ Result<std::string> ResolveProgram(const std::string& name) {
     std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     if (dir.empty()) dir = ".";
     const std::string candidate = dir + "/" + name;
-    struct stat st{};
+    struct stat st {};
     if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
       return candidate;
     if (colon == std::string::npos) break;
@@ -320,7 +321,7 @@ bool WriteAll(int fd, const char* data, size_t n) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) ::_exit(127);  // the launcher died before the line above
-  struct sigaction dfl{};
+  struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::sigaction(sig, &dfl, nullptr);
@@ -458,8 +459,11 @@ class Job {
     r.running = true;
     for (auto [fd, to] : {std::pair{out[0], 1}, std::pair{err[0], 2}}) {
       ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-      streams_.push_back(Stream{fd, static_cast<size_t>(&r - ranks_.data()), to,
-                                fmt::format("[rank {} {}] ", r.spec.rank, r.spec.vendor), {}});
+      streams_.push_back(Stream{fd,
+                                static_cast<size_t>(&r - ranks_.data()),
+                                to,
+                                fmt::format("[rank {} {}] ", r.spec.rank, r.spec.vendor),
+                                {}});
     }
     // EOF on the exec-error pipe means execve succeeded (the pipe is close-on-exec).
     int exec_errno = 0;
@@ -496,8 +500,8 @@ class Job {
       const auto next = std::min(grace_deadline_, kill_deadline_);
       int timeout_ms = -1;
       if (next != never)
-        timeout_ms = static_cast<int>(std::clamp<int64_t>(
-            std::chrono::duration_cast<milliseconds>(next - Clock::now()).count() + 1, 0, 1 << 30));
+        timeout_ms = static_cast<int>(
+            std::clamp<int64_t>(std::chrono::duration_cast<milliseconds>(next - Clock::now()).count() + 1, 0, 1 << 30));
       const int n = ::poll(fds.data(), fds.size(), timeout_ms);
       if (n < 0 && errno != EINTR) {
         Say(fmt::format("poll: {}", strerror(errno)));
@@ -518,9 +522,10 @@ class Job {
         grace_deadline_ = never;
         const size_t left = Running();
         if (left > 0) {
-          Say(fmt::format("stopping the {} rank{} still running {} after rank {} failed (SIGTERM, then SIGKILL after {})",
-                          left, left == 1 ? "" : "s", FormatDuration(options_.timeout), first_failed_,
-                          FormatDuration(options_.kill_after)));
+          Say(fmt::format(
+              "stopping the {} rank{} still running {} after rank {} failed (SIGTERM, then SIGKILL after {})", left,
+              left == 1 ? "" : "s", FormatDuration(options_.timeout), first_failed_,
+              FormatDuration(options_.kill_after)));
           SignalAll(SIGTERM);
           kill_deadline_ = now + options_.kill_after;
         }
@@ -717,7 +722,8 @@ int Run(const Options& options) {
     std::fflush(stdout);
     return 0;
   }
-  if (options.program.empty()) return fail(2, "no program given: tessera run --island VENDOR=DEVICE:COUNT -- PROGRAM ARGS...");
+  if (options.program.empty())
+    return fail(2, "no program given: tessera run --island VENDOR=DEVICE:COUNT -- PROGRAM ARGS...");
   auto path = ResolveProgram(options.program[0]);
   if (!path.ok()) return fail(127, "cannot start rank 0: " + path.status().message());
   std::fflush(stdout);

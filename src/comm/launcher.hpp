@@ -70,10 +70,10 @@ std::string SignalName(int sig);
 
 struct Options {
   std::vector<IslandSpec> islands;
-  std::vector<std::string> program;           // PROGRAM ARGS...
-  std::chrono::milliseconds timeout{60000};   // TESSERA_TIMEOUT for the ranks; also the grace after a failure
+  std::vector<std::string> program;            // PROGRAM ARGS...
+  std::chrono::milliseconds timeout{60000};    // TESSERA_TIMEOUT for the ranks; also the grace after a failure
   std::chrono::milliseconds kill_after{2000};  // from SIGTERM to SIGKILL when stopping ranks
-  bool dry_run = false;                       // print the rank table, start nothing
+  bool dry_run = false;                        // print the rank table, start nothing
 };
 
 // Runs the job to completion and returns the launcher's exit status: 0 when every rank exited 0; else

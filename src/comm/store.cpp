@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -23,7 +24,6 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
-#include <fmt/format.h>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -45,7 +45,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr uint32_t kMagic = 0x54535231;          // "TSR1"
+constexpr uint32_t kMagic = 0x54535231;           // "TSR1"
 constexpr uint32_t kMaxHandshake = 4096;          // magic + token
 constexpr uint32_t kMaxFrame = 256u << 20;        // values are small; this only stops garbage lengths
 constexpr milliseconds kHandshakeTimeout{60000};  // a connection that never authenticates is dropped
@@ -429,7 +429,8 @@ class TcpStoreServer final : public StoreServer {
         const int64_t timeout_ms = r.I64();
         if (!r.ok() || !r.AtEnd()) break;
         std::unique_lock<std::mutex> lock(mu_);
-        if (WaitFor(lock, fd, DeadlineFrom(timeout_ms), [&] { return data_.count(key) > 0; }, &gone)) {
+        if (WaitFor(
+                lock, fd, DeadlineFrom(timeout_ms), [&] { return data_.count(key) > 0; }, &gone)) {
           reply->U8(static_cast<uint8_t>(Reply::kOk)).Str(data_[key]);
           return true;
         }
@@ -498,7 +499,8 @@ class TcpStoreServer final : public StoreServer {
         }
         ++b.arrived;
         cv_.notify_all();
-        if (WaitFor(lock, fd, DeadlineFrom(timeout_ms), [&] { return b.arrived >= b.world_size; }, &gone)) {
+        if (WaitFor(
+                lock, fd, DeadlineFrom(timeout_ms), [&] { return b.arrived >= b.world_size; }, &gone)) {
           reply->U8(static_cast<uint8_t>(Reply::kOk));
           return true;
         }
@@ -557,8 +559,8 @@ class TcpStoreClient final : public StoreClient {
       std::string value = r.Str();
       if (r.ok() && r.AtEnd()) return value;
     } else if (code == Reply::kTimeout) {
-      return Timeout(
-          fmt::format("timed out after {} waiting for key '{}' at the store {}", FormatDuration(timeout), key, address_));
+      return Timeout(fmt::format("timed out after {} waiting for key '{}' at the store {}", FormatDuration(timeout),
+                                 key, address_));
     } else if (code == Reply::kError) {
       return ServerError(r, what);
     }
@@ -629,8 +631,8 @@ class TcpStoreClient final : public StoreClient {
   Result<std::string> Call(Writer& request, milliseconds timeout, const std::string& what) {
     std::lock_guard<std::mutex> lock(mu_);
     if (fd_ < 0)
-      return RemoteError(fmt::format("the connection to the store at {} was closed after an earlier error: {}",
-                                     address_, broken_));
+      return RemoteError(
+          fmt::format("the connection to the store at {} was closed after an earlier error: {}", address_, broken_));
     const auto deadline = DeadlineAfter(timeout);
     int err = 0;
     Io io = WriteFull(fd_, request.Frame(), deadline, -1, &err);
@@ -640,13 +642,14 @@ class TcpStoreClient final : public StoreClient {
     Status s;
     switch (io) {
       case Io::kClosed:
-        s = RemoteError(fmt::format("lost the connection to the store at {} while {}: the store closed it "
+        s =
+            RemoteError(fmt::format("lost the connection to the store at {} while {}: the store closed it "
                                     "(did the launcher or rank 0 exit?)",
                                     address_, what));
         break;
       case Io::kTimeout:
-        s = Timeout(fmt::format("the store at {} did not answer within {} while {}", address_,
-                                FormatDuration(timeout), what));
+        s = Timeout(
+            fmt::format("the store at {} did not answer within {} while {}", address_, FormatDuration(timeout), what));
         break;
       default:
         s = RemoteError(fmt::format("I/O error with the store at {} while {}: {}", address_, what,
@@ -806,9 +809,10 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& add
     if (io == Io::kTimeout)
       return Timeout(fmt::format("the store at {} did not answer the handshake within {}", address,
                                  FormatDuration(std::chrono::duration_cast<milliseconds>(hs_deadline - start))));
-    return RemoteError(fmt::format("the store at {} closed the connection during the handshake ({}); is it a "
-                                   "Tessera store of this job?",
-                                   address, io == Io::kClosed ? "connection closed" : std::strerror(err)));
+    return RemoteError(
+        fmt::format("the store at {} closed the connection during the handshake ({}); is it a "
+                    "Tessera store of this job?",
+                    address, io == Io::kClosed ? "connection closed" : std::strerror(err)));
   }
   Reader r(reply);
   const auto code = static_cast<Reply>(r.U8());

@@ -319,10 +319,10 @@ TEST_P(LauncherLayout, EveryRankGetsItsEnvironment) {
   for (size_t island = 0; island < layout.size(); ++island) {
     for (int k = 0; k < layout[island].second; ++k, ++rank) {
       const std::string& v = layout[island].first;
-      const std::string expected =
-          "[rank " + std::to_string(rank) + " " + v + "] R=" + std::to_string(rank) + " W=" + std::to_string(world) +
-          " I=" + std::to_string(island) + " V=" + v + " D=host L=" + std::to_string(rank) + " IS=" + layout_string +
-          " S=" + store + " T=45s K=" + token + " F=passed-through";
+      const std::string expected = "[rank " + std::to_string(rank) + " " + v + "] R=" + std::to_string(rank) +
+                                   " W=" + std::to_string(world) + " I=" + std::to_string(island) + " V=" + v +
+                                   " D=host L=" + std::to_string(rank) + " IS=" + layout_string + " S=" + store +
+                                   " T=45s K=" + token + " F=passed-through";
       EXPECT_EQ(by_rank[rank], expected);
     }
   }
@@ -347,8 +347,7 @@ TEST(Launcher, TimeoutComesFromTheFlagTheCallerOrTheDefault) {
   EXPECT_EQ(Tessera(RunArgs({"a=host:1"}, {"--timeout", "1500ms"}, script)).Finish().out, "[rank 0 a] T=1500ms\n");
   EXPECT_EQ(Tessera(RunArgs({"a=host:1"}, {}, script), {{"TESSERA_TIMEOUT", "2m"}}).Finish().out,
             "[rank 0 a] T=120s\n");
-  EXPECT_EQ(Tessera(RunArgs({"a=host:1"}, {}, script), {{"TESSERA_TIMEOUT", ""}}).Finish().out,
-            "[rank 0 a] T=60s\n");
+  EXPECT_EQ(Tessera(RunArgs({"a=host:1"}, {}, script), {{"TESSERA_TIMEOUT", ""}}).Finish().out, "[rank 0 a] T=60s\n");
   const Outcome bad = Tessera(RunArgs({"a=host:1"}, {}, script), {{"TESSERA_TIMEOUT", "soon"}}).Finish();
   EXPECT_EQ(bad.status, 2);
   EXPECT_TRUE(Contains(bad.err, "TESSERA_TIMEOUT='soon'")) << bad.err;
@@ -374,8 +373,8 @@ TEST(Launcher, OutputIsPrefixedPerRankAndStream) {
 
 TEST(Launcher, LinesAreNeverBrokenOrInterleaved) {
   // Four ranks race to print 3000 numbered lines each and one 200 000-character line.
-  Tessera t(RunArgs({"a=host:2", "b=host:2"}, {},
-                    "seq 1 3000; head -c 200000 /dev/zero | tr '\\0' x; echo; seq 3001 3500"));
+  Tessera t(
+      RunArgs({"a=host:2", "b=host:2"}, {}, "seq 1 3000; head -c 200000 /dev/zero | tr '\\0' x; echo; seq 3001 3500"));
   const Outcome o = t.Finish();
   ASSERT_EQ(o.status, 0) << o.err;
   std::map<int, std::vector<std::string>> by_rank;
@@ -532,9 +531,9 @@ TEST(Launcher, CudaIslandWithoutGpuIsRefused) {
 }
 
 TEST(Launcher, DryRunPrintsTheRankTable) {
-  const Outcome o = Tessera({"run", "--dry-run", "--island", "ascend=host:3", "--island", "nvidia=host:5", "--",
-                             "./whatever"})
-                        .Finish(30s);
+  const Outcome o =
+      Tessera({"run", "--dry-run", "--island", "ascend=host:3", "--island", "nvidia=host:5", "--", "./whatever"})
+          .Finish(30s);
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_TRUE(Contains(o.out, "8 ranks in 2 islands: ascend=host:3,nvidia=host:5\n")) << o.out;
   EXPECT_TRUE(Contains(o.out, "rank  island  vendor  device  local_rank\n")) << o.out;
@@ -549,8 +548,8 @@ TEST(Launcher, RanksMeetAtTheStore) {
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
   ASSERT_GT(n, 0);
   self[n] = '\0';
-  const Outcome o = Tessera({"run", "--island", "ascend=host:2", "--island", "nvidia=host:3", "--timeout", "30s",
-                             "--", self, "--gtest_filter=LauncherRank.MeetsAtTheStore"})
+  const Outcome o = Tessera({"run", "--island", "ascend=host:2", "--island", "nvidia=host:3", "--timeout", "30s", "--",
+                             self, "--gtest_filter=LauncherRank.MeetsAtTheStore"})
                         .Finish(120s);
   EXPECT_EQ(o.status, 0) << o.out << o.err;
   EXPECT_EQ(Count(o.out, "[  PASSED  ] 1 test"), 5u) << o.out;
