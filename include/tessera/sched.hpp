@@ -84,7 +84,13 @@ struct Fleet {
   std::string source;
   std::vector<Node> nodes;
   std::unordered_map<std::string, size_t> index;  // node id -> position in `nodes`
+  std::vector<std::string> zones;                 // distinct zones, first-seen order
+  std::vector<int> zone_of;                       // per node: its zone's position in `zones`
   const Node* Find(const std::string& id) const;
+  // Rebuilds `index`, `zones` and `zone_of` from `nodes` (the loaders call it; call it after editing `nodes`).
+  // InvalidArgument on a duplicate node id. Plan() checks `zone_of` against the nodes and rebuilds its own
+  // copy when they disagree; a stale `index` is reported as an error.
+  Status Reindex();
 };
 
 enum class ShareUnit { kCards, kThroughput };

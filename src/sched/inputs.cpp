@@ -211,6 +211,21 @@ const Node* Fleet::Find(const std::string& id) const {
   return it == index.end() ? nullptr : &nodes[it->second];
 }
 
+Status Fleet::Reindex() {
+  index.clear();
+  zones.clear();
+  zone_of.assign(nodes.size(), 0);
+  std::unordered_map<std::string, int> zix;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!index.emplace(nodes[i].id, i).second)
+      return InvalidArgument(fmt::format("{}: node id '{}' is listed twice", source, nodes[i].id));
+    auto [it, inserted] = zix.emplace(nodes[i].zone, static_cast<int>(zones.size()));
+    if (inserted) zones.push_back(nodes[i].zone);
+    zone_of[i] = it->second;
+  }
+  return Status::Ok();
+}
+
 Result<Fleet> ParseFleet(const std::string& yaml, const std::string& source) {
   TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
   return Guard(source, [&]() -> Result<Fleet> {
@@ -250,6 +265,7 @@ Result<Fleet> ParseFleet(const std::string& yaml, const std::string& source) {
         fl.nodes.push_back(std::move(e));
       }
     }
+    TSR_RETURN_IF_ERROR(fl.Reindex());
     return fl;
   });
 }

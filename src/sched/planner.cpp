@@ -155,6 +155,7 @@ class Milp {
         AddRow(sind, sval, GLP_FX, 0.0, 0.0);
       } else {
         sval.push_back(-static_cast<double>(m.target));
+        Normalise(&sval, nullptr);
         AddRow(sind, sval, GLP_LO, 0.0, 0.0);
       }
     }
@@ -173,6 +174,9 @@ class Milp {
         }
       i128 rhs = static_cast<i128>(m.floor) * m.run_total - static_cast<i128>(kPpmScale) * m.run_dom;
       floor_rhs_ = static_cast<double>(rhs);
+      // GLPK misjudges feasibility with coefficients ~1e9 (seen: a feasible 1-card job declared infeasible),
+      // so the row is scaled to a largest coefficient of 1; solutions are checked exactly afterwards.
+      Normalise(&val, &floor_rhs_);
       floor_row_ = AddRow(ind, val, GLP_LO, floor_rhs_, 0.0);
     }
   }
@@ -216,13 +220,25 @@ class Milp {
       }
       if (Satisfies(m_, a)) return std::optional<Alloc>(a);
       if (!floor_row_) return InternalError("GLPK returned a solution that violates the constraints");
-      floor_rhs_ += std::max(1.0, std::abs(floor_rhs_) * 1e-9) * (1 << attempt);
+      // Within the solver's tolerance but below the floor in exact arithmetic: tighten the row a little and
+      // solve again (this can only exclude placements within ~1e-7 of the floor).
+      floor_rhs_ += std::max(1e-9, std::abs(floor_rhs_) * 1e-9) * static_cast<double>(1 << (2 * attempt)) * 10.0;
       glp_set_row_bnds(lp_, floor_row_, GLP_LO, floor_rhs_, 0.0);
     }
     return InternalError("GLPK solutions keep violating the domestic floor by rounding");
   }
 
  private:
+  // Divides val[1..] (and *rhs) by the largest |val|; returns the divisor.
+  static double Normalise(std::vector<double>* val, double* rhs) {
+    double mx = 0;
+    for (size_t i = 1; i < val->size(); ++i) mx = std::max(mx, std::abs((*val)[i]));
+    if (mx <= 0) return 1.0;
+    for (size_t i = 1; i < val->size(); ++i) (*val)[i] /= mx;
+    if (rhs) *rhs /= mx;
+    return mx;
+  }
+
   int AddRow(std::vector<int> ind, std::vector<double> val, int type, double lb, double ub) {
     int i = glp_add_rows(lp_, 1);
     glp_set_row_bnds(lp_, i, type, lb, ub);
@@ -456,31 +472,81 @@ int64_t ShareWeight(const Policy& p, const AcceleratorType& t) {
   return it == t.throughput.end() ? 0 : it->second;
 }
 
+// Per node: its catalog type and its zone, as indices (strings compared once per run of equal values).
+struct FleetIndex {
+  std::vector<int> type;
+  std::vector<int> zone;
+  std::vector<std::string> zones;  // first-seen order
+};
+
+Result<FleetIndex> IndexFleet(const Catalog& catalog, const Fleet& fleet) {
+  FleetIndex ix;
+  ix.type.resize(fleet.nodes.size());
+  // Use the loaders' zone index (Fleet::Reindex) when it matches the nodes; comparing short equal strings is
+  // much cheaper than hashing them.
+  bool have_zones = fleet.zone_of.size() == fleet.nodes.size();
+  for (size_t i = 0; have_zones && i < fleet.nodes.size(); ++i) {
+    int z = fleet.zone_of[i];
+    have_zones = z >= 0 && static_cast<size_t>(z) < fleet.zones.size() && fleet.zones[z] == fleet.nodes[i].zone;
+  }
+  if (have_zones) {
+    ix.zone = fleet.zone_of;
+    ix.zones = fleet.zones;
+  } else {
+    ix.zone.resize(fleet.nodes.size());
+  }
+  std::unordered_map<std::string, int> zix;
+  const std::string* last_type = nullptr;
+  int lt = -1;
+  for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+    const Node& n = fleet.nodes[i];
+    if (!last_type || n.type != *last_type) {  // few types: a linear scan beats hashing
+      lt = -1;
+      for (size_t t = 0; t < catalog.types.size(); ++t)
+        if (catalog.types[t].name == n.type) lt = static_cast<int>(t);
+      if (lt < 0)
+        return InvalidArgument(fmt::format("{}: node '{}': type '{}' is not in the catalog {}", fleet.source, n.id,
+                                           n.type, catalog.source));
+      last_type = &n.type;
+    }
+    ix.type[i] = lt;
+    if (!have_zones) {
+      auto [it, inserted] = zix.emplace(n.zone, static_cast<int>(ix.zones.size()));
+      if (inserted) ix.zones.push_back(n.zone);
+      ix.zone[i] = it->second;
+    }
+  }
+  return ix;
+}
+
 // Running jobs: cards used per node (by fleet index) and the fleet-wide share units.
-Status Occupancy(const Catalog& catalog, const Fleet& fleet, const Policy& policy,
+Status Occupancy(const Catalog& catalog, const Fleet& fleet, const FleetIndex& ix, const Policy& policy,
                  const std::vector<RunningJob>* running, std::vector<int64_t>* used, i128* dom, i128* total) {
   used->assign(fleet.nodes.size(), 0);
   *dom = *total = 0;
   if (!running) return Status::Ok();
+  std::vector<int64_t> weight(catalog.types.size());
+  for (size_t t = 0; t < catalog.types.size(); ++t) weight[t] = ShareWeight(policy, catalog.types[t]);
   for (const auto& j : *running) {
     for (const auto& a : j.allocations) {
       auto it = fleet.index.find(a.node);
       if (it == fleet.index.end())
         return InvalidArgument(
             fmt::format("running job '{}': node '{}' is not in the fleet {}", j.name, a.node, fleet.source));
+      if (it->second >= fleet.nodes.size() || fleet.nodes[it->second].id != a.node)
+        return InvalidArgument(fmt::format("fleet {}: its node index is stale (call Fleet::Reindex() after editing "
+                                           "nodes)",
+                                           fleet.source));
       const Node& n = fleet.nodes[it->second];
       int64_t& u = (*used)[it->second];
       u += a.cards;
       if (u > n.cards)
         return InvalidArgument(fmt::format("running jobs use {} cards on node '{}', which has {} (job '{}')", u,
                                            a.node, n.cards, j.name));
-      const AcceleratorType* t = catalog.Find(n.type);
-      if (!t)
-        return InvalidArgument(fmt::format("{}: node '{}': type '{}' is not in the catalog {}", fleet.source, n.id,
-                                           n.type, catalog.source));
-      i128 w = static_cast<i128>(ShareWeight(policy, *t)) * a.cards;
+      int t = ix.type[it->second];
+      i128 w = static_cast<i128>(weight[t]) * a.cards;
       *total += w;
-      if (t->domestic) *dom += w;
+      if (catalog.types[t].domestic) *dom += w;
     }
   }
   return Status::Ok();
@@ -508,9 +574,10 @@ Result<ShareStatus> FleetShare(const Catalog& catalog, const Fleet& fleet, const
       if (!t.throughput.count(policy.weight_class))
         return InvalidArgument(fmt::format("{}: weight_class '{}' has no throughput for type '{}' in {}",
                                            policy.source, policy.weight_class, t.name, catalog.source));
+  TSR_ASSIGN_OR_RETURN(FleetIndex ix, IndexFleet(catalog, fleet));
   std::vector<int64_t> used;
   i128 dom, total;
-  TSR_RETURN_IF_ERROR(Occupancy(catalog, fleet, policy, &running, &used, &dom, &total));
+  TSR_RETURN_IF_ERROR(Occupancy(catalog, fleet, ix, policy, &running, &used, &dom, &total));
   ShareStatus s;
   s.unit = policy.unit;
   s.floor = policy.FloorAt(day);
@@ -573,40 +640,19 @@ Result<PlanResult> Plan(const PlanRequest& req) {
     m.cands.push_back(c);
   }
 
+  TSR_ASSIGN_OR_RETURN(FleetIndex ix, IndexFleet(catalog, fleet));
   std::vector<int64_t> used;
-  TSR_RETURN_IF_ERROR(Occupancy(catalog, fleet, policy, req.running, &used, &m.run_dom, &m.run_total));
-
-  // Aggregate free cards per (zone, candidate type).
-  std::map<std::string, int> zone_index;
-  std::vector<int> type_of_node(fleet.nodes.size(), -1);
-  {
-    // Catalog lookups by name once per distinct type string.
-    std::unordered_map<std::string, int> tix;
-    for (size_t i = 0; i < catalog.types.size(); ++i) tix[catalog.types[i].name] = static_cast<int>(i);
-    for (size_t i = 0; i < fleet.nodes.size(); ++i) {
-      const Node& n = fleet.nodes[i];
-      auto it = tix.find(n.type);
-      if (it == tix.end())
-        return InvalidArgument(fmt::format("{}: node '{}': type '{}' is not in the catalog {}", fleet.source, n.id,
-                                           n.type, catalog.source));
-      type_of_node[i] = it->second;
-      zone_index.emplace(n.zone, 0);
-    }
-  }
-  int zi = 0;
-  for (auto& [name, idx] : zone_index) {
-    idx = zi++;
-    m.zones.push_back(name);
-  }
+  TSR_RETURN_IF_ERROR(Occupancy(catalog, fleet, ix, policy, req.running, &used, &m.run_dom, &m.run_total));
+  m.zones = ix.zones;
   m.cells.assign(m.zones.size(), std::vector<ZoneCell>(m.cands.size()));
   bool any_node = false;
   for (size_t i = 0; i < fleet.nodes.size(); ++i) {
-    int c = cand_of_type[type_of_node[i]];
+    int c = cand_of_type[ix.type[i]];
     if (c < 0) continue;
     any_node = true;
     int64_t free = fleet.nodes[i].cards - used[i];
     if (free <= 0) continue;
-    ZoneCell& cell = m.cells[zone_index[fleet.nodes[i].zone]][c];
+    ZoneCell& cell = m.cells[ix.zone[i]][c];
     cell.free += free;
     cell.nodes.push_back(i);
   }

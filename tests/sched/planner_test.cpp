@@ -49,6 +49,10 @@ Instance RandomInstance(std::mt19937_64& rng) {
         in.fleet.nodes.push_back(n);
       }
     }
+  // Half the instances carry the loaders' zone index (Fleet::Reindex), half make Plan build it.
+  if (uni(0, 1)) {
+    EXPECT_TRUE(in.fleet.Reindex().ok());
+  }
   // Running jobs on some nodes.
   for (size_t i = 0; i < in.fleet.nodes.size(); ++i) {
     if (uni(0, 2) != 0) continue;
@@ -154,6 +158,23 @@ Brute BruteForce(const Instance& in) {
   return best;
 }
 
+// The instance in words, printed when the planner and the brute force disagree.
+std::string Describe(const Instance& in) {
+  std::string s = fmt::format("unit {} floor {} ", ShareUnitName(in.policy.unit), in.policy.FloorAt(0));
+  for (const auto& t : in.catalog.types)
+    s += fmt::format("| {} {} dom={} p={} tp={} w={} ", t.name, t.vendor, t.domestic, t.price_per_card_hour,
+                     t.throughput.at("w"), t.throughput.at("policy"));
+  s += "\nnodes:";
+  for (const auto& n : in.fleet.nodes) s += fmt::format(" {}:{}", n.id, n.cards);
+  s += "\nrunning:";
+  for (const auto& r : in.running)
+    for (const auto& a : r.allocations) s += fmt::format(" {}:{}", a.node, a.cards);
+  s += fmt::format("\njob cards={} target={} compatible=", in.job.cards, in.job.throughput_target);
+  for (const auto& c : in.job.compatible) s += c + ",";
+  for (const auto& [t, b] : in.job.bounds) s += fmt::format(" bounds {} [{}, {}]", t, b.min, b.max ? *b.max : -1);
+  return s;
+}
+
 PlanRequest Request(const Instance& in) {
   PlanRequest r;
   r.catalog = &in.catalog;
@@ -205,14 +226,15 @@ TEST(SchedPlanner, MatchesBruteForceOnRandomInstances) {
   if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
   std::mt19937_64 rng(20260301);
   int placed = 0, infeasible = 0, with_floor = 0;
-  for (int i = 0; i < 600; ++i) {
+  for (int i = 0; i < 2000; ++i) {
     Instance in = RandomInstance(rng);
     SCOPED_TRACE(fmt::format("instance {}", i));
     auto r = Plan(Request(in));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     Brute b = BruteForce(in);
     ASSERT_EQ(r->placed(), b.feasible) << (r->placed() ? "planner placed, brute force found nothing"
-                                                        : "planner: " + r->infeasible->reason);
+                                                        : "planner: " + r->infeasible->reason)
+                                       << "\n" << Describe(in);
     if (!b.feasible) {
       ++infeasible;
       EXPECT_FALSE(r->infeasible->reason.empty());
@@ -240,9 +262,9 @@ TEST(SchedPlanner, MatchesBruteForceOnRandomInstances) {
     EXPECT_GE(p.share_after, p.floor);
   }
   // The generator must exercise both outcomes and the floor.
-  EXPECT_GT(placed, 100);
-  EXPECT_GT(infeasible, 20);
-  EXPECT_GT(with_floor, 50);
+  EXPECT_GT(placed, 400);
+  EXPECT_GT(infeasible, 100);
+  EXPECT_GT(with_floor, 200);
 }
 
 namespace {
@@ -415,4 +437,48 @@ TEST(SchedPlanner, BuildsWithoutGlpkOrSqliteReportIt) {
     EXPECT_EQ(l.status().code(), tessera::Code::kUnsupported);
     EXPECT_NE(l.status().message().find("without SQLite"), std::string::npos);
   }
+}
+
+// Regression: GLPK declared this feasible 1-card job infeasible while the floor row carried ~1e9
+// coefficients (throughput unit, a 1/3 floor); the row is now scaled.
+TEST(SchedPlanner, LargeFloorCoefficientsStayFeasible) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in;
+  in.catalog = *ParseCatalog(R"(price_version: x
+types:
+  - {name: t0, vendor: v0, domestic: true, price_per_card_hour: 6.7, throughput: {w: 1.3, policy: 1.7}}
+  - {name: t1, vendor: v1, domestic: false, price_per_card_hour: 1.3, throughput: {w: 1.5, policy: 1.8}}
+  - {name: t2, vendor: v2, domestic: false, price_per_card_hour: 5.0, throughput: {w: 1.7, policy: 0.4}}
+)");
+  in.fleet = *ParseFleet(R"(nodes:
+  - {id: a, zone: z0, type: t0, cards: 5}
+  - {id: b, zone: z0, type: t1, cards: 3}
+  - {id: c, zone: z0, type: t2, cards: 6}
+)");
+  in.policy = *ParsePolicy("unit: throughput\nweight_class: policy\nfloor: 0.333333\n");
+  in.job = *ParseJob("name: j\ntenant: t\nclass: w\ncards: 1\ncompatible: [v0, v1, v2]\n");
+  auto r = Plan(Request(in));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->placed()) << r->infeasible->reason;
+  ASSERT_EQ(r->placement->by_type.size(), 1u);
+  EXPECT_EQ(r->placement->by_type[0].type, "t0");  // the only type keeping the floor with one card
+}
+
+// A fleet edited after loading: a stale zone index is not trusted, a stale id index is reported.
+TEST(SchedPlanner, StaleFleetIndexIsNotTrusted) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in = Simple({{"a", "n", 8}, {"b", "d", 8}}, 0, 4);
+  ASSERT_TRUE(in.fleet.Reindex().ok());
+  in.fleet.nodes[0].zone = "b";  // now both nodes are in zone b; zone_of still says a
+  in.fleet.nodes[0].type = "d";
+  in.job.cards = 16;
+  auto r = Plan(Request(in));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->placed()) << r->infeasible->reason;  // 16 cards fit only if both nodes count as zone b
+  EXPECT_EQ(r->placement->zone, "b");
+  in.fleet.nodes.erase(in.fleet.nodes.begin());  // index now points past the end for the second node
+  in.running.push_back({"x", "t", {{"b-d-1", 1}}});
+  auto bad = Plan(Request(in));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("stale"), std::string::npos) << bad.status().message();
 }
