@@ -71,7 +71,7 @@ wait_progress() {  # job, step, timeout seconds
 step "0. The collective underneath: one allreduce across an Ascend island and an NVIDIA island (host ranks)"
 if "$TESSERA" bench --help >/dev/null 2>&1; then
   run "$TESSERA" run --island ascend=host:2 --island nvidia=host:2 -- \
-    "$TESSERA" bench allreduce --sizes 1M,16M --dtype f32 --check --iters 5
+    "$TESSERA" bench allreduce --sizes 1M,16M --dtype f32 --check --iters 5 --verbose
 else
   echo "(skipped: this build has no \`tessera bench\` subcommand)"
 fi

@@ -83,6 +83,10 @@ tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int pee
 /* Returns when every rank has entered the barrier. */
 tsrResult_t tsrBarrier(tsrComm_t comm);
 
+/* One line for humans: the islands, their ranks and devices, and the transports in use inside the
+ * islands and on the bridge. Valid until comm is destroyed; "" for NULL. */
+const char* tsrCommDescribe(tsrComm_t comm);
+
 const char* tsrGetErrorString(tsrResult_t result);
 /* The message of the last failed call on comm (on this thread's last failed init when comm is NULL);
  * "" when there was none. Valid until the next call on comm. */

@@ -546,9 +546,7 @@ int RunBench(int argc, char** argv) {
                   reduces ? RedOpName(o.op) : "", o.iters, o.warmup, o.check ? "on" : "off");
       if (o.verbose) {
         for (const auto& line : info.lines) std::printf("#   %s\n", line.c_str());
-        std::printf("#   bridge: %s\n", env::Get("TESSERA_BRIDGE")
-                                            ? fmt::format("{} (TESSERA_BRIDGE)", bridge).c_str()
-                                            : "chosen by the comm (TESSERA_BRIDGE unset)");
+        std::printf("#   comm: %s\n", tsrCommDescribe(w.comm));
         if (auto spec = env::Get("TESSERA_ISLANDS")) std::printf("#   TESSERA_ISLANDS=%s\n", spec->c_str());
         std::printf("#   timing: barrier before each iteration, max over ranks, median over iterations\n");
       }
@@ -573,6 +571,7 @@ int RunBench(int argc, char** argv) {
                           {"world_size", w.size},
                           {"islands", info.islands},
                           {"bridge", bridge},
+                          {"comm", tsrCommDescribe(w.comm)},
                           {"machine", Machine()},
                           {"commit", TESSERA_GIT_COMMIT},
                           {"iters", o.iters},

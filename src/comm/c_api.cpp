@@ -9,6 +9,7 @@
 struct tsrComm {
   std::unique_ptr<tessera::Communicator> impl;
   std::string last_error;
+  std::string description;
 };
 
 namespace {
@@ -58,7 +59,7 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
       g_init_error = c.status().message();
       return ToResult(c.status());
     }
-    *comm = new tsrComm{std::move(c).value(), {}};
+    *comm = new tsrComm{std::move(c).value(), {}, {}};
     return tsrSuccess;
   } catch (const std::exception& e) {
     g_init_error = std::string("internal error: ") + e.what();
@@ -120,6 +121,16 @@ tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int pee
 
 tsrResult_t tsrBarrier(tsrComm_t comm) {
   return Call(comm, [&](tessera::Communicator& c) { return c.Barrier(); });
+}
+
+const char* tsrCommDescribe(tsrComm_t comm) {
+  if (comm == nullptr || !comm->impl) return "";
+  try {
+    comm->description = comm->impl->Describe();
+  } catch (const std::exception&) {
+    comm->description.clear();
+  }
+  return comm->description.c_str();
 }
 
 const char* tsrGetErrorString(tsrResult_t result) {
