@@ -27,6 +27,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "common/machine.hpp"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -357,23 +359,7 @@ WorldInfo DescribeWorld(const World& w) {
   return info;
 }
 
-nlohmann::json Machine() {
-  struct utsname u {};
-  uname(&u);
-  std::string cpu = "unknown";
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      auto p = line.find(':');
-      if (p != std::string::npos) cpu = line.substr(p + 2);
-      break;
-    }
-  }
-  return {{"uname", std::string(u.sysname) + " " + u.release + " " + u.machine},
-          {"hostname", u.nodename},
-          {"cpu", cpu},
-          {"cores", static_cast<int>(std::thread::hardware_concurrency())}};
-}
+inline nlohmann::json Machine() { return tessera::MachineJson(); }
 
 // ---- one size ---------------------------------------------------------------------------------------
 

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/machine.hpp"
+
 namespace tessera::bench {
 
 // One line of the table (sizes in bytes, time in microseconds, bandwidth in GB/s = 1e9 B/s).
@@ -120,24 +122,7 @@ inline int EnvInt(const char* name, const char* fallback_name, int lo, int hi) {
   return static_cast<int>(x);
 }
 
-// uname, CPU model and core count, for the JSON results.
-inline nlohmann::json Machine() {
-  struct utsname u {};
-  uname(&u);
-  std::string cpu = "unknown";
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      auto p = line.find(':');
-      if (p != std::string::npos) cpu = line.substr(p + 2);
-      break;
-    }
-  }
-  return {{"uname", std::string(u.sysname) + " " + u.release + " " + u.machine},
-          {"hostname", u.nodename},
-          {"cpu", cpu},
-          {"cores", static_cast<int>(std::thread::hardware_concurrency())}};
-}
+inline nlohmann::json Machine() { return tessera::MachineJson(); }
 
 // nccl-tests busbw factors.
 inline double BusFactor(const std::string& collective, int n) {
