@@ -20,11 +20,14 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "reference.hpp"
 #include "tessera/tessera.h"
 
 using tessera::DType;
 
 namespace {
+
+using namespace tessera::check;  // Value, Store, Load, Reference, WithinBound, Hash
 
 tsrComm_t g_comm;
 int g_rank, g_size;
@@ -39,98 +42,11 @@ void Check(tsrResult_t r, const char* what) {
   if (r != tsrSuccess) Fail(std::string(what) + ": " + tsrGetErrorString(r) + ": " + tsrGetLastError(g_comm));
 }
 
-// Deterministic input value for (seed, rank, index), exactly representable in every type under test.
-double Value(uint64_t seed, int rank, size_t i, DType t, tsrRedOp_t op) {
-  uint64_t h = (seed * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(rank) * 0xBF58476D1CE4E5B9ull) ^ (i * 0x94D049BB133111EBull);
-  h ^= h >> 31;
-  h *= 0xD6E8FEB86659FD93ull;
-  h ^= h >> 29;
-  switch (t) {
-    case DType::kInt8: case DType::kUint8:
-      return op == tsrProd ? static_cast<double>(h % 2 + 1) : static_cast<double>(h % 5);
-    case DType::kInt32: case DType::kInt64:
-      return op == tsrProd ? static_cast<double>(h % 3 + 1) : static_cast<double>(static_cast<int64_t>(h % 2001) - 1000);
-    default: {
-      // random value in [-2, 2) rounded to the type; products stay near 1
-      double u = static_cast<double>(h >> 11) / 9007199254740992.0;
-      double v = op == tsrProd ? 0.9 + 0.2 * u : 4.0 * u - 2.0;
-      if (t == DType::kFloat16) return tessera::F16ToF32(tessera::F32ToF16(static_cast<float>(v)));
-      if (t == DType::kBfloat16) return tessera::Bf16ToF32(tessera::F32ToBf16(static_cast<float>(v)));
-      if (t == DType::kFloat32) return static_cast<float>(v);
-      return v;
-    }
-  }
-}
 
-void Store(void* buf, size_t i, DType t, double v) {
-  switch (t) {
-    case DType::kInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
-    case DType::kUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
-    case DType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case DType::kInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-    case DType::kFloat16: static_cast<uint16_t*>(buf)[i] = tessera::F32ToF16(static_cast<float>(v)); break;
-    case DType::kBfloat16: static_cast<uint16_t*>(buf)[i] = tessera::F32ToBf16(static_cast<float>(v)); break;
-    case DType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double*>(buf)[i] = v; break;
-    default: break;
-  }
-}
 
-double Load(const void* buf, size_t i, DType t) {
-  switch (t) {
-    case DType::kInt8: return static_cast<const int8_t*>(buf)[i];
-    case DType::kUint8: return static_cast<const uint8_t*>(buf)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(buf)[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case DType::kFloat16: return tessera::F16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kBfloat16: return tessera::Bf16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kFloat32: return static_cast<const float*>(buf)[i];
-    case DType::kFloat64: return static_cast<const double*>(buf)[i];
-    default: return 0;
-  }
-}
 
-// Reference reduction in f64 (integers: exact, wrapped to the type by the caller's comparison).
-double Reference(uint64_t seed, size_t i, DType t, tsrRedOp_t op, double* abs_sum) {
-  double acc = 0;
-  *abs_sum = 0;
-  for (int r = 0; r < g_size; ++r) {
-    double v = Value(seed, r, i, t, op);
-    *abs_sum += std::fabs(v);
-    if (r == 0) { acc = v; continue; }
-    switch (op) {
-      case tsrSum: case tsrAvg: acc += v; break;
-      case tsrProd: acc *= v; break;
-      case tsrMax: acc = std::max(acc, v); break;
-      case tsrMin: acc = std::min(acc, v); break;
-    }
-  }
-  if (op == tsrAvg) {
-    if (tessera::IsFloat(t)) acc /= g_size;
-    else acc = std::trunc(acc / g_size);
-  }
-  if (op == tsrProd) *abs_sum = std::fabs(acc) * g_size;
-  return acc;
-}
 
-// The error bound the product promises: one final rounding to the output type plus f32 (or f64)
-// accumulation error over the world's terms.
-bool WithinBound(double got, double ref, double abs_sum, DType t) {
-  if (!tessera::IsFloat(t)) return got == ref;
-  double unit = t == DType::kFloat16 ? std::ldexp(1.0, -11) : t == DType::kBfloat16 ? std::ldexp(1.0, -8)
-              : t == DType::kFloat32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
-  double acc_unit = t == DType::kFloat64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  double bound = std::fabs(ref) * unit + g_size * acc_unit * abs_sum + 1e-300;
-  if (t == DType::kFloat16) bound += std::ldexp(1.0, -25);  // subnormal spacing
-  return std::fabs(got - ref) <= bound;
-}
 
-uint64_t Hash(const void* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
 
 void AllSame(const void* buf, size_t bytes, const std::string& what) {
   uint64_t h = Hash(buf, bytes);
@@ -169,14 +85,14 @@ int RunCheck(std::vector<size_t> sizes, uint64_t seed, const std::vector<DType>&
           void* dst = inplace ? in.data() : out.data();
           Check(tsrAllReduce(in.data(), dst, count, tt, op, g_comm, nullptr), "allreduce");
           for (size_t i = 0; i < count; ++i) {
-            double abs_sum, ref = Reference(seed, i, t, op, &abs_sum);
+            double abs_sum, ref = Reference(seed, i, t, op, g_size, &abs_sum);
             double got = Load(dst, i, t);
             if (!tessera::IsFloat(t)) {  // compare modulo the type's wrap-around
               unsigned char scratch[8];
               Store(scratch, 0, t, std::fmod(ref, 18446744073709551616.0));
               ref = Load(scratch, 0, t);
             }
-            if (!WithinBound(got, ref, abs_sum, t))
+            if (!WithinBound(got, ref, abs_sum, t, g_size))
               Fail("allreduce " + std::string(tessera::DTypeName(t)) + " " + std::to_string(op) + " count " +
                    std::to_string(count) + (inplace ? " in-place" : "") + ": element " + std::to_string(i) +
                    " = " + std::to_string(got) + ", f64 reference " + std::to_string(ref));
@@ -190,13 +106,13 @@ int RunCheck(std::vector<size_t> sizes, uint64_t seed, const std::vector<DType>&
           void* rdst = inplace ? rin.data() + g_rank * count * esz : rout.data();
           Check(tsrReduceScatter(rin.data(), rdst, count, tt, op, g_comm, nullptr), "reduce_scatter");
           for (size_t i = 0; i < count; ++i) {
-            double abs_sum, ref = Reference(seed, g_rank * count + i, t, op, &abs_sum);
+            double abs_sum, ref = Reference(seed, g_rank * count + i, t, op, g_size, &abs_sum);
             if (!tessera::IsFloat(t)) {
               unsigned char scratch[8];
               Store(scratch, 0, t, std::fmod(ref, 18446744073709551616.0));
               ref = Load(scratch, 0, t);
             }
-            if (!WithinBound(Load(rdst, i, t), ref, abs_sum, t))
+            if (!WithinBound(Load(rdst, i, t), ref, abs_sum, t, g_size))
               Fail("reduce_scatter " + std::string(tessera::DTypeName(t)) + " count " + std::to_string(count) +
                    ": element " + std::to_string(i) + " = " + std::to_string(Load(rdst, i, t)) + ", reference " +
                    std::to_string(ref));

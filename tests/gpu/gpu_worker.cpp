@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "../comm/reference.hpp"
 #include "tessera/tessera.h"
 
 cudaError_t LaunchDelay(cudaStream_t s, double ms);
@@ -32,6 +33,8 @@ cudaError_t LaunchDelay(cudaStream_t s, double ms);
 using tessera::DType;
 
 namespace {
+
+using namespace tessera::check;  // Value, Store, Load, Reference, WithinBound, Hash
 
 tsrComm_t g_comm;
 int g_rank, g_size;
@@ -81,107 +84,6 @@ struct Buf {
 };
 tsrStream_t S() { return g_gpu ? static_cast<tsrStream_t>(g_stream) : nullptr; }
 
-double Value(uint64_t seed, int rank, size_t i, DType t, tsrRedOp_t op) {
-  uint64_t h = (seed * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(rank) * 0xBF58476D1CE4E5B9ull) ^
-               (i * 0x94D049BB133111EBull);
-  h ^= h >> 31;
-  h *= 0xD6E8FEB86659FD93ull;
-  h ^= h >> 29;
-  if (t == DType::kInt32)
-    return op == tsrProd ? static_cast<double>(h % 3 + 1) : static_cast<double>(static_cast<int64_t>(h % 2001) - 1000);
-  double u = static_cast<double>(h >> 11) / 9007199254740992.0;
-  double v = op == tsrProd ? 0.9 + 0.2 * u : 4.0 * u - 2.0;
-  if (t == DType::kFloat16) return tessera::F16ToF32(tessera::F32ToF16(static_cast<float>(v)));
-  if (t == DType::kBfloat16) return tessera::Bf16ToF32(tessera::F32ToBf16(static_cast<float>(v)));
-  if (t == DType::kFloat32) return static_cast<float>(v);
-  return v;
-}
-void Put(void* buf, size_t i, DType t, double v) {
-  switch (t) {
-    case DType::kInt32:
-      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
-      break;
-    case DType::kFloat16:
-      static_cast<uint16_t*>(buf)[i] = tessera::F32ToF16(static_cast<float>(v));
-      break;
-    case DType::kBfloat16:
-      static_cast<uint16_t*>(buf)[i] = tessera::F32ToBf16(static_cast<float>(v));
-      break;
-    case DType::kFloat32:
-      static_cast<float*>(buf)[i] = static_cast<float>(v);
-      break;
-    case DType::kFloat64:
-      static_cast<double*>(buf)[i] = v;
-      break;
-    default:
-      break;
-  }
-}
-double Get(const void* buf, size_t i, DType t) {
-  switch (t) {
-    case DType::kInt32:
-      return static_cast<const int32_t*>(buf)[i];
-    case DType::kFloat16:
-      return tessera::F16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kBfloat16:
-      return tessera::Bf16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kFloat32:
-      return static_cast<const float*>(buf)[i];
-    case DType::kFloat64:
-      return static_cast<const double*>(buf)[i];
-    default:
-      return 0;
-  }
-}
-double Reference(uint64_t seed, size_t i, DType t, tsrRedOp_t op, double* abs_sum) {
-  double acc = 0;
-  *abs_sum = 0;
-  for (int r = 0; r < g_size; ++r) {
-    double v = Value(seed, r, i, t, op);
-    *abs_sum += std::fabs(v);
-    if (r == 0) {
-      acc = v;
-      continue;
-    }
-    switch (op) {
-      case tsrSum:
-      case tsrAvg:
-        acc += v;
-        break;
-      case tsrProd:
-        acc *= v;
-        break;
-      case tsrMax:
-        acc = std::max(acc, v);
-        break;
-      case tsrMin:
-        acc = std::min(acc, v);
-        break;
-    }
-  }
-  if (op == tsrAvg) acc = tessera::IsFloat(t) ? acc / g_size : std::trunc(acc / g_size);
-  if (op == tsrProd) *abs_sum = std::fabs(acc) * g_size;
-  return acc;
-}
-double Unit(DType t) {
-  return t == DType::kFloat16    ? std::ldexp(1.0, -11)
-         : t == DType::kBfloat16 ? std::ldexp(1.0, -8)
-         : t == DType::kFloat32  ? std::ldexp(1.0, -24)
-                                 : std::ldexp(1.0, -53);
-}
-bool WithinBound(double got, double ref, double abs_sum, DType t) {
-  if (!tessera::IsFloat(t)) return got == ref;
-  double acc_unit = t == DType::kFloat64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  double bound = std::fabs(ref) * Unit(t) + g_size * acc_unit * abs_sum + 1e-300;
-  if (t == DType::kFloat16) bound += std::ldexp(1.0, -25);
-  return std::fabs(got - ref) <= bound;
-}
-uint64_t Hash(const void* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
 // Bit-identity: hashes allgathered in host memory (stream NULL) — also on GPU ranks.
 bool AllSame(const void* buf, size_t bytes, const std::string& what, bool fail = true) {
   uint64_t h = Hash(buf, bytes);
@@ -209,7 +111,7 @@ int RunCheck(const std::vector<size_t>& sizes) {
         for (int inplace = 0; inplace < 2; ++inplace) {
           ++seed;
           Buf in(count * esz), out(count * esz, 0xAB);
-          for (size_t i = 0; i < count; ++i) Put(in.host.data(), i, t, Value(seed, g_rank, i, t, op));
+          for (size_t i = 0; i < count; ++i) Store(in.host.data(), i, t, Value(seed, g_rank, i, t, op));
           in.Push();
           Buf& dst = inplace ? in : out;
           if (g_gpu && first && count > 0) {
@@ -226,11 +128,11 @@ int RunCheck(const std::vector<size_t>& sizes) {
           }
           dst.Pull();
           for (size_t i = 0; i < count; ++i) {
-            double abs_sum, ref = Reference(seed, i, t, op, &abs_sum);
-            double got = Get(dst.host.data(), i, t);
+            double abs_sum, ref = Reference(seed, i, t, op, g_size, &abs_sum);
+            double got = Load(dst.host.data(), i, t);
             if (t == DType::kInt32)
               ref = static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(std::fmod(ref, 4294967296.0))));
-            if (!WithinBound(got, ref, abs_sum, t))
+            if (!WithinBound(got, ref, abs_sum, t, g_size))
               Fail("allreduce " + std::string(tessera::DTypeName(t)) + " op " + std::to_string(op) + " count " +
                    std::to_string(count) + (inplace ? " in place" : "") + ": element " + std::to_string(i) + " = " +
                    std::to_string(got) + ", f64 reference " + std::to_string(ref));
@@ -240,36 +142,36 @@ int RunCheck(const std::vector<size_t>& sizes) {
           if (op != tsrSum || inplace) continue;
           // reduce_scatter (sum)
           Buf rin(count * g_size * esz), rout(count * esz, 0xCD);
-          for (size_t i = 0; i < count * g_size; ++i) Put(rin.host.data(), i, t, Value(seed, g_rank, i, t, op));
+          for (size_t i = 0; i < count * g_size; ++i) Store(rin.host.data(), i, t, Value(seed, g_rank, i, t, op));
           rin.Push();
           Check(tsrReduceScatter(rin.ptr(), rout.ptr(), count, tt, op, g_comm, S()), "reduce_scatter");
           rout.Pull();
           for (size_t i = 0; i < count; ++i) {
-            double abs_sum, ref = Reference(seed, g_rank * count + i, t, op, &abs_sum);
-            if (!WithinBound(Get(rout.host.data(), i, t), ref, abs_sum, t))
+            double abs_sum, ref = Reference(seed, g_rank * count + i, t, op, g_size, &abs_sum);
+            if (!WithinBound(Load(rout.host.data(), i, t), ref, abs_sum, t, g_size))
               Fail("reduce_scatter " + std::string(tessera::DTypeName(t)) + " count " + std::to_string(count) +
                    " element " + std::to_string(i));
           }
           // allgather
           Buf gin(count * esz), gout(count * g_size * esz, 0xEF);
-          for (size_t i = 0; i < count; ++i) Put(gin.host.data(), i, t, Value(seed, g_rank, i, t, tsrSum));
+          for (size_t i = 0; i < count; ++i) Store(gin.host.data(), i, t, Value(seed, g_rank, i, t, tsrSum));
           gin.Push();
           Check(tsrAllGather(gin.ptr(), gout.ptr(), count, tt, g_comm, S()), "allgather");
           gout.Pull();
           for (int r = 0; r < g_size; ++r)
             for (size_t i = 0; i < count; ++i)
-              if (Get(gout.host.data(), r * count + i, t) != Value(seed, r, i, t, tsrSum))
+              if (Load(gout.host.data(), r * count + i, t) != Value(seed, r, i, t, tsrSum))
                 Fail("allgather " + std::string(tessera::DTypeName(t)) + " block " + std::to_string(r) + " wrong");
           // broadcast
           int root = static_cast<int>(seed % g_size);
           Buf bbuf(count * esz, 0x11);
-          for (size_t i = 0; i < count; ++i) Put(bbuf.host.data(), i, t, Value(seed, root, i, t, tsrSum));
+          for (size_t i = 0; i < count; ++i) Store(bbuf.host.data(), i, t, Value(seed, root, i, t, tsrSum));
           if (g_rank != root) std::fill(bbuf.host.begin(), bbuf.host.end(), 0x22);
           bbuf.Push();
           Check(tsrBroadcast(bbuf.ptr(), bbuf.ptr(), count, tt, root, g_comm, S()), "broadcast");
           bbuf.Pull();
           for (size_t i = 0; i < count; ++i)
-            if (Get(bbuf.host.data(), i, t) != Value(seed, root, i, t, tsrSum))
+            if (Load(bbuf.host.data(), i, t) != Value(seed, root, i, t, tsrSum))
               Fail("broadcast root " + std::to_string(root) + " element " + std::to_string(i) + " wrong");
         }
     }
@@ -292,12 +194,12 @@ int RunNumerics(size_t count) {
       for (size_t i = 0; i < count; ++i) {
         double v = nd(gen);
         unsigned char tmp[8];
-        Put(tmp, 0, t, v);
-        vals[r][i] = Get(tmp, 0, t);  // exactly representable inputs
+        Store(tmp, 0, t, v);
+        vals[r][i] = Load(tmp, 0, t);  // exactly representable inputs
       }
     }
     Buf in(count * esz);
-    for (size_t i = 0; i < count; ++i) Put(in.host.data(), i, t, vals[g_rank][i]);
+    for (size_t i = 0; i < count; ++i) Store(in.host.data(), i, t, vals[g_rank][i]);
     in.Push();
     Check(tsrAllReduce(in.ptr(), in.ptr(), count, static_cast<tsrDataType_t>(t), tsrSum, g_comm, S()), "allreduce");
     in.Pull();
@@ -309,15 +211,15 @@ int RunNumerics(size_t count) {
         ref += vals[r][i];
         abs_sum += std::fabs(vals[r][i]);
       }
-      double got = Get(in.host.data(), i, t);
+      double got = Load(in.host.data(), i, t);
       unsigned char tmp[8];
-      Put(tmp, 0, t, ref);
-      double ideal = Get(tmp, 0, t);
+      Store(tmp, 0, t, ref);
+      double ideal = Load(tmp, 0, t);
       num += (got - ref) * (got - ref);
       den += ref * ref;
       floor_num += (ideal - ref) * (ideal - ref);
       if (std::fabs(ref) > 1e-3) max_rel = std::max(max_rel, std::fabs(got - ref) / std::fabs(ref));
-      if (!WithinBound(got, ref, abs_sum, t)) ++beyond;
+      if (!WithinBound(got, ref, abs_sum, t, g_size)) ++beyond;
     }
     bool same = AllSame(in.host.data(), count * esz, "numerics", false);
     char line[512];
