@@ -777,6 +777,17 @@ void Reply(httplib::Response& res, int status, const json& body) {
 }
 void Error(httplib::Response& res, int status, const std::string& msg) { Reply(res, status, {{"error", msg}}); }
 
+// Parses the request body as JSON into *body; on failure answers 400 naming the parse error.
+bool ParseBody(const httplib::Request& req, httplib::Response& res, json* body) {
+  try {
+    *body = json::parse(req.body);
+    return true;
+  } catch (const std::exception& e) {
+    Error(res, 400, std::string("request body is not JSON: ") + e.what());
+    return false;
+  }
+}
+
 std::optional<Caller> Daemon::Auth(const httplib::Request& req, httplib::Response& res) {
   std::string h = req.get_header_value("Authorization");
   if (h.rfind("Bearer ", 0) != 0 || h.size() <= 7) {
@@ -830,11 +841,7 @@ void Daemon::Routes() {
     auto c = Auth(req, res);
     if (!c) return;
     json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const std::exception& e) {
-      return Error(res, 400, std::string("request body is not JSON: ") + e.what());
-    }
+    if (!ParseBody(req, res, &body)) return;
     std::string source = body.value("source", "job.yaml"), yaml = body.value("yaml", ""),
                 base = body.value("base_dir", "");
     std::vector<std::string> comp = body.value("compatible", std::vector<std::string>{});
@@ -1054,11 +1061,7 @@ void Daemon::Routes() {
     if (!c) return;
     if (!c->admin) return Error(res, 403, "registering a fleet needs the admin token (STATE/token)");
     json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const std::exception& e) {
-      return Error(res, 400, std::string("request body is not JSON: ") + e.what());
-    }
+    if (!ParseBody(req, res, &body)) return;
     std::string fs, fy, cs, cy, ps, py;
     if (!parse_doc(body, "fleet", &fs, &fy)) return Error(res, 400, "the request names no fleet");
     auto cur_cs = db_->GetMeta("catalog_source", "embedded default catalog");
@@ -1086,11 +1089,7 @@ void Daemon::Routes() {
     if (!c) return;
     if (!c->admin) return Error(res, 403, "changing the policy needs the admin token (STATE/token)");
     json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const std::exception& e) {
-      return Error(res, 400, std::string("request body is not JSON: ") + e.what());
-    }
+    if (!ParseBody(req, res, &body)) return;
     auto cs = db_->GetMeta("catalog_source", "embedded default catalog");
     auto cy = db_->GetMeta("catalog_yaml", kDefaultCatalogYaml);
     auto fs = db_->GetMeta("fleet_source", "");
