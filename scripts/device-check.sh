@@ -44,11 +44,28 @@ TEST_RC=0
 grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|async:|NUMERICS" "$OUTDIR/ctest-gpu.log" | sed 's/^ *//' | cut -c1-160
 [ $TEST_RC = 0 ] || { echo "GPU TESTS FAILED (log: ctest-gpu.log)"; grep -B2 -A30 "Failure\|FAIL" "$OUTDIR/ctest-gpu.log" | head -60; }
 
+step "checkpoint shards read by the Hugging Face safetensors library (when this image's python has it)"
+HF_RC=skip
+if python3 -c 'import safetensors, numpy' 2>/dev/null; then
+  python3 -c 'import safetensors; print("safetensors", safetensors.__version__)'
+  if cmake --build "$B" -j "$(nproc)" --target ckpt_save_restore_test >> "$OUTDIR/build.log" 2>&1; then
+    (cd "$B" && timeout 120 ctest -R 'SaveRestore.HfLibraryReadsShards' --output-on-failure -V > "$OUTDIR/ctest-hf.log" 2>&1) \
+      && HF_RC=passed || HF_RC=FAILED
+    grep -E "Passed|Failed|Skipped|SKIP" "$OUTDIR/ctest-hf.log" | head -5
+  else
+    HF_RC=build-failed; grep -E "error" "$OUTDIR/build.log" | tail -5
+  fi
+else
+  echo "no python3 module safetensors here"
+fi
+echo "HF safetensors reader: $HF_RC"
+
 ROWS=$OUTDIR/rows.jsonl; : > "$ROWS"; : > "$OUTDIR/jobs.log"
-run_job() {  # run_job LABEL TIMEOUT -- tessera-run args...
+run_job() {  # [JOBENV="VAR=value ..."] run_job LABEL TIMEOUT -- tessera-run args...
   local label=$1 lim=$2; shift 3
-  echo "--- $label: tessera run $*"
-  timeout "$lim" "$T" run --timeout 60s "$@" > "$OUTDIR/job.log" 2>&1; local rc=$?
+  echo "--- $label: ${JOBENV:+$JOBENV }tessera run $*"
+  # shellcheck disable=SC2086
+  timeout "$lim" env ${JOBENV:-} "$T" run --timeout 60s "$@" > "$OUTDIR/job.log" 2>&1; local rc=$?
   { echo "--- $label (exit $rc)"; cat "$OUTDIR/job.log"; } >> "$OUTDIR/jobs.log"
   grep -o '{.*}' "$OUTDIR/job.log" | sed "s/^{/{\"job\":\"$label\",/" | tee -a "$ROWS"
   [ $rc = 0 ] || { echo "job $label exited $rc"; tail -15 "$OUTDIR/job.log"; }
@@ -63,6 +80,11 @@ run_job gpu1+host3-hostmem 150 -- --island nvidia=cuda:1 --island ascend=host:3 
 run_job gpu1+host3-bf16 90 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes 64M,256M --iters 5 --dtype bf16
 run_job gpu+gpu-one-card 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5
 run_job gpu+gpu-one-card-hostmem 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5 --host-memory
+# The same jobs on the previous bridge (pinned staging + host engine), side by side in this run.
+JOBENV=TESSERA_CUDA_BRIDGE=staged run_job gpu1+host3-staged 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+JOBENV=TESSERA_CUDA_BRIDGE=staged run_job gpu+gpu-one-card-staged 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+# Ring size: the device bridge pipelines through the rings, so their size bounds the bytes in flight.
+JOBENV=TESSERA_SHM_RING=16M run_job gpu+gpu-one-card-ring16M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
 
 step "bench (b): one NCCL island through Tessera vs NCCL directly"
 run_job single-island 120 -- --island nvidia=cuda:1 -- "$BENCH" direct --sizes 1M,4M,16M,64M,256M --iters 50
@@ -89,18 +111,22 @@ out = {"machine": {"host": socket.gethostname(), "cores": os.cpu_count(), "gpu":
 json.dump(out, open(res, "w"), indent=1)
 copy = [r for r in rows if r.get("bench") == "pinned_copy"]
 cbw = min(copy[0]["d2h_GBps"], copy[0]["h2d_GBps"]) if copy else float("nan")
+bidir = copy[0]["bidir_each_GBps"] if copy else float("nan")
 print(f"GPU {gpu}, driver {driver}, commit {commit[:12]}; GPU tests {'PASSED' if test_rc == '0' else 'FAILED'}")
 if copy: print(f"pinned copy 256 MiB: D2H {copy[0]['d2h_GBps']:.1f} GB/s, H2D {copy[0]['h2d_GBps']:.1f} GB/s, both at once {copy[0]['bidir_each_GBps']:.1f} GB/s each")
 # staging efficiency: the same job with the GPU rank(s) on host memory, over the job on device memory
 hostmem = {(r["job"].replace("-hostmem", ""), r["bytes"], r["dtype"]): r["time_us"] for r in rows
            if r.get("bench") == "allreduce" and not r["gpu_memory"]}
-print(f"{'job':28} {'size':>6} {'dtype':>8} {'time us':>10} {'algbw':>7} {'busbw':>7} {'algbw/copy':>10} {'host/dev time':>13}")
+# link: bytes each GPU rank moves over the PCIe link in each direction, summed over the GPU ranks, per
+# second — against the copy bandwidth with both directions busy at once (what the bridge does).
+print(f"{'job':28} {'size':>6} {'dtype':>8} {'time us':>10} {'algbw':>7} {'busbw':>7} {'link':>7} {'link/bidir copy':>15} {'host/dev time':>13}")
 for r in rows:
     if r.get("bench") == "allreduce":
         mib = r["bytes"] >> 20
         h = hostmem.get((r["job"], r["bytes"], r["dtype"])) if r["gpu_memory"] else None
         eff = f"{h / r['time_us']:>12.0%}" if h else f"{'':>13}"
-        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {r['algbw_GBps']/cbw:>9.0%} {eff}")
+        link = r.get("link_GBps_each_way", float("nan")) if r["gpu_memory"] else float("nan")
+        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {link:>7.2f} {link/bidir:>14.0%} {eff}")
 for r in rows:
     if r.get("bench") == "single_island":
         print(f"single island {r['bytes']>>20:>4}M: tessera {r['tessera_us']:.1f} us, nccl {r['nccl_us']:.1f} us, overhead {r['overhead_pct']:+.2f}% ({r['ccl']})")

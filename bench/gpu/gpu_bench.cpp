@@ -101,6 +101,17 @@ int AllReduce(const std::vector<size_t>& sizes, int iters, tessera::DType dt, bo
   auto check = [&](tsrResult_t r, const char* what) {
     if (r != tsrSuccess) Die(std::string(what) + ": " + tsrGetLastError(comm));
   };
+  // GPU ranks and islands of the job, for the bytes that cross the GPU<->host link.
+  int32_t mine[2] = {dev && std::strncmp(dev, "cuda:", 5) == 0 ? 1 : 0, 0}, sums[2] = {0, 0};
+  tsrCommIsland(comm, &mine[1]);
+  std::vector<int32_t> all_info(2 * size);
+  check(tsrAllGather(mine, all_info.data(), 2, tsrInt32, comm, nullptr), "allgather");
+  for (int r = 0; r < size; ++r) {
+    sums[0] += all_info[2 * r];
+    sums[1] = std::max(sums[1], all_info[2 * r + 1] + 1);
+  }
+  const int gpu_ranks = sums[0], islands = sums[1];
+  const char* bridge = std::getenv("TESSERA_CUDA_BRIDGE");
   for (size_t bytes : sizes) {
     size_t count = bytes / esz;
     std::vector<float> host(bytes / 4 + 1, 0.5f);
@@ -128,11 +139,18 @@ int AllReduce(const std::vector<size_t>& sizes, int iters, tessera::DType dt, bo
     }
     double t = Median(per);
     double algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (size - 1) / size;
+    // Bytes each GPU rank moves over the link in EACH direction: a GPU rank owning its island's whole
+    // buffer sends (k-1)/k of it to the other islands' owners and receives as much (bridge reduce), then
+    // the same again for the reduced parts (bridge share): 2(k-1)/k of the buffer each way (elements of
+    // the wire type; 16-bit partials of a multi-rank host island travel as f32 and are not counted).
+    double link = gpu_ranks * 2.0 * (islands - 1) / islands * bytes;
     if (rank == 0)
       std::printf(
-          "{\"bench\":\"allreduce\",\"ranks\":%d,\"dtype\":\"%s\",\"bytes\":%zu,\"gpu_memory\":%s,"
-          "\"time_us\":%.1f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-          size, tessera::DTypeName(dt), bytes, gpu ? "true" : "false", t * 1e6, algbw, busbw);
+          "{\"bench\":\"allreduce\",\"ranks\":%d,\"islands\":%d,\"gpu_ranks\":%d,\"cuda_bridge\":\"%s\","
+          "\"dtype\":\"%s\",\"bytes\":%zu,\"gpu_memory\":%s,\"time_us\":%.1f,\"algbw_GBps\":%.3f,"
+          "\"busbw_GBps\":%.3f,\"link_GBps_each_way\":%.3f}\n",
+          size, islands, gpu_ranks, bridge ? bridge : "auto", tessera::DTypeName(dt), bytes, gpu ? "true" : "false",
+          t * 1e6, algbw, busbw, link / t / 1e9);
     if (gpu) Cuda(cudaFree(buf), "cudaFree");
   }
   tsrCommDestroy(comm);

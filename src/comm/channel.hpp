@@ -25,6 +25,14 @@ class SendChannel {
   // (0 when the stream is full). RemoteError when the peer is gone.
   virtual Result<size_t> TrySend(const void* src, size_t bytes) = 0;
   virtual const char* transport() const = 0;
+
+  // Zero-copy writing, for a device's copy engine (shared-memory rings only; see dma()): Reserve hands
+  // out up to `max` contiguous writable bytes after those already reserved (none when the ring is full),
+  // Publish makes the oldest `bytes` reserved bytes visible to the reader once they are written.
+  // TrySend must not be called while reserved bytes are unpublished.
+  virtual bool dma() const { return false; }
+  virtual std::pair<std::byte*, size_t> Reserve(size_t /*max*/) { return {nullptr, 0}; }
+  virtual void Publish(size_t /*bytes*/) {}
 };
 
 class RecvChannel {
@@ -35,6 +43,12 @@ class RecvChannel {
   // Releases the first `bytes` of what Peek returned.
   virtual void Consume(size_t bytes) = 0;
   virtual const char* transport() const = 0;
+
+  // Zero-copy reading, for a device's copy engine (see dma()): Claim hands out up to `max` contiguous
+  // readable bytes after those already claimed, a multiple of `unit` (an element size: elements never
+  // straddle the wrap); Consume releases claimed bytes oldest first once the device has read them.
+  virtual bool dma() const { return false; }
+  virtual std::pair<const std::byte*, size_t> Claim(size_t /*max*/, size_t /*unit*/) { return {nullptr, 0}; }
 };
 
 }  // namespace tessera::comm

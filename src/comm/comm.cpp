@@ -196,6 +196,8 @@ Status Comm::Init() {
   bool any_device = false;
   for (const auto& isl : islands_) any_device |= isl.backend != "host";
   if (any_device && islands_.size() > 1) {
+    TSR_ASSIGN_OR_RETURN(std::string mode, env::Choice("TESSERA_CUDA_BRIDGE", "auto", {"auto", "staged"}));
+    device_bridge_ = mode == "auto";
     TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_CUDA_CHUNK", 4 << 20));
     if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
       return InvalidArgument(fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8",
@@ -402,7 +404,15 @@ Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, in
   return Status::Ok();
 }
 
-Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_t count, DType dt, RedOp op, int root) {
+bool Comm::DeviceBridgeEligible(const Island& isl, DType dt) const {
+  if (!device_bridge_ || isl.backend == "host" || isl.ranks.size() != 1 || !IsFloat(dt)) return false;
+  if (env::Get("TESSERA_BRIDGE").value_or("auto") == "tcp") return false;
+  const std::string& host = infos_[isl.ranks.front()].host_id;
+  return std::all_of(infos_.begin(), infos_.end(), [&](const RankInfo& ri) { return ri.host_id == host; });
+}
+
+Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_t count, DType dt, RedOp op, int root,
+                          DeviceOps* dev) {
   const bool reduce = kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter || kind == CollKind::kBarrier;
   const size_t W = static_cast<size_t>(size_);
   const size_t C = (kind == CollKind::kReduceScatter || kind == CollKind::kAllGather) ? count * W : count;
@@ -414,6 +424,8 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
   const int n = static_cast<int>(I.ranks.size());
   const Range S = Shard(I, local_, C);
   const std::string what = fmt::format("{} #{}", CollName(kind), seq_);
+  if (dev != nullptr && (kind != CollKind::kAllReduce || n != 1 || k < 2))
+    return InternalError(fmt::format("{}: the device bridge serves allreduce from an island of one rank", what));
 
   // Segments: the islands' shard boundaries cut [0, C); each segment has one owner per island.
   struct Segment {
@@ -552,7 +564,7 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
       // Phase 2a: for each of my segments, send the other islands' parts, reduce mine in island order.
       std::vector<ReduceJob> jobs;
       jobs.reserve(segs.size());
-      Engine e(this);
+      Engine e(this, dev);
       for (const auto& sg : segs) {
         if (sg.owner[my_island_] != rank_) continue;
         for (int q = 0; q < k; ++q) {
@@ -568,6 +580,7 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
           job.dtype = dt;
           job.op = op;
           job.divisor = divisor;
+          job.device = dev;
           job.Init(k);
           for (int J = 0; J < k; ++J) job.src_type[J] = island_ptype[J];
           std::byte* dst = out + (p.lo - obase) * esz;
@@ -582,7 +595,13 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
       size_t need = 0;
       for (auto& job : jobs)
         if (job.acc == nullptr) need += job.n * asz;
-      auto* accs = static_cast<std::byte*>(Scratch(2, need));
+      std::byte* accs;
+      if (dev != nullptr) {
+        TSR_ASSIGN_OR_RETURN(void* d, dev->Scratch(need));
+        accs = static_cast<std::byte*>(d);
+      } else {
+        accs = static_cast<std::byte*>(Scratch(2, need));
+      }
       for (auto& job : jobs)
         if (job.acc == nullptr) {
           job.acc = accs;
@@ -759,6 +778,10 @@ Status Comm::HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, ts
 }
 
 std::vector<Range> Comm::BridgeChunks(size_t count, DType dt) const {
+  // Device islands on the device bridge pipeline through the rings themselves: no chunks needed.
+  bool staged = false;
+  for (const auto& isl : islands_) staged |= isl.backend != "host" && !DeviceBridgeEligible(isl, dt);
+  if (!staged) return {Range{0, count}};
   size_t per = bridge_chunk_bytes_ / DTypeSize(dt);
   if (per == 0 || count <= per) return {Range{0, count}};
   std::vector<Range> out;

@@ -102,9 +102,10 @@ class Comm final : public Communicator, public Links {
   Status HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream);
   Status HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream);
   Status HostBarrier();
-  // In a world with a device island and more than one island, allreduce runs as consecutive collectives
-  // over chunks of TESSERA_CUDA_CHUNK bytes on EVERY rank, so that a GPU rank can pipeline its device<->
-  // host copies with the bridge; otherwise one chunk. Deterministic from count and type.
+  // In a world with a device island that stages through pinned memory (not DeviceBridgeEligible) and
+  // more than one island, allreduce runs as consecutive collectives over chunks of TESSERA_CUDA_CHUNK
+  // bytes on EVERY rank, so that the GPU rank can pipeline its device<->host copies with the bridge;
+  // otherwise one chunk. Deterministic from count and type.
   std::vector<Range> BridgeChunks(size_t count, DType dt) const;
   Status SetUpChannels();
   // Validates arguments common to all collectives; `what` names the call.
@@ -115,7 +116,14 @@ class Comm final : public Communicator, public Links {
   template <typename F>
   Status Guard(const std::string& what, F&& body);
   Status GuardFn(const std::string& what, const std::function<Status()>& body);  // Guard for other files
-  Status Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root);
+  // With `dev`, send and recv are device memory of this rank's GPU and the bridge steps run on its copy
+  // engines and kernels (allreduce, island of one rank, every bridge channel shm: see DeviceBridgeEligible).
+  Status Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,
+                      DeviceOps* dev = nullptr);
+  // Whether island `isl` is a device island whose allreduce of `dt` runs on the device bridge: one rank,
+  // a floating type, every rank of the world on its host (so every bridge channel is a shm ring the GPU's
+  // copy engines can reach) and TESSERA_CUDA_BRIDGE not "staged". The same answer on every rank.
+  bool DeviceBridgeEligible(const Island& isl, DType dt) const;
   Status ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers);
   Range Shard(const Island& isl, int member, size_t total) const;
   void* Scratch(int which, size_t bytes);
@@ -140,6 +148,7 @@ class Comm final : public Communicator, public Links {
   Status failed_;
   bool aborted_by_peer_ = false;
   size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
+  bool device_bridge_ = true;      // TESSERA_CUDA_BRIDGE=auto (copy engines) rather than "staged"
   // This rank's device backend (TESSERA_DEVICE=cuda:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.
   std::unique_ptr<DeviceRank> cuda_;

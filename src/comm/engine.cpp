@@ -11,19 +11,30 @@ namespace tessera::comm {
 namespace {
 constexpr size_t kStep = 256 << 10;  // bytes moved per channel per turn: keeps chunks in cache
 const std::byte kZeros[kChannelAlign] = {};
+// Device mode: one copy-engine transfer per piece (large enough to amortise the ~µs cost of issuing
+// it), at most kMaxInFlight pieces per channel and direction.
+constexpr size_t kDevPiece = 1 << 20;
+constexpr size_t kMaxInFlight = 8;
 }  // namespace
 
-void ReduceJob::FoldRange(int c, const void* src, size_t count) {
+Status ReduceJob::FoldRange(int c, const void* src, size_t count) {
   size_t at = done[c];
   size_t asz = DTypeSize(AccumType(dtype));
   std::byte* a = static_cast<std::byte*>(acc) + at * asz;
   bool last = c + 1 == static_cast<int>(done.size());
-  if (!(c == 0 && src == a)) Fold(a, src, count, dtype, src_type[c], op, c == 0);
+  if (!(c == 0 && src == a)) {
+    if (device) TSR_RETURN_IF_ERROR(device->Fold(a, src, count, dtype, src_type[c], op, c == 0));
+    else Fold(a, src, count, dtype, src_type[c], op, c == 0);
+  }
   if (last && dst != nullptr) {
     std::byte* d = static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
-    if (!(d == a && op != RedOp::kAvg)) Finalize(d, a, count, dtype, op, divisor);
+    if (!(d == a && op != RedOp::kAvg)) {
+      if (device) TSR_RETURN_IF_ERROR(device->Finalize(d, a, count, dtype, op, divisor));
+      else Finalize(d, a, count, dtype, op, divisor);
+    }
   }
   done[c] += count;
+  return Status::Ok();
 }
 
 void Engine::Send(int peer, const void* data, size_t bytes) {
@@ -60,6 +71,7 @@ Status Engine::Run(const std::string& what) {
   auto last_check = last_progress;
   const auto timeout = links_->timeout();
   uint64_t idle = 0;
+  if (dev_ != nullptr) devq_.resize(std::max(sends_.size(), recvs_.size()));
   while (pending_ > 0) {
     bool progress = false;
     // Sends: push as much as each channel takes (bounded per turn so every channel gets its turn).
@@ -68,6 +80,16 @@ Status Engine::Run(const std::string& what) {
       if (q.empty()) continue;
       SendChannel* ch = links_->send(static_cast<int>(p));
       SendOp& op = q.front();
+      if (dev_ != nullptr) {
+        TSR_ASSIGN_OR_RETURN(bool moved, StepDeviceSend(static_cast<int>(p), op, devq_[p]));
+        progress |= moved;
+        if (devq_[p].send_done == op.padded) {
+          devq_[p].send_done = 0;
+          q.pop_front();
+          --pending_;
+        }
+        continue;
+      }
       size_t budget = kStep;
       while (budget > 0 && op.off < op.padded) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;
@@ -89,6 +111,16 @@ Status Engine::Run(const std::string& what) {
       if (q.empty()) continue;
       RecvChannel* ch = links_->recv(static_cast<int>(p));
       RecvOp& op = q.front();
+      if (dev_ != nullptr) {
+        TSR_ASSIGN_OR_RETURN(bool moved, StepDeviceRecv(static_cast<int>(p), op, devq_[p]));
+        progress |= moved;
+        if (devq_[p].recv_done == op.padded) {
+          devq_[p].recv_done = 0;
+          q.pop_front();
+          --pending_;
+        }
+        continue;
+      }
       TSR_ASSIGN_OR_RETURN(auto region, ch->Peek());
       auto [ptr, avail] = region;
       if (avail == 0) continue;
@@ -103,7 +135,7 @@ Status Engine::Run(const std::string& what) {
         size_t elems = std::min({avail, op.bytes - op.off, kStep}) / esz;
         elems = std::min(elems, op.job->Allowed(op.contributor));
         if (elems == 0) continue;
-        op.job->FoldRange(op.contributor, ptr, elems);
+        TSR_RETURN_IF_ERROR(op.job->FoldRange(op.contributor, ptr, elems));
         take = elems * esz;
       }
       ch->Consume(take);
@@ -117,10 +149,11 @@ Status Engine::Run(const std::string& what) {
     // Local contributors.
     for (auto it = locals_.begin(); it != locals_.end();) {
       ReduceJob* job = it->job;
-      size_t elems = std::min(job->Allowed(it->contributor), kStep / 4);
+      // (On a device a fold is only issued, so it takes whatever the contributor order allows.)
+      size_t elems = std::min(job->Allowed(it->contributor), dev_ != nullptr ? job->n : kStep / 4);
       if (elems > 0) {
         size_t esz = DTypeSize(job->src_type[it->contributor]);
-        job->FoldRange(it->contributor, it->src + job->done[it->contributor] * esz, elems);
+        TSR_RETURN_IF_ERROR(job->FoldRange(it->contributor, it->src + job->done[it->contributor] * esz, elems));
         progress = true;
       }
       if (job->done[it->contributor] == job->n) {
@@ -158,7 +191,96 @@ Status Engine::Run(const std::string& what) {
   }
   sends_.clear();
   recvs_.clear();
+  if (dev_ != nullptr) {
+    // Folds and finalizes of local contributions may still be running: the step's results are
+    // complete only when the fold queue has drained.
+    TSR_ASSIGN_OR_RETURN(DeviceOps::Ticket t, dev_->Mark(DeviceOps::kFoldQueue));
+    for (;;) {
+      TSR_ASSIGN_OR_RETURN(bool done, dev_->Done(DeviceOps::kFoldQueue, t));
+      if (done) break;
+      if (Clock::now() - last_progress > timeout)
+        return Timeout(fmt::format("{}: the device's folds did not finish within {} ms (TESSERA_TIMEOUT)", what,
+                                   timeout.count()));
+      sched_yield();
+    }
+  }
   return Status::Ok();
+}
+
+Result<bool> Engine::StepDeviceSend(int peer, SendOp& op, DevQueues& dq) {
+  SendChannel* ch = links_->send(peer);
+  if (!ch->dma())
+    return InternalError(fmt::format("device bridge: the {} channel to {} cannot take device copies",
+                                     ch->transport(), links_->PeerName(peer)));
+  bool progress = false;
+  while (!dq.sent.empty()) {  // publish what the copy engine has written, oldest first
+    TSR_ASSIGN_OR_RETURN(bool done, dev_->Done(DeviceOps::kSendQueue, dq.sent.front().ticket));
+    if (!done) break;
+    ch->Publish(dq.sent.front().bytes);
+    dq.send_done += dq.sent.front().bytes;
+    dq.sent.pop_front();
+    progress = true;
+  }
+  while (op.off < op.padded && dq.sent.size() < kMaxInFlight) {
+    bool data = op.off < op.bytes;
+    auto [ptr, n] = ch->Reserve(data ? std::min(op.bytes - op.off, kDevPiece) : op.padded - op.off);
+    if (n == 0) break;
+    DeviceOps::Ticket t = 0;  // padding: nothing to write (ticket 0 is always done)
+    if (data) {
+      TSR_RETURN_IF_ERROR(dev_->ToHost(ptr, op.data + op.off, n));
+      TSR_ASSIGN_OR_RETURN(t, dev_->Mark(DeviceOps::kSendQueue));
+    }
+    dq.sent.push_back({t, n});
+    op.off += n;
+    progress = true;
+  }
+  return progress;
+}
+
+Result<bool> Engine::StepDeviceRecv(int peer, RecvOp& op, DevQueues& dq) {
+  RecvChannel* ch = links_->recv(peer);
+  if (!ch->dma())
+    return InternalError(fmt::format("device bridge: the {} channel from {} cannot take device copies",
+                                     ch->transport(), links_->PeerName(peer)));
+  bool progress = false;
+  while (!dq.recvd.empty()) {  // release ring bytes the device has finished reading, oldest first
+    TSR_ASSIGN_OR_RETURN(bool done, dev_->Done(DeviceOps::kFoldQueue, dq.recvd.front().ticket));
+    if (!done) break;
+    ch->Consume(dq.recvd.front().bytes);
+    dq.recv_done += dq.recvd.front().bytes;
+    dq.recvd.pop_front();
+    progress = true;
+  }
+  while (op.off < op.padded && dq.recvd.size() < kMaxInFlight) {
+    if (op.off >= op.bytes) {  // padding
+      auto [ptr, n] = ch->Claim(op.padded - op.off, 1);
+      if (n == 0) break;
+      dq.recvd.push_back({0, n});
+      op.off += n;
+      progress = true;
+      continue;
+    }
+    size_t want = std::min(op.bytes - op.off, kDevPiece), unit = 1;
+    if (op.dst == nullptr) {
+      unit = DTypeSize(op.job->src_type[op.contributor]);
+      want = std::min(want / unit, op.job->Allowed(op.contributor)) * unit;
+      if (want == 0) break;
+    }
+    auto [ptr, n] = ch->Claim(want, unit);
+    if (n == 0) break;
+    if (op.dst != nullptr) {
+      TSR_RETURN_IF_ERROR(dev_->FromHost(op.dst + op.off, ptr, n));
+    } else {
+      TSR_ASSIGN_OR_RETURN(void* mirror, dev_->Mirror(ptr, n));
+      TSR_RETURN_IF_ERROR(dev_->FromHost(mirror, ptr, n));
+      TSR_RETURN_IF_ERROR(op.job->FoldRange(op.contributor, mirror, n / unit));
+    }
+    TSR_ASSIGN_OR_RETURN(DeviceOps::Ticket t, dev_->Mark(DeviceOps::kFoldQueue));
+    dq.recvd.push_back({t, n});
+    op.off += n;
+    progress = true;
+  }
+  return progress;
 }
 
 }  // namespace tessera::comm

@@ -32,6 +32,28 @@ class Links {
   virtual std::chrono::milliseconds timeout() const = 0;
 };
 
+// Asynchronous work on a device (a GPU's copy engines and kernels) for an engine whose buffers are device
+// memory. Host-side ends of copies lie in shared-memory rings registered with the device. Two queues:
+// the send queue (device -> host copies) and the fold queue (host -> device copies, folds, finalizes);
+// each runs in issue order, so folds issued in contributor order run in that order. A ticket names the
+// work issued so far on a queue; Done says whether the queue has got that far.
+class DeviceOps {
+ public:
+  enum Queue { kSendQueue = 0, kFoldQueue = 1 };
+  using Ticket = uint64_t;
+  virtual ~DeviceOps() = default;
+  virtual Status ToHost(void* host_dst, const void* dev_src, size_t bytes) = 0;    // send queue
+  virtual Status FromHost(void* dev_dst, const void* host_src, size_t bytes) = 0;  // fold queue
+  // The device mirror of a byte in this rank's own inbox (where received ring bytes are copied to fold).
+  virtual Result<void*> Mirror(const void* inbox_byte, size_t bytes) = 0;
+  virtual Status Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first) = 0;
+  virtual Status Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) = 0;
+  virtual Result<Ticket> Mark(Queue q) = 0;
+  virtual Result<bool> Done(Queue q, Ticket t) = 0;
+  // Device scratch of at least `bytes`, valid until the next call (stream-ordered: no device sync).
+  virtual Result<void*> Scratch(size_t bytes) = 0;
+};
+
 // Folds contributors 0..k-1 into `acc` (AccumType(dtype)) in index order; when `dst` is set, each range
 // folded by the last contributor is finalized into dst (dtype, with `divisor` for avg) right away.
 struct ReduceJob {
@@ -42,19 +64,25 @@ struct ReduceJob {
   void* dst = nullptr;
   int divisor = 1;
   std::vector<DType> src_type;   // per contributor
-  std::vector<size_t> done;      // elements folded, per contributor
+  std::vector<size_t> done;      // elements folded (issued, on a device), per contributor
+  DeviceOps* device = nullptr;   // acc, dst and sources are device memory: fold with its kernels
   void Init(int contributors) {
     src_type.assign(contributors, dtype);
     done.assign(contributors, 0);
   }
-  // Folds elements [done[c], done[c]+count) of contributor c from src; returns false if out of order.
-  void FoldRange(int c, const void* src, size_t count);
+  // Folds elements [done[c], done[c]+count) of contributor c from src (on the device's fold queue when
+  // `device` is set).
+  Status FoldRange(int c, const void* src, size_t count);
   size_t Allowed(int c) const { return (c == 0 ? n : done[c - 1]) - done[c]; }
 };
 
+// With a DeviceOps, every buffer handed to Send/RecvCopy/LocalFold is device memory and every channel
+// must support dma(): bytes move between device memory and the shared-memory rings on the device's copy
+// engines, folds run on the device, and a ring's bytes are published (sent) or consumed (received) when
+// the device has finished with them. Run returns when all of it has completed.
 class Engine {
  public:
-  explicit Engine(Links* links) : links_(links) {}
+  explicit Engine(Links* links, DeviceOps* device = nullptr) : links_(links), dev_(device) {}
   void Send(int peer, const void* data, size_t bytes);
   void RecvCopy(int peer, void* dst, size_t bytes);
   void RecvFold(int peer, ReduceJob* job, int contributor);
@@ -73,12 +101,25 @@ class Engine {
     int contributor;
     size_t bytes, padded, off;
   };
+  // Device mode: ring bytes handed to the device, released (published / consumed) when its ticket is done.
+  struct InFlight {
+    DeviceOps::Ticket ticket;
+    size_t bytes;
+  };
+  struct DevQueues {
+    std::deque<InFlight> sent, recvd;
+    size_t send_done = 0, recv_done = 0;  // bytes of the front op already released
+  };
+  Result<bool> StepDeviceSend(int peer, SendOp& op, DevQueues& dq);
+  Result<bool> StepDeviceRecv(int peer, RecvOp& op, DevQueues& dq);
   struct LocalOp {
     ReduceJob* job;
     int contributor;
     const std::byte* src;
   };
   Links* links_;
+  DeviceOps* dev_;
+  std::vector<DevQueues> devq_;  // by peer, device mode
   std::vector<std::deque<SendOp>> sends_;  // by peer
   std::vector<std::deque<RecvOp>> recvs_;  // by peer
   std::vector<LocalOp> locals_;

@@ -50,7 +50,8 @@ struct RankOut {
 // Starts one gpu_worker process per rank with the TESSERA_* environment, against a store served from
 // this process (so a dying rank 0 does not take the store with it). Kills everything after `limit_s`.
 std::vector<RankOut> RunWorld(const std::vector<RankSpec>& ranks, const std::vector<std::string>& args, int limit_s,
-                              const std::string& timeout = "20s") {
+                              const std::string& timeout = "20s",
+                              const std::vector<std::pair<std::string, std::string>>& env = {}) {
   auto server = StoreServer::Start("127.0.0.1", 0, "gputest");
   EXPECT_TRUE(server.ok());
   if (!server.ok()) return {};
@@ -75,6 +76,7 @@ std::vector<RankOut> RunWorld(const std::vector<RankSpec>& ranks, const std::vec
       setenv("NCCL_NVLS_ENABLE", "0", 1);
       // Small bridge chunks, so that the pipelined path (many chunks, slot reuse) runs at test sizes.
       setenv("TESSERA_CUDA_CHUNK", "65536", 1);
+      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
       std::vector<std::string> argv_s = {TESSERA_GPU_WORKER};
       argv_s.insert(argv_s.end(), args.begin(), args.end());
       std::vector<char*> argv;
@@ -227,17 +229,43 @@ void ExpectAllOk(const std::vector<RankOut>& outs) {
   }
 }
 
+constexpr const char* kDeviceBridge = "copy engines straight into the shm rings";
+
 TEST(GpuHybrid, OneGpuAndThreeHostRanksAgreeBitForBit) {
   REQUIRE_GPU();
   auto outs = RunWorld(kOneGpuThreeHost, {"check"}, 100);
   ExpectAllOk(outs);
   EXPECT_NE(outs[0].out.find("async: allreduce returned"), std::string::npos) << Dump(outs);
+  EXPECT_NE(outs[0].out.find(kDeviceBridge), std::string::npos) << Dump(outs);
 }
 
 TEST(GpuHybrid, TwoGpuIslandsOnOneGpuMeetThroughTheBridge) {
   REQUIRE_GPU();
   auto outs = RunWorld(kTwoGpuIslandsOneGpu, {"check"}, 100);
   ExpectAllOk(outs);
+  EXPECT_NE(outs[1].out.find(kDeviceBridge), std::string::npos) << Dump(outs);
+}
+
+// The device bridge through rings of 64 KiB: every message wraps the ring many times, pieces are cut at
+// the wrap, and several copies and folds are in flight per channel.
+TEST(GpuHybrid, DeviceBridgeThroughSmallRingsWrapsCorrectly) {
+  REQUIRE_GPU();
+  auto outs = RunWorld(kTwoGpuIslandsOneGpu, {"check", "--sizes", "1,4099,300001,2000003"}, 150, "20s",
+                       {{"TESSERA_SHM_RING", "65536"}});
+  ExpectAllOk(outs);
+  outs = RunWorld(kOneGpuThreeHost, {"check", "--sizes", "7,300001,2000003"}, 150, "20s",
+                  {{"TESSERA_SHM_RING", "65536"}});
+  ExpectAllOk(outs);
+}
+
+// TESSERA_CUDA_BRIDGE=staged keeps the pinned-staging pipeline (chunked host allreduce): same bits.
+TEST(GpuHybrid, StagedBridgeAgreesBitForBit) {
+  REQUIRE_GPU();
+  for (const auto* layout : {&kOneGpuThreeHost, &kTwoGpuIslandsOneGpu}) {
+    auto outs = RunWorld(*layout, {"check"}, 100, "20s", {{"TESSERA_CUDA_BRIDGE", "staged"}});
+    ExpectAllOk(outs);
+    EXPECT_NE(outs[0].out.find("pinned staging"), std::string::npos) << Dump(outs);
+  }
 }
 
 TEST(GpuHybrid, NumericsOfRandomGradients) {

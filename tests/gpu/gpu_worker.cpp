@@ -285,6 +285,10 @@ int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   if (mode == "check") {
+    if (g_gpu) {  // which bridge this rank uses: the tests check it ran the path they mean
+      const char* desc = tsrCommDescribe(g_comm);
+      std::printf("DESCRIBE %s\n", desc ? desc : "(none)");
+    }
     rc = RunCheck(sizes);
   } else if (mode == "numerics") {
     rc = RunNumerics(count);

@@ -32,6 +32,7 @@
 #include "comm/comm.hpp"
 #include "comm/device/cuda.hpp"
 #include "comm/device/device.hpp"
+#include "comm/device/ring_ops.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 
@@ -92,6 +93,8 @@ class CudaRank final : public DeviceRank {
   bool hybrid_ = false;
   std::unique_ptr<CclComm> ccl_;  // world of one island
   uint32_t direct_calls_ = 0;
+  // The device bridge (copy engines straight into the shm rings), when this island qualifies.
+  std::unique_ptr<CudaRingOps> ring_ops_;
   // Hybrid resources (created in Attach).
   cudaStream_t d2h_ = nullptr, h2d_ = nullptr;
   cudaEvent_t d2h_ev_[kSlots] = {}, h2d_ev_[kSlots] = {}, in_ev_[kInEvents] = {};
@@ -136,6 +139,13 @@ Status CudaRank::Attach(Comm* comm) {
   }
   for (auto& e : in_ev_)
     TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+  if (comm->DeviceBridgeEligible(comm->islands_[comm->my_island_], DType::kFloat32)) {
+    std::vector<const ShmInbox*> peers;
+    for (const auto& box : comm->peer_inboxes_) peers.push_back(box.get());
+    auto ops = CudaRingOps::Create(d2h_, h2d_, comm->inbox_.get(), peers, comm->timeout_);
+    if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", comm->rank_));
+    ring_ops_ = std::move(ops).value();
+  }
   worker_ = std::thread([this] { WorkerLoop(); });
   return Status::Ok();
 }
@@ -151,6 +161,7 @@ CudaRank::~CudaRank() {
   }
   if (d2h_) (void)cudaStreamSynchronize(d2h_);
   if (h2d_) (void)cudaStreamSynchronize(h2d_);
+  ring_ops_.reset();  // unregisters the rings while they are still mapped
   for (auto e : d2h_ev_)
     if (e) (void)cudaEventDestroy(e);
   for (auto e : h2d_ev_)
@@ -167,8 +178,10 @@ std::string CudaRank::Describe() const {
   if (ccl_)
     return fmt::format("cuda:{} ({}), {} {} on the caller's stream", dev_->index(), dev_->name(), ccl_->lib().name(),
                        ccl_->lib().version());
-  return fmt::format("cuda:{} ({}), GPU<->host bridge through pinned staging, stream wait: {}", dev_->index(),
-                     dev_->name(), dev_->wait_mode());
+  return fmt::format("cuda:{} ({}), GPU<->host bridge: {}, stream wait: {}", dev_->index(), dev_->name(),
+                     ring_ops_ ? "copy engines straight into the shm rings, folds on the GPU (floating types)"
+                               : "pinned staging",
+                     dev_->wait_mode());
 }
 
 Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
@@ -292,6 +305,15 @@ void CudaRank::WorkerLoop() {
 Status CudaRank::BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt,
                                  RedOp op) {
   const size_t esz = DTypeSize(dt);
+  if (ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt)) {
+    return comm_->GuardFn("allreduce", [&]() -> Status {
+      TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
+      TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(h2d_, in, 0), "cudaStreamWaitEvent (input)"));
+      Status st = comm_->Hierarchical(CollKind::kAllReduce, send, recv, count, dt, op, 0, ring_ops_.get());
+      ++comm_->seq_;
+      return st;
+    });
+  }
   auto chunks = comm_->BridgeChunks(count, dt);
   return comm_->GuardFn("allreduce", [&]() -> Status {
     TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));

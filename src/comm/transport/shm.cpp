@@ -34,15 +34,26 @@ class ShmReader final : public RecvChannel {
   }
   void Consume(size_t bytes) override {
     tail_ += bytes;
+    claimed_ = std::max(claimed_, tail_);
     ctl_->tail.store(tail_, std::memory_order_release);
   }
   const char* transport() const override { return "shm"; }
+  bool dma() const override { return true; }
+  std::pair<const std::byte*, size_t> Claim(size_t max, size_t unit) override {
+    uint64_t head = ctl_->head.load(std::memory_order_acquire);
+    size_t at = claimed_ % size_;
+    size_t n = std::min({max, static_cast<size_t>(head - claimed_), size_ - at});
+    n -= n % unit;
+    claimed_ += n;
+    return {ring_ + at, n};
+  }
 
  private:
   RingCtl* ctl_;
   std::byte* ring_;
   size_t size_;
   uint64_t tail_ = 0;
+  uint64_t claimed_ = 0;  // >= tail_: handed out by Claim, not yet consumed
 };
 
 class ShmWriter final : public SendChannel {
@@ -56,16 +67,30 @@ class ShmWriter final : public SendChannel {
     if (n == 0) return size_t{0};
     std::memcpy(ring_ + at, src, n);
     head_ += n;
+    reserved_ = head_;
     ctl_->head.store(head_, std::memory_order_release);
     return n;
   }
   const char* transport() const override { return "shm"; }
+  bool dma() const override { return true; }
+  std::pair<std::byte*, size_t> Reserve(size_t max) override {
+    uint64_t tail = ctl_->tail.load(std::memory_order_acquire);
+    size_t at = reserved_ % size_;
+    size_t n = std::min({max, size_ - static_cast<size_t>(reserved_ - tail), size_ - at});
+    reserved_ += n;
+    return {ring_ + at, n};
+  }
+  void Publish(size_t bytes) override {
+    head_ += bytes;
+    ctl_->head.store(head_, std::memory_order_release);
+  }
 
  private:
   RingCtl* ctl_;
   std::byte* ring_;
   size_t size_;
   uint64_t head_ = 0;
+  uint64_t reserved_ = 0;  // >= head_: handed out by Reserve, not yet published
 };
 
 Result<void*> MapFd(int fd, size_t size, const std::string& name) {

@@ -26,6 +26,9 @@ class ShmInbox {
   // The reading end of ring `slot` (in the inbox's owner) and a writing end (in the peer).
   std::unique_ptr<RecvChannel> Reader(int slot);
   std::unique_ptr<SendChannel> Writer(int slot);
+  // The whole mapping (control words and rings), for registering it with a device's copy engines.
+  void* base() const { return base_; }
+  size_t bytes() const { return size_; }
 
  private:
   ShmInbox(std::string name, void* base, size_t size, int nslots, size_t ring_bytes, bool owner)

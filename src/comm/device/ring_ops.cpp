@@ -1,0 +1,123 @@
+// comm/device/ring_ops: the device bridge of a GPU rank; see ring_ops.hpp.
+#include "comm/device/ring_ops.hpp"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "comm/kernels/kernels.hpp"
+#include "comm/transport/shm.hpp"
+
+namespace tessera::comm {
+
+using cuda::Check;
+
+Result<std::unique_ptr<CudaRingOps>> CudaRingOps::Create(cudaStream_t send, cudaStream_t fold, const ShmInbox* inbox,
+                                                         const std::vector<const ShmInbox*>& peers,
+                                                         std::chrono::milliseconds timeout) {
+  std::unique_ptr<CudaRingOps> ops(new CudaRingOps());
+  ops->stream_[kSendQueue] = send;
+  ops->stream_[kFoldQueue] = fold;
+  ops->timeout_ = timeout;
+  for (auto& pool : ops->events_) {
+    pool.resize(kEvents);
+    for (auto& e : pool)
+      TSR_RETURN_IF_ERROR(Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+  }
+  auto reg = [&](const ShmInbox* box) -> Status {
+    TSR_RETURN_IF_ERROR(Check(cudaHostRegister(box->base(), box->bytes(), cudaHostRegisterDefault),
+                              fmt::format("cudaHostRegister of a shared-memory ring ({} bytes)", box->bytes()).c_str()));
+    ops->registered_.push_back(box->base());
+    return Status::Ok();
+  };
+  if (inbox != nullptr) {
+    TSR_RETURN_IF_ERROR(reg(inbox));
+    ops->inbox_ = static_cast<const std::byte*>(inbox->base());
+    ops->inbox_bytes_ = inbox->bytes();
+    void* m = nullptr;
+    TSR_RETURN_IF_ERROR(Check(cudaMalloc(&m, inbox->bytes()),
+                              fmt::format("cudaMalloc of the inbox mirror ({} bytes)", inbox->bytes()).c_str()));
+    ops->mirror_ = static_cast<std::byte*>(m);
+  }
+  for (const ShmInbox* p : peers)
+    if (p != nullptr) TSR_RETURN_IF_ERROR(reg(p));
+  return ops;
+}
+
+CudaRingOps::~CudaRingOps() {
+  for (cudaStream_t s : stream_)
+    if (s != nullptr) (void)cudaStreamSynchronize(s);
+  for (void* p : registered_) (void)cudaHostUnregister(p);
+  if (mirror_ != nullptr) (void)cudaFree(mirror_);
+  if (scratch_ != nullptr) (void)cudaFree(scratch_);
+  for (auto& pool : events_)
+    for (auto e : pool)
+      if (e != nullptr) (void)cudaEventDestroy(e);
+}
+
+Status CudaRingOps::ToHost(void* host_dst, const void* dev_src, size_t bytes) {
+  return Check(cudaMemcpyAsync(host_dst, dev_src, bytes, cudaMemcpyDeviceToHost, stream_[kSendQueue]),
+               "cudaMemcpyAsync (device to a peer's ring)");
+}
+
+Status CudaRingOps::FromHost(void* dev_dst, const void* host_src, size_t bytes) {
+  return Check(cudaMemcpyAsync(dev_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_[kFoldQueue]),
+               "cudaMemcpyAsync (this rank's ring to the device)");
+}
+
+Result<void*> CudaRingOps::Mirror(const void* inbox_byte, size_t bytes) {
+  auto* b = static_cast<const std::byte*>(inbox_byte);
+  if (mirror_ == nullptr || b < inbox_ || b + bytes > inbox_ + inbox_bytes_)
+    return InternalError("device bridge: a received byte outside this rank's registered inbox");
+  return static_cast<void*>(mirror_ + (b - inbox_));
+}
+
+Status CudaRingOps::Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first) {
+  return Check(kernels::Fold(acc, src, n, dtype, src_type, op, first, stream_[kFoldQueue]), "the fold kernel");
+}
+
+Status CudaRingOps::Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) {
+  return Check(kernels::Finalize(out, acc, n, dtype, op, divisor, stream_[kFoldQueue]), "the finalize kernel");
+}
+
+Result<DeviceOps::Ticket> CudaRingOps::Mark(Queue q) {
+  if (issued_[q] - done_[q] == kEvents) {  // every event in use: wait for the oldest
+    auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      TSR_ASSIGN_OR_RETURN(bool d, Done(q, done_[q] + 1));
+      if (d) break;
+      if (std::chrono::steady_clock::now() - t0 > timeout_)
+        return Timeout(fmt::format("device bridge: a copy did not finish within TESSERA_TIMEOUT ({} ms)",
+                                   timeout_.count()));
+      std::this_thread::yield();
+    }
+  }
+  TSR_RETURN_IF_ERROR(Check(cudaEventRecord(events_[q][issued_[q] % kEvents], stream_[q]), "cudaEventRecord"));
+  return ++issued_[q];
+}
+
+Result<bool> CudaRingOps::Done(Queue q, Ticket t) {
+  while (done_[q] < t) {
+    cudaError_t e = cudaEventQuery(events_[q][done_[q] % kEvents]);
+    if (e == cudaErrorNotReady) return false;
+    TSR_RETURN_IF_ERROR(Check(e, q == kSendQueue ? "the device bridge's copies to the rings"
+                                                 : "the device bridge's copies from the ring and folds"));
+    ++done_[q];
+  }
+  return true;
+}
+
+Result<void*> CudaRingOps::Scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  // Stream-ordered on the fold queue (the only user): neither call synchronizes the device, which
+  // would deadlock against a caller's stream that waits for this collective.
+  if (scratch_ != nullptr) TSR_RETURN_IF_ERROR(Check(cudaFreeAsync(scratch_, stream_[kFoldQueue]), "cudaFreeAsync"));
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  TSR_RETURN_IF_ERROR(Check(cudaMallocAsync(&scratch_, bytes, stream_[kFoldQueue]),
+                            fmt::format("cudaMallocAsync of {} bytes of accumulator", bytes).c_str()));
+  scratch_bytes_ = bytes;
+  return scratch_;
+}
+
+}  // namespace tessera::comm

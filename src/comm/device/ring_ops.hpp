@@ -1,0 +1,58 @@
+// comm/device/ring_ops: the device bridge of a GPU rank — DeviceOps (comm/engine.hpp) on CUDA.
+//
+// The shared-memory rings of this rank's bridge channels (its own inbox, and the inboxes of the peers it
+// writes to) are registered with CUDA once, when the communicator is made, so the GPU's copy engines
+// move bytes straight between device memory and the rings: a message leaves device memory with one
+// D2H copy into the peer's ring, and arrives with one H2D copy out of this rank's ring (into the
+// destination, or into a device mirror of the ring where a kernel folds it). No CPU copy, no staging.
+// Sends go on one stream (copy engine D2H), receives and folds on another (copy engine H2D + kernels),
+// so both directions of the PCIe link run at once. Completion is tracked with pools of events.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "comm/engine.hpp"
+#include "comm/device/cuda.hpp"
+
+namespace tessera::comm {
+
+class ShmInbox;
+
+class CudaRingOps final : public DeviceOps {
+ public:
+  // `send` and `fold` are the rank's bridge streams; `inbox` is this rank's inbox, `peers` the peers'
+  // inboxes it writes into (null entries are skipped). Registers them and makes the inbox's mirror.
+  static Result<std::unique_ptr<CudaRingOps>> Create(cudaStream_t send, cudaStream_t fold, const ShmInbox* inbox,
+                                                     const std::vector<const ShmInbox*>& peers,
+                                                     std::chrono::milliseconds timeout);
+  ~CudaRingOps() override;
+
+  Status ToHost(void* host_dst, const void* dev_src, size_t bytes) override;
+  Status FromHost(void* dev_dst, const void* host_src, size_t bytes) override;
+  Result<void*> Mirror(const void* inbox_byte, size_t bytes) override;
+  Status Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first) override;
+  Status Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) override;
+  Result<Ticket> Mark(Queue q) override;
+  Result<bool> Done(Queue q, Ticket t) override;
+  Result<void*> Scratch(size_t bytes) override;
+
+ private:
+  static constexpr size_t kEvents = 64;  // per queue; more tickets in flight wait for the oldest
+  CudaRingOps() = default;
+  cudaStream_t stream_[2] = {};
+  std::vector<cudaEvent_t> events_[2];
+  uint64_t issued_[2] = {0, 0}, done_[2] = {0, 0};
+  std::vector<void*> registered_;
+  const std::byte* inbox_ = nullptr;
+  size_t inbox_bytes_ = 0;
+  std::byte* mirror_ = nullptr;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  std::chrono::milliseconds timeout_{60000};
+};
+
+}  // namespace tessera::comm
