@@ -33,6 +33,7 @@
 #include "comm/device/cuda.hpp"
 #include "comm/device/device.hpp"
 #include "comm/device/ring_ops.hpp"
+#include "comm/reduce.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 
@@ -78,7 +79,9 @@ class CudaRank final : public DeviceRank {
   Status Host(std::function<Status()> run) { return hybrid_ ? SubmitHost(std::move(run)) : run(); }
   void WorkerLoop();
   // Device job bodies.
-  Status BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op);
+  // `acc`: accumulator scratch for the device bridge, reserved by the caller thread (null when staged).
+  Status BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op,
+                         void* acc, size_t acc_bytes);
   // Stages whole buffers through hin/hout (pinned, sized by the caller thread at submission).
   Status Staged(cudaEvent_t in, const void* send, size_t send_bytes, void* recv, size_t recv_bytes, std::byte* hin,
                 std::byte* hout, const std::function<Status(const void*, void*)>& host_call);
@@ -303,10 +306,11 @@ void CudaRank::WorkerLoop() {
 }
 
 Status CudaRank::BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt,
-                                 RedOp op) {
+                                 RedOp op, void* acc, size_t acc_bytes) {
   const size_t esz = DTypeSize(dt);
-  if (ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt)) {
+  if (acc != nullptr) {  // the device bridge
     return comm_->GuardFn("allreduce", [&]() -> Status {
+      ring_ops_->Use(acc, acc_bytes);
       TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
       TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(h2d_, in, 0), "cudaStreamWaitEvent (input)"));
       Status st = comm_->Hierarchical(CollKind::kAllReduce, send, recv, count, dt, op, 0, ring_ops_.get());
@@ -389,8 +393,19 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
     return CclCall("AllReduce",
                    ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), CclRedOp(rop), ccl_->handle(), stream));
   }
+  void* acc = nullptr;
+  size_t acc_bytes = 0;
+  if (ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt)) {
+    // My parts of the segments: at most count/k elements plus one per segment (<= one per rank).
+    const size_t k = comm_->islands_.size();
+    acc_bytes = (count / k + comm_->size_ + 1) * DTypeSize(AccumType(dt));
+    auto p = ring_ops_->Grow(acc_bytes);
+    if (!p.ok()) return Fail("allreduce", p.status());
+    acc = *p;
+  }
   return SubmitDevice("allreduce", stream, [=, this](cudaEvent_t in) {
-    return BridgeAllReduce(in, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, rop);
+    return BridgeAllReduce(in, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, rop, acc,
+                           acc_bytes);
   });
 }
 

@@ -15,6 +15,7 @@ using cuda::Check;
 Result<std::unique_ptr<CudaRingOps>> CudaRingOps::Create(cudaStream_t send, cudaStream_t fold, const ShmInbox* inbox,
                                                          const std::vector<const ShmInbox*>& peers,
                                                          std::chrono::milliseconds timeout) {
+  TSR_RETURN_IF_ERROR(Check(kernels::Preload(), "loading the fold kernels"));
   std::unique_ptr<CudaRingOps> ops(new CudaRingOps());
   ops->stream_[kSendQueue] = send;
   ops->stream_[kFoldQueue] = fold;
@@ -50,6 +51,7 @@ CudaRingOps::~CudaRingOps() {
   for (void* p : registered_) (void)cudaHostUnregister(p);
   if (mirror_ != nullptr) (void)cudaFree(mirror_);
   if (scratch_ != nullptr) (void)cudaFree(scratch_);
+  for (void* p : retired_) (void)cudaFree(p);
   for (auto& pool : events_)
     for (auto e : pool)
       if (e != nullptr) (void)cudaEventDestroy(e);
@@ -108,14 +110,18 @@ Result<bool> CudaRingOps::Done(Queue q, Ticket t) {
 }
 
 Result<void*> CudaRingOps::Scratch(size_t bytes) {
+  if (bytes > use_bytes_)
+    return InternalError(fmt::format("device bridge: {} bytes of accumulator needed, {} reserved at submission",
+                                     bytes, use_bytes_));
+  return use_;
+}
+
+Result<void*> CudaRingOps::Grow(size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
-  // Stream-ordered on the fold queue (the only user): neither call synchronizes the device, which
-  // would deadlock against a caller's stream that waits for this collective.
-  if (scratch_ != nullptr) TSR_RETURN_IF_ERROR(Check(cudaFreeAsync(scratch_, stream_[kFoldQueue]), "cudaFreeAsync"));
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
-  TSR_RETURN_IF_ERROR(Check(cudaMallocAsync(&scratch_, bytes, stream_[kFoldQueue]),
-                            fmt::format("cudaMallocAsync of {} bytes of accumulator", bytes).c_str()));
+  void* p = nullptr;
+  TSR_RETURN_IF_ERROR(Check(cudaMalloc(&p, bytes), fmt::format("cudaMalloc of {} bytes of accumulator", bytes).c_str()));
+  if (scratch_ != nullptr) retired_.push_back(scratch_);  // a queued job may still use it
+  scratch_ = p;
   scratch_bytes_ = bytes;
   return scratch_;
 }

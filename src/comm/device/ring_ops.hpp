@@ -40,6 +40,15 @@ class CudaRingOps final : public DeviceOps {
   Result<bool> Done(Queue q, Ticket t) override;
   Result<void*> Scratch(size_t bytes) override;
 
+  // Accumulator scratch is allocated on the CALLER's thread when a call is submitted (Grow), and handed
+  // to the worker with the job (Use): no allocation, and so no lock that a synchronizing application
+  // thread could hold, happens while a collective runs. Smaller buffers are kept until destruction.
+  Result<void*> Grow(size_t bytes);
+  void Use(void* p, size_t bytes) {
+    use_ = p;
+    use_bytes_ = bytes;
+  }
+
  private:
   static constexpr size_t kEvents = 64;  // per queue; more tickets in flight wait for the oldest
   CudaRingOps() = default;
@@ -50,8 +59,11 @@ class CudaRingOps final : public DeviceOps {
   const std::byte* inbox_ = nullptr;
   size_t inbox_bytes_ = 0;
   std::byte* mirror_ = nullptr;
-  void* scratch_ = nullptr;
+  void* scratch_ = nullptr;  // the largest so far (caller thread)
   size_t scratch_bytes_ = 0;
+  std::vector<void*> retired_;
+  void* use_ = nullptr;  // the current job's (worker thread)
+  size_t use_bytes_ = 0;
   std::chrono::milliseconds timeout_{60000};
 };
 

@@ -24,6 +24,11 @@ cudaError_t Fold(void* acc, const void* src, size_t n, DType dtype, DType src_ty
                  cudaStream_t stream);
 // out (dtype) = narrow(acc (AccumType(dtype)) [/ divisor for avg]). Floating types only.
 cudaError_t Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor, cudaStream_t stream);
+// Loads every kernel of this file now. Under CUDA's lazy module loading (the default) a kernel's first
+// launch loads it under a context-wide lock; if the application's thread sits in a synchronizing call
+// (cudaMemcpy, cudaFree) on a stream that waits for our collective, that first launch from the bridge's
+// worker would wait forever (seen on the H200). Called once per communicator, before any collective.
+cudaError_t Preload();
 // Blocks `stream` until the host-mapped word *flag reaches `value` (wrap-around compare, like
 // CU_STREAM_WAIT_VALUE_GEQ). The fallback when the driver's stream memory operations are unavailable.
 cudaError_t SpinWait(const volatile uint32_t* flag_dev, uint32_t value, cudaStream_t stream);

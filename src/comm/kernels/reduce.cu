@@ -185,6 +185,24 @@ cudaError_t Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op
   return cudaGetLastError();
 }
 
+cudaError_t Preload() {
+  cudaFuncAttributes a;
+  const void* fns[] = {
+      reinterpret_cast<const void*>(&FoldKernel<float, float>),
+      reinterpret_cast<const void*>(&FoldKernel<float, uint16_t>),
+      reinterpret_cast<const void*>(&FoldKernel<double, double>),
+      reinterpret_cast<const void*>(&FinalizeKernel<float>),
+      reinterpret_cast<const void*>(&FinalizeKernel<double>),
+      reinterpret_cast<const void*>(&FinalizeHalfKernel),
+      reinterpret_cast<const void*>(&SpinWaitKernel),
+  };
+  for (const void* f : fns) {
+    cudaError_t e = cudaFuncGetAttributes(&a, f);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t SpinWait(const volatile uint32_t* flag_dev, uint32_t value, cudaStream_t stream) {
   SpinWaitKernel<<<1, 1, 0, stream>>>(flag_dev, value);
   return cudaGetLastError();
