@@ -11,9 +11,8 @@ namespace tessera::comm {
 namespace {
 constexpr size_t kStep = 256 << 10;  // bytes moved per channel per turn: keeps chunks in cache
 const std::byte kZeros[kChannelAlign] = {};
-// Device mode: one copy-engine transfer per piece (large enough to amortise the ~µs cost of issuing
-// it), at most kMaxInFlight pieces per channel and direction.
-constexpr size_t kDevPiece = 1 << 20;
+// Device mode: at most kMaxInFlight copy-engine transfers (of DeviceOps::piece() bytes) per channel and
+// direction.
 constexpr size_t kMaxInFlight = 8;
 }  // namespace
 
@@ -223,7 +222,7 @@ Result<bool> Engine::StepDeviceSend(int peer, SendOp& op, DevQueues& dq) {
   }
   while (op.off < op.padded && dq.sent.size() < kMaxInFlight) {
     bool data = op.off < op.bytes;
-    auto [ptr, n] = ch->Reserve(data ? std::min(op.bytes - op.off, kDevPiece) : op.padded - op.off);
+    auto [ptr, n] = ch->Reserve(data ? std::min(op.bytes - op.off, dev_->piece()) : op.padded - op.off);
     if (n == 0) break;
     DeviceOps::Ticket t = 0;  // padding: nothing to write (ticket 0 is always done)
     if (data) {
@@ -260,7 +259,7 @@ Result<bool> Engine::StepDeviceRecv(int peer, RecvOp& op, DevQueues& dq) {
       progress = true;
       continue;
     }
-    size_t want = std::min(op.bytes - op.off, kDevPiece), unit = 1;
+    size_t want = std::min(op.bytes - op.off, dev_->piece()), unit = 1;
     if (op.dst == nullptr) {
       unit = DTypeSize(op.job->src_type[op.contributor]);
       want = std::min(want / unit, op.job->Allowed(op.contributor)) * unit;

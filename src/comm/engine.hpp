@@ -50,8 +50,10 @@ class DeviceOps {
   virtual Status Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) = 0;
   virtual Result<Ticket> Mark(Queue q) = 0;
   virtual Result<bool> Done(Queue q, Ticket t) = 0;
-  // Device scratch of at least `bytes`, valid until the next call (stream-ordered: no device sync).
+  // Device scratch of at least `bytes` for accumulators.
   virtual Result<void*> Scratch(size_t bytes) = 0;
+  // Bytes per copy-engine transfer (TESSERA_CUDA_PIECE).
+  virtual size_t piece() const = 0;
 };
 
 // Folds contributors 0..k-1 into `acc` (AccumType(dtype)) in index order; when `dst` is set, each range

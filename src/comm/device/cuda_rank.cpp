@@ -145,7 +145,10 @@ Status CudaRank::Attach(Comm* comm) {
   if (comm->DeviceBridgeEligible(comm->islands_[comm->my_island_], DType::kFloat32)) {
     std::vector<const ShmInbox*> peers;
     for (const auto& box : comm->peer_inboxes_) peers.push_back(box.get());
-    auto ops = CudaRingOps::Create(d2h_, h2d_, comm->inbox_.get(), peers, comm->timeout_);
+    TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_CUDA_PIECE", 1 << 20));
+    if (piece < 4096 || piece % 8 != 0)
+      return InvalidArgument(fmt::format("TESSERA_CUDA_PIECE={} must be at least 4096 and a multiple of 8", piece));
+    auto ops = CudaRingOps::Create(d2h_, h2d_, comm->inbox_.get(), peers, comm->timeout_, piece);
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", comm->rank_));
     ring_ops_ = std::move(ops).value();
   }

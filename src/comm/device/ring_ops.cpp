@@ -14,12 +14,13 @@ using cuda::Check;
 
 Result<std::unique_ptr<CudaRingOps>> CudaRingOps::Create(cudaStream_t send, cudaStream_t fold, const ShmInbox* inbox,
                                                          const std::vector<const ShmInbox*>& peers,
-                                                         std::chrono::milliseconds timeout) {
+                                                         std::chrono::milliseconds timeout, size_t piece) {
   TSR_RETURN_IF_ERROR(Check(kernels::Preload(), "loading the fold kernels"));
   std::unique_ptr<CudaRingOps> ops(new CudaRingOps());
   ops->stream_[kSendQueue] = send;
   ops->stream_[kFoldQueue] = fold;
   ops->timeout_ = timeout;
+  ops->piece_ = piece;
   for (auto& pool : ops->events_) {
     pool.resize(kEvents);
     for (auto& e : pool)

@@ -26,9 +26,10 @@ class CudaRingOps final : public DeviceOps {
  public:
   // `send` and `fold` are the rank's bridge streams; `inbox` is this rank's inbox, `peers` the peers'
   // inboxes it writes into (null entries are skipped). Registers them and makes the inbox's mirror.
+  // `piece`: bytes per copy (TESSERA_CUDA_PIECE).
   static Result<std::unique_ptr<CudaRingOps>> Create(cudaStream_t send, cudaStream_t fold, const ShmInbox* inbox,
                                                      const std::vector<const ShmInbox*>& peers,
-                                                     std::chrono::milliseconds timeout);
+                                                     std::chrono::milliseconds timeout, size_t piece);
   ~CudaRingOps() override;
 
   Status ToHost(void* host_dst, const void* dev_src, size_t bytes) override;
@@ -39,6 +40,7 @@ class CudaRingOps final : public DeviceOps {
   Result<Ticket> Mark(Queue q) override;
   Result<bool> Done(Queue q, Ticket t) override;
   Result<void*> Scratch(size_t bytes) override;
+  size_t piece() const override { return piece_; }
 
   // Accumulator scratch is allocated on the CALLER's thread when a call is submitted (Grow), and handed
   // to the worker with the job (Use): no allocation, and so no lock that a synchronizing application
@@ -65,6 +67,7 @@ class CudaRingOps final : public DeviceOps {
   void* use_ = nullptr;  // the current job's (worker thread)
   size_t use_bytes_ = 0;
   std::chrono::milliseconds timeout_{60000};
+  size_t piece_ = 1 << 20;
 };
 
 }  // namespace tessera::comm
