@@ -83,8 +83,12 @@ run_job gpu+gpu-one-card-hostmem 150 -- --island nvidia=cuda:1 --island other=cu
 # The same jobs on the previous bridge (pinned staging + host engine), side by side in this run.
 JOBENV=TESSERA_CUDA_BRIDGE=staged run_job gpu1+host3-staged 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
 JOBENV=TESSERA_CUDA_BRIDGE=staged run_job gpu+gpu-one-card-staged 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
-# Ring size: the device bridge pipelines through the rings, so their size bounds the bytes in flight.
-JOBENV=TESSERA_SHM_RING=16M run_job gpu+gpu-one-card-ring16M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+# Ring and copy size: the device bridge pipelines through the rings, so they bound the bytes in flight
+# (defaults TESSERA_CUDA_RING=64M, TESSERA_CUDA_PIECE=8M; here a quarter and half of that).
+JOBENV="TESSERA_CUDA_RING=16M TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-ring16M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+# One GPU and ONE host rank: the host side is a single process (no island phases), the bridge alone.
+run_job gpu1+host1 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+run_job host1+host1 150 -- --island a=host:1 --island b=host:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
 
 step "bench (b): one NCCL island through Tessera vs NCCL directly"
 run_job single-island 120 -- --island nvidia=cuda:1 -- "$BENCH" direct --sizes 1M,4M,16M,64M,256M --iters 50

@@ -190,14 +190,14 @@ Status Comm::Init() {
   }
   const auto& mine = islands_[my_island_].ranks;
   local_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
+  TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_CUDA_BRIDGE", "auto", {"auto", "staged"}));
+  device_bridge_ = cuda_bridge == "auto";
   TSR_RETURN_IF_ERROR(SetUpChannels());
   p2p_sent_.assign(size_, 0);
   p2p_recvd_.assign(size_, 0);
   bool any_device = false;
   for (const auto& isl : islands_) any_device |= isl.backend != "host";
   if (any_device && islands_.size() > 1) {
-    TSR_ASSIGN_OR_RETURN(std::string mode, env::Choice("TESSERA_CUDA_BRIDGE", "auto", {"auto", "staged"}));
-    device_bridge_ = mode == "auto";
     TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_CUDA_CHUNK", 4 << 20));
     if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
       return InvalidArgument(fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8",
@@ -212,10 +212,13 @@ Status Comm::Init() {
 Status Comm::SetUpChannels() {
   TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", "auto", {"auto", "shm", "tcp"}));
   TSR_ASSIGN_OR_RETURN(uint64_t ring, env::Bytes("TESSERA_SHM_RING", 4 << 20));
+  TSR_ASSIGN_OR_RETURN(uint64_t cuda_ring, env::Bytes("TESSERA_CUDA_RING", 64 << 20));
   TSR_ASSIGN_OR_RETURN(int64_t streams, env::Int("TESSERA_TCP_STREAMS", 4, 1, 64));
   TSR_ASSIGN_OR_RETURN(uint64_t chunk, env::Bytes("TESSERA_TCP_CHUNK", 512 << 10));
-  if (ring < (64 << 10) || ring % kChannelAlign != 0)
-    return InvalidArgument(fmt::format("TESSERA_SHM_RING={} must be at least 64K and a multiple of 8", ring));
+  if (ring < (64 << 10) || ring % 4096 != 0)
+    return InvalidArgument(fmt::format("TESSERA_SHM_RING={} must be at least 64K and a multiple of 4K", ring));
+  if (cuda_ring < (64 << 10) || cuda_ring % 4096 != 0)
+    return InvalidArgument(fmt::format("TESSERA_CUDA_RING={} must be at least 64K and a multiple of 4K", cuda_ring));
   if (chunk < 4096) return InvalidArgument(fmt::format("TESSERA_TCP_CHUNK={} must be at least 4096", chunk));
   transport_.assign(size_, "");
   send_.resize(size_);
@@ -239,15 +242,29 @@ Status Comm::SetUpChannels() {
     else (p < rank_ ? tcp_lower : tcp_higher).push_back(p);
   }
   // Shared memory: everyone creates an inbox, maps the peers', then unlinks its own name.
+  // Rings between a device-bridge rank and its bridge peers are TESSERA_CUDA_RING bytes, so that the
+  // copy engines keep several large transfers in flight; the others TESSERA_SHM_RING. Every rank
+  // computes every inbox's layout from the world, so the owner and its writers agree.
+  auto device_rank = [&](int r) {
+    const Island& isl = islands_[infos_[r].island];
+    return DeviceBridgeEligible(isl, DType::kFloat32);
+  };
+  auto inbox_rings = [&](int owner) {
+    std::vector<size_t> sizes(size_, ring);
+    for (int p = 0; p < size_; ++p)
+      if (p != owner && infos_[p].island != infos_[owner].island && (device_rank(p) || device_rank(owner)))
+        sizes[p] = cuda_ring;
+    return sizes;
+  };
   std::string prefix = fmt::format("/tsr-{:08x}-", static_cast<uint32_t>(std::hash<std::string>{}(token_)));
   if (any_shm) {
-    TSR_ASSIGN_OR_RETURN(inbox_, ShmInbox::Create(prefix + std::to_string(rank_), size_, ring));
+    TSR_ASSIGN_OR_RETURN(inbox_, ShmInbox::Create(prefix + std::to_string(rank_), inbox_rings(rank_)));
   }
   TSR_RETURN_IF_ERROR(store_->Barrier("shm-created", size_, timeout_));
   peer_inboxes_.resize(size_);
   for (int p = 0; p < size_; ++p) {
     if (transport_[p] != "shm") continue;
-    TSR_ASSIGN_OR_RETURN(peer_inboxes_[p], ShmInbox::Open(prefix + std::to_string(p), size_, ring));
+    TSR_ASSIGN_OR_RETURN(peer_inboxes_[p], ShmInbox::Open(prefix + std::to_string(p), inbox_rings(p)));
     send_[p] = peer_inboxes_[p]->Writer(rank_);
     recv_[p] = inbox_->Reader(p);
   }

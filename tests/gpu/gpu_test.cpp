@@ -246,15 +246,15 @@ TEST(GpuHybrid, TwoGpuIslandsOnOneGpuMeetThroughTheBridge) {
   EXPECT_NE(outs[1].out.find(kDeviceBridge), std::string::npos) << Dump(outs);
 }
 
-// The device bridge through rings of 64 KiB: every message wraps the ring many times, pieces are cut at
-// the wrap, and several copies and folds are in flight per channel.
+// The device bridge through rings of 64 KiB and 16 KiB copies: every message wraps the ring many times,
+// pieces are cut at the wrap, and several copies and folds are in flight per channel.
 TEST(GpuHybrid, DeviceBridgeThroughSmallRingsWrapsCorrectly) {
   REQUIRE_GPU();
   auto outs = RunWorld(kTwoGpuIslandsOneGpu, {"check", "--sizes", "1,4099,300001,2000003"}, 150, "20s",
-                       {{"TESSERA_SHM_RING", "65536"}});
+                       {{"TESSERA_CUDA_RING", "65536"}, {"TESSERA_CUDA_PIECE", "16384"}});
   ExpectAllOk(outs);
   outs = RunWorld(kOneGpuThreeHost, {"check", "--sizes", "7,300001,2000003"}, 150, "20s",
-                  {{"TESSERA_SHM_RING", "65536"}});
+                  {{"TESSERA_CUDA_RING", "65536"}, {"TESSERA_CUDA_PIECE", "16384"}});
   ExpectAllOk(outs);
 }
 

@@ -145,10 +145,14 @@ Status CudaRank::Attach(Comm* comm) {
   if (comm->DeviceBridgeEligible(comm->islands_[comm->my_island_], DType::kFloat32)) {
     std::vector<const ShmInbox*> peers;
     for (const auto& box : comm->peer_inboxes_) peers.push_back(box.get());
-    TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_CUDA_PIECE", 1 << 20));
+    std::vector<int> bridge_peers;
+    for (int p = 0; p < comm->size_; ++p)
+      if (comm->infos_[p].island != comm->my_island_) bridge_peers.push_back(p);
+    TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_CUDA_PIECE", 8 << 20));
     if (piece < 4096 || piece % 8 != 0)
       return InvalidArgument(fmt::format("TESSERA_CUDA_PIECE={} must be at least 4096 and a multiple of 8", piece));
-    auto ops = CudaRingOps::Create(d2h_, h2d_, comm->inbox_.get(), peers, comm->timeout_, piece);
+    auto ops = CudaRingOps::Create(d2h_, h2d_, comm->rank_, comm->inbox_.get(), peers, bridge_peers, comm->timeout_,
+                                   piece);
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", comm->rank_));
     ring_ops_ = std::move(ops).value();
   }

@@ -12,8 +12,10 @@ namespace tessera::comm {
 
 using cuda::Check;
 
-Result<std::unique_ptr<CudaRingOps>> CudaRingOps::Create(cudaStream_t send, cudaStream_t fold, const ShmInbox* inbox,
+Result<std::unique_ptr<CudaRingOps>> CudaRingOps::Create(cudaStream_t send, cudaStream_t fold, int me,
+                                                         const ShmInbox* inbox,
                                                          const std::vector<const ShmInbox*>& peers,
+                                                         const std::vector<int>& bridge_peers,
                                                          std::chrono::milliseconds timeout, size_t piece) {
   TSR_RETURN_IF_ERROR(Check(kernels::Preload(), "loading the fold kernels"));
   std::unique_ptr<CudaRingOps> ops(new CudaRingOps());
@@ -26,23 +28,22 @@ Result<std::unique_ptr<CudaRingOps>> CudaRingOps::Create(cudaStream_t send, cuda
     for (auto& e : pool)
       TSR_RETURN_IF_ERROR(Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
   }
-  auto reg = [&](const ShmInbox* box) -> Status {
-    TSR_RETURN_IF_ERROR(Check(cudaHostRegister(box->base(), box->bytes(), cudaHostRegisterDefault),
-                              fmt::format("cudaHostRegister of a shared-memory ring ({} bytes)", box->bytes()).c_str()));
-    ops->registered_.push_back(box->base());
+  auto reg = [&](std::byte* p, size_t bytes) -> Status {
+    TSR_RETURN_IF_ERROR(Check(cudaHostRegister(p, bytes, cudaHostRegisterDefault),
+                              fmt::format("cudaHostRegister of a shared-memory ring ({} bytes)", bytes).c_str()));
+    ops->registered_.push_back(p);
     return Status::Ok();
   };
-  if (inbox != nullptr) {
-    TSR_RETURN_IF_ERROR(reg(inbox));
-    ops->inbox_ = static_cast<const std::byte*>(inbox->base());
-    ops->inbox_bytes_ = inbox->bytes();
+  for (int p : bridge_peers) {
+    if (inbox == nullptr || p >= static_cast<int>(peers.size()) || peers[p] == nullptr)
+      return InternalError(fmt::format("device bridge: no shared-memory ring with rank {}", p));
+    TSR_RETURN_IF_ERROR(reg(inbox->ring(p), inbox->ring_bytes(p)));
+    TSR_RETURN_IF_ERROR(reg(peers[p]->ring(me), peers[p]->ring_bytes(me)));
     void* m = nullptr;
-    TSR_RETURN_IF_ERROR(Check(cudaMalloc(&m, inbox->bytes()),
-                              fmt::format("cudaMalloc of the inbox mirror ({} bytes)", inbox->bytes()).c_str()));
-    ops->mirror_ = static_cast<std::byte*>(m);
+    TSR_RETURN_IF_ERROR(Check(cudaMalloc(&m, inbox->ring_bytes(p)),
+                              fmt::format("cudaMalloc of a ring's mirror ({} bytes)", inbox->ring_bytes(p)).c_str()));
+    ops->mirrors_.push_back({inbox->ring(p), inbox->ring_bytes(p), static_cast<std::byte*>(m)});
   }
-  for (const ShmInbox* p : peers)
-    if (p != nullptr) TSR_RETURN_IF_ERROR(reg(p));
   return ops;
 }
 
@@ -50,7 +51,7 @@ CudaRingOps::~CudaRingOps() {
   for (cudaStream_t s : stream_)
     if (s != nullptr) (void)cudaStreamSynchronize(s);
   for (void* p : registered_) (void)cudaHostUnregister(p);
-  if (mirror_ != nullptr) (void)cudaFree(mirror_);
+  for (auto& m : mirrors_) (void)cudaFree(m.mirror);
   if (scratch_ != nullptr) (void)cudaFree(scratch_);
   for (void* p : retired_) (void)cudaFree(p);
   for (auto& pool : events_)
@@ -70,9 +71,9 @@ Status CudaRingOps::FromHost(void* dev_dst, const void* host_src, size_t bytes) 
 
 Result<void*> CudaRingOps::Mirror(const void* inbox_byte, size_t bytes) {
   auto* b = static_cast<const std::byte*>(inbox_byte);
-  if (mirror_ == nullptr || b < inbox_ || b + bytes > inbox_ + inbox_bytes_)
-    return InternalError("device bridge: a received byte outside this rank's registered inbox");
-  return static_cast<void*>(mirror_ + (b - inbox_));
+  for (const auto& m : mirrors_)
+    if (b >= m.ring && b + bytes <= m.ring + m.bytes) return static_cast<void*>(m.mirror + (b - m.ring));
+  return InternalError("device bridge: received bytes outside the registered rings");
 }
 
 Status CudaRingOps::Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first) {

@@ -24,11 +24,13 @@ class ShmInbox;
 
 class CudaRingOps final : public DeviceOps {
  public:
-  // `send` and `fold` are the rank's bridge streams; `inbox` is this rank's inbox, `peers` the peers'
-  // inboxes it writes into (null entries are skipped). Registers them and makes the inbox's mirror.
-  // `piece`: bytes per copy (TESSERA_CUDA_PIECE).
-  static Result<std::unique_ptr<CudaRingOps>> Create(cudaStream_t send, cudaStream_t fold, const ShmInbox* inbox,
-                                                     const std::vector<const ShmInbox*>& peers,
+  // `send` and `fold` are the rank's bridge streams. For each bridge peer p (the ranks of other islands),
+  // the ring p writes into this rank's `inbox` (slot p) and the ring this rank writes into p's inbox
+  // (peers[p], slot `me`) are registered, and the former gets a device mirror. `piece`: bytes per copy
+  // (TESSERA_CUDA_PIECE).
+  static Result<std::unique_ptr<CudaRingOps>> Create(cudaStream_t send, cudaStream_t fold, int me,
+                                                     const ShmInbox* inbox, const std::vector<const ShmInbox*>& peers,
+                                                     const std::vector<int>& bridge_peers,
                                                      std::chrono::milliseconds timeout, size_t piece);
   ~CudaRingOps() override;
 
@@ -58,9 +60,12 @@ class CudaRingOps final : public DeviceOps {
   std::vector<cudaEvent_t> events_[2];
   uint64_t issued_[2] = {0, 0}, done_[2] = {0, 0};
   std::vector<void*> registered_;
-  const std::byte* inbox_ = nullptr;
-  size_t inbox_bytes_ = 0;
-  std::byte* mirror_ = nullptr;
+  struct Mirrored {
+    const std::byte* ring;
+    size_t bytes;
+    std::byte* mirror;  // device memory, same size
+  };
+  std::vector<Mirrored> mirrors_;
   void* scratch_ = nullptr;  // the largest so far (caller thread)
   size_t scratch_bytes_ = 0;
   std::vector<void*> retired_;

@@ -103,8 +103,25 @@ Result<void*> MapFd(int fd, size_t size, const std::string& name) {
 
 }  // namespace
 
-Result<std::unique_ptr<ShmInbox>> ShmInbox::Create(const std::string& name, int nslots, size_t ring_bytes) {
-  size_t size = CtlBytes(nslots) + ring_bytes * nslots;
+namespace {
+size_t TotalBytes(const std::vector<size_t>& rings) {
+  size_t size = CtlBytes(static_cast<int>(rings.size()));
+  for (size_t r : rings) size += r;
+  return size;
+}
+}  // namespace
+
+ShmInbox::ShmInbox(std::string name, void* base, size_t size, std::vector<size_t> ring_bytes, bool owner)
+    : name_(std::move(name)), base_(base), size_(size), ring_bytes_(std::move(ring_bytes)), owner_(owner) {
+  size_t at = CtlBytes(static_cast<int>(ring_bytes_.size()));
+  for (size_t r : ring_bytes_) {
+    offset_.push_back(at);
+    at += r;
+  }
+}
+
+Result<std::unique_ptr<ShmInbox>> ShmInbox::Create(const std::string& name, const std::vector<size_t>& ring_bytes) {
+  size_t size = TotalBytes(ring_bytes);
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return ErrnoError("shm_open " + name, errno);
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -112,7 +129,7 @@ Result<std::unique_ptr<ShmInbox>> ShmInbox::Create(const std::string& name, int 
     close(fd);
     shm_unlink(name.c_str());
     return ErrnoError(fmt::format("sizing shared memory {} to {} bytes (is /dev/shm large enough? "
-                                  "lower TESSERA_SHM_RING)", name, size), err);
+                                  "lower TESSERA_SHM_RING / TESSERA_CUDA_RING)", name, size), err);
   }
   auto p = MapFd(fd, size, name);
   if (!p.ok()) {
@@ -120,16 +137,16 @@ Result<std::unique_ptr<ShmInbox>> ShmInbox::Create(const std::string& name, int 
     return p.status();
   }
   auto* ctl = static_cast<RingCtl*>(*p);
-  for (int i = 0; i < nslots; ++i) new (&ctl[i]) RingCtl{};
-  return std::unique_ptr<ShmInbox>(new ShmInbox(name, *p, size, nslots, ring_bytes, true));
+  for (size_t i = 0; i < ring_bytes.size(); ++i) new (&ctl[i]) RingCtl{};
+  return std::unique_ptr<ShmInbox>(new ShmInbox(name, *p, size, ring_bytes, true));
 }
 
-Result<std::unique_ptr<ShmInbox>> ShmInbox::Open(const std::string& name, int nslots, size_t ring_bytes) {
-  size_t size = CtlBytes(nslots) + ring_bytes * nslots;
+Result<std::unique_ptr<ShmInbox>> ShmInbox::Open(const std::string& name, const std::vector<size_t>& ring_bytes) {
+  size_t size = TotalBytes(ring_bytes);
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) return ErrnoError("shm_open of a peer's inbox " + name, errno);
   TSR_ASSIGN_OR_RETURN(void* p, MapFd(fd, size, name));
-  return std::unique_ptr<ShmInbox>(new ShmInbox(name, p, size, nslots, ring_bytes, false));
+  return std::unique_ptr<ShmInbox>(new ShmInbox(name, p, size, ring_bytes, false));
 }
 
 ShmInbox::~ShmInbox() {
@@ -143,15 +160,11 @@ void ShmInbox::Unlink() {
 }
 
 std::unique_ptr<RecvChannel> ShmInbox::Reader(int slot) {
-  auto* ctl = static_cast<RingCtl*>(base_) + slot;
-  auto* ring = static_cast<std::byte*>(base_) + CtlBytes(nslots_) + ring_bytes_ * slot;
-  return std::make_unique<ShmReader>(ctl, ring, ring_bytes_);
+  return std::make_unique<ShmReader>(static_cast<RingCtl*>(base_) + slot, ring(slot), ring_bytes_[slot]);
 }
 
 std::unique_ptr<SendChannel> ShmInbox::Writer(int slot) {
-  auto* ctl = static_cast<RingCtl*>(base_) + slot;
-  auto* ring = static_cast<std::byte*>(base_) + CtlBytes(nslots_) + ring_bytes_ * slot;
-  return std::make_unique<ShmWriter>(ctl, ring, ring_bytes_);
+  return std::make_unique<ShmWriter>(static_cast<RingCtl*>(base_) + slot, ring(slot), ring_bytes_[slot]);
 }
 
 }  // namespace tessera::comm

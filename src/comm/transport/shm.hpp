@@ -16,28 +16,27 @@ namespace tessera::comm {
 
 class ShmInbox {
  public:
-  // Creates the inbox of `nslots` rings of `ring_bytes` each (a multiple of kChannelAlign).
-  static Result<std::unique_ptr<ShmInbox>> Create(const std::string& name, int nslots, size_t ring_bytes);
-  // Maps a peer's inbox created under `name`.
-  static Result<std::unique_ptr<ShmInbox>> Open(const std::string& name, int nslots, size_t ring_bytes);
+  // Creates the inbox of one ring per slot, ring_bytes[slot] bytes each (multiples of 4096; a ring may
+  // be larger where a device's copy engines use it).
+  static Result<std::unique_ptr<ShmInbox>> Create(const std::string& name, const std::vector<size_t>& ring_bytes);
+  // Maps a peer's inbox created under `name` with the same ring sizes.
+  static Result<std::unique_ptr<ShmInbox>> Open(const std::string& name, const std::vector<size_t>& ring_bytes);
   ~ShmInbox();
   void Unlink();  // removes the name; mappings stay valid
 
   // The reading end of ring `slot` (in the inbox's owner) and a writing end (in the peer).
   std::unique_ptr<RecvChannel> Reader(int slot);
   std::unique_ptr<SendChannel> Writer(int slot);
-  // The whole mapping (control words and rings), for registering it with a device's copy engines.
-  void* base() const { return base_; }
-  size_t bytes() const { return size_; }
+  // Ring `slot`'s bytes, for registering them with a device's copy engines.
+  std::byte* ring(int slot) const { return static_cast<std::byte*>(base_) + offset_[slot]; }
+  size_t ring_bytes(int slot) const { return ring_bytes_[slot]; }
 
  private:
-  ShmInbox(std::string name, void* base, size_t size, int nslots, size_t ring_bytes, bool owner)
-      : name_(std::move(name)), base_(base), size_(size), nslots_(nslots), ring_bytes_(ring_bytes), owner_(owner) {}
+  ShmInbox(std::string name, void* base, size_t size, std::vector<size_t> ring_bytes, bool owner);
   std::string name_;
   void* base_;
   size_t size_;
-  int nslots_;
-  size_t ring_bytes_;
+  std::vector<size_t> ring_bytes_, offset_;
   bool owner_;
   bool unlinked_ = false;
 };
