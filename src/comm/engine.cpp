@@ -21,7 +21,13 @@ Status ReduceJob::FoldRange(int c, const void* src, size_t count) {
   size_t asz = DTypeSize(AccumType(dtype));
   std::byte* a = static_cast<std::byte*>(acc) + at * asz;
   bool last = c + 1 == static_cast<int>(done.size());
-  if (!(c == 0 && src == a)) {
+  if (fused_c >= 0 && c == 1 - fused_c) {  // the received one of the fused pair: fold both now
+    const std::byte* l = fused + at * DTypeSize(src_type[fused_c]);
+    if (fused_c == 0) Fold2(a, l, src_type[0], src, src_type[1], count, dtype, op);
+    else Fold2(a, src, src_type[0], l, src_type[1], count, dtype, op);
+    done[fused_c] += count;
+    last = done.size() == 2;
+  } else if (!(c == 0 && src == a)) {
     if (device) TSR_RETURN_IF_ERROR(device->Fold(a, src, count, dtype, src_type[c], op, c == 0));
     else Fold(a, src, count, dtype, src_type[c], op, c == 0);
   }
@@ -71,6 +77,7 @@ Status Engine::Run(const std::string& what) {
   const auto timeout = links_->timeout();
   uint64_t idle = 0;
   if (dev_ != nullptr) devq_.resize(std::max(sends_.size(), recvs_.size()));
+  FuseLocalPairs();
   while (pending_ > 0) {
     bool progress = false;
     // Sends: push as much as each channel takes (bounded per turn so every channel gets its turn).
@@ -204,6 +211,26 @@ Status Engine::Run(const std::string& what) {
     }
   }
   return Status::Ok();
+}
+
+void Engine::FuseLocalPairs() {
+  for (auto it = locals_.begin(); it != locals_.end();) {
+    ReduceJob* job = it->job;
+    const int c = it->contributor;
+    bool fuse = false;
+    if (job->device == nullptr && job->fused_c < 0 && c <= 1 && job->done.size() >= 2 && job->done[0] == 0 &&
+        job->done[1] == 0)
+      for (const auto& q : recvs_)
+        for (const auto& r : q) fuse |= r.job == job && r.contributor == 1 - c;
+    if (!fuse) {
+      ++it;
+      continue;
+    }
+    job->fused = it->src;
+    job->fused_c = c;
+    it = locals_.erase(it);
+    --pending_;
+  }
 }
 
 Result<bool> Engine::StepDeviceSend(int peer, SendOp& op, DevQueues& dq) {

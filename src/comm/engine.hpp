@@ -68,6 +68,10 @@ struct ReduceJob {
   std::vector<DType> src_type;   // per contributor
   std::vector<size_t> done;      // elements folded (issued, on a device), per contributor
   DeviceOps* device = nullptr;   // acc, dst and sources are device memory: fold with its kernels
+  // Host jobs whose first two contributors are one local buffer and one received stream fold both in
+  // one pass as the stream arrives (Fold2: same bits, one pass over acc fewer). Set by Engine::Run.
+  const std::byte* fused = nullptr;  // the local contributor's data
+  int fused_c = -1;                  // its index, 0 or 1
   void Init(int contributors) {
     src_type.assign(contributors, dtype);
     done.assign(contributors, 0);
@@ -75,7 +79,7 @@ struct ReduceJob {
   // Folds elements [done[c], done[c]+count) of contributor c from src (on the device's fold queue when
   // `device` is set).
   Status FoldRange(int c, const void* src, size_t count);
-  size_t Allowed(int c) const { return (c == 0 ? n : done[c - 1]) - done[c]; }
+  size_t Allowed(int c) const { return (c == 0 || (c == 1 && fused_c == 0) ? n : done[c - 1]) - done[c]; }
 };
 
 // With a DeviceOps, every buffer handed to Send/RecvCopy/LocalFold is device memory and every channel
@@ -112,6 +116,8 @@ class Engine {
     std::deque<InFlight> sent, recvd;
     size_t send_done = 0, recv_done = 0;  // bytes of the front op already released
   };
+  // Hands each job's local contributor among its first two to the received one (ReduceJob::fused).
+  void FuseLocalPairs();
   Result<bool> StepDeviceSend(int peer, SendOp& op, DevQueues& dq);
   Result<bool> StepDeviceRecv(int peer, RecvOp& op, DevQueues& dq);
   struct LocalOp {

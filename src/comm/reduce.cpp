@@ -64,6 +64,41 @@ void FoldHalf(float* __restrict acc, const uint16_t* __restrict src, size_t n, R
 }
 
 template <typename T>
+void Fold2T(T* acc, const T* a, const T* b, size_t n, RedOp op) {
+  if (op == RedOp::kSum || op == RedOp::kAvg) {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      for (size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(static_cast<U>(a[i]) + static_cast<U>(b[i]));
+    } else {
+      for (size_t i = 0; i < n; ++i) acc[i] = a[i] + b[i];
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) acc[i] = Apply(a[i], b[i], op);
+  }
+}
+
+// 16-bit element types: each operand is the element type or f32 (a partial from a multi-rank island).
+template <float (*ToF32)(uint16_t), typename A, typename B>
+void Fold2Half(float* acc, const A* a, const B* b, size_t n, RedOp op) {
+  auto wa = [](A v) { if constexpr (sizeof(A) == 2) return ToF32(v); else return v; };
+  auto wb = [](B v) { if constexpr (sizeof(B) == 2) return ToF32(v); else return v; };
+  if (op == RedOp::kSum || op == RedOp::kAvg) {
+    for (size_t i = 0; i < n; ++i) acc[i] = wa(a[i]) + wb(b[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) acc[i] = Apply(wa(a[i]), wb(b[i]), op);
+  }
+}
+
+template <float (*ToF32)(uint16_t)>
+void Fold2HalfAny(float* acc, const void* a, bool a32, const void* b, bool b32, size_t n, RedOp op) {
+  using H = uint16_t;
+  if (a32 && b32) Fold2Half<ToF32>(acc, static_cast<const float*>(a), static_cast<const float*>(b), n, op);
+  else if (a32) Fold2Half<ToF32>(acc, static_cast<const float*>(a), static_cast<const H*>(b), n, op);
+  else if (b32) Fold2Half<ToF32>(acc, static_cast<const H*>(a), static_cast<const float*>(b), n, op);
+  else Fold2Half<ToF32>(acc, static_cast<const H*>(a), static_cast<const H*>(b), n, op);
+}
+
+template <typename T>
 void FinalizeT(T* out, const T* acc, size_t n, RedOp op, int divisor) {
   if (op != RedOp::kAvg) {
     if (out != acc) std::memcpy(out, acc, n * sizeof(T));
@@ -100,6 +135,28 @@ void Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, Red
     case DType::kInt64: FoldT(static_cast<int64_t*>(acc), static_cast<const int64_t*>(src), n, op, first); break;
     case DType::kFloat32: FoldT(static_cast<float*>(acc), static_cast<const float*>(src), n, op, first); break;
     case DType::kFloat64: FoldT(static_cast<double*>(acc), static_cast<const double*>(src), n, op, first); break;
+    default: break;
+  }
+}
+
+void Fold2(void* acc, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype, RedOp op) {
+  if (n == 0) return;
+  if (IsHalf(dtype)) {
+    bool a32 = a_type == DType::kFloat32, b32 = b_type == DType::kFloat32;
+    if (dtype == DType::kFloat16) Fold2HalfAny<F16ToF32>(static_cast<float*>(acc), a, a32, b, b32, n, op);
+    else Fold2HalfAny<Bf16ToF32>(static_cast<float*>(acc), a, a32, b, b32, n, op);
+    return;
+  }
+  switch (dtype) {
+#define TSR_FOLD2(D, T) \
+  case D: Fold2T(static_cast<T*>(acc), static_cast<const T*>(a), static_cast<const T*>(b), n, op); break;
+    TSR_FOLD2(DType::kInt8, int8_t)
+    TSR_FOLD2(DType::kUint8, uint8_t)
+    TSR_FOLD2(DType::kInt32, int32_t)
+    TSR_FOLD2(DType::kInt64, int64_t)
+    TSR_FOLD2(DType::kFloat32, float)
+    TSR_FOLD2(DType::kFloat64, double)
+#undef TSR_FOLD2
     default: break;
   }
 }

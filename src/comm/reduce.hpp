@@ -20,6 +20,10 @@ inline DType AccumType(DType t) { return IsHalf(t) ? DType::kFloat32 : t; }
 // element type or its accumulator type) and acc has AccumType(dtype).
 void Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first);
 
+// acc[i] = op(convert(a[i]), convert(b[i])): the first two contributions folded in one pass, with the same
+// bits as Fold(acc, a, .., first=true) then Fold(acc, b, ..). a or b may be acc itself.
+void Fold2(void* acc, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype, RedOp op);
+
 // out[i] = convert(acc[i] (/ divisor when op == avg)) to `dtype`, rounding to nearest even once.
 void Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor);
 
