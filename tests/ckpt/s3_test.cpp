@@ -9,6 +9,7 @@
 #include "ckpt/format.hpp"
 #include "ckpt/s3.hpp"
 #include "ckpt/s3_harness.hpp"
+#include "ckpt/sigv4.hpp"
 #include "ckpt/tiers.hpp"
 #include "tessera/ckpt.hpp"
 
@@ -134,6 +135,62 @@ TEST_F(S3Test, RetriesThrough503sAndDroppedConnections) {
   ASSERT_TRUE(c.GetToFile("f.bin", d / "back", data.size()).ok());
   EXPECT_TRUE(Slurp(d / "back") == data);
   EXPECT_GE(proxy.faults(), 3) << "the proxy injected faults and the client retried past them";
+}
+
+// What goes on the wire (seen through the proxy): by default on a loopback endpoint a 6 MiB object goes up
+// as one PUT with UNSIGNED-PAYLOAD; with TESSERA_S3_SIGN_PAYLOAD=1 the header carries the body's SHA-256;
+// a lowered TESSERA_S3_MULTIPART_THRESHOLD still gives parts, each unsigned.
+TEST_F(S3Test, LoopbackDefaultsSendOneUnsignedPutAndTheOverrideSigns) {
+  MakeClient("wire");
+  test::FaultProxy proxy(server_->port(), [](int, const std::string&) { return test::FaultProxy::kPass; });
+  setenv("TESSERA_S3_ENDPOINT", proxy.endpoint().c_str(), 1);
+  unsetenv("TESSERA_S3_MULTIPART_THRESHOLD");
+  unsetenv("TESSERA_S3_SIGN_PAYLOAD");
+  TempDir d;
+  std::string data = RandomFile(d / "f", (6 << 20) + 3, 3);
+  auto count = [](const std::vector<std::string>& heads, const std::string& needle) {
+    int n = 0;
+    for (const auto& h : heads) n += h.find(needle) != std::string::npos;
+    return n;
+  };
+  {
+    auto cfg = s3::Config::Load("wire");
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+    EXPECT_FALSE(cfg->sign_payload);
+    EXPECT_EQ(cfg->multipart_threshold, s3::kMaxSinglePut);
+    s3::Client c(*cfg);
+    ASSERT_TRUE(c.PutFile("plain.bin", d / "f").ok());
+    auto heads = proxy.heads();
+    ASSERT_EQ(heads.size(), 1u) << "one PUT, no multipart";
+    EXPECT_EQ(heads[0].rfind("PUT /wire/plain.bin ", 0), 0u) << heads[0];
+    EXPECT_EQ(count(heads, "x-amz-content-sha256: UNSIGNED-PAYLOAD"), 1) << heads[0];
+  }
+  setenv("TESSERA_S3_SIGN_PAYLOAD", "1", 1);
+  {
+    auto cfg = s3::Config::Load("wire");
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+    s3::Client c(*cfg);
+    ASSERT_TRUE(c.PutFile("signed.bin", d / "f").ok());
+    auto heads = proxy.heads();
+    ASSERT_EQ(heads.size(), 2u);
+    EXPECT_NE(heads[1].find("x-amz-content-sha256: " + s3::Sha256Hex(data.data(), data.size())), std::string::npos)
+        << heads[1];
+  }
+  setenv("TESSERA_S3_MULTIPART_THRESHOLD", "5MiB", 1);
+  setenv("TESSERA_S3_SIGN_PAYLOAD", "0", 1);
+  {
+    auto cfg = s3::Config::Load("wire");
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+    s3::Client c(*cfg);
+    ASSERT_TRUE(c.PutFile("parts.bin", d / "f").ok());
+    auto heads = proxy.heads();
+    heads.erase(heads.begin(), heads.begin() + 2);
+    EXPECT_EQ(count(heads, "?partNumber="), 2) << "6 MiB in 5 MiB parts";
+    EXPECT_EQ(count(heads, "x-amz-content-sha256: UNSIGNED-PAYLOAD"), static_cast<int>(heads.size()));
+    ASSERT_TRUE(c.GetToFile("parts.bin", d / "back", data.size()).ok());
+    EXPECT_TRUE(Slurp(d / "back") == data);
+  }
+  unsetenv("TESSERA_S3_SIGN_PAYLOAD");
 }
 
 TEST_F(S3Test, GivesUpAfterRetriesNamingTheObject) {
