@@ -201,13 +201,16 @@ Status RunBench(const BenchOptions& opt) {
         return Status::Ok();
       };
       auto curl = [&]() -> Status {
-        TSR_ASSIGN_OR_RETURN(std::string out, ShellOutput(fmt::format(
-            "curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}' -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "
-            "--aws-sigv4 'aws:amz:{}:s3' --user '{}:{}' --upload-file {} '{}'",
-            cfg.region, cfg.access_key, cfg.secret_key, file, c.Url(fmt::format("bench/curl-{}", rep)))));
+        TSR_ASSIGN_OR_RETURN(
+            std::string out,
+            ShellOutput(fmt::format(
+                "curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}' -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "
+                "--aws-sigv4 'aws:amz:{}:s3' --user '{}:{}' --upload-file {} '{}'",
+                cfg.region, cfg.access_key, cfg.secret_key, file, c.Url(fmt::format("bench/curl-{}", rep)))));
         double secs = 0;
         if (out.rfind("200 ", 0) != 0 || (secs = std::strtod(out.c_str() + 4, nullptr)) <= 0)
-          return SystemError(fmt::format("bench: curl --upload-file to {} answered '{}'", c.Url(fmt::format("bench/curl-{}", rep)), out));
+          return SystemError(fmt::format("bench: curl --upload-file to {} answered '{}'",
+                                         c.Url(fmt::format("bench/curl-{}", rep)), out));
         curl_t.push_back(secs);
         return Status::Ok();
       };
@@ -261,11 +264,23 @@ Status RunBench(const BenchOptions& opt) {
     std::printf("%-36s %-16s %-28s %-8s %-8s %s\n", r.metric.c_str(), r.ours.c_str(), r.ref.c_str(), r.ratio.c_str(),
                 r.target.c_str(), r.met ? "yes" : "NO");
   if (!opt.json_out.empty()) {
-    nlohmann::json j{{"machine", Machine()}, {"gib", gibs}, {"shards", opt.shards}, {"reps", opt.reps}, {"dir", opt.dir},
-                     {"save_s", save_w}, {"dd_write_s", dd_w}, {"snapshot_s", snap_t}, {"memcpy_s", memcpy_t},
-                     {"restore_s", rest_r}, {"dd_read_s", dd_r}, {"s3_put_s", s3_t}, {"curl_put_s", curl_t},
-                     {"s3_ratio_per_rep", r_s3_reps}, {"s3_client", s3_settings},
-                     {"load_average_before", load_before}, {"load_average_after", LoadAverage()},
+    nlohmann::json j{{"machine", Machine()},
+                     {"gib", gibs},
+                     {"shards", opt.shards},
+                     {"reps", opt.reps},
+                     {"dir", opt.dir},
+                     {"save_s", save_w},
+                     {"dd_write_s", dd_w},
+                     {"snapshot_s", snap_t},
+                     {"memcpy_s", memcpy_t},
+                     {"restore_s", rest_r},
+                     {"dd_read_s", dd_r},
+                     {"s3_put_s", s3_t},
+                     {"curl_put_s", curl_t},
+                     {"s3_ratio_per_rep", r_s3_reps},
+                     {"s3_client", s3_settings},
+                     {"load_average_before", load_before},
+                     {"load_average_after", LoadAverage()},
                      {"ratios", {{"save", r_save}, {"snapshot", r_snap}, {"restore", r_rest}, {"s3", r_s3}}}};
     std::ofstream(opt.json_out) << j.dump(1) << "\n";
   }

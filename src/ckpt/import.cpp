@@ -95,7 +95,8 @@ Status ReadTensors(const Mapped& m, std::vector<TensorView>* views, std::map<std
     try {
       std::string ds = t.at("dtype").get<std::string>();
       if (!ParseSafetensorsDType(ds, &dt))
-        return bad(fmt::format("{} has dtype {}, which checkpoints do not store (they store {})", where, ds, StoredDTypes()));
+        return bad(
+            fmt::format("{} has dtype {}, which checkpoints do not store (they store {})", where, ds, StoredDTypes()));
       shape = t.at("shape").get<std::vector<int64_t>>();
       off = t.at("data_offsets").get<std::vector<uint64_t>>();
     } catch (const std::exception& e) {
@@ -107,8 +108,8 @@ Status ReadTensors(const Mapped& m, std::vector<TensorView>* views, std::map<std
       n *= static_cast<uint64_t>(d);
     }
     if (off.size() != 2 || off[0] > off[1] || off[1] > data_size || off[1] - off[0] != n)
-      return bad(fmt::format("{} has data_offsets that do not hold its {} bytes inside the file's {} data bytes", where, n,
-                             data_size));
+      return bad(fmt::format("{} has data_offsets that do not hold its {} bytes inside the file's {} data bytes", where,
+                             n, data_size));
     auto [it, fresh] = owner->emplace(name, m.path);
     if (!fresh) return bad(fmt::format("{} is also in {} (names must be unique)", where, it->second));
     views->push_back({name, dt, shape, base + off[0]});

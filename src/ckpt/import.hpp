@@ -14,8 +14,8 @@ namespace tessera::ckpt {
 struct ImportSummary {
   std::vector<std::string> files;  // the safetensors files read, in order
   size_t tensors = 0;
-  uint64_t bytes = 0;              // tensor bytes saved
-  std::string dir;                 // the committed step's directory
+  uint64_t bytes = 0;  // tensor bytes saved
+  std::string dir;     // the committed step's directory
 };
 
 // `paths`: safetensors files, or directories whose *.safetensors files (sorted by name) are all taken.

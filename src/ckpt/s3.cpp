@@ -49,15 +49,17 @@ bool IsLoopbackEndpoint(const std::string& endpoint) {
   if (h == "localhost" || ends_with(".localhost") || h == "::1") return true;  // *.localhost: RFC 6761
   unsigned a, b, c, d;
   char tail;
-  return std::sscanf(h.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 && c < 256 && d < 256;
+  return std::sscanf(h.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 && c < 256 &&
+         d < 256;
 }
 
 std::string Config::Describe() const {
   std::string upload = multipart_threshold >= kMaxSinglePut
                            ? "one PUT per object up to 5 GiB"
                            : fmt::format("one PUT up to {} MiB", multipart_threshold >> 20);
-  return fmt::format("{} ({}); {}, then multipart: {} MiB parts x {}", sign_payload ? "signed payload" : "UNSIGNED-PAYLOAD",
-                     payload_rule, upload, part_size >> 20, concurrency);
+  return fmt::format("{} ({}); {}, then multipart: {} MiB parts x {}",
+                     sign_payload ? "signed payload" : "UNSIGNED-PAYLOAD", payload_rule, upload, part_size >> 20,
+                     concurrency);
 }
 
 Result<Config> Config::Load(const std::string& bucket) {
@@ -104,7 +106,9 @@ Result<Config> Config::Load(const std::string& bucket) {
   // S3's 5 GiB single-PUT limit. Remote endpoints use parallel parts above 64 MiB.
   bool loopback = IsLoopbackEndpoint(c.endpoint), https = c.endpoint.rfind("https://", 0) == 0;
   c.sign_payload = !https && !loopback;
-  c.payload_rule = https ? "default over https" : loopback ? "default on a loopback endpoint" : "default over plain http";
+  c.payload_rule = https      ? "default over https"
+                   : loopback ? "default on a loopback endpoint"
+                              : "default over plain http";
   c.multipart_threshold = loopback ? kMaxSinglePut : uint64_t{64} << 20;
   if (auto v = pick("TESSERA_S3_SIGN_PAYLOAD", "sign_payload")) {
     TSR_ASSIGN_OR_RETURN(c.sign_payload, env::ParseBool(v->what, v->value));

@@ -7,6 +7,8 @@
 // TESSERA_S3_ADDRESSING (path|virtual), TESSERA_S3_PART_SIZE, TESSERA_S3_MULTIPART_THRESHOLD,
 // TESSERA_S3_CONCURRENCY, TESSERA_S3_RETRIES,
 // TESSERA_S3_SIGN_PAYLOAD (1|0), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN.
+// Defaults follow the endpoint (Config::Load): UNSIGNED-PAYLOAD over https and on loopback, signed over
+// plain http to another host; on loopback one PUT up to 5 GiB, elsewhere multipart above 64 MiB.
 #pragma once
 
 #include <cstdint>

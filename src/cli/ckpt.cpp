@@ -1,6 +1,7 @@
 // cli/ckpt: `tessera ckpt ls|show|verify|restore|import|tier|rm|cost|bench` — inspect, verify, stage back,
-// import safetensors as a step, tier, delete, price and benchmark checkpoints. Tiers come from --root/--warm/--cold or TESSERA_CKPT_ROOT,
-// TESSERA_CKPT_WARM, TESSERA_CKPT_COLD. Tables go to stdout; progress bars to stderr, only on a TTY.
+// import safetensors as a step, tier, delete, price and benchmark checkpoints. Tiers come from
+// --root/--warm/--cold or TESSERA_CKPT_ROOT, TESSERA_CKPT_WARM, TESSERA_CKPT_COLD. Tables go to stdout;
+// progress bars to stderr, only on a TTY.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -254,8 +255,9 @@ int CmdImport(const TierConfig& t, int64_t step, const std::vector<std::string>&
   auto r = ImportSafetensors(t.hot, step, paths, bar.SaveCallback());
   bar.Finish();
   if (!r.ok()) return Fail(r.status());
-  std::printf("step %lld committed in %s: %zu tensors, %s from %zu file%s\n", static_cast<long long>(step), r->dir.c_str(),
-              r->tensors, HumanBytes(r->bytes).c_str(), r->files.size(), r->files.size() == 1 ? "" : "s");
+  std::printf("step %lld committed in %s: %zu tensors, %s from %zu file%s\n", static_cast<long long>(step),
+              r->dir.c_str(), r->tensors, HumanBytes(r->bytes).c_str(), r->files.size(),
+              r->files.size() == 1 ? "" : "s");
   return 0;
 }
 

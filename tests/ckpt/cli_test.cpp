@@ -7,7 +7,6 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "ckpt/format.hpp"
@@ -135,8 +134,9 @@ TEST(Cli, ImportSafetensorsAsAStep) {
   auto embed = test::Fill(1, 0, 3 << 20);  // 12 MiB: several write chunks
   std::vector<uint16_t> norm(64, 0x3f80);  // bf16 1.0
   std::vector<int64_t> pos{7};
-  WriteSafetensors(model / "model-00001-of-00002.safetensors",
-                   {{"embed.weight", "F32", {3 << 10, 1 << 10}, Bytes(embed)}, {"norm.weight", "BF16", {64}, Bytes(norm)}});
+  WriteSafetensors(
+      model / "model-00001-of-00002.safetensors",
+      {{"embed.weight", "F32", {3 << 10, 1 << 10}, Bytes(embed)}, {"norm.weight", "BF16", {64}, Bytes(norm)}});
   WriteSafetensors(model / "model-00002-of-00002.safetensors", {{"position", "I64", {}, Bytes(pos)}});
   std::ofstream(model / "config.json") << "{}";  // not a safetensors file: ignored
   auto r = Tessera("--root " + root.path() + " import 7 " + model.path());
@@ -172,9 +172,9 @@ TEST(Cli, ImportSafetensorsAsAStep) {
   WriteSafetensors(root / "dup.safetensors", {{"position", "I64", {}, Bytes(pos)}});
   r = Tessera("--root " + root.path() + " import 8 " + model.path() + " " + root.path() + "/dup.safetensors");
   EXPECT_EQ(r.rc, 1);
-  EXPECT_NE(r.out.find("dup.safetensors: tensor 'position' is also in " + model.path() +
-                       "/model-00002-of-00002.safetensors"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("dup.safetensors: tensor 'position' is also in " + model.path() + "/model-00002-of-00002.safetensors"),
+      std::string::npos)
       << r.out;
   r = Tessera("--root " + root.path() + " import 8 " + model.path() + "/config.json");
   EXPECT_EQ(r.rc, 1);

@@ -1,13 +1,14 @@
 // tests/ckpt/s3_test: the S3 client and the warm tier against a real S3 server (s3rver) on loopback that
 // the test starts itself: objects, multipart uploads with parallel parts, ranged downloads, virtual-host
 // addressing, retries through a proxy that injects 503s and dropped connections, demote/stage/verify.
+#include "ckpt/s3.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <random>
 
 #include "ckpt/format.hpp"
-#include "ckpt/s3.hpp"
 #include "ckpt/s3_harness.hpp"
 #include "ckpt/sigv4.hpp"
 #include "ckpt/tiers.hpp"

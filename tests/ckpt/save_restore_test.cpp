@@ -1,15 +1,15 @@
 // tests/ckpt/save_restore_test: save/commit/restore round trips, N→M resharding, snapshot semantics,
 // the safetensors layout (checked against the format spec), "latest good" fallback, the C API, CUDA.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "ckpt/device.hpp"
@@ -197,7 +197,8 @@ TEST(SaveRestore, SaveProgressGrowsToTheFileSizeOnceCommitted) {
   std::vector<float> v(5 << 20, 1.5f);
   std::vector<float> b(7, 2.f);
   auto save = [&](int64_t step) {
-    Status s = (*w)->Save(step, {{"v", DType::kFloat32, {5, 1 << 20}, v.data()}, {"b", DType::kFloat32, {7}, b.data()}});
+    Status s =
+        (*w)->Save(step, {{"v", DType::kFloat32, {5, 1 << 20}, v.data()}, {"b", DType::kFloat32, {7}, b.data()}});
     return s.ok() ? (*w)->Wait() : s;
   };
   ASSERT_TRUE(save(1).ok());

@@ -161,8 +161,9 @@ TEST(S3Config, LoopbackEndpoints) {
   for (const char* e : {"http://127.0.0.1:4568", "http://127.8.9.10", "http://localhost:9000/", "http://LOCALHOST",
                         "http://s3.localhost:4568", "http://[::1]:9000", "https://u@127.0.0.1"})
     EXPECT_TRUE(IsLoopbackEndpoint(e)) << e;
-  for (const char* e : {"https://s3.eu-central-1.amazonaws.com", "http://10.0.0.5:9000", "http://127.example.com",
-                        "http://minio.internal:9000", "http://localhost.example.com", "http://128.0.0.1", "http://[::2]:80"})
+  for (const char* e :
+       {"https://s3.eu-central-1.amazonaws.com", "http://10.0.0.5:9000", "http://127.example.com",
+        "http://minio.internal:9000", "http://localhost.example.com", "http://128.0.0.1", "http://[::2]:80"})
     EXPECT_FALSE(IsLoopbackEndpoint(e)) << e;
 }
 
@@ -170,8 +171,8 @@ TEST(S3Config, LoopbackEndpoints) {
 TEST(S3Config, PayloadModeAndUploadDefaultsFollowTheEndpoint) {
   setenv("AWS_ACCESS_KEY_ID", "ak", 1);
   setenv("AWS_SECRET_ACCESS_KEY", "sk", 1);
-  for (const char* v : {"TESSERA_S3_SIGN_PAYLOAD", "TESSERA_S3_MULTIPART_THRESHOLD", "TESSERA_S3_PART_SIZE",
-                        "TESSERA_S3_CONFIG"})
+  for (const char* v :
+       {"TESSERA_S3_SIGN_PAYLOAD", "TESSERA_S3_MULTIPART_THRESHOLD", "TESSERA_S3_PART_SIZE", "TESSERA_S3_CONFIG"})
     unsetenv(v);
   struct Case {
     const char* endpoint;
@@ -210,13 +211,15 @@ TEST(S3Config, PayloadModeAndUploadDefaultsFollowTheEndpoint) {
   setenv("TESSERA_S3_SIGN_PAYLOAD", "maybe", 1);
   auto bad = Config::Load("bkt");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("TESSERA_S3_SIGN_PAYLOAD='maybe'"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("TESSERA_S3_SIGN_PAYLOAD='maybe'"), std::string::npos)
+      << bad.status().message();
   unsetenv("TESSERA_S3_SIGN_PAYLOAD");
 
   setenv("TESSERA_S3_MULTIPART_THRESHOLD", "6GiB", 1);
   bad = Config::Load("bkt");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("TESSERA_S3_MULTIPART_THRESHOLD='6GiB'"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("TESSERA_S3_MULTIPART_THRESHOLD='6GiB'"), std::string::npos)
+      << bad.status().message();
   EXPECT_NE(bad.status().message().find("5 GiB"), std::string::npos);
   setenv("TESSERA_S3_MULTIPART_THRESHOLD", "100MiB", 1);
   EXPECT_EQ(Config::Load("bkt")->multipart_threshold, uint64_t{100} << 20);
