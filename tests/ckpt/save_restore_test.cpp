@@ -403,6 +403,42 @@ TEST(SaveRestore, CApiRoundTrip) {
   EXPECT_EQ(tsrCkptLatest(empty.path().c_str(), &step), TSR_CKPT_NOT_FOUND);
 }
 
+// The C progress callback: same contract as WriterOptions::progress, with the caller's pointer.
+TEST(SaveRestore, CApiProgress) {
+  TempDir d;
+  struct Seen {
+    int calls = 0;
+    int64_t step = -1;
+    uint64_t done = 0, total = 0;
+    bool grew = true;
+  } seen;
+  auto fn = [](int64_t step, uint64_t done, uint64_t total, void* user) {
+    auto* s = static_cast<Seen*>(user);
+    s->grew = s->grew && done >= s->done;
+    ++s->calls;
+    s->step = step;
+    s->done = done;
+    s->total = total;
+  };
+  tsrCkptWriter_t w = nullptr;
+  ASSERT_EQ(tsrCkptWriterOpenWithProgress(d.path().c_str(), 0, 1, fn, &seen, &w), tsrSuccess);
+  std::vector<float> x(3 << 20, 0.5f);  // 12 MiB: two write chunks and the header
+  int64_t shape[1] = {static_cast<int64_t>(x.size())};
+  tsrCkptTensor_t t{"x", tsrFloat32, 1, shape, x.data(), tsrCkptReplicated, 0, 0};
+  ASSERT_EQ(tsrCkptSave(w, 5, &t, 1), tsrSuccess);
+  ASSERT_EQ(tsrCkptWait(w), tsrSuccess);
+  EXPECT_GE(seen.calls, 2);
+  EXPECT_TRUE(seen.grew);
+  EXPECT_EQ(seen.step, 5);
+  EXPECT_EQ(seen.done, seen.total);
+  EXPECT_GT(seen.total, x.size() * 4) << "the file: header + data";
+  ASSERT_EQ(tsrCkptWriterClose(w), tsrSuccess);
+  ASSERT_EQ(tsrCkptWriterOpenWithProgress(d.path().c_str(), 0, 1, nullptr, nullptr, &w), tsrSuccess);  // no callback
+  ASSERT_EQ(tsrCkptSave(w, 6, &t, 1), tsrSuccess);
+  ASSERT_EQ(tsrCkptWriterClose(w), tsrSuccess);
+  EXPECT_EQ(seen.step, 5);
+}
+
 TEST(SaveRestore, DeviceMemory) {
 #ifndef TESSERA_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA";
