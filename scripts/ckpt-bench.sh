@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs `tessera ckpt bench` with a local s3rver for the S3 comparison and keeps the JSON results in
 # bench/ckpt/results/. Usage: scripts/ckpt-bench.sh [DIR] [GIB] [SHARDS]   (defaults: /tmp 2 4)
-# Extra env (e.g. TESSERA_S3_SIGN_PAYLOAD=0) is passed through to tessera.
+# Extra env (e.g. TESSERA_S3_SIGN_PAYLOAD=1 TESSERA_S3_MULTIPART_THRESHOLD=64MiB for the signed multipart
+# path that loopback endpoints no longer use by default) is passed through to tessera.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-/tmp}

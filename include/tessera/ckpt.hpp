@@ -71,10 +71,18 @@ struct TensorSlot {
 // (the first global_rows % world ranks get one extra row). Returns {row_begin, rows}.
 std::pair<int64_t, int64_t> EvenRows(int64_t global_rows, int rank, int world);
 
+// Progress of a save in the background: `done` of `total` bytes of this rank's shard file for `step`.
+using SaveProgress = std::function<void(int64_t step, uint64_t done, uint64_t total)>;
+
 struct WriterOptions {
   int io_threads = 4;                  // parallel pwrite/fsync workers per shard file
   int64_t commit_timeout_ms = 600000;  // rank 0 waits this long for the other ranks' parts
   bool fsync = true;                   // false only for tests/benchmarks of the non-durable path
+  // Called from the writer's background threads (keep it cheap) as a step's shard file is written:
+  // bytes written so far. Calls for a step are serialized, in step order, and `done` only grows;
+  // (total, total) comes exactly once, when the step is durable (rank 0: committed), never for a step
+  // that fails. Empty = no calls.
+  SaveProgress progress;
 };
 
 // Saves this rank's tensors for each step. One writer per rank process; not thread-safe.

@@ -38,10 +38,17 @@ tsrResult_t Guard(F&& f) {
 extern "C" {
 
 tsrResult_t tsrCkptWriterOpen(const char* root, int rank, int world, tsrCkptWriter_t* writer) {
+  return tsrCkptWriterOpenWithProgress(root, rank, world, nullptr, nullptr, writer);
+}
+
+tsrResult_t tsrCkptWriterOpenWithProgress(const char* root, int rank, int world, tsrCkptProgressFn fn, void* user,
+                                          tsrCkptWriter_t* writer) {
   return Guard([&] {
     if (writer == nullptr || root == nullptr) return Fail(tessera::InvalidArgument("tsrCkptWriterOpen: null argument"));
     *writer = nullptr;
-    auto w = tessera::ckpt::CheckpointWriter::Open(root, rank, world);
+    tessera::ckpt::WriterOptions options;
+    if (fn) options.progress = [fn, user](int64_t step, uint64_t done, uint64_t total) { fn(step, done, total, user); };
+    auto w = tessera::ckpt::CheckpointWriter::Open(root, rank, world, options);
     if (!w.ok()) return Fail(w.status());
     *writer = new tsrCkptWriter{std::move(w).value()};
     return tsrSuccess;

@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -25,6 +26,42 @@
 
 namespace tessera::ckpt::s3 {
 
+namespace {
+
+// The host of an endpoint URL: "http://127.0.0.1:4568/" -> "127.0.0.1", "http://[::1]:9000" -> "::1".
+std::string EndpointHost(const std::string& endpoint) {
+  std::string h = endpoint;
+  if (auto p = h.find("://"); p != std::string::npos) h = h.substr(p + 3);
+  h = h.substr(0, h.find('/'));
+  if (auto at = h.rfind('@'); at != std::string::npos) h = h.substr(at + 1);
+  if (!h.empty() && h[0] == '[') return h.substr(1, h.find(']') - 1);
+  return h.substr(0, h.find(':'));
+}
+
+}  // namespace
+
+bool IsLoopbackEndpoint(const std::string& endpoint) {
+  std::string h = EndpointHost(endpoint);
+  for (auto& c : h) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  auto ends_with = [&](const std::string& suffix) {
+    return h.size() >= suffix.size() && h.compare(h.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (h == "localhost" || ends_with(".localhost") || h == "::1") return true;  // *.localhost: RFC 6761
+  unsigned a, b, c, d;
+  char tail;
+  return std::sscanf(h.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 && c < 256 &&
+         d < 256;
+}
+
+std::string Config::Describe() const {
+  std::string upload = multipart_threshold >= kMaxSinglePut
+                           ? "one PUT per object up to 5 GiB"
+                           : fmt::format("one PUT up to {} MiB", multipart_threshold >> 20);
+  return fmt::format("{} ({}); {}, then multipart: {} MiB parts x {}",
+                     sign_payload ? "signed payload" : "UNSIGNED-PAYLOAD", payload_rule, upload, part_size >> 20,
+                     concurrency);
+}
+
 Result<Config> Config::Load(const std::string& bucket) {
   Config c;
   auto file = env::Get("TESSERA_S3_CONFIG");
@@ -37,48 +74,67 @@ Result<Config> Config::Load(const std::string& bucket) {
       return InvalidArgument(fmt::format("TESSERA_S3_CONFIG={}: {}", *file, e.what()));
     }
   }
-  auto pick = [&](const char* envname, const char* key) -> std::optional<std::string> {
-    if (auto v = env::Get(envname)) return v;
+  // A setting from the environment, else from the file. `what` names where it came from, for errors.
+  struct Setting {
+    std::string value, what;
+  };
+  auto pick = [&](const char* envname, const char* key) -> std::optional<Setting> {
+    if (auto v = env::Get(envname)) return Setting{*v, envname};
     auto it = kv.find(key);
-    if (it != kv.end() && !it->second.empty()) return it->second;
+    if (it != kv.end() && !it->second.empty()) return Setting{it->second, fmt::format("{} in {}", key, *file)};
     return std::nullopt;
   };
-  std::string src = file ? fmt::format(" (or '{}' in {})", "KEY", *file) : "";
-  if (auto v = pick("TESSERA_S3_ENDPOINT", "endpoint")) c.endpoint = *v;
-  if (auto v = pick("TESSERA_S3_REGION", "region")) c.region = *v;
-  if (auto v = pick("TESSERA_S3_BUCKET", "bucket")) c.bucket = *v;
+  if (auto v = pick("TESSERA_S3_ENDPOINT", "endpoint")) c.endpoint = v->value;
+  if (auto v = pick("TESSERA_S3_REGION", "region")) c.region = v->value;
+  if (auto v = pick("TESSERA_S3_BUCKET", "bucket")) c.bucket = v->value;
   if (!bucket.empty()) c.bucket = bucket;
-  if (auto v = pick("AWS_ACCESS_KEY_ID", "access_key_id")) c.access_key = *v;
-  if (auto v = pick("AWS_SECRET_ACCESS_KEY", "secret_access_key")) c.secret_key = *v;
-  if (auto v = pick("AWS_SESSION_TOKEN", "session_token")) c.session_token = *v;
+  if (auto v = pick("AWS_ACCESS_KEY_ID", "access_key_id")) c.access_key = v->value;
+  if (auto v = pick("AWS_SECRET_ACCESS_KEY", "secret_access_key")) c.secret_key = v->value;
+  if (auto v = pick("AWS_SESSION_TOKEN", "session_token")) c.session_token = v->value;
   if (auto v = pick("TESSERA_S3_ADDRESSING", "addressing")) {
-    if (*v != "path" && *v != "virtual")
-      return InvalidArgument(fmt::format("TESSERA_S3_ADDRESSING='{}': use 'path' or 'virtual'", *v));
-    c.virtual_host = *v == "virtual";
+    if (v->value != "path" && v->value != "virtual")
+      return InvalidArgument(fmt::format("{}='{}': use 'path' or 'virtual'", v->what, v->value));
+    c.virtual_host = v->value == "virtual";
+  }
+  if (c.endpoint.empty()) c.endpoint = fmt::format("https://s3.{}.amazonaws.com", c.region);
+  // Defaults that depend on where the endpoint is (measurements: docs/benchmarks.md, "Checkpoints").
+  // Payload: TLS (https) protects the body in transit, and a loopback connection never leaves the
+  // machine, so both send UNSIGNED-PAYLOAD (botocore does the same over https) and skip a SHA-256 pass
+  // over every byte before the first byte can be sent; plain http to another host signs the body.
+  // Upload: over loopback one connection is not the limit and nothing is lost on the way, so multipart
+  // buys nothing and costs servers that concatenate parts on completion a second pass: one PUT up to
+  // S3's 5 GiB single-PUT limit. Remote endpoints use parallel parts above 64 MiB.
+  bool loopback = IsLoopbackEndpoint(c.endpoint), https = c.endpoint.rfind("https://", 0) == 0;
+  c.sign_payload = !https && !loopback;
+  c.payload_rule = https      ? "default over https"
+                   : loopback ? "default on a loopback endpoint"
+                              : "default over plain http";
+  c.multipart_threshold = loopback ? kMaxSinglePut : uint64_t{64} << 20;
+  if (auto v = pick("TESSERA_S3_SIGN_PAYLOAD", "sign_payload")) {
+    TSR_ASSIGN_OR_RETURN(c.sign_payload, env::ParseBool(v->what, v->value));
+    c.payload_rule = "set by " + v->what;
   }
   if (auto v = pick("TESSERA_S3_PART_SIZE", "part_size")) {
-    TSR_ASSIGN_OR_RETURN(c.part_size, env::ParseBytes("TESSERA_S3_PART_SIZE", *v));
-    if (c.part_size < (uint64_t{5} << 20))
-      return InvalidArgument(fmt::format("TESSERA_S3_PART_SIZE='{}' is below S3's 5 MiB minimum part size", *v));
+    TSR_ASSIGN_OR_RETURN(c.part_size, env::ParseBytes(v->what, v->value));
+    if (c.part_size < (uint64_t{5} << 20) || c.part_size > kMaxSinglePut)
+      return InvalidArgument(fmt::format("{}='{}' is outside S3's part sizes (5 MiB to 5 GiB)", v->what, v->value));
   }
   if (auto v = pick("TESSERA_S3_MULTIPART_THRESHOLD", "multipart_threshold")) {
-    TSR_ASSIGN_OR_RETURN(c.multipart_threshold, env::ParseBytes("TESSERA_S3_MULTIPART_THRESHOLD", *v));
+    TSR_ASSIGN_OR_RETURN(c.multipart_threshold, env::ParseBytes(v->what, v->value));
+    if (c.multipart_threshold > kMaxSinglePut)
+      return InvalidArgument(fmt::format("{}='{}' is above S3's 5 GiB limit for one PUT", v->what, v->value));
   }
   if (auto v = pick("TESSERA_S3_CONCURRENCY", "concurrency")) {
-    TSR_ASSIGN_OR_RETURN(auto n, env::ParseInt("TESSERA_S3_CONCURRENCY", *v, 1, 256));
+    TSR_ASSIGN_OR_RETURN(auto n, env::ParseInt(v->what, v->value, 1, 256));
     c.concurrency = static_cast<int>(n);
   }
   if (auto v = pick("TESSERA_S3_RETRIES", "retries")) {
-    TSR_ASSIGN_OR_RETURN(auto n, env::ParseInt("TESSERA_S3_RETRIES", *v, 0, 100));
+    TSR_ASSIGN_OR_RETURN(auto n, env::ParseInt(v->what, v->value, 0, 100));
     c.retries = static_cast<int>(n);
   }
-  if (c.endpoint.empty()) c.endpoint = fmt::format("https://s3.{}.amazonaws.com", c.region);
-  c.sign_payload = c.endpoint.rfind("https://", 0) != 0;  // TLS protects the body; plain http gets signed
-  if (auto v = pick("TESSERA_S3_SIGN_PAYLOAD", "sign_payload")) c.sign_payload = *v != "0" && *v != "false";
   if (c.bucket.empty()) return InvalidArgument("S3: no bucket (use s3://BUCKET/prefix or set TESSERA_S3_BUCKET)");
   if (c.access_key.empty() || c.secret_key.empty())
     return InvalidArgument("S3: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the config file)");
-  (void)src;
   return c;
 }
 

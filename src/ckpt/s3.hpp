@@ -7,6 +7,8 @@
 // TESSERA_S3_ADDRESSING (path|virtual), TESSERA_S3_PART_SIZE, TESSERA_S3_MULTIPART_THRESHOLD,
 // TESSERA_S3_CONCURRENCY, TESSERA_S3_RETRIES,
 // TESSERA_S3_SIGN_PAYLOAD (1|0), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN.
+// Defaults follow the endpoint (Config::Load): UNSIGNED-PAYLOAD over https and on loopback, signed over
+// plain http to another host; on loopback one PUT up to 5 GiB, elsewhere multipart above 64 MiB.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,11 @@
 
 namespace tessera::ckpt::s3 {
 
+inline constexpr uint64_t kMaxSinglePut = uint64_t{5} << 30;  // S3's limit for one PUT (and for one part)
+
+// True when the endpoint's host is loopback: localhost, *.localhost, 127.0.0.0/8 or ::1.
+bool IsLoopbackEndpoint(const std::string& endpoint);
+
 struct Config {
   std::string endpoint;  // "http://127.0.0.1:4568", "https://s3.eu-central-1.amazonaws.com"
   std::string region = "us-east-1";
@@ -28,13 +35,19 @@ struct Config {
   bool virtual_host = false;             // bucket.host/key instead of host/bucket/key
   uint64_t part_size = uint64_t{16} << 20;           // size of multipart parts (and of download ranges)
   uint64_t multipart_threshold = uint64_t{64} << 20;  // objects above this go up as multipart uploads
+                                                      // (Load: 5 GiB on a loopback endpoint, else 64 MiB)
   int concurrency = 4;                   // parts (or ranges) in flight per object
   int retries = 5;                       // extra attempts after a 5xx/429 or a dropped connection
   int backoff_ms = 100;                  // first backoff; doubles each attempt (with jitter)
   bool sign_payload = true;              // SHA-256 of every body; false sends UNSIGNED-PAYLOAD
-                                         // (default: signed over http, unsigned over https, as botocore)
+                                         // (Load: unsigned over https, as botocore, and on a loopback
+                                         // endpoint; signed over plain http to another host)
+  std::string payload_rule;              // why sign_payload has its value ("default over https", ...)
   // Fills from TESSERA_S3_CONFIG (YAML), then the environment; `bucket` wins over both when not empty.
+  // Errors name the variable (or the file's key) and the bad value.
   static Result<Config> Load(const std::string& bucket = "");
+  // One line for logs and benchmarks: payload mode and why, single PUT limit, parts.
+  std::string Describe() const;
 };
 
 struct ObjectInfo {

@@ -209,6 +209,7 @@ class WriterImpl final : public CheckpointWriter {
       }
       // After a failure, later queued steps are dropped (a step never commits past a failed one).
       Status s = earlier.ok() ? Persist(job) : earlier;
+      if (s.ok() && opt_.progress) opt_.progress(job.step, job.size, job.size);
       {
         std::lock_guard lk(mu_);
         job.buf->busy = false;
@@ -242,17 +243,21 @@ class WriterImpl final : public CheckpointWriter {
     std::atomic<size_t> next{0};
     std::mutex mu;
     Status s;
+    uint64_t written = 0;  // under mu
     auto worker = [&] {
       for (size_t i; (i = next.fetch_add(1)) < chunks.size();) {
         Chunk& c = chunks[i];
         const char* p = job.buf->data.get() + c.begin;
         c.crc = Crc32c(p, c.end - c.begin);
         Status w = PwriteAll(fd, p, c.end - c.begin, c.begin, tmp);
+        std::lock_guard lk(mu);
         if (!w.ok()) {
-          std::lock_guard lk(mu);
           if (s.ok()) s = w;
           return;
         }
+        written += c.end - c.begin;
+        // The last bytes are reported once the step is durable (Loop), not when they reach the cache.
+        if (opt_.progress && written < job.size) opt_.progress(job.step, written, job.size);
       }
     };
     int nthreads = static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, opt_.io_threads)), chunks.size()));

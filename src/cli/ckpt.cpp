@@ -1,6 +1,7 @@
-// cli/ckpt: `tessera ckpt ls|show|verify|restore|tier|rm|cost|bench` — inspect, verify, stage back, tier,
-// delete, price and benchmark checkpoints. Tiers come from --root/--warm/--cold or TESSERA_CKPT_ROOT,
-// TESSERA_CKPT_WARM, TESSERA_CKPT_COLD. Tables go to stdout; progress bars to stderr, only on a TTY.
+// cli/ckpt: `tessera ckpt ls|show|verify|restore|import|tier|rm|cost|bench` — inspect, verify, stage back,
+// import safetensors as a step, tier, delete, price and benchmark checkpoints. Tiers come from
+// --root/--warm/--cold or TESSERA_CKPT_ROOT, TESSERA_CKPT_WARM, TESSERA_CKPT_COLD. Tables go to stdout;
+// progress bars to stderr, only on a TTY.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include "ckpt/cost.hpp"
 #include "ckpt/crc32c.hpp"
 #include "ckpt/format.hpp"
+#include "ckpt/import.hpp"
 #include "ckpt/internal.hpp"
 #include "ckpt/tiers.hpp"
 #include "cli/command.hpp"
@@ -53,6 +55,10 @@ class ProgressBar {
   Progress Callback() {
     if (!tty_) return {};
     return [this](uint64_t done, uint64_t total) { Update(done, total); };
+  }
+  SaveProgress SaveCallback() {
+    if (!tty_) return {};
+    return [this](int64_t, uint64_t done, uint64_t total) { Update(done, total); };
   }
   void Finish() {
     if (tty_ && drawn_) std::fprintf(stderr, "\r\033[K");
@@ -244,6 +250,17 @@ int CmdRestore(const TierConfig& t, int64_t step, const std::string& to) {
   return 0;
 }
 
+int CmdImport(const TierConfig& t, int64_t step, const std::vector<std::string>& paths) {
+  ProgressBar bar(fmt::format("save step {}", step));
+  auto r = ImportSafetensors(t.hot, step, paths, bar.SaveCallback());
+  bar.Finish();
+  if (!r.ok()) return Fail(r.status());
+  std::printf("step %lld committed in %s: %zu tensors, %s from %zu file%s\n", static_cast<long long>(step),
+              r->dir.c_str(), r->tensors, HumanBytes(r->bytes).c_str(), r->files.size(),
+              r->files.size() == 1 ? "" : "s");
+  return 0;
+}
+
 int CmdRm(const TierConfig& t, int64_t step, const std::string& tier) {
   auto stores = OpenStores(t);
   if (!stores.ok()) return Fail(stores.status());
@@ -301,6 +318,10 @@ int RunCkpt(int argc, char** argv) {
   auto* restore = app.add_subcommand("restore", "stage a step from warm/cold back into hot (or --to DIR), verified");
   restore->add_option("step", step, "step")->required();
   restore->add_option("--to", to, "directory to restore into instead of the hot tier");
+  std::vector<std::string> import_paths;
+  auto* import = app.add_subcommand("import", "save safetensors files (e.g. a Hugging Face model) as a committed step");
+  import->add_option("step", step, "step number to commit them as")->required();
+  import->add_option("paths", import_paths, "safetensors files, or directories (all their *.safetensors)")->required();
   std::string tier = "all";
   auto* rm = app.add_subcommand("rm", "delete a step from a tier (default: every tier)");
   rm->add_option("step", step, "step")->required();
@@ -336,6 +357,7 @@ int RunCkpt(int argc, char** argv) {
   if (show->parsed()) return CmdShow(t, step);
   if (verify->parsed()) return CmdVerify(t, vsteps);
   if (restore->parsed()) return CmdRestore(t, step, to);
+  if (import->parsed()) return CmdImport(t, step, import_paths);
   if (rm->parsed()) return CmdRm(t, step, tier);
   if (tiercmd->parsed()) return CmdTier(t, policy, dry_run, now);
   if (cost->parsed()) {

@@ -96,6 +96,12 @@ Result<uint64_t> ParseBytes(const std::string& what, const std::string& text) {
   return static_cast<uint64_t>(n * mult);
 }
 
+Result<bool> ParseBool(const std::string& what, const std::string& text) {
+  if (text == "1" || text == "true" || text == "yes" || text == "on") return true;
+  if (text == "0" || text == "false" || text == "no" || text == "off") return false;
+  return InvalidArgument(fmt::format("{}='{}' is not a switch (use 1 or 0, true or false)", what, text));
+}
+
 Result<uint64_t> Bytes(const char* name, uint64_t fallback) {
   auto v = Get(name);
   if (!v) return fallback;

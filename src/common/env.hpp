@@ -33,5 +33,7 @@ Result<std::string> Choice(const char* name, const std::string& fallback, std::i
 Result<int64_t> ParseInt(const std::string& what, const std::string& text, int64_t min, int64_t max);
 Result<std::chrono::milliseconds> ParseDuration(const std::string& what, const std::string& text);
 Result<uint64_t> ParseBytes(const std::string& what, const std::string& text);
+// A switch: 1|0, true|false, yes|no, on|off (lower case).
+Result<bool> ParseBool(const std::string& what, const std::string& text);
 
 }  // namespace tessera::env

@@ -1,11 +1,15 @@
 // tests/ckpt/cli_test: `tessera ckpt ls|show|verify|restore|rm|tier|cost` on checkpoints made with the library:
 // tables carry the right steps, tiers and states; a corrupt step makes verify fail naming the file.
+// `import`: safetensors files in, a committed step out (restored and compared), its errors, and its
+// progress bar (drawn on a terminal, absent on a pipe).
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
+#include "ckpt/format.hpp"
 #include "ckpt/test_util.hpp"
 #include "tessera/ckpt.hpp"
 
@@ -97,6 +101,99 @@ TEST(Cli, TierRestoreAndCost) {
   r = Tessera(tiers + " tier --policy /nonexistent.yaml");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.out.find("/nonexistent.yaml"), std::string::npos) << r.out;
+}
+
+struct StTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+// Writes a safetensors file as the format's spec lays it out (what Hugging Face's library writes).
+void WriteSafetensors(const std::string& path, const std::vector<StTensor>& ts) {
+  nlohmann::json h = nlohmann::json::object();
+  h["__metadata__"] = {{"format", "pt"}};
+  std::string data;
+  for (const auto& t : ts) {
+    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    data += t.bytes;
+  }
+  std::string text = h.dump();
+  while (text.size() % 8) text += ' ';
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  std::ofstream(path, std::ios::binary) << out << text << data;
+}
+
+template <typename T>
+std::string Bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+TEST(Cli, ImportSafetensorsAsAStep) {
+  TempDir root, model;
+  auto embed = test::Fill(1, 0, 3 << 20);  // 12 MiB: several write chunks
+  std::vector<uint16_t> norm(64, 0x3f80);  // bf16 1.0
+  std::vector<int64_t> pos{7};
+  WriteSafetensors(
+      model / "model-00001-of-00002.safetensors",
+      {{"embed.weight", "F32", {3 << 10, 1 << 10}, Bytes(embed)}, {"norm.weight", "BF16", {64}, Bytes(norm)}});
+  WriteSafetensors(model / "model-00002-of-00002.safetensors", {{"position", "I64", {}, Bytes(pos)}});
+  std::ofstream(model / "config.json") << "{}";  // not a safetensors file: ignored
+  auto r = Tessera("--root " + root.path() + " import 7 " + model.path());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("step 7 committed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 tensors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 files"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << "no progress bar when stderr is not a terminal";
+  EXPECT_EQ(r.out.find("\033["), std::string::npos);
+  ASSERT_TRUE(Verify(root.path(), 7).ok());
+  std::vector<float> e(embed.size());
+  std::vector<uint16_t> n(64);
+  int64_t p = 0;
+  Status s = Restore(root.path(), 7,
+                     {{"embed.weight", e.data(), e.size() * 4}, {"norm.weight", n.data(), 128}, {"position", &p, 8}});
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(e == embed);
+  EXPECT_TRUE(n == norm);
+  EXPECT_EQ(p, 7);
+  r = Tessera("--root " + root.path() + " show 7");
+  EXPECT_NE(r.out.find("[3072, 1024]"), std::string::npos) << r.out;
+
+  // The same step again: refused, naming the step.
+  r = Tessera("--root " + root.path() + " import 7 " + model.path());
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("step 7 is already committed"), std::string::npos) << r.out;
+  // A dtype checkpoints do not store, a name in two files, a file that is not safetensors: each names the file.
+  WriteSafetensors(root / "bool.safetensors", {{"mask", "BOOL", {4}, "\1\0\1\1"}});
+  r = Tessera("--root " + root.path() + " import 8 " + root.path() + "/bool.safetensors");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find(root / "bool.safetensors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bool.safetensors: tensor 'mask' has dtype BOOL"), std::string::npos) << r.out;
+  WriteSafetensors(root / "dup.safetensors", {{"position", "I64", {}, Bytes(pos)}});
+  r = Tessera("--root " + root.path() + " import 8 " + model.path() + " " + root.path() + "/dup.safetensors");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(
+      r.out.find("dup.safetensors: tensor 'position' is also in " + model.path() + "/model-00002-of-00002.safetensors"),
+      std::string::npos)
+      << r.out;
+  r = Tessera("--root " + root.path() + " import 8 " + model.path() + "/config.json");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("config.json"), std::string::npos) << r.out;
+  EXPECT_EQ(*ListSteps(root.path()), std::vector<int64_t>{7}) << "failed imports commit nothing";
+
+  // On a terminal (script(1) gives the command a pty) the bar is drawn, reaches 100%, then is cleared.
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1) (util-linux) for a pty";
+  std::string cmd = "script -qec '" + test::TesseraBin() + " ckpt --root " + root.path() + " import 9 " + model.path() +
+                    "' /dev/null";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string tty;
+  std::array<char, 4096> buf;
+  for (size_t k; (k = fread(buf.data(), 1, buf.size(), pipe)) > 0;) tty.append(buf.data(), k);
+  EXPECT_EQ(::pclose(pipe), 0) << tty;
+  EXPECT_NE(tty.find("\rsave step 9 ["), std::string::npos) << tty;
+  EXPECT_NE(tty.find("100%"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("\r\033[K"), std::string::npos) << "the bar is cleared before the summary: " << tty;
+  EXPECT_NE(tty.find("step 9 committed"), std::string::npos) << tty;
 }
 
 }  // namespace

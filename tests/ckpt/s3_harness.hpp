@@ -146,6 +146,11 @@ class FaultProxy {
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
   int requests() const { return count_; }
   int faults() const { return faults_; }
+  // The head (request line and headers) of every request seen, in arrival order.
+  std::vector<std::string> heads() {
+    std::lock_guard lk(mu_);
+    return heads_;
+  }
 
  private:
   void Loop() {
@@ -199,6 +204,10 @@ class FaultProxy {
       if (r <= 0) break;
       body.append(buf, static_cast<size_t>(r));
     }
+    {
+      std::lock_guard lk(mu_);
+      heads_.push_back(head);
+    }
     int idx = count_++;
     Action act = plan_(idx, head.substr(0, head.find("\r\n")));
     if (act == kDrop) {
@@ -239,6 +248,7 @@ class FaultProxy {
   std::atomic<int> count_{0}, faults_{0};
   std::mutex mu_;
   std::vector<std::thread> workers_;
+  std::vector<std::string> heads_;
   std::thread thread_;
 };
 

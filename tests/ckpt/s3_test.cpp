@@ -1,14 +1,16 @@
 // tests/ckpt/s3_test: the S3 client and the warm tier against a real S3 server (s3rver) on loopback that
 // the test starts itself: objects, multipart uploads with parallel parts, ranged downloads, virtual-host
 // addressing, retries through a proxy that injects 503s and dropped connections, demote/stage/verify.
+#include "ckpt/s3.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <random>
 
 #include "ckpt/format.hpp"
-#include "ckpt/s3.hpp"
 #include "ckpt/s3_harness.hpp"
+#include "ckpt/sigv4.hpp"
 #include "ckpt/tiers.hpp"
 #include "tessera/ckpt.hpp"
 
@@ -134,6 +136,58 @@ TEST_F(S3Test, RetriesThrough503sAndDroppedConnections) {
   ASSERT_TRUE(c.GetToFile("f.bin", d / "back", data.size()).ok());
   EXPECT_TRUE(Slurp(d / "back") == data);
   EXPECT_GE(proxy.faults(), 3) << "the proxy injected faults and the client retried past them";
+}
+
+// What goes on the wire (seen through the proxy): by default on a loopback endpoint a 6 MiB object goes up
+// as one PUT with UNSIGNED-PAYLOAD; with TESSERA_S3_SIGN_PAYLOAD=1 the header carries the body's SHA-256;
+// a lowered TESSERA_S3_MULTIPART_THRESHOLD still gives parts, each unsigned.
+TEST_F(S3Test, LoopbackDefaultsSendOneUnsignedPutAndTheOverrideSigns) {
+  MakeClient("wire");
+  test::FaultProxy proxy(server_->port(), [](int, const std::string&) { return test::FaultProxy::kPass; });
+  setenv("TESSERA_S3_ENDPOINT", proxy.endpoint().c_str(), 1);
+  unsetenv("TESSERA_S3_MULTIPART_THRESHOLD");
+  unsetenv("TESSERA_S3_SIGN_PAYLOAD");
+  TempDir d;
+  std::string data = RandomFile(d / "f", (6 << 20) + 3, 3);
+  auto count = [](const std::vector<std::string>& heads, const std::string& needle) {
+    int n = 0;
+    for (const auto& h : heads) n += h.find(needle) != std::string::npos;
+    return n;
+  };
+  // Loads the configuration from the environment, uploads the file as `key`; returns the requests made.
+  size_t seen = 0;
+  s3::Config cfg;
+  auto upload = [&](const std::string& key) {
+    auto c = s3::Config::Load("wire");
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    if (c.ok()) cfg = *c;
+    Status st = s3::Client(cfg).PutFile(key, d / "f");
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    auto heads = proxy.heads();
+    std::vector<std::string> mine(heads.begin() + static_cast<std::ptrdiff_t>(seen), heads.end());
+    seen = heads.size();
+    return mine;
+  };
+  auto heads = upload("plain.bin");
+  EXPECT_FALSE(cfg.sign_payload);
+  EXPECT_EQ(cfg.multipart_threshold, s3::kMaxSinglePut);
+  ASSERT_EQ(heads.size(), 1u) << "one PUT, no multipart";
+  EXPECT_EQ(heads[0].rfind("PUT /wire/plain.bin ", 0), 0u) << heads[0];
+  EXPECT_EQ(count(heads, "x-amz-content-sha256: UNSIGNED-PAYLOAD"), 1) << heads[0];
+
+  setenv("TESSERA_S3_SIGN_PAYLOAD", "1", 1);
+  heads = upload("signed.bin");
+  ASSERT_EQ(heads.size(), 1u);
+  EXPECT_EQ(count(heads, "x-amz-content-sha256: " + s3::Sha256Hex(data.data(), data.size())), 1) << heads[0];
+
+  setenv("TESSERA_S3_MULTIPART_THRESHOLD", "5MiB", 1);
+  setenv("TESSERA_S3_SIGN_PAYLOAD", "0", 1);
+  heads = upload("parts.bin");
+  EXPECT_EQ(count(heads, "?partNumber="), 2) << "6 MiB in 5 MiB parts";
+  EXPECT_EQ(count(heads, "x-amz-content-sha256: UNSIGNED-PAYLOAD"), static_cast<int>(heads.size()));
+  ASSERT_TRUE(s3::Client(cfg).GetToFile("parts.bin", d / "back", data.size()).ok());
+  EXPECT_TRUE(Slurp(d / "back") == data);
+  unsetenv("TESSERA_S3_SIGN_PAYLOAD");
 }
 
 TEST_F(S3Test, GivesUpAfterRetriesNamingTheObject) {

@@ -2,11 +2,13 @@
 // the safetensors layout (checked against the format spec), "latest good" fallback, the C API, CUDA.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -172,6 +174,72 @@ TEST(SaveRestore, SnapshotIsTakenAtSaveTimeAndOverlapsPersist) {
 // u64 little-endian header size N; N bytes of UTF-8 JSON starting with '{'; per tensor dtype, shape,
 // data_offsets [begin, end) relative to the byte buffer, contiguous, in order, covering the buffer;
 // optional "__metadata__" with string values only; the header padded with spaces (8-byte aligned).
+// WriterOptions::progress: per step, `done` grows, never passes `total` (the shard file's size), and
+// (total, total) comes exactly once, after the manifest is in place; a step whose write fails ends
+// without it. 20 MiB in 8 MiB chunks over 4 io threads: several calls per step.
+TEST(SaveRestore, SaveProgressGrowsToTheFileSizeOnceCommitted) {
+  TempDir d;
+  struct Call {
+    int64_t step;
+    uint64_t done, total;
+    bool manifest_present;
+  };
+  std::mutex mu;
+  std::vector<Call> calls;
+  WriterOptions wo;
+  wo.progress = [&](int64_t step, uint64_t done, uint64_t total) {
+    bool m = ::access((d / (StepDirName(step) + "/manifest.json")).c_str(), F_OK) == 0;
+    std::lock_guard lk(mu);
+    calls.push_back({step, done, total, m});
+  };
+  auto w = CheckpointWriter::Open(d.path(), 0, 1, wo);
+  ASSERT_TRUE(w.ok());
+  std::vector<float> v(5 << 20, 1.5f);
+  std::vector<float> b(7, 2.f);
+  auto save = [&](int64_t step) {
+    Status s =
+        (*w)->Save(step, {{"v", DType::kFloat32, {5, 1 << 20}, v.data()}, {"b", DType::kFloat32, {7}, b.data()}});
+    return s.ok() ? (*w)->Wait() : s;
+  };
+  ASSERT_TRUE(save(1).ok());
+  ASSERT_TRUE(save(2).ok());
+  testing::SetWriteHook([](const std::string& path, uint64_t off, size_t) {
+    return path.find("step-0000000003") != std::string::npos && off > (uint64_t{9} << 20) ? ENOSPC : 0;
+  });
+  EXPECT_FALSE(save(3).ok());
+  testing::SetWriteHook(nullptr);
+  for (int64_t step : {1, 2, 3}) {
+    std::vector<Call> mine;
+    for (const auto& c : calls)
+      if (c.step == step) mine.push_back(c);
+    ASSERT_GE(mine.size(), 2u) << "step " << step << ": several chunks, several calls";
+    uint64_t total = mine[0].total, last = 0;
+    int finals = 0;
+    for (const auto& c : mine) {
+      EXPECT_EQ(c.total, total);
+      EXPECT_GE(c.done, last) << "step " << step;
+      EXPECT_LE(c.done, c.total);
+      last = c.done;
+      if (c.done == c.total) {
+        ++finals;
+        EXPECT_TRUE(c.manifest_present) << "step " << step << ": 100% only once committed";
+      }
+    }
+    if (step == 3) {
+      EXPECT_EQ(finals, 0) << "a failed step never reports completion";
+      EXPECT_LT(last, total);
+      continue;
+    }
+    EXPECT_EQ(finals, 1) << "step " << step;
+    EXPECT_EQ(mine.back().done, total) << "the last call is (total, total)";
+    struct stat st{};
+    ASSERT_EQ(::stat((d / (StepDirName(step) + "/rank-00000-of-00001.safetensors")).c_str(), &st), 0);
+    EXPECT_EQ(total, static_cast<uint64_t>(st.st_size)) << "total is the shard file's size";
+  }
+  // Calls come in step order.
+  for (size_t i = 1; i < calls.size(); ++i) EXPECT_LE(calls[i - 1].step, calls[i].step);
+}
+
 TEST(SaveRestore, ShardFilesFollowTheSafetensorsSpec) {
   TempDir d;
   SaveWorld(d.path(), 2, 4);
@@ -333,6 +401,42 @@ TEST(SaveRestore, CApiRoundTrip) {
   EXPECT_NE(std::string(tsrCkptGetLastError()).find("missing"), std::string::npos);
   TempDir empty;
   EXPECT_EQ(tsrCkptLatest(empty.path().c_str(), &step), TSR_CKPT_NOT_FOUND);
+}
+
+// The C progress callback: same contract as WriterOptions::progress, with the caller's pointer.
+TEST(SaveRestore, CApiProgress) {
+  TempDir d;
+  struct Seen {
+    int calls = 0;
+    int64_t step = -1;
+    uint64_t done = 0, total = 0;
+    bool grew = true;
+  } seen;
+  auto fn = [](int64_t step, uint64_t done, uint64_t total, void* user) {
+    auto* s = static_cast<Seen*>(user);
+    s->grew = s->grew && done >= s->done;
+    ++s->calls;
+    s->step = step;
+    s->done = done;
+    s->total = total;
+  };
+  tsrCkptWriter_t w = nullptr;
+  ASSERT_EQ(tsrCkptWriterOpenWithProgress(d.path().c_str(), 0, 1, fn, &seen, &w), tsrSuccess);
+  std::vector<float> x(3 << 20, 0.5f);  // 12 MiB: two write chunks and the header
+  int64_t shape[1] = {static_cast<int64_t>(x.size())};
+  tsrCkptTensor_t t{"x", tsrFloat32, 1, shape, x.data(), tsrCkptReplicated, 0, 0};
+  ASSERT_EQ(tsrCkptSave(w, 5, &t, 1), tsrSuccess);
+  ASSERT_EQ(tsrCkptWait(w), tsrSuccess);
+  EXPECT_GE(seen.calls, 2);
+  EXPECT_TRUE(seen.grew);
+  EXPECT_EQ(seen.step, 5);
+  EXPECT_EQ(seen.done, seen.total);
+  EXPECT_GT(seen.total, x.size() * 4) << "the file: header + data";
+  ASSERT_EQ(tsrCkptWriterClose(w), tsrSuccess);
+  ASSERT_EQ(tsrCkptWriterOpenWithProgress(d.path().c_str(), 0, 1, nullptr, nullptr, &w), tsrSuccess);  // no callback
+  ASSERT_EQ(tsrCkptSave(w, 6, &t, 1), tsrSuccess);
+  ASSERT_EQ(tsrCkptWriterClose(w), tsrSuccess);
+  EXPECT_EQ(seen.step, 5);
 }
 
 TEST(SaveRestore, DeviceMemory) {

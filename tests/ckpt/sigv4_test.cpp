@@ -157,5 +157,85 @@ TEST(S3Config, FromEnvironmentAndErrors) {
   EXPECT_NE(Config::Load("bkt").status().message().find("AWS_SECRET_ACCESS_KEY"), std::string::npos);
 }
 
+TEST(S3Config, LoopbackEndpoints) {
+  for (const char* e : {"http://127.0.0.1:4568", "http://127.8.9.10", "http://localhost:9000/", "http://LOCALHOST",
+                        "http://s3.localhost:4568", "http://[::1]:9000", "https://u@127.0.0.1"})
+    EXPECT_TRUE(IsLoopbackEndpoint(e)) << e;
+  for (const char* e :
+       {"https://s3.eu-central-1.amazonaws.com", "http://10.0.0.5:9000", "http://127.example.com",
+        "http://minio.internal:9000", "http://localhost.example.com", "http://128.0.0.1", "http://[::2]:80"})
+    EXPECT_FALSE(IsLoopbackEndpoint(e)) << e;
+}
+
+// Which payload mode and upload shape Load picks, and why (Describe says it); the override and its errors.
+TEST(S3Config, PayloadModeAndUploadDefaultsFollowTheEndpoint) {
+  setenv("AWS_ACCESS_KEY_ID", "ak", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "sk", 1);
+  for (const char* v :
+       {"TESSERA_S3_SIGN_PAYLOAD", "TESSERA_S3_MULTIPART_THRESHOLD", "TESSERA_S3_PART_SIZE", "TESSERA_S3_CONFIG"})
+    unsetenv(v);
+  struct Case {
+    const char* endpoint;
+    bool signed_payload;
+    uint64_t threshold;
+    const char* rule;
+  };
+  for (const Case& k : {Case{"https://s3.eu-central-1.amazonaws.com", false, 64u << 20, "https"},
+                        Case{"http://127.0.0.1:4568", false, kMaxSinglePut, "loopback"},
+                        Case{"http://localhost:9000", false, kMaxSinglePut, "loopback"},
+                        Case{"http://minio.internal:9000", true, 64u << 20, "plain http"}}) {
+    setenv("TESSERA_S3_ENDPOINT", k.endpoint, 1);
+    auto c = Config::Load("bkt");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->sign_payload, k.signed_payload) << k.endpoint;
+    EXPECT_EQ(c->multipart_threshold, k.threshold) << k.endpoint;
+    EXPECT_NE(c->payload_rule.find(k.rule), std::string::npos) << k.endpoint << ": " << c->payload_rule;
+    EXPECT_NE(c->Describe().find(k.signed_payload ? "signed payload" : "UNSIGNED-PAYLOAD"), std::string::npos);
+  }
+  unsetenv("TESSERA_S3_ENDPOINT");  // the default endpoint is AWS over https
+  EXPECT_FALSE(Config::Load("bkt")->sign_payload);
+
+  setenv("TESSERA_S3_ENDPOINT", "http://127.0.0.1:4568", 1);
+  setenv("TESSERA_S3_SIGN_PAYLOAD", "1", 1);
+  auto c = Config::Load("bkt");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->sign_payload);
+  EXPECT_EQ(c->payload_rule, "set by TESSERA_S3_SIGN_PAYLOAD");
+  setenv("TESSERA_S3_ENDPOINT", "https://s3.amazonaws.com", 1);
+  setenv("TESSERA_S3_SIGN_PAYLOAD", "true", 1);
+  EXPECT_TRUE(Config::Load("bkt")->sign_payload);
+  setenv("TESSERA_S3_ENDPOINT", "http://minio.internal:9000", 1);
+  setenv("TESSERA_S3_SIGN_PAYLOAD", "0", 1);
+  EXPECT_FALSE(Config::Load("bkt")->sign_payload);
+
+  setenv("TESSERA_S3_SIGN_PAYLOAD", "maybe", 1);
+  auto bad = Config::Load("bkt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("TESSERA_S3_SIGN_PAYLOAD='maybe'"), std::string::npos)
+      << bad.status().message();
+  unsetenv("TESSERA_S3_SIGN_PAYLOAD");
+
+  setenv("TESSERA_S3_MULTIPART_THRESHOLD", "6GiB", 1);
+  bad = Config::Load("bkt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("TESSERA_S3_MULTIPART_THRESHOLD='6GiB'"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("5 GiB"), std::string::npos);
+  setenv("TESSERA_S3_MULTIPART_THRESHOLD", "100MiB", 1);
+  EXPECT_EQ(Config::Load("bkt")->multipart_threshold, uint64_t{100} << 20);
+  unsetenv("TESSERA_S3_MULTIPART_THRESHOLD");
+
+  // A bad value from the config file names the key and the file.
+  test::TempDir d;
+  std::ofstream(d / "s3.yaml") << "sign_payload: perhaps\n";
+  setenv("TESSERA_S3_CONFIG", (d / "s3.yaml").c_str(), 1);
+  bad = Config::Load("bkt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("sign_payload in " + (d / "s3.yaml") + "='perhaps'"), std::string::npos)
+      << bad.status().message();
+  unsetenv("TESSERA_S3_CONFIG");
+  unsetenv("TESSERA_S3_ENDPOINT");
+}
+
 }  // namespace
 }  // namespace tessera::ckpt::s3

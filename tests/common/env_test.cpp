@@ -20,6 +20,17 @@ TEST(Env, IntParsesAndNamesBadValues) {
   EXPECT_FALSE(env::RequireInt("TSR_TEST_INT", 0, 10).ok());
 }
 
+TEST(Env, Switches) {
+  EXPECT_TRUE(*env::ParseBool("X", "1"));
+  EXPECT_TRUE(*env::ParseBool("X", "true"));
+  EXPECT_TRUE(*env::ParseBool("X", "on"));
+  EXPECT_FALSE(*env::ParseBool("X", "0"));
+  EXPECT_FALSE(*env::ParseBool("X", "no"));
+  auto r = env::ParseBool("TSR_TEST_SWITCH", "maybe");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("TSR_TEST_SWITCH='maybe'"), std::string::npos) << r.status().message();
+}
+
 TEST(Env, Durations) {
   using std::chrono::milliseconds;
   EXPECT_EQ(*env::ParseDuration("X", "30"), milliseconds(30000));
