@@ -211,7 +211,7 @@ Status Comm::Init() {
 
 Status Comm::SetUpChannels() {
   TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", "auto", {"auto", "shm", "tcp"}));
-  TSR_ASSIGN_OR_RETURN(uint64_t ring, env::Bytes("TESSERA_SHM_RING", 4 << 20));
+  TSR_ASSIGN_OR_RETURN(uint64_t ring, env::Bytes("TESSERA_SHM_RING", 2 << 20));
   TSR_ASSIGN_OR_RETURN(uint64_t cuda_ring, env::Bytes("TESSERA_CUDA_RING", 64 << 20));
   TSR_ASSIGN_OR_RETURN(int64_t streams, env::Int("TESSERA_TCP_STREAMS", 4, 1, 64));
   TSR_ASSIGN_OR_RETURN(uint64_t chunk, env::Bytes("TESSERA_TCP_CHUNK", 512 << 10));
