@@ -84,18 +84,13 @@ Status Engine::Run(const std::string& what) {
     for (size_t p = 0; p < sends_.size(); ++p) {
       auto& q = sends_[p];
       if (q.empty()) continue;
-      SendChannel* ch = links_->send(static_cast<int>(p));
-      SendOp& op = q.front();
       if (dev_ != nullptr) {
-        TSR_ASSIGN_OR_RETURN(bool moved, StepDeviceSend(static_cast<int>(p), op, devq_[p]));
+        TSR_ASSIGN_OR_RETURN(bool moved, StepDeviceSend(static_cast<int>(p), q));
         progress |= moved;
-        if (devq_[p].send_done == op.padded) {
-          devq_[p].send_done = 0;
-          q.pop_front();
-          --pending_;
-        }
         continue;
       }
+      SendChannel* ch = links_->send(static_cast<int>(p));
+      SendOp& op = q.front();
       size_t budget = kStep;
       while (budget > 0 && op.off < op.padded) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;
@@ -115,18 +110,13 @@ Status Engine::Run(const std::string& what) {
     for (size_t p = 0; p < recvs_.size(); ++p) {
       auto& q = recvs_[p];
       if (q.empty()) continue;
-      RecvChannel* ch = links_->recv(static_cast<int>(p));
-      RecvOp& op = q.front();
       if (dev_ != nullptr) {
-        TSR_ASSIGN_OR_RETURN(bool moved, StepDeviceRecv(static_cast<int>(p), op, devq_[p]));
+        TSR_ASSIGN_OR_RETURN(bool moved, StepDeviceRecv(static_cast<int>(p), q));
         progress |= moved;
-        if (devq_[p].recv_done == op.padded) {
-          devq_[p].recv_done = 0;
-          q.pop_front();
-          --pending_;
-        }
         continue;
       }
+      RecvChannel* ch = links_->recv(static_cast<int>(p));
+      RecvOp& op = q.front();
       TSR_ASSIGN_OR_RETURN(auto region, ch->Peek());
       auto [ptr, avail] = region;
       if (avail == 0) continue;
@@ -233,7 +223,9 @@ void Engine::FuseLocalPairs() {
   }
 }
 
-Result<bool> Engine::StepDeviceSend(int peer, SendOp& op, DevQueues& dq) {
+Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
+  SendOp& op = q.front();
+  DevQueues& dq = devq_[peer];
   SendChannel* ch = links_->send(peer);
   if (!ch->dma())
     return InternalError(fmt::format("device bridge: the {} channel to {} cannot take device copies",
@@ -260,10 +252,17 @@ Result<bool> Engine::StepDeviceSend(int peer, SendOp& op, DevQueues& dq) {
     op.off += n;
     progress = true;
   }
+  if (dq.send_done == op.padded) {
+    dq.send_done = 0;
+    q.pop_front();
+    --pending_;
+  }
   return progress;
 }
 
-Result<bool> Engine::StepDeviceRecv(int peer, RecvOp& op, DevQueues& dq) {
+Result<bool> Engine::StepDeviceRecv(int peer, std::deque<RecvOp>& q) {
+  RecvOp& op = q.front();
+  DevQueues& dq = devq_[peer];
   RecvChannel* ch = links_->recv(peer);
   if (!ch->dma())
     return InternalError(fmt::format("device bridge: the {} channel from {} cannot take device copies",
@@ -305,6 +304,11 @@ Result<bool> Engine::StepDeviceRecv(int peer, RecvOp& op, DevQueues& dq) {
     dq.recvd.push_back({t, n});
     op.off += n;
     progress = true;
+  }
+  if (dq.recv_done == op.padded) {
+    dq.recv_done = 0;
+    q.pop_front();
+    --pending_;
   }
   return progress;
 }

@@ -118,8 +118,9 @@ class Engine {
   };
   // Hands each job's local contributor among its first two to the received one (ReduceJob::fused).
   void FuseLocalPairs();
-  Result<bool> StepDeviceSend(int peer, SendOp& op, DevQueues& dq);
-  Result<bool> StepDeviceRecv(int peer, RecvOp& op, DevQueues& dq);
+  // Device mode: move the front op of a peer's queue along (popping it once the device is done with it).
+  Result<bool> StepDeviceSend(int peer, std::deque<SendOp>& q);
+  Result<bool> StepDeviceRecv(int peer, std::deque<RecvOp>& q);
   struct LocalOp {
     ReduceJob* job;
     int contributor;
