@@ -195,7 +195,7 @@ int Direct(const std::vector<size_t>& sizes, int iters) {
     round(true);
     round(false);
     std::vector<double> ts, tn;
-    for (int r = 0; r < 15; ++r) {
+    for (int r = 0; r < 7; ++r) {
       if (r % 2) {
         ts.push_back(round(true));
         tn.push_back(round(false));

@@ -40,13 +40,6 @@ class Device {
   // failure. Device memory of this rank's GPU (or managed memory), holding `bytes` from p when the driver
   // reports the allocation's extent.
   Status CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes) const;
-  // True when [p, p+bytes) lies in an allocation CheckDevicePtr has already validated (no driver call).
-  bool Known(const void* p, size_t bytes) const {
-    const auto at = reinterpret_cast<uintptr_t>(p);
-    for (const Alloc& a : seen_)
-      if (a.size > 0 && at >= a.base && at - a.base <= a.size && bytes <= a.size - (at - a.base)) return true;
-    return false;
-  }
   // Host memory (pageable or pinned), not device memory.
   Status CheckHostPtr(const char* what, const char* arg, const void* p) const;
 

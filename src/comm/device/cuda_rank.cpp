@@ -212,12 +212,11 @@ Status CudaRank::Direct() const {
 }
 
 Status CudaRank::CclCall(const char* what, int r) {
+  Status s = ccl_->lib().Check(r, what);
   // The CCL's asynchronous error (a peer gone, a kernel fault) is polled every 128th call — at the
   // ~4 µs NCCL's own enqueue takes, about every half millisecond — so a steady loop does not pay for it
   // and an error still surfaces within a step.
-  if (r == 0 && (++direct_calls_ & 127) != 0) return Status::Ok();
-  Status s = ccl_->lib().Check(r, what);
-  if (s.ok()) s = ccl_->AsyncError();
+  if (s.ok() && (++direct_calls_ & 127) == 0) s = ccl_->AsyncError();
   if (!s.ok()) {
     ccl_->MarkFailed();
     return comm_->GuardFn(what, [&] { return s; });
@@ -389,13 +388,6 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
                            tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   auto rop = static_cast<RedOp>(op);
-  // The steady state of a training loop in a world of one CUDA island: valid arguments, buffers in
-  // allocations already validated, a healthy communicator — straight to the CCL. Anything else takes
-  // the checked path below (which also validates and remembers new allocations).
-  if (ccl_ && stream != nullptr && IsValid(dt) && IsValid(rop) && comm_->failed_.ok() &&
-      dev_->Known(send, count * DTypeSize(dt)) && dev_->Known(recv, count * DTypeSize(dt)))
-    return CclCall("AllReduce",
-                   ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), CclRedOp(rop), ccl_->handle(), stream));
   if (!IsValid(dt))
     return Host(
         [=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });  // names the bad type
