@@ -5,9 +5,11 @@
 //                                               run as every rank of a job: GPU ranks on device memory and
 //                                               their own stream (or host memory with --host-memory), host
 //                                               ranks on host memory; time per call is the slowest rank's;
-//   gpu_bench direct [--sizes ..] [--iters N]    a world of one CUDA rank: tsrAllReduce on a stream against
-//                                               NCCL's allreduce called directly on the same GPU, rounds
-//                                               interleaved, medians of CUDA-event times.
+//   gpu_bench direct [--sizes ..] [--iters N]    a world of one CUDA island (one rank per GPU): tsrAllReduce
+//                                               on a stream against NCCL's allreduce called directly on the
+//                                               same GPUs (a second NCCL communicator of the same ranks),
+//                                               rounds interleaved, medians of CUDA-event times (the
+//                                               slowest rank's per round).
 // Sizes are in bytes with K/M/G suffixes.
 #include <cuda_runtime.h>
 
@@ -163,9 +165,14 @@ int Direct(const std::vector<size_t>& sizes, int iters) {
   auto lib = tessera::comm::CclLibrary::LoadFromEnv();
   if (!lib.ok()) Die(lib.status().message());
   auto& L = **lib;
-  tessera::comm::CclLibrary::UniqueId id;
+  int rank = 0, size = 1;
+  tsrCommRank(comm, &rank);
+  tsrCommSize(comm, &size);
+  tessera::comm::CclLibrary::UniqueId id{};
   void* nccl = nullptr;
-  if (L.GetUniqueId(&id) != 0 || L.CommInitRank(&nccl, 1, id, 0) != 0) Die("direct NCCL communicator");
+  if (rank == 0 && L.GetUniqueId(&id) != 0) Die("ncclGetUniqueId");
+  if (tsrBroadcast(&id, &id, sizeof(id), tsrUint8, 0, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
+  if (L.CommInitRank(&nccl, size, id, rank) != 0) Die("direct NCCL communicator");
   cudaStream_t s;
   Cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   cudaEvent_t e0, e1;
@@ -190,7 +197,10 @@ int Direct(const std::vector<size_t>& sizes, int iters) {
       Cuda(cudaEventSynchronize(e1), "sync");
       float ms = 0;
       Cuda(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-      return ms * 1e3 / iters;
+      double us = ms * 1e3 / iters;
+      std::vector<double> all(size);  // the slowest rank's time
+      if (tsrAllGather(&us, all.data(), 1, tsrFloat64, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
+      return *std::max_element(all.begin(), all.end());
     };
     round(true);
     round(false);
@@ -205,10 +215,11 @@ int Direct(const std::vector<size_t>& sizes, int iters) {
       }
     }
     double mt = Median(ts), mn = Median(tn);
-    std::printf(
-        "{\"bench\":\"single_island\",\"ranks\":1,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
+    if (rank == 0)
+      std::printf(
+        "{\"bench\":\"single_island\",\"ranks\":%d,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
         "\"overhead_pct\":%.2f,\"ccl\":\"%s %d\"}\n",
-        bytes, mt, mn, 100.0 * (mt - mn) / mn, L.name().c_str(), L.version());
+        size, bytes, mt, mn, 100.0 * (mt - mn) / mn, L.name().c_str(), L.version());
     Cuda(cudaFree(a), "free");
     Cuda(cudaFree(b), "free");
   }
