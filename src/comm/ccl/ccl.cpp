@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "comm/store.hpp"
@@ -145,6 +146,11 @@ Result<std::unique_ptr<CclComm>> CclComm::Create(std::shared_ptr<CclLibrary> lib
   std::unique_ptr<CclComm> c(new CclComm());
   c->lib_ = std::move(lib);
   c->nranks_ = nranks;
+  // NCCL >= 2.22 connects a communicator's peers lazily, inside the first collective — which then
+  // blocks the caller until the device is idle (seen on two H200s: the first allreduce queued behind a
+  // busy stream returned after the 300 ms kernel). Connect at init instead, so that no collective call
+  // waits, as the stream semantics promise; an explicit NCCL_RUNTIME_CONNECT is left alone.
+  if (c->lib_->prefix() == "nccl") setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
   CclLibrary::UniqueId id{};
   if (rank == 0) {
     TSR_RETURN_IF_ERROR(c->lib_->Check(c->lib_->GetUniqueId(&id), "GetUniqueId"));

@@ -49,6 +49,7 @@ class CclLibrary {
   ~CclLibrary();
 
   const std::string& name() const { return name_; }
+  const std::string& prefix() const { return prefix_; }  // of its symbols: "nccl"
   int version() const { return version_; }
   // "NCCL error 'unhandled cuda error' (1) in AllReduce": `what` names the call.
   Status Check(Result_ r, const char* what) const;
