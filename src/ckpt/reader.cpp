@@ -11,13 +11,13 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "ckpt/crc32c.hpp"
 #include "ckpt/device.hpp"
 #include "ckpt/format.hpp"
 #include "ckpt/internal.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 
 namespace tessera::ckpt {
 
@@ -137,7 +137,6 @@ Status VerifyDir(const Manifest& m, const std::string& dir, VerifyOptions option
   if (static_cast<int>(m.files.size()) != m.world)
     return Corrupt(fmt::format("checkpoint step {}: manifest in {} lists {} files for world {}", m.step, dir, m.files.size(), m.world));
   std::atomic<uint64_t> done{0};
-  std::atomic<size_t> next{0};
   std::vector<Status> st(m.files.size());
   std::mutex pmu;
   Progress locked = progress ? Progress([&](uint64_t d, uint64_t t) {
@@ -145,15 +144,10 @@ Status VerifyDir(const Manifest& m, const std::string& dir, VerifyOptions option
     progress(d, t);
   })
                              : Progress();
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < m.files.size();)
-      st[i] = VerifyFile(m, i, dir, options.checksums, locked, &done, m.TotalBytes());
-  };
-  std::vector<std::thread> ts;
-  int n = static_cast<int>(std::min<size_t>(4, m.files.size()));
-  for (int i = 1; i < n; ++i) ts.emplace_back(worker);
-  worker();
-  for (auto& t : ts) t.join();
+  ParallelFor(m.files.size(), 4, [&](uint64_t i, int) {
+    st[i] = VerifyFile(m, i, dir, options.checksums, locked, &done, m.TotalBytes());
+    return true;
+  });
   for (auto& s : st) TSR_RETURN_IF_ERROR(s);
   return Status::Ok();
 }
@@ -261,57 +255,51 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
       return ErrnoError(fmt::format("checkpoint step {}: open {}", m.step, path), e);
     }
   }
-  std::atomic<size_t> next{0};
   std::atomic<uint64_t> done{0};
   std::mutex mu;
   Status first;
-  auto worker = [&] {
-    std::vector<char> tmp;
-    for (size_t i; (i = next.fetch_add(1)) < tasks.size();) {
-      Task& k = tasks[i];
-      const Piece& p = *k.piece;
-      std::string path = JoinPath(dir, m.files[static_cast<size_t>(p.file)].name);
-      size_t n;
-      Status s;
-      if (k.direct) {
-        n = k.chunk_end - k.chunk_begin;
-        char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(p.row_offset - k.slot_begin) * k.row_bytes + k.chunk_begin;
-        s = PreadAll(fds[static_cast<size_t>(p.file)], dst, n, p.begin + k.chunk_begin, path);
-        if (s.ok()) k.crc = Crc32c(dst, n);
-      } else {
-        int64_t ov_b = std::max(k.slot_begin, p.row_offset);
-        int64_t ov_e = std::min(k.slot_begin + k.slot_rows, p.row_offset + p.rows);
-        char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(ov_b - k.slot_begin) * k.row_bytes;
-        n = p.end - p.begin;
-        tmp.resize(n);
-        s = PreadAll(fds[static_cast<size_t>(p.file)], tmp.data(), n, p.begin, path);
-        if (s.ok()) {
-          uint32_t crc = Crc32c(tmp.data(), n);
-          if (crc != p.crc)
-            s = Corrupt(fmt::format("checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}",
-                                    m.step, k.tensor->name, path, CrcHex(crc), CrcHex(p.crc)));
-        }
-        if (s.ok())
-          s = CopyFromHost(dst, tmp.data() + static_cast<uint64_t>(ov_b - p.row_offset) * k.row_bytes,
-                           static_cast<uint64_t>(ov_e - ov_b) * k.row_bytes);
+  std::vector<std::vector<char>> tmps(static_cast<size_t>(std::max(1, threads)));  // per thread
+  ParallelFor(tasks.size(), threads, [&](uint64_t i, int t) {
+    std::vector<char>& tmp = tmps[static_cast<size_t>(t)];
+    Task& k = tasks[i];
+    const Piece& p = *k.piece;
+    std::string path = JoinPath(dir, m.files[static_cast<size_t>(p.file)].name);
+    size_t n;
+    Status s;
+    if (k.direct) {
+      n = k.chunk_end - k.chunk_begin;
+      char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(p.row_offset - k.slot_begin) * k.row_bytes + k.chunk_begin;
+      s = PreadAll(fds[static_cast<size_t>(p.file)], dst, n, p.begin + k.chunk_begin, path);
+      if (s.ok()) k.crc = Crc32c(dst, n);
+    } else {
+      int64_t ov_b = std::max(k.slot_begin, p.row_offset);
+      int64_t ov_e = std::min(k.slot_begin + k.slot_rows, p.row_offset + p.rows);
+      char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(ov_b - k.slot_begin) * k.row_bytes;
+      n = p.end - p.begin;
+      tmp.resize(n);
+      s = PreadAll(fds[static_cast<size_t>(p.file)], tmp.data(), n, p.begin, path);
+      if (s.ok()) {
+        uint32_t crc = Crc32c(tmp.data(), n);
+        if (crc != p.crc)
+          s = Corrupt(fmt::format("checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}",
+                                  m.step, k.tensor->name, path, CrcHex(crc), CrcHex(p.crc)));
       }
-      if (!s.ok()) {
-        std::lock_guard lk(mu);
-        if (first.ok()) first = s.code() == Code::kCorrupt ? s : s.WithContext(fmt::format("checkpoint step {}", m.step));
-        continue;
-      }
-      uint64_t d = done.fetch_add(n) + n;
-      if (progress) {
-        std::lock_guard lk(mu);
-        progress(d, total);
-      }
+      if (s.ok())
+        s = CopyFromHost(dst, tmp.data() + static_cast<uint64_t>(ov_b - p.row_offset) * k.row_bytes,
+                         static_cast<uint64_t>(ov_e - ov_b) * k.row_bytes);
     }
-  };
-  std::vector<std::thread> ts;
-  int nt = static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, threads)), tasks.size()));
-  for (int i = 1; i < nt; ++i) ts.emplace_back(worker);
-  worker();
-  for (auto& t : ts) t.join();
+    if (!s.ok()) {
+      std::lock_guard lk(mu);
+      if (first.ok()) first = s.code() == Code::kCorrupt ? s : s.WithContext(fmt::format("checkpoint step {}", m.step));
+      return true;  // the other pieces are still read; the first error is the one reported
+    }
+    uint64_t d = done.fetch_add(n) + n;
+    if (progress) {
+      std::lock_guard lk(mu);
+      progress(d, total);
+    }
+    return true;
+  });
   for (int fd : fds)
     if (fd >= 0) ::close(fd);
   TSR_RETURN_IF_ERROR(first);

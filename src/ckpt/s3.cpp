@@ -23,6 +23,7 @@
 #include "ckpt/sigv4.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 
 namespace tessera::ckpt::s3 {
 
@@ -443,36 +444,31 @@ Status Client::PutMultipart(const std::string& key, int fd, uint64_t size, const
   if (upload_id.empty()) return RemoteError(fmt::format("S3 multipart upload of {}: no UploadId in the answer", Name(key)));
   uint64_t nparts = (size + cfg_.part_size - 1) / cfg_.part_size;
   std::vector<std::string> etags(nparts);
-  std::atomic<uint64_t> next{0}, done{0};
+  std::atomic<uint64_t> done{0};
   std::mutex mu;
   Status first;
-  auto worker = [&] {
-    std::unique_ptr<char[]> buf(new char[cfg_.part_size]);
-    for (uint64_t i; (i = next.fetch_add(1)) < nparts;) {
-      {
-        std::lock_guard lk(mu);
-        if (!first.ok()) return;
-      }
-      uint64_t off = i * cfg_.part_size;
-      size_t n = static_cast<size_t>(std::min<uint64_t>(cfg_.part_size, size - off));
-      Status s = PreadAll(fd, buf.get(), n, off, path);
-      Result<Response> r = s;
-      if (s.ok()) r = Request("PUT", key, {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}}, buf.get(), n);
+  ThreadBuffers bufs(cfg_.concurrency, cfg_.part_size);
+  ParallelFor(nparts, cfg_.concurrency, [&](uint64_t i, int t) {
+    {
       std::lock_guard lk(mu);
-      if (!r.ok()) {
-        if (first.ok()) first = r.status();
-        return;
-      }
-      etags[i] = r->headers["etag"];
-      uint64_t d = done.fetch_add(n) + n;
-      if (progress) progress(d, size);
+      if (!first.ok()) return false;
     }
-  };
-  int nt = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(cfg_.concurrency), nparts));
-  std::vector<std::thread> ts;
-  for (int i = 1; i < nt; ++i) ts.emplace_back(worker);
-  worker();
-  for (auto& t : ts) t.join();
+    char* buf = bufs.get(t);
+    uint64_t off = i * cfg_.part_size;
+    size_t n = static_cast<size_t>(std::min<uint64_t>(cfg_.part_size, size - off));
+    Status s = PreadAll(fd, buf, n, off, path);
+    Result<Response> r = s;
+    if (s.ok()) r = Request("PUT", key, {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}}, buf, n);
+    std::lock_guard lk(mu);
+    if (!r.ok()) {
+      if (first.ok()) first = r.status();
+      return false;
+    }
+    etags[i] = r->headers["etag"];
+    uint64_t d = done.fetch_add(n) + n;
+    if (progress) progress(d, size);
+    return true;
+  });
   if (first.ok()) {
     std::string xml = "<CompleteMultipartUpload>";
     for (uint64_t i = 0; i < nparts; ++i)
@@ -492,36 +488,31 @@ Status Client::GetToFile(const std::string& key, const std::string& path, uint64
   if (fd < 0) return ErrnoError("create " + path, errno);
   uint64_t chunk = cfg_.part_size;
   uint64_t nparts = std::max<uint64_t>(1, (size + chunk - 1) / chunk);
-  std::atomic<uint64_t> next{0}, done{0};
+  std::atomic<uint64_t> done{0};
   std::mutex mu;
   Status first;
-  auto worker = [&] {
-    std::unique_ptr<char[]> buf(new char[chunk]);
-    for (uint64_t i; (i = next.fetch_add(1)) < nparts;) {
-      uint64_t off = i * chunk;
-      size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, size - off));
-      Status s;
-      if (n > 0) {
-        auto r = Request("GET", key, {}, nullptr, 0, fmt::format("bytes={}-{}", off, off + n - 1), buf.get(), n);
-        if (!r.ok()) s = r.status();
-        else if (r->body != std::to_string(n))
-          s = Corrupt(fmt::format("S3 GET {}: range at {} gave {} bytes, expected {}", Name(key), off, r->body, n));
-        if (s.ok()) s = PwriteAll(fd, buf.get(), n, off, path);
-      }
-      std::lock_guard lk(mu);
-      if (!s.ok()) {
-        if (first.ok()) first = s;
-        return;
-      }
-      uint64_t d = done.fetch_add(n) + n;
-      if (progress) progress(d, size);
+  ThreadBuffers bufs(cfg_.concurrency, chunk);
+  ParallelFor(nparts, cfg_.concurrency, [&](uint64_t i, int t) {
+    uint64_t off = i * chunk;
+    size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, size - off));
+    Status s;
+    if (n > 0) {
+      char* buf = bufs.get(t);
+      auto r = Request("GET", key, {}, nullptr, 0, fmt::format("bytes={}-{}", off, off + n - 1), buf, n);
+      if (!r.ok()) s = r.status();
+      else if (r->body != std::to_string(n))
+        s = Corrupt(fmt::format("S3 GET {}: range at {} gave {} bytes, expected {}", Name(key), off, r->body, n));
+      if (s.ok()) s = PwriteAll(fd, buf, n, off, path);
     }
-  };
-  int nt = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(cfg_.concurrency), nparts));
-  std::vector<std::thread> ts;
-  for (int i = 1; i < nt; ++i) ts.emplace_back(worker);
-  worker();
-  for (auto& t : ts) t.join();
+    std::lock_guard lk(mu);
+    if (!s.ok()) {
+      if (first.ok()) first = s;
+      return false;
+    }
+    uint64_t d = done.fetch_add(n) + n;
+    if (progress) progress(d, size);
+    return true;
+  });
   if (first.ok() && ::fsync(fd) != 0) first = ErrnoError("fsync " + path, errno);
   ::close(fd);
   return first;

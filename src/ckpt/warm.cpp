@@ -1,14 +1,13 @@
 // ckpt/warm: the warm tier on S3. Layout: <prefix>/step-XXXXXXXXXX/<shard files>, then
 // <prefix>/step-XXXXXXXXXX/manifest.json uploaded last as the commit marker. Verification reads every
 // object back with parallel ranged GETs and combines per-range CRC32Cs in order.
-#include <atomic>
 #include <fmt/format.h>
 #include <mutex>
-#include <thread>
 
 #include "ckpt/crc32c.hpp"
 #include "ckpt/s3.hpp"
 #include "ckpt/tiers.hpp"
+#include "common/parallel.hpp"
 
 namespace tessera::ckpt {
 namespace {
@@ -60,33 +59,27 @@ class WarmStore final : public TierStore {
       uint64_t chunk = c_.config().part_size;
       uint64_t n = std::max<uint64_t>(1, (f.bytes + chunk - 1) / chunk);
       std::vector<uint32_t> crcs(n, 0);
-      std::atomic<uint64_t> next{0};
       std::mutex mu;
       Status first;
-      auto worker = [&] {
-        std::unique_ptr<char[]> buf(new char[chunk]);
-        for (uint64_t i; (i = next.fetch_add(1)) < n;) {
-          uint64_t off = i * chunk;
-          size_t len = static_cast<size_t>(std::min<uint64_t>(chunk, f.bytes - off));
-          if (len == 0) continue;
-          auto r = c_.Request("GET", key, {}, nullptr, 0, fmt::format("bytes={}-{}", off, off + len - 1), buf.get(), len);
-          std::lock_guard lk(mu);
-          if (!r.ok() || r->body != std::to_string(len)) {
-            if (first.ok())
-              first = r.ok() ? Corrupt(fmt::format("checkpoint step {}: {} is shorter than {} bytes", m.step, c_.Name(key), f.bytes))
-                             : r.status();
-            return;
-          }
-          crcs[i] = Crc32c(buf.get(), len);
-          done += len;
-          if (progress) progress(done, m.TotalBytes());
+      ThreadBuffers bufs(c_.config().concurrency, chunk);
+      ParallelFor(n, c_.config().concurrency, [&](uint64_t i, int t) {
+        uint64_t off = i * chunk;
+        size_t len = static_cast<size_t>(std::min<uint64_t>(chunk, f.bytes - off));
+        if (len == 0) return true;
+        char* buf = bufs.get(t);
+        auto r = c_.Request("GET", key, {}, nullptr, 0, fmt::format("bytes={}-{}", off, off + len - 1), buf, len);
+        std::lock_guard lk(mu);
+        if (!r.ok() || r->body != std::to_string(len)) {
+          if (first.ok())
+            first = r.ok() ? Corrupt(fmt::format("checkpoint step {}: {} is shorter than {} bytes", m.step, c_.Name(key), f.bytes))
+                           : r.status();
+          return false;
         }
-      };
-      int nt = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(c_.config().concurrency), n));
-      std::vector<std::thread> ts;
-      for (int i = 1; i < nt; ++i) ts.emplace_back(worker);
-      worker();
-      for (auto& t : ts) t.join();
+        crcs[i] = Crc32c(buf, len);
+        done += len;
+        if (progress) progress(done, m.TotalBytes());
+        return true;
+      });
       TSR_RETURN_IF_ERROR(first);
       auto head = c_.Head(key);
       if (!head.ok()) return head.status();

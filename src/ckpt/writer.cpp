@@ -21,6 +21,7 @@
 #include "ckpt/device.hpp"
 #include "ckpt/format.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 
 namespace tessera::ckpt {
 
@@ -240,31 +241,24 @@ class WriterImpl final : public CheckpointWriter {
     for (size_t t = 0; t < job.tensors.size(); ++t)
       for (uint64_t b = job.tensors[t].begin; b < job.tensors[t].end; b += kChunk)
         chunks.push_back({b, std::min(job.tensors[t].end, b + kChunk), static_cast<int>(t), 0});
-    std::atomic<size_t> next{0};
     std::mutex mu;
     Status s;
     uint64_t written = 0;  // under mu
-    auto worker = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < chunks.size();) {
-        Chunk& c = chunks[i];
-        const char* p = job.buf->data.get() + c.begin;
-        c.crc = Crc32c(p, c.end - c.begin);
-        Status w = PwriteAll(fd, p, c.end - c.begin, c.begin, tmp);
-        std::lock_guard lk(mu);
-        if (!w.ok()) {
-          if (s.ok()) s = w;
-          return;
-        }
-        written += c.end - c.begin;
-        // The last bytes are reported once the step is durable (Loop), not when they reach the cache.
-        if (opt_.progress && written < job.size) opt_.progress(job.step, written, job.size);
+    ParallelFor(chunks.size(), opt_.io_threads, [&](uint64_t i, int) {
+      Chunk& c = chunks[i];
+      const char* p = job.buf->data.get() + c.begin;
+      c.crc = Crc32c(p, c.end - c.begin);
+      Status w = PwriteAll(fd, p, c.end - c.begin, c.begin, tmp);
+      std::lock_guard lk(mu);
+      if (!w.ok()) {
+        if (s.ok()) s = w;
+        return false;
       }
-    };
-    int nthreads = static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, opt_.io_threads)), chunks.size()));
-    std::vector<std::thread> threads;
-    for (int i = 1; i < nthreads; ++i) threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads) t.join();
+      written += c.end - c.begin;
+      // The last bytes are reported once the step is durable (Loop), not when they reach the cache.
+      if (opt_.progress && written < job.size) opt_.progress(job.step, written, job.size);
+      return true;
+    });
     if (s.ok() && opt_.fsync && ::fsync(fd) != 0) s = ErrnoError(fmt::format("fsync {}", tmp), errno);
     if (::close(fd) != 0 && s.ok()) s = ErrnoError(fmt::format("close {}", tmp), errno);
     if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoError("rename " + tmp, errno);
