@@ -194,33 +194,6 @@ class Generator {
   std::vector<int64_t> choices_;
 };
 
-// Stores `v` (exactly representable) as element `i` of a buffer of type t.
-void Store(void* buf, DType t, uint64_t i, double v) {
-  switch (t) {
-    case DType::kInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
-    case DType::kUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
-    case DType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case DType::kInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-    case DType::kFloat16: static_cast<uint16_t*>(buf)[i] = F32ToF16(static_cast<float>(v)); break;
-    case DType::kBfloat16: static_cast<uint16_t*>(buf)[i] = F32ToBf16(static_cast<float>(v)); break;
-    case DType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    default: static_cast<double*>(buf)[i] = v; break;
-  }
-}
-
-double Load(const void* buf, DType t, uint64_t i) {
-  switch (t) {
-    case DType::kInt8: return static_cast<const int8_t*>(buf)[i];
-    case DType::kUint8: return static_cast<const uint8_t*>(buf)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(buf)[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case DType::kFloat16: return F16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kBfloat16: return Bf16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kFloat32: return static_cast<const float*>(buf)[i];
-    default: return static_cast<const double*>(buf)[i];
-  }
-}
-
 // Half a unit in the last place of the output type at magnitude a: the error of one final rounding.
 double HalfUlp(DType t, double a) {
   switch (t) {
@@ -239,7 +212,7 @@ int64_t CheckReduction(const Generator& gen, const Options& o, int n, const void
   int64_t wrong = 0;
   for (uint64_t j = 0; j < count; ++j) {
     const uint64_t i = first + j;
-    const double got = Load(out, o.dtype, j);
+    const double got = LoadElement(out, j, o.dtype);
     if (!IsFloat(o.dtype)) {
       int64_t acc = o.op == RedOp::kProd ? 1 : 0;
       for (int r = 0; r < n; ++r) {
@@ -381,7 +354,7 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, uint64_t byt
   Buffer in = Allocate(in_elems * es), out = Allocate(out_elems * es);
   if (!in || !out) throw BenchError{fmt::format("rank {}: cannot allocate {} bytes for size {}", w.rank,
                                                 (in_elems + out_elems) * es, bytes)};
-  for (uint64_t i = 0; i < in_elems; ++i) Store(in.get(), o.dtype, i, gen.Value(w.rank, i));
+  for (uint64_t i = 0; i < in_elems; ++i) StoreElement(in.get(), i, o.dtype, gen.Value(w.rank, i));
 
   const auto dt = static_cast<tsrDataType_t>(o.dtype);
   const auto op = static_cast<tsrRedOp_t>(o.op);
@@ -426,7 +399,7 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, uint64_t byt
       for (uint64_t i = 0; i < out_elems; ++i) {
         double want = o.coll == Coll::kAllGather ? gen.Value(static_cast<int>(i / block), i % block)
                                                  : gen.Value(o.root, i);
-        wrong += Load(out.get(), o.dtype, i) != want;
+        wrong += LoadElement(out.get(), i, o.dtype) != want;
       }
     }
     int64_t wrong_all = 0;

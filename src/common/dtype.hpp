@@ -76,4 +76,34 @@ inline uint16_t F32ToF16(float f) {
   return static_cast<uint16_t>(sign | q);
 }
 
+// Element i of a buffer of type t, to and from double (for references and checks: `v` must be
+// representable in t; 16-bit floats round to nearest even).
+inline void StoreElement(void* buf, size_t i, DType t, double v) {
+  switch (t) {
+    case DType::kInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
+    case DType::kUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
+    case DType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
+    case DType::kInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
+    case DType::kFloat16: static_cast<uint16_t*>(buf)[i] = F32ToF16(static_cast<float>(v)); break;
+    case DType::kBfloat16: static_cast<uint16_t*>(buf)[i] = F32ToBf16(static_cast<float>(v)); break;
+    case DType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case DType::kFloat64: static_cast<double*>(buf)[i] = v; break;
+    default: break;
+  }
+}
+
+inline double LoadElement(const void* buf, size_t i, DType t) {
+  switch (t) {
+    case DType::kInt8: return static_cast<const int8_t*>(buf)[i];
+    case DType::kUint8: return static_cast<const uint8_t*>(buf)[i];
+    case DType::kInt32: return static_cast<const int32_t*>(buf)[i];
+    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case DType::kFloat16: return F16ToF32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::kBfloat16: return Bf16ToF32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::kFloat32: return static_cast<const float*>(buf)[i];
+    case DType::kFloat64: return static_cast<const double*>(buf)[i];
+    default: return 0;
+  }
+}
+
 }  // namespace tessera

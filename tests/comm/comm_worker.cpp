@@ -81,16 +81,16 @@ int RunCheck(std::vector<size_t> sizes, uint64_t seed, const std::vector<DType>&
           ++seed;
           // allreduce
           std::vector<unsigned char> in(count * esz + 1), out(count * esz + 1, 0xAB);
-          for (size_t i = 0; i < count; ++i) Store(in.data(), i, t, Value(seed, g_rank, i, t, op));
+          for (size_t i = 0; i < count; ++i) StoreElement(in.data(), i, t, Value(seed, g_rank, i, t, op));
           void* dst = inplace ? in.data() : out.data();
           Check(tsrAllReduce(in.data(), dst, count, tt, op, g_comm, nullptr), "allreduce");
           for (size_t i = 0; i < count; ++i) {
             double abs_sum, ref = Reference(seed, i, t, op, g_size, &abs_sum);
-            double got = Load(dst, i, t);
+            double got = LoadElement(dst, i, t);
             if (!tessera::IsFloat(t)) {  // compare modulo the type's wrap-around
               unsigned char scratch[8];
-              Store(scratch, 0, t, std::fmod(ref, 18446744073709551616.0));
-              ref = Load(scratch, 0, t);
+              StoreElement(scratch, 0, t, std::fmod(ref, 18446744073709551616.0));
+              ref = LoadElement(scratch, 0, t);
             }
             if (!WithinBound(got, ref, abs_sum, t, g_size))
               Fail("allreduce " + std::string(tessera::DTypeName(t)) + " " + std::to_string(op) + " count " +
@@ -102,40 +102,40 @@ int RunCheck(std::vector<size_t> sizes, uint64_t seed, const std::vector<DType>&
           if (op != tsrSum && op != tsrMax) continue;  // other collectives: two ops are enough
           // reduce-scatter: each rank gets block `rank` of the reduction of W*count elements
           std::vector<unsigned char> rin(count * g_size * esz + 1), rout(count * esz + 1, 0xCD);
-          for (size_t i = 0; i < count * g_size; ++i) Store(rin.data(), i, t, Value(seed, g_rank, i, t, op));
+          for (size_t i = 0; i < count * g_size; ++i) StoreElement(rin.data(), i, t, Value(seed, g_rank, i, t, op));
           void* rdst = inplace ? rin.data() + g_rank * count * esz : rout.data();
           Check(tsrReduceScatter(rin.data(), rdst, count, tt, op, g_comm, nullptr), "reduce_scatter");
           for (size_t i = 0; i < count; ++i) {
             double abs_sum, ref = Reference(seed, g_rank * count + i, t, op, g_size, &abs_sum);
             if (!tessera::IsFloat(t)) {
               unsigned char scratch[8];
-              Store(scratch, 0, t, std::fmod(ref, 18446744073709551616.0));
-              ref = Load(scratch, 0, t);
+              StoreElement(scratch, 0, t, std::fmod(ref, 18446744073709551616.0));
+              ref = LoadElement(scratch, 0, t);
             }
-            if (!WithinBound(Load(rdst, i, t), ref, abs_sum, t, g_size))
+            if (!WithinBound(LoadElement(rdst, i, t), ref, abs_sum, t, g_size))
               Fail("reduce_scatter " + std::string(tessera::DTypeName(t)) + " count " + std::to_string(count) +
-                   ": element " + std::to_string(i) + " = " + std::to_string(Load(rdst, i, t)) + ", reference " +
+                   ": element " + std::to_string(i) + " = " + std::to_string(LoadElement(rdst, i, t)) + ", reference " +
                    std::to_string(ref));
           }
           // allgather
           std::vector<unsigned char> gin(count * esz + 1), gout(count * g_size * esz + 1, 0xEF);
-          for (size_t i = 0; i < count; ++i) Store(gin.data(), i, t, Value(seed, g_rank, i, t, tsrSum));
+          for (size_t i = 0; i < count; ++i) StoreElement(gin.data(), i, t, Value(seed, g_rank, i, t, tsrSum));
           if (inplace) std::memcpy(gout.data() + g_rank * count * esz, gin.data(), count * esz);
           const void* gsrc = inplace ? gout.data() + g_rank * count * esz : gin.data();
           Check(tsrAllGather(gsrc, gout.data(), count, tt, g_comm, nullptr), "allgather");
           for (int r = 0; r < g_size; ++r)
             for (size_t i = 0; i < count; ++i)
-              if (Load(gout.data(), r * count + i, t) != Value(seed, r, i, t, tsrSum))
+              if (LoadElement(gout.data(), r * count + i, t) != Value(seed, r, i, t, tsrSum))
                 Fail("allgather " + std::string(tessera::DTypeName(t)) + " count " + std::to_string(count) +
                      ": block " + std::to_string(r) + " element " + std::to_string(i) + " wrong");
           // broadcast from a root that moves with the seed
           int root = static_cast<int>(seed % g_size);
           std::vector<unsigned char> bbuf(count * esz + 1, 0x11), bout(count * esz + 1, 0x22);
-          for (size_t i = 0; i < count; ++i) Store(bbuf.data(), i, t, Value(seed, root, i, t, tsrSum));
+          for (size_t i = 0; i < count; ++i) StoreElement(bbuf.data(), i, t, Value(seed, root, i, t, tsrSum));
           void* bdst = inplace ? bbuf.data() : bout.data();
           Check(tsrBroadcast(bbuf.data(), bdst, count, tt, root, g_comm, nullptr), "broadcast");
           for (size_t i = 0; i < count; ++i)
-            if (Load(bdst, i, t) != Value(seed, root, i, t, tsrSum))
+            if (LoadElement(bdst, i, t) != Value(seed, root, i, t, tsrSum))
               Fail("broadcast root " + std::to_string(root) + " count " + std::to_string(count) + ": element " +
                    std::to_string(i) + " wrong");
         }

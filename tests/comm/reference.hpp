@@ -1,7 +1,8 @@
 // tests/comm/reference: the f64 reference shared by the multi-process collective workers (comm_worker
 // on host ranks, gpu_worker on mixed GPU/host ranks): deterministic inputs of (seed, rank, index) that are
-// exact in every element type, typed element access, the reduction in f64 over a world, the error bound
-// the product promises (one final rounding to the output type plus f32/f64 accumulation) and a result hash.
+// exact in every element type (stored and loaded with StoreElement/LoadElement of common/dtype.hpp), the
+// reduction in f64 over a world, the error bound the product promises (one final rounding to the output
+// type plus f32/f64 accumulation) and a result hash.
 #pragma once
 
 #include <algorithm>
@@ -35,34 +36,6 @@ inline double Value(uint64_t seed, int rank, size_t i, DType t, tsrRedOp_t op) {
       if (t == DType::kFloat32) return static_cast<float>(v);
       return v;
     }
-  }
-}
-
-inline void Store(void* buf, size_t i, DType t, double v) {
-  switch (t) {
-    case DType::kInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
-    case DType::kUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
-    case DType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case DType::kInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-    case DType::kFloat16: static_cast<uint16_t*>(buf)[i] = F32ToF16(static_cast<float>(v)); break;
-    case DType::kBfloat16: static_cast<uint16_t*>(buf)[i] = F32ToBf16(static_cast<float>(v)); break;
-    case DType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double*>(buf)[i] = v; break;
-    default: break;
-  }
-}
-
-inline double Load(const void* buf, size_t i, DType t) {
-  switch (t) {
-    case DType::kInt8: return static_cast<const int8_t*>(buf)[i];
-    case DType::kUint8: return static_cast<const uint8_t*>(buf)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(buf)[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case DType::kFloat16: return F16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kBfloat16: return Bf16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kFloat32: return static_cast<const float*>(buf)[i];
-    case DType::kFloat64: return static_cast<const double*>(buf)[i];
-    default: return 0;
   }
 }
 

@@ -111,7 +111,7 @@ int RunCheck(const std::vector<size_t>& sizes) {
         for (int inplace = 0; inplace < 2; ++inplace) {
           ++seed;
           Buf in(count * esz), out(count * esz, 0xAB);
-          for (size_t i = 0; i < count; ++i) Store(in.host.data(), i, t, Value(seed, g_rank, i, t, op));
+          for (size_t i = 0; i < count; ++i) StoreElement(in.host.data(), i, t, Value(seed, g_rank, i, t, op));
           in.Push();
           Buf& dst = inplace ? in : out;
           if (g_gpu && first && count > 0) {
@@ -129,7 +129,7 @@ int RunCheck(const std::vector<size_t>& sizes) {
           dst.Pull();
           for (size_t i = 0; i < count; ++i) {
             double abs_sum, ref = Reference(seed, i, t, op, g_size, &abs_sum);
-            double got = Load(dst.host.data(), i, t);
+            double got = LoadElement(dst.host.data(), i, t);
             if (t == DType::kInt32)
               ref = static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(std::fmod(ref, 4294967296.0))));
             if (!WithinBound(got, ref, abs_sum, t, g_size))
@@ -142,36 +142,36 @@ int RunCheck(const std::vector<size_t>& sizes) {
           if (op != tsrSum || inplace) continue;
           // reduce_scatter (sum)
           Buf rin(count * g_size * esz), rout(count * esz, 0xCD);
-          for (size_t i = 0; i < count * g_size; ++i) Store(rin.host.data(), i, t, Value(seed, g_rank, i, t, op));
+          for (size_t i = 0; i < count * g_size; ++i) StoreElement(rin.host.data(), i, t, Value(seed, g_rank, i, t, op));
           rin.Push();
           Check(tsrReduceScatter(rin.ptr(), rout.ptr(), count, tt, op, g_comm, S()), "reduce_scatter");
           rout.Pull();
           for (size_t i = 0; i < count; ++i) {
             double abs_sum, ref = Reference(seed, g_rank * count + i, t, op, g_size, &abs_sum);
-            if (!WithinBound(Load(rout.host.data(), i, t), ref, abs_sum, t, g_size))
+            if (!WithinBound(LoadElement(rout.host.data(), i, t), ref, abs_sum, t, g_size))
               Fail("reduce_scatter " + std::string(tessera::DTypeName(t)) + " count " + std::to_string(count) +
                    " element " + std::to_string(i));
           }
           // allgather
           Buf gin(count * esz), gout(count * g_size * esz, 0xEF);
-          for (size_t i = 0; i < count; ++i) Store(gin.host.data(), i, t, Value(seed, g_rank, i, t, tsrSum));
+          for (size_t i = 0; i < count; ++i) StoreElement(gin.host.data(), i, t, Value(seed, g_rank, i, t, tsrSum));
           gin.Push();
           Check(tsrAllGather(gin.ptr(), gout.ptr(), count, tt, g_comm, S()), "allgather");
           gout.Pull();
           for (int r = 0; r < g_size; ++r)
             for (size_t i = 0; i < count; ++i)
-              if (Load(gout.host.data(), r * count + i, t) != Value(seed, r, i, t, tsrSum))
+              if (LoadElement(gout.host.data(), r * count + i, t) != Value(seed, r, i, t, tsrSum))
                 Fail("allgather " + std::string(tessera::DTypeName(t)) + " block " + std::to_string(r) + " wrong");
           // broadcast
           int root = static_cast<int>(seed % g_size);
           Buf bbuf(count * esz, 0x11);
-          for (size_t i = 0; i < count; ++i) Store(bbuf.host.data(), i, t, Value(seed, root, i, t, tsrSum));
+          for (size_t i = 0; i < count; ++i) StoreElement(bbuf.host.data(), i, t, Value(seed, root, i, t, tsrSum));
           if (g_rank != root) std::fill(bbuf.host.begin(), bbuf.host.end(), 0x22);
           bbuf.Push();
           Check(tsrBroadcast(bbuf.ptr(), bbuf.ptr(), count, tt, root, g_comm, S()), "broadcast");
           bbuf.Pull();
           for (size_t i = 0; i < count; ++i)
-            if (Load(bbuf.host.data(), i, t) != Value(seed, root, i, t, tsrSum))
+            if (LoadElement(bbuf.host.data(), i, t) != Value(seed, root, i, t, tsrSum))
               Fail("broadcast root " + std::to_string(root) + " element " + std::to_string(i) + " wrong");
         }
     }
@@ -194,12 +194,12 @@ int RunNumerics(size_t count) {
       for (size_t i = 0; i < count; ++i) {
         double v = nd(gen);
         unsigned char tmp[8];
-        Store(tmp, 0, t, v);
-        vals[r][i] = Load(tmp, 0, t);  // exactly representable inputs
+        StoreElement(tmp, 0, t, v);
+        vals[r][i] = LoadElement(tmp, 0, t);  // exactly representable inputs
       }
     }
     Buf in(count * esz);
-    for (size_t i = 0; i < count; ++i) Store(in.host.data(), i, t, vals[g_rank][i]);
+    for (size_t i = 0; i < count; ++i) StoreElement(in.host.data(), i, t, vals[g_rank][i]);
     in.Push();
     Check(tsrAllReduce(in.ptr(), in.ptr(), count, static_cast<tsrDataType_t>(t), tsrSum, g_comm, S()), "allreduce");
     in.Pull();
@@ -211,10 +211,10 @@ int RunNumerics(size_t count) {
         ref += vals[r][i];
         abs_sum += std::fabs(vals[r][i]);
       }
-      double got = Load(in.host.data(), i, t);
+      double got = LoadElement(in.host.data(), i, t);
       unsigned char tmp[8];
-      Store(tmp, 0, t, ref);
-      double ideal = Load(tmp, 0, t);
+      StoreElement(tmp, 0, t, ref);
+      double ideal = LoadElement(tmp, 0, t);
       num += (got - ref) * (got - ref);
       den += ref * ref;
       floor_num += (ideal - ref) * (ideal - ref);
