@@ -190,8 +190,14 @@ Status Comm::Init() {
   }
   const auto& mine = islands_[my_island_].ranks;
   local_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
+  // Device islands on the device bridge: decided once, from the world and the environment, so every rank
+  // reaches the same answer (see Island::device_bridge).
   TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_CUDA_BRIDGE", "auto", {"auto", "staged"}));
-  device_bridge_ = cuda_bridge == "auto";
+  for (auto& isl : islands_) {
+    const std::string& host = infos_[isl.ranks.front()].host_id;
+    isl.device_bridge = cuda_bridge == "auto" && bridge != "tcp" && isl.backend != "host" && isl.ranks.size() == 1 &&
+                        std::all_of(infos_.begin(), infos_.end(), [&](const RankInfo& ri) { return ri.host_id == host; });
+  }
   TSR_RETURN_IF_ERROR(SetUpChannels());
   p2p_sent_.assign(size_, 0);
   p2p_recvd_.assign(size_, 0);
@@ -419,13 +425,6 @@ Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, in
     }
   }
   return Status::Ok();
-}
-
-bool Comm::DeviceBridgeEligible(const Island& isl, DType dt) const {
-  if (!device_bridge_ || isl.backend == "host" || isl.ranks.size() != 1 || !IsFloat(dt)) return false;
-  if (env::Get("TESSERA_BRIDGE").value_or("auto") == "tcp") return false;
-  const std::string& host = infos_[isl.ranks.front()].host_id;
-  return std::all_of(infos_.begin(), infos_.end(), [&](const RankInfo& ri) { return ri.host_id == host; });
 }
 
 Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_t count, DType dt, RedOp op, int root,

@@ -42,6 +42,10 @@ struct Island {
   std::string vendor;
   std::string backend;     // "host" or "cuda"
   std::vector<int> ranks;  // sorted
+  // A device island of one rank whose floating-point allreduce crosses the bridge on the GPU's copy
+  // engines: every rank of the world on its host (every bridge channel is a shm ring the copy engines
+  // reach), TESSERA_BRIDGE not tcp, TESSERA_CUDA_BRIDGE not "staged". Set in Comm::Init.
+  bool device_bridge = false;
 };
 
 struct Range {
@@ -120,10 +124,9 @@ class Comm final : public Communicator, public Links {
   // engines and kernels (allreduce, island of one rank, every bridge channel shm: see DeviceBridgeEligible).
   Status Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,
                       DeviceOps* dev = nullptr);
-  // Whether island `isl` is a device island whose allreduce of `dt` runs on the device bridge: one rank,
-  // a floating type, every rank of the world on its host (so every bridge channel is a shm ring the GPU's
-  // copy engines can reach) and TESSERA_CUDA_BRIDGE not "staged". The same answer on every rank.
-  bool DeviceBridgeEligible(const Island& isl, DType dt) const;
+  // Whether island `isl`'s allreduce of `dt` runs on the device bridge (Island::device_bridge, floating
+  // types). The same answer on every rank.
+  bool DeviceBridgeEligible(const Island& isl, DType dt) const { return isl.device_bridge && IsFloat(dt); }
   Status ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers);
   Range Shard(const Island& isl, int member, size_t total) const;
   void* Scratch(int which, size_t bytes);
@@ -148,7 +151,6 @@ class Comm final : public Communicator, public Links {
   Status failed_;
   bool aborted_by_peer_ = false;
   size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
-  bool device_bridge_ = true;      // TESSERA_CUDA_BRIDGE=auto (copy engines) rather than "staged"
   // This rank's device backend (TESSERA_DEVICE=cuda:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.
   std::unique_ptr<DeviceRank> cuda_;
