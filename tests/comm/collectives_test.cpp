@@ -151,6 +151,22 @@ TEST(CommFaults, UnreachableStoreNamesTheAddress) {
   EXPECT_LT(r.seconds, 10) << r.out;
 }
 
+// Variables read once the world has met (channel set-up): every rank fails init naming the value.
+TEST(CommFaults, MalformedChannelVariablesAreNamedWithTheirValue) {
+  struct Case {
+    std::string env, expect;
+  } cases[] = {
+      {"TESSERA_SHM_RING=100000", "TESSERA_SHM_RING=100000 must be at least 64K and a multiple of 4K"},
+      {"TESSERA_CUDA_RING=32K", "TESSERA_CUDA_RING=32768 must be at least 64K and a multiple of 4K"},
+      {"TESSERA_CUDA_BRIDGE=fast", "TESSERA_CUDA_BRIDGE='fast'"},
+  };
+  for (const auto& c : cases) {
+    Proc r = Shell(c.env + " " + Bin() + " run --timeout 10s" + Islands({1, 1}) + " -- " + Worker() + " check");
+    EXPECT_NE(r.status, 0) << c.env << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, c.expect), 2) << c.env << "\n" << r.out;
+  }
+}
+
 TEST(CommFaults, MalformedVariablesAreNamedWithTheirValue) {
   struct Case {
     std::string env, expect;
