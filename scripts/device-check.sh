@@ -3,7 +3,9 @@
 # GPU tests (kernels, hybrid correctness, faults), then benchmark
 #   (a) hybrid allreduce busbw, 1 GPU + 3 host ranks and two GPU islands on one GPU, beside the pinned
 #       D2H/H2D copy bandwidth measured in the same run (and the same jobs on host memory, for context);
-#   (b) a single NCCL island through Tessera against NCCL called directly;
+#       on a machine with several GPUs also two GPU islands on two GPUs, beside the copy bandwidth of
+#       two GPUs copying at once;
+#   (b) a single NCCL island through Tessera against NCCL called directly (one GPU; and two when there);
 #   (c) numerics: error against f64 for random f16/bf16/f32 gradients, and bit-identity of all ranks.
 # Writes bench/results/gpu-<date>.json (machine, GPU, driver, commit, all rows) — and a copy under $OUT
 # when set — and prints a short table last. Usage: scripts/device-check.sh [BUILD_DIR]
@@ -22,6 +24,9 @@ COMMIT=${TESSERA_COMMIT:-$(cat COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/n
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv || true
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# Jobs meant for one card pin themselves to the first GPU where there are several.
+ONE_CARD=; [ "$NGPU" -gt 1 ] && ONE_CARD=CUDA_VISIBLE_DEVICES=0
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 echo "commit $COMMIT; $(nproc) cores; $(uname -r); nvcc $(nvcc --version | tail -1)"
 ls -l /usr/lib/x86_64-linux-gnu/libnccl.so* 2>/dev/null || ldconfig -p | grep nccl || true
@@ -74,24 +79,32 @@ run_job() {  # [JOBENV="VAR=value ..."] run_job LABEL TIMEOUT -- tessera-run arg
 
 step "bench (a): pinned copy bandwidth and hybrid allreduce"
 timeout 60 "$BENCH" copy --mib 256 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
+[ "$NGPU" -gt 1 ] && timeout 60 "$BENCH" copy --mib 256 --gpus 2 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 SZ=1M,16M,64M,256M
 run_job gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes $SZ --iters 5
 run_job gpu1+host3-hostmem 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes $SZ --iters 5 --host-memory
 run_job gpu1+host3-bf16 90 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes 64M,256M --iters 5 --dtype bf16
-run_job gpu+gpu-one-card 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5
-run_job gpu+gpu-one-card-hostmem 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5 --host-memory
+JOBENV=$ONE_CARD run_job gpu+gpu-one-card 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5
+JOBENV=$ONE_CARD run_job gpu+gpu-one-card-hostmem 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5 --host-memory
 # The same jobs on the previous bridge (pinned staging + host engine), side by side in this run.
 JOBENV=TESSERA_CUDA_BRIDGE=staged run_job gpu1+host3-staged 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
-JOBENV=TESSERA_CUDA_BRIDGE=staged run_job gpu+gpu-one-card-staged 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+JOBENV="$ONE_CARD TESSERA_CUDA_BRIDGE=staged" run_job gpu+gpu-one-card-staged 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
 # Ring and copy size: the device bridge pipelines through the rings, so they bound the bytes in flight
 # (defaults TESSERA_CUDA_RING=64M, TESSERA_CUDA_PIECE=8M; here a quarter and half of that).
-JOBENV="TESSERA_CUDA_RING=16M TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-ring16M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+JOBENV="$ONE_CARD TESSERA_CUDA_RING=16M TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-ring16M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+JOBENV="$ONE_CARD TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+if [ "$NGPU" -gt 1 ]; then
+  # Each island on its own GPU and PCIe link: the layout of a real two-vendor job.
+  run_job gpu+gpu-two-cards 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 16M,64M,256M --iters 5
+  JOBENV="TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-two-cards-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+fi
 # One GPU and ONE host rank: the host side is a single process (no island phases), the bridge alone.
 run_job gpu1+host1 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
 run_job host1+host1 150 -- --island a=host:1 --island b=host:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
 
 step "bench (b): one NCCL island through Tessera vs NCCL directly"
 run_job single-island 120 -- --island nvidia=cuda:1 -- "$BENCH" direct --sizes 1M,4M,16M,64M,256M --iters 50
+[ "$NGPU" -gt 1 ] && run_job single-island-2gpu 120 -- --island nvidia=cuda:2 -- "$BENCH" direct --sizes 1M,4M,16M,64M,256M --iters 50
 
 step "bench (c): numerics, random gradients (4,000,037 elements)"
 run_job numerics-gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$W" numerics --count 4000037
@@ -113,16 +126,19 @@ out = {"machine": {"host": socket.gethostname(), "cores": os.cpu_count(), "gpu":
        "env": {"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")},
        "gpu_tests_passed": test_rc == "0", "rows": rows}
 json.dump(out, open(res, "w"), indent=1)
-copy = [r for r in rows if r.get("bench") == "pinned_copy"]
+copy = [r for r in rows if r.get("bench") == "pinned_copy" and r.get("gpus", 1) == 1]
+copy2 = [r for r in rows if r.get("bench") == "pinned_copy" and r.get("gpus", 1) == 2]
 cbw = min(copy[0]["d2h_GBps"], copy[0]["h2d_GBps"]) if copy else float("nan")
 bidir = copy[0]["bidir_each_GBps"] if copy else float("nan")
 print(f"GPU {gpu}, driver {driver}, commit {commit[:12]}; GPU tests {'PASSED' if test_rc == '0' else 'FAILED'}")
 if copy: print(f"pinned copy 256 MiB: D2H {copy[0]['d2h_GBps']:.1f} GB/s, H2D {copy[0]['h2d_GBps']:.1f} GB/s, both at once {copy[0]['bidir_each_GBps']:.1f} GB/s each")
+if copy2: print(f"pinned copy 256 MiB, 2 GPUs at once, per GPU: D2H {copy2[0]['d2h_GBps']:.1f} GB/s, H2D {copy2[0]['h2d_GBps']:.1f} GB/s, both at once {copy2[0]['bidir_each_GBps']:.1f} GB/s each")
 # staging efficiency: the same job with the GPU rank(s) on host memory, over the job on device memory
 hostmem = {(r["job"].replace("-hostmem", ""), r["bytes"], r["dtype"]): r["time_us"] for r in rows
            if r.get("bench") == "allreduce" and not r["gpu_memory"]}
-# link: bytes each GPU rank moves over the PCIe link in each direction, summed over the GPU ranks, per
-# second — against the copy bandwidth with both directions busy at once (what the bridge does).
+# link: bytes each GPU rank moves over the PCIe link in each direction, summed over the GPU ranks on one
+# card (per card for the two-card jobs), per second — against the copy bandwidth with both directions busy
+# at once (what the bridge does), measured with as many GPUs copying at once as the job uses.
 print(f"{'job':28} {'size':>6} {'dtype':>8} {'time us':>10} {'algbw':>7} {'busbw':>7} {'link':>7} {'link/bidir copy':>15} {'host/dev time':>13}")
 for r in rows:
     if r.get("bench") == "allreduce":
@@ -130,10 +146,14 @@ for r in rows:
         h = hostmem.get((r["job"], r["bytes"], r["dtype"])) if r["gpu_memory"] else None
         eff = f"{h / r['time_us']:>12.0%}" if h else f"{'':>13}"
         link = r.get("link_GBps_each_way", float("nan")) if r["gpu_memory"] else float("nan")
-        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {link:>7.2f} {link/bidir:>14.0%} {eff}")
+        ref = bidir
+        if "two-cards" in r["job"]:
+            link /= 2
+            ref = copy2[0]["bidir_each_GBps"] if copy2 else float("nan")
+        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {link:>7.2f} {link/ref:>14.0%} {eff}")
 for r in rows:
     if r.get("bench") == "single_island":
-        print(f"single island {r['bytes']>>20:>4}M: tessera {r['tessera_us']:.1f} us, nccl {r['nccl_us']:.1f} us, overhead {r['overhead_pct']:+.2f}% ({r['ccl']})")
+        print(f"single island ({r['ranks']} GPU) {r['bytes']>>20:>4}M: tessera {r['tessera_us']:.1f} us, nccl {r['nccl_us']:.1f} us, overhead {r['overhead_pct']:+.2f}% ({r['ccl']})")
 for r in rows:
     if r.get("bench") == "numerics":
         print(f"numerics {r['job']:24} {r['dtype']:>8}: rel err (L2) {r['rel_err_l2']:.2e} vs one rounding {r['one_rounding_rel_err_l2']:.2e}; max rel {r['max_rel_err']:.2e}; beyond bound {r['beyond_one_rounding']}; bit-identical {r['bit_identical']}")

@@ -1,5 +1,6 @@
 // bench/gpu/gpu_bench: the GPU numbers of scripts/device-check.sh, one JSON object per line on stdout.
-//   gpu_bench copy [--mib N]                    pinned cudaMemcpyAsync bandwidth D2H, H2D and both at once
+//   gpu_bench copy [--mib N] [--gpus N]         pinned cudaMemcpyAsync bandwidth D2H, H2D and both at once,
+//                                               per GPU, with the first N GPUs (default 1) copying at once
 //                                               (one process, no communicator);
 //   gpu_bench allreduce [--sizes ..] [--iters N] [--dtype f32] [--host-memory]
 //                                               run as every rank of a job: GPU ranks on device memory and
@@ -58,34 +59,59 @@ double Median(std::vector<double> v) {
 }
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-int Copy(size_t mib) {
-  size_t bytes = mib << 20;
-  void *h1, *h2, *d1, *d2;
-  Cuda(cudaHostAlloc(&h1, bytes, cudaHostAllocDefault), "cudaHostAlloc");
-  Cuda(cudaHostAlloc(&h2, bytes, cudaHostAllocDefault), "cudaHostAlloc");
-  Cuda(cudaMalloc(&d1, bytes), "cudaMalloc");
-  Cuda(cudaMalloc(&d2, bytes), "cudaMalloc");
-  std::memset(h1, 1, bytes);
-  std::memset(h2, 2, bytes);
-  cudaStream_t s1, s2;
-  Cuda(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
-  Cuda(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
+// Pinned copy bandwidth of the first `gpus` GPUs copying at once (each its own buffers and streams,
+// all issued from this thread, timed to the last one's end): per GPU, D2H alone, H2D alone, both at once.
+int Copy(size_t mib, int gpus) {
+  const size_t bytes = mib << 20;
+  int visible = 0;
+  Cuda(cudaGetDeviceCount(&visible), "cudaGetDeviceCount");
+  if (gpus < 1 || gpus > visible) Die("--gpus " + std::to_string(gpus) + ": " + std::to_string(visible) + " visible");
+  struct Bufs {
+    void *h1, *h2, *d1, *d2;
+    cudaStream_t s1, s2;
+  };
+  std::vector<Bufs> g(gpus);
+  for (int d = 0; d < gpus; ++d) {
+    Cuda(cudaSetDevice(d), "cudaSetDevice");
+    Cuda(cudaHostAlloc(&g[d].h1, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    Cuda(cudaHostAlloc(&g[d].h2, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    Cuda(cudaMalloc(&g[d].d1, bytes), "cudaMalloc");
+    Cuda(cudaMalloc(&g[d].d2, bytes), "cudaMalloc");
+    std::memset(g[d].h1, 1, bytes);
+    std::memset(g[d].h2, 2, bytes);
+    Cuda(cudaStreamCreateWithFlags(&g[d].s1, cudaStreamNonBlocking), "stream");
+    Cuda(cudaStreamCreateWithFlags(&g[d].s2, cudaStreamNonBlocking), "stream");
+  }
   auto time = [&](int which) {
     std::vector<double> t;
     for (int i = 0; i < 12; ++i) {
       double t0 = Now();
-      if (which != 1) Cuda(cudaMemcpyAsync(h1, d1, bytes, cudaMemcpyDeviceToHost, s1), "D2H");
-      if (which != 0) Cuda(cudaMemcpyAsync(d2, h2, bytes, cudaMemcpyHostToDevice, s2), "H2D");
-      Cuda(cudaStreamSynchronize(s1), "sync");
-      Cuda(cudaStreamSynchronize(s2), "sync");
+      for (int d = 0; d < gpus; ++d) {
+        Cuda(cudaSetDevice(d), "cudaSetDevice");
+        if (which != 1) Cuda(cudaMemcpyAsync(g[d].h1, g[d].d1, bytes, cudaMemcpyDeviceToHost, g[d].s1), "D2H");
+        if (which != 0) Cuda(cudaMemcpyAsync(g[d].d2, g[d].h2, bytes, cudaMemcpyHostToDevice, g[d].s2), "H2D");
+      }
+      for (int d = 0; d < gpus; ++d) {
+        Cuda(cudaStreamSynchronize(g[d].s1), "sync");
+        Cuda(cudaStreamSynchronize(g[d].s2), "sync");
+      }
       if (i >= 2) t.push_back(Now() - t0);
     }
     return bytes / Median(t) / 1e9;
   };
   double d2h = time(0), h2d = time(1), both = time(2);
   std::printf(
-      "{\"bench\":\"pinned_copy\",\"bytes\":%zu,\"d2h_GBps\":%.2f,\"h2d_GBps\":%.2f,\"bidir_each_GBps\":%.2f}\n", bytes,
-      d2h, h2d, both);
+      "{\"bench\":\"pinned_copy\",\"gpus\":%d,\"bytes\":%zu,\"d2h_GBps\":%.2f,\"h2d_GBps\":%.2f,"
+      "\"bidir_each_GBps\":%.2f}\n",
+      gpus, bytes, d2h, h2d, both);
+  for (int d = 0; d < gpus; ++d) {
+    Cuda(cudaSetDevice(d), "cudaSetDevice");
+    Cuda(cudaStreamSynchronize(g[d].s1), "sync");
+    Cuda(cudaFreeHost(g[d].h1), "cudaFreeHost");
+    Cuda(cudaFreeHost(g[d].h2), "cudaFreeHost");
+    Cuda(cudaFree(g[d].d1), "cudaFree");
+    Cuda(cudaFree(g[d].d2), "cudaFree");
+  }
   return 0;
 }
 
@@ -237,6 +263,7 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes = ParseSizes("1M,16M,64M,256M");
   int iters = 10;
   size_t mib = 256;
+  int gpus = 1;
   bool host_memory = false;
   tessera::DType dt = tessera::DType::kFloat32;
   for (int i = 2; i < argc; ++i) {
@@ -249,6 +276,8 @@ int main(int argc, char** argv) {
       iters = std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--mib")
       mib = std::stoull(argv[++i]);
+    else if (i + 1 < argc && a == "--gpus")
+      gpus = std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--dtype") {
       auto t = tessera::ParseDType(argv[++i]);
       if (!t) Die(std::string("unknown --dtype ") + argv[i]);
@@ -256,7 +285,7 @@ int main(int argc, char** argv) {
     } else
       Die("unknown argument " + a);
   }
-  if (mode == "copy") return Copy(mib);
+  if (mode == "copy") return Copy(mib, gpus);
   if (mode == "allreduce") return AllReduce(sizes, iters, dt, host_memory);
   if (mode == "direct") return Direct(sizes, iters);
   Die("unknown mode " + mode);

@@ -624,31 +624,34 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
           accs += job.n * asz;
         }
       size_t ji = 0;
-      for (const auto& sg : segs) {
+      std::vector<ReduceJob*> seg_job(segs.size(), nullptr);  // my part's job, per segment I own
+      for (size_t si = 0; si < segs.size(); ++si) {
+        const Segment& sg = segs[si];
         if (sg.owner[my_island_] != rank_) continue;
         Range p = part_of(sg.r, my_island_);
         if (p.len() == 0) continue;
         ReduceJob& job = jobs[ji++];
+        seg_job[si] = &job;
         for (int J = 0; J < k; ++J) {
           if (J == my_island_) e.LocalFold(&job, J, partial + (p.lo - pbase) * psz);
           else e.RecvFold(sg.owner[J], &job, J);
         }
       }
-      TSR_RETURN_IF_ERROR(e.Run(what + " (bridge reduce)"));
       if (kind != CollKind::kReduceScatter) {
-        // Phase 2b: share the reduced parts among the segment's owners.
-        for (const auto& sg : segs) {
+        // Phase 2b, in the same run: share the reduced parts among the segment's owners. Each part leaves
+        // as its folds finish, so the bridge's two phases overlap instead of draining in between.
+        for (size_t si = 0; si < segs.size(); ++si) {
+          const Segment& sg = segs[si];
           if (sg.owner[my_island_] != rank_) continue;
-          Range mine = part_of(sg.r, my_island_);
           for (int q = 0; q < k; ++q) {
             if (q == my_island_) continue;
             Range p = part_of(sg.r, q);
-            e.Send(sg.owner[q], out + (mine.lo - obase) * esz, mine.len() * esz);
+            if (seg_job[si] != nullptr) e.SendResult(sg.owner[q], seg_job[si]);
             e.RecvCopy(sg.owner[q], out + (p.lo - obase) * esz, p.len() * esz);
           }
         }
-        TSR_RETURN_IF_ERROR(e.Run(what + " (bridge share)"));
       }
+      TSR_RETURN_IF_ERROR(e.Run(what + (kind == CollKind::kReduceScatter ? " (bridge reduce)" : " (bridge)")));
     } else if (n > 1) {
       Finalize(out + (S.lo - obase) * esz, partial, S.len(), dt, op, divisor);
     } else if (out + (S.lo - obase) * esz != send + S.lo * esz) {

@@ -45,7 +45,15 @@ Status ReduceJob::FoldRange(int c, const void* src, size_t count) {
 void Engine::Send(int peer, const void* data, size_t bytes) {
   if (bytes == 0) return;
   if (sends_.size() <= static_cast<size_t>(peer)) sends_.resize(peer + 1);
-  sends_[peer].push_back({static_cast<const std::byte*>(data), bytes, PadToChannel(bytes), 0});
+  sends_[peer].push_back({static_cast<const std::byte*>(data), bytes, PadToChannel(bytes), 0, nullptr});
+  ++pending_;
+}
+
+void Engine::SendResult(int peer, const ReduceJob* job) {
+  size_t bytes = job->n * DTypeSize(job->dtype);
+  if (bytes == 0) return;
+  if (sends_.size() <= static_cast<size_t>(peer)) sends_.resize(peer + 1);
+  sends_[peer].push_back({static_cast<const std::byte*>(job->dst), bytes, PadToChannel(bytes), 0, job});
   ++pending_;
 }
 
@@ -92,9 +100,10 @@ Status Engine::Run(const std::string& what) {
       SendChannel* ch = links_->send(static_cast<int>(p));
       SendOp& op = q.front();
       size_t budget = kStep;
-      while (budget > 0 && op.off < op.padded) {
+      const size_t ready = op.Ready();
+      while (budget > 0 && op.off < op.padded && (op.off < ready || op.off >= op.bytes)) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;
-        size_t want = op.off < op.bytes ? std::min(op.bytes - op.off, budget) : op.padded - op.off;
+        size_t want = op.off < op.bytes ? std::min(ready - op.off, budget) : op.padded - op.off;
         TSR_ASSIGN_OR_RETURN(size_t n, ch->TrySend(src, want));
         if (n == 0) break;
         op.off += n;
@@ -239,12 +248,17 @@ Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
     dq.sent.pop_front();
     progress = true;
   }
+  const size_t ready = op.Ready();
   while (op.off < op.padded && dq.sent.size() < kMaxInFlight) {
     bool data = op.off < op.bytes;
-    auto [ptr, n] = ch->Reserve(data ? std::min(op.bytes - op.off, dev_->piece()) : op.padded - op.off);
+    if (data && op.off >= ready) break;  // a result not finished yet
+    // Copy whole pieces of a result unless the job is done: fewer, larger copies.
+    if (data && op.gate != nullptr && ready < op.bytes && ready - op.off < dev_->piece()) break;
+    auto [ptr, n] = ch->Reserve(data ? std::min(ready - op.off, dev_->piece()) : op.padded - op.off);
     if (n == 0) break;
     DeviceOps::Ticket t = 0;  // padding: nothing to write (ticket 0 is always done)
     if (data) {
+      if (op.gate != nullptr) TSR_RETURN_IF_ERROR(dev_->SendAfterFolds());
       TSR_RETURN_IF_ERROR(dev_->ToHost(ptr, op.data + op.off, n));
       TSR_ASSIGN_OR_RETURN(t, dev_->Mark(DeviceOps::kSendQueue));
     }

@@ -9,6 +9,7 @@
 // peers still owed; the Links' health check turns a dead peer or another rank's abort into an error.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -50,6 +51,9 @@ class DeviceOps {
   virtual Status Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) = 0;
   virtual Result<Ticket> Mark(Queue q) = 0;
   virtual Result<bool> Done(Queue q, Ticket t) = 0;
+  // Makes work issued on the send queue from now on wait for all work issued so far on the fold queue
+  // (a copy out of a result the folds are still writing).
+  virtual Status SendAfterFolds() = 0;
   // Device scratch of at least `bytes` for accumulators.
   virtual Result<void*> Scratch(size_t bytes) = 0;
   // Bytes per copy-engine transfer (TESSERA_CUDA_PIECE).
@@ -80,6 +84,12 @@ struct ReduceJob {
   // `device` is set).
   Status FoldRange(int c, const void* src, size_t count);
   size_t Allowed(int c) const { return (c == 0 || (c == 1 && fused_c == 0) ? n : done[c - 1]) - done[c]; }
+  // Elements of dst that are final (issued, on a device): every contributor has folded them.
+  size_t Finished() const {
+    size_t f = n;
+    for (size_t d : done) f = std::min(f, d);
+    return f;
+  }
 };
 
 // With a DeviceOps, every buffer handed to Send/RecvCopy/LocalFold is device memory and every channel
@@ -93,6 +103,9 @@ class Engine {
   void RecvCopy(int peer, void* dst, size_t bytes);
   void RecvFold(int peer, ReduceJob* job, int contributor);
   void LocalFold(ReduceJob* job, int contributor, const void* src);
+  // Sends job->dst (job->n elements of job->dtype) as the job finishes them, so a result leaves while
+  // the rest of it is still being reduced in the same Run (the job must be fed by this engine too).
+  void SendResult(int peer, const ReduceJob* job);
   // Runs all queued messages to completion. `what` describes the step for errors ("allreduce #7").
   Status Run(const std::string& what);
 
@@ -100,6 +113,8 @@ class Engine {
   struct SendOp {
     const std::byte* data;
     size_t bytes, padded, off;
+    const ReduceJob* gate;  // SendResult: only bytes the job has finished may go
+    size_t Ready() const { return gate == nullptr ? bytes : gate->Finished() * DTypeSize(gate->dtype); }
   };
   struct RecvOp {
     std::byte* dst;  // copy target, or null when folding

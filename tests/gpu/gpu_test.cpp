@@ -32,6 +32,20 @@ std::string NoGpuReason() {
   if (n == 0) return "no CUDA GPU visible";
   return "";
 }
+// Why a test of several GPUs cannot run here ("" when it can).
+std::string FewerGpusThan(int want) {
+  std::string why = NoGpuReason();
+  if (!why.empty()) return why;
+  int n = 0;
+  (void)cudaGetDeviceCount(&n);
+  if (n < want) return std::to_string(n) + " CUDA GPU(s) visible, the test needs " + std::to_string(want);
+  return "";
+}
+#define REQUIRE_GPUS(n)                                   \
+  do {                                                    \
+    std::string why = FewerGpusThan(n);                   \
+    if (!why.empty()) GTEST_SKIP() << "skipped: " << why; \
+  } while (0)
 #define REQUIRE_GPU()                                     \
   do {                                                    \
     std::string why = NoGpuReason();                      \
@@ -279,6 +293,35 @@ TEST(GpuSingleIsland, OneGpuWorldCallsTheCclOnTheStream) {
   REQUIRE_GPU();
   auto outs = RunWorld({{0, "nvidia", "cuda:0"}}, {"check", "--sizes", "0,1,1000,300001"}, 240);
   ExpectAllOk(outs);
+}
+
+// ---- several GPUs (skipped on a machine with one) ----
+
+// A real 2-GPU NCCL island: the collective is enqueued and the call returns at once (the worker checks it
+// returned before a delay kernel ahead of it on the stream finished — NCCL connects at init, so the first
+// call has no connection set-up to wait for).
+TEST(GpuMultiGpu, TwoGpuNcclIslandReturnsAtOnce) {
+  REQUIRE_GPUS(2);
+  auto outs = RunWorld({{0, "nvidia", "cuda:0"}, {0, "nvidia", "cuda:1"}}, {"check"}, 150);
+  ExpectAllOk(outs);
+  EXPECT_NE(outs[0].out.find("async: allreduce returned"), std::string::npos) << Dump(outs);
+}
+
+TEST(GpuMultiGpu, TwoGpuIslandsOnTwoGpusMeetThroughTheDeviceBridge) {
+  REQUIRE_GPUS(2);
+  auto outs = RunWorld({{0, "nvidia", "cuda:0"}, {1, "other", "cuda:1"}}, {"check"}, 150);
+  ExpectAllOk(outs);
+  EXPECT_NE(outs[0].out.find(kDeviceBridge), std::string::npos) << Dump(outs);
+  EXPECT_NE(outs[1].out.find(kDeviceBridge), std::string::npos) << Dump(outs);
+}
+
+// A 2-GPU island beside a host island: the GPU island stages (several ranks), same bits.
+TEST(GpuMultiGpu, TwoGpuIslandAndTwoHostRanksAgreeBitForBit) {
+  REQUIRE_GPUS(2);
+  auto outs = RunWorld({{0, "nvidia", "cuda:0"}, {0, "nvidia", "cuda:1"}, {1, "ascend", "host"}, {1, "ascend", "host"}},
+                       {"check"}, 150);
+  ExpectAllOk(outs);
+  EXPECT_NE(outs[0].out.find("pinned staging"), std::string::npos) << Dump(outs);
 }
 
 // ---- faults ----

@@ -111,6 +111,13 @@ Result<bool> CudaRingOps::Done(Queue q, Ticket t) {
   return true;
 }
 
+Status CudaRingOps::SendAfterFolds() {
+  TSR_ASSIGN_OR_RETURN(Ticket t, Mark(kFoldQueue));
+  // The wait takes the event as recorded now; the pool may re-record it later without affecting it.
+  return Check(cudaStreamWaitEvent(stream_[kSendQueue], events_[kFoldQueue][(t - 1) % kEvents], 0),
+               "cudaStreamWaitEvent (a result's copy after its folds)");
+}
+
 Result<void*> CudaRingOps::Scratch(size_t bytes) {
   if (bytes > use_bytes_)
     return InternalError(fmt::format("device bridge: {} bytes of accumulator needed, {} reserved at submission",

@@ -41,6 +41,7 @@ class CudaRingOps final : public DeviceOps {
   Status Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) override;
   Result<Ticket> Mark(Queue q) override;
   Result<bool> Done(Queue q, Ticket t) override;
+  Status SendAfterFolds() override;
   Result<void*> Scratch(size_t bytes) override;
   size_t piece() const override { return piece_; }
 
