@@ -6,11 +6,12 @@
 //                                               run as every rank of a job: GPU ranks on device memory and
 //                                               their own stream (or host memory with --host-memory), host
 //                                               ranks on host memory; time per call is the slowest rank's;
-//   gpu_bench direct [--sizes ..] [--iters N]    a world of one CUDA island (one rank per GPU): tsrAllReduce
+//   gpu_bench direct [--sizes ..] [--iters N] [--rounds R]
+//                                               a world of one CUDA island (one rank per GPU): tsrAllReduce
 //                                               on a stream against NCCL's allreduce called directly on the
 //                                               same GPUs (a second NCCL communicator of the same ranks),
-//                                               rounds interleaved, medians of CUDA-event times (the
-//                                               slowest rank's per round).
+//                                               R rounds (default 7) of N calls each, interleaved, medians of
+//                                               CUDA-event times (the slowest rank's per round).
 // Sizes are in bytes with K/M/G suffixes.
 #include <cuda_runtime.h>
 
@@ -185,7 +186,7 @@ int AllReduce(const std::vector<size_t>& sizes, int iters, tessera::DType dt, bo
   return 0;
 }
 
-int Direct(const std::vector<size_t>& sizes, int iters) {
+int Direct(const std::vector<size_t>& sizes, int iters, int rounds) {
   tsrComm_t comm;
   if (tsrCommInitFromEnv(&comm) != tsrSuccess) Die(std::string("init: ") + tsrGetLastError(nullptr));
   auto lib = tessera::comm::CclLibrary::LoadFromEnv();
@@ -231,7 +232,7 @@ int Direct(const std::vector<size_t>& sizes, int iters) {
     round(true);
     round(false);
     std::vector<double> ts, tn;
-    for (int r = 0; r < 7; ++r) {
+    for (int r = 0; r < rounds; ++r) {
       if (r % 2) {
         ts.push_back(round(true));
         tn.push_back(round(false));
@@ -263,7 +264,7 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes = ParseSizes("1M,16M,64M,256M");
   int iters = 10;
   size_t mib = 256;
-  int gpus = 1;
+  int gpus = 1, rounds = 7;
   bool host_memory = false;
   tessera::DType dt = tessera::DType::kFloat32;
   for (int i = 2; i < argc; ++i) {
@@ -278,6 +279,8 @@ int main(int argc, char** argv) {
       mib = std::stoull(argv[++i]);
     else if (i + 1 < argc && a == "--gpus")
       gpus = std::atoi(argv[++i]);
+    else if (i + 1 < argc && a == "--rounds")
+      rounds = std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--dtype") {
       auto t = tessera::ParseDType(argv[++i]);
       if (!t) Die(std::string("unknown --dtype ") + argv[i]);
@@ -287,6 +290,6 @@ int main(int argc, char** argv) {
   }
   if (mode == "copy") return Copy(mib, gpus);
   if (mode == "allreduce") return AllReduce(sizes, iters, dt, host_memory);
-  if (mode == "direct") return Direct(sizes, iters);
+  if (mode == "direct") return Direct(sizes, iters, rounds);
   Die("unknown mode " + mode);
 }

@@ -146,12 +146,6 @@ Result<std::unique_ptr<CclComm>> CclComm::Create(std::shared_ptr<CclLibrary> lib
   std::unique_ptr<CclComm> c(new CclComm());
   c->lib_ = std::move(lib);
   c->nranks_ = nranks;
-  // NCCL >= 2.22 connects a communicator's peers lazily, inside the first collective (NCCL_RUNTIME_CONNECT
-  // defaults to 1). On two H200s the first allreduce of a 2-GPU island, queued behind a busy stream,
-  // returned only after the 300 ms kernel: the caller waited. Asking NCCL to connect at init is its
-  // documented remedy; it was NOT yet run on a multi-GPU machine (no device time was left), see
-  // docs/gpu.md. An explicit NCCL_RUNTIME_CONNECT is left alone, and NCCL reads it only once per process.
-  if (c->lib_->prefix() == "nccl") setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
   CclLibrary::UniqueId id{};
   if (rank == 0) {
     TSR_RETURN_IF_ERROR(c->lib_->Check(c->lib_->GetUniqueId(&id), "GetUniqueId"));

@@ -90,6 +90,7 @@ class CudaRank final : public DeviceRank {
   Status Fail(const char* what, Status s);  // records s through the communicator's Guard
   Status CclCall(const char* what, int r);
   Status Direct() const;
+  Status WarmUp();  // world of one island: the CCL's first collective, at init (see its definition)
 
   std::unique_ptr<cuda::Device> dev_;
   Comm* comm_ = nullptr;
@@ -131,7 +132,7 @@ Status CudaRank::Attach(Comm* comm) {
       return c.status().WithContext(
           fmt::format("rank {}: creating island {}'s {} communicator", comm->rank_, I.index, lib->name()));
     ccl_ = std::move(c).value();
-    return Status::Ok();
+    return WarmUp();
   }
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking), "cudaStreamCreate"));
@@ -203,6 +204,37 @@ Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_by
   if (send != nullptr || send_bytes > 0) TSR_RETURN_IF_ERROR(dev_->CheckDevicePtr(what, "sendbuf", send, send_bytes));
   if (recv != nullptr || recv_bytes > 0) TSR_RETURN_IF_ERROR(dev_->CheckDevicePtr(what, "recvbuf", recv, recv_bytes));
   return Status::Ok();
+}
+
+// NCCL's first collective on a communicator does not return until the caller's stream has drained: on
+// two H200s (NCCL 2.28.3, bench/gpu/first_call.cu) the first allreduce queued behind a 300 ms kernel
+// returned after 307-313 ms, with NCCL_RUNTIME_CONNECT=0 or CUDA_MODULE_LOADING=EAGER alike; after one
+// allreduce of one element, every later call of any type and size returned in 0.1 ms. So the communicator
+// makes that first call itself, on a stream of its own, before the application can queue work.
+Status CudaRank::WarmUp() {
+  cudaStream_t s = nullptr;
+  cudaEvent_t done = nullptr;
+  void* one = nullptr;
+  Status st = cuda::Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate (CCL warm-up)");
+  if (st.ok()) st = cuda::Check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+  if (st.ok()) st = cuda::Check(cudaMalloc(&one, sizeof(float)), "cudaMalloc (CCL warm-up)");
+  if (st.ok()) st = cuda::Check(cudaMemsetAsync(one, 0, sizeof(float), s), "cudaMemsetAsync (CCL warm-up)");
+  if (st.ok())
+    st = ccl_->lib().Check(
+        ccl_->lib().AllReduce(one, one, 1, CclDataType(DType::kFloat32), CclRedOp(RedOp::kSum), ccl_->handle(), s),
+        "AllReduce (warm-up at init)");
+  if (st.ok()) st = cuda::Check(cudaEventRecord(done, s), "cudaEventRecord (CCL warm-up)");
+  // Bounded: a peer that died since init must not hang this one.
+  if (st.ok()) st = dev_->WaitEvent(done, comm_->timeout_, "the CCL's warm-up allreduce at init");
+  if (st.ok()) {
+    (void)cudaFree(one);
+    (void)cudaEventDestroy(done);
+    (void)cudaStreamDestroy(s);
+    return Status::Ok();
+  }
+  ccl_->MarkFailed();  // abort, not destroy; what a stuck call may still use is left alone
+  return st.WithContext(fmt::format("rank {}: warming up island {}'s {} communicator", comm_->rank_,
+                                    comm_->islands_[comm_->my_island_].index, ccl_->lib().name()));
 }
 
 Status CudaRank::Direct() const {
