@@ -79,6 +79,8 @@ run_job() {  # [JOBENV="VAR=value ..."] run_job LABEL TIMEOUT -- tessera-run arg
 
 step "bench (a): pinned copy bandwidth and hybrid allreduce"
 timeout 60 "$BENCH" copy --mib 256 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
+# Two processes copying on one card at once: two CUDA contexts, as the two GPU ranks of the one-card jobs.
+env $ONE_CARD timeout 60 "$BENCH" copy --mib 256 --procs 2 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 [ "$NGPU" -gt 1 ] && timeout 60 "$BENCH" copy --mib 256 --gpus 2 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 SZ=1M,16M,64M,256M
 run_job gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes $SZ --iters 5
@@ -132,12 +134,14 @@ out = {"machine": {"host": socket.gethostname(), "cores": os.cpu_count(), "gpu":
        "env": {"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")},
        "gpu_tests_passed": test_rc == "0", "rows": rows}
 json.dump(out, open(res, "w"), indent=1)
-copy = [r for r in rows if r.get("bench") == "pinned_copy" and r.get("gpus", 1) == 1]
-copy2 = [r for r in rows if r.get("bench") == "pinned_copy" and r.get("gpus", 1) == 2]
+def copy_row(gpus, procs):
+    return [r for r in rows if r.get("bench") == "pinned_copy" and r.get("gpus", 1) == gpus and r.get("procs", 1) == procs]
+copy, copy2, copy1p2 = copy_row(1, 1), copy_row(2, 1), copy_row(1, 2)
 cbw = min(copy[0]["d2h_GBps"], copy[0]["h2d_GBps"]) if copy else float("nan")
 bidir = copy[0]["bidir_each_GBps"] if copy else float("nan")
 print(f"GPU {gpu}, driver {driver}, commit {commit[:12]}; GPU tests {'PASSED' if test_rc == '0' else 'FAILED'}")
 if copy: print(f"pinned copy 256 MiB: D2H {copy[0]['d2h_GBps']:.1f} GB/s, H2D {copy[0]['h2d_GBps']:.1f} GB/s, both at once {copy[0]['bidir_each_GBps']:.1f} GB/s each")
+if copy1p2: print(f"pinned copy 256 MiB, 2 processes on one GPU, both together: D2H {copy1p2[0]['d2h_GBps']:.1f} GB/s, H2D {copy1p2[0]['h2d_GBps']:.1f} GB/s, both at once {copy1p2[0]['bidir_each_GBps']:.1f} GB/s each")
 if copy2: print(f"pinned copy 256 MiB, 2 GPUs at once, per GPU: D2H {copy2[0]['d2h_GBps']:.1f} GB/s, H2D {copy2[0]['h2d_GBps']:.1f} GB/s, both at once {copy2[0]['bidir_each_GBps']:.1f} GB/s each")
 # staging efficiency: the same job with the GPU rank(s) on host memory, over the job on device memory
 hostmem = {(r["job"].replace("-hostmem", ""), r["bytes"], r["dtype"]): r["time_us"] for r in rows
@@ -145,7 +149,8 @@ hostmem = {(r["job"].replace("-hostmem", ""), r["bytes"], r["dtype"]): r["time_u
 # link: bytes each GPU rank moves over the PCIe link in each direction, summed over the GPU ranks on one
 # card (per card for the two-card jobs), per second — against the copy bandwidth with both directions busy
 # at once (what the bridge does), measured with as many GPUs copying at once as the job uses.
-print(f"{'job':28} {'size':>6} {'dtype':>8} {'time us':>10} {'algbw':>7} {'busbw':>7} {'link':>7} {'link/bidir copy':>15} {'host/dev time':>13}")
+# "same layout": the copy with as many GPUs and processes (CUDA contexts) as the job has.
+print(f"{'job':28} {'size':>6} {'dtype':>8} {'time us':>10} {'algbw':>7} {'busbw':>7} {'link':>7} {'/bidir copy':>11} {'/same layout':>12} {'host/dev time':>13}")
 for r in rows:
     if r.get("bench") == "allreduce":
         mib = r["bytes"] >> 20
@@ -156,7 +161,9 @@ for r in rows:
         if "two-cards" in r["job"]:
             link /= 2
             ref = copy2[0]["bidir_each_GBps"] if copy2 else float("nan")
-        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {link:>7.2f} {link/ref:>14.0%} {eff}")
+        elif "one-card" in r["job"]:
+            ref = copy1p2[0]["bidir_each_GBps"] if copy1p2 else float("nan")
+        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {link:>7.2f} {link/bidir:>11.0%} {link/ref:>12.0%} {eff}")
 for r in rows:
     if r.get("bench") == "single_island":
         print(f"single island ({r['ranks']} GPU) {r['bytes']>>20:>4}M: tessera {r['tessera_us']:.1f} us, nccl {r['nccl_us']:.1f} us, overhead {r['overhead_pct']:+.2f}% ({r['ccl']})")

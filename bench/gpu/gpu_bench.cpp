@@ -1,7 +1,8 @@
 // bench/gpu/gpu_bench: the GPU numbers of scripts/device-check.sh, one JSON object per line on stdout.
-//   gpu_bench copy [--mib N] [--gpus N]         pinned cudaMemcpyAsync bandwidth D2H, H2D and both at once,
-//                                               per GPU, with the first N GPUs (default 1) copying at once
-//                                               (one process, no communicator);
+//   gpu_bench copy [--mib N] [--gpus N] [--procs P]
+//                                               pinned cudaMemcpyAsync bandwidth D2H, H2D and both at once,
+//                                               per GPU, with the first N GPUs (default 1) copying at once,
+//                                               from P processes at once (default 1; no communicator);
 //   gpu_bench allreduce [--sizes ..] [--iters N] [--dtype f32] [--host-memory]
 //                                               run as every rank of a job: GPU ranks on device memory and
 //                                               their own stream (or host memory with --host-memory), host
@@ -14,6 +15,10 @@
 //                                               CUDA-event times (the slowest rank's per round).
 // Sizes are in bytes with K/M/G suffixes.
 #include <cuda_runtime.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -61,12 +66,16 @@ double Median(std::vector<double> v) {
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Pinned copy bandwidth of the first `gpus` GPUs copying at once (each its own buffers and streams,
-// all issued from this thread, timed to the last one's end): per GPU, D2H alone, H2D alone, both at once.
-int Copy(size_t mib, int gpus) {
-  const size_t bytes = mib << 20;
-  int visible = 0;
-  Cuda(cudaGetDeviceCount(&visible), "cudaGetDeviceCount");
-  if (gpus < 1 || gpus > visible) Die("--gpus " + std::to_string(gpus) + ": " + std::to_string(visible) + " visible");
+// issued from one thread, timed to the last one's end): per GPU, D2H alone, H2D alone, both at once.
+// With procs > 1, that many processes (each its own CUDA context, as the ranks of a job have) do the
+// same at the same moments, and the bandwidth is all processes' bytes over the slowest one's time.
+constexpr int kCopyIters = 12, kCopyWarm = 2;
+struct CopyShared {  // in memory shared by the processes
+  pthread_barrier_t barrier;
+  double t[3][16][kCopyIters];  // [D2H, H2D, both][process][iteration]
+};
+
+void CopyProcess(size_t bytes, int gpus, int me, CopyShared* sh) {
   struct Bufs {
     void *h1, *h2, *d1, *d2;
     cudaStream_t s1, s2;
@@ -83,9 +92,9 @@ int Copy(size_t mib, int gpus) {
     Cuda(cudaStreamCreateWithFlags(&g[d].s1, cudaStreamNonBlocking), "stream");
     Cuda(cudaStreamCreateWithFlags(&g[d].s2, cudaStreamNonBlocking), "stream");
   }
-  auto time = [&](int which) {
-    std::vector<double> t;
-    for (int i = 0; i < 12; ++i) {
+  for (int which = 0; which < 3; ++which)
+    for (int i = 0; i < kCopyIters; ++i) {
+      pthread_barrier_wait(&sh->barrier);
       double t0 = Now();
       for (int d = 0; d < gpus; ++d) {
         Cuda(cudaSetDevice(d), "cudaSetDevice");
@@ -96,23 +105,65 @@ int Copy(size_t mib, int gpus) {
         Cuda(cudaStreamSynchronize(g[d].s1), "sync");
         Cuda(cudaStreamSynchronize(g[d].s2), "sync");
       }
-      if (i >= 2) t.push_back(Now() - t0);
+      sh->t[which][me][i] = Now() - t0;
     }
-    return bytes / Median(t) / 1e9;
-  };
-  double d2h = time(0), h2d = time(1), both = time(2);
-  std::printf(
-      "{\"bench\":\"pinned_copy\",\"gpus\":%d,\"bytes\":%zu,\"d2h_GBps\":%.2f,\"h2d_GBps\":%.2f,"
-      "\"bidir_each_GBps\":%.2f}\n",
-      gpus, bytes, d2h, h2d, both);
   for (int d = 0; d < gpus; ++d) {
     Cuda(cudaSetDevice(d), "cudaSetDevice");
-    Cuda(cudaStreamSynchronize(g[d].s1), "sync");
     Cuda(cudaFreeHost(g[d].h1), "cudaFreeHost");
     Cuda(cudaFreeHost(g[d].h2), "cudaFreeHost");
     Cuda(cudaFree(g[d].d1), "cudaFree");
     Cuda(cudaFree(g[d].d2), "cudaFree");
   }
+}
+
+int Copy(size_t mib, int gpus, int procs) {
+  const size_t bytes = mib << 20;
+  if (procs < 1 || procs > 16) Die("--procs " + std::to_string(procs) + ": 1 to 16");
+  auto* sh = static_cast<CopyShared*>(
+      mmap(nullptr, sizeof(CopyShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (sh == MAP_FAILED) Die("mmap");
+  pthread_barrierattr_t attr;
+  pthread_barrierattr_init(&attr);
+  pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_barrier_init(&sh->barrier, &attr, procs);
+  if (procs == 1) {
+    int visible = 0;
+    Cuda(cudaGetDeviceCount(&visible), "cudaGetDeviceCount");
+    if (gpus < 1 || gpus > visible) Die("--gpus " + std::to_string(gpus) + ": " + std::to_string(visible) + " visible");
+    CopyProcess(bytes, gpus, 0, sh);
+  } else {  // fork before this process touches CUDA
+    std::vector<pid_t> kids;
+    for (int p = 0; p < procs; ++p) {
+      pid_t pid = fork();
+      if (pid < 0) Die("fork");
+      if (pid == 0) {
+        CopyProcess(bytes, gpus, p, sh);
+        std::fflush(stdout);
+        _exit(0);
+      }
+      kids.push_back(pid);
+    }
+    for (pid_t pid : kids) {
+      int st = 0;
+      waitpid(pid, &st, 0);
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) Die("a copy process failed");
+    }
+  }
+  double bw[3];
+  for (int which = 0; which < 3; ++which) {
+    std::vector<double> t;
+    for (int i = kCopyWarm; i < kCopyIters; ++i) {
+      double slowest = 0;
+      for (int p = 0; p < procs; ++p) slowest = std::max(slowest, sh->t[which][p][i]);
+      t.push_back(slowest);
+    }
+    bw[which] = static_cast<double>(procs) * bytes / Median(t) / 1e9;
+  }
+  std::printf(
+      "{\"bench\":\"pinned_copy\",\"gpus\":%d,\"procs\":%d,\"bytes\":%zu,\"d2h_GBps\":%.2f,\"h2d_GBps\":%.2f,"
+      "\"bidir_each_GBps\":%.2f}\n",
+      gpus, procs, bytes, bw[0], bw[1], bw[2]);
+  munmap(sh, sizeof(CopyShared));
   return 0;
 }
 
@@ -264,7 +315,7 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes = ParseSizes("1M,16M,64M,256M");
   int iters = 10;
   size_t mib = 256;
-  int gpus = 1, rounds = 7;
+  int gpus = 1, rounds = 7, procs = 1;
   bool host_memory = false;
   tessera::DType dt = tessera::DType::kFloat32;
   for (int i = 2; i < argc; ++i) {
@@ -279,6 +330,8 @@ int main(int argc, char** argv) {
       mib = std::stoull(argv[++i]);
     else if (i + 1 < argc && a == "--gpus")
       gpus = std::atoi(argv[++i]);
+    else if (i + 1 < argc && a == "--procs")
+      procs = std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--rounds")
       rounds = std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--dtype") {
@@ -288,7 +341,7 @@ int main(int argc, char** argv) {
     } else
       Die("unknown argument " + a);
   }
-  if (mode == "copy") return Copy(mib, gpus);
+  if (mode == "copy") return Copy(mib, gpus, procs);
   if (mode == "allreduce") return AllReduce(sizes, iters, dt, host_memory);
   if (mode == "direct") return Direct(sizes, iters, rounds);
   Die("unknown mode " + mode);
