@@ -7,12 +7,15 @@
 //                                               run as every rank of a job: GPU ranks on device memory and
 //                                               their own stream (or host memory with --host-memory), host
 //                                               ranks on host memory; time per call is the slowest rank's;
-//   gpu_bench direct [--sizes ..] [--iters N] [--rounds R]
+//   gpu_bench direct [--sizes ..] [--iters N] [--rounds R] [--nccl-first]
 //                                               a world of one CUDA island (one rank per GPU): tsrAllReduce
 //                                               on a stream against NCCL's allreduce called directly on the
-//                                               same GPUs (a second NCCL communicator of the same ranks),
+//                                               same GPUs (a second NCCL communicator of the same ranks,
+//                                               and a third one, NCCL against NCCL, for the resolution),
 //                                               R rounds (default 7) of N calls each, interleaved, medians of
-//                                               CUDA-event times (the slowest rank's per round).
+//                                               CUDA-event times (the slowest rank's per round);
+//                                               --nccl-first (a world of one rank): the first direct
+//                                               communicator is made before Tessera's, not after.
 // Sizes are in bytes with K/M/G suffixes.
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -237,20 +240,36 @@ int AllReduce(const std::vector<size_t>& sizes, int iters, tessera::DType dt, bo
   return 0;
 }
 
-int Direct(const std::vector<size_t>& sizes, int iters, int rounds) {
-  tsrComm_t comm;
-  if (tsrCommInitFromEnv(&comm) != tsrSuccess) Die(std::string("init: ") + tsrGetLastError(nullptr));
+int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_first) {
   auto lib = tessera::comm::CclLibrary::LoadFromEnv();
   if (!lib.ok()) Die(lib.status().message());
   auto& L = **lib;
+  tessera::comm::CclLibrary::UniqueId id{};
+  void* nccl = nullptr;
+  if (nccl_first) {  // the direct communicator made before Tessera's (a world of one rank: no id exchange)
+    const char* w = std::getenv("TESSERA_WORLD_SIZE");
+    const char* dev = std::getenv("TESSERA_DEVICE");
+    if (w == nullptr || std::atoi(w) != 1 || dev == nullptr || std::strncmp(dev, "cuda:", 5) != 0)
+      Die("--nccl-first needs a world of one CUDA rank");
+    Cuda(cudaSetDevice(std::atoi(dev + 5)), "cudaSetDevice");
+    if (L.GetUniqueId(&id) != 0 || L.CommInitRank(&nccl, 1, id, 0) != 0) Die("direct NCCL communicator");
+  }
+  tsrComm_t comm;
+  if (tsrCommInitFromEnv(&comm) != tsrSuccess) Die(std::string("init: ") + tsrGetLastError(nullptr));
   int rank = 0, size = 1;
   tsrCommRank(comm, &rank);
   tsrCommSize(comm, &size);
-  tessera::comm::CclLibrary::UniqueId id{};
-  void* nccl = nullptr;
+  if (nccl == nullptr) {
+    if (rank == 0 && L.GetUniqueId(&id) != 0) Die("ncclGetUniqueId");
+    if (tsrBroadcast(&id, &id, sizeof(id), tsrUint8, 0, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
+    if (L.CommInitRank(&nccl, size, id, rank) != 0) Die("direct NCCL communicator");
+  }
+  // A second direct communicator of the same ranks: NCCL against NCCL (an A/A comparison) gives the
+  // resolution of this measurement — what two communicators differ by with no Tessera in the way.
+  void* nccl2 = nullptr;
   if (rank == 0 && L.GetUniqueId(&id) != 0) Die("ncclGetUniqueId");
   if (tsrBroadcast(&id, &id, sizeof(id), tsrUint8, 0, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
-  if (L.CommInitRank(&nccl, size, id, rank) != 0) Die("direct NCCL communicator");
+  if (L.CommInitRank(&nccl2, size, id, rank) != 0) Die("second direct NCCL communicator");
   cudaStream_t s;
   Cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   cudaEvent_t e0, e1;
@@ -262,12 +281,13 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds) {
     Cuda(cudaMalloc(&a, bytes), "cudaMalloc");
     Cuda(cudaMalloc(&b, bytes), "cudaMalloc");
     Cuda(cudaMemset(a, 0, bytes), "memset");
-    auto round = [&](bool via_tessera) {
+    auto round = [&](int which) {  // 0: Tessera, 1: NCCL, 2: the second NCCL communicator
       Cuda(cudaEventRecord(e0, s), "record");
       for (int i = 0; i < iters; ++i) {
-        if (via_tessera) {
+        if (which == 0) {
           if (tsrAllReduce(a, b, count, tsrFloat32, tsrSum, comm, s) != tsrSuccess) Die(tsrGetLastError(comm));
-        } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0, nccl, s) != 0) {
+        } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0,
+                               which == 1 ? nccl : nccl2, s) != 0) {
           Die("ncclAllReduce");
         }
       }
@@ -280,28 +300,24 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds) {
       if (tsrAllGather(&us, all.data(), 1, tsrFloat64, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
       return *std::max_element(all.begin(), all.end());
     };
-    round(true);
-    round(false);
-    std::vector<double> ts, tn;
-    for (int r = 0; r < rounds; ++r) {
-      if (r % 2) {
-        ts.push_back(round(true));
-        tn.push_back(round(false));
-      } else {
-        tn.push_back(round(false));
-        ts.push_back(round(true));
+    for (int w = 0; w < 3; ++w) round(w);
+    std::vector<double> t[3];
+    for (int r = 0; r < rounds; ++r)  // the order rotates, so no variant always runs first
+      for (int w = 0; w < 3; ++w) {
+        int which = (r + w) % 3;
+        t[which].push_back(round(which));
       }
-    }
-    double mt = Median(ts), mn = Median(tn);
+    double mt = Median(t[0]), mn = Median(t[1]), mn2 = Median(t[2]);
     if (rank == 0)
       std::printf(
         "{\"bench\":\"single_island\",\"ranks\":%d,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
-        "\"overhead_pct\":%.2f,\"ccl\":\"%s %d\"}\n",
-        size, bytes, mt, mn, 100.0 * (mt - mn) / mn, L.name().c_str(), L.version());
+        "\"overhead_pct\":%.2f,\"nccl2_us\":%.2f,\"nccl_vs_nccl_pct\":%.2f,\"ccl\":\"%s %d\"}\n",
+        size, bytes, mt, mn, 100.0 * (mt - mn) / mn, mn2, 100.0 * (mn2 - mn) / mn, L.name().c_str(), L.version());
     Cuda(cudaFree(a), "free");
     Cuda(cudaFree(b), "free");
   }
   (void)L.CommDestroy(nccl);
+  (void)L.CommDestroy(nccl2);
   tsrCommDestroy(comm);
   return 0;
 }
@@ -316,12 +332,15 @@ int main(int argc, char** argv) {
   int iters = 10;
   size_t mib = 256;
   int gpus = 1, rounds = 7, procs = 1;
+  bool nccl_first = false;
   bool host_memory = false;
   tessera::DType dt = tessera::DType::kFloat32;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--host-memory")
       host_memory = true;
+    else if (a == "--nccl-first")
+      nccl_first = true;
     else if (i + 1 < argc && a == "--sizes")
       sizes = ParseSizes(argv[++i]);
     else if (i + 1 < argc && a == "--iters")
@@ -343,6 +362,6 @@ int main(int argc, char** argv) {
   }
   if (mode == "copy") return Copy(mib, gpus, procs);
   if (mode == "allreduce") return AllReduce(sizes, iters, dt, host_memory);
-  if (mode == "direct") return Direct(sizes, iters, rounds);
+  if (mode == "direct") return Direct(sizes, iters, rounds, nccl_first);
   Die("unknown mode " + mode);
 }
