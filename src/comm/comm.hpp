@@ -93,6 +93,7 @@ class Comm final : public Communicator, public Links {
 
  private:
   friend class CudaRank;  // the CUDA device backend drives the host path below for staged buffers
+  friend struct CommTestAccess;  // tests/comm/device_emu_worker: the device bridge on an emulated device
   Comm() = default;
   Status Init();
   // The host-memory implementations of the collectives. A rank of a device island (cuda_) reaches them

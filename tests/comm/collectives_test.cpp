@@ -2,7 +2,8 @@
 //
 // Each case starts a real job (the launcher, the store, N rank processes of comm_worker) and checks what
 // every rank printed: every collective, type and op against an f64 reference and bit-identity across
-// ranks, on island layouts 1, 1+1, 3+5, 2+2+3 and 1+7, over shm and tcp bridges; and the faults — a
+// ranks, on island layouts 1, 1+1, 3+5, 2+2+3 and 1+7, over shm and tcp bridges; the device bridge's engine
+// on an emulated device (device_emu_worker); and the faults — a
 // count mismatch, a rank that dies, a rank that stalls, a wrong token, an unreachable store and
 // malformed variables — each giving a clear error on every rank within the bound.
 #include <gtest/gtest.h>
@@ -100,6 +101,30 @@ TEST(Comm, SendRecvRing) {
   Proc r = Shell(Bin() + " run" + Islands({2, 2}) + " -- " + Worker() + " p2p");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 4) << r.out;
+}
+
+// The device bridge's engine (what a GPU rank runs: copies straight into the rings, folds on the device,
+// results sent as their folds finish) on an emulated device, through 64 KiB rings in 16 KiB pieces:
+// every rank emulated, then every other rank (a hybrid job: device-bridge ranks beside host ranks).
+std::string EmuWorker() { return Worker().substr(0, Worker().rfind('/')) + "/device_emu_worker"; }
+
+TEST(DeviceBridgeEmulated, ExactAndBitIdenticalOnAnEmulatedDevice) {
+  for (const char* who : {"all", "even"}) {
+    Proc r = Shell("TESSERA_TIMEOUT=30s TESSERA_SHM_RING=65536 " + Bin() + " run" + Islands({1, 1, 1}) + " -- " +
+                   EmuWorker() + " --emulate " + who);
+    EXPECT_EQ(r.status, 0) << who << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "OK rank"), 3) << who << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "on the emulated device bridge"), std::string(who) == "all" ? 3 : 2) << r.out;
+  }
+}
+
+// The emulated device runs a copy as soon as it is issued unless SendAfterFolds gates it: with the gate
+// switched off (a planted bug), results leave before their folds and the check must catch it.
+TEST(DeviceBridgeEmulated, AResultCopiedBeforeItsFoldsIsCaught) {
+  Proc r = Shell("TESSERA_TIMEOUT=10s TESSERA_SHM_RING=65536 " + Bin() + " run" + Islands({1, 1}) + " -- " +
+                 EmuWorker() + " --no-gate");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_GE(Count(r.out, "FAIL rank [0-9]: [a-z0-9]+ op [0-9] count [0-9]+.*f64 reference"), 1) << r.out;
 }
 
 TEST(CommFaults, CountMismatchIsReportedOnEveryRank) {

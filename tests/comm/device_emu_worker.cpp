@@ -1,0 +1,210 @@
+// tests/comm/device_emu_worker: one rank of a job that runs the device bridge (the engine's device mode,
+// Comm::Hierarchical with a DeviceOps) on an EMULATED device, so that the code a GPU rank runs — ring
+// Reserve/Publish and Claim/Consume, pieces in flight, padding, results sent as their folds finish —
+// is tested on every CI machine, under the sanitizers too, without a GPU.
+//
+// The emulated device keeps "device memory" in host memory and runs the two queues of DeviceOps the way
+// a GPU would, only more adversarially:
+//   * the send queue (device -> ring copies) runs each copy as soon as it is issued — unless a
+//     SendAfterFolds gate is ahead of it — so a copy that should have waited for folds reads stale data;
+//   * the fold queue (ring -> device copies, folds, finalizes) runs one operation per query, so the
+//     engine sees work "in flight" and its not-yet-done paths run.
+//
+//   device_emu_worker [--sizes 0,1,...] [--piece BYTES] [--emulate all|even] [--no-gate]
+// --emulate even: only even ranks use the emulated device; odd ranks take the host path (a hybrid job).
+// --no-gate: SendAfterFolds does nothing — a planted bug the test expects to be caught.
+// Prints "OK rank R: N cases" or "FAIL rank R: why" (exit 1).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <list>
+#include <string>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "comm/engine.hpp"
+#include "comm/reduce.hpp"
+#include "reference.hpp"
+
+namespace tessera::comm {
+
+// Test access to the communicator's internals (a friend of Comm).
+struct CommTestAccess {
+  static Status AllReduce(Comm& c, const void* send, void* recv, size_t count, DType dt, RedOp op, DeviceOps* dev) {
+    Status s = c.Hierarchical(CollKind::kAllReduce, send, recv, count, dt, op, 0, dev);
+    ++c.seq_;
+    return s;
+  }
+};
+
+class EmulatedDevice final : public DeviceOps {
+ public:
+  EmulatedDevice(size_t piece, bool gate) : piece_(piece), gate_(gate) {}
+
+  Status ToHost(void* host_dst, const void* dev_src, size_t bytes) override {
+    Push(kSendQueue, [=] { std::memcpy(host_dst, dev_src, bytes); });
+    PumpSends();  // eagerly: the strictest order a real device could pick
+    return Status::Ok();
+  }
+  Status FromHost(void* dev_dst, const void* host_src, size_t bytes) override {
+    Push(kFoldQueue, [=] { std::memcpy(dev_dst, host_src, bytes); });
+    return Status::Ok();
+  }
+  Result<void*> Mirror(const void* /*inbox_byte*/, size_t bytes) override {
+    mirrors_.emplace_back(bytes);
+    return static_cast<void*>(mirrors_.back().data());
+  }
+  Status Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first) override {
+    Push(kFoldQueue, [=] { comm::Fold(acc, src, n, dtype, src_type, op, first); });
+    return Status::Ok();
+  }
+  Status Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) override {
+    Push(kFoldQueue, [=] { comm::Finalize(out, acc, n, dtype, op, divisor); });
+    return Status::Ok();
+  }
+  Result<Ticket> Mark(Queue q) override { return issued_[q]; }
+  Result<bool> Done(Queue q, Ticket t) override {
+    Step();
+    return executed_[q] >= t;
+  }
+  Status SendAfterFolds() override {
+    if (gate_) queue_[kSendQueue].push_back({nullptr, issued_[kFoldQueue]});
+    if (gate_) ++issued_[kSendQueue];
+    return Status::Ok();
+  }
+  Result<void*> Scratch(size_t bytes) override {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return static_cast<void*>(scratch_.data());
+  }
+  size_t piece() const override { return piece_; }
+
+ private:
+  struct Op {
+    std::function<void()> run;  // null: a gate
+    uint64_t wait_fold;         // a gate: the fold queue must have run this many operations
+  };
+  void Push(Queue q, std::function<void()> fn) {
+    queue_[q].push_back({std::move(fn), 0});
+    ++issued_[q];
+  }
+  void PumpSends() {
+    auto& q = queue_[kSendQueue];
+    while (!q.empty()) {
+      if (q.front().run == nullptr && executed_[kFoldQueue] < q.front().wait_fold) return;
+      if (q.front().run) q.front().run();
+      q.pop_front();
+      ++executed_[kSendQueue];
+    }
+  }
+  // The device moves on: one fold-queue operation, then every send that is free to go.
+  void Step() {
+    auto& f = queue_[kFoldQueue];
+    if (!f.empty()) {
+      f.front().run();
+      f.pop_front();
+      ++executed_[kFoldQueue];
+    }
+    PumpSends();
+    if (queue_[kSendQueue].empty() && f.empty()) mirrors_.clear();  // nothing can read them any more
+  }
+
+  size_t piece_;
+  bool gate_;
+  std::deque<Op> queue_[2];
+  uint64_t issued_[2] = {0, 0}, executed_[2] = {0, 0};
+  std::list<std::vector<std::byte>> mirrors_;
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace tessera::comm
+
+namespace {
+
+using tessera::DType;
+using namespace tessera::check;
+
+int g_rank = 0;
+
+[[noreturn]] void Fail(const std::string& why) {
+  std::printf("FAIL rank %d: %s\n", g_rank, why.c_str());
+  std::fflush(stdout);
+  std::exit(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::vector<size_t> sizes = {0, 1, 7, 4099, 100003};
+  size_t piece = 16 << 10;
+  std::string emulate = "all";
+  bool gate = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--no-gate") {
+      gate = false;
+    } else if (i + 1 < argc && a == "--sizes") {
+      sizes.clear();
+      for (const char* p = argv[++i]; *p;) {
+        char* end;
+        sizes.push_back(std::strtoull(p, &end, 10));
+        p = *end == ',' ? end + 1 : end;
+      }
+    } else if (i + 1 < argc && a == "--piece") {
+      piece = std::strtoull(argv[++i], nullptr, 10);
+    } else if (i + 1 < argc && a == "--emulate") {
+      emulate = argv[++i];
+    } else {
+      std::fprintf(stderr, "device_emu_worker: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  auto made = tessera::Communicator::FromEnv();
+  if (!made.ok()) {
+    std::printf("INITFAIL %s\n", made.status().ToString().c_str());
+    return 3;
+  }
+  auto* comm = dynamic_cast<tessera::comm::Comm*>(made.value().get());
+  if (comm == nullptr) Fail("the communicator is not a tessera::comm::Comm");
+  g_rank = comm->rank();
+  const int world = comm->size();
+  const bool emulated = emulate == "all" || (emulate == "even" && g_rank % 2 == 0);
+  tessera::comm::EmulatedDevice device(piece, gate);
+  const DType types[] = {DType::kFloat16, DType::kBfloat16, DType::kFloat32, DType::kFloat64};
+  const tsrRedOp_t ops[] = {tsrSum, tsrProd, tsrMax, tsrMin, tsrAvg};
+  uint64_t seed = 101;
+  size_t cases = 0;
+  for (size_t count : sizes)
+    for (DType t : types)
+      for (tsrRedOp_t op : ops)
+        for (int inplace = 0; inplace < 2; ++inplace) {
+          ++seed;
+          const size_t esz = tessera::DTypeSize(t);
+          std::vector<unsigned char> in(count * esz + 1), out(count * esz + 1, 0xAB);
+          for (size_t i = 0; i < count; ++i) tessera::StoreElement(in.data(), i, t, Value(seed, g_rank, i, t, op));
+          void* dst = inplace ? in.data() : out.data();
+          tessera::Status s = tessera::comm::CommTestAccess::AllReduce(
+              *comm, in.data(), dst, count, t, static_cast<tessera::RedOp>(op), emulated ? &device : nullptr);
+          if (!s.ok()) Fail("allreduce: " + s.ToString());
+          std::string what = std::string(tessera::DTypeName(t)) + " op " + std::to_string(op) + " count " +
+                             std::to_string(count) + (inplace ? " in place" : "");
+          for (size_t i = 0; i < count; ++i) {
+            double abs_sum, ref = Reference(seed, i, t, op, world, &abs_sum);
+            double got = tessera::LoadElement(dst, i, t);
+            if (!WithinBound(got, ref, abs_sum, t, world))
+              Fail(what + ": element " + std::to_string(i) + " = " + std::to_string(got) + ", f64 reference " +
+                   std::to_string(ref));
+          }
+          uint64_t h = Hash(dst, count * esz);
+          std::vector<uint64_t> all(world);
+          if (!comm->AllGather(&h, all.data(), 1, tsrInt64, nullptr).ok()) Fail("allgather of hashes");
+          for (int r = 0; r < world; ++r)
+            if (all[r] != all[0]) Fail(what + ": result bits differ between rank 0 and rank " + std::to_string(r));
+          ++cases;
+        }
+  std::printf("OK rank %d: %zu allreduce cases on the %s\n", g_rank, cases,
+              emulated ? "emulated device bridge" : "host path");
+  return 0;
+}
