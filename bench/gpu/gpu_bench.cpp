@@ -11,7 +11,8 @@
 //                                               a world of one CUDA island (one rank per GPU): tsrAllReduce
 //                                               on a stream against NCCL's allreduce called directly on the
 //                                               same GPUs (a second NCCL communicator of the same ranks,
-//                                               and a third one, NCCL against NCCL, for the resolution),
+//                                               a third one, NCCL against NCCL, for the resolution, and
+//                                               NCCL called on Tessera's own NCCL communicator),
 //                                               R rounds (default 7) of N calls each, interleaved, medians of
 //                                               CUDA-event times (the slowest rank's per round);
 //                                               --nccl-first (a world of one rank): the first direct
@@ -32,6 +33,8 @@
 #include <vector>
 
 #include "comm/ccl/ccl.hpp"
+#include "comm/comm.hpp"
+#include "comm/device/device.hpp"
 #include "common/dtype.hpp"
 #include "tessera/tessera.h"
 
@@ -264,6 +267,12 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
     if (tsrBroadcast(&id, &id, sizeof(id), tsrUint8, 0, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
     if (L.CommInitRank(&nccl, size, id, rank) != 0) Die("direct NCCL communicator");
   }
+  // Tessera's own CCL communicator, to call NCCL on it directly: Tessera's call path against NCCL's
+  // call on the same communicator.
+  void* mine = nullptr;
+  if (auto* cc = dynamic_cast<tessera::comm::Comm*>(tessera::comm::Unwrap(comm)); cc && cc->device())
+    mine = cc->device()->CclHandle();
+  if (mine == nullptr) Die("direct: this rank's communicator has no CCL communicator (not a world of one CUDA island)");
   // A second direct communicator of the same ranks: NCCL against NCCL (an A/A comparison) gives the
   // resolution of this measurement — what two communicators differ by with no Tessera in the way.
   void* nccl2 = nullptr;
@@ -281,13 +290,13 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
     Cuda(cudaMalloc(&a, bytes), "cudaMalloc");
     Cuda(cudaMalloc(&b, bytes), "cudaMalloc");
     Cuda(cudaMemset(a, 0, bytes), "memset");
-    auto round = [&](int which) {  // 0: Tessera, 1: NCCL, 2: the second NCCL communicator
+    auto round = [&](int which) {  // 0: Tessera, 1: NCCL, 2: the second NCCL communicator, 3: NCCL on Tessera's
       Cuda(cudaEventRecord(e0, s), "record");
       for (int i = 0; i < iters; ++i) {
         if (which == 0) {
           if (tsrAllReduce(a, b, count, tsrFloat32, tsrSum, comm, s) != tsrSuccess) Die(tsrGetLastError(comm));
         } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0,
-                               which == 1 ? nccl : nccl2, s) != 0) {
+                               which == 1 ? nccl : which == 2 ? nccl2 : mine, s) != 0) {
           Die("ncclAllReduce");
         }
       }
@@ -300,19 +309,21 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
       if (tsrAllGather(&us, all.data(), 1, tsrFloat64, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
       return *std::max_element(all.begin(), all.end());
     };
-    for (int w = 0; w < 3; ++w) round(w);
-    std::vector<double> t[3];
+    for (int w = 0; w < 4; ++w) round(w);
+    std::vector<double> t[4];
     for (int r = 0; r < rounds; ++r)  // the order rotates, so no variant always runs first
-      for (int w = 0; w < 3; ++w) {
-        int which = (r + w) % 3;
+      for (int w = 0; w < 4; ++w) {
+        int which = (r + w) % 4;
         t[which].push_back(round(which));
       }
-    double mt = Median(t[0]), mn = Median(t[1]), mn2 = Median(t[2]);
+    double mt = Median(t[0]), mn = Median(t[1]), mn2 = Median(t[2]), mm = Median(t[3]);
     if (rank == 0)
       std::printf(
         "{\"bench\":\"single_island\",\"ranks\":%d,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
-        "\"overhead_pct\":%.2f,\"nccl2_us\":%.2f,\"nccl_vs_nccl_pct\":%.2f,\"ccl\":\"%s %d\"}\n",
-        size, bytes, mt, mn, 100.0 * (mt - mn) / mn, mn2, 100.0 * (mn2 - mn) / mn, L.name().c_str(), L.version());
+        "\"overhead_pct\":%.2f,\"nccl2_us\":%.2f,\"nccl_vs_nccl_pct\":%.2f,\"nccl_on_tessera_comm_us\":%.2f,"
+        "\"nccl_on_tessera_comm_pct\":%.2f,\"ccl\":\"%s %d\"}\n",
+        size, bytes, mt, mn, 100.0 * (mt - mn) / mn, mn2, 100.0 * (mn2 - mn) / mn, mm, 100.0 * (mm - mn) / mn,
+        L.name().c_str(), L.version());
     Cuda(cudaFree(a), "free");
     Cuda(cudaFree(b), "free");
   }

@@ -45,6 +45,8 @@ tsrResult_t Call(tsrComm_t comm, F&& f) {
 }
 }  // namespace
 
+tessera::Communicator* tessera::comm::Unwrap(tsrComm_t comm) { return comm != nullptr ? comm->impl.get() : nullptr; }
+
 extern "C" {
 
 tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {

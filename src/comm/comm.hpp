@@ -71,6 +71,8 @@ class Comm final : public Communicator, public Links {
   int island() const override { return my_island_; }
   int num_islands() const override { return static_cast<int>(islands_.size()); }
   std::string Describe() const override;
+  // This rank's device backend (null for a host rank); for benchmarks and diagnostics.
+  DeviceRank* device() const { return cuda_.get(); }
   const std::vector<Island>& islands() const { return islands_; }
 
   Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
@@ -156,5 +158,9 @@ class Comm final : public Communicator, public Links {
   // first, so its worker thread stops before the channels and the store go away.
   std::unique_ptr<DeviceRank> cuda_;
 };
+
+// The communicator behind a C handle (null for a null or destroyed one); for benchmarks and tests that
+// need the C++ side of a communicator made through the C API. Defined in c_api.cpp.
+Communicator* Unwrap(tsrComm_t comm);
 
 }  // namespace tessera::comm

@@ -45,6 +45,7 @@ class CudaRank final : public DeviceRank {
   ~CudaRank() override;
   Status Attach(Comm* comm) override;
   std::string Describe() const override;
+  void* CclHandle() const override { return ccl_ ? ccl_->handle() : nullptr; }
 
   Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
                    tsrStream_t stream) override;

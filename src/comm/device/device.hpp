@@ -34,6 +34,9 @@ class DeviceRank {
   virtual Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) = 0;
   virtual Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) = 0;
   virtual Status Barrier() = 0;
+  // The CCL communicator of a world of one device island (ncclComm_t for NCCL), else null. For
+  // benchmarks that call the CCL on Tessera's own communicator (bench/gpu/gpu_bench direct).
+  virtual void* CclHandle() const { return nullptr; }
 };
 
 // `device` is TESSERA_DEVICE ("cuda:N"). Selects the GPU; errors name the value.
