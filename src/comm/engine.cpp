@@ -232,6 +232,21 @@ void Engine::FuseLocalPairs() {
   }
 }
 
+template <typename Release>
+Result<bool> Engine::Retire(DeviceOps::Queue queue, std::deque<InFlight>& inflight, size_t* released,
+                            Release release) {
+  bool progress = false;
+  while (!inflight.empty()) {
+    TSR_ASSIGN_OR_RETURN(bool done, dev_->Done(queue, inflight.front().ticket));
+    if (!done) break;
+    release(inflight.front().bytes);
+    *released += inflight.front().bytes;
+    inflight.pop_front();
+    progress = true;
+  }
+  return progress;
+}
+
 Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
   SendOp& op = q.front();
   DevQueues& dq = devq_[peer];
@@ -239,15 +254,9 @@ Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
   if (!ch->dma())
     return InternalError(fmt::format("device bridge: the {} channel to {} cannot take device copies",
                                      ch->transport(), links_->PeerName(peer)));
-  bool progress = false;
-  while (!dq.sent.empty()) {  // publish what the copy engine has written, oldest first
-    TSR_ASSIGN_OR_RETURN(bool done, dev_->Done(DeviceOps::kSendQueue, dq.sent.front().ticket));
-    if (!done) break;
-    ch->Publish(dq.sent.front().bytes);
-    dq.send_done += dq.sent.front().bytes;
-    dq.sent.pop_front();
-    progress = true;
-  }
+  // Publish what the copy engine has written.
+  TSR_ASSIGN_OR_RETURN(bool progress,
+                       Retire(DeviceOps::kSendQueue, dq.sent, &dq.send_done, [ch](size_t b) { ch->Publish(b); }));
   const size_t ready = op.Ready();
   while (op.off < op.padded && dq.sent.size() < kMaxInFlight) {
     bool data = op.off < op.bytes;
@@ -281,15 +290,9 @@ Result<bool> Engine::StepDeviceRecv(int peer, std::deque<RecvOp>& q) {
   if (!ch->dma())
     return InternalError(fmt::format("device bridge: the {} channel from {} cannot take device copies",
                                      ch->transport(), links_->PeerName(peer)));
-  bool progress = false;
-  while (!dq.recvd.empty()) {  // release ring bytes the device has finished reading, oldest first
-    TSR_ASSIGN_OR_RETURN(bool done, dev_->Done(DeviceOps::kFoldQueue, dq.recvd.front().ticket));
-    if (!done) break;
-    ch->Consume(dq.recvd.front().bytes);
-    dq.recv_done += dq.recvd.front().bytes;
-    dq.recvd.pop_front();
-    progress = true;
-  }
+  // Release the ring bytes the device has finished reading.
+  TSR_ASSIGN_OR_RETURN(bool progress,
+                       Retire(DeviceOps::kFoldQueue, dq.recvd, &dq.recv_done, [ch](size_t b) { ch->Consume(b); }));
   while (op.off < op.padded && dq.recvd.size() < kMaxInFlight) {
     if (op.off >= op.bytes) {  // padding
       auto [ptr, n] = ch->Claim(op.padded - op.off, 1);

@@ -133,6 +133,10 @@ class Engine {
   };
   // Hands each job's local contributor among its first two to the received one (ReduceJob::fused).
   void FuseLocalPairs();
+  // Device mode: hands the ring bytes of in-flight copies that `queue` has finished back to the channel
+  // (`release`: publish or consume), oldest first, adding them to *released; true if any.
+  template <typename Release>
+  Result<bool> Retire(DeviceOps::Queue queue, std::deque<InFlight>& inflight, size_t* released, Release release);
   // Device mode: move the front op of a peer's queue along (popping it once the device is done with it).
   Result<bool> StepDeviceSend(int peer, std::deque<SendOp>& q);
   Result<bool> StepDeviceRecv(int peer, std::deque<RecvOp>& q);

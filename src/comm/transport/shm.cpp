@@ -101,9 +101,6 @@ Result<void*> MapFd(int fd, size_t size, const std::string& name) {
   return p;
 }
 
-}  // namespace
-
-namespace {
 size_t TotalBytes(const std::vector<size_t>& rings) {
   size_t size = CtlBytes(static_cast<int>(rings.size()));
   for (size_t r : rings) size += r;
