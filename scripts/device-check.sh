@@ -137,7 +137,6 @@ json.dump(out, open(res, "w"), indent=1)
 def copy_row(gpus, procs):
     return [r for r in rows if r.get("bench") == "pinned_copy" and r.get("gpus", 1) == gpus and r.get("procs", 1) == procs]
 copy, copy2, copy1p2 = copy_row(1, 1), copy_row(2, 1), copy_row(1, 2)
-cbw = min(copy[0]["d2h_GBps"], copy[0]["h2d_GBps"]) if copy else float("nan")
 bidir = copy[0]["bidir_each_GBps"] if copy else float("nan")
 print(f"GPU {gpu}, driver {driver}, commit {commit[:12]}; GPU tests {'PASSED' if test_rc == '0' else 'FAILED'}")
 if copy: print(f"pinned copy 256 MiB: D2H {copy[0]['d2h_GBps']:.1f} GB/s, H2D {copy[0]['h2d_GBps']:.1f} GB/s, both at once {copy[0]['bidir_each_GBps']:.1f} GB/s each")

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -149,12 +150,21 @@ int Copy(size_t mib, int gpus, int procs) {
       }
       kids.push_back(pid);
     }
-    for (pid_t pid : kids) {
+    // A process that fails leaves the others waiting at the barrier: stop them, then say so.
+    bool failed = false;
+    for (size_t left = kids.size(); left > 0; --left) {
       int st = 0;
-      waitpid(pid, &st, 0);
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) Die("a copy process failed");
+      pid_t pid = waitpid(-1, &st, 0);
+      if (pid < 0) Die("waitpid");
+      if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && !failed) {
+        failed = true;
+        for (pid_t k : kids)
+          if (k != pid) kill(k, SIGKILL);
+      }
     }
+    if (failed) Die("a copy process failed");
   }
+  pthread_barrier_destroy(&sh->barrier);
   double bw[3];
   for (int which = 0; which < 3; ++which) {
     std::vector<double> t;
@@ -262,11 +272,15 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
   int rank = 0, size = 1;
   tsrCommRank(comm, &rank);
   tsrCommSize(comm, &size);
-  if (nccl == nullptr) {
+  // A direct NCCL communicator of the same ranks, its id sent through Tessera.
+  auto direct_comm = [&](const char* what) {
+    void* c = nullptr;
     if (rank == 0 && L.GetUniqueId(&id) != 0) Die("ncclGetUniqueId");
     if (tsrBroadcast(&id, &id, sizeof(id), tsrUint8, 0, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
-    if (L.CommInitRank(&nccl, size, id, rank) != 0) Die("direct NCCL communicator");
-  }
+    if (L.CommInitRank(&c, size, id, rank) != 0) Die(what);
+    return c;
+  };
+  if (nccl == nullptr) nccl = direct_comm("direct NCCL communicator");
   // Tessera's own CCL communicator, to call NCCL on it directly: Tessera's call path against NCCL's
   // call on the same communicator.
   void* mine = nullptr;
@@ -275,10 +289,7 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
   if (mine == nullptr) Die("direct: this rank's communicator has no CCL communicator (not a world of one CUDA island)");
   // A second direct communicator of the same ranks: NCCL against NCCL (an A/A comparison) gives the
   // resolution of this measurement — what two communicators differ by with no Tessera in the way.
-  void* nccl2 = nullptr;
-  if (rank == 0 && L.GetUniqueId(&id) != 0) Die("ncclGetUniqueId");
-  if (tsrBroadcast(&id, &id, sizeof(id), tsrUint8, 0, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
-  if (L.CommInitRank(&nccl2, size, id, rank) != 0) Die("second direct NCCL communicator");
+  void* nccl2 = direct_comm("second direct NCCL communicator");
   cudaStream_t s;
   Cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   cudaEvent_t e0, e1;

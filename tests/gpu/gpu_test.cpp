@@ -32,7 +32,7 @@ std::string NoGpuReason() {
   if (n == 0) return "no CUDA GPU visible";
   return "";
 }
-// Why a test of several GPUs cannot run here ("" when it can).
+// Why a test that needs `want` GPUs cannot run here ("" when it can).
 std::string FewerGpusThan(int want) {
   std::string why = NoGpuReason();
   if (!why.empty()) return why;
@@ -46,11 +46,7 @@ std::string FewerGpusThan(int want) {
     std::string why = FewerGpusThan(n);                   \
     if (!why.empty()) GTEST_SKIP() << "skipped: " << why; \
   } while (0)
-#define REQUIRE_GPU()                                     \
-  do {                                                    \
-    std::string why = NoGpuReason();                      \
-    if (!why.empty()) GTEST_SKIP() << "skipped: " << why; \
-  } while (0)
+#define REQUIRE_GPU() REQUIRE_GPUS(1)
 
 struct RankSpec {
   int island;
