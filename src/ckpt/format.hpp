@@ -24,6 +24,13 @@ std::string JoinPath(const std::string& a, const std::string& b);
 
 const char* SafetensorsDType(DType t);                  // "F32", "BF16", ...
 bool ParseSafetensorsDType(const std::string& s, DType* t);
+// A safetensors file starts with its JSON header's length, 8 bytes little-endian.
+inline uint64_t SafetensorsHeaderLength(const void* first8) {
+  const auto* b = static_cast<const unsigned char*>(first8);
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | b[i];
+  return len;
+}
 
 struct Piece {       // one rank's part of one tensor, as stored
   int file = 0;      // index into Manifest::files (= writer rank)

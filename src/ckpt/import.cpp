@@ -74,8 +74,7 @@ Status ReadTensors(const Mapped& m, std::vector<TensorView>* views, std::map<std
     return InvalidArgument(fmt::format("import: {}{}{}", m.path, what.rfind(":", 0) == 0 ? "" : " ", what));
   };
   if (m.size < 8) return bad("is shorter than a safetensors header (8-byte length + JSON)");
-  uint64_t hlen = 0;
-  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | static_cast<unsigned char>(m.data[i]);
+  const uint64_t hlen = SafetensorsHeaderLength(m.data);
   if (hlen > m.size - 8) return bad(fmt::format("has a header length of {} bytes, beyond its {} bytes", hlen, m.size));
   const char* base = m.data + 8 + hlen;
   uint64_t data_size = m.size - 8 - hlen;

@@ -97,8 +97,7 @@ Status VerifyFile(const Manifest& m, size_t fi, const std::string& dir, bool che
   unsigned char lenbuf[8];
   if (f.bytes < 8) return Corrupt(where("is shorter than a safetensors header"));
   TSR_RETURN_IF_ERROR(PreadAll(fd, lenbuf, 8, 0, path));
-  uint64_t hlen = 0;
-  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | lenbuf[i];
+  const uint64_t hlen = SafetensorsHeaderLength(lenbuf);
   if (hlen > f.bytes - 8) return Corrupt(where(fmt::format("has a safetensors header length {} beyond the file", hlen)));
   std::string header(hlen, '\0');
   TSR_RETURN_IF_ERROR(PreadAll(fd, header.data(), hlen, 8, path));
