@@ -382,6 +382,9 @@ int main(int argc, char** argv) {
     } else
       Die("unknown argument " + a);
   }
+  if (iters < 1 || rounds < 1 || mib < 1)
+    Die("--iters " + std::to_string(iters) + ", --rounds " + std::to_string(rounds) + ", --mib " + std::to_string(mib) +
+        ": each must be at least 1");
   if (mode == "copy") return Copy(mib, gpus, procs);
   if (mode == "allreduce") return AllReduce(sizes, iters, dt, host_memory);
   if (mode == "direct") return Direct(sizes, iters, rounds, nccl_first);

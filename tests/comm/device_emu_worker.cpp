@@ -161,6 +161,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (piece < 8) {
+    std::fprintf(stderr, "device_emu_worker: --piece %zu must be at least 8 bytes\n", piece);
+    return 2;
+  }
   auto made = tessera::Communicator::FromEnv();
   if (!made.ok()) {
     std::printf("INITFAIL %s\n", made.status().ToString().c_str());
