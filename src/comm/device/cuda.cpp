@@ -90,9 +90,7 @@ Status Device::MakeCurrent() const { return Check(cudaSetDevice(index_), "cudaSe
 Status Device::CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes) const {
   if (bytes == 0) return Status::Ok();
   if (p == nullptr) return InvalidArgument(fmt::format("{}: {} is NULL", what, arg));
-  const auto at = reinterpret_cast<uintptr_t>(p);
-  for (const Alloc& a : seen_)
-    if (a.size > 0 && at >= a.base && at - a.base <= a.size && bytes <= a.size - (at - a.base)) return Status::Ok();
+  if (seen_.Contains(p, bytes)) return Status::Ok();
   cudaPointerAttributes a{};
   cudaError_t e = cudaPointerGetAttributes(&a, p);
   if (e != cudaSuccess) {
@@ -118,8 +116,7 @@ Status Device::CheckDevicePtr(const char* what, const char* arg, const void* p, 
       if (bytes > avail)
         return InvalidArgument(fmt::format("{}: {} = {}: the call needs {} bytes but its allocation has {} from there",
                                            what, arg, p, bytes, avail));
-      for (int i = 7; i > 0; --i) seen_[i] = seen_[i - 1];
-      seen_[0] = {static_cast<uintptr_t>(base), size};
+      seen_.Add(static_cast<uintptr_t>(base), size);
     }
   }
   return Status::Ok();

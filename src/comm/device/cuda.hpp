@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/device/device.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::comm::cuda {
@@ -36,6 +37,8 @@ class Device {
   // Makes this rank's GPU current on the calling thread (the worker thread calls it once).
   Status MakeCurrent() const;
 
+  // Device allocations CheckDevicePtr has validated (with their extent).
+  const AllocCache& validated() const { return seen_; }
   // `what` and `arg` name the call and the argument ("allreduce", "sendbuf"); messages are built only on
   // failure. Device memory of this rank's GPU (or managed memory), holding `bytes` from p when the driver
   // reports the allocation's extent.
@@ -63,13 +66,7 @@ class Device {
   void* mem_range_ = nullptr;   // cuMemGetAddressRange
   const char* wait_mode_ = "spin-kernel";
   bool wait_value_failed_ = false;
-  // Device allocations already validated (base, size), most recent first: a pointer inside one skips the
-  // driver queries, so a single-island call costs no more than NCCL's own. (A freed and re-made
-  // allocation at the same base with a smaller size would pass unchecked, as it would with NCCL.)
-  struct Alloc {
-    uintptr_t base = 0, size = 0;
-  };
-  mutable Alloc seen_[8];
+  mutable AllocCache seen_;  // allocations validated so far (device.hpp)
 };
 
 // A page-locked host buffer that grows on demand and keeps its size. Growing never frees the smaller

@@ -46,6 +46,7 @@ class CudaRank final : public DeviceRank {
   Status Attach(Comm* comm) override;
   std::string Describe() const override;
   void* CclHandle() const override { return ccl_ ? ccl_->handle() : nullptr; }
+  DirectAllReduce* DirectPath() override { return ccl_ ? &direct_ : nullptr; }
 
   Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
                    tsrStream_t stream) override;
@@ -98,6 +99,7 @@ class CudaRank final : public DeviceRank {
   bool hybrid_ = false;
   std::unique_ptr<CclComm> ccl_;  // world of one island
   uint32_t direct_calls_ = 0;
+  DirectAllReduce direct_;  // world of one island: tsrAllReduce's lean path (set up in Attach)
   // The device bridge (copy engines straight into the shm rings), when this island qualifies.
   std::unique_ptr<CudaRingOps> ring_ops_;
   // Hybrid resources (created in Attach).
@@ -133,6 +135,18 @@ Status CudaRank::Attach(Comm* comm) {
       return c.status().WithContext(
           fmt::format("rank {}: creating island {}'s {} communicator", comm->rank_, I.index, lib->name()));
     ccl_ = std::move(c).value();
+    direct_.call = ccl_->lib().AllReduce;
+    direct_.handle = ccl_->handle();
+    for (int t = 0; t < static_cast<int>(DType::kCount); ++t) {
+      direct_.ccl_type[t] = CclDataType(static_cast<DType>(t));
+      direct_.esz[t] = direct_.ccl_type[t] < 0 ? 0 : static_cast<uint8_t>(DTypeSize(static_cast<DType>(t)));
+    }
+    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) direct_.ccl_op[o] = CclRedOp(static_cast<RedOp>(o));
+    direct_.allocs = &dev_->validated();
+    direct_.calls = &direct_calls_;
+    direct_.failed = &comm->failed_;
+    direct_.owner = this;
+    direct_.report = [](void* self, int r) { return static_cast<CudaRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
   }
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking), "cudaStreamCreate"));
