@@ -11,10 +11,12 @@
 //                                               a world of one CUDA island (one rank per GPU): tsrAllReduce
 //                                               on a stream against NCCL's allreduce called directly on the
 //                                               same GPUs (a second NCCL communicator of the same ranks,
-//                                               a third one, NCCL against NCCL, for the resolution, and
-//                                               NCCL called on Tessera's own NCCL communicator),
-//                                               R rounds (default 7) of N calls each, interleaved, medians of
-//                                               CUDA-event times (the slowest rank's per round);
+//                                               a third one, NCCL against NCCL, for the resolution; NCCL
+//                                               called on Tessera's own NCCL communicator; and Tessera's
+//                                               C++ Communicator::AllReduce, the path without the C API's
+//                                               lean path), R rounds (default 7) of N calls each,
+//                                               interleaved, medians of CUDA-event times and of the host
+//                                               time spent in the calls (the slowest rank's per round);
 //                                               --nccl-first (a world of one rank): the first direct
 //                                               communicator is made before Tessera's, not after.
 // Sizes are in bytes with K/M/G suffixes.
@@ -301,40 +303,61 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
     Cuda(cudaMalloc(&a, bytes), "cudaMalloc");
     Cuda(cudaMalloc(&b, bytes), "cudaMalloc");
     Cuda(cudaMemset(a, 0, bytes), "memset");
-    auto round = [&](int which) {  // 0: Tessera, 1: NCCL, 2: the second NCCL communicator, 3: NCCL on Tessera's
+    // The variants, timed in rotating order: 0 tsrAllReduce (the C API, as an application calls it), 1 NCCL
+    // called directly, 2 a second direct NCCL communicator (NCCL against NCCL: the resolution), 3 NCCL on
+    // Tessera's own communicator, 4 Tessera's C++ Communicator::AllReduce (the full path, without the C
+    // API's lean path: an A/B of that path in the same run).
+    constexpr int kVariants = 5;
+    auto* cxx = tessera::comm::Unwrap(comm);
+    struct Time {
+      double gpu_us, enqueue_us;  // per call: CUDA-event time on the stream; host time spent in the calls
+    };
+    auto round = [&](int which) {
       Cuda(cudaEventRecord(e0, s), "record");
+      auto h0 = std::chrono::steady_clock::now();
       for (int i = 0; i < iters; ++i) {
         if (which == 0) {
           if (tsrAllReduce(a, b, count, tsrFloat32, tsrSum, comm, s) != tsrSuccess) Die(tsrGetLastError(comm));
+        } else if (which == 4) {
+          if (auto st = cxx->AllReduce(a, b, count, tsrFloat32, tsrSum, s); !st.ok()) Die(st.message());
         } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0,
                                which == 1 ? nccl : which == 2 ? nccl2 : mine, s) != 0) {
           Die("ncclAllReduce");
         }
       }
+      double host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() / iters;
       Cuda(cudaEventRecord(e1, s), "record");
       Cuda(cudaEventSynchronize(e1), "sync");
       float ms = 0;
       Cuda(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-      double us = ms * 1e3 / iters;
-      std::vector<double> all(size);  // the slowest rank's time
-      if (tsrAllGather(&us, all.data(), 1, tsrFloat64, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
-      return *std::max_element(all.begin(), all.end());
+      double mine_t[2] = {ms * 1e3 / iters, host_us};
+      std::vector<double> all(2 * size);  // the slowest rank's times
+      if (tsrAllGather(mine_t, all.data(), 2, tsrFloat64, comm, nullptr) != tsrSuccess) Die(tsrGetLastError(comm));
+      Time t{0, 0};
+      for (int r = 0; r < size; ++r) t = {std::max(t.gpu_us, all[2 * r]), std::max(t.enqueue_us, all[2 * r + 1])};
+      return t;
     };
-    for (int w = 0; w < 4; ++w) round(w);
-    std::vector<double> t[4];
+    for (int w = 0; w < kVariants; ++w) round(w);
+    std::vector<double> t[kVariants], q[kVariants];
     for (int r = 0; r < rounds; ++r)  // the order rotates, so no variant always runs first
-      for (int w = 0; w < 4; ++w) {
-        int which = (r + w) % 4;
-        t[which].push_back(round(which));
+      for (int w = 0; w < kVariants; ++w) {
+        int which = (r + w) % kVariants;
+        Time x = round(which);
+        t[which].push_back(x.gpu_us);
+        q[which].push_back(x.enqueue_us);
       }
-    double mt = Median(t[0]), mn = Median(t[1]), mn2 = Median(t[2]), mm = Median(t[3]);
+    double m[kVariants], mq[kVariants];
+    for (int w = 0; w < kVariants; ++w) m[w] = Median(t[w]), mq[w] = Median(q[w]);
+    auto pct = [&](double x, double ref) { return 100.0 * (x - ref) / ref; };
     if (rank == 0)
       std::printf(
         "{\"bench\":\"single_island\",\"ranks\":%d,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
         "\"overhead_pct\":%.2f,\"nccl2_us\":%.2f,\"nccl_vs_nccl_pct\":%.2f,\"nccl_on_tessera_comm_us\":%.2f,"
-        "\"nccl_on_tessera_comm_pct\":%.2f,\"ccl\":\"%s %d\"}\n",
-        size, bytes, mt, mn, 100.0 * (mt - mn) / mn, mn2, 100.0 * (mn2 - mn) / mn, mm, 100.0 * (mm - mn) / mn,
-        L.name().c_str(), L.version());
+        "\"nccl_on_tessera_comm_pct\":%.2f,\"tessera_full_path_us\":%.2f,\"full_path_pct\":%.2f,"
+        "\"enqueue_us\":{\"tessera\":%.3f,\"nccl\":%.3f,\"nccl2\":%.3f,\"nccl_on_tessera_comm\":%.3f,"
+        "\"tessera_full_path\":%.3f},\"ccl\":\"%s %d\"}\n",
+        size, bytes, m[0], m[1], pct(m[0], m[1]), m[2], pct(m[2], m[1]), m[3], pct(m[3], m[1]), m[4], pct(m[4], m[1]),
+        mq[0], mq[1], mq[2], mq[3], mq[4], L.name().c_str(), L.version());
     Cuda(cudaFree(a), "free");
     Cuda(cudaFree(b), "free");
   }

@@ -291,6 +291,15 @@ TEST(GpuSingleIsland, OneGpuWorldCallsTheCclOnTheStream) {
   ExpectAllOk(outs);
 }
 
+// Repeated calls on the same buffers go the C API's lean path: every result checked, and the errors after
+// them (a count past the allocation, a call after the failure) still refused.
+TEST(GpuSingleIsland, RepeatedCallsOnKnownBuffersStayCheckedAndCorrect) {
+  REQUIRE_GPU();
+  auto outs = RunWorld({{0, "nvidia", "cuda:0"}}, {"repeat"}, 120, "10s");
+  ExpectAllOk(outs);
+  EXPECT_NE(outs[0].out.find("but its allocation has"), std::string::npos) << Dump(outs);
+}
+
 // ---- several GPUs (skipped on a machine with one) ----
 
 // A real 2-GPU NCCL island: the collective is enqueued and the call returns at once (the worker checks it

@@ -9,7 +9,10 @@
 //   gpu_worker wrongmem                    GPU ranks pass host memory with a stream, host ranks pass device
 //       memory: the offender gets tsrInvalidArgument, every other rank an error, all within the timeout;
 //   gpu_worker badptr                      the GPU rank 0 passes an address that is no allocation;
-//   gpu_worker die RANK                    RANK exits after one allreduce; the others must fail in time.
+//   gpu_worker die RANK                    RANK exits after one allreduce; the others must fail in time;
+//   gpu_worker repeat                      (a world of one device island) 300 allreduces on the same two
+//       buffers, every type and op, each checked — the lean path of repeated calls, past two error polls —
+//       then a count past the allocation must be tsrInvalidArgument naming it, and a later call an error.
 // Prints "OK ..." on success, "FAIL ..." and exits 1 otherwise.
 #include <cuda_runtime.h>
 #include <unistd.h>
@@ -237,6 +240,47 @@ int RunNumerics(size_t count) {
 }
 
 // Every rank of a faulted job must end with an error, named, in bounded time.
+// Repeated calls on the same buffers, as a training loop makes them: after the first, the C API's lean
+// path (DirectAllReduce) takes them. Each result is checked; then the errors it must leave to the full path.
+int RunRepeat() {
+  const DType types[] = {DType::kFloat16, DType::kBfloat16, DType::kFloat32, DType::kInt32, DType::kFloat64};
+  const tsrRedOp_t ops[] = {tsrSum, tsrProd, tsrMax, tsrMin, tsrAvg};
+  const size_t kMax = 5000;  // elements
+  Buf in(kMax * 8), out(kMax * 8);
+  for (int call = 0; call < 300; ++call) {
+    const DType t = types[call % 5];
+    const tsrRedOp_t op = ops[(call / 5) % 5];
+    const size_t count = kMax - static_cast<size_t>(call), esz = tessera::DTypeSize(t);
+    const uint64_t seed = 1000 + static_cast<uint64_t>(call);
+    for (size_t i = 0; i < count; ++i) StoreElement(in.host.data(), i, t, Value(seed, g_rank, i, t, op));
+    in.Push();
+    Check(tsrAllReduce(in.ptr(), out.ptr(), count, static_cast<tsrDataType_t>(t), op, g_comm, S()), "allreduce");
+    out.Pull();
+    for (size_t i = 0; i < count; ++i) {
+      double abs_sum, ref = Reference(seed, i, t, op, g_size, &abs_sum);
+      double got = LoadElement(out.host.data(), i, t);
+      if (t == DType::kInt32)
+        ref = static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(std::fmod(ref, 4294967296.0))));
+      if (!WithinBound(got, ref, abs_sum, t, g_size))
+        Fail("repeated allreduce " + std::to_string(call) + " (" + tessera::DTypeName(t) + ", op " +
+             std::to_string(op) + "): element " + std::to_string(i) + " = " + std::to_string(got) +
+             ", f64 reference " + std::to_string(ref));
+    }
+    AllSame(out.host.data(), count * esz, "repeated allreduce");
+  }
+  // The buffers are known good now; a count past their end must still be refused, naming the size.
+  tsrResult_t r = tsrAllReduce(in.ptr(), out.ptr(), kMax * 4, tsrFloat32, tsrSum, g_comm, S());
+  std::printf("ERROR past the allocation: %s: %s\n", tsrGetErrorString(r), tsrGetLastError(g_comm));
+  if (r != tsrInvalidArgument) Fail("a count past a known allocation should be tsrInvalidArgument");
+  if (!std::strstr(tsrGetLastError(g_comm), "but its allocation has")) Fail("the error should name the allocation");
+  // The communicator has failed: a later valid call must not slip through the lean path.
+  r = tsrAllReduce(in.ptr(), out.ptr(), 16, tsrFloat32, tsrSum, g_comm, S());
+  std::printf("ERROR after the failure: %s: %s\n", tsrGetErrorString(r), tsrGetLastError(g_comm));
+  if (r == tsrSuccess) Fail("a call after the communicator failed succeeded");
+  std::printf("OK rank %d: 300 repeated allreduces checked, errors after them refused\n", g_rank);
+  return 0;
+}
+
 int ExpectError(tsrResult_t r, double secs, bool offender) {
   std::printf("ERROR rank %d after %.2fs: %s: %s\n", g_rank, secs, tsrGetErrorString(r), tsrGetLastError(g_comm));
   if (r == tsrSuccess) Fail("the faulty collective succeeded");
@@ -249,7 +293,7 @@ int ExpectError(tsrResult_t r, double secs, bool offender) {
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gpu_worker check|numerics|wrongmem|badptr|die RANK [options]\n");
+    std::fprintf(stderr, "usage: gpu_worker check|numerics|wrongmem|badptr|repeat|die RANK [options]\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -324,6 +368,8 @@ int main(int argc, char** argv) {
       }
       rc = ExpectError(r, secs(), false);
     }
+  } else if (mode == "repeat") {
+    rc = RunRepeat();
   } else if (mode == "die") {
     int victim = argc > 2 ? std::atoi(argv[2]) : 0;
     Buf b(4 << 20);
