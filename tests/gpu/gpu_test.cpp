@@ -287,7 +287,7 @@ TEST(GpuHybrid, NumericsOfRandomGradients) {
 
 TEST(GpuSingleIsland, OneGpuWorldCallsTheCclOnTheStream) {
   REQUIRE_GPU();
-  auto outs = RunWorld({{0, "nvidia", "cuda:0"}}, {"check", "--sizes", "0,1,1000,300001"}, 240);
+  auto outs = RunWorld({{0, "nvidia", "cuda:0"}}, {"check", "--sizes", "0,1,1000,4099,300001"}, 240);
   ExpectAllOk(outs);
 }
 

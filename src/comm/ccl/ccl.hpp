@@ -80,7 +80,7 @@ class CclLibrary {
 
 // NCCL's enum values for our types/operations. -1 when the CCL has no such type.
 int CclDataType(DType t);
-int CclRedOp(RedOp op);  // avg maps to ncclAvg
+int CclRedOp(RedOp op);  // avg maps to ncclAvg (calls go through CclComm::Op)
 
 // One communicator of the CCL over the ranks of one island. Created collectively by the island's
 // members: member 0 makes the unique id and publishes it in the store under `key`.
@@ -93,6 +93,12 @@ class CclComm {
   CclLibrary& lib() { return *lib_; }
   void* handle() { return comm_; }
   int nranks() const { return nranks_; }
+  // The CCL's operation for `op` on this communicator. Avg on a communicator of one rank is sent as sum
+  // (the same value, exactly): NCCL before 2.29.7 leaves the last elements of a one-rank avg unwritten at
+  // some counts (NVIDIA/nccl#1950). On the H200 with NCCL 2.28.3, bench/gpu/one_rank_avg found 20 of
+  // 1,250 type/op/count cases wrong, all of them avg: f32 at 4,961, 4,969, ... and f64 at 4,099, 4,976, ...
+  // Use this, not CclRedOp, for every call.
+  int Op(RedOp op) const { return CclRedOp(op == RedOp::kAvg && nranks_ == 1 ? RedOp::kSum : op); }
   // An error when the CCL reported an asynchronous failure (a peer died, a kernel faulted).
   Status AsyncError();
   // Abandons the communicator (after a failure): the destructor then aborts instead of destroying.

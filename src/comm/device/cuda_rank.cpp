@@ -141,7 +141,7 @@ Status CudaRank::Attach(Comm* comm) {
       direct_.ccl_type[t] = CclDataType(static_cast<DType>(t));
       direct_.esz[t] = direct_.ccl_type[t] < 0 ? 0 : static_cast<uint8_t>(DTypeSize(static_cast<DType>(t)));
     }
-    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) direct_.ccl_op[o] = CclRedOp(static_cast<RedOp>(o));
+    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) direct_.ccl_op[o] = ccl_->Op(static_cast<RedOp>(o));
     direct_.allocs = &dev_->validated();
     direct_.calls = &direct_calls_;
     direct_.failed = &comm->failed_;
@@ -446,7 +446,7 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("AllReduce",
-                   ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), CclRedOp(rop), ccl_->handle(), stream));
+                   ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream));
   }
   void* acc = nullptr;
   size_t acc_bytes = 0;
@@ -478,7 +478,7 @@ Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, t
     if (!IsValid(static_cast<RedOp>(op)))
       return Fail("reduce_scatter", InvalidArgument(fmt::format("reduce_scatter: op {} is not a tsrRedOp_t", int(op))));
     return CclCall("ReduceScatter",
-                   ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), CclRedOp(static_cast<RedOp>(op)),
+                   ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), ccl_->Op(static_cast<RedOp>(op)),
                                              ccl_->handle(), stream));
   }
   std::byte *hin, *hout;
