@@ -8,7 +8,8 @@
 #   (b) a single NCCL island through Tessera against NCCL called directly (one GPU; and two when there);
 #   (c) numerics: error against f64 for random f16/bf16/f32 gradients, and bit-identity of all ranks.
 # Writes bench/results/gpu-<date>.json (machine, GPU, driver, commit, all rows) — and a copy under $OUT
-# when set — and prints a short table last. Usage: scripts/device-check.sh [BUILD_DIR]
+# when set — and prints a short table last. Usage: [TESSERA_COMMIT=<hash>] scripts/device-check.sh [BUILD_DIR]
+# (TESSERA_COMMIT names the tree run where the copy's git metadata may lag behind it, as on the lent GPU machine.)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cd "$(dirname "$0")/.."
