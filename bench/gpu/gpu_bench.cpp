@@ -12,9 +12,9 @@
 //                                               on a stream against NCCL's allreduce called directly on the
 //                                               same GPUs (a second NCCL communicator of the same ranks,
 //                                               a third one, NCCL against NCCL, for the resolution; NCCL
-//                                               called on Tessera's own NCCL communicator; and Tessera's
-//                                               C++ Communicator::AllReduce, the path without the C API's
-//                                               lean path), R rounds (default 7) of N calls each,
+//                                               called on Tessera's own NCCL communicator; and the device
+//                                               rank's full path, without the communicator's lean path
+//                                               for known-good calls), R rounds (default 7) of N calls each,
 //                                               interleaved, medians of CUDA-event times and of the host
 //                                               time spent in the calls (the slowest rank's per round);
 //                                               --nccl-first (a world of one rank): the first direct
@@ -286,8 +286,11 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
   // Tessera's own CCL communicator, to call NCCL on it directly: Tessera's call path against NCCL's
   // call on the same communicator.
   void* mine = nullptr;
-  if (auto* cc = dynamic_cast<tessera::comm::Comm*>(tessera::comm::Unwrap(comm)); cc && cc->device())
-    mine = cc->device()->CclHandle();
+  tessera::comm::DeviceRank* dev = nullptr;
+  if (auto* cc = dynamic_cast<tessera::comm::Comm*>(tessera::comm::Unwrap(comm)); cc && cc->device()) {
+    dev = cc->device();
+    mine = dev->CclHandle();
+  }
   if (mine == nullptr) Die("direct: this rank's communicator has no CCL communicator (not a world of one CUDA island)");
   // A second direct communicator of the same ranks: NCCL against NCCL (an A/A comparison) gives the
   // resolution of this measurement — what two communicators differ by with no Tessera in the way.
@@ -305,10 +308,9 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
     Cuda(cudaMemset(a, 0, bytes), "memset");
     // The variants, timed in rotating order: 0 tsrAllReduce (the C API, as an application calls it), 1 NCCL
     // called directly, 2 a second direct NCCL communicator (NCCL against NCCL: the resolution), 3 NCCL on
-    // Tessera's own communicator, 4 Tessera's C++ Communicator::AllReduce (the full path, without the C
-    // API's lean path: an A/B of that path in the same run).
+    // Tessera's own communicator, 4 the device rank's full path (DeviceRank::AllReduce, without the
+    // communicator's lean path for known-good calls: an A/B of that path in the same run).
     constexpr int kVariants = 5;
-    auto* cxx = tessera::comm::Unwrap(comm);
     struct Time {
       double gpu_us, enqueue_us;  // per call: CUDA-event time on the stream; host time spent in the calls
     };
@@ -319,7 +321,7 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
         if (which == 0) {
           if (tsrAllReduce(a, b, count, tsrFloat32, tsrSum, comm, s) != tsrSuccess) Die(tsrGetLastError(comm));
         } else if (which == 4) {
-          if (auto st = cxx->AllReduce(a, b, count, tsrFloat32, tsrSum, s); !st.ok()) Die(st.message());
+          if (auto st = dev->AllReduce(a, b, count, tsrFloat32, tsrSum, s); !st.ok()) Die(st.message());
         } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0,
                                which == 1 ? nccl : which == 2 ? nccl2 : mine, s) != 0) {
           Die("ncclAllReduce");

@@ -4,14 +4,12 @@
 #include <string>
 
 #include "comm/comm.hpp"
-#include "comm/device/device.hpp"
 #include "tessera/tessera.h"
 
 struct tsrComm {
   std::unique_ptr<tessera::Communicator> impl;
   std::string last_error;
   std::string description;
-  tessera::comm::DirectAllReduce* direct = nullptr;  // a world of one device island: tsrAllReduce's lean path
 };
 
 namespace {
@@ -64,8 +62,6 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
       return ToResult(c.status());
     }
     *comm = new tsrComm{std::move(c).value(), {}, {}};
-    if (auto* cc = dynamic_cast<tessera::comm::Comm*>((*comm)->impl.get()); cc != nullptr && cc->device() != nullptr)
-      (*comm)->direct = cc->device()->DirectPath();
     return tsrSuccess;
   } catch (const std::exception& e) {
     g_init_error = std::string("internal error: ") + e.what();
@@ -95,12 +91,6 @@ tsrResult_t tsrCommIsland(tsrComm_t comm, int* island) {
 
 tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
                          tsrComm_t comm, tsrStream_t stream) {
-  if (comm != nullptr && comm->direct != nullptr) {  // a world of one device island: straight to the CCL
-    int r = comm->direct->TryCall(sendbuf, recvbuf, count, datatype, op, stream);
-    if (r == 0) return tsrSuccess;
-    if (r != tessera::comm::DirectAllReduce::kNotTaken)
-      return Call(comm, [&](tessera::Communicator&) { return comm->direct->report(comm->direct->owner, r); });
-  }
   return Call(comm, [&](tessera::Communicator& c) { return c.AllReduce(sendbuf, recvbuf, count, datatype, op, stream); });
 }
 

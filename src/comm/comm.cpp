@@ -209,7 +209,10 @@ Status Comm::Init() {
       return InvalidArgument(fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8",
                                          bridge_chunk_bytes_));
   }
-  if (cuda_) TSR_RETURN_IF_ERROR(cuda_->Attach(this));
+  if (cuda_) {
+    TSR_RETURN_IF_ERROR(cuda_->Attach(this));
+    direct_ = cuda_->DirectPath();
+  }
   TSR_RETURN_IF_ERROR(store_->Barrier("init-done", size_, timeout_));
   TSR_LOG_INFO("rank {}: joined — {}", rank_, Describe());
   return Status::Ok();
@@ -811,6 +814,11 @@ std::vector<Range> Comm::BridgeChunks(size_t count, DType dt) const {
 // ---- dispatch: a device island's rank goes through its device backend ----
 Status Comm::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
                        tsrStream_t stream) {
+  if (direct_ != nullptr) {  // a world of one device island: known-good calls go straight to the CCL
+    const int r = direct_->TryCall(send, recv, count, type, op, stream);
+    if (r == 0) return Status::Ok();
+    if (r != DirectAllReduce::kNotTaken) return direct_->report(direct_->owner, r);
+  }
   return cuda_ ? cuda_->AllReduce(send, recv, count, type, op, stream)
                : HostAllReduce(send, recv, count, type, op, stream);
 }

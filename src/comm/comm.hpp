@@ -157,6 +157,8 @@ class Comm final : public Communicator, public Links {
   // This rank's device backend (TESSERA_DEVICE=cuda:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.
   std::unique_ptr<DeviceRank> cuda_;
+  // A world of one device island: AllReduce's lean path (owned by cuda_; see DirectAllReduce).
+  DirectAllReduce* direct_ = nullptr;
 };
 
 // The communicator behind a C handle (null for a null or destroyed one); for benchmarks and tests that
