@@ -175,9 +175,9 @@ for r in rows:
         print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {link:>7.2f} {link/bidir:>11.0%} {link/ref:>12.0%} {eff}")
 for r in rows:
     if r.get("bench") == "single_island" and not r["job"].startswith("single-island-small"):
-        print(f"single island ({r['ranks']} GPU) {r['bytes']>>20:>4}M: tessera {r['tessera_us']:.2f} us, nccl {r['nccl_us']:.2f} us, overhead {r['overhead_pct']:+.2f}%; a second nccl communicator {r['nccl2_us']:.2f} us, {r['nccl_vs_nccl_pct']:+.2f}%; nccl on tessera's communicator {r['nccl_on_tessera_comm_pct']:+.2f}%; the device rank's full path {r['full_path_pct']:+.2f}%; the C++ API {r['cxx_api_pct']:+.2f}% ({r['ccl']})")
+        print(f"single island ({r['ranks']} GPU) {r['bytes']>>20:>4}M: tessera {r['tessera_us']:.2f} us, nccl {r['nccl_us']:.2f} us, overhead {r['overhead_pct']:+.2f}%; a second nccl communicator {r['nccl2_us']:.2f} us, {r['nccl_vs_nccl_pct']:+.2f}%; nccl on tessera's communicator {r['nccl_on_tessera_comm_pct']:+.2f}%; the device rank's full path {r['full_path_pct']:+.2f}% ({r['ccl']})")
         q = r["enqueue_us"]
-        print(f"    host time per call: tessera {q['tessera']:.3f} us, nccl {q['nccl']:.3f}, nccl2 {q['nccl2']:.3f}, nccl on tessera's comm {q['nccl_on_tessera_comm']:.3f}, full path {q['tessera_full_path']:.3f}, C++ API {q['cxx_api']:.3f}")
+        print(f"    host time per call: tessera {q['tessera']:.3f} us, nccl {q['nccl']:.3f}, nccl2 {q['nccl2']:.3f}, nccl on tessera's comm {q['nccl_on_tessera_comm']:.3f}, full path {q['tessera_full_path']:.3f}")
 # Every run of the same world and size together: the median over runs of each run's median.
 from statistics import median
 groups = {}
@@ -189,7 +189,7 @@ for (ranks, nbytes), rs in sorted(groups.items()):
         med = lambda k: median(x[k] for x in rs)
         runs = ", ".join(f"{x['overhead_pct']:+.1f}" for x in rs)
         print(f"single island ({ranks} GPU) {nbytes>>20:>4}M over {len(rs)} runs: overhead {med('overhead_pct'):+.2f}% "
-              f"(runs {runs}); nccl vs nccl {med('nccl_vs_nccl_pct'):+.2f}%; the device rank's full path {med('full_path_pct'):+.2f}%; the C++ API {med('cxx_api_pct'):+.2f}%")
+              f"(runs {runs}); nccl vs nccl {med('nccl_vs_nccl_pct'):+.2f}%; the device rank's full path {med('full_path_pct'):+.2f}%")
 for r in rows:
     if r.get("bench") == "numerics":
         print(f"numerics {r['job']:24} {r['dtype']:>8}: rel err (L2) {r['rel_err_l2']:.2e} vs one rounding {r['one_rounding_rel_err_l2']:.2e}; max rel {r['max_rel_err']:.2e}; beyond bound {r['beyond_one_rounding']}; bit-identical {r['bit_identical']}")

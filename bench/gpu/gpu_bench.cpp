@@ -309,10 +309,8 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
     // The variants, timed in rotating order: 0 tsrAllReduce (the C API, as an application calls it), 1 NCCL
     // called directly, 2 a second direct NCCL communicator (NCCL against NCCL: the resolution), 3 NCCL on
     // Tessera's own communicator, 4 the device rank's full path (DeviceRank::AllReduce, without the
-    // communicator's lean path for known-good calls: an A/B of that path in the same run), 5 the C++
-    // Communicator::AllReduce (the lean path reached through the C++ API instead of the C API).
-    constexpr int kVariants = 6;
-    tessera::Communicator* cxx = tessera::comm::Unwrap(comm);
+    // communicator's lean path for known-good calls: an A/B of that path in the same run).
+    constexpr int kVariants = 5;
     struct Time {
       double gpu_us, enqueue_us;  // per call: CUDA-event time on the stream; host time spent in the calls
     };
@@ -322,10 +320,8 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
       for (int i = 0; i < iters; ++i) {
         if (which == 0) {
           if (tsrAllReduce(a, b, count, tsrFloat32, tsrSum, comm, s) != tsrSuccess) Die(tsrGetLastError(comm));
-        } else if (which == 4 || which == 5) {
-          auto st = which == 4 ? dev->AllReduce(a, b, count, tsrFloat32, tsrSum, s)
-                               : cxx->AllReduce(a, b, count, tsrFloat32, tsrSum, s);
-          if (!st.ok()) Die(st.message());
+        } else if (which == 4) {
+          if (auto st = dev->AllReduce(a, b, count, tsrFloat32, tsrSum, s); !st.ok()) Die(st.message());
         } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0,
                                which == 1 ? nccl : which == 2 ? nccl2 : mine, s) != 0) {
           Die("ncclAllReduce");
@@ -360,11 +356,10 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
         "{\"bench\":\"single_island\",\"ranks\":%d,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
         "\"overhead_pct\":%.2f,\"nccl2_us\":%.2f,\"nccl_vs_nccl_pct\":%.2f,\"nccl_on_tessera_comm_us\":%.2f,"
         "\"nccl_on_tessera_comm_pct\":%.2f,\"tessera_full_path_us\":%.2f,\"full_path_pct\":%.2f,"
-        "\"cxx_api_us\":%.2f,\"cxx_api_pct\":%.2f,"
         "\"enqueue_us\":{\"tessera\":%.3f,\"nccl\":%.3f,\"nccl2\":%.3f,\"nccl_on_tessera_comm\":%.3f,"
-        "\"tessera_full_path\":%.3f,\"cxx_api\":%.3f},\"ccl\":\"%s %d\"}\n",
+        "\"tessera_full_path\":%.3f},\"ccl\":\"%s %d\"}\n",
         size, bytes, m[0], m[1], pct(m[0], m[1]), m[2], pct(m[2], m[1]), m[3], pct(m[3], m[1]), m[4], pct(m[4], m[1]),
-        m[5], pct(m[5], m[1]), mq[0], mq[1], mq[2], mq[3], mq[4], mq[5], L.name().c_str(), L.version());
+        mq[0], mq[1], mq[2], mq[3], mq[4], L.name().c_str(), L.version());
     Cuda(cudaFree(a), "free");
     Cuda(cudaFree(b), "free");
   }

@@ -10,8 +10,6 @@ struct tsrComm {
   std::unique_ptr<tessera::Communicator> impl;
   std::string last_error;
   std::string description;
-  // A world of one device island: the communicator's lean allreduce path, called from here directly.
-  tessera::comm::DirectAllReduce* direct = nullptr;
 };
 
 namespace {
@@ -64,7 +62,6 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
       return ToResult(c.status());
     }
     *comm = new tsrComm{std::move(c).value(), {}, {}};
-    if (auto* cc = dynamic_cast<tessera::comm::Comm*>((*comm)->impl.get())) (*comm)->direct = cc->direct();
     return tsrSuccess;
   } catch (const std::exception& e) {
     g_init_error = std::string("internal error: ") + e.what();
@@ -94,14 +91,6 @@ tsrResult_t tsrCommIsland(tsrComm_t comm, int* island) {
 
 tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
                          tsrComm_t comm, tsrStream_t stream) {
-  // The lean path without the C++ dispatch in front of it (what a training loop's calls take): measured
-  // on the H200, see DirectAllReduce. A call it does not take goes to Comm::AllReduce as any other.
-  if (comm != nullptr && comm->direct != nullptr) {
-    const int r = comm->direct->TryCall(sendbuf, recvbuf, count, datatype, op, stream);
-    if (r == 0) return tsrSuccess;
-    if (r != tessera::comm::DirectAllReduce::kNotTaken)
-      return Call(comm, [&](tessera::Communicator&) { return comm->direct->report(comm->direct->owner, r); });
-  }
   return Call(comm, [&](tessera::Communicator& c) { return c.AllReduce(sendbuf, recvbuf, count, datatype, op, stream); });
 }
 

@@ -73,8 +73,6 @@ class Comm final : public Communicator, public Links {
   std::string Describe() const override;
   // This rank's device backend (null for a host rank); for benchmarks and diagnostics.
   DeviceRank* device() const { return cuda_.get(); }
-  // A world of one device island: AllReduce's lean path (null otherwise); the C API calls it directly.
-  DirectAllReduce* direct() const { return direct_; }
   const std::vector<Island>& islands() const { return islands_; }
 
   Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
