@@ -10,6 +10,9 @@ struct tsrComm {
   std::unique_ptr<tessera::Communicator> impl;
   std::string last_error;
   std::string description;
+  // A world of one device island: the lean allreduce path (comm/device/device.hpp), called from here
+  // directly so that a taken call reads no more than this handle and that path's data.
+  tessera::comm::DirectAllReduce* direct = nullptr;
 };
 
 namespace {
@@ -62,6 +65,7 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
       return ToResult(c.status());
     }
     *comm = new tsrComm{std::move(c).value(), {}, {}};
+    if (auto* cc = dynamic_cast<tessera::comm::Comm*>((*comm)->impl.get())) (*comm)->direct = cc->direct();
     return tsrSuccess;
   } catch (const std::exception& e) {
     g_init_error = std::string("internal error: ") + e.what();
@@ -91,6 +95,12 @@ tsrResult_t tsrCommIsland(tsrComm_t comm, int* island) {
 
 tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
                          tsrComm_t comm, tsrStream_t stream) {
+  if (comm != nullptr && comm->direct != nullptr) {
+    const int r = comm->direct->TryCall(sendbuf, recvbuf, count, datatype, op, stream);
+    if (r == 0) return tsrSuccess;
+    if (r != tessera::comm::DirectAllReduce::kNotTaken)
+      return Call(comm, [&](tessera::Communicator&) { return comm->direct->report(comm->direct->owner, r); });
+  }
   return Call(comm, [&](tessera::Communicator& c) { return c.AllReduce(sendbuf, recvbuf, count, datatype, op, stream); });
 }
 

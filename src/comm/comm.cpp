@@ -390,6 +390,7 @@ Status Comm::Guard(const std::string& what, F&& body) {
   if (!s.ok()) {
     s = s.WithContext(fmt::format("rank {}: {}", rank_, what));
     failed_ = s;
+    if (direct_ != nullptr) direct_->failed = true;  // the lean allreduce path reads this flag
     // Tell the other ranks at once, so they fail with this message instead of waiting for a timeout.
     if (!aborted_by_peer_) (void)store_->Set("abort", s.message());
   }

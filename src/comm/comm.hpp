@@ -73,6 +73,8 @@ class Comm final : public Communicator, public Links {
   std::string Describe() const override;
   // This rank's device backend (null for a host rank); for benchmarks and diagnostics.
   DeviceRank* device() const { return cuda_.get(); }
+  // A world of one device island: AllReduce's lean path (null otherwise); the C API calls it directly.
+  DirectAllReduce* direct() const { return direct_; }
   const std::vector<Island>& islands() const { return islands_; }
 
   Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
@@ -157,7 +159,8 @@ class Comm final : public Communicator, public Links {
   // This rank's device backend (TESSERA_DEVICE=cuda:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.
   std::unique_ptr<DeviceRank> cuda_;
-  // A world of one device island: AllReduce's lean path (owned by cuda_; see DirectAllReduce).
+  // A world of one device island: AllReduce's lean path (owned by cuda_; see DirectAllReduce). Guard
+  // sets its `failed` flag with failed_.
   DirectAllReduce* direct_ = nullptr;
 };
 

@@ -3,6 +3,7 @@
 // everything the full path would check is known good, and hand everything else to the full path untouched.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -42,14 +43,11 @@ class DirectPath : public ::testing::Test {
     p.handle = &handle_;
     for (int t = 0; t < static_cast<int>(DType::kCount); ++t) {
       p.esz[t] = static_cast<uint8_t>(DTypeSize(static_cast<DType>(t)));
-      p.ccl_type[t] = 100 + t;
+      p.ccl_type[t] = static_cast<int8_t>(10 + t);
     }
     p.esz[static_cast<int>(DType::kFloat64)] = 0;  // as if the CCL had no f64
-    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) p.ccl_op[o] = 200 + o;
-    allocs.Add(kBase, kSize);
-    p.allocs = &allocs;
-    p.calls = &calls;
-    p.failed = &failed;
+    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) p.ccl_op[o] = static_cast<int8_t>(20 + o);
+    p.allocs.Add(kBase, kSize);
   }
   static constexpr uintptr_t kBase = 0x10000000;
   static constexpr size_t kSize = 1 << 20;
@@ -60,10 +58,8 @@ class DirectPath : public ::testing::Test {
     return p.TryCall(send, recv, count, t, op, stream);
   }
   int handle_ = 0;
-  AllocCache allocs;
-  uint32_t calls = 0;
-  Status failed;
   DirectAllReduce p;
+  uint32_t& calls = p.calls;
 };
 
 TEST_F(DirectPath, TakesAValidCallAndMapsTypeAndOp) {
@@ -72,12 +68,24 @@ TEST_F(DirectPath, TakesAValidCallAndMapsTypeAndOp) {
   EXPECT_EQ(g_seen.send, At(0));
   EXPECT_EQ(g_seen.recv, AtMut(4096));
   EXPECT_EQ(g_seen.count, 1000u);
-  EXPECT_EQ(g_seen.type, 100 + static_cast<int>(DType::kBfloat16));
-  EXPECT_EQ(g_seen.op, 200 + static_cast<int>(RedOp::kMax));
+  EXPECT_EQ(g_seen.type, 10 + static_cast<int>(DType::kBfloat16));
+  EXPECT_EQ(g_seen.op, 20 + static_cast<int>(RedOp::kMax));
   EXPECT_EQ(g_seen.handle, &handle_);
   EXPECT_EQ(g_seen.stream, reinterpret_cast<void*>(0x5));
   EXPECT_EQ(calls, 1u);
 }
+
+TEST(DirectPathUnset, TakesNothing) {
+  DirectAllReduce p;  // a rank that is not a world of one device island: `call` stays null
+  p.allocs.Add(0x1000, 4096);
+  EXPECT_EQ(p.TryCall(reinterpret_cast<const void*>(0x1000), reinterpret_cast<void*>(0x1000), 4, tsrFloat32, tsrSum,
+                      reinterpret_cast<tsrStream_t>(0x5)),
+            DirectAllReduce::kNotTaken);
+}
+
+// The struct's first cache line holds all a taken call reads besides the allocation cache.
+static_assert(offsetof(DirectAllReduce, allocs) <= 64, "the lean path's fields outgrew one cache line");
+static_assert(alignof(DirectAllReduce) == 64);
 
 TEST_F(DirectPath, ReturnsTheCclsErrorForTheFullPathToReport) {
   g_seen.result = 3;
@@ -105,7 +113,7 @@ TEST_F(DirectPath, LeavesEverythingElseToTheFullPathUntouched) {
 }
 
 TEST_F(DirectPath, AFailedCommunicatorGoesTheFullPath) {
-  failed = RemoteError("rank 1 died");
+  p.failed = true;
   EXPECT_EQ(Try(At(0), AtMut(0), 16), DirectAllReduce::kNotTaken);
   EXPECT_EQ(g_seen.calls, 0);
 }

@@ -87,10 +87,11 @@ Device::~Device() {
 
 Status Device::MakeCurrent() const { return Check(cudaSetDevice(index_), "cudaSetDevice"); }
 
-Status Device::CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes) const {
+Status Device::CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes,
+                              AllocCache& seen) const {
   if (bytes == 0) return Status::Ok();
   if (p == nullptr) return InvalidArgument(fmt::format("{}: {} is NULL", what, arg));
-  if (seen_.Contains(p, bytes)) return Status::Ok();
+  if (seen.Contains(p, bytes)) return Status::Ok();
   cudaPointerAttributes a{};
   cudaError_t e = cudaPointerGetAttributes(&a, p);
   if (e != cudaSuccess) {
@@ -116,7 +117,7 @@ Status Device::CheckDevicePtr(const char* what, const char* arg, const void* p, 
       if (bytes > avail)
         return InvalidArgument(fmt::format("{}: {} = {}: the call needs {} bytes but its allocation has {} from there",
                                            what, arg, p, bytes, avail));
-      seen_.Add(static_cast<uintptr_t>(base), size);
+      seen.Add(static_cast<uintptr_t>(base), size);
     }
   }
   return Status::Ok();

@@ -37,12 +37,10 @@ class Device {
   // Makes this rank's GPU current on the calling thread (the worker thread calls it once).
   Status MakeCurrent() const;
 
-  // Device allocations CheckDevicePtr has validated (with their extent).
-  const AllocCache& validated() const { return seen_; }
   // `what` and `arg` name the call and the argument ("allreduce", "sendbuf"); messages are built only on
   // failure. Device memory of this rank's GPU (or managed memory), holding `bytes` from p when the driver
-  // reports the allocation's extent.
-  Status CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes) const;
+  // reports the allocation's extent. An allocation in `seen` passes at once; one validated here is added.
+  Status CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes, AllocCache& seen) const;
   // Host memory (pageable or pinned), not device memory.
   Status CheckHostPtr(const char* what, const char* arg, const void* p) const;
 
@@ -66,7 +64,6 @@ class Device {
   void* mem_range_ = nullptr;   // cuMemGetAddressRange
   const char* wait_mode_ = "spin-kernel";
   bool wait_value_failed_ = false;
-  mutable AllocCache seen_;  // allocations validated so far (device.hpp)
 };
 
 // A page-locked host buffer that grows on demand and keeps its size. Growing never frees the smaller

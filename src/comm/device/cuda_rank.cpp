@@ -73,7 +73,7 @@ class CudaRank final : public DeviceRank {
   // Validates buffers for a call on `stream`: device memory of this GPU when a stream is given, host
   // memory when it is NULL.
   Status CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
-                      tsrStream_t stream) const;
+                      tsrStream_t stream);  // adds what it validates to direct_.allocs
   // Hybrid: queues a device job (returns at once) or a host job (waits for it).
   Status SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(cudaEvent_t)> run);
   Status SubmitHost(std::function<Status()> run);
@@ -98,8 +98,9 @@ class CudaRank final : public DeviceRank {
   Comm* comm_ = nullptr;
   bool hybrid_ = false;
   std::unique_ptr<CclComm> ccl_;  // world of one island
-  uint32_t direct_calls_ = 0;
-  DirectAllReduce direct_;  // world of one island: tsrAllReduce's lean path (set up in Attach)
+  // The lean allreduce path of a world of one island (set up in Attach; its `call` stays null otherwise),
+  // and every rank's cache of validated device allocations.
+  DirectAllReduce direct_;
   // The device bridge (copy engines straight into the shm rings), when this island qualifies.
   std::unique_ptr<CudaRingOps> ring_ops_;
   // Hybrid resources (created in Attach).
@@ -138,13 +139,10 @@ Status CudaRank::Attach(Comm* comm) {
     direct_.call = ccl_->lib().AllReduce;
     direct_.handle = ccl_->handle();
     for (int t = 0; t < static_cast<int>(DType::kCount); ++t) {
-      direct_.ccl_type[t] = CclDataType(static_cast<DType>(t));
+      direct_.ccl_type[t] = static_cast<int8_t>(CclDataType(static_cast<DType>(t)));
       direct_.esz[t] = direct_.ccl_type[t] < 0 ? 0 : static_cast<uint8_t>(DTypeSize(static_cast<DType>(t)));
     }
-    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) direct_.ccl_op[o] = ccl_->Op(static_cast<RedOp>(o));
-    direct_.allocs = &dev_->validated();
-    direct_.calls = &direct_calls_;
-    direct_.failed = &comm->failed_;
+    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) direct_.ccl_op[o] = static_cast<int8_t>(ccl_->Op(static_cast<RedOp>(o)));
     direct_.owner = this;
     direct_.report = [](void* self, int r) { return static_cast<CudaRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
@@ -211,13 +209,15 @@ std::string CudaRank::Describe() const {
 }
 
 Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
-                              size_t recv_bytes, tsrStream_t stream) const {
+                              size_t recv_bytes, tsrStream_t stream) {
   if (stream == nullptr) {
     TSR_RETURN_IF_ERROR(dev_->CheckHostPtr(what, "sendbuf", send));
     return dev_->CheckHostPtr(what, "recvbuf", recv);
   }
-  if (send != nullptr || send_bytes > 0) TSR_RETURN_IF_ERROR(dev_->CheckDevicePtr(what, "sendbuf", send, send_bytes));
-  if (recv != nullptr || recv_bytes > 0) TSR_RETURN_IF_ERROR(dev_->CheckDevicePtr(what, "recvbuf", recv, recv_bytes));
+  if (send != nullptr || send_bytes > 0)
+    TSR_RETURN_IF_ERROR(dev_->CheckDevicePtr(what, "sendbuf", send, send_bytes, direct_.allocs));
+  if (recv != nullptr || recv_bytes > 0)
+    TSR_RETURN_IF_ERROR(dev_->CheckDevicePtr(what, "recvbuf", recv, recv_bytes, direct_.allocs));
   return Status::Ok();
 }
 
@@ -263,7 +263,7 @@ Status CudaRank::CclCall(const char* what, int r) {
   // The CCL's asynchronous error (a peer gone, a kernel fault) is polled every 128th call — at the
   // ~4 µs NCCL's own enqueue takes, about every half millisecond — so a steady loop does not pay for it
   // and an error still surfaces within a step.
-  if (s.ok() && (++direct_calls_ & 127) == 0) s = ccl_->AsyncError();
+  if (s.ok() && (++direct_.calls & 127) == 0) s = ccl_->AsyncError();
   if (!s.ok()) {
     ccl_->MarkFailed();
     return comm_->GuardFn(what, [&] { return s; });

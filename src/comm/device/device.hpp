@@ -45,22 +45,25 @@ class AllocCache {
   Alloc seen_[kSize];
 };
 
-// A world of one device island: what Comm::AllReduce needs to call the CCL with nothing else on the way.
-// On the H200 (NCCL 2.28.3, one rank, 1-4 MiB, where an allreduce is bound by the host's enqueue rate of
-// ~5.5 us a call) the device rank's full path cost 0.13-0.17 us a call more, +3.4% / +4.2% against NCCL
-// called directly (medians of 12 runs); this path is at -0.4% / +0.3%. It takes a call only when the
-// stream is set, type and op are valid, both buffers lie in allocations the full path has validated, the
-// communicator has not failed, and the call is not one of the 1 in 128 that poll the CCL's asynchronous
-// error; everything else goes the full path (DeviceRank::AllReduce), and a CCL error is reported as there.
-struct DirectAllReduce {
+// A world of one device island: what an allreduce needs to go straight to the CCL, packed so that a taken
+// call reads this struct's first cache line and the allocation cache's first (the most recent four
+// allocations). It takes a call only when the stream is set, type and op are valid, both buffers lie in
+// allocations the full path has validated, the communicator has not failed, and the call is not one of
+// the 1 in 128 that poll the CCL's asynchronous error; everything else goes the full path
+// (DeviceRank::AllReduce), and a CCL error is reported as there. Measured on the H200 (NCCL 2.28.3, one
+// rank, 1-4 MiB, where an allreduce is bound by the host's ~5-6 us enqueue): see docs/benchmarks.md.
+struct alignas(64) DirectAllReduce {
+  static constexpr int kTypes = static_cast<int>(DType::kCount), kOps = static_cast<int>(RedOp::kCount);
   int (*call)(const void*, void*, size_t, int, int, void*, void*) = nullptr;  // the CCL's AllReduce
   void* handle = nullptr;                                                   // its communicator
-  uint8_t esz[static_cast<int>(DType::kCount)] = {};                        // 0: not a CCL type
-  int ccl_type[static_cast<int>(DType::kCount)] = {};
-  int ccl_op[static_cast<int>(RedOp::kCount)] = {};
-  const AllocCache* allocs = nullptr;
-  uint32_t* calls = nullptr;     // the full path's call counter (it polls on every 128th)
-  const Status* failed = nullptr;  // the communicator's failure, if any
+  uint32_t calls = 0;     // CCL calls made (by either path); the full path polls on every 128th
+  bool failed = false;    // the communicator has failed (set by Comm::Guard)
+  uint8_t esz[kTypes] = {};  // 0: not a CCL type
+  int8_t ccl_type[kTypes] = {};
+  int8_t ccl_op[kOps] = {};
+  // Device allocations the full path has validated (Device::CheckDevicePtr adds to it, for every call of
+  // this rank, hybrid or not).
+  AllocCache allocs;
   // Records a CCL error the way the full path does (the communicator fails, the other ranks hear of it).
   Status (*report)(void* owner, int ccl_result) = nullptr;
   void* owner = nullptr;
@@ -68,12 +71,12 @@ struct DirectAllReduce {
   // kNotTaken when the call must go the full path (nothing has been done then); else the CCL's result.
   int TryCall(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op, tsrStream_t stream) {
     const auto t = static_cast<unsigned>(type), o = static_cast<unsigned>(op);
-    if (stream == nullptr || count == 0 || t >= static_cast<unsigned>(DType::kCount) || esz[t] == 0 ||
-        o >= static_cast<unsigned>(RedOp::kCount) || !failed->ok() || ((*calls + 1) & 127) == 0)
+    if (call == nullptr || stream == nullptr || count == 0 || t >= unsigned{kTypes} || esz[t] == 0 ||
+        o >= unsigned{kOps} || failed || ((calls + 1) & 127) == 0)
       return kNotTaken;
     const size_t bytes = count * esz[t];
-    if (bytes / esz[t] != count || !allocs->Contains(send, bytes) || !allocs->Contains(recv, bytes)) return kNotTaken;
-    ++*calls;
+    if (bytes / esz[t] != count || !allocs.Contains(send, bytes) || !allocs.Contains(recv, bytes)) return kNotTaken;
+    ++calls;
     return call(send, recv, count, ccl_type[t], ccl_op[o], handle, stream);
   }
 };
@@ -98,7 +101,7 @@ class DeviceRank {
   // The CCL communicator of a world of one device island (ncclComm_t for NCCL), else null. For
   // benchmarks that call the CCL on Tessera's own communicator (bench/gpu/gpu_bench direct).
   virtual void* CclHandle() const { return nullptr; }
-  // A world of one device island: the lean path for Comm::AllReduce (see DirectAllReduce), else null.
+  // A world of one device island: the lean allreduce path (see DirectAllReduce), else null.
   virtual DirectAllReduce* DirectPath() { return nullptr; }
 };
 
