@@ -100,6 +100,22 @@ bool AllSame(const void* buf, size_t bytes, const std::string& what, bool fail =
   return true;
 }
 
+// An allreduce's result (pulled to host) against the f64 reference of Value(seed, ...) over all ranks:
+// within one final rounding plus f32 accumulation (exact for integers), and bit-identical on all ranks.
+void CheckAllReduced(const unsigned char* got_bytes, size_t count, DType t, tsrRedOp_t op, uint64_t seed,
+                     const std::string& what) {
+  for (size_t i = 0; i < count; ++i) {
+    double abs_sum, ref = Reference(seed, i, t, op, g_size, &abs_sum);
+    double got = LoadElement(got_bytes, i, t);
+    if (t == DType::kInt32)
+      ref = static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(std::fmod(ref, 4294967296.0))));
+    if (!WithinBound(got, ref, abs_sum, t, g_size))
+      Fail(what + " (" + tessera::DTypeName(t) + ", op " + std::to_string(op) + ", count " + std::to_string(count) +
+           "): element " + std::to_string(i) + " = " + std::to_string(got) + ", f64 reference " + std::to_string(ref));
+  }
+  AllSame(got_bytes, count * tessera::DTypeSize(t), what);
+}
+
 int RunCheck(const std::vector<size_t>& sizes) {
   const DType types[] = {DType::kFloat16, DType::kBfloat16, DType::kFloat32, DType::kFloat64, DType::kInt32};
   const tsrRedOp_t ops[] = {tsrSum, tsrProd, tsrMax, tsrMin, tsrAvg};
@@ -130,17 +146,7 @@ int RunCheck(const std::vector<size_t>& sizes) {
             Check(tsrAllReduce(in.ptr(), dst.ptr(), count, tt, op, g_comm, S()), "allreduce");
           }
           dst.Pull();
-          for (size_t i = 0; i < count; ++i) {
-            double abs_sum, ref = Reference(seed, i, t, op, g_size, &abs_sum);
-            double got = LoadElement(dst.host.data(), i, t);
-            if (t == DType::kInt32)
-              ref = static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(std::fmod(ref, 4294967296.0))));
-            if (!WithinBound(got, ref, abs_sum, t, g_size))
-              Fail("allreduce " + std::string(tessera::DTypeName(t)) + " op " + std::to_string(op) + " count " +
-                   std::to_string(count) + (inplace ? " in place" : "") + ": element " + std::to_string(i) + " = " +
-                   std::to_string(got) + ", f64 reference " + std::to_string(ref));
-          }
-          AllSame(dst.host.data(), count * esz, "allreduce");
+          CheckAllReduced(dst.host.data(), count, t, op, seed, inplace ? "allreduce in place" : "allreduce");
           ++cases;
           if (op != tsrSum || inplace) continue;
           // reduce_scatter (sum)
@@ -250,23 +256,13 @@ int RunRepeat() {
   for (int call = 0; call < 300; ++call) {
     const DType t = types[call % 5];
     const tsrRedOp_t op = ops[(call / 5) % 5];
-    const size_t count = kMax - static_cast<size_t>(call), esz = tessera::DTypeSize(t);
+    const size_t count = kMax - static_cast<size_t>(call);
     const uint64_t seed = 1000 + static_cast<uint64_t>(call);
     for (size_t i = 0; i < count; ++i) StoreElement(in.host.data(), i, t, Value(seed, g_rank, i, t, op));
     in.Push();
     Check(tsrAllReduce(in.ptr(), out.ptr(), count, static_cast<tsrDataType_t>(t), op, g_comm, S()), "allreduce");
     out.Pull();
-    for (size_t i = 0; i < count; ++i) {
-      double abs_sum, ref = Reference(seed, i, t, op, g_size, &abs_sum);
-      double got = LoadElement(out.host.data(), i, t);
-      if (t == DType::kInt32)
-        ref = static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(std::fmod(ref, 4294967296.0))));
-      if (!WithinBound(got, ref, abs_sum, t, g_size))
-        Fail("repeated allreduce " + std::to_string(call) + " (" + tessera::DTypeName(t) + ", op " +
-             std::to_string(op) + "): element " + std::to_string(i) + " = " + std::to_string(got) +
-             ", f64 reference " + std::to_string(ref));
-    }
-    AllSame(out.host.data(), count * esz, "repeated allreduce");
+    CheckAllReduced(out.host.data(), count, t, op, seed, "repeated allreduce " + std::to_string(call));
   }
   // The buffers are known good now; a count past their end must still be refused, naming the size.
   tsrResult_t r = tsrAllReduce(in.ptr(), out.ptr(), kMax * 4, tsrFloat32, tsrSum, g_comm, S());
