@@ -142,7 +142,8 @@ Status CudaRank::Attach(Comm* comm) {
       direct_.ccl_type[t] = static_cast<int8_t>(CclDataType(static_cast<DType>(t)));
       direct_.esz[t] = direct_.ccl_type[t] < 0 ? 0 : static_cast<uint8_t>(DTypeSize(static_cast<DType>(t)));
     }
-    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) direct_.ccl_op[o] = static_cast<int8_t>(ccl_->Op(static_cast<RedOp>(o)));
+    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o)
+      direct_.ccl_op[o] = static_cast<int8_t>(ccl_->Op(static_cast<RedOp>(o)));
     direct_.owner = this;
     direct_.report = [](void* self, int r) { return static_cast<CudaRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
