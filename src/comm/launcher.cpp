@@ -7,7 +7,10 @@
 // stopping a rank also stops the processes it started. Ranks die with the launcher (PR_SET_PDEATHSIG).
 #include "comm/launcher.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -156,19 +159,69 @@ int VisibleCudaDevices(std::string* why) {
 std::vector<std::pair<std::string, std::string>> RankEnvironment(const RankSpec& rank, int world_size,
                                                                  const std::string& layout,
                                                                  const std::string& store_address,
-                                                                 const std::string& token, milliseconds timeout) {
-  return {
+                                                                 const std::string& token, milliseconds timeout,
+                                                                 int master_port, const std::string& visible_gpus) {
+  // A CUDA rank sees only its own GPU (CUDA_VISIBLE_DEVICES), as under Slurm's --gpus-per-task, so inside
+  // the process its device is cuda:0. `visible_gpus` is the launcher's own CUDA_VISIBLE_DEVICES, whose
+  // N-th entry is GPU cuda:N here.
+  std::string device = rank.device;
+  std::string cuda_visible;
+  if (device.rfind("cuda:", 0) == 0) {
+    cuda_visible = device.substr(5);
+    if (!visible_gpus.empty()) {
+      std::vector<std::string> ids;
+      size_t start = 0;
+      while (start <= visible_gpus.size()) {
+        const size_t comma = std::min(visible_gpus.find(',', start), visible_gpus.size());
+        ids.push_back(visible_gpus.substr(start, comma - start));
+        start = comma + 1;
+      }
+      const size_t n = std::strtoul(cuda_visible.c_str(), nullptr, 10);  // PlanRanks wrote it: a GPU index
+      if (n < ids.size()) cuda_visible = ids[n];
+    }
+    device = "cuda:0";
+  }
+  std::vector<std::pair<std::string, std::string>> vars = {
       {"TESSERA_RANK", std::to_string(rank.rank)},
       {"TESSERA_WORLD_SIZE", std::to_string(world_size)},
       {"TESSERA_ISLAND", std::to_string(rank.island)},
       {"TESSERA_ISLAND_VENDOR", rank.vendor},
-      {"TESSERA_DEVICE", rank.device},
+      {"TESSERA_DEVICE", device},
       {"TESSERA_LOCAL_RANK", std::to_string(rank.local_rank)},
       {"TESSERA_ISLANDS", layout},
       {"TESSERA_STORE", store_address},
       {"TESSERA_TOKEN", token},
       {"TESSERA_TIMEOUT", FormatDuration(timeout)},
+      // torchrun's variables, so that a script written for torchrun (init_process_group with env://)
+      // runs unchanged; one machine: the local world is the world.
+      {"RANK", std::to_string(rank.rank)},
+      {"WORLD_SIZE", std::to_string(world_size)},
+      {"LOCAL_RANK", std::to_string(rank.local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(world_size)},
   };
+  if (master_port > 0) {
+    vars.emplace_back("MASTER_ADDR", "127.0.0.1");
+    vars.emplace_back("MASTER_PORT", std::to_string(master_port));
+  }
+  if (!cuda_visible.empty()) vars.emplace_back("CUDA_VISIBLE_DEVICES", cuda_visible);
+  return vars;
+}
+
+Result<int> FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return SystemError(fmt::format("socket: {}", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return SystemError(fmt::format("finding a free loopback port for MASTER_PORT: {}", std::strerror(e)));
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 std::string FormatRankTable(const std::vector<RankSpec>& ranks, const std::string& layout) {
@@ -366,6 +419,10 @@ class Job {
     if (!store.ok()) return Fail(1, "cannot start the store: " + store.status().message());
     store_ = std::move(store).value();
     token_ = *token;
+    auto master_port = FreeLoopbackPort();
+    if (!master_port.ok()) return Fail(1, master_port.status().message());
+    master_port_ = *master_port;
+    visible_gpus_ = env::Get("CUDA_VISIBLE_DEVICES").value_or("");
 
     Status s = signals_.Install();
     if (!s.ok()) return Fail(1, s.message());
@@ -414,7 +471,8 @@ class Job {
   // Forks and execs one rank; 0, or the launcher's exit status when it could not be started.
   int StartRank(Rank& r) {
     const std::string addr = fmt::format("127.0.0.1:{}", store_->port());
-    auto vars = RankEnvironment(r.spec, static_cast<int>(ranks_.size()), layout_, addr, token_, options_.timeout);
+    auto vars = RankEnvironment(r.spec, static_cast<int>(ranks_.size()), layout_, addr, token_, options_.timeout,
+                                master_port_, visible_gpus_);
     std::vector<std::string> env_strings;
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
       const std::string entry(*e);
@@ -690,6 +748,8 @@ class Job {
   std::vector<Stream> streams_;
   std::unique_ptr<StoreServer> store_;
   std::string token_;
+  int master_port_ = 0;       // torchrun's MASTER_PORT for the ranks (a free loopback port)
+  std::string visible_gpus_;  // the launcher's CUDA_VISIBLE_DEVICES, "" when unset
   SignalScope signals_;
   int exit_code_ = 0;
   int first_failed_ = -1;

@@ -55,12 +55,19 @@ Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, 
 // 0, *why says why.
 int VisibleCudaDevices(std::string* why);
 
-// The TESSERA_* variables of one rank, in a fixed order.
+// The variables of one rank, in a fixed order: TESSERA_*, torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE (and MASTER_ADDR/MASTER_PORT when master_port > 0), and for a CUDA rank
+// CUDA_VISIBLE_DEVICES naming its GPU (its TESSERA_DEVICE is then cuda:0). `visible_gpus` is the
+// launcher's own CUDA_VISIBLE_DEVICES ("" when unset).
 std::vector<std::pair<std::string, std::string>> RankEnvironment(const RankSpec& rank, int world_size,
                                                                  const std::string& layout,
                                                                  const std::string& store_address,
                                                                  const std::string& token,
-                                                                 std::chrono::milliseconds timeout);
+                                                                 std::chrono::milliseconds timeout,
+                                                                 int master_port = 0,
+                                                                 const std::string& visible_gpus = "");
+// A free TCP port on 127.0.0.1 (bound, read back, released), for MASTER_PORT.
+Result<int> FreeLoopbackPort();
 
 // A table of rank, island, vendor, device (for --dry-run).
 std::string FormatRankTable(const std::vector<RankSpec>& ranks, const std::string& layout);

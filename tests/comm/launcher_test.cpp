@@ -111,6 +111,36 @@ TEST(LauncherPlan, RanksInIslandOrder) {
   EXPECT_EQ(m["TESSERA_STORE"], "127.0.0.1:5");
   EXPECT_EQ(m["TESSERA_TOKEN"], "tok");
   EXPECT_EQ(m["TESSERA_TIMEOUT"], "1500ms");
+  // torchrun's variables, so that a torch script's env:// rendezvous works unchanged.
+  EXPECT_EQ(m["RANK"], "4");
+  EXPECT_EQ(m["WORLD_SIZE"], "8");
+  EXPECT_EQ(m["LOCAL_RANK"], "4");
+  EXPECT_EQ(m["LOCAL_WORLD_SIZE"], "8");
+  EXPECT_EQ(m.count("MASTER_PORT"), 0u);  // only when the launcher gives one
+  EXPECT_EQ(m.count("CUDA_VISIBLE_DEVICES"), 0u);  // a host rank keeps the launcher's visibility
+}
+
+TEST(Launcher, CudaRankSeesOnlyItsGpuAndGetsTorchrunVariables) {
+  RankSpec r;
+  r.rank = 1;
+  r.local_rank = 1;
+  r.island = 1;
+  r.vendor = "nvidia";
+  r.device = "cuda:1";
+  auto env = RankEnvironment(r, 2, "a=host:1,nvidia=cuda:1", "127.0.0.1:5", "tok", 1500ms, 29500, "");
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(m["TESSERA_DEVICE"], "cuda:0");
+  EXPECT_EQ(m["MASTER_ADDR"], "127.0.0.1");
+  EXPECT_EQ(m["MASTER_PORT"], "29500");
+  // The launcher's own CUDA_VISIBLE_DEVICES maps cuda:N to its N-th entry.
+  auto env2 = RankEnvironment(r, 2, "a=host:1,nvidia=cuda:1", "127.0.0.1:5", "tok", 1500ms, 29500, "5,7");
+  std::map<std::string, std::string> m2(env2.begin(), env2.end());
+  EXPECT_EQ(m2["CUDA_VISIBLE_DEVICES"], "7");
+  EXPECT_EQ(m2["TESSERA_DEVICE"], "cuda:0");
+  auto port = FreeLoopbackPort();
+  ASSERT_TRUE(port.ok()) << port.status().message();
+  EXPECT_GT(*port, 0);
 }
 
 TEST(LauncherPlan, CudaRanksShareVisibleGpusRoundRobin) {

@@ -1,0 +1,49 @@
+"""all_reduce busbw through torch.distributed with backend "tessera", on CUDA tensors.
+
+    tessera run --island ascend=cuda:1 --island nvidia=cuda:1 -- python bench/torch/allreduce_bench.py
+
+The same measurement as the C API's GPU benchmark (bench/gpu/gpu_bench allreduce): --iters calls of
+all_reduce on one f32 buffer of each --sizes, after a warm-up, timed as gpu_bench times (host clock around the calls and a sync, the slowest rank); busbw = bytes/time
+x 2(n-1)/n, as nccl-tests. One JSON row per size from rank 0: {"bench": "torch_allreduce", ...}.
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import tessera.torch  # noqa: F401
+
+p = argparse.ArgumentParser()
+p.add_argument("--sizes", default="64M,256M")
+p.add_argument("--iters", type=int, default=5)
+p.add_argument("--rounds", type=int, default=5)
+a = p.parse_args()
+dev = torch.device(os.environ.get("TESSERA_DEVICE", "cuda:0"))
+torch.cuda.set_device(dev)
+dist.init_process_group("tessera")
+n = dist.get_world_size()
+for s in a.sizes.split(","):
+    nbytes = int(s[:-1]) << {"K": 10, "M": 20, "G": 30}[s[-1]] if s[-1] in "KMG" else int(s)
+    t = torch.randn(nbytes // 4, device=dev)
+    for _ in range(2):
+        dist.all_reduce(t)
+    torch.cuda.synchronize()
+    busbw = []
+    for _ in range(a.rounds):  # as gpu_bench: host clock around --iters calls + a sync, slowest rank's time
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(a.iters):
+            dist.all_reduce(t)
+        torch.cuda.synchronize()
+        sec = torch.tensor([(time.perf_counter() - t0) / a.iters], dtype=torch.float64, device=dev)
+        dist.all_reduce(sec, op=dist.ReduceOp.MAX)
+        busbw.append(nbytes / sec.item() / 1e9 * 2 * (n - 1) / n)
+    if dist.get_rank() == 0:
+        print(json.dumps({"bench": "torch_allreduce", "bytes": nbytes, "dtype": "f32", "world": n,
+                          "layout": os.environ.get("TESSERA_ISLANDS", ""), "busbw_GBps": round(statistics.median(busbw), 3),
+                          "min": round(min(busbw), 3), "max": round(max(busbw), 3)}), flush=True)
+dist.destroy_process_group()

@@ -1,0 +1,749 @@
+// python/csrc/backend.cpp — `tessera._C`: the torch.distributed backend "tessera", a c10d::Backend over
+// Tessera's C API (include/tessera/tessera.h).
+//
+// One backend object serves the whole process group on this rank, whatever its device: CPU tensors go to
+// Tessera with a NULL stream (host memory, the call returns when done), CUDA tensors on this rank's GPU
+// with a communication stream of the backend's own, as ProcessGroupNCCL does:
+//   * the communication stream first waits for the caller's current stream (an event), so the collective
+//     sees every write the caller queued before it;
+//   * the tensors are recorded on the communication stream with the caching allocator, so their memory
+//     is not reused before the collective has finished with it;
+//   * Work::wait() makes the caller's current stream wait for the collective's end event and returns at
+//     once (the host does not block); Work::getFuture() is a CUDA-aware future completed on the
+//     communication stream, so DDP comm hooks chain on it correctly.
+// Everything a call needs besides the tensors (island, device, token, timeout, unique id) comes from
+// python/tessera/torch/_backend.py, which does the rendezvous through the process group's store.
+// Errors: every failed Tessera call raises RuntimeError with Tessera's message (it names the rank, peer or
+// value at fault); a dead peer gives it within the timeout given to init_process_group.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/extension.h>
+
+#ifdef TESSERA_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <tessera/tessera.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera_torch {
+
+namespace {
+
+const char* OpName(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: return "SUM";
+    case c10d::ReduceOp::AVG: return "AVG";
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
+    case c10d::ReduceOp::BAND: return "BAND";
+    case c10d::ReduceOp::BOR: return "BOR";
+    case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNKNOWN";
+  }
+}
+
+// The Tessera type of a tensor, or an error naming the operation and the type.
+tsrDataType_t TypeOf(const at::Tensor& t, const char* what) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return tsrFloat32;
+    case at::kHalf: return tsrFloat16;
+    case at::kBFloat16: return tsrBfloat16;
+    case at::kDouble: return tsrFloat64;
+    case at::kChar: return tsrInt8;
+    case at::kByte: return tsrUint8;
+    case at::kBool: return tsrUint8;  // one byte, 0 or 1
+    case at::kInt: return tsrInt32;
+    case at::kLong: return tsrInt64;
+    default: break;
+  }
+  TORCH_CHECK(false, "tessera: ", what, " does not support dtype ", t.scalar_type(),
+              " (supported: float32, float16, bfloat16, float64, int8, uint8, int32, int64, bool)");
+}
+
+// Tessera's reduce op for a torch one. Bool follows ProcessGroupNCCL: SUM is logical or (max), PRODUCT is
+// logical and (min). PREMUL_SUM is a SUM after the caller scaled its input (Backend::PreMul).
+tsrRedOp_t RedOpOf(const c10d::ReduceOp& op, const at::Tensor& t, const char* what) {
+  const bool is_bool = t.scalar_type() == at::kBool;
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return is_bool ? tsrMax : tsrSum;
+    case c10d::ReduceOp::PREMUL_SUM: return tsrSum;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(!is_bool, "tessera: ", what, " AVG is not defined for bool tensors");
+      return tsrAvg;
+    case c10d::ReduceOp::PRODUCT: return is_bool ? tsrMin : tsrProd;
+    case c10d::ReduceOp::MIN: return tsrMin;
+    case c10d::ReduceOp::MAX: return tsrMax;
+    default: break;
+  }
+  TORCH_CHECK(false, "tessera: ", what, " does not support reduce op ", OpName(op.op_),
+              " (supported: SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM)");
+}
+
+size_t Count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
+
+void CheckDense(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.layout() == at::kStrided, "tessera: ", what, " needs dense tensors, got layout ", t.layout());
+  TORCH_CHECK(t.is_contiguous(), "tessera: ", what, " needs contiguous tensors (call .contiguous() first)");
+}
+
+void CheckOne(const std::vector<at::Tensor>& ts, const char* what) {
+  TORCH_CHECK(ts.size() == 1, "tessera: ", what, " takes one tensor per rank, got ", ts.size());
+  CheckDense(ts[0], what);
+}
+
+// A flat, contiguous copy of `parts` (same dtype and device), for the list forms of the collectives.
+at::Tensor Flatten(const std::vector<at::Tensor>& parts) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(parts.size());
+  for (const auto& p : parts) flat.push_back(p.reshape({-1}));
+  return at::cat(flat);
+}
+
+}  // namespace
+
+class Backend;
+
+// The Work of one call. CPU calls are complete when the Work is made; CUDA calls complete when `end_`
+// (recorded on the communication stream after the call) has.
+class Work : public c10d::Work {
+ public:
+  Work(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+       c10::intrusive_ptr<c10::ivalue::Future> future, tsrComm_t comm)
+      : c10d::Work(rank, type, title), outputs_(std::move(outputs)), future_(std::move(future)), comm_(comm) {}
+
+  bool isCompleted() override {
+#ifdef TESSERA_TORCH_CUDA
+    if (end_ && !end_->query()) return false;
+#endif
+    return true;
+  }
+  bool isSuccess() const override { return AsyncError() == tsrSuccess; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  void synchronize() override { (void)wait(); }
+  bool wait(std::chrono::milliseconds /*timeout: every Tessera wait is bounded by the group's timeout*/) override {
+#ifdef TESSERA_TORCH_CUDA
+    if (end_) end_->block(at::cuda::getCurrentCUDAStream(device_index_));
+#endif
+    const tsrResult_t err = AsyncError();
+    TORCH_CHECK(err == tsrSuccess, "tessera: ", profiling_title_, " failed: ", tsrGetErrorString(err), ": ",
+                tsrGetLastError(comm_));
+    return true;
+  }
+
+#ifdef TESSERA_TORCH_CUDA
+  std::shared_ptr<at::cuda::CUDAEvent> end_;
+  c10::DeviceIndex device_index_ = 0;
+#endif
+  std::string profiling_title_;
+
+ private:
+  tsrResult_t AsyncError() const {
+    tsrResult_t err = tsrSuccess;
+    if (tsrCommGetAsyncError(comm_, &err) != tsrSuccess) return tsrInvalidArgument;
+    return err;
+  }
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  tsrComm_t comm_;
+};
+
+class Backend : public c10d::Backend {
+ public:
+  // `unique_id`: the bytes of group rank 0's tsrGetUniqueId; `device`: "host" or "cuda:N" (this process's
+  // numbering); `island`/`vendor`: this rank's island in this group (0..k-1).
+  Backend(const std::string& unique_id, int rank, int size, int island, const std::string& vendor,
+          const std::string& device, int64_t timeout_ms)
+      : c10d::Backend(rank, size), device_(device) {
+    TORCH_CHECK(unique_id.size() == sizeof(tsrUniqueId), "tessera: the unique id has ", unique_id.size(),
+                " bytes, expected ", sizeof(tsrUniqueId), " (was it made by the same Tessera version?)");
+    tsrUniqueId id;
+    std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+    tsrConfig_t config = TSR_CONFIG_INITIALIZER;
+    config.island = island;
+    config.vendor = vendor.c_str();
+    config.device = device_.c_str();
+    config.timeout_ms = static_cast<int>(std::min<int64_t>(timeout_ms, INT32_MAX));
+    if (device_.rfind("cuda:", 0) == 0) {
+#ifdef TESSERA_TORCH_CUDA
+      cuda_ = true;
+      device_index_ = static_cast<c10::DeviceIndex>(std::stoi(device_.substr(5)));
+      c10::cuda::CUDAGuard guard(device_index_);
+      stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_index_);
+#else
+      TORCH_CHECK(false, "tessera: device ", device_, " needs a CUDA build of torch and of tessera._C");
+#endif
+    }
+    const tsrResult_t r = tsrCommInitRank(&comm_, size, id, rank, &config);
+    TORCH_CHECK(r == tsrSuccess, "tessera: joining the group as rank ", rank, " of ", size, " (island ", island,
+                " '", vendor, "', device ", device_, ") failed: ", tsrGetLastError(nullptr));
+    init();
+  }
+
+  ~Backend() override {
+    if (comm_ != nullptr) tsrCommDestroy(comm_);
+  }
+
+  const std::string getBackendName() const override { return "tessera"; }
+  bool supportsCoalescing() const override { return true; }
+  std::string describe() const { return comm_ ? tsrCommDescribe(comm_) : "(shut down)"; }
+  const std::string& device() const { return device_; }
+
+  void abort() override {
+    if (comm_ != nullptr) (void)tsrCommAbort(comm_);
+  }
+  void shutdown() override {
+    if (comm_ != nullptr) {
+      tsrCommDestroy(comm_);
+      comm_ = nullptr;
+    }
+  }
+
+  // ---- collectives --------------------------------------------------------------------------------
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override {
+    CheckOne(tensors, "allreduce");
+    at::Tensor t = tensors[0];
+    return Run(c10d::OpType::ALLREDUCE, "allreduce", {t}, {t}, [&](tsrStream_t s) {
+      PreMul(t, opts.reduceOp);
+      Check(tsrAllReduce(t.data_ptr(), t.data_ptr(), Count(t), TypeOf(t, "allreduce"),
+                         RedOpOf(opts.reduceOp, t, "allreduce"), comm_, s),
+            "allreduce");
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override {
+    TORCH_CHECK(!tensors.empty(), "tessera: allreduce_coalesced needs at least one tensor");
+    for (const auto& t : tensors) {
+      CheckDense(t, "allreduce_coalesced");
+      TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type() && t.device() == tensors[0].device(),
+                  "tessera: allreduce_coalesced needs tensors of one dtype and device");
+    }
+    return Run(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, tensors, [&](tsrStream_t s) {
+      at::Tensor flat = Flatten(tensors);
+      PreMul(flat, opts.reduceOp);
+      Check(tsrAllReduce(flat.data_ptr(), flat.data_ptr(), Count(flat), TypeOf(flat, "allreduce_coalesced"),
+                         RedOpOf(opts.reduceOp, flat, "allreduce_coalesced"), comm_, s),
+            "allreduce_coalesced");
+      int64_t off = 0;
+      for (auto& t : tensors) {
+        t.copy_(flat.narrow(0, off, t.numel()).view_as(t));
+        off += t.numel();
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override {
+    CheckOne(tensors, "broadcast");
+    CheckRoot(opts.rootRank, "broadcast");
+    at::Tensor t = tensors[0];
+    return Run(c10d::OpType::BROADCAST, "broadcast", {t}, {t}, [&](tsrStream_t s) {
+      Check(tsrBroadcast(t.data_ptr(), t.data_ptr(), Count(t), TypeOf(t, "broadcast"),
+                         static_cast<int>(opts.rootRank), comm_, s),
+            "broadcast");
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    CheckOne(tensors, "reduce");
+    CheckRoot(opts.rootRank, "reduce");
+    at::Tensor t = tensors[0];
+    return Run(c10d::OpType::REDUCE, "reduce", {t}, {t}, [&](tsrStream_t s) {
+      at::Tensor tmp = t.clone();
+      PreMul(tmp, opts.reduceOp);
+      Check(tsrAllReduce(tmp.data_ptr(), tmp.data_ptr(), Count(tmp), TypeOf(t, "reduce"),
+                         RedOpOf(opts.reduceOp, t, "reduce"), comm_, s),
+            "reduce");
+      if (rank_ == opts.rootRank) t.copy_(tmp);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& /*opts*/) override {
+    CheckOne(inputs, "allgather");
+    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+                "tessera: allgather needs one list of ", size_, " output tensors");
+    at::Tensor in = inputs[0];
+    for (const auto& o : outputs[0])
+      TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
+                  "tessera: allgather outputs must match the input's size and dtype");
+    return Run(c10d::OpType::ALLGATHER, "allgather", {in}, outputs[0], [&](tsrStream_t s) {
+      at::Tensor flat = at::empty({in.numel() * size_}, in.options());
+      Check(tsrAllGather(in.data_ptr(), flat.data_ptr(), Count(in), TypeOf(in, "allgather"), comm_, s), "allgather");
+      for (int r = 0; r < size_; ++r)
+        outputs[0][r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view_as(outputs[0][r]));
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
+                                                 const c10d::AllgatherOptions& /*opts*/) override {
+    CheckDense(in, "all_gather_into_tensor");
+    CheckDense(out, "all_gather_into_tensor");
+    CheckGathered(out, in, "all_gather_into_tensor");
+    return Run(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {in}, {out}, [&](tsrStream_t s) {
+      Check(tsrAllGather(in.data_ptr(), out.data_ptr(), Count(in), TypeOf(in, "all_gather_into_tensor"), comm_, s),
+            "all_gather_into_tensor");
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outs,
+                                                                 std::vector<at::Tensor>& ins,
+                                                                 const c10d::AllgatherOptions& /*opts*/) override {
+    TORCH_CHECK(outs.size() == ins.size() && !ins.empty(),
+                "tessera: allgather_into_tensor_coalesced needs as many outputs as inputs");
+    for (size_t i = 0; i < ins.size(); ++i) {
+      CheckDense(ins[i], "allgather_into_tensor_coalesced");
+      CheckDense(outs[i], "allgather_into_tensor_coalesced");
+      CheckGathered(outs[i], ins[i], "allgather_into_tensor_coalesced");
+    }
+    return Run(c10d::OpType::COALESCED, "allgather_into_tensor_coalesced", ins, outs, [&](tsrStream_t s) {
+      for (size_t i = 0; i < ins.size(); ++i)
+        Check(tsrAllGather(ins[i].data_ptr(), outs[i].data_ptr(), Count(ins[i]),
+                           TypeOf(ins[i], "allgather_into_tensor_coalesced"), comm_, s),
+              "allgather_into_tensor_coalesced");
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& /*opts*/) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), "tessera: allgather_coalesced needs one output list per input");
+    std::vector<at::Tensor> all_out;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      CheckDense(inputs[i], "allgather_coalesced");
+      TORCH_CHECK(static_cast<int>(outputs[i].size()) == size_, "tessera: allgather_coalesced needs lists of ",
+                  size_, " outputs");
+      for (auto& o : outputs[i]) all_out.push_back(o);
+    }
+    return Run(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", inputs, all_out, [&](tsrStream_t s) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const at::Tensor& in = inputs[i];
+        at::Tensor flat = at::empty({in.numel() * size_}, in.options());
+        Check(tsrAllGather(in.data_ptr(), flat.data_ptr(), Count(in), TypeOf(in, "allgather_coalesced"), comm_, s),
+              "allgather_coalesced");
+        for (int r = 0; r < size_; ++r)
+          outputs[i][r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view_as(outputs[i][r]));
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override {
+    CheckOne(inputs, "gather");
+    CheckRoot(opts.rootRank, "gather");
+    at::Tensor in = inputs[0];
+    const bool root = rank_ == opts.rootRank;
+    if (root)
+      TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+                  "tessera: gather needs one list of ", size_, " outputs on the root");
+    std::vector<at::Tensor> outs = root ? outputs[0] : std::vector<at::Tensor>{};
+    // Group send/recv: every rank sends its input to the root, the root receives one tensor from each.
+    return Run(c10d::OpType::GATHER, "gather", {in}, outs, [&](tsrStream_t s) {
+      std::vector<at::Tensor> bufs;
+      Check(tsrGroupStart(), "gather");
+      tsrResult_t r = tsrSuccess;
+      if (root) {
+        for (int p = 0; p < size_ && r == tsrSuccess; ++p) {
+          if (p == rank_) continue;
+          bufs.push_back(at::empty_like(in));
+          r = tsrRecv(bufs.back().data_ptr(), Count(in), TypeOf(in, "gather"), p, comm_, s);
+        }
+      } else {
+        r = tsrSend(in.data_ptr(), Count(in), TypeOf(in, "gather"), static_cast<int>(opts.rootRank), comm_, s);
+      }
+      const tsrResult_t e = tsrGroupEnd();
+      Check(r != tsrSuccess ? r : e, "gather");
+      if (root) {
+        size_t k = 0;
+        for (int p = 0; p < size_; ++p) outs[p].copy_((p == rank_ ? in : bufs[k++]).view_as(outs[p]));
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override {
+    CheckOne(outputs, "scatter");
+    CheckRoot(opts.rootRank, "scatter");
+    at::Tensor out = outputs[0];
+    const bool root = rank_ == opts.rootRank;
+    if (root)
+      TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+                  "tessera: scatter needs one list of ", size_, " inputs on the root");
+    std::vector<at::Tensor> ins = root ? inputs[0] : std::vector<at::Tensor>{};
+    return Run(c10d::OpType::SCATTER, "scatter", ins, {out}, [&](tsrStream_t s) {
+      std::vector<at::Tensor> bufs;
+      Check(tsrGroupStart(), "scatter");
+      tsrResult_t r = tsrSuccess;
+      if (root) {
+        for (int p = 0; p < size_ && r == tsrSuccess; ++p) {
+          if (p == rank_) continue;
+          bufs.push_back(ins[p].contiguous());
+          r = tsrSend(bufs.back().data_ptr(), Count(out), TypeOf(out, "scatter"), p, comm_, s);
+        }
+      } else {
+        r = tsrRecv(out.data_ptr(), Count(out), TypeOf(out, "scatter"), static_cast<int>(opts.rootRank), comm_, s);
+      }
+      const tsrResult_t e = tsrGroupEnd();
+      Check(r != tsrSuccess ? r : e, "scatter");
+      if (root) out.copy_(ins[rank_].view_as(out));
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    CheckOne(outputs, "reduce_scatter");
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+                "tessera: reduce_scatter needs one list of ", size_, " inputs");
+    at::Tensor out = outputs[0];
+    for (const auto& i : inputs[0])
+      TORCH_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
+                  "tessera: reduce_scatter inputs must match the output's size and dtype");
+    return Run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", inputs[0], {out}, [&](tsrStream_t s) {
+      at::Tensor flat = Flatten(inputs[0]);
+      PreMul(flat, opts.reduceOp);
+      Check(tsrReduceScatter(flat.data_ptr(), out.data_ptr(), Count(out), TypeOf(out, "reduce_scatter"),
+                             RedOpOf(opts.reduceOp, out, "reduce_scatter"), comm_, s),
+            "reduce_scatter");
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                                                      const c10d::ReduceScatterOptions& opts) override {
+    CheckDense(in, "reduce_scatter_tensor");
+    CheckDense(out, "reduce_scatter_tensor");
+    CheckGathered(in, out, "reduce_scatter_tensor");
+    return Run(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {in}, {out}, [&](tsrStream_t s) {
+      at::Tensor src = in;
+      if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
+        src = in.clone();
+        PreMul(src, opts.reduceOp);
+      }
+      Check(tsrReduceScatter(src.data_ptr(), out.data_ptr(), Count(out), TypeOf(out, "reduce_scatter_tensor"),
+                             RedOpOf(opts.reduceOp, out, "reduce_scatter_tensor"), comm_, s),
+            "reduce_scatter_tensor");
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outs,
+                                                                 std::vector<at::Tensor>& ins,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK(outs.size() == ins.size() && !ins.empty(),
+                "tessera: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
+    for (size_t i = 0; i < ins.size(); ++i) {
+      CheckDense(ins[i], "reduce_scatter_tensor_coalesced");
+      CheckDense(outs[i], "reduce_scatter_tensor_coalesced");
+      CheckGathered(ins[i], outs[i], "reduce_scatter_tensor_coalesced");
+    }
+    return Run(c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", ins, outs, [&](tsrStream_t s) {
+      for (size_t i = 0; i < ins.size(); ++i) {
+        at::Tensor src = ins[i];
+        if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
+          src = ins[i].clone();
+          PreMul(src, opts.reduceOp);
+        }
+        Check(tsrReduceScatter(src.data_ptr(), outs[i].data_ptr(), Count(outs[i]),
+                               TypeOf(outs[i], "reduce_scatter_tensor_coalesced"),
+                               RedOpOf(opts.reduceOp, outs[i], "reduce_scatter_tensor_coalesced"), comm_, s),
+              "reduce_scatter_tensor_coalesced");
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
+                                               std::vector<int64_t>& in_splits,
+                                               const c10d::AllToAllOptions& /*opts*/) override {
+    CheckDense(in, "all_to_all_single");
+    CheckDense(out, "all_to_all_single");
+    TORCH_CHECK(in.scalar_type() == out.scalar_type(), "tessera: all_to_all_single needs one dtype");
+    const tsrDataType_t dt = TypeOf(in, "all_to_all_single");
+    if (out_splits.empty() && in_splits.empty()) {
+      TORCH_CHECK(in.numel() % size_ == 0 && out.numel() == in.numel(), "tessera: all_to_all_single without splits "
+                  "needs input and output of one size divisible by the world size ", size_, " (got ", in.numel(),
+                  " and ", out.numel(), ")");
+      return Run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {in}, {out}, [&](tsrStream_t s) {
+        Check(tsrAllToAll(in.data_ptr(), out.data_ptr(), Count(in) / size_, dt, comm_, s), "all_to_all_single");
+      });
+    }
+    std::vector<size_t> sc, sd, rc, rd;
+    SplitsToCounts(in, in_splits, "input", &sc, &sd);
+    SplitsToCounts(out, out_splits, "output", &rc, &rd);
+    return Run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {in}, {out}, [&](tsrStream_t s) {
+      Check(tsrAllToAllv(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(), rd.data(), dt, comm_, s),
+            "all_to_all_single");
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
+                                          const c10d::AllToAllOptions& /*opts*/) override {
+    TORCH_CHECK(static_cast<int>(outs.size()) == size_ && static_cast<int>(ins.size()) == size_,
+                "tessera: all_to_all needs ", size_, " input and ", size_, " output tensors");
+    const tsrDataType_t dt = TypeOf(ins[0], "all_to_all");
+    std::vector<size_t> sc(size_), sd(size_), rc(size_), rd(size_);
+    size_t so = 0, ro = 0;
+    for (int p = 0; p < size_; ++p) {
+      TORCH_CHECK(ins[p].scalar_type() == ins[0].scalar_type() && outs[p].scalar_type() == ins[0].scalar_type(),
+                  "tessera: all_to_all needs one dtype");
+      sc[p] = Count(ins[p]);
+      sd[p] = so;
+      so += sc[p];
+      rc[p] = Count(outs[p]);
+      rd[p] = ro;
+      ro += rc[p];
+    }
+    return Run(c10d::OpType::ALLTOALL, "all_to_all", ins, outs, [&](tsrStream_t s) {
+      at::Tensor send = Flatten(ins);
+      at::Tensor recv = at::empty({static_cast<int64_t>(ro)}, outs[0].options());
+      Check(tsrAllToAllv(send.data_ptr(), sc.data(), sd.data(), recv.data_ptr(), rc.data(), rd.data(), dt, comm_, s),
+            "all_to_all");
+      for (int p = 0; p < size_; ++p)
+        outs[p].copy_(recv.narrow(0, static_cast<int64_t>(rd[p]), static_cast<int64_t>(rc[p])).view_as(outs[p]));
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& /*opts*/) override {
+    TORCH_CHECK(!coalescing_, "tessera: barrier inside a coalescing block is not supported");
+    Check(tsrBarrier(comm_), "barrier");
+    return Done(c10d::OpType::BARRIER, "barrier", {});
+  }
+
+  // ---- point to point (tags are not supported: as with NCCL, matching is by order per peer) ---------
+
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int /*tag*/) override {
+    CheckOne(tensors, "send");
+    CheckPeer(dst, "send");
+    at::Tensor t = tensors[0];
+    if (coalescing_) {
+      pending_.push_back({true, t, dst});
+      return Done(c10d::OpType::SEND, "send", {});
+    }
+    return Run(c10d::OpType::SEND, "send", {t}, {}, [&](tsrStream_t s) {
+      Check(tsrSend(t.data_ptr(), Count(t), TypeOf(t, "send"), dst, comm_, s), "send");
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int /*tag*/) override {
+    CheckOne(tensors, "recv");
+    CheckPeer(src, "recv");
+    at::Tensor t = tensors[0];
+    if (coalescing_) {
+      pending_.push_back({false, t, src});
+      return Done(c10d::OpType::RECV, "recv", {});
+    }
+    return Run(c10d::OpType::RECV, "recv", {t}, {t}, [&](tsrStream_t s) {
+      Check(tsrRecv(t.data_ptr(), Count(t), TypeOf(t, "recv"), src, comm_, s), "recv");
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) override {
+    TORCH_CHECK(false, "tessera: recv from any source is not supported (name the peer)");
+  }
+
+  // batch_isend_irecv: the sends and receives between start and end run as one Tessera group, so they
+  // progress together whatever the order of matching pairs.
+  void startCoalescing() override {
+    TORCH_CHECK(!coalescing_, "tessera: startCoalescing while already coalescing");
+    coalescing_ = true;
+    pending_.clear();
+  }
+
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override {
+    TORCH_CHECK(coalescing_, "tessera: endCoalescing without startCoalescing");
+    coalescing_ = false;
+    std::vector<P2P> ops = std::move(pending_);
+    pending_.clear();
+    if (ops.empty()) return Done(c10d::OpType::COALESCED, "coalesced", {});
+    std::vector<at::Tensor> ins, outs;
+    for (const auto& op : ops) (op.send ? ins : outs).push_back(op.t);
+    return Run(c10d::OpType::COALESCED, "batch_isend_irecv", ins, outs, [&](tsrStream_t s) {
+      Check(tsrGroupStart(), "batch_isend_irecv");
+      tsrResult_t r = tsrSuccess;
+      for (const auto& op : ops) {
+        if (r != tsrSuccess) break;
+        r = op.send ? tsrSend(op.t.data_ptr(), Count(op.t), TypeOf(op.t, "isend"), op.peer, comm_, s)
+                    : tsrRecv(op.t.data_ptr(), Count(op.t), TypeOf(op.t, "irecv"), op.peer, comm_, s);
+      }
+      const tsrResult_t e = tsrGroupEnd();
+      Check(r != tsrSuccess ? r : e, "batch_isend_irecv");
+    });
+  }
+
+ private:
+  struct P2P {
+    bool send;
+    at::Tensor t;
+    int peer;
+  };
+
+  void Check(tsrResult_t r, const char* what) const {
+    TORCH_CHECK(r == tsrSuccess, "tessera: ", what, " failed on rank ", rank_, ": ", tsrGetErrorString(r), ": ",
+                tsrGetLastError(comm_));
+  }
+  void CheckRoot(int64_t root, const char* what) const {
+    TORCH_CHECK(root >= 0 && root < size_, "tessera: ", what, " root ", root, " is not a rank of this group (0..",
+                size_ - 1, ")");
+  }
+  void CheckPeer(int peer, const char* what) const {
+    TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "tessera: ", what, " peer ", peer,
+                " is not another rank of this group (0..", size_ - 1, ", this is ", rank_, ")");
+  }
+  // `big` holds size_ blocks of `small`'s size (allgather output, reduce-scatter input).
+  void CheckGathered(const at::Tensor& big, const at::Tensor& small, const char* what) const {
+    TORCH_CHECK(big.numel() == small.numel() * size_ && big.scalar_type() == small.scalar_type(), "tessera: ", what,
+                " needs a tensor of world size (", size_, ") x ", small.numel(), " elements of ", small.scalar_type(),
+                ", got ", big.numel(), " of ", big.scalar_type());
+  }
+  // all_to_all_single splits (rows of dim 0) -> per-peer element counts and displacements.
+  void SplitsToCounts(const at::Tensor& t, const std::vector<int64_t>& splits, const char* which,
+                      std::vector<size_t>* counts, std::vector<size_t>* displs) const {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    const int64_t row = rows == 0 ? 0 : t.numel() / rows;
+    counts->assign(size_, 0);
+    displs->assign(size_, 0);
+    std::vector<int64_t> s = splits;
+    if (s.empty()) {
+      TORCH_CHECK(rows % size_ == 0, "tessera: all_to_all_single ", which, " of ", rows,
+                  " rows is not divisible by the world size ", size_, "; give split sizes");
+      s.assign(size_, rows / size_);
+    }
+    TORCH_CHECK(static_cast<int>(s.size()) == size_, "tessera: all_to_all_single ", which, " split sizes have ",
+                s.size(), " entries, expected ", size_);
+    int64_t off = 0;
+    for (int p = 0; p < size_; ++p) {
+      TORCH_CHECK(s[p] >= 0, "tessera: all_to_all_single ", which, " split size ", s[p], " for rank ", p,
+                  " is negative");
+      (*counts)[p] = static_cast<size_t>(s[p] * row);
+      (*displs)[p] = static_cast<size_t>(off * row);
+      off += s[p];
+    }
+    TORCH_CHECK(off == rows, "tessera: all_to_all_single ", which, " split sizes sum to ", off, ", but the tensor has ",
+                rows, " rows");
+  }
+  // PREMUL_SUM: scale the (private) input by the factor before the sum, as NCCL's premul does.
+  static void PreMul(at::Tensor& t, const c10d::ReduceOp& op) {
+    if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return;
+    auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+    TORCH_CHECK(sup != nullptr, "tessera: PREMUL_SUM without a factor");
+    if (sup->tensor_factor.defined())
+      t.mul_(sup->tensor_factor.to(t.device()));
+    else
+      t.mul_(sup->double_factor);
+  }
+
+  // A Work already complete (CPU, or nothing to wait for).
+  c10::intrusive_ptr<c10d::Work> Done(c10d::OpType type, const char* title, std::vector<at::Tensor> outputs) {
+    auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    fut->markCompleted(c10::IValue(outputs));
+    auto w = c10::make_intrusive<Work>(rank_, type, title, std::move(outputs), std::move(fut), comm_);
+    w->profiling_title_ = title;
+    return w;
+  }
+
+  // Runs `body(stream)` for tensors on one device: a CPU call completes inside; a CUDA call is queued on
+  // the communication stream after the caller's current stream (see the file comment).
+  template <typename F>
+  c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
+                                     const std::vector<at::Tensor>& outputs, F&& body) {
+    TORCH_CHECK(comm_ != nullptr, "tessera: ", title, " on a process group that was shut down");
+    TORCH_CHECK(!coalescing_ || type == c10d::OpType::COALESCED, "tessera: ", title,
+                " inside a coalescing block is not supported (only send/recv are)");
+    std::optional<at::Device> dev;
+    for (const auto* list : {&inputs, &outputs})
+      for (const auto& t : *list) {
+        if (!dev) dev = t.device();
+        TORCH_CHECK(t.device() == *dev, "tessera: ", title, " needs all tensors on one device, got ", *dev, " and ",
+                    t.device());
+      }
+    const bool on_cuda = dev && dev->is_cuda();
+    if (!on_cuda) {
+      TORCH_CHECK(!dev || dev->is_cpu(), "tessera: ", title, " does not support tensors on ", *dev,
+                  " (cpu and cuda only)");
+      body(nullptr);
+      return Done(type, title, outputs);
+    }
+#ifdef TESSERA_TORCH_CUDA
+    TORCH_CHECK(cuda_, "tessera: ", title, " got a CUDA tensor (", *dev, ") on a rank whose device is ", device_,
+                " (set TESSERA_DEVICE or the backend's device for this rank)");
+    TORCH_CHECK(dev->index() == device_index_, "tessera: ", title, " got a tensor on ", *dev,
+                " but this rank's device is ", device_);
+    c10::cuda::CUDAGuard guard(device_index_);
+    at::cuda::CUDAEvent ready;
+    ready.record(at::cuda::getCurrentCUDAStream(device_index_));
+    ready.block(stream_);
+    for (const auto* list : {&inputs, &outputs})
+      for (const auto& t : *list) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
+    {
+      c10::cuda::CUDAStreamGuard on_comm(stream_);  // temporaries and copies in `body` run on the comm stream
+      body(static_cast<tsrStream_t>(stream_.stream()));
+    }
+    auto end = std::make_shared<at::cuda::CUDAEvent>();
+    end->record(stream_);
+    auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                        std::vector<c10::Device>{*dev});
+    {
+      c10::cuda::CUDAStreamGuard on_comm(stream_);
+      fut->markCompleted(c10::IValue(outputs));
+    }
+    auto w = c10::make_intrusive<Work>(rank_, type, title, outputs, std::move(fut), comm_);
+    w->end_ = std::move(end);
+    w->device_index_ = device_index_;
+    w->profiling_title_ = title;
+    return w;
+#else
+    TORCH_CHECK(false, "tessera: ", title, " got a CUDA tensor, but tessera._C was built without CUDA");
+#endif
+  }
+
+  tsrComm_t comm_ = nullptr;
+  std::string device_;
+  bool coalescing_ = false;
+  std::vector<P2P> pending_;
+#ifdef TESSERA_TORCH_CUDA
+  bool cuda_ = false;
+  c10::DeviceIndex device_index_ = 0;
+  c10::cuda::CUDAStream stream_ = c10::cuda::getDefaultCUDAStream();
+#endif
+};
+
+}  // namespace tessera_torch
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Tessera's torch.distributed backend (see tessera.torch)";
+  py::module::import("torch.distributed");
+  py::class_<tessera_torch::Backend, c10d::Backend, c10::intrusive_ptr<tessera_torch::Backend>>(m, "Backend")
+      .def(py::init<const std::string&, int, int, int, const std::string&, const std::string&, int64_t>(),
+           py::arg("unique_id"), py::arg("rank"), py::arg("size"), py::arg("island"), py::arg("vendor"),
+           py::arg("device"), py::arg("timeout_ms"), py::call_guard<py::gil_scoped_release>())
+      .def("describe", &tessera_torch::Backend::describe)
+      .def_property_readonly("device", &tessera_torch::Backend::device);
+  m.def("unique_id", []() {
+    tsrUniqueId id;
+    const tsrResult_t r = tsrGetUniqueId(&id);
+    TORCH_CHECK(r == tsrSuccess, "tessera: tsrGetUniqueId failed: ", tsrGetLastError(nullptr));
+    return py::bytes(id.internal, sizeof(id.internal));
+  });
+  m.def("version", []() {
+    int v = 0;
+    tsrGetVersion(&v);
+    return v;
+  });
+}

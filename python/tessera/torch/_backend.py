@@ -1,0 +1,134 @@
+"""The creator torch.distributed calls for backend "tessera", and the rendezvous behind it.
+
+For every process group (the default one, each new_group, each DeviceMesh dimension) torch calls
+`_create` with the group's store (a PrefixStore of the init_process_group store: env://, tcp://, file://),
+this rank's group rank and size, and the timeout. `_create`
+  1. decides this rank's device: TESSERA_DEVICE (set by `tessera run`), else Options.device, else the
+     current CUDA device when CUDA is available, else "host";
+  2. decides this rank's island in the group: TESSERA_ISLAND/TESSERA_ISLAND_VENDOR when set, else
+     Options.island/vendor, else one island per device type ("host", "nvidia"). The members publish
+     theirs in the store and the islands present in the group are renumbered 0..k-1 in order, so a
+     subgroup that lacks an island of the world still has islands without gaps;
+  3. group rank 0 makes a Tessera unique id (tsrGetUniqueId) and publishes it in the store, as
+     ProcessGroupNCCL does with NCCL's; every rank joins with tsrCommInitRank.
+"""
+import datetime
+import os
+import threading
+
+import torch
+import torch.distributed as dist
+
+BACKEND_NAME = "tessera"
+_VENDOR_OF_KIND = {"host": "host", "cuda": "nvidia"}
+_lock = threading.Lock()
+_incarnations = {}  # group id -> how many times this process made a backend for it
+
+
+class Options:
+    """Backend options: pass as `pg_options` / `backend_options` to init_process_group or new_group.
+
+    island: this rank's island index in the world (ranks of one island share one vendor library);
+    vendor: the island's vendor name; device: "host" or "cuda:N". Environment variables set by
+    `tessera run` (TESSERA_ISLAND, TESSERA_ISLAND_VENDOR, TESSERA_DEVICE) take precedence.
+    """
+
+    def __init__(self, island=None, vendor=None, device=None):
+        self.island = island
+        self.vendor = vendor
+        self.device = device
+        self._timeout = None
+
+    def __repr__(self):
+        return f"tessera.torch.Options(island={self.island!r}, vendor={self.vendor!r}, device={self.device!r})"
+
+
+def _device(options):
+    dev = os.environ.get("TESSERA_DEVICE") or (options.device if options is not None else None)
+    if not dev:
+        dev = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "host"
+    if dev == "cpu":
+        dev = "host"
+    if dev != "host" and not (dev.startswith("cuda:") and dev[5:].isdigit()):
+        raise ValueError(f"tessera: device {dev!r} is not 'host' or 'cuda:N' (TESSERA_DEVICE or Options.device)")
+    return dev
+
+
+def _declared_island(options):
+    env = os.environ.get("TESSERA_ISLAND")
+    if env is not None and env != "":
+        try:
+            isl = int(env)
+        except ValueError:
+            raise ValueError(f"tessera: TESSERA_ISLAND={env!r} is not an island index") from None
+    elif options is not None and options.island is not None:
+        isl = int(options.island)
+    else:
+        isl = -1
+    vendor = os.environ.get("TESSERA_ISLAND_VENDOR") or (options.vendor if options is not None else None) or ""
+    if "|" in vendor:
+        raise ValueError(f"tessera: vendor name {vendor!r} may not contain '|'")
+    return isl, vendor
+
+
+def island_layout(records):
+    """Maps each member's (declared island, vendor, device kind) to (island in the group, vendor).
+
+    records[r] = (island or -1, vendor or "", kind). Raises ValueError when some members declare an
+    island and others don't, or one island mixes vendors or device kinds.
+    """
+    declared = [isl >= 0 for isl, _, _ in records]
+    if any(declared) and not all(declared):
+        missing = [r for r, d in enumerate(declared) if not d]
+        raise ValueError(f"tessera: group ranks {missing} have no island (set TESSERA_ISLAND or Options.island "
+                         "on every rank, or on none to get one island per device type)")
+    keys = [isl if d else kind for (isl, _, kind), d in zip(records, declared)]
+    order = sorted(set(keys)) if all(declared) and records else list(dict.fromkeys(keys))
+    index = {k: i for i, k in enumerate(order)}
+    out, seen = [], {}
+    for r, ((isl, vendor, kind), key) in enumerate(zip(records, keys)):
+        v = vendor or (f"island{isl}" if isl >= 0 else _VENDOR_OF_KIND.get(kind, kind))
+        first = seen.setdefault(index[key], (v, kind, r))
+        if (first[0], first[1]) != (v, kind):
+            raise ValueError(f"tessera: island {key} mixes vendor/device {first[0]}/{first[1]} (group rank "
+                             f"{first[2]}) and {v}/{kind} (group rank {r})")
+        out.append((index[key], v))
+    return out
+
+
+def _create(dist_opts, backend_options):
+    from .. import _C  # the extension; imported here so that registering needs only Python
+
+    store, rank, size = dist_opts.store, dist_opts.group_rank, dist_opts.group_size
+    timeout = dist_opts.timeout
+    if isinstance(timeout, datetime.timedelta):
+        timeout_ms = int(timeout.total_seconds() * 1000)
+    else:
+        timeout_ms = int(float(timeout) * 1000)
+    options = backend_options if isinstance(backend_options, Options) else None
+    device = _device(options)
+    isl, vendor = _declared_island(options)
+    kind = "host" if device == "host" else "cuda"
+    with _lock:
+        n = _incarnations.get(dist_opts.group_id, 0)
+        _incarnations[dist_opts.group_id] = n + 1
+    ns = f"tessera/{n}"
+    store.set(f"{ns}/member/{rank}", f"{isl}|{vendor}|{kind}")
+    records = []
+    for r in range(size):
+        f = store.get(f"{ns}/member/{r}").decode().split("|")
+        records.append((int(f[0]), f[1], f[2]))
+    my_island, my_vendor = island_layout(records)[rank]
+    if rank == 0:
+        store.set(f"{ns}/uid", _C.unique_id())
+    uid = store.get(f"{ns}/uid")
+    if device.startswith("cuda:"):
+        torch.cuda.set_device(int(device[5:]))
+    return _C.Backend(uid, rank, size, my_island, my_vendor, device, timeout_ms)
+
+
+def register():
+    """Registers backend "tessera" for cpu and cuda devices (idempotent)."""
+    if BACKEND_NAME.upper() in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu", "cuda"])

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# scripts/torch-check.sh — the PyTorch backend on a machine with torch (the GPU machine): build libtessera,
+# install the `tessera` Python package offline (pip install --no-build-isolation ./python), then run the
+# torch tests under `tessera run` in the worlds docs/torch.md lists, and the torch benchmarks.
+# Usage: scripts/torch-check.sh [BUILD_DIR] [tests|bench|all]   (default build-gpu, all)
+# Writes torch-*.log (and bench rows torch-bench.jsonl) under $OUT when set, else bench/results/.
+# Without a python that imports torch it says so and exits 77 (ctest's SKIPPED: how CI and the dev machine skip).
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+B=${1:-build-gpu}
+WHAT=${2:-all}
+OUTDIR=${OUT:-$ROOT/bench/results}
+mkdir -p "$OUTDIR"
+PY=${PYTHON:-python3}
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+  echo "torch-check: SKIPPED: $PY cannot import torch (PyTorch is not installed here; the GPU machine has it)"
+  exit 77
+fi
+"$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
+
+step "build libtessera + tessera"
+case $B in /*) ;; *) B=$ROOT/$B ;; esac
+if [ ! -f "$B/build.ninja" ]; then
+  cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    > "$OUTDIR/torch-configure.log" 2>&1 || { tail -30 "$OUTDIR/torch-configure.log"; echo "configure FAILED"; exit 1; }
+fi
+cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_bench > "$OUTDIR/torch-build.log" 2>&1 \
+  || { grep -E "error|FAILED" "$OUTDIR/torch-build.log" | head -30; echo "build FAILED"; exit 1; }
+T=$B/tessera
+
+step "pip install --no-build-isolation ./python (offline)"
+TESSERA_BUILD_DIR=$B "$PY" -m pip install --no-build-isolation --no-index --no-deps -q ./python \
+  > "$OUTDIR/torch-pip.log" 2>&1 || { grep -E "error|Error" "$OUTDIR/torch-pip.log" | head -40; echo "pip install FAILED"; exit 1; }
+(cd /tmp && "$PY" -c 'import torch, torch.distributed as d, tessera._C as c; print("tessera._C", c.version(), "registered:", "TESSERA" in d.Backend._plugins)')
+
+RC=0
+job() {  # job LABEL TIMEOUT tessera-run-args... -- program...
+  local label=$1 lim=$2; shift 2
+  echo "--- $label: tessera run $*"
+  timeout "$lim" "$T" run --timeout 60s "$@" > "$OUTDIR/torch-$label.log" 2>&1; local rc=$?
+  grep -E "FAIL|checks,|passed|FAILED|raised|replicas|uneven:|fsdp:|Error" "$OUTDIR/torch-$label.log" | head -12
+  if [ $rc = 0 ]; then echo "$label: ok"; else echo "$label: FAILED (exit $rc)"; tail -20 "$OUTDIR/torch-$label.log"; RC=1; fi
+}
+expect_fail() {  # a job whose ranks must all raise (fault injection): exit status != 0, no hang
+  local label=$1 lim=$2; shift 2
+  echo "--- $label: tessera run $*"
+  local t0=$SECONDS
+  timeout "$lim" "$T" run --timeout 20s "$@" > "$OUTDIR/torch-$label.log" 2>&1; local rc=$?
+  grep -E "raised|FAIL|exited|killed" "$OUTDIR/torch-$label.log" | head -8
+  echo "$label: launcher exit $rc after $((SECONDS - t0)) s"
+  [ $rc = 124 ] && { echo "$label: HUNG"; RC=1; }
+  grep -q "FAIL " "$OUTDIR/torch-$label.log" && RC=1
+}
+
+if [ "$WHAT" != bench ]; then
+  step "operations x types x reduce ops (tests/torch/ops_worker.py)"
+  W="$PY $ROOT/tests/torch/ops_worker.py"
+  job one-gpu 300 --island nvidia=cuda:1 -- $W
+  job two-islands-one-gpu 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $W
+  job gpu-plus-3cpu 400 --island nvidia=cuda:1 --island ascend=host:3 -- $W
+  job three-cpu 300 --island ascend=host:2 --island moore=host:1 -- $W
+
+  step "training (tests/torch/train_worker.py)"
+  TW="$PY $ROOT/tests/torch/train_worker.py"
+  job ddp-mixed 300 --island nvidia=cuda:1 --island ascend=host:2 -- $TW ddp
+  job replicas-mixed 300 --island nvidia=cuda:1 --island ascend=host:1 -- $TW replicas
+  job uneven 300 --island nvidia=cuda:1 --island ascend=host:2 -- $TW uneven
+  job fsdp-two-islands 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $TW fsdp
+  expect_fail fault 120 --island nvidia=cuda:1 --island ascend=host:2 -- $TW fault
+  expect_fail mismatch 120 --island nvidia=cuda:1 --island ascend=host:1 -- $TW mismatch
+fi
+
+if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
+  step "benchmarks (bench/torch)"
+  ROWS=$OUTDIR/torch-bench.jsonl; : > "$ROWS"
+  for rep in 1 2 3; do
+    for be in nccl tessera; do
+      timeout 300 "$T" run --island nvidia=cuda:1 -- "$PY" "$ROOT/bench/torch/ddp_bench.py" --backend $be \
+        >> "$OUTDIR/torch-bench.log" 2>&1 || echo "ddp_bench $be rep $rep failed"
+    done
+  done
+  for rep in 1 2 3; do
+    timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$PY" "$ROOT/bench/torch/allreduce_bench.py" \
+      >> "$OUTDIR/torch-bench.log" 2>&1 || echo "allreduce_bench rep $rep failed"
+    # the C API on device memory, same layout and sizes (bench/gpu/gpu_bench; `tessera bench` uses host memory)
+    timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$B/bench/gpu/gpu_bench" allreduce \
+      --sizes 64M,256M --iters 5 >> "$OUTDIR/torch-bench.log" 2>&1 || echo "gpu_bench rep $rep failed"
+  done
+  grep -o '{.*}' "$OUTDIR/torch-bench.log" > "$ROWS" || true
+  cat "$ROWS"
+fi
+echo
+[ $RC = 0 ] && echo "torch-check: all passed" || echo "torch-check: FAILURES (logs torch-*.log)"
+exit $RC

@@ -1,0 +1,223 @@
+"""Training through backend "tessera" under `tessera run`: python train_worker.py MODE.
+
+Modes (each rank exits 0 when its checks pass; failures print "FAIL ..."):
+  ddp       DDP on the ranks of the job (GPU and CPU ranks mixed): at every step the synchronised gradients
+            are bit-identical on every rank (check_replicas on the .grad tensors).
+  replicas  AdamW, 50 steps: with plain DDP the replicas drift apart when ranks are on different devices
+            (reported by check_replicas; asserted only when the job mixes device types), with
+            ZeroRedundancyOptimizer (each parameter stepped by one rank, then broadcast) they stay
+            bit-identical.
+  uneven    HeteroDistributedSampler's uneven split + hetero_allreduce_hook: the synchronised gradient
+            equals the gradient of the whole global batch computed on one process (f32 tolerance).
+  fsdp      FSDP2 (fully_shard) on the job's ranks: the loss over 20 steps matches the same model trained on
+            one process with the same global batch and seed, within a stated tolerance.
+  fault     the last rank exits abruptly mid-training; every other rank must get a RuntimeError (within
+            the group's timeout) instead of hanging.
+  mismatch  ranks call different collectives; every rank must get a RuntimeError naming both calls.
+"""
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+import tessera.torch as tt
+
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print(f"FAIL {what}", flush=True)
+
+
+def device():
+    d = os.environ.get("TESSERA_DEVICE", "host")
+    return torch.device("cpu") if d == "host" else torch.device(d)
+
+
+def mixed_devices():
+    layout = os.environ.get("TESSERA_ISLANDS", "")
+    return "host:" in layout and "cuda:" in layout
+
+
+def model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 10))
+
+
+def batch(step, n=32, seed=0):
+    g = torch.Generator().manual_seed(seed * 100003 + step)
+    return torch.randn(n, 64, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+def ddp_mode(dev, rank):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    m = DDP(model().to(dev))
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    for step in range(10):
+        x, y = batch(step * 7 + rank)
+        loss = nn.functional.cross_entropy(m(x.to(dev)), y.to(dev))
+        opt.zero_grad()
+        loss.backward()
+        grads = {n: p.grad for n, p in m.module.named_parameters()}
+        bad = tt.check_replicas(grads)
+        check(not bad, f"ddp step {step}: gradients differ across ranks: {bad}")
+        opt.step()
+    bad = tt.check_replicas(m.module)
+    check(not bad, f"ddp: parameters differ after SGD: {bad}")
+
+
+def replicas_mode(dev, rank):
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    results = {}
+    for name in ("plain", "zero"):
+        m = DDP(model(1).to(dev))
+        if name == "plain":
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+        else:
+            opt = ZeroRedundancyOptimizer(m.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3)
+        for step in range(50):
+            x, y = batch(step * 11 + rank, seed=1)
+            loss = nn.functional.cross_entropy(m(x.to(dev)), y.to(dev))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        results[name] = tt.check_replicas(m.module)
+        n_bad = sum(1 for _ in results[name])
+        if rank == 0:
+            print(f"replicas {name}: {n_bad} of {len(list(m.module.parameters()))} parameter tensors differ "
+                  f"across ranks after 50 AdamW steps", flush=True)
+    check(not results["zero"], f"ZeroRedundancyOptimizer replicas differ: {results['zero']}")
+    if mixed_devices():
+        check(bool(results["plain"]), "plain DDP + AdamW on CPU and GPU ranks did not drift (expected it to)")
+
+
+def uneven_mode(dev, rank, world):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    data = torch.utils.data.TensorDataset(*batch(0, n=96, seed=3))
+    weights = [1.0 + r for r in range(world)]  # rank r is (1+r) times as fast as rank 0
+    sampler = tt.HeteroDistributedSampler(data, global_batch_size=48, weights=weights, shuffle=True, seed=5)
+    loader = torch.utils.data.DataLoader(data, batch_size=sampler.batch_size, sampler=sampler)
+    m = DDP(model(2).to(dev))
+    m.register_comm_hook(sampler.fraction, tt.hetero_allreduce_hook)
+    x, y = next(iter(loader))
+    nn.functional.cross_entropy(m(x.to(dev)), y.to(dev)).backward()
+    # the whole global batch on one process
+    ref = model(2)
+    order = list(iter(tt.HeteroDistributedSampler(data, 48, num_replicas=1, rank=0, shuffle=True, seed=5)))[:48]
+    # the global batch is the union of the ranks' runs of step 0: the first 48 of the permutation
+    xa, ya = data[order]
+    nn.functional.cross_entropy(ref(xa), ya).backward()
+    for (n, p), q in zip(m.module.named_parameters(), ref.parameters()):
+        err = (p.grad.detach().cpu().double() - q.grad.double()).abs().max().item()
+        scale = q.grad.abs().max().item()
+        check(err <= 1e-4 * max(scale, 1e-3) + 1e-7, f"uneven: gradient of {n} off by {err} (scale {scale})")
+    if rank == 0:
+        print(f"uneven: shares {sampler.shares} of 48, gradients match the whole batch's", flush=True)
+
+
+def fsdp_mode(dev, rank, world):
+    from torch.distributed.fsdp import fully_shard
+    steps, gb = 20, 32
+    m = model(4).to(dev)
+    for layer in m:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer)
+    fully_shard(m)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    losses = []
+    per = gb // world
+    for step in range(steps):
+        x, y = batch(step, n=gb, seed=4)
+        xs, ys = x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
+        loss = nn.functional.cross_entropy(m(xs.to(dev)), ys.to(dev))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        lt = loss.detach().clone()
+        dist.all_reduce(lt, op=dist.ReduceOp.AVG)
+        losses.append(lt.item())
+    ref = model(4).to(dev)
+    ropt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
+    rl = []
+    for step in range(steps):
+        x, y = batch(step, n=gb, seed=4)
+        loss = nn.functional.cross_entropy(ref(x.to(dev)), y.to(dev))
+        ropt.zero_grad()
+        loss.backward()
+        ropt.step()
+        rl.append(loss.item())
+    worst = max(abs(a - b) / abs(b) for a, b in zip(losses, rl))
+    if rank == 0:
+        print(f"fsdp: loss {losses[0]:.5f} -> {losses[-1]:.5f}; one process {rl[0]:.5f} -> {rl[-1]:.5f}; "
+              f"max relative difference {worst:.2e} (tolerance 1e-4)", flush=True)
+    check(worst <= 1e-4, f"fsdp: loss differs from the one-process run by {worst:.2e} (> 1e-4)")
+
+
+def fault_mode(dev, rank, world):
+    t = torch.ones(1 << 16, device=dev)
+    dist.all_reduce(t)
+    if rank == world - 1:
+        print("fault: last rank exits now", flush=True)
+        os._exit(3)
+    start = time.monotonic()
+    try:
+        for _ in range(100):
+            dist.all_reduce(t)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t.sum().item()
+        dist.all_reduce(t)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        check(False, "fault: no error after a peer died")
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        print(f"fault: rank {rank} raised after {took:.1f}s: {str(e).splitlines()[0][:200]}", flush=True)
+        check(took < 30, f"fault: took {took:.1f}s (timeout 20s)")
+    os._exit(0 if not failures else 1)
+
+
+def mismatch_mode(dev, rank, world):
+    t = torch.ones(100, device=dev)
+    try:
+        if rank == 0:
+            dist.broadcast(t, src=0)
+        else:
+            dist.all_reduce(t)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        dist.barrier()
+        check(False, "mismatch: no error")
+    except RuntimeError as e:
+        msg = str(e)
+        print(f"mismatch: rank {rank} raised: {msg.splitlines()[0][:200]}", flush=True)
+        check("broadcast" in msg.lower() or "allreduce" in msg.lower() or "mismatch" in msg.lower()
+              or "peer" in msg.lower(), f"mismatch: message does not say what differed: {msg[:200]}")
+    os._exit(0 if not failures else 1)
+
+
+def main():
+    mode = sys.argv[1]
+    dev = device()
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    timeout = datetime.timedelta(seconds=20 if mode in ("fault", "mismatch") else 300)
+    dist.init_process_group("tessera", timeout=timeout)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    {"ddp": lambda: ddp_mode(dev, rank), "replicas": lambda: replicas_mode(dev, rank),
+     "uneven": lambda: uneven_mode(dev, rank, world), "fsdp": lambda: fsdp_mode(dev, rank, world),
+     "fault": lambda: fault_mode(dev, rank, world), "mismatch": lambda: mismatch_mode(dev, rank, world)}[mode]()
+    dist.destroy_process_group()
+    print(f"rank {rank}: {mode} {'passed' if not failures else 'FAILED'}", flush=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
