@@ -135,7 +135,7 @@ class Work : public c10d::Work {
   bool isSuccess() const override { return AsyncError() == tsrSuccess; }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-  void synchronize() override { (void)wait(); }
+  void synchronize() override { (void)wait(std::chrono::milliseconds(0)); }
   bool wait(std::chrono::milliseconds /*timeout: every Tessera wait is bounded by the group's timeout*/) override {
 #ifdef TESSERA_TORCH_CUDA
     if (end_) end_->block(at::cuda::getCurrentCUDAStream(device_index_));
