@@ -1,4 +1,5 @@
-// cli/run: `tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--timeout D] [--dry-run] -- PROGRAM ARGS...`
+// cli/run: `tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--sm-share VENDOR=PCT] [--timeout D] [--dry-run]
+//   -- PROGRAM ARGS...`
 // Parses the command line and hands over to comm/launcher, which starts the ranks on this machine.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -8,6 +9,7 @@
 
 #include "cli/command.hpp"
 #include "comm/launcher.hpp"
+#include "comm/sm_share.hpp"
 #include "common/env.hpp"
 
 namespace {
@@ -38,6 +40,7 @@ int RunRun(int argc, char** argv) {
   std::vector<std::string> islands;
   std::string timeout_text;
   bool dry_run = false;
+  std::vector<std::string> sm_shares;
   app.add_option("--island", islands,
                  "An island: VENDOR=DEVICE:COUNT, DEVICE host or cuda (e.g. ascend=host:3). Repeat for more "
                  "islands; ranks are numbered in island order.")
@@ -47,6 +50,11 @@ int RunRun(int argc, char** argv) {
                  "TESSERA_TIMEOUT for the ranks (e.g. 30s, 2m), and how long the other ranks get to exit after one "
                  "fails. Default: the caller's TESSERA_TIMEOUT, else 60s.")
       ->type_name("DURATION");
+  app.add_option("--sm-share", sm_shares,
+                 "Run a cuda island's ranks on PERCENT% of their GPU's SMs (NVIDIA MPS), e.g. ascend=40: a model of a "
+                 "slower card on one GPU, labelled 'emulated' in every output. Repeat per island.")
+      ->type_name("VENDOR=PERCENT")
+      ->allow_extra_args(false);
   app.add_flag("--dry-run", dry_run, "Print the ranks (rank, island, vendor, device) and start nothing.");
   app.footer(
       "Each rank gets TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_ISLAND, TESSERA_ISLAND_VENDOR, TESSERA_DEVICE,\n"
@@ -73,6 +81,9 @@ int RunRun(int argc, char** argv) {
   launcher::Options options;
   options.islands = std::move(parsed).value();
   options.dry_run = dry_run;
+  auto shares = launcher::ParseSmShares(sm_shares, options.islands);
+  if (!shares.ok()) return Error(shares.status().message());
+  options.sm_share = std::move(shares).value();
   options.program = std::move(program);
   if (!timeout_text.empty()) {
     auto t = tessera::env::ParseDuration("--timeout", timeout_text);

@@ -22,11 +22,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <set>
 
+#include "comm/sm_share.hpp"
 #include "comm/store.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -400,8 +402,16 @@ bool WriteAll(int fd, const char* data, size_t n) {
 
 class Job {
  public:
-  Job(const Options& options, std::vector<RankSpec> ranks, std::string layout, std::string path)
-      : options_(options), layout_(std::move(layout)), path_(std::move(path)) {
+  // `extra_env`: variables every rank gets after its own (MPS directories); `island_env`: per island index
+  // (an emulated island's SM share and label).
+  Job(const Options& options, std::vector<RankSpec> ranks, std::string layout, std::string path,
+      std::vector<std::pair<std::string, std::string>> extra_env = {},
+      std::map<int, std::vector<std::pair<std::string, std::string>>> island_env = {})
+      : options_(options),
+        layout_(std::move(layout)),
+        path_(std::move(path)),
+        extra_env_(std::move(extra_env)),
+        island_env_(std::move(island_env)) {
     for (auto& spec : ranks) ranks_.push_back(Rank{std::move(spec)});
   }
 
@@ -473,6 +483,9 @@ class Job {
     const std::string addr = fmt::format("127.0.0.1:{}", store_->port());
     auto vars = RankEnvironment(r.spec, static_cast<int>(ranks_.size()), layout_, addr, token_, options_.timeout,
                                 master_port_, visible_gpus_);
+    vars.insert(vars.end(), extra_env_.begin(), extra_env_.end());
+    if (auto it = island_env_.find(r.spec.island); it != island_env_.end())
+      vars.insert(vars.end(), it->second.begin(), it->second.end());
     std::vector<std::string> env_strings;
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
       const std::string entry(*e);
@@ -748,6 +761,8 @@ class Job {
   std::vector<Stream> streams_;
   std::unique_ptr<StoreServer> store_;
   std::string token_;
+  std::vector<std::pair<std::string, std::string>> extra_env_;
+  std::map<int, std::vector<std::pair<std::string, std::string>>> island_env_;
   int master_port_ = 0;       // torchrun's MASTER_PORT for the ranks (a free loopback port)
   std::string visible_gpus_;  // the launcher's CUDA_VISIBLE_DEVICES, "" when unset
   SignalScope signals_;
@@ -786,9 +801,33 @@ int Run(const Options& options) {
     return fail(2, "no program given: tessera run --island VENDOR=DEVICE:COUNT -- PROGRAM ARGS...");
   auto path = ResolveProgram(options.program[0]);
   if (!path.ok()) return fail(127, "cannot start rank 0: " + path.status().message());
+  // Emulated islands: an MPS daemon for the job, and each such island's share and label.
+  std::unique_ptr<MpsDaemon> mps;
+  std::vector<std::pair<std::string, std::string>> extra_env;
+  std::map<int, std::vector<std::pair<std::string, std::string>>> island_env;
+  if (!options.sm_share.empty()) {
+    auto started = MpsDaemon::Start();
+    if (!started.ok()) return fail(2, started.status().message());
+    mps = std::move(started).value();
+    extra_env = mps->ClientEnvironment();
+    for (size_t i = 0; i < options.islands.size(); ++i) {
+      auto it = options.sm_share.find(options.islands[i].vendor);
+      if (it == options.sm_share.end()) continue;
+      int gpu = 0;
+      for (const auto& r : *plan)
+        if (r.island == static_cast<int>(i)) gpu = std::atoi(r.device.c_str() + 5);
+      const std::string label = EmulatedLabel(CudaDeviceName(gpu), it->second);
+      std::fprintf(stderr, "tessera run: island %s: %s, through NVIDIA MPS (a model of a slower card, not real %s "
+                   "hardware)\n", options.islands[i].vendor.c_str(), label.c_str(), options.islands[i].vendor.c_str());
+      island_env[static_cast<int>(i)] = {{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(it->second)},
+                                         {"TESSERA_SM_SHARE", std::to_string(it->second)},
+                                         {"TESSERA_EMULATED", label}};
+    }
+  }
   std::fflush(stdout);
   std::fflush(stderr);
-  Job job(options, std::move(plan).value(), layout, std::move(path).value());
+  Job job(options, std::move(plan).value(), layout, std::move(path).value(), std::move(extra_env),
+          std::move(island_env));
   return job.Run();
 }
 

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,8 @@ struct Options {
   std::chrono::milliseconds timeout{60000};    // TESSERA_TIMEOUT for the ranks; also the grace after a failure
   std::chrono::milliseconds kill_after{2000};  // from SIGTERM to SIGKILL when stopping ranks
   bool dry_run = false;                        // print the rank table, start nothing
+  // --sm-share VENDOR=PERCENT: the cuda island VENDOR runs on PERCENT% of its GPU's SMs (MPS; sm_share.hpp).
+  std::map<std::string, int> sm_share;
 };
 
 // Runs the job to completion and returns the launcher's exit status: 0 when every rank exited 0; else

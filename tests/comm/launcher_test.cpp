@@ -2,6 +2,7 @@
 // `tessera` binary (TESSERA_BIN) starting `/bin/sh -c` snippets as ranks: their environment, prefixed
 // output, failure handling, signal forwarding, bad input; and ranks that meet at the launcher's store.
 #include "comm/launcher.hpp"
+#include "comm/sm_share.hpp"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -605,5 +606,39 @@ TEST(LauncherRank, MeetsAtTheStore) {
   EXPECT_TRUE(Contains(wrong.status().message(), "refused the job token")) << wrong.status().message();
 }
 
+
+TEST(LauncherSmShare, ParsesSharesOfCudaIslandsAndNamesBadValues) {
+  auto islands = ParseIslands({"ascend=cuda:1", "nvidia=cuda:1", "cpu=host:2"});
+  ASSERT_TRUE(islands.ok()) << islands.status().message();
+  auto ok = ParseSmShares({"ascend=40"}, *islands);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->at("ascend"), 40);
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {"ascend", "VENDOR=PERCENT"},
+           {"ascend=0", "ascend=0"},
+           {"ascend=101", "ascend=101"},
+           {"ascend=4x", "ascend=4x"},
+           {"moore=40", "no island 'moore'"},
+           {"cpu=40", "not a cuda island"}}) {
+    auto r = ParseSmShares({bad}, *islands);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
+  }
+  auto twice = ParseSmShares({"ascend=40", "ascend=50"}, *islands);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("twice"), std::string::npos);
+  EXPECT_EQ(EmulatedLabel("NVIDIA H200", 40), "emulated on an SM share of NVIDIA H200 (40%)");
+}
+
+TEST(LauncherSmShare, RefusesClearlyWithoutMps) {
+  // No nvidia-cuda-mps-control on this PATH: the daemon cannot start, and the error says what is missing.
+  const char* old = std::getenv("PATH");
+  const std::string saved = old ? old : "";
+  ::setenv("PATH", "/nonexistent", 1);
+  auto d = MpsDaemon::Start();
+  ::setenv("PATH", saved.c_str(), 1);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("nvidia-cuda-mps-control"), std::string::npos) << d.status().message();
+}
 }  // namespace
 }  // namespace tessera::comm::launcher

@@ -1,0 +1,46 @@
+// comm/sm_share: `tessera run --sm-share VENDOR=PERCENT` — an island's ranks run on a share of their GPU's
+// streaming multiprocessors, through NVIDIA MPS (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per client process).
+// This models a slower card next to a faster one on one GPU; such an island is *emulated* and every
+// output says so ("emulated on an SM share of <GPU>"). The launcher starts its own MPS control daemon
+// (pipe and log directories in a fresh temporary folder, so it never touches a system-wide one) before
+// the ranks and stops it after them; where MPS is not available it refuses with the reason.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/launcher.hpp"
+#include "tessera/status.hpp"
+
+namespace tessera::comm::launcher {
+
+// Parses the --sm-share values ("ascend=40": 1..100 percent of the SMs) against the islands: each must
+// name a cuda island, once. Errors name the value.
+Result<std::map<std::string, int>> ParseSmShares(const std::vector<std::string>& texts,
+                                                 const std::vector<IslandSpec>& islands);
+
+// The label every output carries for an emulated island: "emulated on an SM share of NVIDIA H200 (40%)".
+std::string EmulatedLabel(const std::string& gpu_name, int percent);
+
+// The name of CUDA device `n` as this process sees it ("NVIDIA H200"); "GPU n" without CUDA.
+std::string CudaDeviceName(int n);
+
+// One MPS control daemon for the job's lifetime.
+class MpsDaemon {
+ public:
+  // Starts `nvidia-cuda-mps-control -d` with its own pipe/log directories; an error (naming what is
+  // missing or what the daemon said) where MPS is unavailable.
+  static Result<std::unique_ptr<MpsDaemon>> Start();
+  ~MpsDaemon();  // asks the daemon to quit and removes its directories
+  // CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY, for every rank of the job.
+  std::vector<std::pair<std::string, std::string>> ClientEnvironment() const;
+
+ private:
+  MpsDaemon() = default;
+  std::string dir_, control_;
+};
+
+}  // namespace tessera::comm::launcher
