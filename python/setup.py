@@ -47,7 +47,7 @@ def extension():
     kind = cpp_extension.CUDAExtension if cuda else cpp_extension.CppExtension
     return kind(
         name="tessera._C",
-        sources=["csrc/backend.cpp"],
+        sources=["csrc/backend.cpp", "csrc/ckpt.cpp"],
         include_dirs=[inc],
         library_dirs=[lib],
         libraries=["tessera"],

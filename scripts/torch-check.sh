@@ -70,6 +70,25 @@ if [ "$WHAT" != bench ]; then
   job replicas-mixed 300 --island nvidia=cuda:1 --island ascend=host:1 -- $TW replicas
   job uneven 300 --island nvidia=cuda:1 --island ascend=host:2 -- $TW uneven
   job fsdp-two-islands 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $TW fsdp
+  step "checkpoints (tests/torch/ckpt_worker.py)"
+  CW="$PY $ROOT/tests/torch/ckpt_worker.py"; CK=$(mktemp -d /tmp/tsr-ckpt-XXXXXX)
+  export TESSERA_BIN=$T
+  job ckpt-roundtrip 300 --island nvidia=cuda:1 --island ascend=host:1 -- $CW roundtrip $CK/rt
+  job ckpt-fsdp2-save 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $CW fsdp-save $CK/fsdp
+  job ckpt-fsdp1-load 300 --island nvidia=cuda:1 -- $CW fsdp-load $CK/fsdp
+  job ckpt-fsdp1-save 300 --island nvidia=cuda:1 -- $CW fsdp-save $CK/fsdp1
+  job ckpt-fsdp2-load 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $CW fsdp-load $CK/fsdp1
+  job ckpt-mixed-save 300 --island nvidia=cuda:1 --island ascend=host:1 -- $CW ddp-save $CK/mixed
+  job ckpt-gpu-load 300 --island nvidia=cuda:1 -- $CW ddp-load $CK/mixed
+  job ckpt-corrupt 300 --island nvidia=cuda:1 --island ascend=host:1 -- $CW corrupt $CK/corrupt
+  for m in killed tiers hf; do
+    echo "--- ckpt-$m (one process)"
+    (cd /tmp && timeout 300 "$PY" "$ROOT/tests/torch/ckpt_worker.py" $m $CK/$m > "$OUTDIR/torch-ckpt-$m.log" 2>&1) \
+      && echo "ckpt-$m: ok" || { echo "ckpt-$m: FAILED"; tail -15 "$OUTDIR/torch-ckpt-$m.log"; RC=1; }
+    grep -E "^(killed|tiers|hf):|FAIL" "$OUTDIR/torch-ckpt-$m.log" | head -4
+  done
+  rm -rf "$CK"
+
   expect_fail fault 120 --island nvidia=cuda:1 --island ascend=host:2 -- $TW fault
   expect_fail mismatch 120 --island nvidia=cuda:1 --island ascend=host:1 -- $TW mismatch
 fi

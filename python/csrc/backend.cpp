@@ -726,6 +726,10 @@ class Backend : public c10d::Backend {
 
 }  // namespace tessera_torch
 
+namespace tessera_torch {
+void BindCheckpoint(pybind11::module& m);  // ckpt.cpp
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Tessera's torch.distributed backend (see tessera.torch)";
   py::module::import("torch.distributed");
@@ -741,6 +745,7 @@ PYBIND11_MODULE(_C, m) {
     TORCH_CHECK(r == tsrSuccess, "tessera: tsrGetUniqueId failed: ", tsrGetLastError(nullptr));
     return py::bytes(id.internal, sizeof(id.internal));
   });
+  tessera_torch::BindCheckpoint(m);
   m.def("version", []() {
     int v = 0;
     tsrGetVersion(&v);

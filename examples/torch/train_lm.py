@@ -1,0 +1,306 @@
+"""A decoder-only transformer language model trained across islands through the "tessera" backend.
+
+    tessera run --island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=40 -- \
+        python examples/torch/train_lm.py --steps 300 --weights-file lm-weights.json
+
+Model: plain torch, random initialisation (default 12 layers, d_model 1024, 16 heads, sequence 512:
+about 151M parameters), AdamW, bf16 autocast, a fixed seed. Data: the Python standard library's own sources
+(a real text corpus already on every machine with Python), tokenised at byte level (vocabulary 256), cut
+into sequences of --seq + 1 bytes. DDP through backend "tessera", HeteroDistributedSampler with the islands'
+measured speeds (--weights-file from --mode calibrate, else TESSERA_ISLAND_WEIGHTS, else equal) and
+hetero_allreduce_hook, so the synchronised gradient is the whole global batch's mean gradient. By default
+the optimizer is ZeroRedundancyOptimizer (each parameter stepped by one rank and broadcast: replicas stay
+bit-identical across devices); --optimizer adamw for plain DDP.
+
+Modes:
+  hybrid       (default) one job, DDP over every rank, the global batch split by speed (--split even: equally)
+  independent  every rank trains its own copy on its own share of the batch with no synchronisation: the
+               "sum of the parts" baseline (same micro-batches as hybrid, all islands at the same time)
+  calibrate    each island alone in turn (the others wait), its tokens/s measured; writes --weights-file
+               ({"islands": {vendor: tokens/s per rank}, "weights": "w0,w1"}) for the sampler and the catalog
+  grad-error   one step; the synchronised gradient against an f64 reference of the same per-rank gradients,
+               for the gradient cast to f32, bf16 and f16 before the allreduce
+Prints tokens/s per island and in total, and the loss; --log FILE writes one JSON line per step and a
+summary (rank 0). Islands run on an SM share (tessera run --sm-share) are labelled as emulated.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import sysconfig
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+import tessera.torch as tt
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mode", choices=["hybrid", "independent", "calibrate", "grad-error"], default="hybrid")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--warmup-steps", type=int, default=10, help="steps left out of the tokens/s figures")
+    p.add_argument("--global-batch", type=int, default=32, help="sequences per step, over all ranks")
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--dim", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--split", choices=["speed", "even"], default="speed")
+    p.add_argument("--weights-file", default=None, help="calibration output; read in hybrid/independent")
+    p.add_argument("--optimizer", choices=["zero", "adamw"], default="zero")
+    p.add_argument("--corpus-mb", type=int, default=48)
+    p.add_argument("--log", default=None)
+    return p.parse_args()
+
+
+class Block(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class LM(nn.Module):
+    def __init__(self, layers, d, h, seq, vocab=256):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+        self.blocks = nn.ModuleList(Block(d, h) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln(x))
+
+
+def corpus(seq, mb):
+    """The standard library's .py files in sorted order, as bytes, cut into sequences of seq+1."""
+    root = sysconfig.get_paths()["stdlib"]
+    data, total = [], 0
+    for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
+        try:
+            with open(path, "rb") as f:
+                b = f.read()
+        except OSError:
+            continue
+        data.append(b)
+        total += len(b)
+        if total >= mb << 20:
+            break
+    raw = torch.frombuffer(bytearray(b"".join(data)), dtype=torch.uint8)
+    n = raw.numel() // (seq + 1)
+    return raw[: n * (seq + 1)].view(n, seq + 1).long(), root, total
+
+
+def island_info():
+    vendor = os.environ.get("TESSERA_ISLAND_VENDOR", "island0")
+    emulated = os.environ.get("TESSERA_EMULATED", "")
+    return int(os.environ.get("TESSERA_ISLAND", "0")), vendor, emulated
+
+
+def per_rank_weights(args, world):
+    if args.split == "even":
+        return [1.0] * world
+    if args.weights_file and os.path.exists(args.weights_file):
+        with open(args.weights_file) as f:
+            w = json.load(f)["weights"]
+        return tt.island_weights_per_rank(world, weights=w)
+    return tt.island_weights_per_rank(world) or [1.0] * world
+
+
+def gather_objects(obj):
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def main():
+    args = parse()
+    dev = torch.device(os.environ.get("TESSERA_DEVICE", "cuda:0"))
+    torch.cuda.set_device(dev)
+    dist.init_process_group("tessera")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    isl, vendor, emulated = island_info()
+    label = f"{vendor}" + (f" ({emulated})" if emulated else "")
+    data, root, nbytes = corpus(args.seq, args.corpus_mb)
+    torch.manual_seed(args.seed)
+    model = LM(args.layers, args.dim, args.heads, args.seq).to(dev)
+    nparams = sum(p.numel() for p in model.parameters())
+    if rank == 0:
+        print(f"model {nparams / 1e6:.1f}M parameters; corpus {nbytes / 2**20:.1f} MiB of {root}/**/*.py, "
+              f"{data.shape[0]} sequences of {args.seq + 1} bytes; mode {args.mode}", flush=True)
+
+    if args.mode == "grad-error":
+        return grad_error(model, data, args, dev, rank, world)
+
+    islands = sorted(set(r[0] for r in gather_objects((isl, vendor))))
+    weights = per_rank_weights(args, world)
+    sampler = tt.HeteroDistributedSampler(data, args.global_batch, weights=weights, seed=args.seed, shuffle=True)
+    if args.mode == "independent":
+        ddp = model
+    else:
+        ddp = nn.parallel.DistributedDataParallel(model)
+        ddp.register_comm_hook(sampler.fraction, tt.hetero_allreduce_hook)
+    if args.optimizer == "zero" and args.mode != "independent":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.AdamW, lr=args.lr,
+                                      weight_decay=0.1)
+    else:
+        opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50))
+    # calibrate: island i trains alone in turn; the others wait at a barrier
+    turns = islands if args.mode == "calibrate" else [None]
+    results = {}
+    for turn in turns:
+        active = turn is None or turn == isl
+        it = iter(torch.utils.data.DataLoader(data, batch_size=sampler.batch_size, sampler=sampler, drop_last=True))
+        steps = args.steps if turn is None else min(args.steps, 30)
+        tokens, t0, log = 0, None, []
+        if turn is not None:
+            dist.barrier()
+        for step in range(steps if active else 0):
+            if step == args.warmup_steps:
+                torch.cuda.synchronize()
+                t0, tokens = time.perf_counter(), 0
+            try:
+                batch = next(it)
+            except StopIteration:
+                sampler.set_epoch(step)
+                it = iter(torch.utils.data.DataLoader(data, batch_size=sampler.batch_size, sampler=sampler))
+                batch = next(it)
+            batch = batch.to(dev, non_blocking=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = (model if turn is not None else ddp)(batch[:, :-1])
+                loss = F.cross_entropy(logits.float().reshape(-1, 256), batch[:, 1:].reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if turn is None:
+                opt.step()
+                sched.step()
+            tokens += batch.shape[0] * args.seq
+            if turn is None and args.mode == "hybrid":
+                # the loss of the whole global batch: the ranks' means weighted by their shares
+                lt = (loss.detach() * sampler.fraction).float()
+                dist.all_reduce(lt)
+                log.append(lt)
+            elif turn is None:
+                log.append(loss.detach().float())
+        torch.cuda.synchronize()
+        elapsed = time.perf_counter() - t0 if t0 else float("nan")
+        mine = {"rank": rank, "island": isl, "vendor": vendor, "label": label, "batch": sampler.batch_size,
+                "tokens_per_s": tokens / elapsed if active and t0 else 0.0}
+        everyone = gather_objects(mine)
+        if turn is not None:
+            vend = next(e["vendor"] for e in everyone if e["island"] == turn)
+            results[vend] = sum(e["tokens_per_s"] for e in everyone if e["island"] == turn) / max(
+                1, sum(1 for e in everyone if e["island"] == turn))
+        else:
+            losses = [x.item() for x in log]
+            summary = report(args, everyone, losses, rank, world, nparams, sampler)
+    if args.mode == "calibrate":
+        if rank == 0:
+            order = [next(e["vendor"] for e in everyone if e["island"] == i) for i in islands]
+            top = max(results.values())
+            w = ",".join(f"{results[v] / top:.4f}" for v in order)
+            out = {"islands": {v: round(results[v], 1) for v in order}, "weights": w,
+                   "labels": {e["vendor"]: e["label"] for e in everyone}, "seq": args.seq,
+                   "model_params": nparams}
+            print(f"calibration: tokens/s per rank alone: {out['islands']}; weights {w}", flush=True)
+            if args.weights_file:
+                with open(args.weights_file, "w") as f:
+                    json.dump(out, f, indent=1)
+    elif rank == 0 and args.log:
+        with open(args.log, "w") as f:
+            for i, l in enumerate(summary.pop("losses")):
+                f.write(json.dumps({"step": i, "loss": l}) + "\n")
+            f.write(json.dumps(summary) + "\n")
+    if args.mode == "hybrid" and args.optimizer == "zero":
+        bad = tt.check_replicas(model)
+        if rank == 0:
+            print(f"replicas: {'bit-identical on every rank' if not bad else f'{len(bad)} tensors differ'}", flush=True)
+    dist.destroy_process_group()
+
+
+def report(args, everyone, losses, rank, world, nparams, sampler):
+    per_island = {}
+    for e in everyone:
+        d = per_island.setdefault(e["vendor"], {"label": e["label"], "ranks": 0, "tokens_per_s": 0.0, "batch": 0})
+        d["ranks"] += 1
+        d["tokens_per_s"] += e["tokens_per_s"]
+        d["batch"] += e["batch"]
+    total = sum(d["tokens_per_s"] for d in per_island.values())
+    if args.mode == "hybrid":
+        # one synchronised job: every rank does its share of every step, so the job's rate is the global
+        # batch over the step time; the per-rank figures above are already that (same step time)
+        pass
+    summary = {"mode": args.mode, "split": args.split, "optimizer": args.optimizer, "world": world,
+               "params": nparams, "global_batch": args.global_batch, "seq": args.seq, "steps": args.steps,
+               "islands": per_island, "tokens_per_s": round(total, 1), "shares": sampler.shares,
+               "final_loss_mean_last50": (sum(losses[-50:]) / len(losses[-50:])) if losses else None,
+               "losses": losses}
+    if rank == 0:
+        for v, d in per_island.items():
+            print(f"island {d['label']}: {d['ranks']} rank(s), {d['batch']} sequences/step, "
+                  f"{d['tokens_per_s']:.0f} tokens/s", flush=True)
+        last = summary["final_loss_mean_last50"]
+        print(f"total {total:.0f} tokens/s; loss {losses[0] if losses else float('nan'):.4f} -> "
+              f"{losses[-1] if losses else float('nan'):.4f} (mean of the last 50: {last})", flush=True)
+    return summary
+
+
+def grad_error(model, data, args, dev, rank, world):
+    """One step's gradient: each rank's own (f32), the f64 reference of their sum, and the allreduced sum
+    after casting to each dtype; max and L2 relative error of the synchronised gradient."""
+    g = torch.Generator().manual_seed(args.seed + rank)
+    idx = torch.randint(0, data.shape[0], (max(1, args.global_batch // world),), generator=g)
+    batch = data[idx].to(dev)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = F.cross_entropy(model(batch[:, :-1]).float().reshape(-1, 256), batch[:, 1:].reshape(-1))
+    loss.backward()
+    flat = torch.cat([p.grad.reshape(-1).float() for p in model.parameters()])
+    everyone = torch.empty(world * flat.numel(), dtype=torch.float32, device=dev)
+    dist.all_gather_into_tensor(everyone, flat)
+    ref = everyone.view(world, -1).double().sum(0)
+    rows = []
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        t = flat.to(dt)
+        dist.all_reduce(t)
+        # the floor: the same per-rank gradients cast to dt, summed exactly, rounded once to dt
+        cast = everyone.view(world, -1).to(dt).double().sum(0)
+        floor_t = cast.to(dt).double()
+        err = (t.double() - ref).abs()
+        floor = (floor_t - ref).abs()
+        rows.append({"dtype": str(dt).replace("torch.", ""), "max_rel": (err.max() / ref.abs().max()).item(),
+                     "l2_rel": (err.norm() / ref.norm()).item(), "floor_max_rel": (floor.max() / ref.abs().max()).item(),
+                     "floor_l2_rel": (floor.norm() / ref.norm()).item(),
+                     "equals_exact_sum_rounded_once": bool(torch.equal(t.double(), floor_t))})
+    if rank == 0:
+        for r in rows:
+            print(json.dumps({"bench": "grad_error", "world": world, **r}), flush=True)
+        if args.log:
+            with open(args.log, "w") as f:
+                json.dump(rows, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
