@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# scripts/lm-experiment.sh — the headline experiment at the scale of one GPU (docs/benchmarks.md, "Language
+# model across two islands of different speed"): a ~151M-parameter decoder-only LM (examples/torch/train_lm.py)
+# trained across two islands emulated on SM shares of one GPU (tessera run --sm-share, NVIDIA MPS):
+#   1. calibration: each island's tokens/s alone -> weights for the sampler and the catalog
+#   2. throughput: the islands as two independent jobs at once (sum of the parts) against one hybrid job
+#      (DDP through backend "tessera", speed-proportional split), and the hybrid job with an even split;
+#      REPS repetitions each, medians and spread
+#   3. loss parity: hybrid against one island training the same global batch with the same seed, twice (A/A)
+#   4. gradient synchronisation error against an f64 reference, per dtype
+#   5. cost: `tessera plan` with the measured throughputs at the brief's prices
+# Needs torch (the GPU machine); run scripts/torch-check.sh BUILD install first (or it does it).
+# Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+B=${1:-build-gpu}; case $B in /*) ;; *) B=$ROOT/$B ;; esac
+OUTDIR=${OUT:-$ROOT/bench/results}; mkdir -p "$OUTDIR"
+PY=${PYTHON:-python3}
+STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-60}
+T=$B/tessera
+LM="$PY $ROOT/examples/torch/train_lm.py"
+W=$OUTDIR/lm-weights.json
+ISL="--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=$SLOW --sm-share nvidia=$FAST"
+step() { echo; echo "=== $* ($(date +%T))"; }
+run() {  # run LABEL tessera-run-args -- program...
+  local label=$1; shift
+  timeout 580 "$T" run --timeout 120s "$@" > "$OUTDIR/lm-$label.log" 2>&1; local rc=$?
+  grep -E "island |total |calibration|replicas|grad_error|emulated|Error|FAIL" "$OUTDIR/lm-$label.log" | grep -v "^\s*$" | head -8
+  [ $rc = 0 ] || { echo "$label: exit $rc"; tail -15 "$OUTDIR/lm-$label.log"; }
+}
+
+step "calibration (each island alone on its SM share)"
+run calibrate $ISL -- $LM --mode calibrate --weights-file "$W"
+cat "$W"
+
+step "throughput: independent (sum of the parts) vs hybrid, $REPS reps of $TSTEPS steps"
+for rep in $(seq "$REPS"); do
+  run indep-$rep $ISL -- $LM --mode independent --steps "$TSTEPS" --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
+  run hybrid-$rep $ISL -- $LM --mode hybrid --steps "$TSTEPS" --weights-file "$W" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
+  run even-$rep $ISL -- $LM --mode hybrid --split even --steps "$TSTEPS" --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
+done
+
+step "loss parity: hybrid vs one island, $STEPS steps, same global batch and seed"
+run parity-hybrid $ISL -- $LM --mode hybrid --steps "$STEPS" --weights-file "$W" --log "$OUTDIR/lm-parity-hybrid.jsonl"
+run parity-single-a --island nvidia=cuda:1 -- $LM --mode hybrid --steps "$STEPS" --log "$OUTDIR/lm-parity-single-a.jsonl"
+run parity-single-b --island nvidia=cuda:1 -- $LM --mode hybrid --steps "$STEPS" --log "$OUTDIR/lm-parity-single-b.jsonl"
+
+step "gradient synchronisation error"
+run grad-error $ISL -- $LM --mode grad-error --log "$OUTDIR/lm-grad-error.json"
+
+step "summary, cost and plots"
+"$PY" "$ROOT/scripts/lm_report.py" "$OUTDIR" "$T" "$ROOT" | tee "$OUTDIR/lm-summary.txt"
