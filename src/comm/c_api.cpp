@@ -101,9 +101,11 @@ tessera::Result<ParsedId> ParseId(const tsrUniqueId& id) {
   ParsedId out;
   out.token = text.substr(magic, kTokenHex);
   out.address = text.substr(magic + kTokenHex + 1);
-  if (out.token.find_first_not_of("0123456789abcdef") != std::string::npos || out.address.find(':') == std::string::npos)
-    return tessera::InvalidArgument("tsrCommInitRank: the unique id is corrupt (its token or store address is "
-                                    "malformed)");
+  if (out.token.find_first_not_of("0123456789abcdef") != std::string::npos ||
+      out.address.find(':') == std::string::npos)
+    return tessera::InvalidArgument(
+        "tsrCommInitRank: the unique id is corrupt (its token or store address is "
+        "malformed)");
   return out;
 }
 
@@ -146,9 +148,8 @@ tessera::Status MakeId(tsrUniqueId* id) {
       fmt::format("{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, server->port());
   const std::string text = kIdMagic + token + " " + address;
   if (text.size() >= TSR_UNIQUE_ID_BYTES)
-    return tessera::InvalidArgument(
-        fmt::format("tsrGetUniqueId: the store address '{}' (TESSERA_BRIDGE_ADDR) is too long for a unique id",
-                    address));
+    return tessera::InvalidArgument(fmt::format(
+        "tsrGetUniqueId: the store address '{}' (TESSERA_BRIDGE_ADDR) is too long for a unique id", address));
   {
     std::lock_guard<std::mutex> l(mu);
     servers->push_back(std::move(server));
@@ -163,13 +164,15 @@ tessera::Status MakeId(tsrUniqueId* id) {
 tessera::Status CheckConfig(const char* what, const tsrConfig_t* c) {
   if (c == nullptr) return tessera::Status::Ok();
   if (c->magic != TSR_CONFIG_MAGIC)
-    return tessera::InvalidArgument(fmt::format("{}: config->magic is {:#x}, not TSR_CONFIG_MAGIC ({:#x}): start "
-                                                "from TSR_CONFIG_INITIALIZER",
-                                                what, c->magic, TSR_CONFIG_MAGIC));
+    return tessera::InvalidArgument(
+        fmt::format("{}: config->magic is {:#x}, not TSR_CONFIG_MAGIC ({:#x}): start "
+                    "from TSR_CONFIG_INITIALIZER",
+                    what, c->magic, TSR_CONFIG_MAGIC));
   if (c->version < 1 || c->size < sizeof(tsrConfig_t))
-    return tessera::InvalidArgument(fmt::format("{}: config version {} of size {} is not supported (this library "
-                                                "reads version {} of size {})",
-                                                what, c->version, c->size, TSR_CONFIG_VERSION, sizeof(tsrConfig_t)));
+    return tessera::InvalidArgument(
+        fmt::format("{}: config version {} of size {} is not supported (this library "
+                    "reads version {} of size {})",
+                    what, c->version, c->size, TSR_CONFIG_VERSION, sizeof(tsrConfig_t)));
   return tessera::Status::Ok();
 }
 
@@ -301,7 +304,8 @@ tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
     TSR_RETURN_IF_ERROR(CheckConfig("tsrCommSplit", config));
     if (comm->core == nullptr) return tessera::Unsupported("tsrCommSplit: not a Tessera communicator");
     const std::string device = config != nullptr && config->device != nullptr ? config->device : "";
-    const auto timeout = std::chrono::milliseconds(config != nullptr && config->timeout_ms > 0 ? config->timeout_ms : 0);
+    const auto timeout =
+        std::chrono::milliseconds(config != nullptr && config->timeout_ms > 0 ? config->timeout_ms : 0);
     auto c = comm->core->Split(color, key, device, timeout);
     if (!c.ok()) return c.status();
     if (*c) *newcomm = Wrap(std::move(c).value());
@@ -376,17 +380,26 @@ tsrResult_t tsrGroupEnd(void) {
 
 tsrResult_t tsrCommRank(tsrComm_t comm, int* rank) {
   if (rank == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::Communicator& c) { *rank = c.rank(); return tessera::Status::Ok(); });
+  return Call(comm, [&](tessera::Communicator& c) {
+    *rank = c.rank();
+    return tessera::Status::Ok();
+  });
 }
 
 tsrResult_t tsrCommSize(tsrComm_t comm, int* size) {
   if (size == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::Communicator& c) { *size = c.size(); return tessera::Status::Ok(); });
+  return Call(comm, [&](tessera::Communicator& c) {
+    *size = c.size();
+    return tessera::Status::Ok();
+  });
 }
 
 tsrResult_t tsrCommIsland(tsrComm_t comm, int* island) {
   if (island == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::Communicator& c) { *island = c.island(); return tessera::Status::Ok(); });
+  return Call(comm, [&](tessera::Communicator& c) {
+    *island = c.island();
+    return tessera::Status::Ok();
+  });
 }
 
 tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
@@ -411,12 +424,16 @@ tsrResult_t tsrReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcoun
 
 tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype, tsrComm_t comm,
                          tsrStream_t stream) {
-  return CallOutsideGroup("tsrAllGather", comm, [&](tessera::Communicator& c) { return c.AllGather(sendbuf, recvbuf, sendcount, datatype, stream); });
+  return CallOutsideGroup("tsrAllGather", comm, [&](tessera::Communicator& c) {
+    return c.AllGather(sendbuf, recvbuf, sendcount, datatype, stream);
+  });
 }
 
 tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, int root,
                          tsrComm_t comm, tsrStream_t stream) {
-  return CallOutsideGroup("tsrBroadcast", comm, [&](tessera::Communicator& c) { return c.Broadcast(sendbuf, recvbuf, count, datatype, root, stream); });
+  return CallOutsideGroup("tsrBroadcast", comm, [&](tessera::Communicator& c) {
+    return c.Broadcast(sendbuf, recvbuf, count, datatype, root, stream);
+  });
 }
 
 tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
@@ -439,8 +456,7 @@ tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, i
   return Call(comm, [&](tessera::Communicator& c) { return c.Send(sendbuf, count, datatype, peer, stream); });
 }
 
-tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
-                    tsrStream_t stream) {
+tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm, tsrStream_t stream) {
   if (g_group_depth > 0) {
     if (comm == nullptr || comm->core == nullptr) {
       g_init_error = "tsrRecv in a group: NULL or destroyed communicator";
@@ -471,8 +487,8 @@ tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDat
       return tessera::InvalidArgument(fmt::format("tsrAllToAll: count {} × {} ranks overflows", count, w));
     std::vector<size_t> counts(w, count), displs(w);
     for (size_t p = 0; p < w; ++p) displs[p] = p * count;
-    return comm->core->AllToAllv(sendbuf, counts.data(), displs.data(), recvbuf, counts.data(), displs.data(),
-                                 datatype, stream);
+    return comm->core->AllToAllv(sendbuf, counts.data(), displs.data(), recvbuf, counts.data(), displs.data(), datatype,
+                                 stream);
   });
 }
 
@@ -497,15 +513,24 @@ const char* tsrCommDescribe(tsrComm_t comm) {
 
 const char* tsrGetErrorString(tsrResult_t result) {
   switch (result) {
-    case tsrSuccess: return "success";
-    case tsrInvalidArgument: return "invalid argument";
-    case tsrSystemError: return "system error";
-    case tsrRemoteError: return "remote error (a peer rank failed or went away)";
-    case tsrTimeout: return "timeout (TESSERA_TIMEOUT ran out)";
-    case tsrInternalError: return "internal error";
-    case tsrUnsupported: return "unsupported";
-    case tsrNotFound: return "not found";
-    case tsrCorrupt: return "corrupt (failed verification)";
+    case tsrSuccess:
+      return "success";
+    case tsrInvalidArgument:
+      return "invalid argument";
+    case tsrSystemError:
+      return "system error";
+    case tsrRemoteError:
+      return "remote error (a peer rank failed or went away)";
+    case tsrTimeout:
+      return "timeout (TESSERA_TIMEOUT ran out)";
+    case tsrInternalError:
+      return "internal error";
+    case tsrUnsupported:
+      return "unsupported";
+    case tsrNotFound:
+      return "not found";
+    case tsrCorrupt:
+      return "corrupt (failed verification)";
   }
   return "unknown tsrResult_t";
 }

@@ -18,15 +18,24 @@ static_assert(static_cast<int>(Code::kInvalidArgument) == tsrInvalidArgument &&
 
 inline tsrResult_t ToResult(const Status& s) {
   switch (s.code()) {
-    case Code::kOk: return tsrSuccess;
-    case Code::kInvalidArgument: return tsrInvalidArgument;
-    case Code::kSystemError: return tsrSystemError;
-    case Code::kRemoteError: return tsrRemoteError;
-    case Code::kTimeout: return tsrTimeout;
-    case Code::kInternalError: return tsrInternalError;
-    case Code::kUnsupported: return tsrUnsupported;
-    case Code::kNotFound: return tsrNotFound;
-    case Code::kCorrupt: return tsrCorrupt;
+    case Code::kOk:
+      return tsrSuccess;
+    case Code::kInvalidArgument:
+      return tsrInvalidArgument;
+    case Code::kSystemError:
+      return tsrSystemError;
+    case Code::kRemoteError:
+      return tsrRemoteError;
+    case Code::kTimeout:
+      return tsrTimeout;
+    case Code::kInternalError:
+      return tsrInternalError;
+    case Code::kUnsupported:
+      return tsrUnsupported;
+    case Code::kNotFound:
+      return tsrNotFound;
+    case Code::kCorrupt:
+      return tsrCorrupt;
   }
   return tsrInternalError;
 }
