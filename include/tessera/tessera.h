@@ -12,6 +12,18 @@
  * Errors: every call returns a tsrResult_t; tsrGetLastError(comm) gives a readable message naming the
  * offending value or peer. A dead peer gives tsrRemoteError or tsrTimeout within TESSERA_TIMEOUT, and
  * afterwards the communicator is unusable (destroy it). No call throws.
+ *
+ * Joining without a launcher (frameworks): rank 0 calls tsrGetUniqueId, hands the id to the other ranks
+ * by its own means (a framework's store, a file), and every rank calls tsrCommInitRank with it and a
+ * tsrConfig_t naming its island, vendor, device and timeout. tsrCommSplit makes sub-communicators;
+ * several communicators may be alive in one process at once.
+ *
+ * Thread safety. Each declaration below states its contract. In short: calls on one communicator must
+ * not run concurrently (as with NCCL), except tsrCommAbort, tsrCommGetAsyncError, tsrCommRank,
+ * tsrCommSize and tsrCommIsland, which any thread may call at any time while the communicator exists.
+ * Calls on different communicators may run concurrently from different threads. tsrGetVersion,
+ * tsrGetErrorString and tsrGetUniqueId are safe from any thread. Group state (tsrGroupStart/End) is
+ * per thread.
  */
 #ifndef TESSERA_TESSERA_H_
 #define TESSERA_TESSERA_H_
@@ -22,8 +34,12 @@
 extern "C" {
 #endif
 
+/* The one definition of Tessera's version: CMake's project(VERSION), `tessera --version` and
+ * tsrGetVersion() read these three lines. */
 #define TESSERA_VERSION_MAJOR 0
 #define TESSERA_VERSION_MINOR 1
+#define TESSERA_VERSION_PATCH 0
+#define TESSERA_VERSION_CODE (TESSERA_VERSION_MAJOR * 10000 + TESSERA_VERSION_MINOR * 100 + TESSERA_VERSION_PATCH)
 
 typedef enum {
   tsrSuccess = 0,
@@ -33,6 +49,8 @@ typedef enum {
   tsrTimeout = 4,
   tsrInternalError = 5,
   tsrUnsupported = 6,
+  tsrNotFound = 7, /* a named thing (checkpoint, key) does not exist */
+  tsrCorrupt = 8,  /* stored or received data failed verification */
 } tsrResult_t;
 
 typedef enum {
@@ -52,48 +70,144 @@ typedef struct tsrComm* tsrComm_t;
 /* NULL for host memory; a cudaStream_t for device memory. */
 typedef void* tsrStream_t;
 
+/* MAJOR*10000 + MINOR*100 + PATCH (TESSERA_VERSION_CODE of the library actually loaded, which may differ
+ * from the header's). Thread-safe; needs no communicator. */
+tsrResult_t tsrGetVersion(int* version);
+
+/* ---- Joining a job ------------------------------------------------------------------------------ */
+
+/* An opaque id naming one job's rendezvous: the store's address, a random job token, a magic and a
+ * version. Plain bytes: copy it, send it, write it to a file. */
+#define TSR_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[TSR_UNIQUE_ID_BYTES];
+} tsrUniqueId;
+
+#define TSR_CONFIG_MAGIC 0x54535243u /* "TSRC" */
+#define TSR_CONFIG_VERSION 1
+/* Per-rank settings of tsrCommInitRank / tsrCommSplit. Versioned like ncclConfig_t: start from
+ * TSR_CONFIG_INITIALIZER so that fields added later get their defaults. */
+typedef struct {
+  size_t size;          /* sizeof(tsrConfig_t) */
+  unsigned int magic;   /* TSR_CONFIG_MAGIC */
+  unsigned int version; /* TSR_CONFIG_VERSION */
+  int island;           /* this rank's island index 0..k-1; -1: TESSERA_ISLAND, else 0 */
+  const char* vendor;   /* island vendor name; NULL: TESSERA_ISLAND_VENDOR, else "island<N>" */
+  const char* device;   /* "host" or "cuda:N"; NULL: TESSERA_DEVICE, else "host" */
+  int timeout_ms;       /* bound on every wait; <= 0: TESSERA_TIMEOUT, else 60 s */
+  const char* token;    /* job token; NULL: the one carried in the unique id */
+} tsrConfig_t;
+#define TSR_CONFIG_INITIALIZER \
+  { sizeof(tsrConfig_t), TSR_CONFIG_MAGIC, TSR_CONFIG_VERSION, -1, NULL, NULL, 0, NULL }
+
+/* Makes a new id (call it on one rank, normally rank 0) and starts the job's rendezvous store in the
+ * calling process: it listens on TESSERA_BRIDGE_ADDR when set, else on this host's name when it resolves
+ * to a non-loopback address, else on 127.0.0.1 (then only ranks on this host can join), on a free port.
+ * The store keeps serving for the life of the process (one small listener per id), so the process that
+ * made the id must stay up while any rank of the job initializes. The token is 128 random bits.
+ * Thread-safe. */
+tsrResult_t tsrGetUniqueId(tsrUniqueId* id);
+/* Joins the job of `id` as `rank` of `nranks`. Collective: every rank of the job calls it with the same
+ * id and nranks. config may be NULL (all fields from TESSERA_* or their defaults, see tsrConfig_t); it is
+ * not kept after the call. No other TESSERA_* variable is needed. Bounded by the timeout. On failure
+ * *comm is NULL and tsrGetLastError(NULL) says why (this thread). Thread-safe (each call makes its own
+ * communicator); the ranks of one job may be threads of one process only if each is on its own thread. */
+tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId id, int rank, const tsrConfig_t* config);
 /* Joins the job described by TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_ISLAND, TESSERA_DEVICE,
- * TESSERA_STORE, TESSERA_TOKEN and TESSERA_TIMEOUT. Collective: every rank must call it. On failure
- * *comm is NULL and tsrGetLastError(NULL) describes why. */
+ * TESSERA_STORE, TESSERA_TOKEN and TESSERA_TIMEOUT (set by `tessera run`); the same as tsrCommInitRank
+ * with those values. Collective: every rank must call it. On failure *comm is NULL and
+ * tsrGetLastError(NULL) describes why. Thread-safe as tsrCommInitRank. */
 tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm);
-/* Releases the communicator. Not collective; safe on NULL. */
+
+#define TSR_SPLIT_NOCOLOR (-1)
+/* Collective over comm: every rank of comm calls it. Ranks passing the same color >= 0 form one new
+ * communicator; its ranks are ordered by (key, rank in comm). A rank passing TSR_SPLIT_NOCOLOR gets
+ * *newcomm = NULL (and tsrSuccess). Each member keeps its island index and vendor of comm; the new
+ * communicator's islands are those of its members, renumbered 0..k-1 in their order in comm. config NULL:
+ * inherit device and timeout from comm (island/vendor of a config are ignored; device and timeout_ms are
+ * used when set). The new communicator is independent of comm (either may be destroyed first) and has
+ * its own store keys, shared-memory segments and CCL communicators. Must not run concurrently with other
+ * calls on comm. */
+tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm, const tsrConfig_t* config);
+/* Releases the communicator. Not collective; safe on NULL. Must not run concurrently with any other call
+ * on comm (call tsrCommAbort first to end a blocked call, wait for it to return, then destroy). */
 tsrResult_t tsrCommDestroy(tsrComm_t comm);
+/* Makes every pending and future call on comm return promptly (within ~100 ms) with tsrRemoteError
+ * ("aborted"), tells the other ranks (their pending calls on this communicator fail fast with
+ * tsrRemoteError naming this rank), and aborts its CCL communicators. Does not free: destroy it after the
+ * blocked calls have returned. Safe from any thread, concurrently with any call on comm; idempotent. */
+tsrResult_t tsrCommAbort(tsrComm_t comm);
+/* *error = tsrSuccess while comm is healthy; else the result that failed it (an earlier call's error, a
+ * peer's posted failure seen while idle, an abort, an asynchronous CCL error). Does not block beyond a
+ * short non-blocking check. Safe from any thread, concurrently with any call on comm. */
+tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error);
+/* Safe from any thread while comm exists. */
 tsrResult_t tsrCommRank(tsrComm_t comm, int* rank);
 tsrResult_t tsrCommSize(tsrComm_t comm, int* size);
 /* The index of this rank's island, in the order the islands were declared (0-based). */
 tsrResult_t tsrCommIsland(tsrComm_t comm, int* island);
 
+/* ---- Collectives: one at a time per communicator; every rank issues the same ones in the same order. */
+
 /* recvbuf[i] = op over ranks of sendbuf[i], for i < count, on every rank. */
-tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype,
-                         tsrRedOp_t op, tsrComm_t comm, tsrStream_t stream);
+tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
+                         tsrComm_t comm, tsrStream_t stream);
 /* sendbuf holds size*recvcount elements; rank r receives the reduced block r. */
 tsrResult_t tsrReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, tsrDataType_t datatype,
                              tsrRedOp_t op, tsrComm_t comm, tsrStream_t stream);
 /* recvbuf (size*sendcount elements) gets every rank's sendbuf, in rank order. */
-tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype,
-                         tsrComm_t comm, tsrStream_t stream);
+tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype, tsrComm_t comm,
+                         tsrStream_t stream);
 /* Every rank's recvbuf gets root's sendbuf. */
 tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, int root,
                          tsrComm_t comm, tsrStream_t stream);
-/* Point-to-point; a send must be matched by a recv of the same count and type on peer. */
+/* Point-to-point; a send must be matched by a recv of the same count and type on peer. Outside a group a
+ * call returns when it is complete (host memory) or enqueued (device memory). */
 tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
                     tsrStream_t stream);
-tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
-                    tsrStream_t stream);
+tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm, tsrStream_t stream);
 /* Returns when every rank has entered the barrier. */
 tsrResult_t tsrBarrier(tsrComm_t comm);
 
-/* One line for humans: the islands, their ranks and devices, and the transports in use inside the
- * islands and on the bridge. Valid until comm is destroyed; "" for NULL. */
+/* Rank r sends block p of sendbuf (elements [p*count, (p+1)*count)) to rank p and receives rank p's
+ * block r into block p of recvbuf, for every p (itself included). sendbuf and recvbuf must not overlap.
+ * Exact: bytes are moved, never folded. Host or device memory as every collective. */
+tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrComm_t comm,
+                        tsrStream_t stream);
+/* As tsrAllToAll with per-peer counts and displacements, in elements: sendcounts[p] elements from
+ * sendbuf + sdispls[p] go to rank p, which must pass the same number as its recvcounts[r]; recvcounts[p]
+ * elements from rank p land at recvbuf + rdispls[p]. Zero counts are allowed. A count mismatch between
+ * two ranks fails the call on both, naming both sides. */
+tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[], void* recvbuf,
+                         const size_t recvcounts[], const size_t rdispls[], tsrDataType_t datatype, tsrComm_t comm,
+                         tsrStream_t stream);
+
+/* ---- Groups (batch_isend_irecv) ------------------------------------------------------------------ */
+
+/* Opens a group on the calling thread; groups nest (only the outermost tsrGroupEnd runs them), as in
+ * NCCL. Between tsrGroupStart and tsrGroupEnd only tsrSend and tsrRecv are allowed (on any communicators;
+ * they are queued and return tsrSuccess after checking their arguments); any other call on a
+ * communicator returns tsrInvalidArgument. Buffers must stay valid until tsrGroupEnd returns (host
+ * memory) or the stream has run the group (device memory). */
+tsrResult_t tsrGroupStart(void);
+/* Closes the innermost group; the outermost one runs all queued sends and receives, per communicator,
+ * progressing together: any order of matching pairs completes without deadlock. Returns the first error
+ * (its message in tsrGetLastError of that communicator; tsrGetLastError(NULL) for a group error such as
+ * tsrGroupEnd without tsrGroupStart). Per thread. */
+tsrResult_t tsrGroupEnd(void);
+
+/* Not safe concurrently with other calls on comm. One line for humans: the islands, their ranks and devices, and the
+ * transports in use inside the islands and on the bridge. Valid until comm is destroyed; "" for NULL. */
 const char* tsrCommDescribe(tsrComm_t comm);
 
+/* A static string for any value (thread-safe). */
 const char* tsrGetErrorString(tsrResult_t result);
-/* The message of the last failed call on comm (on this thread's last failed init when comm is NULL);
- * "" when there was none. Valid until the next call on comm. */
+/* The message of the last failed call on comm (on this thread's last failed init or group error when comm
+ * is NULL); "" when there was none. Valid until the next call on comm, on the thread that made it. */
 const char* tsrGetLastError(tsrComm_t comm);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
-#endif  /* TESSERA_TESSERA_H_ */
+#endif /* TESSERA_TESSERA_H_ */

@@ -18,8 +18,8 @@ namespace {
 void Usage(FILE* out) {
   auto cmds = tessera::cli::Registry();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return std::strcmp(a.name, b.name) < 0; });
-  std::fprintf(out, "tessera %d.%d — one training job across accelerators of several vendors\n\n",
-               TESSERA_VERSION_MAJOR, TESSERA_VERSION_MINOR);
+  std::fprintf(out, "tessera %d.%d.%d — one training job across accelerators of several vendors\n\n",
+               TESSERA_VERSION_MAJOR, TESSERA_VERSION_MINOR, TESSERA_VERSION_PATCH);
   std::fprintf(out, "usage: tessera <command> [options]   (tessera <command> --help for details)\n\ncommands:\n");
   for (const auto& c : cmds) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
 }
@@ -32,7 +32,9 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "--version")) {
-    std::printf("tessera %d.%d\n", TESSERA_VERSION_MAJOR, TESSERA_VERSION_MINOR);
+    int v = 0;  // the library's version (the one defined in tessera.h when it was built)
+    (void)tsrGetVersion(&v);
+    std::printf("tessera %d.%d.%d\n", v / 10000, v / 100 % 100, v % 100);
     return 0;
   }
   for (const auto& c : tessera::cli::Registry()) {

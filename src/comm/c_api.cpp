@@ -1,9 +1,25 @@
 // comm/c_api: the C ABI of tessera.h over the C++ communicator. No exception crosses it; each call
-// records a readable message retrievable with tsrGetLastError.
+// records a readable message retrievable with tsrGetLastError. Also here: the unique id
+// (tsrGetUniqueId: a store served by this process) and the per-thread group queue (tsrGroupStart/End).
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
 #include <exception>
+#include <mutex>
+#include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/comm.hpp"
+#include "comm/store.hpp"
+#include "common/c_result.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
 #include "tessera/tessera.h"
 
 struct tsrComm {
@@ -13,23 +29,17 @@ struct tsrComm {
   // A world of one device island: the lean allreduce path (comm/device/device.hpp), called from here
   // directly so that a taken call reads no more than this handle and that path's data.
   tessera::comm::DirectAllReduce* direct = nullptr;
+  tessera::comm::Comm* core = nullptr;  // impl, as the communicator class (split, group, abort, ...)
 };
 
 namespace {
+using tessera::ToResult;
 thread_local std::string g_init_error;
+// tsrGroupStart/End: nesting depth and the queued sends/receives of this thread.
+thread_local int g_group_depth = 0;
+thread_local std::vector<std::pair<tsrComm_t, tessera::comm::P2POp>> g_group_ops;
 
-tsrResult_t ToResult(const tessera::Status& s) {
-  using tessera::Code;
-  switch (s.code()) {
-    case Code::kOk: return tsrSuccess;
-    case Code::kInvalidArgument: case Code::kNotFound: return tsrInvalidArgument;
-    case Code::kSystemError: case Code::kCorrupt: return tsrSystemError;
-    case Code::kRemoteError: return tsrRemoteError;
-    case Code::kTimeout: return tsrTimeout;
-    case Code::kUnsupported: return tsrUnsupported;
-    default: return tsrInternalError;
-  }
-}
+const char* kInGroup = "is not allowed between tsrGroupStart and tsrGroupEnd (only tsrSend and tsrRecv are)";
 
 template <typename F>
 tsrResult_t Call(tsrComm_t comm, F&& f) {
@@ -46,26 +56,207 @@ tsrResult_t Call(tsrComm_t comm, F&& f) {
     return tsrInternalError;
   }
 }
+
+// Call for operations that a group does not allow (collectives, split).
+template <typename F>
+tsrResult_t CallOutsideGroup(const char* name, tsrComm_t comm, F&& f) {
+  if (g_group_depth > 0) {
+    const std::string msg = fmt::format("{} {}", name, kInGroup);
+    if (comm != nullptr) comm->last_error = msg;
+    g_init_error = msg;
+    return tsrInvalidArgument;
+  }
+  return Call(comm, std::forward<F>(f));
+}
+
+tsrComm_t Wrap(std::unique_ptr<tessera::comm::Comm> c) {
+  auto* h = new tsrComm;
+  h->core = c.get();
+  h->direct = c->direct();
+  h->impl = std::move(c);
+  return h;
+}
+
+// ---- unique ids -----------------------------------------------------------------------------------
+
+// Layout of tsrUniqueId::internal: "TSRU1 <32 hex token> <host:port>", NUL-padded.
+constexpr char kIdMagic[] = "TSRU1 ";
+constexpr size_t kTokenHex = 32;
+
+struct ParsedId {
+  std::string token, address;
+};
+
+tessera::Result<ParsedId> ParseId(const tsrUniqueId& id) {
+  const char* p = id.internal;
+  const void* nul = std::memchr(p, '\0', TSR_UNIQUE_ID_BYTES);
+  const size_t len = nul ? static_cast<size_t>(static_cast<const char*>(nul) - p) : TSR_UNIQUE_ID_BYTES;
+  const std::string text(p, len);
+  const size_t magic = sizeof(kIdMagic) - 1;
+  if (nul == nullptr || text.compare(0, magic, kIdMagic) != 0 || text.size() < magic + kTokenHex + 2 ||
+      text[magic + kTokenHex] != ' ')
+    return tessera::InvalidArgument(
+        "tsrCommInitRank: the unique id was not made by tsrGetUniqueId of this Tessera version (bad magic or "
+        "version): pass every rank the bytes rank 0 got");
+  ParsedId out;
+  out.token = text.substr(magic, kTokenHex);
+  out.address = text.substr(magic + kTokenHex + 1);
+  if (out.token.find_first_not_of("0123456789abcdef") != std::string::npos ||
+      out.address.find(':') == std::string::npos)
+    return tessera::InvalidArgument(
+        "tsrCommInitRank: the unique id is corrupt (its token or store address is "
+        "malformed)");
+  return out;
+}
+
+// Where this process's id stores listen: TESSERA_BRIDGE_ADDR, else this host's first non-loopback IPv4
+// address (from its name), else 127.0.0.1.
+std::string IdHost() {
+  if (auto v = tessera::env::Get("TESSERA_BRIDGE_ADDR")) return *v;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) == 0) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(name, nullptr, &hints, &res) == 0) {
+      std::string found;
+      for (addrinfo* ai = res; ai != nullptr && found.empty(); ai = ai->ai_next) {
+        const auto* sin = reinterpret_cast<const sockaddr_in*>(ai->ai_addr);
+        if ((ntohl(sin->sin_addr.s_addr) >> 24) == 127) continue;
+        char buf[INET_ADDRSTRLEN] = {};
+        if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)) != nullptr) found = buf;
+      }
+      freeaddrinfo(res);
+      if (!found.empty()) return found;
+    }
+  }
+  return "127.0.0.1";
+}
+
+tessera::Status MakeId(tsrUniqueId* id) {
+  std::random_device rd;
+  std::string token;
+  for (size_t i = 0; i < kTokenHex / 8; ++i) token += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+  const std::string host = IdHost();
+  // The store of each id lives as long as the process (a leaked list: no static destructor runs it down
+  // while another static's destructor might still use it).
+  static std::mutex mu;
+  static auto* servers = new std::vector<std::unique_ptr<tessera::comm::StoreServer>>();
+  TSR_ASSIGN_OR_RETURN(auto server, tessera::comm::StoreServer::Start(host, 0, token));
+  const std::string address =
+      fmt::format("{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, server->port());
+  const std::string text = kIdMagic + token + " " + address;
+  if (text.size() >= TSR_UNIQUE_ID_BYTES)
+    return tessera::InvalidArgument(fmt::format(
+        "tsrGetUniqueId: the store address '{}' (TESSERA_BRIDGE_ADDR) is too long for a unique id", address));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    servers->push_back(std::move(server));
+  }
+  std::memset(id->internal, 0, TSR_UNIQUE_ID_BYTES);
+  std::memcpy(id->internal, text.data(), text.size());
+  TSR_LOG_DEBUG("tsrGetUniqueId: store at {}", address);
+  return tessera::Status::Ok();
+}
+
+// A config's fields, or why it is not a tsrConfig_t of a version this library reads.
+tessera::Status CheckConfig(const char* what, const tsrConfig_t* c) {
+  if (c == nullptr) return tessera::Status::Ok();
+  if (c->magic != TSR_CONFIG_MAGIC)
+    return tessera::InvalidArgument(
+        fmt::format("{}: config->magic is {:#x}, not TSR_CONFIG_MAGIC ({:#x}): start "
+                    "from TSR_CONFIG_INITIALIZER",
+                    what, c->magic, TSR_CONFIG_MAGIC));
+  if (c->version < 1 || c->size < sizeof(tsrConfig_t))
+    return tessera::InvalidArgument(
+        fmt::format("{}: config version {} of size {} is not supported (this library "
+                    "reads version {} of size {})",
+                    what, c->version, c->size, TSR_CONFIG_VERSION, sizeof(tsrConfig_t)));
+  return tessera::Status::Ok();
+}
+
+tessera::Result<tessera::comm::InitParams> InitRankParams(int nranks, const tsrUniqueId& id, int rank,
+                                                          const tsrConfig_t* c) {
+  TSR_RETURN_IF_ERROR(CheckConfig("tsrCommInitRank", c));
+  if (nranks < 1 || nranks > (1 << 20))
+    return tessera::InvalidArgument(fmt::format("tsrCommInitRank: nranks {} is not in [1, {}]", nranks, 1 << 20));
+  if (rank < 0 || rank >= nranks)
+    return tessera::InvalidArgument(fmt::format("tsrCommInitRank: rank {} is not in [0, {})", rank, nranks));
+  TSR_ASSIGN_OR_RETURN(ParsedId pid, ParseId(id));
+  tessera::comm::InitParams p;
+  p.world = nranks;
+  p.rank = rank;
+  if (c != nullptr && c->island >= 0) {
+    p.island = c->island;
+  } else {
+    TSR_ASSIGN_OR_RETURN(int64_t island, tessera::env::Int("TESSERA_ISLAND", 0, 0, nranks - 1));
+    p.island = static_cast<int>(island);
+  }
+  p.vendor = c != nullptr && c->vendor != nullptr ? c->vendor : tessera::env::Get("TESSERA_ISLAND_VENDOR").value_or("");
+  p.device = c != nullptr && c->device != nullptr ? c->device : tessera::env::Get("TESSERA_DEVICE").value_or("host");
+  if (c != nullptr && c->timeout_ms > 0) {
+    p.timeout = std::chrono::milliseconds(c->timeout_ms);
+  } else {
+    TSR_ASSIGN_OR_RETURN(p.timeout, tessera::env::Duration("TESSERA_TIMEOUT", std::chrono::seconds(60)));
+  }
+  p.token = c != nullptr && c->token != nullptr ? c->token : pid.token;
+  p.store_addr = pid.address;
+  return p;
+}
 }  // namespace
 
 tessera::Communicator* tessera::comm::Unwrap(tsrComm_t comm) { return comm != nullptr ? comm->impl.get() : nullptr; }
 
 extern "C" {
 
-tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
+tsrResult_t tsrGetVersion(int* version) {
+  if (version == nullptr) {
+    g_init_error = "tsrGetVersion: version is NULL";
+    return tsrInvalidArgument;
+  }
+  *version = TESSERA_VERSION_CODE;
+  return tsrSuccess;
+}
+
+tsrResult_t tsrGetUniqueId(tsrUniqueId* id) {
+  if (id == nullptr) {
+    g_init_error = "tsrGetUniqueId: id is NULL";
+    return tsrInvalidArgument;
+  }
+  try {
+    tessera::log::Init();
+    tessera::Status s = MakeId(id);
+    if (!s.ok()) g_init_error = s.message();
+    return ToResult(s);
+  } catch (const std::exception& e) {
+    g_init_error = std::string("internal error: ") + e.what();
+    return tsrInternalError;
+  }
+}
+
+tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId id, int rank, const tsrConfig_t* config) {
   if (comm == nullptr) {
-    g_init_error = "tsrCommInitFromEnv: comm is NULL";
+    g_init_error = "tsrCommInitRank: comm is NULL";
     return tsrInvalidArgument;
   }
   *comm = nullptr;
+  if (g_group_depth > 0) {
+    g_init_error = fmt::format("tsrCommInitRank {}", kInGroup);
+    return tsrInvalidArgument;
+  }
   try {
-    auto c = tessera::Communicator::FromEnv();
+    auto p = InitRankParams(nranks, id, rank, config);
+    if (!p.ok()) {
+      g_init_error = p.status().message();
+      return ToResult(p.status());
+    }
+    auto c = tessera::comm::Comm::Create(*p);
     if (!c.ok()) {
       g_init_error = c.status().message();
       return ToResult(c.status());
     }
-    *comm = new tsrComm{std::move(c).value(), {}, {}};
-    if (auto* cc = dynamic_cast<tessera::comm::Comm*>((*comm)->impl.get())) (*comm)->direct = cc->direct();
+    *comm = Wrap(std::move(c).value());
     return tsrSuccess;
   } catch (const std::exception& e) {
     g_init_error = std::string("internal error: ") + e.what();
@@ -73,66 +264,241 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
   }
 }
 
+tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
+  if (comm == nullptr) {
+    g_init_error = "tsrCommInitFromEnv: comm is NULL";
+    return tsrInvalidArgument;
+  }
+  *comm = nullptr;
+  if (g_group_depth > 0) {
+    g_init_error = fmt::format("tsrCommInitFromEnv {}", kInGroup);
+    return tsrInvalidArgument;
+  }
+  try {
+    auto p = tessera::comm::Comm::ParamsFromEnv();
+    if (!p.ok()) {
+      g_init_error = p.status().message();
+      return ToResult(p.status());
+    }
+    auto c = tessera::comm::Comm::Create(*p);
+    if (!c.ok()) {
+      g_init_error = c.status().message();
+      return ToResult(c.status());
+    }
+    *comm = Wrap(std::move(c).value());
+    return tsrSuccess;
+  } catch (const std::exception& e) {
+    g_init_error = std::string("internal error: ") + e.what();
+    return tsrInternalError;
+  }
+}
+
+tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm, const tsrConfig_t* config) {
+  if (newcomm == nullptr) {
+    if (comm != nullptr) comm->last_error = "tsrCommSplit: newcomm is NULL";
+    g_init_error = "tsrCommSplit: newcomm is NULL";
+    return tsrInvalidArgument;
+  }
+  *newcomm = nullptr;
+  return CallOutsideGroup("tsrCommSplit", comm, [&](tessera::Communicator&) -> tessera::Status {
+    TSR_RETURN_IF_ERROR(CheckConfig("tsrCommSplit", config));
+    if (comm->core == nullptr) return tessera::Unsupported("tsrCommSplit: not a Tessera communicator");
+    const std::string device = config != nullptr && config->device != nullptr ? config->device : "";
+    const auto timeout =
+        std::chrono::milliseconds(config != nullptr && config->timeout_ms > 0 ? config->timeout_ms : 0);
+    auto c = comm->core->Split(color, key, device, timeout);
+    if (!c.ok()) return c.status();
+    if (*c) *newcomm = Wrap(std::move(c).value());
+    return tessera::Status::Ok();
+  });
+}
+
+tsrResult_t tsrCommAbort(tsrComm_t comm) {
+  if (comm == nullptr || comm->core == nullptr) return tsrInvalidArgument;
+  try {
+    comm->core->Abort();
+    return tsrSuccess;
+  } catch (const std::exception&) {
+    return tsrInternalError;
+  }
+}
+
+tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error) {
+  if (comm == nullptr || comm->core == nullptr || error == nullptr) return tsrInvalidArgument;
+  try {
+    *error = ToResult(comm->core->AsyncError());
+    return tsrSuccess;
+  } catch (const std::exception&) {
+    return tsrInternalError;
+  }
+}
+
 tsrResult_t tsrCommDestroy(tsrComm_t comm) {
-  delete comm;
+  if (comm == nullptr) return tsrSuccess;
+  // Sends and receives of this thread's open group on comm cannot run any more.
+  std::erase_if(g_group_ops, [&](const auto& e) { return e.first == comm; });
+  try {
+    delete comm;
+  } catch (const std::exception&) {
+    return tsrInternalError;
+  }
   return tsrSuccess;
+}
+
+tsrResult_t tsrGroupStart(void) {
+  ++g_group_depth;
+  return tsrSuccess;
+}
+
+tsrResult_t tsrGroupEnd(void) {
+  if (g_group_depth == 0) {
+    g_init_error = "tsrGroupEnd without tsrGroupStart";
+    return tsrInvalidArgument;
+  }
+  if (--g_group_depth > 0) return tsrSuccess;
+  auto ops = std::move(g_group_ops);
+  g_group_ops.clear();
+  tsrResult_t first = tsrSuccess;
+  try {
+    // One communicator after another, in the order of their first call in the group.
+    std::vector<tsrComm_t> order;
+    for (const auto& [c, op] : ops)
+      if (std::find(order.begin(), order.end(), c) == order.end()) order.push_back(c);
+    for (tsrComm_t c : order) {
+      std::vector<tessera::comm::P2POp> mine;
+      for (const auto& [cc, op] : ops)
+        if (cc == c) mine.push_back(op);
+      const tsrResult_t r = Call(c, [&](tessera::Communicator&) { return c->core->Group(mine); });
+      if (r != tsrSuccess && first == tsrSuccess) first = r;
+    }
+  } catch (const std::exception& e) {
+    g_init_error = std::string("internal error: ") + e.what();
+    return tsrInternalError;
+  }
+  return first;
 }
 
 tsrResult_t tsrCommRank(tsrComm_t comm, int* rank) {
   if (rank == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::Communicator& c) { *rank = c.rank(); return tessera::Status::Ok(); });
+  return Call(comm, [&](tessera::Communicator& c) {
+    *rank = c.rank();
+    return tessera::Status::Ok();
+  });
 }
 
 tsrResult_t tsrCommSize(tsrComm_t comm, int* size) {
   if (size == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::Communicator& c) { *size = c.size(); return tessera::Status::Ok(); });
+  return Call(comm, [&](tessera::Communicator& c) {
+    *size = c.size();
+    return tessera::Status::Ok();
+  });
 }
 
 tsrResult_t tsrCommIsland(tsrComm_t comm, int* island) {
   if (island == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::Communicator& c) { *island = c.island(); return tessera::Status::Ok(); });
+  return Call(comm, [&](tessera::Communicator& c) {
+    *island = c.island();
+    return tessera::Status::Ok();
+  });
 }
 
 tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
                          tsrComm_t comm, tsrStream_t stream) {
-  if (comm != nullptr && comm->direct != nullptr) {
+  if (comm != nullptr && comm->direct != nullptr && g_group_depth == 0) {
     const int r = comm->direct->TryCall(sendbuf, recvbuf, count, datatype, op, stream);
     if (r == 0) return tsrSuccess;
     if (r != tessera::comm::DirectAllReduce::kNotTaken)
       return Call(comm, [&](tessera::Communicator&) { return comm->direct->report(comm->direct->owner, r); });
   }
-  return Call(comm, [&](tessera::Communicator& c) { return c.AllReduce(sendbuf, recvbuf, count, datatype, op, stream); });
+  return CallOutsideGroup("tsrAllReduce", comm, [&](tessera::Communicator& c) {
+    return c.AllReduce(sendbuf, recvbuf, count, datatype, op, stream);
+  });
 }
 
 tsrResult_t tsrReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, tsrDataType_t datatype,
                              tsrRedOp_t op, tsrComm_t comm, tsrStream_t stream) {
-  return Call(comm, [&](tessera::Communicator& c) {
+  return CallOutsideGroup("tsrReduceScatter", comm, [&](tessera::Communicator& c) {
     return c.ReduceScatter(sendbuf, recvbuf, recvcount, datatype, op, stream);
   });
 }
 
 tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype, tsrComm_t comm,
                          tsrStream_t stream) {
-  return Call(comm, [&](tessera::Communicator& c) { return c.AllGather(sendbuf, recvbuf, sendcount, datatype, stream); });
+  return CallOutsideGroup("tsrAllGather", comm, [&](tessera::Communicator& c) {
+    return c.AllGather(sendbuf, recvbuf, sendcount, datatype, stream);
+  });
 }
 
 tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, int root,
                          tsrComm_t comm, tsrStream_t stream) {
-  return Call(comm, [&](tessera::Communicator& c) { return c.Broadcast(sendbuf, recvbuf, count, datatype, root, stream); });
+  return CallOutsideGroup("tsrBroadcast", comm, [&](tessera::Communicator& c) {
+    return c.Broadcast(sendbuf, recvbuf, count, datatype, root, stream);
+  });
 }
 
 tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
                     tsrStream_t stream) {
+  if (g_group_depth > 0) {
+    if (comm == nullptr || comm->core == nullptr) {
+      g_init_error = "tsrSend in a group: NULL or destroyed communicator";
+      return tsrInvalidArgument;
+    }
+    tessera::comm::P2POp op;
+    op.is_send = true;
+    op.send = sendbuf;
+    op.count = count;
+    op.type = datatype;
+    op.peer = peer;
+    op.stream = stream;
+    g_group_ops.emplace_back(comm, op);
+    return tsrSuccess;
+  }
   return Call(comm, [&](tessera::Communicator& c) { return c.Send(sendbuf, count, datatype, peer, stream); });
 }
 
-tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
-                    tsrStream_t stream) {
+tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm, tsrStream_t stream) {
+  if (g_group_depth > 0) {
+    if (comm == nullptr || comm->core == nullptr) {
+      g_init_error = "tsrRecv in a group: NULL or destroyed communicator";
+      return tsrInvalidArgument;
+    }
+    tessera::comm::P2POp op;
+    op.recv = recvbuf;
+    op.count = count;
+    op.type = datatype;
+    op.peer = peer;
+    op.stream = stream;
+    g_group_ops.emplace_back(comm, op);
+    return tsrSuccess;
+  }
   return Call(comm, [&](tessera::Communicator& c) { return c.Recv(recvbuf, count, datatype, peer, stream); });
 }
 
 tsrResult_t tsrBarrier(tsrComm_t comm) {
-  return Call(comm, [&](tessera::Communicator& c) { return c.Barrier(); });
+  return CallOutsideGroup("tsrBarrier", comm, [&](tessera::Communicator& c) { return c.Barrier(); });
+}
+
+tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrComm_t comm,
+                        tsrStream_t stream) {
+  return CallOutsideGroup("tsrAllToAll", comm, [&](tessera::Communicator& c) -> tessera::Status {
+    if (comm->core == nullptr) return tessera::Unsupported("tsrAllToAll: not a Tessera communicator");
+    const size_t w = static_cast<size_t>(c.size());
+    if (count > 0 && count > SIZE_MAX / w)
+      return tessera::InvalidArgument(fmt::format("tsrAllToAll: count {} × {} ranks overflows", count, w));
+    std::vector<size_t> counts(w, count), displs(w);
+    for (size_t p = 0; p < w; ++p) displs[p] = p * count;
+    return comm->core->AllToAllv(sendbuf, counts.data(), displs.data(), recvbuf, counts.data(), displs.data(), datatype,
+                                 stream);
+  });
+}
+
+tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[], void* recvbuf,
+                         const size_t recvcounts[], const size_t rdispls[], tsrDataType_t datatype, tsrComm_t comm,
+                         tsrStream_t stream) {
+  return CallOutsideGroup("tsrAllToAllv", comm, [&](tessera::Communicator&) -> tessera::Status {
+    if (comm->core == nullptr) return tessera::Unsupported("tsrAllToAllv: not a Tessera communicator");
+    return comm->core->AllToAllv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype, stream);
+  });
 }
 
 const char* tsrCommDescribe(tsrComm_t comm) {
@@ -147,13 +513,24 @@ const char* tsrCommDescribe(tsrComm_t comm) {
 
 const char* tsrGetErrorString(tsrResult_t result) {
   switch (result) {
-    case tsrSuccess: return "success";
-    case tsrInvalidArgument: return "invalid argument";
-    case tsrSystemError: return "system error";
-    case tsrRemoteError: return "remote error (a peer rank failed or went away)";
-    case tsrTimeout: return "timeout (TESSERA_TIMEOUT ran out)";
-    case tsrInternalError: return "internal error";
-    case tsrUnsupported: return "unsupported";
+    case tsrSuccess:
+      return "success";
+    case tsrInvalidArgument:
+      return "invalid argument";
+    case tsrSystemError:
+      return "system error";
+    case tsrRemoteError:
+      return "remote error (a peer rank failed or went away)";
+    case tsrTimeout:
+      return "timeout (TESSERA_TIMEOUT ran out)";
+    case tsrInternalError:
+      return "internal error";
+    case tsrUnsupported:
+      return "unsupported";
+    case tsrNotFound:
+      return "not found";
+    case tsrCorrupt:
+      return "corrupt (failed verification)";
   }
   return "unknown tsrResult_t";
 }

@@ -67,7 +67,7 @@ std::string Describe(CollKind kind, size_t count, DType dt, RedOp op, int root) 
   }
 }
 
-std::vector<std::string> Split(const std::string& s, char sep) {
+std::vector<std::string> SplitString(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
@@ -85,54 +85,85 @@ const char* CollName(CollKind k) {
     case CollKind::kBroadcast: return "broadcast";
     case CollKind::kBarrier: return "barrier";
     case CollKind::kSend: return "send";
+    case CollKind::kAllToAll: return "alltoall";
   }
   return "?";
 }
 
-Result<std::unique_ptr<Comm>> Comm::Create() {
+Result<std::unique_ptr<Comm>> Comm::Create(const InitParams& params) {
   log::Init();
   std::unique_ptr<Comm> c(new Comm());
-  TSR_RETURN_IF_ERROR(c->Init());
+  TSR_RETURN_IF_ERROR(c->Init(params));
   return c;
 }
 
 Comm::~Comm() = default;
 
-Status Comm::Init() {
+Result<InitParams> Comm::ParamsFromEnv() {
+  InitParams p;
   TSR_ASSIGN_OR_RETURN(int64_t world, env::RequireInt("TESSERA_WORLD_SIZE", 1, 1 << 20));
   TSR_ASSIGN_OR_RETURN(int64_t rank, env::RequireInt("TESSERA_RANK", 0, world - 1));
   TSR_ASSIGN_OR_RETURN(int64_t island, env::Int("TESSERA_ISLAND", 0, 0, world - 1));
-  TSR_ASSIGN_OR_RETURN(timeout_, env::Duration("TESSERA_TIMEOUT", std::chrono::seconds(60)));
+  TSR_ASSIGN_OR_RETURN(p.timeout, env::Duration("TESSERA_TIMEOUT", std::chrono::seconds(60)));
+  p.world = static_cast<int>(world);
+  p.rank = static_cast<int>(rank);
+  p.island = static_cast<int>(island);
+  p.vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or("");
+  p.device = env::Get("TESSERA_DEVICE").value_or("host");
+  TSR_ASSIGN_OR_RETURN(p.store_addr, env::Require("TESSERA_STORE"));
+  TSR_ASSIGN_OR_RETURN(p.token, env::Require("TESSERA_TOKEN"));
+  p.serve_store = true;
+  return p;
+}
+
+Status Comm::Init(const InitParams& p) {
+  if (p.world < 1 || p.world > (1 << 20))
+    return InvalidArgument(fmt::format("world size {} is not in [1, {}]", p.world, 1 << 20));
+  if (p.rank < 0 || p.rank >= p.world)
+    return InvalidArgument(fmt::format("rank {} is not in [0, {}) (world size {})", p.rank, p.world, p.world));
+  if (p.island < 0 || p.island >= p.world)
+    return InvalidArgument(fmt::format("rank {}: island index {} is not in [0, {})", p.rank, p.island, p.world));
+  if (p.timeout <= std::chrono::milliseconds::zero())
+    return InvalidArgument(fmt::format("rank {}: timeout {} ms is not positive", p.rank, p.timeout.count()));
+  if (p.vendor.find('|') != std::string::npos || p.device.find('|') != std::string::npos)
+    return InvalidArgument(fmt::format("rank {}: vendor '{}' / device '{}' must not contain '|'", p.rank, p.vendor,
+                                       p.device));
+  if (p.token.empty()) return InvalidArgument(fmt::format("rank {}: the job token is empty", p.rank));
+  const int island = p.island;
+  timeout_ = p.timeout;
+  ns_ = p.ns;
   TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", "auto", {"auto", "shm", "tcp"}));
-  std::string vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or("island" + std::to_string(island));
-  std::string device = env::Get("TESSERA_DEVICE").value_or("host");
+  std::string vendor = p.vendor.empty() ? "island" + std::to_string(island) : p.vendor;
+  std::string device = p.device.empty() ? "host" : p.device;
   if (device != "host") {
     if (device.rfind("cuda:", 0) != 0)
-      return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not a device (use host or cuda:N)", device));
+      return InvalidArgument(fmt::format("device '{}' of rank {} is not a device (use host or cuda:N)", device,
+                                         p.rank));
     auto dev = OpenDeviceRank(device);  // selects the GPU; Unsupported in a build without CUDA
-    if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", rank));
+    if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", p.rank));
     cuda_ = std::move(dev).value();
   }
-  rank_ = static_cast<int>(rank);
-  size_ = static_cast<int>(world);
-  my_island_ = static_cast<int>(island);
+  rank_ = p.rank;
+  size_ = p.world;
+  my_island_ = island;
 
-  TSR_ASSIGN_OR_RETURN(std::string store_addr, env::Require("TESSERA_STORE"));
+  const std::string& store_addr = p.store_addr;
+  store_addr_ = store_addr;
   auto colon = store_addr.rfind(':');
   if (colon == std::string::npos || colon == 0)
-    return InvalidArgument(fmt::format("TESSERA_STORE='{}' is not host:port", store_addr));
+    return InvalidArgument(fmt::format("store address '{}' (TESSERA_STORE) is not host:port", store_addr));
   std::string store_host = store_addr.substr(0, colon);
-  TSR_ASSIGN_OR_RETURN(int64_t store_port, env::ParseInt("port of TESSERA_STORE='" + store_addr + "'",
+  TSR_ASSIGN_OR_RETURN(int64_t store_port, env::ParseInt("port of the store address '" + store_addr + "'",
                                                          store_addr.substr(colon + 1), 1, 65535));
-  TSR_ASSIGN_OR_RETURN(token_, env::Require("TESSERA_TOKEN"));
-  if (rank_ == 0 && (store_host == "127.0.0.1" || store_host == "localhost")) {
+  token_ = p.token;
+  if (p.serve_store && rank_ == 0 && (store_host == "127.0.0.1" || store_host == "localhost")) {
     // Rank 0 serves the store when no launcher does (the port is free); otherwise it is a client.
     auto server = StoreServer::Start(store_host, static_cast<int>(store_port), token_);
     if (server.ok()) store_server_ = std::move(server).value();
   }
   auto store = StoreClient::Connect(store_addr, token_, timeout_);
   if (!store.ok()) return store.status().WithContext("rank " + std::to_string(rank_) + " joining the job");
-  store_ = std::move(store).value();
+  store_ = PrefixedStore(std::move(store).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
 
   if (bridge != "shm" && size_ > 1) {
     TSR_ASSIGN_OR_RETURN(listener_, TcpListener::Listen());
@@ -152,15 +183,19 @@ Status Comm::Init() {
     if (!v.ok())
       return v.status().WithContext(fmt::format("rank {} waiting for rank {} to join (TESSERA_WORLD_SIZE={})", rank_,
                                                 r, size_));
-    auto f = Split(*v, '|');
-    if (f.size() != 6) return InternalError("malformed rank record: " + *v);
+    auto f = SplitString(*v, '|');
+    if (f.size() != 6) return RemoteError(fmt::format("malformed record of rank {} in the store: '{}'", r, *v));
     RankInfo& ri = infos_[r];
     ri.rank = r;
-    ri.island = std::stoi(f[0]);
+    auto isl = env::ParseInt(fmt::format("island of rank {}", r), f[0], 0, size_ - 1);
+    auto pid = env::ParseInt(fmt::format("pid of rank {}", r), f[4], 0, INT32_MAX);
+    if (!isl.ok()) return InvalidArgument(isl.status().message() + " (its record: '" + *v + "')");
+    if (!pid.ok()) return RemoteError(pid.status().message() + " (its record: '" + *v + "')");
+    ri.island = static_cast<int>(*isl);
     ri.vendor = f[1];
     ri.device = f[2];
     ri.host_id = f[3];
-    ri.pid = std::stoi(f[4]);
+    ri.pid = static_cast<int>(*pid);
     ri.tcp_addr = f[5];
   }
   // Islands: indices 0..k-1, one vendor and one device backend each.
@@ -265,7 +300,9 @@ Status Comm::SetUpChannels() {
         sizes[p] = cuda_ring;
     return sizes;
   };
-  std::string prefix = fmt::format("/tsr-{:08x}-", static_cast<uint32_t>(std::hash<std::string>{}(token_)));
+  // Distinct per job and per communicator of the job (its namespace).
+  std::string prefix =
+      fmt::format("/tsr-{:08x}-", static_cast<uint32_t>(std::hash<std::string>{}(token_ + "|" + ns_)));
   if (any_shm) {
     TSR_ASSIGN_OR_RETURN(inbox_, ShmInbox::Create(prefix + std::to_string(rank_), inbox_rings(rank_)));
   }
@@ -344,6 +381,8 @@ std::string Comm::PeerName(int peer) const {
 }
 
 Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
+  if (abort_requested_.load(std::memory_order_acquire))
+    return RemoteError(fmt::format("rank {}: the communicator was aborted (tsrCommAbort)", rank_));
   auto abort = store_->Get("abort", std::chrono::milliseconds(1));
   if (abort.ok()) {
     aborted_by_peer_ = true;
@@ -354,6 +393,53 @@ Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
       return RemoteError(fmt::format("{} (pid {}) exited", PeerName(p), infos_[p].pid));
   }
   return Status::Ok();
+}
+
+void Comm::SetAsyncError(const Status& s) {
+  if (s.ok()) return;
+  std::lock_guard<std::mutex> l(async_mu_);
+  if (!async_error_.ok()) return;
+  async_error_ = s;
+  async_failed_.store(true, std::memory_order_release);
+}
+
+void Comm::Abort() {
+  if (abort_requested_.exchange(true)) return;
+  const Status s = RemoteError(fmt::format("rank {}: the communicator was aborted (tsrCommAbort)", rank_));
+  SetAsyncError(s);
+  if (direct_ != nullptr) direct_->failed.store(true, std::memory_order_relaxed);
+  if (cuda_) cuda_->Abort();
+  // Tell the other ranks at once. On a connection of its own, so that a call of this communicator that
+  // holds the store's connection cannot delay it; bounded, and best effort.
+  if (!aborted_by_peer_.load()) {
+    auto c = StoreClient::Connect(store_addr_, token_, std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5)));
+    if (c.ok()) {
+      auto st = PrefixedStore(std::move(c).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
+      (void)st->Set("abort", s.message());
+    }
+  }
+  TSR_LOG_INFO("rank {}: communicator aborted", rank_);
+}
+
+Status Comm::AsyncError() {
+  {
+    std::lock_guard<std::mutex> l(async_mu_);
+    if (!async_error_.ok()) return async_error_;
+  }
+  // Healthy so far: look for what a blocked call would notice — a posted failure, a dead same-host peer,
+  // an asynchronous CCL error. Each check is non-blocking (the store's answer is bounded by 1 ms).
+  Status s;
+  auto abort = store_->Get("abort", std::chrono::milliseconds(1));
+  if (abort.ok()) {
+    aborted_by_peer_ = true;
+    s = RemoteError(fmt::format("rank {}: another rank failed — {}", rank_, *abort));
+  }
+  for (int p = 0; s.ok() && p < size_; ++p)
+    if (p != rank_ && transport_[p] == "shm" && !PidAlive(infos_[p].pid))
+      s = RemoteError(fmt::format("rank {}: {} (pid {}) exited", rank_, PeerName(p), infos_[p].pid));
+  if (s.ok() && cuda_) s = cuda_->AsyncError();
+  SetAsyncError(s);
+  return s;
 }
 
 void* Comm::Scratch(int which, size_t bytes) {
@@ -385,12 +471,19 @@ Status Comm::CheckArgs(const char* what, const void* send, const void* recv, siz
 
 template <typename F>
 Status Comm::Guard(const std::string& what, F&& body) {
+  if (failed_.ok() && async_failed_.load(std::memory_order_acquire)) {
+    // Failed between calls: aborted, or a failure AsyncError found.
+    std::lock_guard<std::mutex> l(async_mu_);
+    failed_ = async_error_;
+    if (direct_ != nullptr) direct_->failed.store(true, std::memory_order_relaxed);
+  }
   if (!failed_.ok()) return Status(failed_.code(), "communicator failed earlier: " + failed_.message());
   Status s = body();
   if (!s.ok()) {
     s = s.WithContext(fmt::format("rank {}: {}", rank_, what));
     failed_ = s;
-    if (direct_ != nullptr) direct_->failed = true;  // the lean allreduce path reads this flag
+    SetAsyncError(s);
+    if (direct_ != nullptr) direct_->failed.store(true, std::memory_order_relaxed);  // read by the lean path
     // Tell the other ranks at once, so they fail with this message instead of waiting for a timeout.
     if (!aborted_by_peer_) (void)store_->Set("abort", s.message());
   }
@@ -800,6 +893,165 @@ Status Comm::HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, ts
   });
 }
 
+Status Comm::HostGroup(const std::vector<P2POp>& ops) {
+  return Guard("group", [&]() -> Status {
+    std::vector<DType> dts(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      const std::string what = fmt::format("{} #{} of the group", op.is_send ? "send" : "recv", i);
+      const void* buf = op.is_send ? op.send : op.recv;
+      if (op.peer < 0 || op.peer >= size_)
+        return InvalidArgument(fmt::format("{}: peer {} is not a rank of this world of {}", what, op.peer, size_));
+      TSR_RETURN_IF_ERROR(CheckArgs(what.c_str(), buf, buf, op.count, op.type, op.stream, &dts[i]));
+    }
+    // To itself: the k-th send to self goes to the k-th receive from self.
+    std::vector<size_t> self_sends, self_recvs;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].peer == rank_) (ops[i].is_send ? self_sends : self_recvs).push_back(i);
+    if (self_sends.size() != self_recvs.size())
+      return InvalidArgument(fmt::format("the group has {} send(s) to rank {} itself but {} recv(s) from it",
+                                         self_sends.size(), rank_, self_recvs.size()));
+    for (size_t k = 0; k < self_sends.size(); ++k) {
+      const P2POp &s_op = ops[self_sends[k]], &r_op = ops[self_recvs[k]];
+      if (s_op.count != r_op.count || dts[self_sends[k]] != dts[self_recvs[k]])
+        return InvalidArgument(fmt::format("group: rank {} sends {} × {} to itself but receives {} × {}", rank_,
+                                           s_op.count, DTypeName(dts[self_sends[k]]), r_op.count,
+                                           DTypeName(dts[self_recvs[k]])));
+      if (s_op.count > 0) std::memmove(r_op.recv, s_op.send, s_op.count * DTypeSize(dts[self_sends[k]]));
+    }
+    // Every other send is a header and the data, every receive the same (the wire format of Send/Recv);
+    // all progress together in one engine run, so any order of matching pairs completes.
+    std::vector<Header> hdr(ops.size());
+    Engine e(this);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      if (op.peer == rank_) continue;
+      const size_t bytes = op.count * DTypeSize(dts[i]);
+      if (op.is_send) {
+        hdr[i] = Header{kHeaderMagic, static_cast<uint32_t>(CollKind::kSend), p2p_sent_[op.peer]++, op.count,
+                        static_cast<int32_t>(dts[i]), 0, rank_, rank_, {}};
+        e.Send(op.peer, &hdr[i], sizeof(Header));
+        e.Send(op.peer, op.send, bytes);
+        continue;
+      }
+      const uint64_t seq = p2p_recvd_[op.peer]++;
+      const Header* h = &hdr[i];
+      const DType dt = dts[i];
+      const size_t count = op.count;
+      const int peer = op.peer;
+      e.RecvCheck(peer, &hdr[i], sizeof(Header), [=, this]() -> Status {
+        if (h->magic != kHeaderMagic || h->kind != static_cast<uint32_t>(CollKind::kSend) || h->seq != seq)
+          return InternalError(fmt::format("recv from {}: stream out of step", PeerName(peer)));
+        if (h->count != count || h->dtype != static_cast<int32_t>(dt))
+          return InvalidArgument(fmt::format("recv from {}: rank {} expects {} × {} but {} sent {} × {}",
+                                             PeerName(peer), rank_, count, DTypeName(dt), PeerName(peer), h->count,
+                                             DTypeName(static_cast<DType>(h->dtype))));
+        return Status::Ok();
+      });
+      e.RecvCopy(peer, op.recv, bytes);
+    }
+    return e.Run(fmt::format("group of {} send(s)/recv(s)", ops.size()));
+  });
+}
+
+Status Comm::HostAllToAllv(const void* send_v, const size_t* sendcounts, const size_t* sdispls, void* recv_v,
+                           const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type) {
+  DType dt;
+  return Guard("alltoall", [&]() -> Status {
+    if (sendcounts == nullptr || sdispls == nullptr || recvcounts == nullptr || rdispls == nullptr)
+      return InvalidArgument("alltoallv: NULL counts or displacements");
+    // Extents, checked for overflow: the highest element touched + 1 in each buffer.
+    size_t sext = 0, rext = 0;
+    for (int p = 0; p < size_; ++p) {
+      if (sendcounts[p] > SIZE_MAX - sdispls[p] || recvcounts[p] > SIZE_MAX - rdispls[p])
+        return InvalidArgument(fmt::format("alltoallv: count + displacement of rank {} overflows", p));
+      if (sendcounts[p] > 0) sext = std::max(sext, sdispls[p] + sendcounts[p]);
+      if (recvcounts[p] > 0) rext = std::max(rext, rdispls[p] + recvcounts[p]);
+    }
+    TSR_RETURN_IF_ERROR(CheckArgs("alltoallv", sext > 0 ? send_v : recv_v, rext > 0 ? recv_v : send_v,
+                                  std::max(sext, rext), type, nullptr, &dt));
+    const size_t esz = DTypeSize(dt);
+    if (sext > SIZE_MAX / esz || rext > SIZE_MAX / esz)
+      return InvalidArgument(fmt::format("alltoallv: {} elements of {} overflow the address space",
+                                         std::max(sext, rext), DTypeName(dt)));
+    const auto* send = static_cast<const std::byte*>(send_v);
+    auto* recv = static_cast<std::byte*>(recv_v);
+    if (sext > 0 && rext > 0 && send < recv + rext * esz && recv < send + sext * esz)
+      return InvalidArgument(fmt::format("alltoallv: sendbuf {} ({} elements) and recvbuf {} ({} elements) overlap",
+                                         send_v, sext, recv_v, rext));
+    if (sendcounts[rank_] != recvcounts[rank_])
+      return InvalidArgument(fmt::format("alltoallv: rank {} sends {} element(s) to itself but receives {}", rank_,
+                                         sendcounts[rank_], recvcounts[rank_]));
+    const uint64_t seq = seq_++;
+    if (sendcounts[rank_] > 0)
+      std::memcpy(recv + rdispls[rank_] * esz, send + sdispls[rank_] * esz, sendcounts[rank_] * esz);
+    std::vector<Header> mine(size_), theirs(size_);
+    Engine e(this);
+    for (int i = 1; i < size_; ++i) {
+      const int p = (rank_ + i) % size_;  // a rotation, so the ranks do not all start with rank 0
+      mine[p] = Header{kHeaderMagic, static_cast<uint32_t>(CollKind::kAllToAll), seq, sendcounts[p],
+                       static_cast<int32_t>(dt), 0, 0, rank_, {}};
+      e.Send(p, &mine[p], sizeof(Header));
+      e.Send(p, send + sdispls[p] * esz, sendcounts[p] * esz);
+      const Header* h = &theirs[p];
+      const size_t want = recvcounts[p];
+      e.RecvCheck(p, &theirs[p], sizeof(Header), [=, this]() -> Status {
+        if (h->magic != kHeaderMagic) return InternalError(fmt::format("corrupt header from {}", PeerName(p)));
+        if (h->kind != static_cast<uint32_t>(CollKind::kAllToAll) || h->seq != seq ||
+            h->dtype != static_cast<int32_t>(dt) || h->count != want)
+          return InvalidArgument(fmt::format(
+              "mismatched collectives: rank {} called alltoallv(recvcount from rank {} = {}, {}) as its call #{}, "
+              "but {} called {} as its call #{}",
+              rank_, p, want, DTypeName(dt), seq, PeerName(p),
+              h->kind == static_cast<uint32_t>(CollKind::kAllToAll)
+                  ? fmt::format("alltoallv(sendcount to rank {} = {}, {})", rank_, h->count,
+                                DTypeName(static_cast<DType>(h->dtype)))
+                  : comm::Describe(static_cast<CollKind>(h->kind), h->count, static_cast<DType>(h->dtype),
+                                   static_cast<RedOp>(h->op), h->root),
+              h->seq));
+        return Status::Ok();
+      });
+      e.RecvCopy(p, recv + rdispls[p] * esz, recvcounts[p] * esz);
+    }
+    return e.Run(fmt::format("alltoall #{}", seq));
+  });
+}
+
+Result<std::unique_ptr<Comm>> Comm::Split(int color, int key, const std::string& device,
+                                          std::chrono::milliseconds timeout) {
+  const int64_t mine[2] = {color, key};
+  std::vector<int64_t> all(2 * static_cast<size_t>(size_));
+  TSR_RETURN_IF_ERROR(AllGather(mine, all.data(), 2, tsrInt64, nullptr));
+  const uint64_t seq = split_seq_++;
+  for (int r = 0; r < size_; ++r)
+    if (all[2 * r] < 0 && all[2 * r] != TSR_SPLIT_NOCOLOR)
+      return InvalidArgument(fmt::format("tsrCommSplit: rank {} passed color {} (a color is >= 0 or "
+                                         "TSR_SPLIT_NOCOLOR)",
+                                         r, all[2 * r]));
+  if (color == TSR_SPLIT_NOCOLOR) return std::unique_ptr<Comm>();
+  std::vector<int> members;
+  for (int r = 0; r < size_; ++r)
+    if (all[2 * r] == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  std::set<int> old_islands;
+  for (int r : members) old_islands.insert(infos_[r].island);
+  InitParams p;
+  p.rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  p.world = static_cast<int>(members.size());
+  p.island = static_cast<int>(std::distance(old_islands.begin(), old_islands.find(my_island_)));
+  p.vendor = infos_[rank_].vendor;
+  p.device = device.empty() ? infos_[rank_].device : device;
+  p.store_addr = store_addr_;
+  p.token = token_;
+  p.timeout = timeout > std::chrono::milliseconds::zero() ? timeout : timeout_;
+  p.ns = (ns_.empty() ? "" : ns_ + ".") + fmt::format("s{}.{}", seq, color);
+  auto c = Create(p);
+  if (!c.ok())
+    return c.status().WithContext(fmt::format("tsrCommSplit: rank {} joining color {} as rank {} of {}", rank_,
+                                              color, p.rank, p.world));
+  return c;
+}
+
 std::vector<Range> Comm::BridgeChunks(size_t count, DType dt) const {
   // Device islands on the device bridge pipeline through the rings themselves: no chunks needed.
   bool staged = false;
@@ -842,6 +1094,18 @@ Status Comm::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStr
   return cuda_ ? cuda_->Recv(recv, count, type, peer, stream) : HostRecv(recv, count, type, peer, stream);
 }
 Status Comm::Barrier() { return cuda_ ? cuda_->Barrier() : HostBarrier(); }
+Status Comm::Group(const std::vector<P2POp>& ops) { return cuda_ ? cuda_->Group(ops) : HostGroup(ops); }
+Status Comm::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                       const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
+  if (cuda_) return cuda_->AllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type, stream);
+  if (stream != nullptr)
+    return Guard("alltoall", [&] {
+      return InvalidArgument(fmt::format("alltoallv: a stream was passed, but rank {}'s island ({}) uses host "
+                                         "memory: pass NULL",
+                                         rank_, islands_[my_island_].vendor));
+    });
+  return HostAllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type);
+}
 
 #ifndef TESSERA_HAVE_CUDA
 Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const std::string& device) {
@@ -856,7 +1120,9 @@ bool IsDevicePointer(const void*) { return false; }
 
 namespace tessera {
 Result<std::unique_ptr<Communicator>> Communicator::FromEnv() {
-  auto c = comm::Comm::Create();
+  auto params = comm::Comm::ParamsFromEnv();
+  if (!params.ok()) return params.status();
+  auto c = comm::Comm::Create(*params);
   if (!c.ok()) return c.status();
   return std::unique_ptr<Communicator>(std::move(c).value());
 }

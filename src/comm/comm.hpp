@@ -10,8 +10,10 @@
 // is phases 1 and 3 alone: the island's own library, nothing on top.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,13 +60,68 @@ struct Range {
   }
 };
 
-enum class CollKind : uint32_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier, kSend };
+enum class CollKind : uint32_t {
+  kAllReduce = 1,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kBarrier,
+  kSend,
+  kAllToAll
+};
 const char* CollName(CollKind k);
+
+// Everything a rank needs to join a communicator (Comm::Create). FromEnv fills it from TESSERA_*;
+// tsrCommInitRank from its arguments and tsrConfig_t; Comm::Split from the parent. The bridge's tuning
+// variables (TESSERA_BRIDGE, TESSERA_SHM_RING, TESSERA_TCP_*, TESSERA_CUDA_*) are still read from the
+// environment, with their defaults.
+struct InitParams {
+  int rank = 0;
+  int world = 1;
+  int island = 0;
+  std::string vendor;           // empty: "island<N>"
+  std::string device = "host";  // "host" or "cuda:N"
+  std::string store_addr;       // host:port of the rendezvous store
+  std::string token;            // job token
+  std::chrono::milliseconds timeout{60000};
+  // Key namespace of this communicator: its store keys, shm segment names and CCL ids are distinct from
+  // every other communicator of the job. "" for the job's first communicator; Split makes
+  // "<parent>.s<seq>.<color>".
+  std::string ns;
+  bool serve_store = false;  // FromEnv: rank 0 serves the store when TESSERA_STORE is a loopback address
+};
+
+// One send or receive of a group (tsrGroupStart/End).
+struct P2POp {
+  bool is_send = false;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  tsrDataType_t type = tsrFloat32;
+  int peer = 0;
+  tsrStream_t stream = nullptr;
+};
 
 class Comm final : public Communicator, public Links {
  public:
-  static Result<std::unique_ptr<Comm>> Create();
+  static Result<std::unique_ptr<Comm>> Create(const InitParams& params);
+  // The parameters FromEnv joins with (TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_STORE, ...).
+  static Result<InitParams> ParamsFromEnv();
   ~Comm() override;
+
+  // Collective over this communicator (see tsrCommSplit): null for TSR_SPLIT_NOCOLOR. `device` empty and
+  // `timeout` zero inherit this communicator's.
+  Result<std::unique_ptr<Comm>> Split(int color, int key, const std::string& device,
+                                      std::chrono::milliseconds timeout);
+  // The sends and receives of one group, progressing together (tsrGroupEnd).
+  Status Group(const std::vector<P2POp>& ops);
+  // Counts and displacements in elements, one per rank (tsrAllToAllv).
+  Status AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                   const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream);
+  // Thread-safe (tsrCommAbort): pending and future calls fail promptly, the peers are told.
+  void Abort();
+  // Thread-safe (tsrCommGetAsyncError): OK while healthy, else the error that failed (or will fail) it.
+  Status AsyncError();
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -99,7 +156,13 @@ class Comm final : public Communicator, public Links {
   friend class CudaRank;  // the CUDA device backend drives the host path below for staged buffers
   friend struct CommTestAccess;  // tests/comm/device_emu_worker: the device bridge on an emulated device
   Comm() = default;
-  Status Init();
+  Status Init(const InitParams& p);
+  // Records `s` as the communicator's error for AsyncError and the next call (first error wins).
+  void SetAsyncError(const Status& s);
+  // The host-memory implementations of the group and of alltoallv (a device rank stages into them).
+  Status HostGroup(const std::vector<P2POp>& ops);
+  Status HostAllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                       const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type);
   // The host-memory implementations of the collectives. A rank of a device island (cuda_) reaches them
   // through its DeviceRank, which handles device memory and streams first.
   Status HostAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
@@ -139,6 +202,9 @@ class Comm final : public Communicator, public Links {
   int rank_ = 0, size_ = 1, my_island_ = 0, local_ = 0;
   std::chrono::milliseconds timeout_{60000};
   std::string token_;
+  std::string store_addr_;
+  std::string ns_;
+  uint64_t split_seq_ = 0;
   std::vector<RankInfo> infos_;
   std::vector<Island> islands_;
   std::vector<std::string> transport_;  // per peer: "shm", "tcp" or "" (self)
@@ -154,7 +220,11 @@ class Comm final : public Communicator, public Links {
   uint64_t seq_ = 0;
   std::vector<uint64_t> p2p_sent_, p2p_recvd_;
   Status failed_;
-  bool aborted_by_peer_ = false;
+  std::atomic<bool> aborted_by_peer_{false};
+  std::atomic<bool> abort_requested_{false};  // tsrCommAbort (any thread)
+  std::atomic<bool> async_failed_{false};     // async_error_ is set
+  std::mutex async_mu_;
+  Status async_error_;  // guarded by async_mu_
   size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
   // This rank's device backend (TESSERA_DEVICE=cuda:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.

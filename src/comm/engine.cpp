@@ -64,6 +64,13 @@ void Engine::RecvCopy(int peer, void* dst, size_t bytes) {
   ++pending_;
 }
 
+void Engine::RecvCheck(int peer, void* dst, size_t bytes, std::function<Status()> check) {
+  if (bytes == 0) return;
+  RecvCopy(peer, dst, bytes);
+  recvs_[peer].back().check = static_cast<int>(checks_.size());
+  checks_.push_back(std::move(check));
+}
+
 void Engine::RecvFold(int peer, ReduceJob* job, int contributor) {
   size_t bytes = job->n * DTypeSize(job->src_type[contributor]);
   if (bytes == 0) return;
@@ -147,6 +154,7 @@ Status Engine::Run(const std::string& what) {
       op.off += take;
       progress = true;
       if (op.off == op.padded) {
+        if (op.check >= 0) TSR_RETURN_IF_ERROR(checks_[op.check]());
         q.pop_front();
         --pending_;
       }
@@ -196,6 +204,7 @@ Status Engine::Run(const std::string& what) {
   }
   sends_.clear();
   recvs_.clear();
+  checks_.clear();
   if (dev_ != nullptr) {
     // Folds and finalizes of local contributions may still be running: the step's results are
     // complete only when the fold queue has drained.

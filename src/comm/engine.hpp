@@ -101,6 +101,9 @@ class Engine {
   explicit Engine(Links* links, DeviceOps* device = nullptr) : links_(links), dev_(device) {}
   void Send(int peer, const void* data, size_t bytes);
   void RecvCopy(int peer, void* dst, size_t bytes);
+  // RecvCopy, then `check` as soon as the bytes are in (before later messages): an error ends Run with it.
+  // Host mode only (a received header that decides whether the rest of the stream is in step).
+  void RecvCheck(int peer, void* dst, size_t bytes, std::function<Status()> check);
   void RecvFold(int peer, ReduceJob* job, int contributor);
   void LocalFold(ReduceJob* job, int contributor, const void* src);
   // Sends job->dst (job->n elements of job->dtype) as the job finishes them, so a result leaves while
@@ -121,6 +124,7 @@ class Engine {
     ReduceJob* job;
     int contributor;
     size_t bytes, padded, off;
+    int check = -1;  // index into checks_ (RecvCheck), -1 for none
   };
   // Device mode: ring bytes handed to the device, released (published / consumed) when its ticket is done.
   struct InFlight {
@@ -151,6 +155,7 @@ class Engine {
   std::vector<std::deque<SendOp>> sends_;  // by peer
   std::vector<std::deque<RecvOp>> recvs_;  // by peer
   std::vector<LocalOp> locals_;
+  std::vector<std::function<Status()>> checks_;
   size_t pending_ = 0;
 };
 

@@ -710,6 +710,37 @@ int TryConnect(const addrinfo* ai, Clock::time_point deadline, int* err) {
 
 }  // namespace
 
+namespace {
+class PrefixStore final : public StoreClient {
+ public:
+  PrefixStore(std::unique_ptr<StoreClient> base, std::string prefix)
+      : base_(std::move(base)), prefix_(std::move(prefix)) {}
+  Status Set(const std::string& key, const std::string& value) override { return base_->Set(prefix_ + key, value); }
+  Result<std::string> Get(const std::string& key, milliseconds timeout) override {
+    return base_->Get(prefix_ + key, timeout);
+  }
+  Result<int64_t> Add(const std::string& key, int64_t delta) override { return base_->Add(prefix_ + key, delta); }
+  Status Wait(const std::vector<std::string>& keys, milliseconds timeout) override {
+    std::vector<std::string> k;
+    k.reserve(keys.size());
+    for (const auto& key : keys) k.push_back(prefix_ + key);
+    return base_->Wait(k, timeout);
+  }
+  Status Barrier(const std::string& name, int world_size, milliseconds timeout) override {
+    return base_->Barrier(prefix_ + name, world_size, timeout);
+  }
+
+ private:
+  std::unique_ptr<StoreClient> base_;
+  const std::string prefix_;
+};
+}  // namespace
+
+std::unique_ptr<StoreClient> PrefixedStore(std::unique_ptr<StoreClient> base, const std::string& prefix) {
+  if (prefix.empty()) return base;
+  return std::make_unique<PrefixStore>(std::move(base), prefix);
+}
+
 Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port, const std::string& token) {
   if (token.empty()) return InvalidArgument("the store needs a non-empty job token (TESSERA_TOKEN)");
   if (token.size() > kMaxHandshake - 16)

@@ -44,6 +44,10 @@ class StoreClient {
   virtual Status Barrier(const std::string& name, int world_size, std::chrono::milliseconds timeout) = 0;
 };
 
+// A view of `base` whose keys (and barrier names) all start with `prefix`: the store of one communicator
+// among several of a job (Comm's key namespace). Returns `base` itself when prefix is empty.
+std::unique_ptr<StoreClient> PrefixedStore(std::unique_ptr<StoreClient> base, const std::string& prefix);
+
 // "30s", "1500ms", "120s": whole seconds when exact, else milliseconds; the form that env::ParseDuration reads back. Used in messages
 // and for the TESSERA_TIMEOUT that the launcher hands to the ranks.
 std::string FormatDuration(std::chrono::milliseconds d);

@@ -160,7 +160,7 @@ Result<std::unique_ptr<CclComm>> CclComm::Create(std::shared_ptr<CclLibrary> lib
 }
 
 CclComm::~CclComm() {
-  if (comm_ == nullptr) return;
+  if (comm_ == nullptr || aborted_) return;
   if (failed_)
     (void)lib_->CommAbort(comm_);
   else
@@ -168,6 +168,7 @@ CclComm::~CclComm() {
 }
 
 Status CclComm::AsyncError() {
+  if (aborted_) return RemoteError(fmt::format("the {} communicator was aborted (tsrCommAbort)", lib_->name()));
   CclLibrary::Result_ err = 0;
   TSR_RETURN_IF_ERROR(lib_->Check(lib_->CommGetAsyncError(comm_, &err), "CommGetAsyncError"));
   if (err != 0 && err != 7 /* ncclInProgress */) {

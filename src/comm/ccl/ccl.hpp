@@ -11,6 +11,7 @@
 // no vendor header is needed to build.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -103,13 +104,20 @@ class CclComm {
   Status AsyncError();
   // Abandons the communicator (after a failure): the destructor then aborts instead of destroying.
   void MarkFailed() { failed_ = true; }
+  // tsrCommAbort, from any thread: aborts the CCL communicator now (once; ends the CCL's pending work).
+  // Nothing may call the CCL with it afterwards: Comm's abort flag stops calls before they reach it.
+  void Abort() {
+    if (!aborted_.exchange(true)) (void)lib_->CommAbort(comm_);
+  }
+  bool aborted() const { return aborted_.load(); }
 
  private:
   CclComm() = default;
   std::shared_ptr<CclLibrary> lib_;
   void* comm_ = nullptr;
   int nranks_ = 0;
-  bool failed_ = false;
+  std::atomic<bool> failed_{false};   // AsyncError may run on another thread (tsrCommGetAsyncError)
+  std::atomic<bool> aborted_{false};  // Abort ran: the handle is gone
 };
 
 }  // namespace tessera::comm

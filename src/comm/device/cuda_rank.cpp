@@ -58,6 +58,11 @@ class CudaRank final : public DeviceRank {
   Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
   Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
   Status Barrier() override;
+  Status Group(const std::vector<P2POp>& ops) override;
+  Status AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                   const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) override;
+  void Abort() override;
+  Status AsyncError() override;
 
  private:
   static constexpr int kSlots = 3;      // chunk staging slots: D2H(i+1) | bridge(i) | H2D(i-1)
@@ -254,6 +259,8 @@ Status CudaRank::WarmUp() {
 }
 
 Status CudaRank::Direct() const {
+  if (comm_->failed_.ok() && comm_->async_failed_.load(std::memory_order_acquire))
+    return comm_->GuardFn("call", [] { return Status::Ok(); });  // makes the async error the failure
   if (!comm_->failed_.ok())
     return Status(comm_->failed_.code(), "communicator failed earlier: " + comm_->failed_.message());
   return Status::Ok();
@@ -289,12 +296,16 @@ Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::functio
     return Status(async_error_.code(),
                   fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
   // Back-pressure: at most kInEvents device jobs in flight (each owns one input event).
-  if (!done_cv_.wait_for(l, comm_->timeout_, [&] { return submitted_ - completed_ < kInEvents; })) {
+  if (!done_cv_.wait_for(l, comm_->timeout_,
+                         [&] { return submitted_ - completed_ < kInEvents || !async_error_.ok(); })) {
     l.unlock();
     return Fail(what, Timeout(fmt::format("{}: {} collectives queued on the GPU bridge did not finish within "
                                           "TESSERA_TIMEOUT",
                                           what, kInEvents)));
   }
+  if (!async_error_.ok())
+    return Status(async_error_.code(),
+                  fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
   uint32_t ticket = ++submitted_;
   Job job;
   job.in = in_ev_[ticket % kInEvents];
@@ -575,6 +586,185 @@ Status CudaRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, ts
 
 Status CudaRank::Barrier() {
   return Host([this] { return comm_->HostBarrier(); });
+}
+
+void CudaRank::Abort() {
+  if (ccl_) ccl_->Abort();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    // Device jobs still queued are skipped (their streams released at once); waits for room end.
+    if (async_error_.ok()) async_error_ = RemoteError("the communicator was aborted (tsrCommAbort)");
+  }
+  cv_.notify_all();
+  done_cv_.notify_all();
+}
+
+Status CudaRank::AsyncError() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!async_error_.ok()) return async_error_;
+  }
+  if (ccl_) return ccl_->AsyncError();
+  return Status::Ok();
+}
+
+Status CudaRank::Group(const std::vector<P2POp>& ops) {
+  if (ops.empty()) return Status::Ok();
+  const tsrStream_t stream = ops.front().stream;
+  std::vector<size_t> bytes(ops.size());
+  bool bad = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& op = ops[i];
+    auto dt = static_cast<DType>(op.type);
+    if (!IsValid(dt) || op.peer < 0 || op.peer >= comm_->size_) bad = true;  // the host path names it
+    if (op.stream != stream)
+      return Fail("group", InvalidArgument(fmt::format("group: {} #{} is on stream {} but the group's first call on "
+                                                       "this communicator is on stream {}: use one stream",
+                                                       op.is_send ? "send" : "recv", i, op.stream, stream)));
+  }
+  if (bad) return Host([ops, this] { return comm_->HostGroup(ops); });  // names the bad argument
+  if (stream == nullptr) {
+    for (const P2POp& op : ops)
+      TSR_RETURN_IF_ERROR(Fail("group", CheckBuffers("group", op.is_send ? op.send : nullptr, 0,
+                                                     op.is_send ? nullptr : op.recv, 0, nullptr)));
+    return Host([ops, this] { return comm_->HostGroup(ops); });
+  }
+  size_t sb = 0, rb = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& op = ops[i];
+    bytes[i] = op.count * DTypeSize(static_cast<DType>(op.type));
+    TSR_RETURN_IF_ERROR(Fail("group", CheckBuffers(op.is_send ? "send (group)" : "recv (group)",
+                                                   op.is_send ? op.send : nullptr, op.is_send ? bytes[i] : 0,
+                                                   op.is_send ? nullptr : op.recv, op.is_send ? 0 : bytes[i],
+                                                   stream)));
+    (op.is_send ? sb : rb) += bytes[i];
+  }
+  if (!hybrid_) {
+    // A world of one CUDA island: the CCL's own group, on the caller's stream.
+    TSR_RETURN_IF_ERROR(Direct());
+    CclLibrary& lib = ccl_->lib();
+    Status s = lib.Check(lib.GroupStart(), "GroupStart");
+    if (!s.ok()) {
+      ccl_->MarkFailed();
+      return comm_->GuardFn("group", [&] { return s; });
+    }
+    for (const P2POp& op : ops) {
+      const int t = CclDataType(static_cast<DType>(op.type));
+      const int r = op.is_send ? lib.Send(op.send, op.count, t, op.peer, ccl_->handle(), stream)
+                               : lib.Recv(op.recv, op.count, t, op.peer, ccl_->handle(), stream);
+      if (s.ok()) s = lib.Check(r, op.is_send ? "Send (group)" : "Recv (group)");
+    }
+    const int end = lib.GroupEnd();  // always closes the CCL's group, even after an error inside it
+    if (!s.ok()) {
+      ccl_->MarkFailed();
+      return comm_->GuardFn("group", [&] { return s; });
+    }
+    return CclCall("GroupEnd", end);
+  }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("group", StagingFor(sb, rb, &hin, &hout)));
+  return SubmitDevice("group", stream, [=, this](cudaEvent_t in) -> Status {
+    // Every send buffer to the host, then the host group on staged copies, then every receive back.
+    std::vector<P2POp> host = ops;
+    size_t so = 0, ro = 0;
+    Status st = cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)");
+    for (size_t i = 0; st.ok() && i < ops.size(); ++i) {
+      host[i].stream = nullptr;
+      if (ops[i].is_send) {
+        host[i].send = hin + so;
+        if (bytes[i] > 0)
+          st = cuda::Check(cudaMemcpyAsync(hin + so, ops[i].send, bytes[i], cudaMemcpyDeviceToHost, d2h_),
+                           "cudaMemcpyAsync (D2H, group)");
+        so += bytes[i];
+      } else {
+        host[i].recv = hout + ro;
+        ro += bytes[i];
+      }
+    }
+    if (st.ok()) st = cuda::Check(cudaEventRecord(d2h_ev_[0], d2h_), "cudaEventRecord");
+    if (st.ok()) st = dev_->WaitEvent(d2h_ev_[0], comm_->timeout_, "group: copying the sends to the host");
+    if (!st.ok()) return Fail("group", st);
+    TSR_RETURN_IF_ERROR(comm_->HostGroup(host));  // records its own failures
+    for (size_t i = 0; st.ok() && i < ops.size(); ++i)
+      if (!ops[i].is_send && bytes[i] > 0)
+        st = cuda::Check(cudaMemcpyAsync(ops[i].recv, host[i].recv, bytes[i], cudaMemcpyHostToDevice, h2d_),
+                         "cudaMemcpyAsync (H2D, group)");
+    if (st.ok()) st = cuda::Check(cudaEventRecord(h2d_ev_[0], h2d_), "cudaEventRecord");
+    if (st.ok()) st = dev_->WaitEvent(h2d_ev_[0], comm_->timeout_, "group: copying the receives to the device");
+    return Fail("group", st);
+  });
+}
+
+Status CudaRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                           const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  const int W = comm_->size_;
+  if (!IsValid(dt) || sendcounts == nullptr || sdispls == nullptr || recvcounts == nullptr || rdispls == nullptr)
+    return Host([=, this] {  // names the bad argument
+      return comm_->HostAllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type);
+    });
+  const std::vector<size_t> sc(sendcounts, sendcounts + W), sd(sdispls, sdispls + W), rc(recvcounts, recvcounts + W),
+      rd(rdispls, rdispls + W);
+  const size_t esz = DTypeSize(dt);
+  size_t sext = 0, rext = 0;
+  for (int p = 0; p < W; ++p) {
+    if (sc[p] > SIZE_MAX / esz - sd[p] || rc[p] > SIZE_MAX / esz - rd[p])
+      return Fail("alltoall", InvalidArgument(fmt::format("alltoallv: count + displacement of rank {} overflows", p)));
+    if (sc[p] > 0) sext = std::max(sext, sd[p] + sc[p]);
+    if (rc[p] > 0) rext = std::max(rext, rd[p] + rc[p]);
+  }
+  TSR_RETURN_IF_ERROR(Fail("alltoall", CheckBuffers("alltoallv", sext > 0 ? send : nullptr, sext * esz,
+                                                    rext > 0 ? recv : nullptr, rext * esz, stream)));
+  auto host_call = [=, this](const void* hs, void* hr) {
+    return comm_->HostAllToAllv(hs, sc.data(), sd.data(), hr, rc.data(), rd.data(), type);
+  };
+  if (stream == nullptr) return Host([=] { return host_call(send, recv); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    if (sc[comm_->rank_] != rc[comm_->rank_])
+      return Fail("alltoall", InvalidArgument(fmt::format("alltoallv: rank {} sends {} element(s) to itself but "
+                                                          "receives {}",
+                                                          comm_->rank_, sc[comm_->rank_], rc[comm_->rank_])));
+    CclLibrary& lib = ccl_->lib();
+    const int t = CclDataType(dt);
+    Status s = lib.Check(lib.GroupStart(), "GroupStart");
+    if (!s.ok()) {
+      ccl_->MarkFailed();
+      return comm_->GuardFn("alltoall", [&] { return s; });
+    }
+    for (int p = 0; p < W; ++p) {
+      const auto* sp = static_cast<const std::byte*>(send) + sd[p] * esz;
+      auto* rp = static_cast<std::byte*>(recv) + rd[p] * esz;
+      if (s.ok() && sc[p] > 0) s = lib.Check(lib.Send(sp, sc[p], t, p, ccl_->handle(), stream), "Send (alltoall)");
+      if (s.ok() && rc[p] > 0) s = lib.Check(lib.Recv(rp, rc[p], t, p, ccl_->handle(), stream), "Recv (alltoall)");
+    }
+    const int end = lib.GroupEnd();
+    if (!s.ok()) {
+      ccl_->MarkFailed();
+      return comm_->GuardFn("alltoall", [&] { return s; });
+    }
+    return CclCall("GroupEnd (alltoall)", end);
+  }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("alltoall", StagingFor(sext * esz, rext * esz, &hin, &hout)));
+  return SubmitDevice("alltoall", stream, [=, this](cudaEvent_t in) -> Status {
+    // The receive extent is copied down first too, so that the gaps between the blocks keep their bytes
+    // when the whole extent goes back up.
+    Status st = cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)");
+    if (st.ok() && sext > 0)
+      st = cuda::Check(cudaMemcpyAsync(hin, send, sext * esz, cudaMemcpyDeviceToHost, d2h_), "cudaMemcpyAsync (D2H)");
+    if (st.ok() && rext > 0)
+      st = cuda::Check(cudaMemcpyAsync(hout, recv, rext * esz, cudaMemcpyDeviceToHost, d2h_), "cudaMemcpyAsync (D2H)");
+    if (st.ok()) st = cuda::Check(cudaEventRecord(d2h_ev_[0], d2h_), "cudaEventRecord");
+    if (st.ok()) st = dev_->WaitEvent(d2h_ev_[0], comm_->timeout_, "alltoall: copying the buffers to the host");
+    if (!st.ok()) return Fail("alltoall", st);
+    TSR_RETURN_IF_ERROR(host_call(hin, hout));
+    if (rext > 0)
+      st = cuda::Check(cudaMemcpyAsync(recv, hout, rext * esz, cudaMemcpyHostToDevice, h2d_), "cudaMemcpyAsync (H2D)");
+    if (st.ok()) st = cuda::Check(cudaEventRecord(h2d_ev_[0], h2d_), "cudaEventRecord");
+    if (st.ok()) st = dev_->WaitEvent(h2d_ev_[0], comm_->timeout_, "alltoall: copying the result to the device");
+    return Fail("alltoall", st);
+  });
 }
 
 }  // namespace tessera::comm

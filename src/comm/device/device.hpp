@@ -7,10 +7,12 @@
 // Unsupported naming the device, so the communicator needs no #ifdef at its dispatch points.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/dtype.hpp"
 #include "tessera/status.hpp"
@@ -19,6 +21,7 @@
 namespace tessera::comm {
 
 class Comm;
+struct P2POp;
 
 // Device allocations already validated (base, size), most recent first: a pointer inside one skips the
 // driver queries. (A freed and re-made allocation at the same base with a smaller size would pass
@@ -57,7 +60,9 @@ struct alignas(64) DirectAllReduce {
   int (*call)(const void*, void*, size_t, int, int, void*, void*) = nullptr;  // the CCL's AllReduce
   void* handle = nullptr;                                                   // its communicator
   uint32_t calls = 0;     // CCL calls made (by either path); the full path polls on every 128th
-  bool failed = false;    // the communicator has failed (set by Comm::Guard)
+  // The communicator has failed (set by Comm::Guard, and by tsrCommAbort from any thread: relaxed, a
+  // plain byte load on the taken path).
+  std::atomic<bool> failed{false};
   uint8_t esz[kTypes] = {};  // 0: not a CCL type
   int8_t ccl_type[kTypes] = {};
   int8_t ccl_op[kOps] = {};
@@ -72,7 +77,7 @@ struct alignas(64) DirectAllReduce {
   int TryCall(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op, tsrStream_t stream) {
     const auto t = static_cast<unsigned>(type), o = static_cast<unsigned>(op);
     if (call == nullptr || stream == nullptr || count == 0 || t >= unsigned{kTypes} || esz[t] == 0 ||
-        o >= unsigned{kOps} || failed || ((calls + 1) & 127) == 0)
+        o >= unsigned{kOps} || failed.load(std::memory_order_relaxed) || ((calls + 1) & 127) == 0)
       return kNotTaken;
     const size_t bytes = count * esz[t];
     if (bytes / esz[t] != count || !allocs.Contains(send, bytes) || !allocs.Contains(recv, bytes)) return kNotTaken;
@@ -98,6 +103,16 @@ class DeviceRank {
   virtual Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) = 0;
   virtual Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) = 0;
   virtual Status Barrier() = 0;
+  // The sends and receives of one group (tsrGroupEnd), and alltoallv (counts and displacements in
+  // elements, one per rank).
+  virtual Status Group(const std::vector<P2POp>& ops) = 0;
+  virtual Status AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                           const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type,
+                           tsrStream_t stream) = 0;
+  // tsrCommAbort, from any thread: aborts the CCL communicator and wakes waits on the device.
+  virtual void Abort() {}
+  // From any thread: an asynchronous error of the device or its CCL (OK while healthy).
+  virtual Status AsyncError() { return Status::Ok(); }
   // The CCL communicator of a world of one device island (ncclComm_t for NCCL), else null. For
   // benchmarks that call the CCL on Tessera's own communicator (bench/gpu/gpu_bench direct).
   virtual void* CclHandle() const { return nullptr; }

@@ -1,0 +1,192 @@
+// tests/comm/framework_test: the framework C API (issue #14) on real rank processes started without the
+// launcher and with no TESSERA_* variable: tsrGetUniqueId (here, or in rank 0), tsrCommInitRank, two
+// communicators at once, tsrCommSplit (subsets, NOCOLOR, nested), groups of sends and receives in
+// adversarial orders, alltoall(v) for every type, tsrCommAbort from another thread, and
+// tsrCommGetAsyncError after a peer died. The ranks are framework_worker processes; each prints "OK rank
+// R" or "FAIL rank R: why". Also: tsrGetVersion and `tessera --version` match CMake's project version.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+extern char** environ;
+
+namespace {
+
+std::string BinDir() {
+  const char* b = std::getenv("TESSERA_BIN");
+  std::string bin = b ? b : "./tessera";
+  return bin.substr(0, bin.rfind('/'));
+}
+
+int Count(const std::string& text, const std::string& pattern) {
+  std::regex re(pattern);
+  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+struct Job {
+  std::string out;
+  std::vector<int> status;  // per rank: exit code, or 128 + signal
+};
+
+// Starts one framework_worker per rank of `layout` (island sizes) with every TESSERA_* variable removed
+// (TESSERA_LOG kept), collects their output, and waits for all of them (killing them after 240 s).
+Job RunRanks(const std::string& scenario, const std::vector<int>& layout, bool worker_makes_id) {
+  static int seq = 0;
+  const std::string ids =
+      testing::TempDir() + "/framework_ids_" + std::to_string(getpid()) + "_" + std::to_string(seq++);
+  std::remove(ids.c_str());
+  if (!worker_makes_id) {
+    const size_t n = scenario == "basic" ? 2 : 1;
+    std::vector<tsrUniqueId> v(n);
+    for (auto& id : v) EXPECT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
+    std::ofstream(ids, std::ios::binary).write(reinterpret_cast<const char*>(v.data()), n * sizeof(tsrUniqueId));
+  }
+  std::string lay;
+  int world = 0;
+  for (int n : layout) {
+    lay += (lay.empty() ? "" : ",") + std::to_string(n);
+    world += n;
+  }
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "TESSERA_", 8) != 0 || std::strncmp(*e, "TESSERA_LOG=", 12) == 0) env_s.push_back(*e);
+  std::vector<char*> envp;
+  for (auto& s : env_s) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  const std::string worker = BinDir() + "/tests/comm/framework_worker";
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> args = {worker, scenario, "--ids", ids, "--rank", std::to_string(r), "--layout", lay};
+    if (worker_makes_id) args.push_back("--make-id");
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execve(worker.c_str(), argv.data(), envp.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  close(fds[1]);
+  Job job;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  std::array<char, 4096> buf;
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      for (pid_t pid : pids) kill(pid, SIGKILL);
+      job.out += "\n[test] ranks killed after 240 s\n";
+      break;
+    }
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = read(fds[0], buf.data(), buf.size());
+    if (n <= 0) break;
+    job.out.append(buf.data(), static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  for (pid_t pid : pids) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    job.status.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  }
+  std::remove(ids.c_str());
+  return job;
+}
+
+void ExpectAllOk(const Job& j, int world) {
+  EXPECT_EQ(Count(j.out, "OK rank"), world) << j.out;
+  EXPECT_EQ(Count(j.out, "FAIL"), 0) << j.out;
+  for (size_t r = 0; r < j.status.size(); ++r) EXPECT_EQ(j.status[r], 0) << "rank " << r << "\n" << j.out;
+}
+
+TEST(FrameworkApi, InitRankWithoutEnvTwoCommunicatorsAtOnce) {
+  ExpectAllOk(RunRanks("basic", {2, 1}, false), 3);
+  ExpectAllOk(RunRanks("basic", {1, 2, 1}, false), 4);
+}
+
+TEST(FrameworkApi, RankZeroMakesTheIdAndPassesItByFile) { ExpectAllOk(RunRanks("basic", {1, 1}, true), 2); }
+
+TEST(FrameworkApi, SplitIntoSubsetsNoColorAndNested) {
+  ExpectAllOk(RunRanks("split", {2, 1, 2}, false), 5);  // children span islands {0,1} and {0,2}
+  ExpectAllOk(RunRanks("split", {3}, false), 3);
+}
+
+TEST(FrameworkApi, GroupSendRecvInAnyOrderCompletes) {
+  ExpectAllOk(RunRanks("group", {2, 2}, false), 4);
+  ExpectAllOk(RunRanks("group", {1, 2}, false), 3);
+}
+
+TEST(FrameworkApi, AllToAllAndAllToAllvEveryTypeExact) {
+  ExpectAllOk(RunRanks("alltoall", {1, 2, 1}, false), 4);
+  ExpectAllOk(RunRanks("alltoall", {2}, false), 2);
+}
+
+TEST(FrameworkApi, AbortFromAnotherThreadEndsAPendingRecv) {
+  Job j = RunRanks("abort", {2, 1}, false);
+  ExpectAllOk(j, 3);
+  EXPECT_EQ(Count(j.out, "aborted \\(tsrCommAbort\\)"), 3) << j.out;  // named on every rank
+}
+
+TEST(FrameworkApi, AsyncErrorAfterAPeerDies) { ExpectAllOk(RunRanks("asyncerr", {1, 2}, false), 3); }
+
+TEST(FrameworkApi, VersionIsCMakesProjectVersion) {
+  int v = -1;
+  ASSERT_EQ(tsrGetVersion(&v), tsrSuccess);
+  const std::string s = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+  EXPECT_EQ(s, TESSERA_CMAKE_VERSION);
+  EXPECT_EQ(v, TESSERA_VERSION_CODE);
+  const char* bin = std::getenv("TESSERA_BIN");
+  ASSERT_NE(bin, nullptr);
+  FILE* p = popen((std::string(bin) + " --version").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char line[256] = {};
+  ASSERT_NE(fgets(line, sizeof(line), p), nullptr);
+  pclose(p);
+  EXPECT_EQ(std::string(line), "tessera " + std::string(TESSERA_CMAKE_VERSION) + "\n");
+}
+
+TEST(FrameworkApi, BadIdsAndConfigsAreRefusedNamingTheValue) {
+  tsrUniqueId junk;
+  std::memset(&junk, 'x', sizeof(junk));
+  tsrComm_t c = reinterpret_cast<tsrComm_t>(1);
+  EXPECT_EQ(tsrCommInitRank(&c, 2, junk, 0, nullptr), tsrInvalidArgument);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("unique id"), std::string::npos) << tsrGetLastError(nullptr);
+  tsrUniqueId id;
+  ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess);
+  tsrConfig_t cfg = TSR_CONFIG_INITIALIZER;
+  cfg.magic = 42;
+  EXPECT_EQ(tsrCommInitRank(&c, 2, id, 0, &cfg), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("0x2a"), std::string::npos) << tsrGetLastError(nullptr);
+  EXPECT_EQ(tsrCommInitRank(&c, 2, id, 5, nullptr), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("rank 5"), std::string::npos) << tsrGetLastError(nullptr);
+  EXPECT_EQ(tsrGroupEnd(), tsrInvalidArgument);
+  EXPECT_EQ(std::string(tsrGetErrorString(tsrNotFound)), "not found");
+  EXPECT_EQ(static_cast<int>(tsrNotFound), 7);
+  EXPECT_EQ(static_cast<int>(tsrCorrupt), 8);
+}
+
+}  // namespace
