@@ -2,7 +2,8 @@
 # scripts/torch-check.sh — the PyTorch backend on a machine with torch (the GPU machine): build libtessera,
 # install the `tessera` Python package offline (pip install --no-build-isolation ./python), then run the
 # torch tests under `tessera run` in the worlds docs/torch.md lists, and the torch benchmarks.
-# Usage: scripts/torch-check.sh [BUILD_DIR] [tests|bench|all]   (default build-gpu, all)
+# Usage: scripts/torch-check.sh [BUILD_DIR] [tests|bench|all|install]   (default build-gpu, all; install: build
+# and install only)
 # Writes torch-*.log (and bench rows torch-bench.jsonl) under $OUT when set, else bench/results/.
 # Without a python that imports torch it says so and exits 77 (ctest's SKIPPED: how CI and the dev machine skip).
 set -uo pipefail
@@ -37,11 +38,12 @@ TESSERA_BUILD_DIR=$B "$PY" -m pip install --no-build-isolation --no-index --no-d
   > "$OUTDIR/torch-pip.log" 2>&1 || { grep -E "error|Error" "$OUTDIR/torch-pip.log" | head -40; echo "pip install FAILED"; exit 1; }
 (cd /tmp && "$PY" -c 'import torch, torch.distributed as d, tessera._C as c; print("tessera._C", c.version(), "registered:", "TESSERA" in d.Backend._plugins)')
 
+[ "$WHAT" = install ] && exit 0
 RC=0
 job() {  # job LABEL TIMEOUT tessera-run-args... -- program...
   local label=$1 lim=$2; shift 2
   echo "--- $label: tessera run $*"
-  timeout "$lim" "$T" run --timeout 60s "$@" > "$OUTDIR/torch-$label.log" 2>&1; local rc=$?
+  timeout "$lim" "$T" run --timeout 30s "$@" > "$OUTDIR/torch-$label.log" 2>&1; local rc=$?
   grep -E "FAIL|checks,|passed|FAILED|raised|replicas|uneven:|fsdp:|Error" "$OUTDIR/torch-$label.log" | head -12
   if [ $rc = 0 ]; then echo "$label: ok"; else echo "$label: FAILED (exit $rc)"; tail -20 "$OUTDIR/torch-$label.log"; RC=1; fi
 }
@@ -59,10 +61,10 @@ expect_fail() {  # a job whose ranks must all raise (fault injection): exit stat
 if [ "$WHAT" != bench ]; then
   step "operations x types x reduce ops (tests/torch/ops_worker.py)"
   W="$PY $ROOT/tests/torch/ops_worker.py"
-  job one-gpu 300 --island nvidia=cuda:1 -- $W
-  job two-islands-one-gpu 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $W
-  job gpu-plus-3cpu 400 --island nvidia=cuda:1 --island ascend=host:3 -- $W
-  job three-cpu 300 --island ascend=host:2 --island moore=host:1 -- $W
+  job two-islands-one-gpu 200 --island ascend=cuda:1 --island nvidia=cuda:1 -- $W
+  job gpu-plus-3cpu 200 --island nvidia=cuda:1 --island ascend=host:3 -- $W
+  job three-cpu 200 --island ascend=host:2 --island moore=host:1 -- $W
+  job one-gpu 200 --island nvidia=cuda:1 -- $W
 
   step "training (tests/torch/train_worker.py)"
   TW="$PY $ROOT/tests/torch/train_worker.py"

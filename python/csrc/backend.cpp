@@ -521,7 +521,7 @@ class Backend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& /*opts*/) override {
-    TORCH_CHECK(!coalescing_, "tessera: barrier inside a coalescing block is not supported");
+    TORCH_CHECK(pending_.empty(), "tessera: barrier after send/recv inside a coalescing block is not supported");
     Check(tsrBarrier(comm_), "barrier");
     return Done(c10d::OpType::BARRIER, "barrier", {});
   }
@@ -571,7 +571,7 @@ class Backend : public c10d::Backend {
     coalescing_ = false;
     std::vector<P2P> ops = std::move(pending_);
     pending_.clear();
-    if (ops.empty()) return Done(c10d::OpType::COALESCED, "coalesced", {});
+    if (ops.empty()) return Marker("coalesced");  // covers the collectives the block ran on the comm stream
     std::vector<at::Tensor> ins, outs;
     for (const auto& op : ops) (op.send ? ins : outs).push_back(op.t);
     return Run(c10d::OpType::COALESCED, "batch_isend_irecv", ins, outs, [&](tsrStream_t s) {
@@ -649,6 +649,30 @@ class Backend : public c10d::Backend {
       t.mul_(sup->double_factor);
   }
 
+  // A Work that completes when everything queued so far on the communication stream has (CPU: complete).
+  c10::intrusive_ptr<c10d::Work> Marker(const char* title) {
+#ifdef TESSERA_TORCH_CUDA
+    if (cuda_) {
+      c10::cuda::CUDAGuard guard(device_index_);
+      auto end = std::make_shared<at::cuda::CUDAEvent>();
+      end->record(stream_);
+      auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                          std::vector<c10::Device>{c10::Device(c10::kCUDA, device_index_)});
+      {
+        c10::cuda::CUDAStreamGuard on_comm(stream_);
+        fut->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
+      }
+      auto w = c10::make_intrusive<Work>(rank_, c10d::OpType::COALESCED, title, std::vector<at::Tensor>{},
+                                         std::move(fut), comm_);
+      w->end_ = std::move(end);
+      w->device_index_ = device_index_;
+      w->profiling_title_ = title;
+      return w;
+    }
+#endif
+    return Done(c10d::OpType::COALESCED, title, {});
+  }
+
   // A Work already complete (CPU, or nothing to wait for).
   c10::intrusive_ptr<c10d::Work> Done(c10d::OpType type, const char* title, std::vector<at::Tensor> outputs) {
     auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
@@ -664,8 +688,10 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& outputs, F&& body) {
     TORCH_CHECK(comm_ != nullptr, "tessera: ", title, " on a process group that was shut down");
-    TORCH_CHECK(!coalescing_ || type == c10d::OpType::COALESCED, "tessera: ", title,
-                " inside a coalescing block is not supported (only send/recv are)");
+    // Inside a coalescing block a collective runs at once (torch's fast path hands whole coalesced calls
+    // here); only after queued sends/receives would it be out of order, so that is refused.
+    TORCH_CHECK(!coalescing_ || type == c10d::OpType::COALESCED || pending_.empty(), "tessera: ", title,
+                " after send/recv inside one coalescing block is not supported (only send/recv are grouped)");
     std::optional<at::Device> dev;
     for (const auto* list : {&inputs, &outputs})
       for (const auto& t : *list) {

@@ -7,6 +7,7 @@ and every result is also checked to be bit-identical on all ranks (Tessera's pro
 new_group of some ranks and in both dimensions of a 2-D DeviceMesh when the world allows.
 Exit status 0 when everything passed; failures are printed as "FAIL ...".
 """
+import faulthandler
 import os
 import sys
 import traceback
@@ -45,6 +46,16 @@ def make(rank, n, dtype, kind="sum", seed=0):
     if kind == "prod":
         x = 1 + 0.05 * x
     return x.to(dtype)
+
+
+def step(what):
+    """Progress on every rank (prefixed by tessera run), and a Python stack dump if one step hangs."""
+    print(f"... {what}", flush=True)
+    faulthandler.cancel_dump_traceback_later()
+    faulthandler.dump_traceback_later(HANG_S, exit=True)
+
+
+HANG_S = int(os.environ.get("TESSERA_TEST_HANG_S", "90"))
 
 
 def record(ok, what):
@@ -112,6 +123,7 @@ def run_all(group, label):
         tag = f"[{label}] {dtype}"
         # allreduce with every op
         for opname in ops_for(dtype):
+            step(f"{tag} all_reduce {opname}")
             kind = "prod" if opname == "prod" else ("minmax" if opname in ("max", "min") else "sum")
             xs = [make(members[r], n, dtype, kind) for r in range(size)]
             t = xs[rank].clone().to(DEV)
@@ -127,6 +139,7 @@ def run_all(group, label):
             same_everywhere(t, group, f"{tag} all_reduce {opname}")
         xs = [make(members[r], n, dtype) for r in range(size)]
         # async_op + wait, and the future's value
+        step(f"{tag} async all_reduce")
         t = xs[rank].clone().to(DEV)
         work = dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group, async_op=True)
         fut = work.get_future()
@@ -134,10 +147,12 @@ def run_all(group, label):
         val = fut.wait()[0]
         record(close(val, ref_reduce(xs, "max", dtype), dtype)[0], f"{tag} all_reduce async future value")
         # broadcast from the last rank
+        step(f"{tag} broadcast")
         t = xs[rank].clone().to(DEV)
         dist.broadcast(t, src=members[-1], group=group)
         record(torch.equal(t.cpu(), xs[-1]), f"{tag} broadcast")
         # all_gather (list) and all_gather_into_tensor
+        step(f"{tag} all_gather")
         outs = [torch.empty(n, dtype=dtype, device=DEV) for _ in range(size)]
         dist.all_gather(outs, xs[rank].to(DEV), group=group)
         record(all(torch.equal(outs[r].cpu(), xs[r]) for r in range(size)), f"{tag} all_gather")
@@ -145,6 +160,7 @@ def run_all(group, label):
         dist.all_gather_into_tensor(big, xs[rank].to(DEV), group=group)
         record(torch.equal(big.cpu(), torch.cat(xs)), f"{tag} all_gather_into_tensor")
         # gather / scatter / reduce to the first rank
+        step(f"{tag} gather/scatter/reduce")
         root = members[0]
         gl = [torch.empty(n, dtype=dtype, device=DEV) for _ in range(size)] if rank == 0 else None
         dist.gather(xs[rank].to(DEV), gather_list=gl, dst=root, group=group)
@@ -161,6 +177,7 @@ def run_all(group, label):
             else:
                 record(torch.equal(t.cpu(), xs[rank]), f"{tag} reduce leaves non-root input unchanged")
         # reduce_scatter (list) and reduce_scatter_tensor
+        step(f"{tag} reduce_scatter")
         if dtype != torch.bool:
             full = [make(members[r], size * n, dtype) for r in range(size)]
             ref = ref_reduce(full, "sum", dtype)
@@ -171,6 +188,7 @@ def run_all(group, label):
             dist.reduce_scatter(out2, list(full[rank].to(DEV).chunk(size)), op=dist.ReduceOp.SUM, group=group)
             record(torch.equal(out2.cpu(), out.cpu()), f"{tag} reduce_scatter (list) equals reduce_scatter_tensor")
         # all_to_all_single, equal and uneven splits (rank r sends r+p+1 rows to p), and all_to_all
+        step(f"{tag} all_to_all")
         send = make(members[rank], size * 5, dtype).to(DEV)
         recv = torch.empty_like(send)
         dist.all_to_all_single(recv, send, group=group)
@@ -193,6 +211,7 @@ def run_all(group, label):
         record(all(torch.equal(outs[p].cpu(), make(members[p] * 31 + rank, 7, dtype)) for p in range(size)),
                f"{tag} all_to_all")
         # send/recv around the ring, then batch_isend_irecv both ways at once
+        step(f"{tag} send/recv")
         if size > 1:
             nxt, prv = members[(rank + 1) % size], members[(rank - 1) % size]
             buf = torch.empty(n, dtype=dtype, device=DEV)
@@ -213,6 +232,7 @@ def run_all(group, label):
             record(torch.equal(a.cpu(), xs[(rank - 1) % size]) and torch.equal(b.cpu(), xs[(rank + 1) % size]),
                    f"{tag} batch_isend_irecv")
     # coalesced forms
+    step(f"[{label}] coalesced")
     ts = [make(members[rank], k, torch.float32).to(DEV) for k in (5, 300, 17)]
     refs = [ref_reduce([make(members[r], k, torch.float32) for r in range(size)], "sum", torch.float32)
             for k in (5, 300, 17)]
@@ -250,6 +270,7 @@ def main():
     except Exception:
         traceback.print_exc()
         failures.append("exception")
+    faulthandler.cancel_dump_traceback_later()
     dist.destroy_process_group()
     print(f"rank {rank}: {checks} checks, {len(failures)} failed", flush=True)
     sys.exit(1 if failures else 0)

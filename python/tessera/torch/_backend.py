@@ -14,6 +14,7 @@ this rank's group rank and size, and the timeout. `_create`
 """
 import datetime
 import os
+import re
 import threading
 
 import torch
@@ -96,6 +97,14 @@ def island_layout(records):
     return out
 
 
+def parse_duration_ms(text):
+    """TESSERA_TIMEOUT's forms: "30", "30s", "500ms", "2m" -> milliseconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text or "")
+    if not m:
+        raise ValueError(f"tessera: TESSERA_TIMEOUT={text!r} is not a duration (30, 30s, 500ms, 2m)")
+    return int(float(m.group(1)) * {"ms": 1, "s": 1000, None: 1000, "m": 60000, "h": 3600000}[m.group(2)])
+
+
 def _create(dist_opts, backend_options):
     from .. import _C  # the extension; imported here so that registering needs only Python
 
@@ -105,6 +114,9 @@ def _create(dist_opts, backend_options):
         timeout_ms = int(timeout.total_seconds() * 1000)
     else:
         timeout_ms = int(float(timeout) * 1000)
+    # The group's timeout bounds every wait; TESSERA_TIMEOUT (set by `tessera run`) bounds it further.
+    if os.environ.get("TESSERA_TIMEOUT"):
+        timeout_ms = min(timeout_ms, parse_duration_ms(os.environ["TESSERA_TIMEOUT"]))
     options = backend_options if isinstance(backend_options, Options) else None
     device = _device(options)
     isl, vendor = _declared_island(options)
