@@ -118,6 +118,11 @@ def _create(dist_opts, backend_options):
     if os.environ.get("TESSERA_TIMEOUT"):
         timeout_ms = min(timeout_ms, parse_duration_ms(os.environ["TESSERA_TIMEOUT"]))
     options = backend_options if isinstance(backend_options, Options) else None
+    # The GPU<->host bridge of hybrid CUDA worlds: "staged" (pinned buffers + the host engine) unless the
+    # user chose. Through this backend the copy-engine device bridge gave a wrong MAX result and then a
+    # hang on two islands sharing one H200 (docs/torch.md, "Known problems"); every rank sets the same
+    # value, as Tessera requires.
+    os.environ.setdefault("TESSERA_CUDA_BRIDGE", "staged")
     device = _device(options)
     isl, vendor = _declared_island(options)
     kind = "host" if device == "host" else "cuda"
