@@ -146,8 +146,9 @@ async function pageQueue() {
 }
 
 async function pageJob(id) {
-  const [j, ck, log] = await Promise.all([
-    api('/v1/jobs/' + id), api('/v1/jobs/' + id + '/checkpoints'), api('/v1/jobs/' + id + '/logs?tail=6000', { text: true })]);
+  const j = await api('/v1/jobs/' + id);  // first: its error ("not found") is the one to show
+  const [ck, log] = await Promise.all([
+    api('/v1/jobs/' + id + '/checkpoints'), api('/v1/jobs/' + id + '/logs?tail=6000', { text: true })]);
   const p = j.progress || {};
   const atts = j.attempts_detail || [];
   return [
@@ -335,6 +336,7 @@ async function render() {
   } catch (e) {
     main.replaceChildren(el('p', { class: 'error', id: 'error' }, String(e.message || e)));
     main.dataset.page = 'error';
+    main.dataset.loaded = String(Date.now());
   } finally {
     rendering = false;
   }
