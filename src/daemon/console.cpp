@@ -181,11 +181,19 @@ std::string StateMetrics(const Caller& c, const View& v) {
     for (const auto& [k, s] : sums) x.Sample({{"type", k.first}, {"tenant", k.second}}, static_cast<double>(s.first));
   }
 
-  metrics::Default().Render(&x, [&](const Labels& l) {
-    for (const auto& [k, val] : l)
-      if (k == "tenant") return Sees(c, val);
-    return true;
-  });
+  // Event counters, per tenant: every known tenant's series starts at 0.
+  std::vector<Labels> tenants;
+  auto known = v.db->Query("SELECT name FROM tenants ORDER BY name");
+  if (known.ok())
+    for (const auto& r : *known) tenants.push_back({{"tenant", r["name"].get<std::string>()}});
+  metrics::Default().Render(
+      &x,
+      [&](const Labels& l) {
+        for (const auto& [k, val] : l)
+          if (k == "tenant") return Sees(c, val);
+        return true;
+      },
+      tenants);
   return x.Text();
 }
 

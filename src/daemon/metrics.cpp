@@ -125,14 +125,16 @@ void Registry::Observe(const std::string& name, double value, const Labels& labe
   h.count += 1;
 }
 
-void Registry::Render(Exposition* out, const std::function<bool(const Labels&)>& visible) const {
+void Registry::Render(Exposition* out, const std::function<bool(const Labels&)>& visible,
+                      const std::vector<Labels>& zero_series) const {
   std::lock_guard<std::mutex> lk(mu_);
   for (const auto& name : order_) {
     const Family& f = fams_.at(name);
     out->Family(name, f.histogram ? "histogram" : "counter", f.help);
     if (!f.histogram) {
-      if (!f.counters.count({})) out->Sample({}, 0);  // an unlabelled counter starts at 0
-      for (const auto& [labels, v] : f.counters)
+      std::map<Labels, double> series = f.counters;
+      for (const auto& z : zero_series) series.emplace(z, 0);  // known series start at 0
+      for (const auto& [labels, v] : series)
         if (labels.empty() || visible(labels)) out->Sample(labels, v);
       continue;
     }

@@ -66,9 +66,10 @@ class Registry {
   void DeclareHistogram(const std::string& name, const std::string& help, std::vector<double> bounds);
   void Inc(const std::string& name, const Labels& labels = {}, double by = 1);
   void Observe(const std::string& name, double value, const Labels& labels = {});
-  // Appends every declared family to `out`, with the series for which `visible(labels)` holds. Counters
-  // without labels are always printed (0 before the first event).
-  void Render(Exposition* out, const std::function<bool(const Labels&)>& visible) const;
+  // Appends every declared family to `out`, with the series for which `visible(labels)` holds (unlabelled
+  // ones always). Counter series in `zero_series` that have no event yet are printed as 0.
+  void Render(Exposition* out, const std::function<bool(const Labels&)>& visible,
+              const std::vector<Labels>& zero_series = {}) const;
   // The value of one counter series (0 when absent); for tests and the console.
   double CounterValue(const std::string& name, const Labels& labels) const;
 

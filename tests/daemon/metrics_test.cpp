@@ -134,7 +134,7 @@ TEST(MetricsFormat, HistogramBucketsAreCumulativeWithInfSumAndCount) {
   r.Inc("t_events_total", {{"tenant", "a"}}, 2);
   r.Inc("t_events_total", {{"tenant", "b"}});
   metrics::Exposition x;
-  r.Render(&x, [](const metrics::Labels& l) { return l[0].second == "a"; });
+  r.Render(&x, [](const metrics::Labels& l) { return l[0].second != "b"; }, {{{"tenant", "c"}}, {{"tenant", "a"}}});
   EXPECT_EQ(x.Text(),
             "# HELP t_seconds A test histogram.\n"
             "# TYPE t_seconds histogram\n"
@@ -145,8 +145,8 @@ TEST(MetricsFormat, HistogramBucketsAreCumulativeWithInfSumAndCount) {
             "t_seconds_count 4\n"
             "# HELP t_events_total A test counter.\n"
             "# TYPE t_events_total counter\n"
-            "t_events_total 0\n"
-            "t_events_total{tenant=\"a\"} 2\n");
+            "t_events_total{tenant=\"a\"} 2\n"
+            "t_events_total{tenant=\"c\"} 0\n");
   EXPECT_EQ(r.CounterValue("t_events_total", {{"tenant", "b"}}), 1);
   EXPECT_EQ(metrics::FormatValue(0.25), "0.25");
   EXPECT_EQ(metrics::FormatValue(1e300 * 1e300), "+Inf");
@@ -374,7 +374,9 @@ TEST_F(MetricsE2E, AdminScrapeAgreesWithTheApiAndTheLedger) {
   EXPECT_EQ(One(m, "tessera_job_resumes_total", {{"tenant", "alice"}}), resumes["alice"]);
   EXPECT_EQ(resumes["alice"], 1) << "the requeued job resumed from its checkpoint";
   EXPECT_EQ(One(m, "tessera_job_preemptions_total", {{"tenant", "alice"}}), 1);
-  EXPECT_EQ(One(m, "tessera_job_failures_total"), 0);
+  EXPECT_EQ(One(m, "tessera_job_failures_total", {{"tenant", "alice"}}), 0);
+  EXPECT_EQ(One(m, "tessera_job_failures_total", {{"tenant", "bob"}}), 0);
+  EXPECT_EQ(One(m, "tessera_job_preemptions_total", {{"tenant", "bob"}}), 0) << "known tenants start at 0";
   EXPECT_EQ(One(m, "tessera_wakeup_latency_seconds_count"), wakeups);
   EXPECT_EQ(One(m, "tessera_wakeup_latency_seconds_bucket", {{"le", "+Inf"}}), wakeups);
   auto passes = One(m, "tessera_scheduling_pass_duration_seconds_count");
