@@ -199,7 +199,8 @@ function complianceChart(days) {
     const x = L + i * bw;
     if (d.used) {
       const below = !d.compliant;
-      g.push(svg('rect', { x: x + bw * 0.15, y: y(d.share_ppm), width: bw * 0.7, height: y(0) - y(d.share_ppm),
+      const h = Math.max(2, y(0) - y(d.share_ppm));  // a day at 0% still shows a sliver
+      g.push(svg('rect', { x: x + bw * 0.15, y: y(0) - h, width: bw * 0.7, height: h,
         fill: below ? '#dc2626' : '#7c3aed', 'data-day': d.day, class: below ? 'below' : 'ok' },
       svg('title', {}, d.day + ': ' + d.share + ' against a floor of ' + d.floor)));
       if (below) g.push(svg('text', { x: x + bw / 2, y: y(d.share_ppm) - 4, 'text-anchor': 'middle', fill: '#dc2626' }, '▼'));
@@ -235,7 +236,7 @@ async function pageCompliance() {
     table('compliance-days', ['day', 'domestic share', 'floor', 'compliant', 'domestic card-h', 'total card-h'],
       c.days.slice().reverse().map((d) => ({ attrs: { 'data-day': d.day, class: d.used && !d.compliant ? 'bad' : null },
         cells: [d.day, d.used ? d.share : 'no usage', d.floor, d.used ? (d.compliant ? 'yes' : 'NO') : '-',
-          (d.domestic_card_seconds / 3600).toFixed(2), (d.total_card_seconds / 3600).toFixed(2)] })), [4, 5]),
+          (d.domestic_card_seconds / 3600).toFixed(3), (d.total_card_seconds / 3600).toFixed(3)] })), [4, 5]),
     el('h2', {}, 'Floor calendar (' + c.policy_source + ')'),
     c.calendar.length ? table('compliance-calendar', ['from', 'floor'], c.calendar.map((f) => [f.from === null ? 'always' : f.from, f.floor]))
       : el('p', { class: 'muted' }, 'no floor'),
