@@ -144,6 +144,8 @@ curl -s -H "Authorization: Bearer $(cat "$STATE/token")" "http://$ADDR/metrics" 
 if [ "${KEEP:-0}" = 1 ]; then
   echo "KEEP=1: the daemon and its web console stay up at http://$ADDR/ until Ctrl-C"
   while kill -0 "$DAEMON_PID" 2>/dev/null; do sleep 1; done
+else
+  echo "(KEEP=1 make demo keeps the daemon and its console up after this step, until Ctrl-C)"
 fi
 
 step "Done in $(($(date +%s) - T0)) s"

@@ -53,7 +53,11 @@ function fmtMs(ms) {
   if (ms === null || ms === undefined) return '-';
   return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
 }
-function money(micro) { return (micro / 1e6).toFixed(2); }
+// Micro-units to 2 decimals, rounded half away from zero on the integer, as the daemon and the CLI round.
+function money(micro) {
+  const cents = Math.floor((Math.abs(micro) + 5000) / 10000);
+  return (micro < 0 ? '-' : '') + Math.floor(cents / 100) + '.' + String(cents % 100).padStart(2, '0');
+}
 function jobLink(id) { return el('a', { href: '#/job/' + id, 'data-job-link': id }, '#' + id); }
 
 // ---- API -----------------------------------------------------------------------------------------------
@@ -270,6 +274,22 @@ function billChart(rows, types) {
     role: 'img', 'aria-label': 'amount per day and type' }, g);
 }
 
+// One horizontal bar per tenant: its amount.
+function tenantChart(totals) {
+  const W = 760, row = 22, L = 120, R = 90, H = Math.max(1, totals.length) * row + 10;
+  const max = Math.max(1, ...totals.map(([, e]) => e.micro));
+  const g = [];
+  totals.forEach(([t, e], i) => {
+    const y = 5 + i * row, w = ((W - L - R) * e.micro) / max;
+    g.push(svg('text', { x: L - 8, y: y + 14, 'text-anchor': 'end' }, t));
+    g.push(svg('rect', { x: L, y: y + 3, width: Math.max(1, w), height: row - 8, fill: '#0891b2', 'data-tenant': t },
+      svg('title', {}, t + ': ' + money(e.micro))));
+    g.push(svg('text', { x: L + w + 6, y: y + 14 }, money(e.micro)));
+  });
+  return svg('svg', { class: 'chart', id: 'bill-tenant-chart', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
+    role: 'img', 'aria-label': 'amount per tenant' }, g);
+}
+
 async function pageBill() {
   const b = await api('/v1/bill/daily');
   const types = [...new Set(b.rows.map((r) => r.type))].sort();
@@ -296,6 +316,7 @@ async function pageBill() {
     table('bill-by-type', ['type', 'card-hours', 'amount ' + b.currency],
       sum('type').map(([k, e]) => ({ attrs: { 'data-type': k }, cells: [k, (e.cs / 3600).toFixed(2), money(e.micro)] })), [1, 2]),
     el('h2', {}, 'Per tenant'),
+    tenantChart(sum('tenant')),
     table('bill-by-tenant', ['tenant', 'card-hours', 'amount ' + b.currency],
       sum('tenant').map(([k, e]) => ({ attrs: { 'data-tenant': k }, cells: [k, (e.cs / 3600).toFixed(2), money(e.micro)] })), [1, 2]),
     el('h2', {}, 'Per day, type and tenant'),

@@ -139,6 +139,7 @@ async function main() {
 
   // ---- admin ----
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+  ctx.setDefaultTimeout(60000);  // generous: ctest runs this next to other tests on a loaded machine
   const page = await ctx.newPage();
   page.on('pageerror', (e) => check(false, 'no script error in the page', String(e)));
   await page.goto(base + '/');
@@ -224,6 +225,15 @@ async function main() {
     bill.rows.map((r) => [r.day, r.type, r.tenant, String(r.card_seconds), r.amount]), 'bill: rows match /v1/bill/daily');
   eq(await text(page, '#bill-total'), bill.total + ' ' + bill.currency, 'bill: total');
   check(bill.rows.some((r) => r.tenant === 'bob'), 'bill: bob was billed');
+  // Per type and per tenant: the same amounts as `tessera bill --by type|tenant` over the daemon's ledger.
+  const cli = (by) => execFileSync(TESSERA, ['bill', '--by', by, '--csv', '--db', path.join(state, 'ledger.db')],
+    { encoding: 'utf8' }).trim().split('\n').slice(1).map((l) => l.split(',')).map((f) => [f[0], f[3]]);
+  eq((await rows(page, 'bill-by-type')).map((r) => [r.cells[0], r.cells[2]]), cli('type'),
+    'bill: per type as `tessera bill --by type`');
+  eq((await rows(page, 'bill-by-tenant')).map((r) => [r.cells[0], r.cells[2]]), cli('tenant'),
+    'bill: per tenant as `tessera bill --by tenant`');
+  const tenantBars = await page.$$eval('#bill-tenant-chart rect', (rs) => rs.map((r) => r.dataset.tenant));
+  eq(tenantBars, cli('tenant').map((r) => r[0]), 'bill: one bar per tenant');
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('#bill-csv')]);
   const csv = fs.readFileSync(await download.path(), 'utf8');
   eq(csv, await api('/v1/bill/daily?format=csv', null, { text: true }), 'bill: the CSV download is the API\'s CSV');
@@ -231,6 +241,7 @@ async function main() {
 
   // ---- a tenant: bob sees his jobs and bills, not alice's ----
   const bctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  bctx.setDefaultTimeout(60000);
   const bp = await bctx.newPage();
   await bp.goto(base + '/#/queue');
   check(!(await bp.evaluate(() => sessionStorage.getItem('tessera.token'))), 'a new browser session is not logged in');
