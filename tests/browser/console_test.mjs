@@ -258,9 +258,10 @@ async function main() {
   const bobBill = await rows(bp, 'bill-rows');
   check(bobBill.length > 0 && bobBill.every((r) => r.cells[2] === 'bob'), 'bob: only his bill rows', bobBill);
   eq(await text(bp, '#bill-total'), (await api('/v1/bill/daily', 'tok-bob')).total + ' CNY', 'bob: his total');
+  await shot(bp, 'tenant-bill');
   await open(bp, '#/job/' + train, 'job');
   check((await text(bp, '#main')).includes('job ' + train + ' not found'), 'bob: alice\'s job page says not found');
-  await shot(bp, 'tenant-bill');
+  await shot(bp, 'tenant-job-not-found');
 }
 
 main().then(() => 0, (e) => {
