@@ -213,15 +213,16 @@ function complianceChart(days) {
     }
     g.push(svg('line', { x1: x, y1: y(d.floor_ppm), x2: x + bw, y2: y(d.floor_ppm), stroke: '#111827',
       'stroke-width': 2, 'stroke-dasharray': '5,3', class: 'floor' }));
-    if (n <= 31 && (i % Math.ceil(n / 14) === 0 || i === n - 1))
+    if (i % Math.ceil(n / 14) === 0 || i === n - 1)
       g.push(svg('text', { x: x + bw / 2, y: H - B + 14, 'text-anchor': 'middle' }, d.day.slice(5)));
   });
   return svg('svg', { class: 'chart', id: 'compliance-chart', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
     role: 'img', 'aria-label': 'domestic share per day against the floor' }, g);
 }
 
-async function pageCompliance() {
-  const c = await api('/v1/compliance?days=14');
+async function pageCompliance(days) {
+  const n = Math.min(366, Math.max(1, Number(days) || 14));
+  const c = await api('/v1/compliance?days=' + n);
   const below = c.days.filter((d) => d.used && !d.compliant);
   return [
     el('h1', {}, 'Compliance: the domestic share'),
@@ -229,7 +230,9 @@ async function pageCompliance() {
       card('share now (running jobs)', c.share_now || '-', 'compliance-share-now'),
       card('floor in force today', c.floor_today, 'compliance-floor-today'),
       card('unit', c.unit, 'compliance-unit'),
-      card('days below the floor (14 d)', String(below.length), 'compliance-below')),
+      card('days below the floor (' + n + ' d)', String(below.length), 'compliance-below')),
+    el('p', { class: 'muted' }, 'last ', [7, 14, 30, 90].map((d) => [d === n ? el('b', {}, d + ' days')
+      : el('a', { href: '#/compliance/' + d }, d + ' days'), ' ']), '(UTC days; the ledger bills an attempt when it ends)'),
     complianceChart(c.days),
     el('p', { class: 'legend' },
       el('span', {}, swatch('#7c3aed'), 'share of the day (compliant)'),
@@ -344,13 +347,14 @@ async function render() {
     let nodes;
     if (page === 'queue') nodes = await pageQueue();
     else if (page === 'job' && m[2]) nodes = await pageJob(m[2]);
-    else if (page === 'compliance') nodes = await pageCompliance();
+    else if (page === 'compliance') nodes = await pageCompliance(m[2]);
     else if (page === 'bill') nodes = await pageBill();
     else nodes = await pageFleet();
     const logBefore = document.getElementById('job-log');
     const stick = logBefore && logBefore.scrollTop + logBefore.clientHeight >= logBefore.scrollHeight - 4;
     main.replaceChildren(...nodes.filter(Boolean));
     main.dataset.page = page;
+    main.dataset.view = hash;
     main.dataset.loaded = String(Date.now());
     const log = document.getElementById('job-log');
     if (log && (stick || !logBefore)) log.scrollTop = log.scrollHeight;
@@ -358,6 +362,7 @@ async function render() {
   } catch (e) {
     main.replaceChildren(el('p', { class: 'error', id: 'error' }, String(e.message || e)));
     main.dataset.page = 'error';
+    main.dataset.view = hash;
     main.dataset.loaded = String(Date.now());
   } finally {
     rendering = false;

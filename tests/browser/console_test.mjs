@@ -128,10 +128,12 @@ async function main() {
   const open = async (page, hash, name) => {
     const before = await page.evaluate(() => document.getElementById('main').dataset.loaded || '0');
     await page.goto(base + '/' + hash);
-    await page.waitForFunction(([n, b]) => {
+    // Rendered for this hash (a refresh of the previous view may land first), after the navigation.
+    await page.waitForFunction(([h, n, b]) => {
       const m = document.getElementById('main');
-      return (m.dataset.page === n || m.dataset.page === 'error') && (m.dataset.loaded || '0') !== b;
-    }, [name, before]);
+      return m.dataset.view === h && (m.dataset.page === n || m.dataset.page === 'error') &&
+        (m.dataset.loaded || '0') !== b;
+    }, [hash, name, before]);
   };
   const rows = (page, id) => page.$$eval('#' + id + ' tbody tr', (trs) => trs.map((tr) => ({
     data: { ...tr.dataset }, cells: [...tr.children].map((td) => td.textContent) })));
@@ -217,6 +219,9 @@ async function main() {
   eq(belowBars, comp.days.filter((d) => d.used && !d.compliant).map((d) => d.day), 'compliance: days below the floor marked');
   eq(await text(page, '#compliance-floor-today'), comp.floor_today, 'compliance: floor in force today');
   await shot(page, 'compliance');
+  await open(page, '#/compliance/30', 'compliance');
+  eq((await rows(page, 'compliance-days')).length, (await api('/v1/compliance?days=30')).days.length,
+    'compliance: the last 30 days on request');
 
   // Bill: rows per day, type and tenant as /v1/bill/daily; the CSV download is the API's CSV.
   await open(page, '#/bill', 'bill');
