@@ -16,7 +16,7 @@ function el(tag, attrs, ...children) {
     else if (k === 'onclick') e.addEventListener('click', v);
     else e.setAttribute(k, v === true ? '' : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     e.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -26,7 +26,7 @@ const SVGNS = 'http://www.w3.org/2000/svg';
 function svg(tag, attrs, ...children) {
   const e = document.createElementNS(SVGNS, tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined) continue;
     e.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -243,7 +243,7 @@ async function pageCompliance(days) {
     table('compliance-days', ['day', 'domestic share', 'floor', 'compliant', 'domestic card-h', 'total card-h'],
       c.days.slice().reverse().map((d) => ({ attrs: { 'data-day': d.day, class: d.used && !d.compliant ? 'bad' : null },
         cells: [d.day, d.used ? d.share : 'no usage', d.floor, d.used ? (d.compliant ? 'yes' : 'NO') : '-',
-          (d.domestic_card_seconds / 3600).toFixed(3), (d.total_card_seconds / 3600).toFixed(3)] })), [4, 5]),
+          (d.domestic_card_seconds / 3600).toFixed(4), (d.total_card_seconds / 3600).toFixed(4)] })), [4, 5]),
     el('h2', {}, 'Floor calendar (' + c.policy_source + ')'),
     c.calendar.length ? table('compliance-calendar', ['from', 'floor'], c.calendar.map((f) => [f.from === null ? 'always' : f.from, f.floor]))
       : el('p', { class: 'muted' }, 'no floor'),

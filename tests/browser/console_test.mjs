@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // tests/browser/console_test.mjs: the daemon's web console in a real browser (Debian's chromium, headless,
-// driven by playwright-core from .deps/node). It starts a daemon with the demo fleet and two tenants,
-// submits jobs (the example trainer, which checkpoints; short and waiting sleep jobs), then loads every
+// driven by playwright-core from .deps/node). It starts a daemon with the demo fleet and two tenants, a policy
+// whose floor calendar changes and nine days of billed history (`tessera bill record`), submits jobs (the
+// example trainer, which checkpoints; short and waiting sleep jobs), then loads every
 // page as admin and checks what it shows against the API's own answers, downloads the bill's CSV, logs in
 // as a tenant and checks that another tenant's jobs and bills are absent, and saves a screenshot of each page.
 //
@@ -98,9 +99,24 @@ async function main() {
   await waitFor(() => fs.existsSync(path.join(state, 'daemon.json')), 30000, 'the daemon to start');
   base = 'http://' + JSON.parse(fs.readFileSync(path.join(state, 'daemon.json'), 'utf8')).address;
   adminToken = fs.readFileSync(path.join(state, 'token'), 'utf8').trim();
+  // The demo fleet and catalog; a policy whose floor calendar changes (40% from 20 days ago, 50% from 5 days
+  // ago: today's floor is the demo's 50%).
+  const day = (ago) => new Date(Date.now() - ago * 86400000).toISOString().slice(0, 10);
+  const policy = `unit: cards\ncalendar:\n  - {from: ${day(20)}, floor: 40%}\n  - {from: ${day(5)}, floor: 50%}\n`;
+  fs.writeFileSync(path.join(dir, 'policy.yaml'), policy);
   await api('/v1/fleet', null, { method: 'PUT', body: {
     fleet: doc(path.join(SRC, 'examples/demo/fleet.yaml')), catalog: doc(path.join(SRC, 'examples/demo/catalog.yaml')),
-    policy: doc(path.join(SRC, 'examples/demo/policy.yaml')) } });
+    policy: { source: 'policy.yaml', yaml: policy } } });
+  // Nine days of history, appended to the daemon's ledger with `tessera bill record` (the ledger takes
+  // several writers): 2 Ascend and 2 H800 cards for a few hours a day; some days fall below that day's floor.
+  const hours = [[6, 4], [5, 5], [3, 7], [6, 4], [4, 6], [4, 6], [7, 3], [2, 8], [5, 5]];  // [910B h, H800 h]
+  hours.forEach(([a, n], i) => {
+    const d = day(9 - i), tenant = i % 2 ? 'bob' : 'alice';
+    for (const [type, h] of [['ascend-910b', a], ['nvidia-h800', n]])
+      execFileSync(TESSERA, ['bill', 'record', '--db', path.join(state, 'ledger.db'), '--catalog',
+        path.join(SRC, 'examples/demo/catalog.yaml'), '--job', 'history-' + d, '--tenant', tenant, '--type', type,
+        '--cards', '2', '--start', d + 'T08:00:00Z', '--end', d + 'T' + String(8 + h).padStart(2, '0') + ':00:00Z']);
+  });
 
   // alice trains on both 910B cards (the example trainer: progress, loss, checkpoints); bob's short job
   // runs on one H800 and is billed; two jobs wait: alice's needs more 910B cards than exist, bob's waits
@@ -218,6 +234,21 @@ async function main() {
   const belowBars = await page.$$eval('#compliance-chart rect.below', (rs) => rs.map((r) => r.dataset.day));
   eq(belowBars, comp.days.filter((d) => d.used && !d.compliant).map((d) => d.day), 'compliance: days below the floor marked');
   eq(await text(page, '#compliance-floor-today'), comp.floor_today, 'compliance: floor in force today');
+  check(belowBars.length >= 3 && comp.days.filter((d) => d.used).length >= 10, 'compliance: history with days below',
+    belowBars);
+  // Each used day as `tessera bill compliance --day D` reports it over the same ledger and policy.
+  for (const d of comp.days.filter((x) => x.used)) {
+    let out;
+    try {
+      out = execFileSync(TESSERA, ['bill', 'compliance', '--day', d.day, '--policy', path.join(dir, 'policy.yaml'),
+        '--db', path.join(state, 'ledger.db')], { encoding: 'utf8' });
+    } catch (e) {
+      out = e.stdout;  // exit status 1: not compliant
+    }
+    const m = out.match(/domestic share (\S+) against a floor of (\S+) in force that day: (\S+)/);
+    eq(m && [m[1], m[2], m[3]], [d.share, d.floor, d.compliant ? 'COMPLIANT' : 'NOT'],
+      'compliance: ' + d.day + ' as `tessera bill compliance`');
+  }
   await shot(page, 'compliance');
   await open(page, '#/compliance/30', 'compliance');
   eq((await rows(page, 'compliance-days')).length, (await api('/v1/compliance?days=30')).days.length,
