@@ -75,7 +75,8 @@ async function api(path, opts) {
 
 // ---- pages ---------------------------------------------------------------------------------------------
 async function pageFleet() {
-  const f = await api('/v1/fleet');
+  const [f, cost] = await Promise.all([api('/v1/fleet'), api('/v1/cost')]);
+  const costOf = new Map(cost.by_type.map((t) => [t.type, t.cost_per_hour]));
   const groups = new Map();  // type|zone -> {type, zone, cards, used, free, emulated}
   for (const n of f.nodes) {
     const k = n.type + '|' + n.zone;
@@ -98,6 +99,7 @@ async function pageFleet() {
     el('h1', {}, 'Fleet'),
     el('div', { class: 'cards' },
       card('cards busy', totals.used + ' / ' + totals.cards, 'fleet-busy'),
+      card('cost per hour now', cost.cost_per_hour + ' ' + cost.currency, 'fleet-cost'),
       card('domestic share now', f.share_now || '-', 'fleet-share'),
       card('floor in force today', f.floor_today + ' (' + f.unit + ')', 'fleet-floor'),
       card('compliant', f.compliant === undefined ? '-' : f.compliant ? 'yes' : 'NO', 'fleet-compliant')),
@@ -114,8 +116,10 @@ async function pageFleet() {
         cells: [n.id, n.zone, n.type, n.cards, n.used, n.free, busyBar(n.used, n.cards), emuTag(n.emulated)] })),
       [3, 4, 5]),
     el('h2', {}, 'Catalog (' + f.currency + ', ' + (f.price_version || 'no price version') + ')'),
-    table('fleet-catalog', ['type', 'vendor', 'domestic', 'price per card-hour'],
-      f.catalog.map((t) => [t.name, t.vendor, t.domestic ? 'yes' : 'no', t.price_per_card_hour]), [3]),
+    table('fleet-catalog', ['type', 'vendor', 'domestic', 'price per card-hour', 'cost per hour now'],
+      f.catalog.map((t) => ({ attrs: { 'data-type': t.name },
+        cells: [t.name, t.vendor, t.domestic ? 'yes' : 'no', t.price_per_card_hour, costOf.get(t.name) || '0.00'] })),
+      [3, 4]),
     el('p', { class: 'muted' }, 'fleet ' + (f.fleet_source || '(none registered)') + ' · policy ' + f.policy_source),
   ];
 }

@@ -77,6 +77,24 @@ sched::Money PartAmount(const sched::UsageRecord& r, int64_t a, int64_t b) {
          sched::RateSeconds(r.price_per_card_hour, r.cards, a - r.start);
 }
 
+// Cards allocated now and their cost per hour, per catalog type (catalog order).
+struct TypeCost {
+  std::string type;
+  int64_t cards = 0;
+  sched::Money per_hour = 0;
+};
+std::vector<TypeCost> CostNow(const View& v) {
+  std::map<std::string, int64_t> used;
+  if (v.have_fleet)
+    for (const auto& r : v.running)
+      for (const auto& a : r.allocations)
+        if (const auto* n = v.fleet->fleet.Find(a.node)) used[n->type] += a.cards;
+  std::vector<TypeCost> out;
+  for (const auto& t : v.catalog->types)
+    out.push_back({t.name, used[t.name], sched::RateSeconds(t.price_per_card_hour, used[t.name], 3600)});
+  return out;
+}
+
 // ---- /metrics -------------------------------------------------------------------------------------------
 
 // Everything but the checkpoints (scanned outside the daemon's lock), for `c`.
@@ -88,13 +106,11 @@ std::string StateMetrics(const Caller& c, const View& v) {
 
   // Cards per type, zone and emulation.
   std::map<std::tuple<std::string, std::string, std::string>, std::pair<int64_t, int64_t>> cards;  // total, used
-  std::map<std::string, int64_t> used_by_type;
   if (v.have_fleet)
     for (const auto& n : v.fleet->fleet.nodes) {
       auto& e = cards[{n.type, n.zone, v.fleet->IsEmulated(n.id) ? "true" : "false"}];
       e.first += n.cards;
       e.second += used_by_node[n.id];
-      used_by_type[n.type] += used_by_node[n.id];
     }
   const char* names[3] = {"tessera_fleet_cards", "tessera_fleet_cards_used", "tessera_fleet_cards_free"};
   const char* helps[3] = {"Cards in the registered fleet, per accelerator type and zone.",
@@ -158,9 +174,7 @@ std::string StateMetrics(const Caller& c, const View& v) {
 
   // Cost per hour of what runs now.
   x.Family("tessera_cost_per_hour", "gauge", "Cost per hour of the cards allocated now, per type, in the currency.");
-  for (const auto& t : v.catalog->types)
-    x.Sample({{"type", t.name}, {"currency", v.catalog->currency}},
-             Units(sched::RateSeconds(t.price_per_card_hour, used_by_type[t.name], 3600)));
+  for (const auto& t : CostNow(v)) x.Sample({{"type", t.type}, {"currency", v.catalog->currency}}, Units(t.per_hour));
 
   // The bill, from the ledger (append-only: these only grow).
   if (v.ledger && !c.anonymous) {
@@ -322,6 +336,25 @@ void RegisterRoutes(httplib::Server* http, Locked locked) {
   http->Get("/v1/whoami", [locked](const httplib::Request& req, httplib::Response& res) {
     locked(req, res, true, [&](const Caller& c, const View&) {
       Reply(res, 200, {{"tenant", c.tenant}, {"admin", c.admin}});
+    });
+  });
+
+  http->Get("/v1/cost", [locked](const httplib::Request& req, httplib::Response& res) {
+    locked(req, res, true, [&](const Caller&, const View& v) {
+      json types = json::array();
+      sched::Money total = 0;
+      for (const auto& t : CostNow(v)) {
+        total += t.per_hour;
+        types.push_back({{"type", t.type},
+                         {"cards", t.cards},
+                         {"cost_per_hour", sched::FormatMoney(t.per_hour)},
+                         {"cost_per_hour_micro", t.per_hour}});
+      }
+      Reply(res, 200,
+            {{"currency", v.catalog->currency},
+             {"by_type", types},
+             {"cost_per_hour", sched::FormatMoney(total)},
+             {"cost_per_hour_micro", total}});
     });
   });
 

@@ -7,6 +7,7 @@
 //   GET /v1/compliance[?days=N]    the domestic share per day over the last N days against the floor calendar
 //   GET /v1/jobs/ID/checkpoints    the job's committed checkpoints with the tiers holding each (hot, warm, cold)
 //   GET /v1/whoami                 {tenant, admin} of the bearer token (the console's login)
+//   GET /v1/cost                   cards allocated now and their cost per hour, per type and in total
 // The routes read the daemon's state through one hook that takes the daemon's lock and authenticates the
 // bearer token exactly as the rest of the API does, so the console and the CLI read the same answers.
 #pragma once

@@ -179,6 +179,11 @@ async function main() {
   check(nodes.every((r) => r.cells[7] === 'emulated (host ranks)'), 'fleet: emulated cards are labelled');
   eq(await text(page, '#fleet-share'), fleet.share_now, 'fleet: domestic share now matches /v1/fleet');
   eq(await text(page, '#fleet-floor'), fleet.floor_today + ' (' + fleet.unit + ')', 'fleet: floor matches /v1/fleet');
+  const cost = await api('/v1/cost');
+  eq(await text(page, '#fleet-cost'), cost.cost_per_hour + ' ' + cost.currency, 'fleet: cost per hour now matches /v1/cost');
+  eq((await rows(page, 'fleet-catalog')).map((r) => [r.data.type, r.cells[4]]),
+    cost.by_type.map((t) => [t.type, t.cost_per_hour]), 'fleet: cost per hour per type matches /v1/cost');
+  check(cost.cost_per_hour === '4.80', 'fleet: two 910B cards at 2.40 cost 4.80 per hour', cost);
   const groups = await rows(page, 'fleet-groups');
   check(groups.length === 2 && groups.every((g) => g.cells[9] === 'emulated (host ranks)'), 'fleet: one row per type and zone');
   await shot(page, 'fleet');

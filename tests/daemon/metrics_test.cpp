@@ -345,6 +345,12 @@ TEST_F(MetricsE2E, AdminScrapeAgreesWithTheApiAndTheLedger) {
   for (const char* t : {"ascend-910b", "nvidia-h800"})
     EXPECT_NEAR(One(m, "tessera_cost_per_hour", {{"type", t}, {"currency", "CNY"}}).value_or(-1), cost[t], 0.005) << t;
   EXPECT_NEAR(cost["ascend-910b"], 2.4, 1e-9);
+  json cost_api = Get(*admin_, "/v1/cost");
+  for (const auto& t : cost_api["by_type"])
+    EXPECT_DOUBLE_EQ(One(m, "tessera_cost_per_hour", {{"type", t["type"]}, {"currency", "CNY"}}).value_or(-1),
+                     t["cost_per_hour_micro"].get<int64_t>() / 1e6)
+        << t;
+  EXPECT_EQ(cost_api["cost_per_hour_micro"], 2400000);
 
   // The bill per type and tenant: the ledger itself, as `tessera bill --tenant T --by type` reads it.
   auto ledger = sched::Ledger::Open(d_->state() + "/ledger.db");
