@@ -90,8 +90,8 @@ for ((i = 0; i < 100; i++)); do [ -f "$STATE/daemon.json" ] && break; sleep 0.1;
 [ -f "$STATE/daemon.json" ] || { cat "$STATE/daemon.log" >&2; exit 1; }
 head -1 "$STATE/daemon.log"
 ADDR=$(sed 's/.*"address":"\([^"]*\)".*/\1/' "$STATE/daemon.json")
-printf '\033[1mweb console: http://%s/\033[0m  (log in with the admin token: cat %s/token); metrics: http://%s/metrics\n' \
-  "$ADDR" "$STATE" "$ADDR"
+printf '\033[1mweb console: http://%s/\033[0m  (log in with the admin token: cat %s/token)\n' "$ADDR" "$STATE"
+echo "metrics: http://$ADDR/metrics"
 
 step "2. Register the example fleet: host-emulated Ascend 910B and NVIDIA H800 cards, the brief's prices"
 run "$TESSERA" fleet register "$ROOT/examples/demo/fleet.yaml" --catalog "$ROOT/examples/demo/catalog.yaml" \
