@@ -449,7 +449,7 @@ void RegisterRoutes(httplib::Server* http, Locked locked) {
     try {
       id = std::stoll(req.matches[1]);
     } catch (const std::exception&) {
-      return Error(res, 404, "no such job");
+      return Error(res, 404, "job " + std::string(req.matches[1]) + " not found");
     }
     locked(req, res, true, [&](const Caller& c, const View& v) {
       auto row = v.db->QueryOne("SELECT * FROM jobs WHERE id=?1", {id}, fmt::format("job {}", id));
