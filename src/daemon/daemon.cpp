@@ -28,14 +28,15 @@
 
 #include "common/env.hpp"
 #include "common/log.hpp"
-#include "daemon/console.hpp"
 #include "daemon/executor.hpp"
 #include "daemon/jobspec.hpp"
-#include "daemon/metrics.hpp"
 #include "daemon/state.hpp"
 #include "daemon/util.hpp"
 #include "tessera/ckpt.hpp"
 #include "tessera/sched.hpp"
+// The operator's view (issue #20): /metrics, the web console and its endpoints.
+#include "daemon/console.hpp"
+#include "daemon/metrics.hpp"
 
 namespace tessera::daemon {
 
