@@ -8,7 +8,8 @@
 //
 // Usage: node console_test.mjs --tessera BIN --trainer BIN --source DIR [--screenshots DIR]
 // Exit status: 0 passed, 1 failed, 77 skipped (no chromium or no playwright-core; ctest SKIP_RETURN_CODE).
-import {spawn, execFileSync} from 'node:child_process';
+import {execFileSync, spawn} from 'node:child_process';
+import crypto from 'node:crypto';
 import {createRequire} from 'node:module';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -61,15 +62,37 @@ async function waitFor(pred, ms, what) {
 
 // ---- the daemon ----------------------------------------------------------------------------------------
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tessera-console-'));
+// A daemon running as root may run jobs as an unprivileged user: what they write must be reachable by it.
+fs.chmodSync(dir, 0o755);
+const out = path.join(dir, 'out');
+fs.mkdirSync(out);
+fs.chmodSync(out, 0o777);
 const state = path.join(dir, 'state');
 const daemonLog = fs.openSync(path.join(dir, 'daemon.log'), 'a');
+// Tenants alice (tok-alice) and bob (tok-bob): a `--tenants FILE` of token hashes (mode 0600) where this daemon
+// takes one, else `--tenant NAME=TOKEN`.
+function tenantFlags() {
+  const help = spawnSyncText(TESSERA, ['daemon', '--help']);
+  if (!help.includes('--tenants')) return ['--tenant', 'alice=tok-alice', '--tenant', 'bob=tok-bob'];
+  const sha = (t) => crypto.createHash('sha256').update(t).digest('hex');
+  const file = path.join(dir, 'tenants.yaml');
+  fs.writeFileSync(
+      file,
+      `tenants:\n  - {name: alice, token_sha256: ${sha('tok-alice')}}\n` +
+          `  - {name: bob, token_sha256: ${sha('tok-bob')}}\n`,
+      {mode: 0o600});
+  return ['--tenants', file];
+}
+function spawnSyncText(cmd, argv) {
+  try {
+    return execFileSync(cmd, argv, {encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe']});
+  } catch (e) {
+    return String(e.stdout || '') + String(e.stderr || '');
+  }
+}
 const daemon = spawn(
-    TESSERA,
-    [
-      'daemon', '--state-dir', state, '--port', '0', '--tick', '50ms', '--tenant', 'alice=tok-alice', '--tenant',
-      'bob=tok-bob'
-    ],
-    {stdio: ['ignore', daemonLog, daemonLog]});
+    TESSERA, ['daemon', '--state-dir', state, '--port', '0', '--tick', '50ms', ...tenantFlags()],
+    {stdio: ['ignore', daemonLog, daemonLog], env: {...process.env, TESSERA_HOME: state}});
 let browser = null;
 
 function cleanup() {
@@ -107,7 +130,7 @@ async function api(p, token, opts = {}) {
 const doc = (file) => ({source: path.basename(file), yaml: fs.readFileSync(file, 'utf8')});
 function sleepJob(name, priority, cards, secs, compatible) {
   return `name: ${name}\npriority: ${priority}\nclass: mlp-train\ncards: ${cards}\ncompatible: ${compatible}\n` +
-      `command: [${SRC}/tests/daemon/sleep_job.sh, "${secs}"]\nenv: {OUT_PREFIX: "${dir}/${name}-"}\ngrace: 5s\n`;
+      `command: [${SRC}/tests/daemon/sleep_job.sh, "${secs}"]\nenv: {OUT_PREFIX: "${out}/${name}-"}\ngrace: 5s\n`;
 }
 const submit = async (token, yaml) =>
     (await api('/v1/jobs', token, {method: 'POST', body: {source: 'job.yaml', yaml, base_dir: dir}})).id;

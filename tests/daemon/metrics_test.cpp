@@ -169,6 +169,23 @@ nodes:
   - {id: n-h800, zone: z, type: nvidia-h800, cards: 2}
 )";
 
+// The daemon's tenant flags for alice (tok-alice) and bob (tok-bob): a `--tenants FILE` of token hashes (mode
+// 0600) where this daemon takes one, else `--tenant NAME=TOKEN`.
+std::vector<std::string> TenantFlags(const std::string& dir) {
+  std::string help;
+  Shell(Bin() + " daemon --help 2>&1", &help);
+  if (help.find("--tenants") == std::string::npos) return {"--tenant", "alice=tok-alice", "--tenant", "bob=tok-bob"};
+  std::string yaml = "tenants:\n";
+  for (const char* name : {"alice", "bob"}) {
+    std::string hash;
+    Shell(fmt::format("printf %s tok-{} | sha256sum", name), &hash);
+    yaml += fmt::format("  - {{name: {}, token_sha256: {}}}\n", name, hash.substr(0, 64));
+  }
+  WriteText(dir + "/tenants.yaml", yaml);
+  EXPECT_EQ(::chmod((dir + "/tenants.yaml").c_str(), 0600), 0);
+  return {"--tenants", dir + "/tenants.yaml"};
+}
+
 struct Reply {
   int status = 0;
   std::string content_type, body;
@@ -178,9 +195,11 @@ class MetricsE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("metrics");
-    ASSERT_EQ(::mkdir((dir_ + "/out").c_str(), 0755), 0);
-    d_ = std::make_unique<DaemonProcess>(
-        dir_ + "/state", std::vector<std::string>{"--tenant", "alice=tok-alice", "--tenant", "bob=tok-bob"});
+    // A daemon running as root may run jobs as an unprivileged user: what they write must be reachable by it.
+    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((dir_ + "/out").c_str(), 0777), 0);
+    ASSERT_EQ(::chmod((dir_ + "/out").c_str(), 0777), 0);
+    d_ = std::make_unique<DaemonProcess>(dir_ + "/state", TenantFlags(dir_));
     d_->Start();
     admin_ = d_->Admin();
     alice_ = d_->ClientFor("tok-alice");
@@ -226,7 +245,7 @@ class MetricsE2E : public ::testing::Test {
   }
   void TearDown() override {
     d_.reset();
-    if (!HasFailure()) Shell("rm -rf '" + dir_ + "' '" + dir_ + "/state.daemon.log'");
+    if (!HasFailure()) Shell("rm -rf '" + dir_ + "' '" + dir_ + "/state.daemon.log' '" + dir_ + "/state-work'");
   }
 
   void WriteCheckpoints(const std::string& root, const std::string& cold) {
