@@ -8,7 +8,9 @@
 #   5. interrupts it (a higher-priority job takes the 910B cards: SIGTERM -> checkpoint -> queue), and shows
 #      it waking up by itself and resuming from its checkpoint when the cards free up, then checks that it
 #      ends with the same parameter bits as the same job run without interruption;
-#   6. prints the bill and the domestic-share compliance report.
+#   6. prints the bill and the domestic-share compliance report (and the same series from /metrics).
+# The daemon's web console (http://ADDRESS/, printed at step 1) shows the jobs, bills and compliance as they
+# happen; with KEEP=1 the daemon stays up after the last step until Ctrl-C.
 # Finishes in about two minutes on a 2-core machine; the daemon and any job are stopped on exit.
 # Usage: scripts/demo.sh [path/to/tessera]
 set -euo pipefail
@@ -87,6 +89,9 @@ DAEMON_PID=$!
 for ((i = 0; i < 100; i++)); do [ -f "$STATE/daemon.json" ] && break; sleep 0.1; done
 [ -f "$STATE/daemon.json" ] || { cat "$STATE/daemon.log" >&2; exit 1; }
 head -1 "$STATE/daemon.log"
+ADDR=$(sed 's/.*"address":"\([^"]*\)".*/\1/' "$STATE/daemon.json")
+printf '\033[1mweb console: http://%s/\033[0m  (log in with the admin token: cat %s/token)\n' "$ADDR" "$STATE"
+echo "metrics: http://$ADDR/metrics"
 
 step "2. Register the example fleet: host-emulated Ascend 910B and NVIDIA H800 cards, the brief's prices"
 run "$TESSERA" fleet register "$ROOT/examples/demo/fleet.yaml" --catalog "$ROOT/examples/demo/catalog.yaml" \
@@ -133,5 +138,14 @@ step "6. The bill (per second, fixed-point money) and the compliance report"
 run "$TESSERA" bill --by job
 run "$TESSERA" bill --by type
 run "$TESSERA" bill compliance --day "$(date -u +%F)" --policy "$ROOT/examples/demo/policy.yaml"
+echo "the same from the daemon's /metrics (what Prometheus scrapes; docs/daemon.md lists every series):"
+curl -s -H "Authorization: Bearer $(cat "$STATE/token")" "http://$ADDR/metrics" |
+  grep -E '^tessera_(billed_amount_total|job_(starts|resumes|preemptions)_total|domestic_(share|floor))' || true
+if [ "${KEEP:-0}" = 1 ]; then
+  echo "KEEP=1: the daemon and its web console stay up at http://$ADDR/ until Ctrl-C"
+  while kill -0 "$DAEMON_PID" 2>/dev/null; do sleep 1; done
+else
+  echo "(KEEP=1 make demo keeps the daemon and its console up after this step, until Ctrl-C)"
+fi
 
 step "Done in $(($(date +%s) - T0)) s"

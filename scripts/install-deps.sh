@@ -15,6 +15,7 @@ PACKAGES=(
   libgloo-dev libopenmpi-dev openmpi-bin                                     # benchmark peers
   python3 python3-botocore python3-sklearn                                   # SigV4 reference, digits data
   nodejs                                                                      # s3rver (test S3 server)
+  prometheus chromium                                                         # promtool (checks /metrics), the web console's browser test
 )
 
 missing=()
@@ -43,5 +44,12 @@ if [ ! -x .deps/node/node_modules/.bin/s3rver ]; then
   echo "install-deps: installing s3rver (npm) into .deps/node"
   mkdir -p .deps/node
   npm install --silent --no-audit --no-fund --prefix .deps/node s3rver@3.7.1 >/dev/null
+fi
+# playwright-core drives Debian's chromium in the web console's browser test (tests/browser/), pinned.
+if [ ! -f .deps/node/node_modules/playwright-core/package.json ] ||
+  ! grep -q '"version": "1.65.1"' .deps/node/node_modules/playwright-core/package.json; then
+  echo "install-deps: installing playwright-core (npm) into .deps/node"
+  mkdir -p .deps/node
+  npm install --silent --no-audit --no-fund --prefix .deps/node playwright-core@1.65.1 >/dev/null
 fi
 echo "install-deps: all dependencies present"

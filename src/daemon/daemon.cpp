@@ -34,6 +34,9 @@
 #include "daemon/util.hpp"
 #include "tessera/ckpt.hpp"
 #include "tessera/sched.hpp"
+// The operator's view (issue #20): /metrics, the web console and its endpoints.
+#include "daemon/console.hpp"
+#include "daemon/metrics.hpp"
 
 namespace tessera::daemon {
 
@@ -330,6 +333,7 @@ void Daemon::FailJob(int64_t job_id, const std::string& reason) {
                        {job_id, reason, NowMs()});
   if (!s.ok()) TSR_LOG_WARN("{}", s.ToString());
   Event(job_id, "failed: " + reason);
+  metrics::CountJobEvent(db_.get(), job_id, metrics::kJobFailures);
 }
 
 Result<JobSpec> Daemon::SpecFor(const json& job) {
@@ -383,6 +387,7 @@ void Daemon::Loop() {
 }
 
 void Daemon::Tick() {
+  metrics::PassTimer pass;  // tessera_scheduling_pass_duration_seconds
   int64_t now = NowMs();
   for (auto it = children_.begin(); it != children_.end();) {
     int st = 0;
@@ -502,6 +507,7 @@ void Daemon::FinishAttempt(const json& a, int exit_code, int sig, int64_t ended_
     return;
   }
   Event(job, fmt::format("attempt {} ended: {}; job is {}", n, end_reason, state));
+  if (state == "failed") metrics::CountJobEvent(db_.get(), job, metrics::kJobFailures);
   term_sent_.erase({job, n});
   kill_sent_.erase({job, n});
   if (state != "queued") hold_.erase(job);
@@ -559,6 +565,7 @@ Status Daemon::RequestStop(int64_t job_id, const std::string& intent, const std:
       "UPDATE jobs SET stop_intent=?2, stop_requested_ms=?3, state='stopping', reason=?4 WHERE id=?1",
       {job_id, intent, NowMs(), reason}));
   Event(job_id, fmt::format("stop requested ({}): {}", intent, reason));
+  if (intent == "preempt") metrics::CountJobEvent(db_.get(), job_id, metrics::kJobPreemptions);
   wake_ = true;
   return Status::Ok();
 }
@@ -636,6 +643,8 @@ Status Daemon::Start(const json& job, const JobSpec& spec, const sched::Placemen
     return Status::Ok();
   }
   children_.insert(*pid);
+  metrics::JobStarted(spec.job.tenant, !resume.empty());
+  if (latency) metrics::WakeLatency(*latency);
   (void)db_->Exec("UPDATE attempts SET shim_pid=?3, shim_start_ticks=?4 WHERE job_id=?1 AND n=?2",
                   {id, n, *pid, ProcessStartTicks(*pid)});
   std::string where;
@@ -1100,6 +1109,21 @@ void Daemon::Routes() {
     cv_.notify_all();
     Reply(res, 200, {{"policy", policy_.source}, {"floor_today", sched::FormatShare(policy_.FloorAt(sched::Today()))}});
   });
+
+  // GET /metrics, the web console at /, and the console's read-only endpoints (daemon/console.hpp).
+  console::RegisterRoutes(&http_, [this](const httplib::Request& req, httplib::Response& res, bool authenticate,
+                                         const console::Handler& fn) {
+    std::lock_guard<std::mutex> lk(mu_);
+    console::Caller who;
+    if (authenticate) {
+      auto c = Auth(req, res);
+      if (!c) return;
+      who = {c->tenant, c->admin, false};
+    }
+    auto running = Running(nullptr);
+    fn(who, {&catalog_, &fleet_, &policy_, have_fleet_, db_.get(), ledger_.get(), opts_.state_dir,
+             running.ok() ? *running : std::vector<sched::RunningJob>{}});
+  });
 }
 
 int Daemon::Serve() {
@@ -1122,6 +1146,8 @@ int Daemon::Serve() {
   }
   std::fprintf(stderr, "tessera daemon: listening on http://%s:%d (state %s, pid %d)\n", opts_.host.c_str(), port,
                opts_.state_dir.c_str(), ::getpid());
+  std::fprintf(stderr, "tessera daemon: web console at http://%s:%d/ (log in with a token), metrics at /metrics\n",
+               opts_.host.c_str(), port);
   std::thread loop([&] { Loop(); });
   std::thread http([&] { http_.listen_after_bind(); });
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
