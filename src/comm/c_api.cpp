@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -139,10 +140,18 @@ tessera::Status MakeId(tsrUniqueId* id) {
   std::string token;
   for (size_t i = 0; i < kTokenHex / 8; ++i) token += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
   const std::string host = IdHost();
-  // The store of each id lives as long as the process (a leaked list: no static destructor runs it down
-  // while another static's destructor might still use it).
+  // The store of each id lives as long as the process (a list no static destructor runs down) ...
   static std::mutex mu;
   static auto* servers = new std::vector<std::unique_ptr<tessera::comm::StoreServer>>();
+  // ... and stops at exit, before the logger it uses is destroyed (registered after log::Init, so it
+  // runs first).
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::atexit([] {
+      std::lock_guard<std::mutex> l(mu);
+      servers->clear();
+    });
+  });
   TSR_ASSIGN_OR_RETURN(auto server, tessera::comm::StoreServer::Start(host, 0, token));
   const std::string address =
       fmt::format("{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, server->port());

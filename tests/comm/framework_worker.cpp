@@ -475,9 +475,10 @@ int main(int argc, char** argv) {
     }
   }
   for (int n : g_layout) g_world += n;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "TESSERA_", 8) == 0 && std::strncmp(*e, "TESSERA_LOG", 11) != 0)
-      Fail(std::string("the test must run without TESSERA_* variables, found ") + *e);
+  // No variable that says who this rank is or where the job meets (the bridge's tuning may be set).
+  for (const char* v : {"TESSERA_RANK", "TESSERA_WORLD_SIZE", "TESSERA_STORE", "TESSERA_TOKEN", "TESSERA_ISLAND",
+                        "TESSERA_ISLAND_VENDOR", "TESSERA_DEVICE", "TESSERA_TIMEOUT"})
+    if (std::getenv(v) != nullptr) Fail(std::string("the test must run without ") + v);
   const size_t nids = scenario == "basic" ? 2 : 1;
   if (make && g_rank == 0) {
     std::vector<tsrUniqueId> ids(nids);
