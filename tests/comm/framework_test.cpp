@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/c_result.hpp"
 #include "tessera/tessera.h"
 
 extern char** environ;
@@ -231,6 +232,12 @@ TEST(FrameworkApi, BadIdsAndConfigsAreRefusedNamingTheValue) {
   EXPECT_EQ(std::string(tsrGetErrorString(tsrNotFound)), "not found");
   EXPECT_EQ(static_cast<int>(tsrNotFound), 7);
   EXPECT_EQ(static_cast<int>(tsrCorrupt), 8);
+  // One mapping for the comm and ckpt C APIs (comm's used to turn NotFound into InvalidArgument and
+  // Corrupt into SystemError).
+  EXPECT_EQ(tessera::ToResult(tessera::NotFound("x")), tsrNotFound);
+  EXPECT_EQ(tessera::ToResult(tessera::Corrupt("x")), tsrCorrupt);
+  EXPECT_EQ(tessera::ToResult(tessera::Timeout("x")), tsrTimeout);
+  EXPECT_EQ(tessera::ToResult(tessera::Status::Ok()), tsrSuccess);
 }
 
 }  // namespace
