@@ -95,7 +95,7 @@ typedef struct {
   const char* vendor;   /* island vendor name; NULL: TESSERA_ISLAND_VENDOR, else "island<N>" */
   const char* device;   /* "host" or "cuda:N"; NULL: TESSERA_DEVICE, else "host" */
   int timeout_ms;       /* bound on every wait; <= 0: TESSERA_TIMEOUT, else 60 s */
-  const char* token;    /* job token; NULL: the one carried in the unique id */
+  const char* token;    /* job token; NULL: the one carried in the unique id (see tsrGetUniqueId) */
 } tsrConfig_t;
 #define TSR_CONFIG_INITIALIZER \
   { sizeof(tsrConfig_t), TSR_CONFIG_MAGIC, TSR_CONFIG_VERSION, -1, NULL, NULL, 0, NULL }
@@ -106,8 +106,9 @@ typedef struct {
  * free port. The store serves until the process exits (one listener thread per id, stopped at exit), so
  * the process that made the id must outlive the job's communicators: they use the store to report
  * failures and aborts, and splits meet there. The token is 128 random bits. One id serves one
- * communicator (tsrCommInitRank once per rank); make a new id, or use tsrCommSplit, for another.
- * Thread-safe. */
+ * communicator (tsrCommInitRank once per rank); make a new id, or use tsrCommSplit, for another. The
+ * token the id carries (and its store demands) is TESSERA_TOKEN when set (at most 64 bytes, no spaces),
+ * else 128 random bits; a config->token given to tsrCommInitRank must equal it. Thread-safe. */
 tsrResult_t tsrGetUniqueId(tsrUniqueId* id);
 /* Joins the job of `id` as `rank` of `nranks`. Collective: every rank of the job calls it with the same
  * id and nranks. config may be NULL (all fields from TESSERA_* or their defaults, see tsrConfig_t); it is

@@ -80,9 +80,10 @@ tsrComm_t Wrap(std::unique_ptr<tessera::comm::Comm> c) {
 
 // ---- unique ids -----------------------------------------------------------------------------------
 
-// Layout of tsrUniqueId::internal: "TSRU1 <32 hex token> <host:port>", NUL-padded.
+// Layout of tsrUniqueId::internal: "TSRU1 <token> <host:port>", NUL-padded; the token has no spaces.
 constexpr char kIdMagic[] = "TSRU1 ";
-constexpr size_t kTokenHex = 32;
+constexpr size_t kTokenHex = 32;    // a random token: 128 bits in hex
+constexpr size_t kMaxIdToken = 64;  // TESSERA_TOKEN, when it is used
 
 struct ParsedId {
   std::string token, address;
@@ -94,19 +95,17 @@ tessera::Result<ParsedId> ParseId(const tsrUniqueId& id) {
   const size_t len = nul ? static_cast<size_t>(static_cast<const char*>(nul) - p) : TSR_UNIQUE_ID_BYTES;
   const std::string text(p, len);
   const size_t magic = sizeof(kIdMagic) - 1;
-  if (nul == nullptr || text.compare(0, magic, kIdMagic) != 0 || text.size() < magic + kTokenHex + 2 ||
-      text[magic + kTokenHex] != ' ')
+  const size_t space = text.find(' ', magic);
+  if (nul == nullptr || text.compare(0, magic, kIdMagic) != 0 || space == std::string::npos || space == magic)
     return tessera::InvalidArgument(
         "tsrCommInitRank: the unique id was not made by tsrGetUniqueId of this Tessera version (bad magic or "
         "version): pass every rank the bytes rank 0 got");
   ParsedId out;
-  out.token = text.substr(magic, kTokenHex);
-  out.address = text.substr(magic + kTokenHex + 1);
-  if (out.token.find_first_not_of("0123456789abcdef") != std::string::npos ||
-      out.address.find(':') == std::string::npos)
+  out.token = text.substr(magic, space - magic);
+  out.address = text.substr(space + 1);
+  if (out.address.find(':') == std::string::npos || out.address.find(' ') != std::string::npos)
     return tessera::InvalidArgument(
-        "tsrCommInitRank: the unique id is corrupt (its token or store address is "
-        "malformed)");
+        fmt::format("tsrCommInitRank: the unique id is corrupt (store address '{}')", out.address));
   return out;
 }
 
@@ -136,9 +135,17 @@ std::string IdHost() {
 }
 
 tessera::Status MakeId(tsrUniqueId* id) {
-  std::random_device rd;
-  std::string token;
-  for (size_t i = 0; i < kTokenHex / 8; ++i) token += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+  // The job token: TESSERA_TOKEN when set (a launcher's or a daemon's job), else 128 random bits.
+  std::string token = tessera::env::Get("TESSERA_TOKEN").value_or("");
+  if (!token.empty() && (token.size() > kMaxIdToken || token.find_first_of(" \t\n") != std::string::npos))
+    return tessera::InvalidArgument(
+        fmt::format("tsrGetUniqueId: TESSERA_TOKEN ({} bytes) must be at most {} bytes "
+                    "without spaces to travel in a unique id",
+                    token.size(), kMaxIdToken));
+  if (token.empty()) {
+    std::random_device rd;
+    for (size_t i = 0; i < kTokenHex / 8; ++i) token += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+  }
   const std::string host = IdHost();
   // The store of each id lives as long as the process (a list no static destructor runs down) ...
   static std::mutex mu;

@@ -197,6 +197,28 @@ TEST(FrameworkApi, SilentStrayConnectionsNeitherBreakAJobNorHoldThreads) {
   ExpectAllOk(j, 3);
 }
 
+TEST(FrameworkApi, TheIdCarriesTesseraTokenAndAConfigTokenMustMatchIt) {
+  setenv("TESSERA_TOKEN", "job-token-42", 1);
+  tsrUniqueId id;
+  const tsrResult_t made = tsrGetUniqueId(&id);
+  unsetenv("TESSERA_TOKEN");
+  ASSERT_EQ(made, tsrSuccess) << tsrGetLastError(nullptr);
+  EXPECT_EQ(std::string(id.internal).rfind("TSRU1 job-token-42 ", 0), 0u) << id.internal;
+  tsrConfig_t cfg = TSR_CONFIG_INITIALIZER;
+  cfg.timeout_ms = 3000;
+  cfg.token = "another-token";
+  tsrComm_t c = nullptr;
+  EXPECT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("refused the job token"), std::string::npos)
+      << tsrGetLastError(nullptr);
+  cfg.token = "job-token-42";  // a world of one host rank
+  ASSERT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrSuccess) << tsrGetLastError(nullptr);
+  float x = 1.5f;
+  EXPECT_EQ(tsrAllReduce(&x, &x, 1, tsrFloat32, tsrSum, c, nullptr), tsrSuccess) << tsrGetLastError(c);
+  EXPECT_EQ(x, 1.5f);
+  EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+}
+
 TEST(FrameworkApi, VersionIsCMakesProjectVersion) {
   int v = -1;
   ASSERT_EQ(tsrGetVersion(&v), tsrSuccess);
