@@ -707,7 +707,8 @@ Status CudaRank::AllToAllv(const void* send, const size_t* sendcounts, const siz
   const size_t esz = DTypeSize(dt);
   size_t sext = 0, rext = 0;
   for (int p = 0; p < W; ++p) {
-    if (sc[p] > SIZE_MAX / esz - sd[p] || rc[p] > SIZE_MAX / esz - rd[p])
+    if (sd[p] > SIZE_MAX / esz || rd[p] > SIZE_MAX / esz || sc[p] > SIZE_MAX / esz - sd[p] ||
+        rc[p] > SIZE_MAX / esz - rd[p])
       return Fail("alltoall", InvalidArgument(fmt::format("alltoallv: count + displacement of rank {} overflows", p)));
     if (sc[p] > 0) sext = std::max(sext, sd[p] + sc[p]);
     if (rc[p] > 0) rext = std::max(rext, rd[p] + rc[p]);
