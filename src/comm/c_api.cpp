@@ -317,12 +317,13 @@ tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
   }
   *newcomm = nullptr;
   return CallOutsideGroup("tsrCommSplit", comm, [&](tessera::Communicator&) -> tessera::Status {
-    TSR_RETURN_IF_ERROR(CheckConfig("tsrCommSplit", config));
     if (comm->core == nullptr) return tessera::Unsupported("tsrCommSplit: not a Tessera communicator");
-    const std::string device = config != nullptr && config->device != nullptr ? config->device : "";
-    const auto timeout =
-        std::chrono::milliseconds(config != nullptr && config->timeout_ms > 0 ? config->timeout_ms : 0);
-    auto c = comm->core->Split(color, key, device, timeout);
+    // A bad config still takes part in the collective, so that the other ranks fail at once too.
+    const tessera::Status bad = CheckConfig("tsrCommSplit", config);
+    const bool use = bad.ok() && config != nullptr;
+    const std::string device = use && config->device != nullptr ? config->device : "";
+    const auto timeout = std::chrono::milliseconds(use && config->timeout_ms > 0 ? config->timeout_ms : 0);
+    auto c = comm->core->Split(color, key, device, timeout, bad);
     if (!c.ok()) return c.status();
     if (*c) *newcomm = Wrap(std::move(c).value());
     return tessera::Status::Ok();

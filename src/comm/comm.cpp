@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -1077,11 +1078,16 @@ Status Comm::HostAllToAllv(const void* send_v, const size_t* sendcounts, const s
 }
 
 Result<std::unique_ptr<Comm>> Comm::Split(int color, int key, const std::string& device,
-                                          std::chrono::milliseconds timeout) {
-  const int64_t mine[2] = {color, key};
+                                          std::chrono::milliseconds timeout, const Status& local_error) {
+  constexpr int64_t kInvalid = INT64_MIN;  // this rank's call was invalid
+  const int64_t mine[2] = {local_error.ok() ? color : kInvalid, key};
   std::vector<int64_t> all(2 * static_cast<size_t>(size_));
   TSR_RETURN_IF_ERROR(AllGather(mine, all.data(), 2, tsrInt64, nullptr));
   const uint64_t seq = split_seq_++;
+  if (!local_error.ok()) return local_error;
+  for (int r = 0; r < size_; ++r)
+    if (all[2 * r] == kInvalid)
+      return InvalidArgument(fmt::format("tsrCommSplit: rank {}'s call was invalid (its own error says why)", r));
   for (int r = 0; r < size_; ++r)
     if (all[2 * r] < 0 && all[2 * r] != TSR_SPLIT_NOCOLOR)
       return InvalidArgument(

@@ -103,7 +103,10 @@ class Comm final : public Communicator, public Links {
 
   // Collective over this communicator (see tsrCommSplit): null for TSR_SPLIT_NOCOLOR. `device` empty and
   // `timeout` zero inherit this communicator's.
-  Result<std::unique_ptr<Comm>> Split(int color, int key, const std::string& device, std::chrono::milliseconds timeout);
+  // `local_error`: this rank's call was invalid (a bad config): it still takes part, so that every rank
+  // fails at once instead of waiting for it, and returns that error.
+  Result<std::unique_ptr<Comm>> Split(int color, int key, const std::string& device, std::chrono::milliseconds timeout,
+                                      const Status& local_error = Status::Ok());
   // The sends and receives of one group, progressing together (tsrGroupEnd).
   Status Group(const std::vector<P2POp>& ops);
   // Counts and displacements in elements, one per rank (tsrAllToAllv).

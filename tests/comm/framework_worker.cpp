@@ -194,6 +194,20 @@ int RunBasic(const std::vector<tsrUniqueId>& ids) {
 
 int RunSplit(const std::vector<tsrUniqueId>& ids) {
   tsrComm_t w = Join(ids[0]);
+  // Invalid calls fail on every rank at once (not after the timeout), naming the rank, and leave the
+  // parent usable: a color below NOCOLOR on rank 1, then a bad config on rank 0.
+  {
+    tsrComm_t x = nullptr;
+    tsrResult_t r = tsrCommSplit(w, g_rank == 1 ? -7 : 0, 0, &x, nullptr);
+    if (r != tsrInvalidArgument || x != nullptr || !std::strstr(tsrGetLastError(w), "rank 1 passed color -7"))
+      Fail(std::string("split with a bad color: ") + tsrGetErrorString(r) + ": " + tsrGetLastError(w));
+    tsrConfig_t bad = TSR_CONFIG_INITIALIZER;
+    bad.magic = 0;
+    r = tsrCommSplit(w, 0, 0, &x, g_rank == 0 ? &bad : nullptr);
+    const char* want = g_rank == 0 ? "config->magic" : "rank 0's call was invalid";
+    if (r != tsrInvalidArgument || x != nullptr || !std::strstr(tsrGetLastError(w), want))
+      Fail(std::string("split with a bad config: ") + tsrGetErrorString(r) + ": " + tsrGetLastError(w));
+  }
   // The last rank opts out; the others split into even and odd ranks with reversed keys.
   const bool out = g_rank == g_world - 1;
   const int color = out ? TSR_SPLIT_NOCOLOR : g_rank % 2;
