@@ -28,7 +28,7 @@ struct StoreLimits {
   static constexpr uint32_t kMaxFrame = 16u << 20;
   static constexpr int kMaxPending = 512;
   std::chrono::milliseconds handshake_timeout{60000};
-  int max_connections = 1024;
+  int max_connections = 4096;
   // handshake_timeout from TESSERA_TIMEOUT, max_connections from TESSERA_STORE_MAX_CONNS (defaults on
   // bad values, with a warning).
   static StoreLimits FromEnv();
