@@ -414,7 +414,7 @@ Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
     return RemoteError("another rank failed — " + *abort);
   }
   for (int p : waiting_on) {
-    if (transport_[p] == "shm" && !PidAlive(infos_[p].pid))
+    if (infos_[p].host_id == infos_[rank_].host_id && !PidAlive(infos_[p].pid))  // same host: shm or tcp
       return RemoteError(fmt::format("{} (pid {}) exited", PeerName(p), infos_[p].pid));
   }
   return Status::Ok();
@@ -461,7 +461,7 @@ Status Comm::AsyncError() {
     s = RemoteError(fmt::format("rank {}: another rank failed — {}", rank_, *abort));
   }
   for (int p = 0; s.ok() && p < size_; ++p)
-    if (p != rank_ && transport_[p] == "shm" && !PidAlive(infos_[p].pid))
+    if (p != rank_ && infos_[p].host_id == infos_[rank_].host_id && !PidAlive(infos_[p].pid))
       s = RemoteError(fmt::format("rank {}: {} (pid {}) exited", rank_, PeerName(p), infos_[p].pid));
   if (s.ok() && cuda_) s = cuda_->AsyncError();
   SetAsyncError(s);

@@ -162,6 +162,11 @@ TEST(FrameworkApi, AbortFromAnotherThreadEndsAPendingRecv) {
 
 TEST(FrameworkApi, AsyncErrorAfterAPeerDies) { ExpectAllOk(RunRanks("asyncerr", {1, 2}, false), 3); }
 
+// Rank 0 reaches the dead rank over a TCP bridge on the same host: its process is watched too.
+TEST(FrameworkApi, AsyncErrorAfterAPeerDiesOverATcpBridge) {
+  ExpectAllOk(RunRanks("asyncerr", {1, 2}, false, {"TESSERA_BRIDGE=tcp", "TESSERA_TCP_STREAMS=1"}), 3);
+}
+
 int Threads() {
   std::ifstream f("/proc/self/status");
   std::string line;
