@@ -139,9 +139,10 @@ tsrResult_t tsrCommDestroy(tsrComm_t comm);
 /* Makes every pending and future call on comm return promptly (a blocked call notices within ~50 ms)
  * with tsrRemoteError ("... aborted (tsrCommAbort)"), tells the other ranks (their pending and next
  * calls on this communicator fail with tsrRemoteError naming this rank), and aborts its CCL communicator
- * (ncclCommAbort). Does not free: destroy it after the blocked calls have returned. Safe from any thread,
- * concurrently with any call on comm; idempotent. (A CCL call that a racing thread had already begun
- * when the CCL communicator is aborted is NCCL's business, as with ncclCommAbort.) */
+ * (ncclCommAbort). Returns within about 2 s (its post to the store is bounded). Does not free: destroy
+ * it after the blocked calls have returned. Safe from any thread, concurrently with any call on comm;
+ * idempotent. (A CCL call that a racing thread had already begun when the CCL communicator is aborted is
+ * NCCL's business, as with ncclCommAbort.) */
 tsrResult_t tsrCommAbort(tsrComm_t comm);
 /* *error = tsrSuccess while comm is healthy; else the result that failed it (an earlier call's error, a
  * peer's posted failure seen while idle, an abort, an asynchronous CCL error). Does not block beyond a

@@ -438,7 +438,7 @@ void Comm::Abort() {
   // holds the store's connection cannot delay it; bounded, and best effort.
   if (!aborted_by_peer_.load()) {
     auto c = StoreClient::Connect(store_addr_, token_,
-                                  std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5)));
+                                  std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(2)));
     if (c.ok()) {
       auto st = PrefixedStore(std::move(c).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
       (void)st->Set("abort", s.message());
