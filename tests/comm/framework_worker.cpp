@@ -180,10 +180,28 @@ int RunBasic(const std::vector<tsrUniqueId>& ids) {
   tsrResult_t e = tsrInternalError;
   Check(tsrCommGetAsyncError(a, &e), a, "tsrCommGetAsyncError");
   if (e != tsrSuccess) Fail("a healthy communicator reports async error " + std::to_string(e));
-  // Interleaved: a, b, a, b.
+  // Interleaved: a, b, a, b — while a watchdog thread polls both for asynchronous errors, as a
+  // framework's watchdog does (tsrCommGetAsyncError is safe concurrently with calls).
+  std::atomic<bool> stop{false};
+  std::atomic<int> polls{0}, bad{0};
+  std::thread watchdog([&] {
+    while (!stop.load()) {
+      tsrResult_t ea = tsrInternalError, eb = tsrInternalError;
+      if (tsrCommGetAsyncError(a, &ea) != tsrSuccess || tsrCommGetAsyncError(b, &eb) != tsrSuccess ||
+          ea != tsrSuccess || eb != tsrSuccess)
+        ++bad;
+      ++polls;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
   CheckAllReduce(a, 1, WorldIslands(), "comm A");
   CheckAllReduce(b, 100, WorldIslands(), "comm B");
   CheckAllReduce(a, 200, WorldIslands(), "comm A again");
+  stop = true;
+  watchdog.join();
+  if (bad.load() != 0)
+    Fail(std::to_string(bad.load()) + " of " + std::to_string(polls.load()) +
+         " watchdog polls saw an error on healthy communicators");
   Check(tsrBarrier(b), b, "barrier B");
   tsrCommDestroy(b);
   Check(tsrBarrier(a), a, "barrier A");
