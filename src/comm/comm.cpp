@@ -188,7 +188,18 @@ Status Comm::Init(const InitParams& p) {
   if (bridge != "shm" && size_ > 1) {
     // The TCP bridge listens on the address it advertises, not on every interface, unless
     // TESSERA_BRIDGE_LISTEN says otherwise (e.g. 0.0.0.0 behind NAT).
-    const std::string listen_host = env::Get("TESSERA_BRIDGE_LISTEN").value_or(bridge_host);
+    std::string listen_host = env::Get("TESSERA_BRIDGE_LISTEN").value_or(bridge_host);
+    const bool loopback_store = store_host == "127.0.0.1" || store_host == "localhost";
+    if (!env::Get("TESSERA_BRIDGE_LISTEN") && !env::Get("TESSERA_BRIDGE_ADDR") && !loopback_store &&
+        ResolvesToLoopback(bridge_host)) {
+      // The host name resolves to a loopback address here (Debian's 127.0.1.1), which ranks on other
+      // hosts cannot reach: listen everywhere, as before, and say how to narrow it.
+      TSR_LOG_WARN(
+          "rank {}: this host's name '{}' resolves to a loopback address; the TCP bridge listens on "
+          "0.0.0.0 (set TESSERA_BRIDGE_ADDR to this host's address to listen there only)",
+          rank_, bridge_host);
+      listen_host = "0.0.0.0";
+    }
     auto l = TcpListener::Listen(listen_host);
     if (!l.ok()) return l.status().WithContext(fmt::format("rank {}: TESSERA_BRIDGE_LISTEN/ADDR", rank_));
     listener_ = std::move(l).value();

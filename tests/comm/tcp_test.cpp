@@ -99,6 +99,10 @@ TEST(BridgeListener, BindsTheGivenAddressNotEveryInterface) {
   auto any = TcpListener::Listen("0.0.0.0");
   ASSERT_TRUE(any.ok()) << any.status().ToString();
   EXPECT_EQ(ListenAddress((*any)->port()), "00000000");
+  // Comm listens on 0.0.0.0 (with a warning) only when the host's name resolves to loopback here.
+  EXPECT_TRUE(ResolvesToLoopback("127.0.0.1"));
+  EXPECT_TRUE(ResolvesToLoopback("localhost"));
+  EXPECT_FALSE(ResolvesToLoopback("no-such-host.invalid"));
   auto bad = TcpListener::Listen("no-such-host.invalid");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("no-such-host.invalid"), std::string::npos) << bad.status().message();

@@ -170,6 +170,16 @@ Result<std::unique_ptr<TcpListener>> TcpListener::Listen(const std::string& host
 
 TcpListener::~TcpListener() { ::close(fd_); }
 
+bool ResolvesToLoopback(const std::string& host) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
+  const bool loop = (ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+  freeaddrinfo(res);
+  return loop;
+}
+
 namespace {
 std::string SocketPeer(int fd) {
   sockaddr_in a{};

@@ -45,6 +45,9 @@ class TcpListener {
   int port_;
 };
 
+// True when `host` resolves (IPv4) to a loopback address (127.0.0.0/8).
+bool ResolvesToLoopback(const std::string& host);
+
 // Opens connection `stream` to "host:port" and sends the hello (rank, stream, token).
 Result<int> TcpConnect(const std::string& address, int my_rank, int stream, const std::string& token,
                        std::chrono::milliseconds timeout);
