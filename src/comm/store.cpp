@@ -1,9 +1,12 @@
 // comm/store: the TCP rendezvous key-value store (server and client) declared in comm/store.hpp.
 //
 // Wire protocol: every message is a frame `u32 length (big-endian) | payload`. The first frame a client
-// sends is the handshake `u32 magic | str token`; the server answers `u8 kOk` or `u8 kRefused` (and
-// closes). Afterwards each request frame `u8 op | fields` gets exactly one reply frame `u8 reply | fields`.
-// Strings are `u32 length | bytes`; integers are big-endian. The server runs one thread per connection;
+// sends is the handshake `u32 magic | str token`; the server answers `u8 kOk`, `u8 kRefused` (a wrong
+// token) or `u8 kBusy | str why` (TESSERA_STORE_MAX_CONNS reached), and closes on anything but kOk.
+// Afterwards each request frame `u8 op | fields` gets exactly one reply frame `u8 reply | fields`.
+// Strings are `u32 length | bytes`; integers are big-endian. Frames are at most StoreLimits::kMaxFrame
+// bytes and read into memory as they arrive. The accept thread reads every handshake without blocking
+// (no thread for a connection until it has authenticated); then the server runs one thread per connection;
 // blocking requests (Get, Wait, Barrier) carry their timeout and the server answers kTimeout when it runs
 // out, so that the client can name what was missing. The client bounds every read by that timeout plus a
 // margin, and a connection that saw an I/O error or a late answer is closed for good (RemoteError).
