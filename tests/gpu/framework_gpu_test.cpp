@@ -38,7 +38,7 @@ std::string FewerGpusThan(int want) {
   } while (0)
 
 // `spec`: ISLAND:VENDOR:DEVICE per rank, comma-separated. Returns every rank's output.
-std::string RunWorld(const std::string& spec, int world) {
+std::string RunWorld(const std::string& spec, int world, const std::string& scenario = "all") {
   tsrUniqueId id;
   EXPECT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
   const std::string ids = testing::TempDir() + "/framework_gpu_id_" + std::to_string(getpid());
@@ -53,8 +53,8 @@ std::string RunWorld(const std::string& spec, int world) {
   EXPECT_EQ(pipe(fds), 0);
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
-    std::vector<std::string> args = {TESSERA_FRAMEWORK_GPU_WORKER, "all", "--ids", ids, "--rank", std::to_string(r),
-                                     "--spec", spec};
+    std::vector<std::string> args = {
+        TESSERA_FRAMEWORK_GPU_WORKER, scenario, "--ids", ids, "--rank", std::to_string(r), "--spec", spec};
     pid_t pid = fork();
     if (pid == 0) {
       dup2(fds[1], 1);
@@ -118,6 +118,13 @@ TEST(GpuFramework, TwoGpuIslandsSharingOneGpu) {
 TEST(GpuFramework, OneCudaIslandUsesTheCclGroupCalls) {
   REQUIRE_GPUS(2);
   const std::string out = RunWorld("0:nvidia:cuda:0,0:nvidia:cuda:1", 2);
+  EXPECT_EQ(Count(out, "OK rank"), 2) << out;
+  EXPECT_EQ(Count(out, "FAIL|abnormally"), 0) << out;
+}
+
+TEST(GpuFramework, AbortReleasesAStreamWaitingOnAQueuedRecv) {
+  REQUIRE_GPUS(1);
+  const std::string out = RunWorld("0:nvidia:cuda:0,1:ascend:host", 2, "abort");
   EXPECT_EQ(Count(out, "OK rank"), 2) << out;
   EXPECT_EQ(Count(out, "FAIL|abnormally"), 0) << out;
 }

@@ -4,7 +4,8 @@
 //
 //   framework_gpu_worker SCENARIO --ids FILE --rank R --spec ISLAND:VENDOR:DEVICE,...   (one per rank)
 //
-// Scenarios: "all" (init, allreduce, alltoall, alltoallv, a ring group, a split, abort-free teardown).
+// Scenarios: "all" (init, allreduce, alltoall, alltoallv, a ring group, a split); "abort" (rank 0's
+// queued device recv ended by tsrCommAbort from another thread).
 // A CUDA rank uses device memory on a stream of its own; a host rank host memory and a NULL stream.
 // Prints "OK rank R: ..." or "FAIL rank R: why".
 #include <cuda_runtime.h>
@@ -49,26 +50,36 @@ struct Buf {
   void* p = nullptr;
   bool dev = false;
   Buf(size_t n, bool on_dev) : bytes(n), dev(on_dev) {
-    if (dev) Cuda(cudaMalloc(&p, n == 0 ? 1 : n), "cudaMalloc");
-    else p = std::malloc(n == 0 ? 1 : n);
+    if (dev)
+      Cuda(cudaMalloc(&p, n == 0 ? 1 : n), "cudaMalloc");
+    else
+      p = std::malloc(n == 0 ? 1 : n);
   }
   ~Buf() {
-    if (dev) (void)cudaFree(p);
-    else std::free(p);
+    if (dev)
+      (void)cudaFree(p);
+    else
+      std::free(p);
   }
   void Put(const std::vector<unsigned char>& h) {
-    if (dev) Cuda(cudaMemcpy(p, h.data(), h.size(), cudaMemcpyHostToDevice), "H2D");
-    else std::memcpy(p, h.data(), h.size());
+    if (dev)
+      Cuda(cudaMemcpy(p, h.data(), h.size(), cudaMemcpyHostToDevice), "H2D");
+    else
+      std::memcpy(p, h.data(), h.size());
   }
   std::vector<unsigned char> Get() const {
     std::vector<unsigned char> h(bytes);
-    if (dev) Cuda(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost), "D2H");
-    else std::memcpy(h.data(), p, bytes);
+    if (dev)
+      Cuda(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost), "D2H");
+    else
+      std::memcpy(h.data(), p, bytes);
     return h;
   }
 };
 
-unsigned char Pat(int from, int to, size_t i) { return static_cast<unsigned char>(from * 41 + to * 11 + i * 7 + (i >> 8)); }
+unsigned char Pat(int from, int to, size_t i) {
+  return static_cast<unsigned char>(from * 41 + to * 11 + i * 7 + (i >> 8));
+}
 
 int RunAll(const tsrUniqueId& id) {
   const bool gpu = OnGpu(g_rank);
@@ -118,7 +129,8 @@ int RunAll(const tsrUniqueId& id) {
     auto o = out.Get();
     for (int p = 0; p < W; ++p)
       for (size_t i = 0; i < n; ++i)
-        if (o[p * n + i] != Pat(p, me, i)) Fail("alltoall from rank " + std::to_string(p) + " byte " + std::to_string(i));
+        if (o[p * n + i] != Pat(p, me, i))
+          Fail("alltoall from rank " + std::to_string(p) + " byte " + std::to_string(i));
   }
   // Alltoallv, uneven and zero counts, float32 (bytes moved, never folded).
   {
@@ -198,6 +210,49 @@ int RunAll(const tsrUniqueId& id) {
   return 0;
 }
 
+// Rank 0 queues a recv on device memory that rank 1 never matches; another thread aborts: the caller's
+// stream is released (cudaStreamSynchronize returns), the async error is set, the next call fails, and
+// rank 1's pending host recv from rank 0 fails naming the abort.
+int RunAbort(const tsrUniqueId& id) {
+  const bool gpu = OnGpu(g_rank);
+  cudaStream_t stream = nullptr;
+  if (gpu) Cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  tsrConfig_t cfg = TSR_CONFIG_INITIALIZER;
+  cfg.island = g_spec[g_rank].island;
+  cfg.vendor = g_spec[g_rank].vendor.c_str();
+  cfg.device = g_spec[g_rank].device.c_str();
+  cfg.timeout_ms = 60000;  // an abort that did not work would show as a timeout after 60 s
+  tsrComm_t c = nullptr;
+  if (tsrCommInitRank(&c, g_world, id, g_rank, &cfg) != tsrSuccess)
+    Fail(std::string("tsrCommInitRank: ") + tsrGetLastError(nullptr));
+  Check(tsrBarrier(c), c, "barrier");
+  if (g_rank == 0) {
+    Buf b(1024, gpu);
+    tsrStream_t s = gpu ? static_cast<tsrStream_t>(stream) : nullptr;
+    std::thread t([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      tsrCommAbort(c);
+    });
+    tsrResult_t r = tsrRecv(b.p, 256, tsrInt32, 1, c, s);  // device memory: queued, returns at once
+    t.join();
+    if (gpu) Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after abort");
+    tsrResult_t e = tsrSuccess;
+    Check(tsrCommGetAsyncError(c, &e), c, "tsrCommGetAsyncError");
+    if (e == tsrSuccess) Fail("no async error after abort");
+    if (r == tsrSuccess) r = tsrBarrier(c);
+    if (r == tsrSuccess) Fail("a call after abort succeeded");
+  } else {
+    int v = 0;
+    const tsrResult_t r = tsrRecv(&v, 1, tsrInt32, 0, c, nullptr);
+    if (r != tsrRemoteError || !std::strstr(tsrGetLastError(c), "aborted"))
+      Fail(std::string("peer of an aborted rank: ") + tsrGetErrorString(r) + ": " + tsrGetLastError(c));
+  }
+  tsrCommDestroy(c);
+  if (stream) (void)cudaStreamDestroy(stream);
+  std::printf("OK rank %d: abort\n", g_rank);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,15 +260,18 @@ int main(int argc, char** argv) {
   std::string ids_file, scenario = argc > 1 ? argv[1] : "";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--ids") ids_file = v;
-    else if (a == "--rank") g_rank = std::atoi(v.c_str());
+    if (a == "--ids")
+      ids_file = v;
+    else if (a == "--rank")
+      g_rank = std::atoi(v.c_str());
     else if (a == "--spec") {
       size_t pos = 0;
       while (pos <= v.size()) {
         size_t e = v.find(',', pos);
         const std::string item = v.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
         const size_t c1 = item.find(':'), c2 = item.find(':', c1 + 1);
-        g_spec.push_back({std::atoi(item.substr(0, c1).c_str()), item.substr(c1 + 1, c2 - c1 - 1), item.substr(c2 + 1)});
+        g_spec.push_back(
+            {std::atoi(item.substr(0, c1).c_str()), item.substr(c1 + 1, c2 - c1 - 1), item.substr(c2 + 1)});
         if (e == std::string::npos) break;
         pos = e + 1;
       }
@@ -228,5 +286,6 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (scenario == "all") return RunAll(id);
+  if (scenario == "abort") return RunAbort(id);
   Fail("unknown scenario " + scenario);
 }
