@@ -130,8 +130,10 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm);
  * renumbered 0..k-1 in their order in comm. Errors: tsrGetLastError(comm). config NULL:
  * inherit device and timeout from comm (island/vendor of a config are ignored; device and timeout_ms are
  * used when set). The new communicator is independent of comm (either may be destroyed first) and has
- * its own store keys, shared-memory segments and CCL communicators. Must not run concurrently with other
- * calls on comm. */
+ * its own store keys, shared-memory segments and CCL communicators, but meets at comm's store: that store
+ * must outlive it (the process that made the id; under tsrCommInitFromEnv without a launcher, rank 0's
+ * first communicator, which serves it: destroy that one last). Must not run concurrently with other calls
+ * on comm. */
 tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm, const tsrConfig_t* config);
 /* Releases the communicator. Not collective; safe on NULL. Must not run concurrently with any other call
  * on comm (call tsrCommAbort first to end a blocked call, wait for it to return, then destroy). */
