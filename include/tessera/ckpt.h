@@ -4,8 +4,9 @@
  * while it copies the tensors into a host buffer; persists in the background) and tsrCkptWait() (blocks
  * until the step is committed). Restore with tsrCkptLatest() + tsrCkptRestore(), from any world size:
  * row-sharded tensors can be read back in any row range. Errors: a tsrResult_t (tessera.h) and
- * tsrCkptGetLastError() with a message naming the step and file. TSR_CKPT_NOT_FOUND / TSR_CKPT_CORRUPT
- * extend tsrResult_t for "no such checkpoint" and "failed verification". No call throws.
+ * tsrCkptGetLastError() with a message naming the step and file; tsrNotFound for "no such checkpoint" and
+ * tsrCorrupt for "failed verification" (TSR_CKPT_NOT_FOUND / TSR_CKPT_CORRUPT are their old names). Status
+ * codes map to tsrResult_t through the one function the comm API uses. No call throws.
  */
 #ifndef TESSERA_CKPT_H_
 #define TESSERA_CKPT_H_
@@ -19,8 +20,9 @@
 extern "C" {
 #endif
 
-#define TSR_CKPT_NOT_FOUND ((tsrResult_t)7)
-#define TSR_CKPT_CORRUPT ((tsrResult_t)8)
+/* Kept for source compatibility: the codes are tsrResult_t's own now. */
+#define TSR_CKPT_NOT_FOUND tsrNotFound
+#define TSR_CKPT_CORRUPT tsrCorrupt
 
 typedef struct tsrCkptWriter* tsrCkptWriter_t;
 

@@ -95,17 +95,20 @@ typedef struct {
   const char* vendor;   /* island vendor name; NULL: TESSERA_ISLAND_VENDOR, else "island<N>" */
   const char* device;   /* "host" or "cuda:N"; NULL: TESSERA_DEVICE, else "host" */
   int timeout_ms;       /* bound on every wait; <= 0: TESSERA_TIMEOUT, else 60 s */
-  const char* token;    /* job token; NULL: the one carried in the unique id */
+  const char* token;    /* job token; NULL: the one carried in the unique id (see tsrGetUniqueId) */
 } tsrConfig_t;
 #define TSR_CONFIG_INITIALIZER \
   { sizeof(tsrConfig_t), TSR_CONFIG_MAGIC, TSR_CONFIG_VERSION, -1, NULL, NULL, 0, NULL }
 
 /* Makes a new id (call it on one rank, normally rank 0) and starts the job's rendezvous store in the
- * calling process: it listens on TESSERA_BRIDGE_ADDR when set, else on this host's name when it resolves
- * to a non-loopback address, else on 127.0.0.1 (then only ranks on this host can join), on a free port.
- * The store keeps serving for the life of the process (one small listener per id), so the process that
- * made the id must stay up while any rank of the job initializes. The token is 128 random bits.
- * Thread-safe. */
+ * calling process: it listens on TESSERA_BRIDGE_ADDR when set, else on the first non-loopback IPv4
+ * address this host's name resolves to, else on 127.0.0.1 (then only ranks on this host can join), on a
+ * free port. The store serves until the process exits (one listener thread per id, stopped at exit), so
+ * the process that made the id must outlive the job's communicators: they use the store to report
+ * failures and aborts, and splits meet there. The token is 128 random bits. One id serves one
+ * communicator (tsrCommInitRank once per rank); make a new id, or use tsrCommSplit, for another. The
+ * token the id carries (and its store demands) is TESSERA_TOKEN when set (at most 64 bytes, no spaces),
+ * else 128 random bits; a config->token given to tsrCommInitRank must equal it. Thread-safe. */
 tsrResult_t tsrGetUniqueId(tsrUniqueId* id);
 /* Joins the job of `id` as `rank` of `nranks`. Collective: every rank of the job calls it with the same
  * id and nranks. config may be NULL (all fields from TESSERA_* or their defaults, see tsrConfig_t); it is
@@ -122,20 +125,26 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm);
 #define TSR_SPLIT_NOCOLOR (-1)
 /* Collective over comm: every rank of comm calls it. Ranks passing the same color >= 0 form one new
  * communicator; its ranks are ordered by (key, rank in comm). A rank passing TSR_SPLIT_NOCOLOR gets
- * *newcomm = NULL (and tsrSuccess). Each member keeps its island index and vendor of comm; the new
- * communicator's islands are those of its members, renumbered 0..k-1 in their order in comm. config NULL:
+ * *newcomm = NULL (and tsrSuccess); a color below -1 fails the call on every rank, naming the rank. Each
+ * member keeps its island and vendor; the new communicator's islands are those of its members,
+ * renumbered 0..k-1 in their order in comm. Errors: tsrGetLastError(comm). config NULL:
  * inherit device and timeout from comm (island/vendor of a config are ignored; device and timeout_ms are
  * used when set). The new communicator is independent of comm (either may be destroyed first) and has
- * its own store keys, shared-memory segments and CCL communicators. Must not run concurrently with other
- * calls on comm. */
+ * its own store keys, shared-memory segments and CCL communicators, but meets at comm's store: that store
+ * must outlive it (the process that made the id; under tsrCommInitFromEnv without a launcher, rank 0's
+ * first communicator, which serves it: destroy that one last). Must not run concurrently with other calls
+ * on comm. */
 tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm, const tsrConfig_t* config);
 /* Releases the communicator. Not collective; safe on NULL. Must not run concurrently with any other call
  * on comm (call tsrCommAbort first to end a blocked call, wait for it to return, then destroy). */
 tsrResult_t tsrCommDestroy(tsrComm_t comm);
-/* Makes every pending and future call on comm return promptly (within ~100 ms) with tsrRemoteError
- * ("aborted"), tells the other ranks (their pending calls on this communicator fail fast with
- * tsrRemoteError naming this rank), and aborts its CCL communicators. Does not free: destroy it after the
- * blocked calls have returned. Safe from any thread, concurrently with any call on comm; idempotent. */
+/* Makes every pending and future call on comm return promptly (a blocked call notices within ~50 ms)
+ * with tsrRemoteError ("... aborted (tsrCommAbort)"), tells the other ranks (their pending and next
+ * calls on this communicator fail with tsrRemoteError naming this rank), and aborts its CCL communicator
+ * (ncclCommAbort). Returns within about 2 s (its post to the store is bounded). Does not free: destroy
+ * it after the blocked calls have returned. Safe from any thread, concurrently with any call on comm;
+ * idempotent. (A CCL call that a racing thread had already begun when the CCL communicator is aborted is
+ * NCCL's business, as with ncclCommAbort.) */
 tsrResult_t tsrCommAbort(tsrComm_t comm);
 /* *error = tsrSuccess while comm is healthy; else the result that failed it (an earlier call's error, a
  * peer's posted failure seen while idle, an abort, an asynchronous CCL error). Does not block beyond a
@@ -185,15 +194,19 @@ tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const s
 /* ---- Groups (batch_isend_irecv) ------------------------------------------------------------------ */
 
 /* Opens a group on the calling thread; groups nest (only the outermost tsrGroupEnd runs them), as in
- * NCCL. Between tsrGroupStart and tsrGroupEnd only tsrSend and tsrRecv are allowed (on any communicators;
- * they are queued and return tsrSuccess after checking their arguments); any other call on a
- * communicator returns tsrInvalidArgument. Buffers must stay valid until tsrGroupEnd returns (host
- * memory) or the stream has run the group (device memory). */
+ * NCCL. Between tsrGroupStart and tsrGroupEnd, tsrSend and tsrRecv (on any communicators) are queued and
+ * return tsrSuccess at once (argument errors come from tsrGroupEnd); the other collectives,
+ * tsrCommSplit and the inits return tsrInvalidArgument; queries (rank, size, describe, errors),
+ * tsrCommAbort and tsrCommDestroy (which drops the thread's queued calls on comm) are allowed. Sends to
+ * this rank itself are allowed inside a group and match its receives from itself in order. Buffers must
+ * stay valid until tsrGroupEnd returns (host memory) or the stream has run the group (device memory). */
 tsrResult_t tsrGroupStart(void);
-/* Closes the innermost group; the outermost one runs all queued sends and receives, per communicator,
- * progressing together: any order of matching pairs completes without deadlock. Returns the first error
- * (its message in tsrGetLastError of that communicator; tsrGetLastError(NULL) for a group error such as
- * tsrGroupEnd without tsrGroupStart). Per thread. */
+/* Closes the innermost group; the outermost one runs all queued sends and receives: per communicator
+ * (one after another, in the order of their first call in the group), all of one communicator's
+ * progressing together, so any order of matching pairs completes without deadlock. A send of a group
+ * matches a plain tsrRecv on the peer and vice versa. Returns the first error (its message in
+ * tsrGetLastError of that communicator; tsrGetLastError(NULL) for tsrGroupEnd without tsrGroupStart).
+ * Per thread. */
 tsrResult_t tsrGroupEnd(void);
 
 /* Not safe concurrently with other calls on comm. One line for humans: the islands, their ranks and devices, and the

@@ -4,6 +4,7 @@
 #include <exception>
 #include <string>
 
+#include "common/c_result.hpp"
 #include "common/dtype.hpp"
 #include "tessera/ckpt.h"
 #include "tessera/ckpt.hpp"
@@ -17,7 +18,7 @@ thread_local std::string g_last_error;
 
 tsrResult_t Fail(const tessera::Status& s) {
   g_last_error = s.ToString();
-  return static_cast<tsrResult_t>(static_cast<int>(s.code()));
+  return tessera::ToResult(s);
 }
 tsrResult_t Done(const tessera::Status& s) {
   if (s.ok()) return tsrSuccess;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -79,9 +80,10 @@ tsrComm_t Wrap(std::unique_ptr<tessera::comm::Comm> c) {
 
 // ---- unique ids -----------------------------------------------------------------------------------
 
-// Layout of tsrUniqueId::internal: "TSRU1 <32 hex token> <host:port>", NUL-padded.
+// Layout of tsrUniqueId::internal: "TSRU1 <token> <host:port>", NUL-padded; the token has no spaces.
 constexpr char kIdMagic[] = "TSRU1 ";
-constexpr size_t kTokenHex = 32;
+constexpr size_t kTokenHex = 32;    // a random token: 128 bits in hex
+constexpr size_t kMaxIdToken = 64;  // TESSERA_TOKEN, when it is used
 
 struct ParsedId {
   std::string token, address;
@@ -93,19 +95,17 @@ tessera::Result<ParsedId> ParseId(const tsrUniqueId& id) {
   const size_t len = nul ? static_cast<size_t>(static_cast<const char*>(nul) - p) : TSR_UNIQUE_ID_BYTES;
   const std::string text(p, len);
   const size_t magic = sizeof(kIdMagic) - 1;
-  if (nul == nullptr || text.compare(0, magic, kIdMagic) != 0 || text.size() < magic + kTokenHex + 2 ||
-      text[magic + kTokenHex] != ' ')
+  const size_t space = text.find(' ', magic);
+  if (nul == nullptr || text.compare(0, magic, kIdMagic) != 0 || space == std::string::npos || space == magic)
     return tessera::InvalidArgument(
         "tsrCommInitRank: the unique id was not made by tsrGetUniqueId of this Tessera version (bad magic or "
         "version): pass every rank the bytes rank 0 got");
   ParsedId out;
-  out.token = text.substr(magic, kTokenHex);
-  out.address = text.substr(magic + kTokenHex + 1);
-  if (out.token.find_first_not_of("0123456789abcdef") != std::string::npos ||
-      out.address.find(':') == std::string::npos)
+  out.token = text.substr(magic, space - magic);
+  out.address = text.substr(space + 1);
+  if (out.address.find(':') == std::string::npos || out.address.find(' ') != std::string::npos)
     return tessera::InvalidArgument(
-        "tsrCommInitRank: the unique id is corrupt (its token or store address is "
-        "malformed)");
+        fmt::format("tsrCommInitRank: the unique id is corrupt (store address '{}')", out.address));
   return out;
 }
 
@@ -135,14 +135,30 @@ std::string IdHost() {
 }
 
 tessera::Status MakeId(tsrUniqueId* id) {
-  std::random_device rd;
-  std::string token;
-  for (size_t i = 0; i < kTokenHex / 8; ++i) token += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+  // The job token: TESSERA_TOKEN when set (a launcher's or a daemon's job), else 128 random bits.
+  std::string token = tessera::env::Get("TESSERA_TOKEN").value_or("");
+  if (!token.empty() && (token.size() > kMaxIdToken || token.find_first_of(" \t\n") != std::string::npos))
+    return tessera::InvalidArgument(
+        fmt::format("tsrGetUniqueId: TESSERA_TOKEN ({} bytes) must be at most {} bytes "
+                    "without spaces to travel in a unique id",
+                    token.size(), kMaxIdToken));
+  if (token.empty()) {
+    std::random_device rd;
+    for (size_t i = 0; i < kTokenHex / 8; ++i) token += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+  }
   const std::string host = IdHost();
-  // The store of each id lives as long as the process (a leaked list: no static destructor runs it down
-  // while another static's destructor might still use it).
+  // The store of each id lives as long as the process (a list no static destructor runs down) ...
   static std::mutex mu;
   static auto* servers = new std::vector<std::unique_ptr<tessera::comm::StoreServer>>();
+  // ... and stops at exit, before the logger it uses is destroyed (registered after log::Init, so it
+  // runs first).
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::atexit([] {
+      std::lock_guard<std::mutex> l(mu);
+      servers->clear();
+    });
+  });
   TSR_ASSIGN_OR_RETURN(auto server, tessera::comm::StoreServer::Start(host, 0, token));
   const std::string address =
       fmt::format("{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, server->port());
@@ -301,12 +317,13 @@ tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
   }
   *newcomm = nullptr;
   return CallOutsideGroup("tsrCommSplit", comm, [&](tessera::Communicator&) -> tessera::Status {
-    TSR_RETURN_IF_ERROR(CheckConfig("tsrCommSplit", config));
     if (comm->core == nullptr) return tessera::Unsupported("tsrCommSplit: not a Tessera communicator");
-    const std::string device = config != nullptr && config->device != nullptr ? config->device : "";
-    const auto timeout =
-        std::chrono::milliseconds(config != nullptr && config->timeout_ms > 0 ? config->timeout_ms : 0);
-    auto c = comm->core->Split(color, key, device, timeout);
+    // A bad config still takes part in the collective, so that the other ranks fail at once too.
+    const tessera::Status bad = CheckConfig("tsrCommSplit", config);
+    const bool use = bad.ok() && config != nullptr;
+    const std::string device = use && config->device != nullptr ? config->device : "";
+    const auto timeout = std::chrono::milliseconds(use && config->timeout_ms > 0 ? config->timeout_ms : 0);
+    auto c = comm->core->Split(color, key, device, timeout, bad);
     if (!c.ok()) return c.status();
     if (*c) *newcomm = Wrap(std::move(c).value());
     return tessera::Status::Ok();

@@ -1,16 +1,18 @@
 // comm/comm: communicator set-up and the hierarchical algorithm; see comm.hpp.
 #include "comm/comm.hpp"
 
-#include <algorithm>
-#include <cstring>
 #include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
-#include <signal.h>
 #include <sstream>
-#include <unistd.h>
 
 #include "comm/reduce.hpp"
 #include "common/env.hpp"
@@ -79,13 +81,20 @@ std::vector<std::string> SplitString(const std::string& s, char sep) {
 
 const char* CollName(CollKind k) {
   switch (k) {
-    case CollKind::kAllReduce: return "allreduce";
-    case CollKind::kReduceScatter: return "reduce_scatter";
-    case CollKind::kAllGather: return "allgather";
-    case CollKind::kBroadcast: return "broadcast";
-    case CollKind::kBarrier: return "barrier";
-    case CollKind::kSend: return "send";
-    case CollKind::kAllToAll: return "alltoall";
+    case CollKind::kAllReduce:
+      return "allreduce";
+    case CollKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollKind::kAllGather:
+      return "allgather";
+    case CollKind::kBroadcast:
+      return "broadcast";
+    case CollKind::kBarrier:
+      return "barrier";
+    case CollKind::kSend:
+      return "send";
+    case CollKind::kAllToAll:
+      return "alltoall";
   }
   return "?";
 }
@@ -110,7 +119,12 @@ Result<InitParams> Comm::ParamsFromEnv() {
   p.island = static_cast<int>(island);
   p.vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or("");
   p.device = env::Get("TESSERA_DEVICE").value_or("host");
+  if (p.device != "host" && p.device.rfind("cuda:", 0) != 0)
+    return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not a device (use host or cuda:N)", p.device));
   TSR_ASSIGN_OR_RETURN(p.store_addr, env::Require("TESSERA_STORE"));
+  const auto colon = p.store_addr.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return InvalidArgument(fmt::format("TESSERA_STORE='{}' is not host:port", p.store_addr));
   TSR_ASSIGN_OR_RETURN(p.token, env::Require("TESSERA_TOKEN"));
   p.serve_store = true;
   return p;
@@ -126,8 +140,8 @@ Status Comm::Init(const InitParams& p) {
   if (p.timeout <= std::chrono::milliseconds::zero())
     return InvalidArgument(fmt::format("rank {}: timeout {} ms is not positive", p.rank, p.timeout.count()));
   if (p.vendor.find('|') != std::string::npos || p.device.find('|') != std::string::npos)
-    return InvalidArgument(fmt::format("rank {}: vendor '{}' / device '{}' must not contain '|'", p.rank, p.vendor,
-                                       p.device));
+    return InvalidArgument(
+        fmt::format("rank {}: vendor '{}' / device '{}' must not contain '|'", p.rank, p.vendor, p.device));
   if (p.token.empty()) return InvalidArgument(fmt::format("rank {}: the job token is empty", p.rank));
   const int island = p.island;
   timeout_ = p.timeout;
@@ -137,8 +151,8 @@ Status Comm::Init(const InitParams& p) {
   std::string device = p.device.empty() ? "host" : p.device;
   if (device != "host") {
     if (device.rfind("cuda:", 0) != 0)
-      return InvalidArgument(fmt::format("device '{}' of rank {} is not a device (use host or cuda:N)", device,
-                                         p.rank));
+      return InvalidArgument(
+          fmt::format("device '{}' of rank {} is not a device (use host or cuda:N)", device, p.rank));
     auto dev = OpenDeviceRank(device);  // selects the GPU; Unsupported in a build without CUDA
     if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", p.rank));
     cuda_ = std::move(dev).value();
@@ -165,14 +179,30 @@ Status Comm::Init(const InitParams& p) {
   if (!store.ok()) return store.status().WithContext("rank " + std::to_string(rank_) + " joining the job");
   store_ = PrefixedStore(std::move(store).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
 
-  if (bridge != "shm" && size_ > 1) {
-    TSR_ASSIGN_OR_RETURN(listener_, TcpListener::Listen());
-  }
   std::string bridge_host = env::Get("TESSERA_BRIDGE_ADDR").value_or("");
   if (bridge_host.empty()) {
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
     bridge_host = (store_host == "127.0.0.1" || store_host == "localhost") ? "127.0.0.1" : name;
+  }
+  if (bridge != "shm" && size_ > 1) {
+    // The TCP bridge listens on the address it advertises, not on every interface, unless
+    // TESSERA_BRIDGE_LISTEN says otherwise (e.g. 0.0.0.0 behind NAT).
+    std::string listen_host = env::Get("TESSERA_BRIDGE_LISTEN").value_or(bridge_host);
+    const bool loopback_store = store_host == "127.0.0.1" || store_host == "localhost";
+    if (!env::Get("TESSERA_BRIDGE_LISTEN") && !env::Get("TESSERA_BRIDGE_ADDR") && !loopback_store &&
+        ResolvesToLoopback(bridge_host)) {
+      // The host name resolves to a loopback address here (Debian's 127.0.1.1), which ranks on other
+      // hosts cannot reach: listen everywhere, as before, and say how to narrow it.
+      TSR_LOG_WARN(
+          "rank {}: this host's name '{}' resolves to a loopback address; the TCP bridge listens on "
+          "0.0.0.0 (set TESSERA_BRIDGE_ADDR to this host's address to listen there only)",
+          rank_, bridge_host);
+      listen_host = "0.0.0.0";
+    }
+    auto l = TcpListener::Listen(listen_host);
+    if (!l.ok()) return l.status().WithContext(fmt::format("rank {}: TESSERA_BRIDGE_LISTEN/ADDR", rank_));
+    listener_ = std::move(l).value();
   }
   std::string me = fmt::format("{}|{}|{}|{}|{}|{}:{}", island, vendor, device, HostId(), getpid(), bridge_host,
                                listener_ ? listener_->port() : 0);
@@ -181,8 +211,8 @@ Status Comm::Init(const InitParams& p) {
   for (int r = 0; r < size_; ++r) {
     auto v = store_->Get("rank/" + std::to_string(r), timeout_);
     if (!v.ok())
-      return v.status().WithContext(fmt::format("rank {} waiting for rank {} to join (TESSERA_WORLD_SIZE={})", rank_,
-                                                r, size_));
+      return v.status().WithContext(
+          fmt::format("rank {} waiting for rank {} to join (TESSERA_WORLD_SIZE={})", rank_, r, size_));
     auto f = SplitString(*v, '|');
     if (f.size() != 6) return RemoteError(fmt::format("malformed record of rank {} in the store: '{}'", r, *v));
     RankInfo& ri = infos_[r];
@@ -208,18 +238,18 @@ Status Comm::Init(const InitParams& p) {
       isl.vendor = ri.vendor;
       isl.backend = backend;
     } else if (isl.vendor != ri.vendor || isl.backend != backend) {
-      return InvalidArgument(fmt::format("island {} mixes vendor/device '{}/{}' (rank {}) and '{}/{}' (rank {}): "
-                                         "check TESSERA_ISLAND_VENDOR and TESSERA_DEVICE",
-                                         ri.island, isl.vendor, isl.backend, isl.ranks.front(), ri.vendor, backend,
-                                         ri.rank));
+      return InvalidArgument(
+          fmt::format("island {} mixes vendor/device '{}/{}' (rank {}) and '{}/{}' (rank {}): "
+                      "check TESSERA_ISLAND_VENDOR and TESSERA_DEVICE",
+                      ri.island, isl.vendor, isl.backend, isl.ranks.front(), ri.vendor, backend, ri.rank));
     }
     isl.ranks.push_back(ri.rank);
   }
   int expect = 0;
   for (auto& [idx, isl] : by_index) {
     if (idx != expect)
-      return InvalidArgument(fmt::format("TESSERA_ISLAND values must be 0..k-1 without gaps; island {} has no ranks",
-                                         expect));
+      return InvalidArgument(
+          fmt::format("TESSERA_ISLAND values must be 0..k-1 without gaps; island {} has no ranks", expect));
     ++expect;
     islands_.push_back(isl);
   }
@@ -230,8 +260,9 @@ Status Comm::Init(const InitParams& p) {
   TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_CUDA_BRIDGE", "auto", {"auto", "staged"}));
   for (auto& isl : islands_) {
     const std::string& host = infos_[isl.ranks.front()].host_id;
-    isl.device_bridge = cuda_bridge == "auto" && bridge != "tcp" && isl.backend != "host" && isl.ranks.size() == 1 &&
-                        std::all_of(infos_.begin(), infos_.end(), [&](const RankInfo& ri) { return ri.host_id == host; });
+    isl.device_bridge =
+        cuda_bridge == "auto" && bridge != "tcp" && isl.backend != "host" && isl.ranks.size() == 1 &&
+        std::all_of(infos_.begin(), infos_.end(), [&](const RankInfo& ri) { return ri.host_id == host; });
   }
   TSR_RETURN_IF_ERROR(SetUpChannels());
   p2p_sent_.assign(size_, 0);
@@ -241,8 +272,8 @@ Status Comm::Init(const InitParams& p) {
   if (any_device && islands_.size() > 1) {
     TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_CUDA_CHUNK", 4 << 20));
     if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
-      return InvalidArgument(fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8",
-                                         bridge_chunk_bytes_));
+      return InvalidArgument(
+          fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8", bridge_chunk_bytes_));
   }
   if (cuda_) {
     TSR_RETURN_IF_ERROR(cuda_->Attach(this));
@@ -276,14 +307,18 @@ Status Comm::SetUpChannels() {
     bool same_host = peer.host_id == me.host_id;
     bool same_island = peer.island == me.island;
     if (same_island && !same_host)
-      return Unsupported(fmt::format("island {} ({}) spans hosts (rank {} and rank {}): the host island uses shared "
-                                     "memory within one host", me.island, me.vendor, rank_, p));
+      return Unsupported(
+          fmt::format("island {} ({}) spans hosts (rank {} and rank {}): the host island uses shared "
+                      "memory within one host",
+                      me.island, me.vendor, rank_, p));
     std::string t = (same_host && (same_island || bridge != "tcp")) ? "shm" : "tcp";
     if (!same_host && bridge == "shm")
       return InvalidArgument(fmt::format("TESSERA_BRIDGE=shm but rank {} is on another host than rank {}", p, rank_));
     transport_[p] = t;
-    if (t == "shm") any_shm = true;
-    else (p < rank_ ? tcp_lower : tcp_higher).push_back(p);
+    if (t == "shm")
+      any_shm = true;
+    else
+      (p < rank_ ? tcp_lower : tcp_higher).push_back(p);
   }
   // Shared memory: everyone creates an inbox, maps the peers', then unlinks its own name.
   // Rings between a device-bridge rank and its bridge peers are TESSERA_CUDA_RING bytes, so that the
@@ -301,8 +336,7 @@ Status Comm::SetUpChannels() {
     return sizes;
   };
   // Distinct per job and per communicator of the job (its namespace).
-  std::string prefix =
-      fmt::format("/tsr-{:08x}-", static_cast<uint32_t>(std::hash<std::string>{}(token_ + "|" + ns_)));
+  std::string prefix = fmt::format("/tsr-{:08x}-", static_cast<uint32_t>(std::hash<std::string>{}(token_ + "|" + ns_)));
   if (any_shm) {
     TSR_ASSIGN_OR_RETURN(inbox_, ShmInbox::Create(prefix + std::to_string(rank_), inbox_rings(rank_)));
   }
@@ -316,7 +350,8 @@ Status Comm::SetUpChannels() {
   }
   TSR_RETURN_IF_ERROR(store_->Barrier("shm-mapped", size_, timeout_));
   if (inbox_) inbox_->Unlink();
-  for (auto& pi : peer_inboxes_) if (pi) pi->Unlink();
+  for (auto& pi : peer_inboxes_)
+    if (pi) pi->Unlink();
   // TCP: connect to higher ranks, accept from lower ones, then acknowledge.
   std::vector<std::vector<int>> fds(size_, std::vector<int>(streams, -1));
   for (int p : tcp_higher) {
@@ -327,12 +362,13 @@ Status Comm::SetUpChannels() {
     }
   }
   if (!tcp_lower.empty()) {
-    TSR_ASSIGN_OR_RETURN(auto incoming, listener_->AcceptHellos(static_cast<int>(tcp_lower.size() * streams), token_,
-                                                                timeout_));
+    TSR_ASSIGN_OR_RETURN(auto incoming,
+                         listener_->AcceptHellos(static_cast<int>(tcp_lower.size() * streams), token_, timeout_));
     for (auto& in : incoming) {
       if (in.from_rank < 0 || in.from_rank >= size_ || in.stream < 0 || in.stream >= streams ||
           fds[in.from_rank][in.stream] != -1)
-        return RemoteError(fmt::format("bridge: unexpected connection from rank {} stream {}", in.from_rank, in.stream));
+        return RemoteError(
+            fmt::format("bridge: unexpected connection from rank {} stream {}", in.from_rank, in.stream));
       fds[in.from_rank][in.stream] = in.fd;
       TSR_RETURN_IF_ERROR(TcpSendAck(in.fd));
     }
@@ -389,7 +425,7 @@ Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
     return RemoteError("another rank failed — " + *abort);
   }
   for (int p : waiting_on) {
-    if (transport_[p] == "shm" && !PidAlive(infos_[p].pid))
+    if (infos_[p].host_id == infos_[rank_].host_id && !PidAlive(infos_[p].pid))  // same host: shm or tcp
       return RemoteError(fmt::format("{} (pid {}) exited", PeerName(p), infos_[p].pid));
   }
   return Status::Ok();
@@ -412,7 +448,8 @@ void Comm::Abort() {
   // Tell the other ranks at once. On a connection of its own, so that a call of this communicator that
   // holds the store's connection cannot delay it; bounded, and best effort.
   if (!aborted_by_peer_.load()) {
-    auto c = StoreClient::Connect(store_addr_, token_, std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5)));
+    auto c = StoreClient::Connect(store_addr_, token_,
+                                  std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(2)));
     if (c.ok()) {
       auto st = PrefixedStore(std::move(c).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
       (void)st->Set("abort", s.message());
@@ -435,7 +472,7 @@ Status Comm::AsyncError() {
     s = RemoteError(fmt::format("rank {}: another rank failed — {}", rank_, *abort));
   }
   for (int p = 0; s.ok() && p < size_; ++p)
-    if (p != rank_ && transport_[p] == "shm" && !PidAlive(infos_[p].pid))
+    if (p != rank_ && infos_[p].host_id == infos_[rank_].host_id && !PidAlive(infos_[p].pid))
       s = RemoteError(fmt::format("rank {}: {} (pid {}) exited", rank_, PeerName(p), infos_[p].pid));
   if (s.ok() && cuda_) s = cuda_->AsyncError();
   SetAsyncError(s);
@@ -457,8 +494,10 @@ Status Comm::CheckArgs(const char* what, const void* send, const void* recv, siz
   if (count > 0 && (send == nullptr || recv == nullptr))
     return InvalidArgument(fmt::format("{}: NULL buffer with count {}", what, count));
   if (stream != nullptr)
-    return InvalidArgument(fmt::format("{}: a stream was passed, but rank {}'s island ({}) uses host memory: pass "
-                                       "NULL", what, rank_, islands_[my_island_].vendor));
+    return InvalidArgument(
+        fmt::format("{}: a stream was passed, but rank {}'s island ({}) uses host memory: pass "
+                    "NULL",
+                    what, rank_, islands_[my_island_].vendor));
   if (!cuda_ && count > 0) {
     if (IsDevicePointer(send) || IsDevicePointer(recv))
       return InvalidArgument(fmt::format("{}: {} = {} is device memory, but rank {}'s island ({}) uses host memory",
@@ -498,8 +537,15 @@ Range Comm::Shard(const Island& isl, int member, size_t total) const {
 }
 
 Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers) {
-  Header mine{kHeaderMagic, static_cast<uint32_t>(kind), seq_, count, static_cast<int32_t>(dt), static_cast<int32_t>(op),
-              root, rank_, {}};
+  Header mine{kHeaderMagic,
+              static_cast<uint32_t>(kind),
+              seq_,
+              count,
+              static_cast<int32_t>(dt),
+              static_cast<int32_t>(op),
+              root,
+              rank_,
+              {}};
   std::vector<Header> theirs(peers.size());
   Engine e(this);
   for (size_t i = 0; i < peers.size(); ++i) {
@@ -513,12 +559,12 @@ Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, in
     if (h.seq != seq_ || h.kind != mine.kind || h.count != count || h.dtype != mine.dtype ||
         (h.op != mine.op && (kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter)) ||
         (h.root != root && kind == CollKind::kBroadcast)) {
-      return InvalidArgument(fmt::format(
-          "mismatched collectives: rank {} called {} as its call #{}, but {} called {} as its call #{}", rank_,
-          comm::Describe(kind, count, dt, op, root), seq_, PeerName(peers[i]),
-          comm::Describe(static_cast<CollKind>(h.kind), h.count, static_cast<DType>(h.dtype),
-                         static_cast<RedOp>(h.op), h.root),
-          h.seq));
+      return InvalidArgument(
+          fmt::format("mismatched collectives: rank {} called {} as its call #{}, but {} called {} as its call #{}",
+                      rank_, comm::Describe(kind, count, dt, op, root), seq_, PeerName(peers[i]),
+                      comm::Describe(static_cast<CollKind>(h.kind), h.count, static_cast<DType>(h.dtype),
+                                     static_cast<RedOp>(h.op), h.root),
+                      h.seq));
     }
   }
   return Status::Ok();
@@ -594,8 +640,7 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
       return r == root ? Range{0, C} : Range{0, 0};
     };
     Range own = contrib(rank_);
-    if (own.len() > 0 && send != recv + own.lo * esz)
-      std::memmove(recv + own.lo * esz, send, own.len() * esz);
+    if (own.len() > 0 && send != recv + own.lo * esz) std::memmove(recv + own.lo * esz, send, own.len() * esz);
     Engine e(this);
     for (int j = 0; j < n; ++j) {  // phase 1: gather my shard's contributions from my island
       if (j == local_) continue;
@@ -730,8 +775,10 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
         ReduceJob& job = jobs[ji++];
         seg_job[si] = &job;
         for (int J = 0; J < k; ++J) {
-          if (J == my_island_) e.LocalFold(&job, J, partial + (p.lo - pbase) * psz);
-          else e.RecvFold(sg.owner[J], &job, J);
+          if (J == my_island_)
+            e.LocalFold(&job, J, partial + (p.lo - pbase) * psz);
+          else
+            e.RecvFold(sg.owner[J], &job, J);
         }
       }
       if (kind != CollKind::kReduceScatter) {
@@ -767,8 +814,10 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
               Range x = p.Intersect({count * b, count * (b + 1)});
               if (x.len() == 0) continue;
               const std::byte* src = out + (x.lo - obase) * esz;
-              if (static_cast<int>(b) == rank_) std::memcpy(recv + (x.lo - block.lo) * esz, src, x.len() * esz);
-              else e.Send(static_cast<int>(b), src, x.len() * esz);
+              if (static_cast<int>(b) == rank_)
+                std::memcpy(recv + (x.lo - block.lo) * esz, src, x.len() * esz);
+              else
+                e.Send(static_cast<int>(b), src, x.len() * esz);
             }
           } else {
             Range x = p.Intersect(block);
@@ -794,7 +843,7 @@ Status Comm::Hierarchical(CollKind kind, const void* send_v, void* recv_v, size_
 }
 
 Status Comm::HostAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                       tsrStream_t stream) {
+                           tsrStream_t stream) {
   DType dt;
   auto r = static_cast<RedOp>(op);
   return Guard("allreduce", [&]() -> Status {
@@ -812,7 +861,7 @@ Status Comm::HostAllReduce(const void* send, void* recv, size_t count, tsrDataTy
 }
 
 Status Comm::HostReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
-                           tsrStream_t stream) {
+                               tsrStream_t stream) {
   DType dt;
   auto r = static_cast<RedOp>(op);
   return Guard("reduce_scatter", [&]() -> Status {
@@ -834,7 +883,8 @@ Status Comm::HostAllGather(const void* send, void* recv, size_t sendcount, tsrDa
   });
 }
 
-Status Comm::HostBroadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream) {
+Status Comm::HostBroadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                           tsrStream_t stream) {
   DType dt;
   return Guard("broadcast", [&]() -> Status {
     if (root < 0 || root >= size_)
@@ -861,8 +911,15 @@ Status Comm::HostSend(const void* send, size_t count, tsrDataType_t type, int pe
     TSR_RETURN_IF_ERROR(CheckArgs("send", send, send, count, type, stream, &dt));
     if (peer < 0 || peer >= size_ || peer == rank_)
       return InvalidArgument(fmt::format("send: peer {} is not another rank of this world of {}", peer, size_));
-    Header h{kHeaderMagic, static_cast<uint32_t>(CollKind::kSend), p2p_sent_[peer]++, count, static_cast<int32_t>(dt),
-             0, rank_, rank_, {}};
+    Header h{kHeaderMagic,
+             static_cast<uint32_t>(CollKind::kSend),
+             p2p_sent_[peer]++,
+             count,
+             static_cast<int32_t>(dt),
+             0,
+             rank_,
+             rank_,
+             {}};
     Engine e(this);
     e.Send(peer, &h, sizeof(h));
     e.Send(peer, send, count * DTypeSize(dt));
@@ -928,8 +985,15 @@ Status Comm::HostGroup(const std::vector<P2POp>& ops) {
       if (op.peer == rank_) continue;
       const size_t bytes = op.count * DTypeSize(dts[i]);
       if (op.is_send) {
-        hdr[i] = Header{kHeaderMagic, static_cast<uint32_t>(CollKind::kSend), p2p_sent_[op.peer]++, op.count,
-                        static_cast<int32_t>(dts[i]), 0, rank_, rank_, {}};
+        hdr[i] = Header{kHeaderMagic,
+                        static_cast<uint32_t>(CollKind::kSend),
+                        p2p_sent_[op.peer]++,
+                        op.count,
+                        static_cast<int32_t>(dts[i]),
+                        0,
+                        rank_,
+                        rank_,
+                        {}};
         e.Send(op.peer, &hdr[i], sizeof(Header));
         e.Send(op.peer, op.send, bytes);
         continue;
@@ -972,8 +1036,8 @@ Status Comm::HostAllToAllv(const void* send_v, const size_t* sendcounts, const s
                                   std::max(sext, rext), type, nullptr, &dt));
     const size_t esz = DTypeSize(dt);
     if (sext > SIZE_MAX / esz || rext > SIZE_MAX / esz)
-      return InvalidArgument(fmt::format("alltoallv: {} elements of {} overflow the address space",
-                                         std::max(sext, rext), DTypeName(dt)));
+      return InvalidArgument(
+          fmt::format("alltoallv: {} elements of {} overflow the address space", std::max(sext, rext), DTypeName(dt)));
     const auto* send = static_cast<const std::byte*>(send_v);
     auto* recv = static_cast<std::byte*>(recv_v);
     if (sext > 0 && rext > 0 && send < recv + rext * esz && recv < send + sext * esz)
@@ -989,8 +1053,15 @@ Status Comm::HostAllToAllv(const void* send_v, const size_t* sendcounts, const s
     Engine e(this);
     for (int i = 1; i < size_; ++i) {
       const int p = (rank_ + i) % size_;  // a rotation, so the ranks do not all start with rank 0
-      mine[p] = Header{kHeaderMagic, static_cast<uint32_t>(CollKind::kAllToAll), seq, sendcounts[p],
-                       static_cast<int32_t>(dt), 0, 0, rank_, {}};
+      mine[p] = Header{kHeaderMagic,
+                       static_cast<uint32_t>(CollKind::kAllToAll),
+                       seq,
+                       sendcounts[p],
+                       static_cast<int32_t>(dt),
+                       0,
+                       0,
+                       rank_,
+                       {}};
       e.Send(p, &mine[p], sizeof(Header));
       e.Send(p, send + sdispls[p] * esz, sendcounts[p] * esz);
       const Header* h = &theirs[p];
@@ -1018,16 +1089,22 @@ Status Comm::HostAllToAllv(const void* send_v, const size_t* sendcounts, const s
 }
 
 Result<std::unique_ptr<Comm>> Comm::Split(int color, int key, const std::string& device,
-                                          std::chrono::milliseconds timeout) {
-  const int64_t mine[2] = {color, key};
+                                          std::chrono::milliseconds timeout, const Status& local_error) {
+  constexpr int64_t kInvalid = INT64_MIN;  // this rank's call was invalid
+  const int64_t mine[2] = {local_error.ok() ? color : kInvalid, key};
   std::vector<int64_t> all(2 * static_cast<size_t>(size_));
   TSR_RETURN_IF_ERROR(AllGather(mine, all.data(), 2, tsrInt64, nullptr));
   const uint64_t seq = split_seq_++;
+  if (!local_error.ok()) return local_error;
+  for (int r = 0; r < size_; ++r)
+    if (all[2 * r] == kInvalid)
+      return InvalidArgument(fmt::format("tsrCommSplit: rank {}'s call was invalid (its own error says why)", r));
   for (int r = 0; r < size_; ++r)
     if (all[2 * r] < 0 && all[2 * r] != TSR_SPLIT_NOCOLOR)
-      return InvalidArgument(fmt::format("tsrCommSplit: rank {} passed color {} (a color is >= 0 or "
-                                         "TSR_SPLIT_NOCOLOR)",
-                                         r, all[2 * r]));
+      return InvalidArgument(
+          fmt::format("tsrCommSplit: rank {} passed color {} (a color is >= 0 or "
+                      "TSR_SPLIT_NOCOLOR)",
+                      r, all[2 * r]));
   if (color == TSR_SPLIT_NOCOLOR) return std::unique_ptr<Comm>();
   std::vector<int> members;
   for (int r = 0; r < size_; ++r)
@@ -1047,8 +1124,8 @@ Result<std::unique_ptr<Comm>> Comm::Split(int color, int key, const std::string&
   p.ns = (ns_.empty() ? "" : ns_ + ".") + fmt::format("s{}.{}", seq, color);
   auto c = Create(p);
   if (!c.ok())
-    return c.status().WithContext(fmt::format("tsrCommSplit: rank {} joining color {} as rank {} of {}", rank_,
-                                              color, p.rank, p.world));
+    return c.status().WithContext(
+        fmt::format("tsrCommSplit: rank {} joining color {} as rank {} of {}", rank_, color, p.rank, p.world));
   return c;
 }
 
@@ -1081,7 +1158,8 @@ Status Comm::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDa
                : HostReduceScatter(send, recv, recvcount, type, op, stream);
 }
 Status Comm::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
-  return cuda_ ? cuda_->AllGather(send, recv, sendcount, type, stream) : HostAllGather(send, recv, sendcount, type, stream);
+  return cuda_ ? cuda_->AllGather(send, recv, sendcount, type, stream)
+               : HostAllGather(send, recv, sendcount, type, stream);
 }
 Status Comm::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream) {
   return cuda_ ? cuda_->Broadcast(send, recv, count, type, root, stream)
@@ -1100,18 +1178,20 @@ Status Comm::AllToAllv(const void* send, const size_t* sendcounts, const size_t*
   if (cuda_) return cuda_->AllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type, stream);
   if (stream != nullptr)
     return Guard("alltoall", [&] {
-      return InvalidArgument(fmt::format("alltoallv: a stream was passed, but rank {}'s island ({}) uses host "
-                                         "memory: pass NULL",
-                                         rank_, islands_[my_island_].vendor));
+      return InvalidArgument(
+          fmt::format("alltoallv: a stream was passed, but rank {}'s island ({}) uses host "
+                      "memory: pass NULL",
+                      rank_, islands_[my_island_].vendor));
     });
   return HostAllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type);
 }
 
 #ifndef TESSERA_HAVE_CUDA
 Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const std::string& device) {
-  return Unsupported(fmt::format("TESSERA_DEVICE='{}': this build has no CUDA device backend (nvcc was not found "
-                                 "when it was configured); use TESSERA_DEVICE=host",
-                                 device));
+  return Unsupported(
+      fmt::format("TESSERA_DEVICE='{}': this build has no CUDA device backend (nvcc was not found "
+                  "when it was configured); use TESSERA_DEVICE=host",
+                  device));
 }
 bool IsDevicePointer(const void*) { return false; }
 #endif

@@ -13,8 +13,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,9 +32,9 @@ namespace tessera::comm {
 struct RankInfo {
   int rank = 0;
   int island = 0;
-  std::string vendor;    // e.g. "ascend"
-  std::string device;    // "host" or "cuda:N"
-  std::string host_id;   // hostname + boot id: equal means same machine
+  std::string vendor;   // e.g. "ascend"
+  std::string device;   // "host" or "cuda:N"
+  std::string host_id;  // hostname + boot id: equal means same machine
   int pid = 0;
   std::string tcp_addr;  // bridge listener, host:port
 };
@@ -60,15 +60,7 @@ struct Range {
   }
 };
 
-enum class CollKind : uint32_t {
-  kAllReduce = 1,
-  kReduceScatter,
-  kAllGather,
-  kBroadcast,
-  kBarrier,
-  kSend,
-  kAllToAll
-};
+enum class CollKind : uint32_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier, kSend, kAllToAll };
 const char* CollName(CollKind k);
 
 // Everything a rank needs to join a communicator (Comm::Create). FromEnv fills it from TESSERA_*;
@@ -111,8 +103,10 @@ class Comm final : public Communicator, public Links {
 
   // Collective over this communicator (see tsrCommSplit): null for TSR_SPLIT_NOCOLOR. `device` empty and
   // `timeout` zero inherit this communicator's.
-  Result<std::unique_ptr<Comm>> Split(int color, int key, const std::string& device,
-                                      std::chrono::milliseconds timeout);
+  // `local_error`: this rank's call was invalid (a bad config): it still takes part, so that every rank
+  // fails at once instead of waiting for it, and returns that error.
+  Result<std::unique_ptr<Comm>> Split(int color, int key, const std::string& device, std::chrono::milliseconds timeout,
+                                      const Status& local_error = Status::Ok());
   // The sends and receives of one group, progressing together (tsrGroupEnd).
   Status Group(const std::vector<P2POp>& ops);
   // Counts and displacements in elements, one per rank (tsrAllToAllv).
@@ -153,7 +147,7 @@ class Comm final : public Communicator, public Links {
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
  private:
-  friend class CudaRank;  // the CUDA device backend drives the host path below for staged buffers
+  friend class CudaRank;         // the CUDA device backend drives the host path below for staged buffers
   friend struct CommTestAccess;  // tests/comm/device_emu_worker: the device bridge on an emulated device
   Comm() = default;
   Status Init(const InitParams& p);
@@ -224,7 +218,7 @@ class Comm final : public Communicator, public Links {
   std::atomic<bool> abort_requested_{false};  // tsrCommAbort (any thread)
   std::atomic<bool> async_failed_{false};     // async_error_ is set
   std::mutex async_mu_;
-  Status async_error_;  // guarded by async_mu_
+  Status async_error_;             // guarded by async_mu_
   size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
   // This rank's device backend (TESSERA_DEVICE=cuda:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.

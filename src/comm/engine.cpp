@@ -1,9 +1,10 @@
 // comm/engine: the non-blocking progress loop behind every collective; see engine.hpp.
 #include "comm/engine.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
 #include <sched.h>
+
+#include <algorithm>
 
 #include "comm/reduce.hpp"
 
@@ -23,19 +24,25 @@ Status ReduceJob::FoldRange(int c, const void* src, size_t count) {
   bool last = c + 1 == static_cast<int>(done.size());
   if (fused_c >= 0 && c == 1 - fused_c) {  // the received one of the fused pair: fold both now
     const std::byte* l = fused + at * DTypeSize(src_type[fused_c]);
-    if (fused_c == 0) Fold2(a, l, src_type[0], src, src_type[1], count, dtype, op);
-    else Fold2(a, src, src_type[0], l, src_type[1], count, dtype, op);
+    if (fused_c == 0)
+      Fold2(a, l, src_type[0], src, src_type[1], count, dtype, op);
+    else
+      Fold2(a, src, src_type[0], l, src_type[1], count, dtype, op);
     done[fused_c] += count;
     last = done.size() == 2;
   } else if (!(c == 0 && src == a)) {
-    if (device) TSR_RETURN_IF_ERROR(device->Fold(a, src, count, dtype, src_type[c], op, c == 0));
-    else Fold(a, src, count, dtype, src_type[c], op, c == 0);
+    if (device)
+      TSR_RETURN_IF_ERROR(device->Fold(a, src, count, dtype, src_type[c], op, c == 0));
+    else
+      Fold(a, src, count, dtype, src_type[c], op, c == 0);
   }
   if (last && dst != nullptr) {
     std::byte* d = static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
     if (!(d == a && op != RedOp::kAvg)) {
-      if (device) TSR_RETURN_IF_ERROR(device->Finalize(d, a, count, dtype, op, divisor));
-      else Finalize(d, a, count, dtype, op, divisor);
+      if (device)
+        TSR_RETURN_IF_ERROR(device->Finalize(d, a, count, dtype, op, divisor));
+      else
+        Finalize(d, a, count, dtype, op, divisor);
     }
   }
   done[c] += count;
@@ -188,7 +195,8 @@ Status Engine::Run(const std::string& what) {
       if (now - last_check > std::chrono::milliseconds(50)) {
         last_check = now;
         std::vector<int> owed;
-        for (size_t p = 0; p < sends_.size(); ++p) if (!sends_[p].empty()) owed.push_back(static_cast<int>(p));
+        for (size_t p = 0; p < sends_.size(); ++p)
+          if (!sends_[p].empty()) owed.push_back(static_cast<int>(p));
         for (size_t p = 0; p < recvs_.size(); ++p)
           if (!recvs_[p].empty() && std::find(owed.begin(), owed.end(), static_cast<int>(p)) == owed.end())
             owed.push_back(static_cast<int>(p));
@@ -196,8 +204,8 @@ Status Engine::Run(const std::string& what) {
         if (now - last_progress > timeout) {
           std::string names;
           for (int p : owed) names += (names.empty() ? "" : ", ") + links_->PeerName(p);
-          return Timeout(fmt::format("{}: no progress for {} ms (TESSERA_TIMEOUT) waiting on {}", what,
-                                     timeout.count(), names.empty() ? "local work" : names));
+          return Timeout(fmt::format("{}: no progress for {} ms (TESSERA_TIMEOUT) waiting on {}", what, timeout.count(),
+                                     names.empty() ? "local work" : names));
         }
       }
     }
@@ -213,8 +221,8 @@ Status Engine::Run(const std::string& what) {
       TSR_ASSIGN_OR_RETURN(bool done, dev_->Done(DeviceOps::kFoldQueue, t));
       if (done) break;
       if (Clock::now() - last_progress > timeout)
-        return Timeout(fmt::format("{}: the device's folds did not finish within {} ms (TESSERA_TIMEOUT)", what,
-                                   timeout.count()));
+        return Timeout(
+            fmt::format("{}: the device's folds did not finish within {} ms (TESSERA_TIMEOUT)", what, timeout.count()));
       sched_yield();
     }
   }
@@ -242,8 +250,7 @@ void Engine::FuseLocalPairs() {
 }
 
 template <typename Release>
-Result<bool> Engine::Retire(DeviceOps::Queue queue, std::deque<InFlight>& inflight, size_t* released,
-                            Release release) {
+Result<bool> Engine::Retire(DeviceOps::Queue queue, std::deque<InFlight>& inflight, size_t* released, Release release) {
   bool progress = false;
   while (!inflight.empty()) {
     TSR_ASSIGN_OR_RETURN(bool done, dev_->Done(queue, inflight.front().ticket));
@@ -261,8 +268,8 @@ Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
   DevQueues& dq = devq_[peer];
   SendChannel* ch = links_->send(peer);
   if (!ch->dma())
-    return InternalError(fmt::format("device bridge: the {} channel to {} cannot take device copies",
-                                     ch->transport(), links_->PeerName(peer)));
+    return InternalError(fmt::format("device bridge: the {} channel to {} cannot take device copies", ch->transport(),
+                                     links_->PeerName(peer)));
   // Publish what the copy engine has written.
   TSR_ASSIGN_OR_RETURN(bool progress,
                        Retire(DeviceOps::kSendQueue, dq.sent, &dq.send_done, [ch](size_t b) { ch->Publish(b); }));
@@ -297,8 +304,8 @@ Result<bool> Engine::StepDeviceRecv(int peer, std::deque<RecvOp>& q) {
   DevQueues& dq = devq_[peer];
   RecvChannel* ch = links_->recv(peer);
   if (!ch->dma())
-    return InternalError(fmt::format("device bridge: the {} channel from {} cannot take device copies",
-                                     ch->transport(), links_->PeerName(peer)));
+    return InternalError(fmt::format("device bridge: the {} channel from {} cannot take device copies", ch->transport(),
+                                     links_->PeerName(peer)));
   // Release the ring bytes the device has finished reading.
   TSR_ASSIGN_OR_RETURN(bool progress,
                        Retire(DeviceOps::kFoldQueue, dq.recvd, &dq.recv_done, [ch](size_t b) { ch->Consume(b); }));

@@ -69,9 +69,9 @@ struct ReduceJob {
   RedOp op = RedOp::kSum;
   void* dst = nullptr;
   int divisor = 1;
-  std::vector<DType> src_type;   // per contributor
-  std::vector<size_t> done;      // elements folded (issued, on a device), per contributor
-  DeviceOps* device = nullptr;   // acc, dst and sources are device memory: fold with its kernels
+  std::vector<DType> src_type;  // per contributor
+  std::vector<size_t> done;     // elements folded (issued, on a device), per contributor
+  DeviceOps* device = nullptr;  // acc, dst and sources are device memory: fold with its kernels
   // Host jobs whose first two contributors are one local buffer and one received stream fold both in
   // one pass as the stream arrives (Fold2: same bits, one pass over acc fewer). Set by Engine::Run.
   const std::byte* fused = nullptr;  // the local contributor's data
@@ -151,7 +151,7 @@ class Engine {
   };
   Links* links_;
   DeviceOps* dev_;
-  std::vector<DevQueues> devq_;  // by peer, device mode
+  std::vector<DevQueues> devq_;            // by peer, device mode
   std::vector<std::deque<SendOp>> sends_;  // by peer
   std::vector<std::deque<RecvOp>> recvs_;  // by peer
   std::vector<LocalOp> locals_;

@@ -423,7 +423,14 @@ class Job {
     ::pthread_sigmask(SIG_BLOCK, &block, &old);
     auto token = RandomToken();
     Result<std::unique_ptr<StoreServer>> store = InternalError("not started");
-    if (token.ok()) store = StoreServer::Start("127.0.0.1", 0, *token);
+    if (token.ok()) {
+      // Room for every rank's communicators (a split opens one store connection per member) unless
+      // TESSERA_STORE_MAX_CONNS says otherwise.
+      StoreLimits limits = StoreLimits::FromEnv();
+      if (!env::Get("TESSERA_STORE_MAX_CONNS"))
+        limits.max_connections = std::max<int>(limits.max_connections, 16 * static_cast<int>(ranks_.size()));
+      store = StoreServer::Start("127.0.0.1", 0, *token, limits);
+    }
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (!token.ok()) return Fail(1, token.status().message());
     if (!store.ok()) return Fail(1, "cannot start the store: " + store.status().message());

@@ -1,9 +1,12 @@
 // comm/store: the TCP rendezvous key-value store (server and client) declared in comm/store.hpp.
 //
 // Wire protocol: every message is a frame `u32 length (big-endian) | payload`. The first frame a client
-// sends is the handshake `u32 magic | str token`; the server answers `u8 kOk` or `u8 kRefused` (and
-// closes). Afterwards each request frame `u8 op | fields` gets exactly one reply frame `u8 reply | fields`.
-// Strings are `u32 length | bytes`; integers are big-endian. The server runs one thread per connection;
+// sends is the handshake `u32 magic | str token`; the server answers `u8 kOk`, `u8 kRefused` (a wrong
+// token) or `u8 kBusy | str why` (TESSERA_STORE_MAX_CONNS reached), and closes on anything but kOk.
+// Afterwards each request frame `u8 op | fields` gets exactly one reply frame `u8 reply | fields`.
+// Strings are `u32 length | bytes`; integers are big-endian. Frames are at most StoreLimits::kMaxFrame
+// bytes and read into memory as they arrive. The accept thread reads every handshake without blocking
+// (no thread for a connection until it has authenticated); then the server runs one thread per connection;
 // blocking requests (Get, Wait, Barrier) carry their timeout and the server answers kTimeout when it runs
 // out, so that the client can name what was missing. The client bounds every read by that timeout plus a
 // margin, and a connection that saw an I/O error or a late answer is closed for good (RemoteError).
@@ -45,15 +48,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr uint32_t kMagic = 0x54535231;           // "TSR1"
-constexpr uint32_t kMaxHandshake = 4096;          // magic + token
-constexpr uint32_t kMaxFrame = 256u << 20;        // values are small; this only stops garbage lengths
-constexpr milliseconds kHandshakeTimeout{60000};  // a connection that never authenticates is dropped
-constexpr milliseconds kReplyMargin{5000};        // how late the server's answer to a wait may be
-constexpr milliseconds kWaitSlice{100};           // how often a waiting server thread checks its client
+constexpr uint32_t kMagic = 0x54535231;                 // "TSR1"
+constexpr uint32_t kMaxHandshake = 4096;                // magic + token
+constexpr uint32_t kMaxFrame = StoreLimits::kMaxFrame;  // see StoreLimits
+constexpr milliseconds kClientWriteTimeout{60000};      // a client that stops reading its replies is dropped
+constexpr size_t kFrameGrowth = 64 << 10;               // a frame's buffer grows as its bytes arrive
+constexpr milliseconds kReplyMargin{5000};              // how late the server's answer to a wait may be
+constexpr milliseconds kWaitSlice{100};                 // how often a waiting server thread checks its client
 
 enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kBarrier = 5 };
-enum class Reply : uint8_t { kOk = 0, kTimeout = 1, kError = 2, kRefused = 3 };
+enum class Reply : uint8_t { kOk = 0, kTimeout = 1, kError = 2, kRefused = 3, kBusy = 4 };
 
 // ---- encoding ----------------------------------------------------------------------------------------
 
@@ -201,19 +205,28 @@ Io WriteFull(int fd, const std::string& data, Clock::time_point deadline, int wa
   return Io::kOk;
 }
 
-// Reads one frame of at most `max` bytes into *payload. kError with *err == EMSGSIZE for an oversize frame.
-Io ReadFrame(int fd, std::string* payload, uint32_t max, Clock::time_point deadline, int wake_fd, int* err) {
+// Reads one frame of at most `max` bytes into *payload, allocating only as its bytes arrive. kError with
+// *err == EMSGSIZE for an oversize frame (its announced length in *announced when given).
+Io ReadFrame(int fd, std::string* payload, uint32_t max, Clock::time_point deadline, int wake_fd, int* err,
+             uint32_t* announced = nullptr) {
   char hdr[4];
   Io r = ReadFull(fd, hdr, 4, deadline, wake_fd, err);
   if (r != Io::kOk) return r;
   uint32_t n = 0;
   for (char c : hdr) n = (n << 8) | static_cast<uint8_t>(c);
+  if (announced != nullptr) *announced = n;
   if (n > max) {
     *err = EMSGSIZE;
     return Io::kError;
   }
-  payload->resize(n);
-  return ReadFull(fd, payload->data(), n, deadline, wake_fd, err);
+  payload->clear();
+  while (payload->size() < n) {
+    const size_t at = payload->size();
+    payload->resize(at + std::min<size_t>(n - at, kFrameGrowth));
+    r = ReadFull(fd, payload->data() + at, payload->size() - at, deadline, wake_fd, err);
+    if (r != Io::kOk) return r;
+  }
+  return Io::kOk;
 }
 
 void SetNoDelay(int fd) {
@@ -257,8 +270,13 @@ std::string QuoteList(const std::vector<std::string>& keys, size_t max_shown) {
 
 class TcpStoreServer final : public StoreServer {
  public:
-  TcpStoreServer(int listen_fd, int wake_read, int wake_write, int port, std::string token)
-      : listen_fd_(listen_fd), wake_read_(wake_read), wake_write_(wake_write), port_(port), token_(std::move(token)) {
+  TcpStoreServer(int listen_fd, int wake_read, int wake_write, int port, std::string token, StoreLimits limits)
+      : listen_fd_(listen_fd),
+        wake_read_(wake_read),
+        wake_write_(wake_write),
+        port_(port),
+        token_(std::move(token)),
+        limits_(limits) {
     accept_thread_ = std::thread([this] { AcceptLoop(); });
   }
 
@@ -289,40 +307,157 @@ class TcpStoreServer final : public StoreServer {
     std::atomic<bool> done{false};
   };
 
+  // A connection that has not authenticated yet: the accept thread reads its handshake without blocking.
+  struct Pending {
+    int fd = -1;
+    Clock::time_point deadline;
+    std::string buf;  // bytes of the handshake frame so far (length prefix included)
+    std::string peer;
+  };
+
   struct Barrier {
     int64_t arrived = 0;
     int world_size = 0;
   };
 
   void AcceptLoop() {
+    std::vector<pollfd> pfds;
     for (;;) {
-      int err = 0;
-      const Io w = WaitFd(listen_fd_, POLLIN, Clock::time_point::max(), wake_read_, &err);
-      if (w == Io::kWoken) return;
-      if (w == Io::kError) {
-        TSR_LOG_ERROR("store: poll on the listening socket failed: {}", std::strerror(err));
-        return;
+      pfds.assign({{listen_fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}});
+      Clock::time_point next = Clock::time_point::max();
+      for (const Pending& p : pending_) {
+        pfds.push_back({p.fd, POLLIN, 0});
+        next = std::min(next, p.deadline);
       }
-      ReapFinished();
+      const int n = ::poll(pfds.data(), pfds.size(), PollMs(next));
+      if (n < 0 && errno != EINTR) {
+        TSR_LOG_ERROR("store: poll on the listening socket failed: {}", std::strerror(errno));
+        break;
+      }
+      if (n > 0 && (pfds[1].revents & POLLIN)) break;
+      // Handshakes in progress (pfds[2 + i] is pending_[i]), then the ones out of time.
+      std::vector<Pending> keep;
+      const auto now = Clock::now();
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        Pending& p = pending_[i];
+        const bool ready = n > 0 && pfds[2 + i].revents != 0;
+        if (ready && !ReadHandshake(p)) continue;  // done with it: served, refused or dropped
+        if (ready && p.fd < 0) continue;
+        if (now >= p.deadline) {
+          TSR_LOG_WARN(
+              "store: dropped a connection from {} that sent no valid handshake within {} "
+              "(TESSERA_TIMEOUT)",
+              p.peer, FormatDuration(limits_.handshake_timeout));
+          ::close(p.fd);
+          continue;
+        }
+        keep.push_back(std::move(p));
+      }
+      pending_ = std::move(keep);
+      if (n > 0 && (pfds[0].revents & POLLIN)) AcceptNew();
+    }
+    for (Pending& p : pending_) ::close(p.fd);
+    pending_.clear();
+  }
+
+  void AcceptNew() {
+    ReapFinished();
+    for (;;) {
       const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
-        if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
         TSR_LOG_WARN("store: accept failed: {}", std::strerror(errno));
         // EMFILE and friends: back off instead of spinning.
         std::this_thread::sleep_for(milliseconds(10));
-        continue;
+        return;
       }
       SetNoDelay(fd);
-      auto conn = std::make_unique<Conn>();
-      conn->fd = fd;
-      Conn* raw = conn.get();
-      conns_.push_back(std::move(conn));
-      raw->thread = std::thread([this, raw] {
-        Serve(raw->fd);
-        ::close(raw->fd);
-        raw->done.store(true, std::memory_order_release);
-      });
+      if (static_cast<int>(pending_.size()) >= StoreLimits::kMaxPending) {
+        // Many connections that do not authenticate: drop the oldest, which is the likeliest stray.
+        TSR_LOG_WARN(
+            "store: dropped a connection from {} that had not authenticated: {} connections are "
+            "waiting to authenticate (the limit)",
+            pending_.front().peer, StoreLimits::kMaxPending);
+        ::close(pending_.front().fd);
+        pending_.erase(pending_.begin());
+      }
+      pending_.push_back({fd, DeadlineAfter(limits_.handshake_timeout), {}, PeerName(fd)});
     }
+  }
+
+  // Reads what a pending connection has sent; false when it is finished with (authenticated and handed
+  // to a thread of its own, refused, or dropped), true while its handshake is incomplete.
+  bool ReadHandshake(Pending& p) {
+    char buf[512];
+    for (;;) {
+      const size_t want = p.buf.size() < 4 ? 4 - p.buf.size() : 4 + FrameLen(p.buf) - p.buf.size();
+      if (want == 0) break;
+      const ssize_t r = ::recv(p.fd, buf, std::min(want, sizeof(buf)), MSG_DONTWAIT);
+      if (r > 0) {
+        p.buf.append(buf, static_cast<size_t>(r));
+        if (p.buf.size() == 4 && FrameLen(p.buf) > kMaxHandshake) {
+          TSR_LOG_WARN(
+              "store: refused a connection from {}: its handshake announces {} bytes (at most {}); not "
+              "a Tessera store client",
+              p.peer, FrameLen(p.buf), kMaxHandshake);
+          ::close(p.fd);
+          return false;
+        }
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      TSR_LOG_INFO("store: a connection from {} closed before authenticating", p.peer);
+      ::close(p.fd);
+      return false;
+    }
+    const std::string msg = p.buf.substr(4);
+    Reader hr(msg);
+    const uint32_t magic = hr.U32();
+    const std::string token = hr.Str();
+    int err = 0;
+    if (!hr.ok() || magic != kMagic) {
+      TSR_LOG_WARN("store: dropped a connection from {}: not a Tessera store client", p.peer);
+      ::close(p.fd);
+      return false;
+    }
+    if (token != token_) {
+      TSR_LOG_WARN("store: refused a connection from {}: wrong job token (TESSERA_TOKEN)", p.peer);
+      Writer w;
+      w.U8(static_cast<uint8_t>(Reply::kRefused));
+      (void)WriteFull(p.fd, w.Frame(), Clock::now() + milliseconds(1000), wake_read_, &err);
+      ::close(p.fd);
+      return false;
+    }
+    ReapFinished();
+    if (static_cast<int>(conns_.size()) >= limits_.max_connections) {
+      const std::string why =
+          fmt::format("{} connections are open, the limit (TESSERA_STORE_MAX_CONNS)", limits_.max_connections);
+      TSR_LOG_WARN("store: refused a connection from {}: {}", p.peer, why);
+      Writer w;
+      w.U8(static_cast<uint8_t>(Reply::kBusy)).Str(why);
+      (void)WriteFull(p.fd, w.Frame(), Clock::now() + milliseconds(1000), wake_read_, &err);
+      ::close(p.fd);
+      return false;
+    }
+    auto conn = std::make_unique<Conn>();
+    conn->fd = p.fd;
+    Conn* raw = conn.get();
+    conns_.push_back(std::move(conn));
+    raw->thread = std::thread([this, raw] {
+      Serve(raw->fd);
+      ::close(raw->fd);
+      raw->done.store(true, std::memory_order_release);
+    });
+    p.fd = -1;
+    return false;
+  }
+
+  static uint32_t FrameLen(const std::string& b) {
+    uint32_t n = 0;
+    for (int i = 0; i < 4; ++i) n = (n << 8) | static_cast<uint8_t>(b[i]);
+    return n;
   }
 
   // Joins the threads of connections that have ended (called from the accept thread only).
@@ -337,44 +472,32 @@ class TcpStoreServer final : public StoreServer {
     }
   }
 
+  // An authenticated connection: acknowledge, then answer requests until it ends.
   void Serve(int fd) {
     int err = 0;
     std::string msg;
-    const Io h = ReadFrame(fd, &msg, kMaxHandshake, Clock::now() + kHandshakeTimeout, wake_read_, &err);
-    if (h != Io::kOk) {
-      if (h == Io::kTimeout || h == Io::kError)
-        TSR_LOG_WARN("store: dropped a connection from {} that sent no valid handshake", PeerName(fd));
-      return;
-    }
-    Reader hr(msg);
-    const uint32_t magic = hr.U32();
-    const std::string token = hr.Str();
-    if (!hr.ok() || magic != kMagic) {
-      TSR_LOG_WARN("store: dropped a connection from {}: not a Tessera store client", PeerName(fd));
-      return;
-    }
-    if (token != token_) {
-      TSR_LOG_WARN("store: refused a connection from {}: wrong job token (TESSERA_TOKEN)", PeerName(fd));
-      Writer w;
-      w.U8(static_cast<uint8_t>(Reply::kRefused));
-      (void)WriteFull(fd, w.Frame(), Clock::now() + milliseconds(1000), wake_read_, &err);
-      return;
-    }
     {
       Writer w;
       w.U8(static_cast<uint8_t>(Reply::kOk));
-      if (WriteFull(fd, w.Frame(), Clock::now() + kHandshakeTimeout, wake_read_, &err) != Io::kOk) return;
+      if (WriteFull(fd, w.Frame(), Clock::now() + kClientWriteTimeout, wake_read_, &err) != Io::kOk) return;
     }
     for (;;) {
-      const Io r = ReadFrame(fd, &msg, kMaxFrame, Clock::time_point::max(), wake_read_, &err);
+      uint32_t announced = 0;
+      const Io r = ReadFrame(fd, &msg, kMaxFrame, Clock::time_point::max(), wake_read_, &err, &announced);
       if (r != Io::kOk) {
-        if (r == Io::kError) TSR_LOG_WARN("store: dropped {}: {}", PeerName(fd), std::strerror(err));
+        if (r == Io::kError && err == EMSGSIZE)
+          TSR_LOG_WARN(
+              "store: dropped {}: it announced a frame of {} bytes, more than the store's limit of {} "
+              "bytes",
+              PeerName(fd), announced, kMaxFrame);
+        else if (r == Io::kError)
+          TSR_LOG_WARN("store: dropped {}: {}", PeerName(fd), std::strerror(err));
         return;
       }
       Writer reply;
       if (!Handle(fd, msg, &reply)) return;
       // A client that stops reading is dropped once it has not read for as long as a handshake may take.
-      if (WriteFull(fd, reply.Frame(), Clock::now() + kHandshakeTimeout, wake_read_, &err) != Io::kOk) return;
+      if (WriteFull(fd, reply.Frame(), Clock::now() + kClientWriteTimeout, wake_read_, &err) != Io::kOk) return;
     }
   }
 
@@ -515,8 +638,10 @@ class TcpStoreServer final : public StoreServer {
 
   const int listen_fd_, wake_read_, wake_write_, port_;
   const std::string token_;
+  const StoreLimits limits_;
   std::thread accept_thread_;
   std::list<std::unique_ptr<Conn>> conns_;  // touched by the accept thread, then by the destructor
+  std::vector<Pending> pending_;            // the accept thread's
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -542,6 +667,9 @@ class TcpStoreClient final : public StoreClient {
   }
 
   Status Set(const std::string& key, const std::string& value) override {
+    if (key.size() + value.size() + 16 > kMaxFrame)
+      return InvalidArgument(fmt::format("setting key '{}': {} bytes are more than the store's limit of {} bytes", key,
+                                         key.size() + value.size(), kMaxFrame));
     Writer w;
     w.U8(static_cast<uint8_t>(Op::kSet)).Str(key).Str(value);
     TSR_ASSIGN_OR_RETURN(std::string reply, Call(w, io_timeout_, fmt::format("setting key '{}'", key)));
@@ -741,7 +869,27 @@ std::unique_ptr<StoreClient> PrefixedStore(std::unique_ptr<StoreClient> base, co
   return std::make_unique<PrefixStore>(std::move(base), prefix);
 }
 
+StoreLimits StoreLimits::FromEnv() {
+  StoreLimits l;
+  auto t = env::Duration("TESSERA_TIMEOUT", std::chrono::seconds(60));
+  if (t.ok())
+    l.handshake_timeout = *t;
+  else
+    TSR_LOG_WARN("store: {}; the handshake bound stays {}", t.status().message(), FormatDuration(l.handshake_timeout));
+  auto m = env::Int("TESSERA_STORE_MAX_CONNS", l.max_connections, 1, 1 << 20);
+  if (m.ok())
+    l.max_connections = static_cast<int>(*m);
+  else
+    TSR_LOG_WARN("store: {}; the limit stays {}", m.status().message(), l.max_connections);
+  return l;
+}
+
 Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port, const std::string& token) {
+  return Start(host, port, token, StoreLimits::FromEnv());
+}
+
+Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port, const std::string& token,
+                                                        const StoreLimits& limits) {
   if (token.empty()) return InvalidArgument("the store needs a non-empty job token (TESSERA_TOKEN)");
   if (token.size() > kMaxHandshake - 16)
     return InvalidArgument(fmt::format("the job token is {} bytes long; at most {}", token.size(), kMaxHandshake - 16));
@@ -787,7 +935,7 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host,
     return ErrnoError("pipe for the store", err);
   }
   TSR_LOG_DEBUG("store: listening on {}:{}", host, bound);
-  return std::unique_ptr<StoreServer>(new TcpStoreServer(fd, wake[0], wake[1], bound, token));
+  return std::unique_ptr<StoreServer>(new TcpStoreServer(fd, wake[0], wake[1], bound, token, limits));
 }
 
 Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& address, const std::string& token,
@@ -847,6 +995,11 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& add
   }
   Reader r(reply);
   const auto code = static_cast<Reply>(r.U8());
+  if (r.ok() && code == Reply::kBusy) {
+    const std::string why = r.Str();
+    ::close(fd);
+    return RemoteError(fmt::format("store at {} refused the connection: {}", address, r.ok() ? why : "busy"));
+  }
   if (!r.ok() || !r.AtEnd() || (code != Reply::kOk && code != Reply::kRefused)) {
     ::close(fd);
     return RemoteError(fmt::format("garbled handshake reply from {}; is it a Tessera store?", address));

@@ -17,10 +17,29 @@
 
 namespace tessera::comm {
 
+// What a server accepts from its clients. A connection must authenticate (send the handshake with the
+// job token) within `handshake_timeout`, or it is dropped and logged; connections that have not yet
+// authenticated cost no thread (the accept thread multiplexes them; at most kMaxPending of them, the
+// oldest dropped first). At most `max_connections` authenticated connections are served at once (one
+// thread each); more are refused with a logged reason and an error naming the limit at the client. Every
+// frame is at most kMaxFrame bytes (16 MiB: the store holds small records) and is allocated only as its
+// bytes arrive, so a client announcing a huge frame is refused and dropped without the server allocating.
+struct StoreLimits {
+  static constexpr uint32_t kMaxFrame = 16u << 20;
+  static constexpr int kMaxPending = 512;
+  std::chrono::milliseconds handshake_timeout{60000};
+  int max_connections = 4096;
+  // handshake_timeout from TESSERA_TIMEOUT, max_connections from TESSERA_STORE_MAX_CONNS (defaults on
+  // bad values, with a warning).
+  static StoreLimits FromEnv();
+};
+
 class StoreServer {
  public:
   // Binds `host:port` (port 0 picks a free one) and serves in background threads until destroyed.
   static Result<std::unique_ptr<StoreServer>> Start(const std::string& host, int port, const std::string& token);
+  static Result<std::unique_ptr<StoreServer>> Start(const std::string& host, int port, const std::string& token,
+                                                    const StoreLimits& limits);
   virtual ~StoreServer() = default;
   virtual int port() const = 0;
 };
@@ -48,8 +67,8 @@ class StoreClient {
 // among several of a job (Comm's key namespace). Returns `base` itself when prefix is empty.
 std::unique_ptr<StoreClient> PrefixedStore(std::unique_ptr<StoreClient> base, const std::string& prefix);
 
-// "30s", "1500ms", "120s": whole seconds when exact, else milliseconds; the form that env::ParseDuration reads back. Used in messages
-// and for the TESSERA_TIMEOUT that the launcher hands to the ranks.
+// "30s", "1500ms", "120s": whole seconds when exact, else milliseconds; the form that env::ParseDuration reads back.
+// Used in messages and for the TESSERA_TIMEOUT that the launcher hands to the ranks.
 std::string FormatDuration(std::chrono::milliseconds d);
 
 }  // namespace tessera::comm

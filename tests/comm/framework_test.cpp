@@ -4,13 +4,17 @@
 // adversarial orders, alltoall(v) for every type, tsrCommAbort from another thread, and
 // tsrCommGetAsyncError after a peer died. The ranks are framework_worker processes; each prints "OK rank
 // R" or "FAIL rank R: why". Also: tsrGetVersion and `tessera --version` match CMake's project version.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/c_result.hpp"
 #include "tessera/tessera.h"
 
 extern char** environ;
@@ -45,7 +50,8 @@ struct Job {
 
 // Starts one framework_worker per rank of `layout` (island sizes) with every TESSERA_* variable removed
 // (TESSERA_LOG kept), collects their output, and waits for all of them (killing them after 240 s).
-Job RunRanks(const std::string& scenario, const std::vector<int>& layout, bool worker_makes_id) {
+Job RunRanks(const std::string& scenario, const std::vector<int>& layout, bool worker_makes_id,
+             const std::vector<std::string>& extra_env = {}, std::vector<tsrUniqueId>* made = nullptr) {
   static int seq = 0;
   const std::string ids =
       testing::TempDir() + "/framework_ids_" + std::to_string(getpid()) + "_" + std::to_string(seq++);
@@ -53,7 +59,10 @@ Job RunRanks(const std::string& scenario, const std::vector<int>& layout, bool w
   if (!worker_makes_id) {
     const size_t n = scenario == "basic" ? 2 : 1;
     std::vector<tsrUniqueId> v(n);
-    for (auto& id : v) EXPECT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
+    if (made != nullptr && made->size() >= n)
+      std::copy(made->begin(), made->begin() + n, v.begin());
+    else
+      for (auto& id : v) EXPECT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
     std::ofstream(ids, std::ios::binary).write(reinterpret_cast<const char*>(v.data()), n * sizeof(tsrUniqueId));
   }
   std::string lay;
@@ -65,6 +74,7 @@ Job RunRanks(const std::string& scenario, const std::vector<int>& layout, bool w
   std::vector<std::string> env_s;
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "TESSERA_", 8) != 0 || std::strncmp(*e, "TESSERA_LOG=", 12) == 0) env_s.push_back(*e);
+  for (const auto& e : extra_env) env_s.push_back(e);
   std::vector<char*> envp;
   for (auto& s : env_s) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -152,6 +162,68 @@ TEST(FrameworkApi, AbortFromAnotherThreadEndsAPendingRecv) {
 
 TEST(FrameworkApi, AsyncErrorAfterAPeerDies) { ExpectAllOk(RunRanks("asyncerr", {1, 2}, false), 3); }
 
+// Rank 0 reaches the dead rank over a TCP bridge on the same host: its process is watched too.
+TEST(FrameworkApi, AsyncErrorAfterAPeerDiesOverATcpBridge) {
+  ExpectAllOk(RunRanks("asyncerr", {1, 2}, false, {"TESSERA_BRIDGE=tcp", "TESSERA_TCP_STREAMS=1"}), 3);
+}
+
+int Threads() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  return 0;
+}
+
+// Issue #13 items 11-12 on a real job: 300 silent connections to the job's store (served by this
+// process, which made the id) while the ranks start over a TCP bridge. The job still succeeds and the
+// strays hold no thread of the store (before: one thread each).
+TEST(FrameworkApi, SilentStrayConnectionsNeitherBreakAJobNorHoldThreads) {
+  std::vector<tsrUniqueId> ids(2);
+  for (auto& id : ids) ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
+  const std::string text(ids[0].internal);  // "TSRU1 <token> <host:port>"
+  const std::string addr = text.substr(text.rfind(' ') + 1);
+  const std::string host = addr.substr(0, addr.rfind(':'));
+  const int port = std::atoi(addr.c_str() + addr.rfind(':') + 1);
+  const int before = Threads();
+  std::vector<int> strays;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ASSERT_EQ(inet_pton(AF_INET, host.c_str(), &a.sin_addr), 1) << host;
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    strays.push_back(fd);
+  }
+  Job j = RunRanks("basic", {1, 2}, false, {"TESSERA_BRIDGE=tcp", "TESSERA_TCP_STREAMS=2"}, &ids);
+  EXPECT_LT(Threads() - before, 50) << "threads before " << before << ", after " << Threads();
+  for (int fd : strays) close(fd);
+  ExpectAllOk(j, 3);
+}
+
+TEST(FrameworkApi, TheIdCarriesTesseraTokenAndAConfigTokenMustMatchIt) {
+  setenv("TESSERA_TOKEN", "job-token-42", 1);
+  tsrUniqueId id;
+  const tsrResult_t made = tsrGetUniqueId(&id);
+  unsetenv("TESSERA_TOKEN");
+  ASSERT_EQ(made, tsrSuccess) << tsrGetLastError(nullptr);
+  EXPECT_EQ(std::string(id.internal).rfind("TSRU1 job-token-42 ", 0), 0u) << id.internal;
+  tsrConfig_t cfg = TSR_CONFIG_INITIALIZER;
+  cfg.timeout_ms = 3000;
+  cfg.token = "another-token";
+  tsrComm_t c = nullptr;
+  EXPECT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("refused the job token"), std::string::npos)
+      << tsrGetLastError(nullptr);
+  cfg.token = "job-token-42";  // a world of one host rank
+  ASSERT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrSuccess) << tsrGetLastError(nullptr);
+  float x = 1.5f;
+  EXPECT_EQ(tsrAllReduce(&x, &x, 1, tsrFloat32, tsrSum, c, nullptr), tsrSuccess) << tsrGetLastError(c);
+  EXPECT_EQ(x, 1.5f);
+  EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+}
+
 TEST(FrameworkApi, VersionIsCMakesProjectVersion) {
   int v = -1;
   ASSERT_EQ(tsrGetVersion(&v), tsrSuccess);
@@ -187,6 +259,12 @@ TEST(FrameworkApi, BadIdsAndConfigsAreRefusedNamingTheValue) {
   EXPECT_EQ(std::string(tsrGetErrorString(tsrNotFound)), "not found");
   EXPECT_EQ(static_cast<int>(tsrNotFound), 7);
   EXPECT_EQ(static_cast<int>(tsrCorrupt), 8);
+  // One mapping for the comm and ckpt C APIs (comm's used to turn NotFound into InvalidArgument and
+  // Corrupt into SystemError).
+  EXPECT_EQ(tessera::ToResult(tessera::NotFound("x")), tsrNotFound);
+  EXPECT_EQ(tessera::ToResult(tessera::Corrupt("x")), tsrCorrupt);
+  EXPECT_EQ(tessera::ToResult(tessera::Timeout("x")), tsrTimeout);
+  EXPECT_EQ(tessera::ToResult(tessera::Status::Ok()), tsrSuccess);
 }
 
 }  // namespace

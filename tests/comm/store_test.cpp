@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -12,9 +13,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/log.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -320,6 +324,149 @@ TEST(Store, SurvivesClientsThatVanishOrSpeakGarbage) {
   server.reset();
   EXPECT_LT(Seconds(t0), 10.0);
   ::close(silent);
+}
+
+// ---- hostile clients (issue #13, item 12) ----
+
+// A raw loopback connection to `port`, having sent `bytes`.
+int RawConnect(int port, const std::string& bytes = "") {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  if (!bytes.empty()) {
+    EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
+  }
+  return fd;
+}
+
+// Waits (at most 20 s) until the server closes `fd`: true when it did.
+bool ClosedByServer(int fd) {
+  const auto until = Clock::now() + 20s;
+  char buf[256];
+  while (Clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return true;  // EOF or reset; bytes (a reply) are read past
+  }
+  return false;
+}
+
+// The server's warnings go to stderr through the library's logger.
+void CaptureLog() {
+  log::Init();
+  ::testing::internal::CaptureStderr();
+}
+
+int Threads() {
+  int n = 0;
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("Threads:", 0) == 0) n = std::stoi(line.substr(8));
+  return n;
+}
+
+// The handshake frame of a client with kToken: u32 length | u32 magic "TSR1" | str token.
+std::string Handshake(const std::string& token = kToken) {
+  std::string body;
+  auto u32 = [&](uint32_t v) {
+    for (int i = 3; i >= 0; --i) body.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  u32(0x54535231);
+  u32(static_cast<uint32_t>(token.size()));
+  body += token;
+  std::string frame;
+  const auto n = static_cast<uint32_t>(body.size());
+  for (int i = 3; i >= 0; --i) frame.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  return frame + body;
+}
+
+TEST(StoreHostile, SilentConnectionsCostNoThreadAndDoNotBlockRealClients) {
+  auto server = StartServer();
+  CaptureLog();
+  const int before = Threads();
+  std::vector<int> silent;
+  for (int i = 0; i < 300; ++i) silent.push_back(RawConnect(server->port()));
+  auto c = ConnectTo(*server);  // a real client after the 300 strays
+  ASSERT_TRUE(c->Set("k", "v").ok());
+  EXPECT_EQ(*c->Get("k", 1s), "v");
+  // Before: one thread per connection (306 threads for 300 silent ones).
+  EXPECT_LT(Threads() - before, 20) << "threads before " << before << ", now " << Threads();
+  for (int fd : silent) ::close(fd);
+  c.reset();
+  server.reset();
+  (void)::testing::internal::GetCapturedStderr();
+}
+
+TEST(StoreHostile, HandshakeIsBoundedByTesseraTimeoutAndTheStrayIsLogged) {
+  ::setenv("TESSERA_TIMEOUT", "300ms", 1);
+  auto server = StartServer();
+  ::unsetenv("TESSERA_TIMEOUT");
+  CaptureLog();
+  const int fd = RawConnect(server->port());
+  EXPECT_TRUE(ClosedByServer(fd));  // before: held for 60 s whatever TESSERA_TIMEOUT said
+  ::close(fd);
+  server.reset();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(Contains(log, "sent no valid handshake within 300ms")) << log;
+}
+
+TEST(StoreHostile, AHugeFrameIsRefusedWithoutAllocatingIt) {
+  auto server = StartServer();
+  CaptureLog();
+  // Authenticates, then announces a 200 MB request and sends nothing more.
+  const int fd = RawConnect(server->port(), Handshake() + std::string("\x0b\xeb\xc2\x00", 4));
+  // Before: the server allocated the 200 MB and waited for them; now it drops the connection at once.
+  EXPECT_TRUE(ClosedByServer(fd));
+  ::close(fd);
+  // A huge handshake is refused too.
+  const int fd2 = RawConnect(server->port(), std::string("\x0b\xeb\xc2\x00", 4));
+  EXPECT_TRUE(ClosedByServer(fd2));
+  ::close(fd2);
+  auto c = ConnectTo(*server);  // still serving
+  EXPECT_TRUE(c->Set("k", "v").ok());
+  // A value over the limit is refused by the client, naming the key.
+  Status big = c->Set("big", std::string(StoreLimits::kMaxFrame, 'x'));
+  EXPECT_EQ(big.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Contains(big.message(), "'big'")) << big.message();
+  c.reset();
+  server.reset();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(Contains(log, "announced a frame of 200000000 bytes, more than the store's limit of 16777216")) << log;
+  EXPECT_TRUE(Contains(log, "handshake announces 200000000 bytes")) << log;
+}
+
+TEST(StoreHostile, ConnectionsBeyondTheCapAreRefusedWithAReason) {
+  ::setenv("TESSERA_STORE_MAX_CONNS", "3", 1);
+  auto server = StartServer();
+  ::unsetenv("TESSERA_STORE_MAX_CONNS");
+  CaptureLog();
+  std::vector<std::unique_ptr<StoreClient>> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(ConnectTo(*server));
+  auto fourth = StoreClient::Connect(Addr(*server), kToken, 2s);
+  ASSERT_FALSE(fourth.ok());  // before: no cap
+  EXPECT_TRUE(Contains(fourth.status().message(), "3 connections are open, the limit (TESSERA_STORE_MAX_CONNS)"))
+      << fourth.status().message();
+  clients.pop_back();  // room again once one has gone
+  std::unique_ptr<StoreClient> again;
+  for (int i = 0; i < 100 && !again; ++i) {
+    auto c = StoreClient::Connect(Addr(*server), kToken, 2s);
+    if (c.ok())
+      again = std::move(c).value();
+    else
+      std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->Set("k", "v").ok());
+  clients.clear();
+  again.reset();
+  server.reset();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(Contains(log, "refused a connection from 127.0.0.1")) << log;
 }
 
 // Forked children are rank processes: they learn the port through a pipe, rendezvous, and check each

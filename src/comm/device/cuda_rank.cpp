@@ -171,8 +171,8 @@ Status CudaRank::Attach(Comm* comm) {
     TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_CUDA_PIECE", 8 << 20));
     if (piece < 4096 || piece % 8 != 0)
       return InvalidArgument(fmt::format("TESSERA_CUDA_PIECE={} must be at least 4096 and a multiple of 8", piece));
-    auto ops = CudaRingOps::Create(d2h_, h2d_, comm->rank_, comm->inbox_.get(), peers, bridge_peers, comm->timeout_,
-                                   piece);
+    auto ops =
+        CudaRingOps::Create(d2h_, h2d_, comm->rank_, comm->inbox_.get(), peers, bridge_peers, comm->timeout_, piece);
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", comm->rank_));
     ring_ops_ = std::move(ops).value();
   }
@@ -208,10 +208,10 @@ std::string CudaRank::Describe() const {
   if (ccl_)
     return fmt::format("cuda:{} ({}), {} {} on the caller's stream", dev_->index(), dev_->name(), ccl_->lib().name(),
                        ccl_->lib().version());
-  return fmt::format("cuda:{} ({}), GPU<->host bridge: {}, stream wait: {}", dev_->index(), dev_->name(),
-                     ring_ops_ ? "copy engines straight into the shm rings, folds on the GPU (floating types)"
-                               : "pinned staging",
-                     dev_->wait_mode());
+  return fmt::format(
+      "cuda:{} ({}), GPU<->host bridge: {}, stream wait: {}", dev_->index(), dev_->name(),
+      ring_ops_ ? "copy engines straight into the shm rings, folds on the GPU (floating types)" : "pinned staging",
+      dev_->wait_mode());
 }
 
 Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
@@ -635,8 +635,7 @@ Status CudaRank::Group(const std::vector<P2POp>& ops) {
     bytes[i] = op.count * DTypeSize(static_cast<DType>(op.type));
     TSR_RETURN_IF_ERROR(Fail("group", CheckBuffers(op.is_send ? "send (group)" : "recv (group)",
                                                    op.is_send ? op.send : nullptr, op.is_send ? bytes[i] : 0,
-                                                   op.is_send ? nullptr : op.recv, op.is_send ? 0 : bytes[i],
-                                                   stream)));
+                                                   op.is_send ? nullptr : op.recv, op.is_send ? 0 : bytes[i], stream)));
     (op.is_send ? sb : rb) += bytes[i];
   }
   if (!hybrid_) {
@@ -708,7 +707,8 @@ Status CudaRank::AllToAllv(const void* send, const size_t* sendcounts, const siz
   const size_t esz = DTypeSize(dt);
   size_t sext = 0, rext = 0;
   for (int p = 0; p < W; ++p) {
-    if (sc[p] > SIZE_MAX / esz - sd[p] || rc[p] > SIZE_MAX / esz - rd[p])
+    if (sd[p] > SIZE_MAX / esz || rd[p] > SIZE_MAX / esz || sc[p] > SIZE_MAX / esz - sd[p] ||
+        rc[p] > SIZE_MAX / esz - rd[p])
       return Fail("alltoall", InvalidArgument(fmt::format("alltoallv: count + displacement of rank {} overflows", p)));
     if (sc[p] > 0) sext = std::max(sext, sd[p] + sc[p]);
     if (rc[p] > 0) rext = std::max(rext, rd[p] + rc[p]);

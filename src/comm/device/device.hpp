@@ -50,16 +50,16 @@ class AllocCache {
 
 // A world of one device island: what an allreduce needs to go straight to the CCL, packed so that a taken
 // call whose buffers are among the five most recent allocations reads two cache lines: the fields below
-// (with the most recent allocation) and the next four allocations. It takes a call only when the stream is set, type and op are valid, both buffers lie in
-// allocations the full path has validated, the communicator has not failed, and the call is not one of
-// the 1 in 128 that poll the CCL's asynchronous error; everything else goes the full path
+// (with the most recent allocation) and the next four allocations. It takes a call only when the stream is set, type
+// and op are valid, both buffers lie in allocations the full path has validated, the communicator has not failed, and
+// the call is not one of the 1 in 128 that poll the CCL's asynchronous error; everything else goes the full path
 // (DeviceRank::AllReduce), and a CCL error is reported as there. Measured on the H200 (NCCL 2.28.3, one
 // rank, 1-4 MiB, where an allreduce is bound by the host's ~5-6 us enqueue): see docs/benchmarks.md.
 struct alignas(64) DirectAllReduce {
   static constexpr int kTypes = static_cast<int>(DType::kCount), kOps = static_cast<int>(RedOp::kCount);
   int (*call)(const void*, void*, size_t, int, int, void*, void*) = nullptr;  // the CCL's AllReduce
-  void* handle = nullptr;                                                   // its communicator
-  uint32_t calls = 0;     // CCL calls made (by either path); the full path polls on every 128th
+  void* handle = nullptr;                                                     // its communicator
+  uint32_t calls = 0;  // CCL calls made (by either path); the full path polls on every 128th
   // The communicator has failed (set by Comm::Guard, and by tsrCommAbort from any thread: relaxed, a
   // plain byte load on the taken path).
   std::atomic<bool> failed{false};
@@ -107,8 +107,7 @@ class DeviceRank {
   // elements, one per rank).
   virtual Status Group(const std::vector<P2POp>& ops) = 0;
   virtual Status AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
-                           const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type,
-                           tsrStream_t stream) = 0;
+                           const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) = 0;
   // tsrCommAbort, from any thread: aborts the CCL communicator and wakes waits on the device.
   virtual void Abort() {}
   // From any thread: an asynchronous error of the device or its CCL (OK while healthy).

@@ -1,10 +1,7 @@
 // comm/transport/tcp: parallel-stream TCP channels; see tcp.hpp.
 #include "comm/transport/tcp.hpp"
 
-#include <algorithm>
 #include <arpa/inet.h>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -12,8 +9,14 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <thread>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "common/log.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -139,19 +142,26 @@ Status TcpTune(int fd) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<TcpListener>> TcpListener::Listen() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+Result<std::unique_ptr<TcpListener>> TcpListener::Listen(const std::string& host) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  const int gai = getaddrinfo(host.c_str(), "0", &hints, &res);
+  if (gai != 0)
+    return InvalidArgument(fmt::format("bridge: cannot resolve the listen address '{}': {}", host, gai_strerror(gai)));
+  sockaddr_in addr{};
+  std::memcpy(&addr, res->ai_addr, std::min<size_t>(sizeof(addr), res->ai_addrlen));
+  freeaddrinfo(res);
+  addr.sin_port = 0;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return ErrnoError("socket", errno);
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 1024) != 0) {
     int err = errno;
     ::close(fd);
-    return ErrnoError("bridge listen", err);
+    return ErrnoError(fmt::format("bridge listen on '{}'", host), err);
   }
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -160,28 +170,121 @@ Result<std::unique_ptr<TcpListener>> TcpListener::Listen() {
 
 TcpListener::~TcpListener() { ::close(fd_); }
 
+bool ResolvesToLoopback(const std::string& host) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
+  const bool loop = (ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+  freeaddrinfo(res);
+  return loop;
+}
+
+namespace {
+std::string SocketPeer(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  char buf[INET_ADDRSTRLEN] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET) return "?";
+  inet_ntop(AF_INET, &a.sin_addr, buf, sizeof(buf));
+  return fmt::format("{}:{}", buf, ntohs(a.sin_port));
+}
+}  // namespace
+
 Result<std::vector<TcpListener::Incoming>> TcpListener::AcceptHellos(int count, const std::string& token,
-                                                                        std::chrono::milliseconds timeout) {
+                                                                     std::chrono::milliseconds timeout) {
+  struct Pending {
+    int fd;
+    Clock::time_point deadline;
+    std::string buf;  // the hello so far: Hello, then token_len bytes of token
+    std::string peer;
+  };
   std::vector<Incoming> out;
-  auto deadline = Clock::now() + timeout;
+  std::vector<Pending> pending;
+  const auto deadline = Clock::now() + timeout;
+  const auto hello_bound = std::min<std::chrono::milliseconds>(timeout, kHelloTimeout);
+  auto drop = [&](Pending& p, const std::string& why) {
+    TSR_LOG_WARN("bridge: dropped a connection from {}: {}", p.peer, why);
+    ::close(p.fd);
+    p.fd = -1;
+  };
+  auto cleanup = [&] {
+    for (auto& p : pending)
+      if (p.fd >= 0) drop(p, "no hello by the end of the bridge's start-up");
+  };
   while (static_cast<int>(out.size()) < count) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0)
-      return Timeout(fmt::format("bridge: {} of {} peer connections arrived within {} ms", out.size(), count,
-                                 timeout.count()));
-    pollfd pfd{fd_, POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 100))) <= 0) continue;
-    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    Hello h{};
-    Status s = IoFull(fd, &h, sizeof(h), false, deadline, "bridge hello");
-    std::string tok(h.token_len < 4096 ? h.token_len : 0, '\0');
-    if (s.ok() && h.magic == kHelloMagic && h.token_len < 4096) s = IoFull(fd, tok.data(), tok.size(), false, deadline, "bridge hello");
-    if (!s.ok() || h.magic != kHelloMagic || tok != token) {
-      ::close(fd);  // a stray or misconfigured process: refuse and keep waiting for the real peers
-      continue;
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      cleanup();
+      for (auto& in : out) ::close(in.fd);
+      return Timeout(
+          fmt::format("bridge: {} of {} peer connections arrived within {} ms", out.size(), count, timeout.count()));
     }
-    out.push_back({h.rank, h.stream, fd});
+    std::vector<pollfd> pfds{{fd_, POLLIN, 0}};
+    auto next = deadline;
+    for (auto& p : pending) {
+      pfds.push_back({p.fd, POLLIN, 0});
+      next = std::min(next, p.deadline);
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
+    const int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::clamp<int64_t>(left + 1, 0, 100)));
+    for (size_t i = 0; i < pending.size() && n > 0; ++i) {
+      Pending& p = pending[i];
+      if (pfds[1 + i].revents == 0) continue;
+      for (;;) {
+        size_t want = sizeof(Hello) - std::min(sizeof(Hello), p.buf.size());
+        if (want == 0) {
+          Hello h;
+          std::memcpy(&h, p.buf.data(), sizeof(h));
+          if (h.magic != kHelloMagic || h.token_len > 4096) {
+            drop(p, "not a Tessera bridge hello");
+            break;
+          }
+          want = sizeof(Hello) + h.token_len - p.buf.size();
+          if (want == 0) {
+            if (p.buf.compare(sizeof(Hello), std::string::npos, token) != 0) {
+              drop(p, "wrong job token (TESSERA_TOKEN)");
+              break;
+            }
+            out.push_back({h.rank, h.stream, p.fd});
+            p.fd = -1;
+            break;
+          }
+        }
+        char buf[512];
+        const ssize_t r = ::recv(p.fd, buf, std::min(want, sizeof(buf)), MSG_DONTWAIT);
+        if (r > 0) {
+          p.buf.append(buf, static_cast<size_t>(r));
+          continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        drop(p, "closed before its hello");
+        break;
+      }
+    }
+    const auto after = Clock::now();
+    for (auto& p : pending)
+      if (p.fd >= 0 && after >= p.deadline)
+        drop(p, fmt::format("no valid hello within {} ms (a stray or a port scanner?)", hello_bound.count()));
+    std::erase_if(pending, [](const Pending& p) { return p.fd < 0; });
+    if (n > 0 && (pfds[0].revents & POLLIN)) {
+      for (;;) {
+        int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        if (static_cast<int>(pending.size()) >= kMaxPending)
+          drop(pending.front(), "too many connections without a hello");
+        std::erase_if(pending, [](const Pending& p) { return p.fd < 0; });
+        pending.push_back({fd, after + hello_bound, {}, SocketPeer(fd)});
+      }
+    }
+  }
+  cleanup();
+  // The accepted sockets were non-blocking for the hello; the set-up that follows expects blocking ones
+  // until TcpTune.
+  for (auto& in : out) {
+    const int fl = fcntl(in.fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(in.fd, F_SETFL, fl & ~O_NONBLOCK);
   }
   return out;
 }
@@ -198,14 +301,16 @@ Result<int> TcpConnect(const std::string& address, int my_rank, int stream, cons
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
-    if (gai != 0) return InvalidArgument(fmt::format("cannot resolve bridge peer '{}': {}", address, gai_strerror(gai)));
+    if (gai != 0)
+      return InvalidArgument(fmt::format("cannot resolve bridge peer '{}': {}", address, gai_strerror(gai)));
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
     freeaddrinfo(res);
     if (rc == 0) {
       Hello h{kHelloMagic, my_rank, stream, static_cast<uint32_t>(token.size())};
       Status s = IoFull(fd, &h, sizeof(h), true, deadline, "bridge hello to " + address);
-      if (s.ok()) s = IoFull(fd, const_cast<char*>(token.data()), token.size(), true, deadline, "bridge hello to " + address);
+      if (s.ok())
+        s = IoFull(fd, const_cast<char*>(token.data()), token.size(), true, deadline, "bridge hello to " + address);
       if (s.ok()) return fd;
       ::close(fd);
       return s;

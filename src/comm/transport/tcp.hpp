@@ -22,23 +22,31 @@ struct TcpConnections {
 
 class TcpListener {
  public:
-  // Listens on all interfaces, on a free port.
-  static Result<std::unique_ptr<TcpListener>> Listen();
+  // Listens on `host` (an address or a name; "0.0.0.0" for all interfaces), on a free port.
+  static Result<std::unique_ptr<TcpListener>> Listen(const std::string& host);
   ~TcpListener();
   int port() const { return port_; }
-  // Accepts `count` connections with a valid hello; returns them as (from_rank, stream, fd).
+  // Accepts `count` connections with a valid hello; returns them as (from_rank, stream, fd). Hellos are
+  // read from all connections at once, without blocking on one: a connection that sends no valid hello
+  // within kHelloTimeout (or `timeout`, if shorter), or a wrong token, is dropped and logged and does not
+  // count (a stray, a port scanner); at most kMaxPending connections wait for their hello at once.
   struct Incoming {
     int from_rank;
     int stream;
     int fd;
   };
   Result<std::vector<Incoming>> AcceptHellos(int count, const std::string& token, std::chrono::milliseconds timeout);
+  static constexpr std::chrono::milliseconds kHelloTimeout{5000};
+  static constexpr int kMaxPending = 256;
 
  private:
   explicit TcpListener(int fd, int port) : fd_(fd), port_(port) {}
   int fd_;
   int port_;
 };
+
+// True when `host` resolves (IPv4) to a loopback address (127.0.0.0/8).
+bool ResolvesToLoopback(const std::string& host);
 
 // Opens connection `stream` to "host:port" and sends the hello (rank, stream, token).
 Result<int> TcpConnect(const std::string& address, int my_rank, int stream, const std::string& token,
