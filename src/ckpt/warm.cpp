@@ -2,6 +2,7 @@
 // <prefix>/step-XXXXXXXXXX/manifest.json uploaded last as the commit marker. Verification reads every
 // object back with parallel ranged GETs and combines per-range CRC32Cs in order.
 #include <fmt/format.h>
+
 #include <mutex>
 
 #include "ckpt/crc32c.hpp"
@@ -40,7 +41,7 @@ class WarmStore final : public TierStore {
         return NotFound(fmt::format("checkpoint step {} is not committed in {}", step, Describe()));
       return text.status();
     }
-    return ManifestFromJson(*text, fmt::format("checkpoint step {}: {}", step, c_.Name(Key(step, kManifestName))));
+    return ManifestForStep(*text, fmt::format("checkpoint step {}: {}", step, c_.Name(Key(step, kManifestName))), step);
   }
   Status Put(const Manifest& m, const std::string& src_dir, const Progress& progress) override {
     uint64_t base = 0, total = m.TotalBytes();
@@ -71,7 +72,8 @@ class WarmStore final : public TierStore {
         std::lock_guard lk(mu);
         if (!r.ok() || r->body != std::to_string(len)) {
           if (first.ok())
-            first = r.ok() ? Corrupt(fmt::format("checkpoint step {}: {} is shorter than {} bytes", m.step, c_.Name(key), f.bytes))
+            first = r.ok() ? Corrupt(fmt::format("checkpoint step {}: {} is shorter than {} bytes", m.step,
+                                                 c_.Name(key), f.bytes))
                            : r.status();
           return false;
         }
@@ -84,7 +86,8 @@ class WarmStore final : public TierStore {
       auto head = c_.Head(key);
       if (!head.ok()) return head.status();
       if (head->size != f.bytes)
-        return Corrupt(fmt::format("checkpoint step {}: {} has {} bytes, the manifest says {}", m.step, c_.Name(key), head->size, f.bytes));
+        return Corrupt(fmt::format("checkpoint step {}: {} has {} bytes, the manifest says {}", m.step, c_.Name(key),
+                                   head->size, f.bytes));
       uint32_t crc = 0;
       for (uint64_t i = 0; i < n; ++i) {
         uint64_t len = std::min<uint64_t>(chunk, f.bytes - std::min(f.bytes, i * chunk));
@@ -124,7 +127,8 @@ class WarmStore final : public TierStore {
 }  // namespace
 
 Result<std::unique_ptr<TierStore>> MakeWarmStore(const std::string& uri) {
-  if (uri.rfind("s3://", 0) != 0) return InvalidArgument(fmt::format("warm tier '{}' is not an s3://bucket/prefix URI", uri));
+  if (uri.rfind("s3://", 0) != 0)
+    return InvalidArgument(fmt::format("warm tier '{}' is not an s3://bucket/prefix URI", uri));
   std::string rest = uri.substr(5);
   auto slash = rest.find('/');
   std::string bucket = rest.substr(0, slash);
