@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/crc32c.hpp"
+#include "ckpt/internal.hpp"
 #include "ckpt/tiers.hpp"
 #include "common/env.hpp"
 
@@ -201,15 +202,40 @@ class ColdStore final : public TierStore {
     return idx.second;
   }
 
+  // Every member against the manifest as the hot tier checks a file (ShardCheck): its safetensors header,
+  // its size, and the CRC32C of the member and of every piece in it, from the decompressed stream.
   Status VerifyCopy(const Manifest& m, const Progress& progress) override {
     TSR_ASSIGN_OR_RETURN(auto members, MembersFor(m));
     if (members.size() != m.files.size())
       return Corrupt(fmt::format("checkpoint step {}: archive {} has {} members, expected {}", m.step, Archive(m.step),
                                  members.size(), m.files.size()));
     uint64_t done = 0;
-    for (size_t i = 0; i < members.size(); ++i)
-      TSR_RETURN_IF_ERROR(ReadMember(
-          m, members[i], m.files[i], [](const char*, size_t, uint64_t) { return Status::Ok(); }, progress, &done));
+    for (size_t i = 0; i < members.size(); ++i) {
+      ShardCheck check(m, i, fmt::format("archive {} member {}", Archive(m.step), m.files[i].name));
+      std::string first;  // the first bytes, until the safetensors header is complete
+      uint64_t need = 8;
+      bool header_done = false;
+      auto sink = [&](const char* p, size_t n, uint64_t off) -> Status {
+        check.Add(off, p, n);
+        for (size_t k = 0; !header_done && k < n;) {
+          size_t take = static_cast<size_t>(std::min<uint64_t>(n - k, need - first.size()));
+          first.append(p + k, take);
+          k += take;
+          if (first.size() < need) break;
+          if (need == 8) {
+            TSR_ASSIGN_OR_RETURN(uint64_t hlen, check.HeaderLength(first.data()));
+            need = 8 + hlen;
+          }
+          if (first.size() == need) {
+            TSR_RETURN_IF_ERROR(check.Header(first));
+            header_done = true;
+          }
+        }
+        return Status::Ok();
+      };
+      TSR_RETURN_IF_ERROR(ReadMember(m, members[i], m.files[i], sink, progress, &done));
+      TSR_RETURN_IF_ERROR(check.Finish());
+    }
     return Status::Ok();
   }
 

@@ -73,12 +73,6 @@ Result<CheckpointInfo> Describe(const std::string& root, int64_t step) {
 
 namespace {
 
-// One piece stored in a shard file, with its tensor.
-struct FilePiece {
-  const ManifestTensor* tensor;
-  const Piece* piece;
-};
-
 // The shape under which a piece is stored in its shard file: the global shape, with the piece's rows as
 // dim 0 for a row-sharded tensor.
 std::vector<int64_t> LocalShape(const ManifestTensor& t, const Piece& p) {
@@ -87,140 +81,171 @@ std::vector<int64_t> LocalShape(const ManifestTensor& t, const Piece& p) {
   return s;
 }
 
-// The safetensors header of file `fi` must describe exactly the pieces the manifest places in it: the
-// same tensor names, dtypes, local shapes and byte ranges, covering the data bytes exactly, and the
-// step/rank/world of its metadata. `where` prefixes the file in errors.
-Status CheckShardHeader(const Manifest& m, size_t fi, const std::string& header, uint64_t hlen,
-                        const std::vector<FilePiece>& pieces,
-                        const std::function<std::string(const std::string&)>& where) {
-  const uint64_t data_start = 8 + hlen, bytes = m.files[fi].bytes;
+}  // namespace
+
+ShardCheck::ShardCheck(const Manifest& m, size_t file, std::string name) : m_(m), fi_(file), name_(std::move(name)) {
+  for (const auto& t : m.tensors)
+    for (const auto& p : t.pieces)
+      if (static_cast<size_t>(p.file) == fi_) segs_.push_back({p.begin, p.end, &t, &p});
+  std::sort(segs_.begin(), segs_.end(),
+            [](const Segment& a, const Segment& b) { return std::pair(a.begin, a.end) < std::pair(b.begin, b.end); });
+  const uint64_t bytes = m.files[fi_].bytes;
+  segs_.insert(segs_.begin(), Segment{0, segs_.empty() ? bytes : segs_.front().begin, nullptr, nullptr});
+  parts_.resize(segs_.size());
+}
+
+std::string ShardCheck::Where(const std::string& what) const {
+  return fmt::format("checkpoint step {}: {} {}", m_.step, name_, what);
+}
+
+Result<uint64_t> ShardCheck::HeaderLength(const void* first8) const {
+  const uint64_t bytes = m_.files[fi_].bytes, hlen = SafetensorsHeaderLength(first8);
+  if (bytes < 8 || hlen > bytes - 8)
+    return Corrupt(Where(fmt::format("has a safetensors header length {} beyond its {} bytes", hlen, bytes)));
+  return hlen;
+}
+
+Status ShardCheck::Header(const std::string& first_bytes) {
+  if (first_bytes.size() < 8) return Corrupt(Where("is shorter than a safetensors header"));
+  TSR_ASSIGN_OR_RETURN(uint64_t hlen, HeaderLength(first_bytes.data()));
+  if (first_bytes.size() < 8 + hlen) return Corrupt(Where("is shorter than its safetensors header"));
+  const uint64_t data_start = 8 + hlen, bytes = m_.files[fi_].bytes;
   try {
-    json h = json::parse(header);
-    if (!h.is_object()) return Corrupt(where("has a safetensors header that is not a JSON object"));
+    json h = json::parse(first_bytes.substr(8, hlen));
+    if (!h.is_object()) return Corrupt(Where("has a safetensors header that is not a JSON object"));
     size_t entries = 0;
     for (auto it = h.begin(); it != h.end(); ++it) entries += it.key() != "__metadata__";
-    if (entries != pieces.size())
-      return Corrupt(where(fmt::format("has {} tensors in its safetensors header, the manifest places {} in it",
-                                       entries, pieces.size())));
+    if (entries != segs_.size() - 1)
+      return Corrupt(Where(fmt::format("has {} tensors in its safetensors header, the manifest places {} in it",
+                                       entries, segs_.size() - 1)));
     uint64_t covered = 0;
-    for (const auto& fp : pieces) {
-      const ManifestTensor& t = *fp.tensor;
-      const Piece& p = *fp.piece;
+    for (size_t i = 1; i < segs_.size(); ++i) {
+      const ManifestTensor& t = *segs_[i].tensor;
+      const Piece& p = *segs_[i].piece;
       auto it = h.find(t.name);
       if (it == h.end() || !it->is_object())
         return Corrupt(
-            where(fmt::format("has no tensor '{}' in its safetensors header; the manifest places one there", t.name)));
+            Where(fmt::format("has no tensor '{}' in its safetensors header; the manifest places one there", t.name)));
       const json& e = *it;
       const json dtype = e.value("dtype", json()), shape = e.value("shape", json()),
                  off = e.value("data_offsets", json());
       if (dtype != json(SafetensorsDType(t.dtype)))
-        return Corrupt(where(fmt::format("stores tensor '{}' as dtype {}, the manifest says {} ({})", t.name,
+        return Corrupt(Where(fmt::format("stores tensor '{}' as dtype {}, the manifest says {} ({})", t.name,
                                          dtype.dump(), SafetensorsDType(t.dtype), DTypeName(t.dtype))));
       const json local = LocalShape(t, p);
       if (shape != local)
-        return Corrupt(where(
+        return Corrupt(Where(
             fmt::format("stores tensor '{}' with shape {}, the manifest says {}", t.name, shape.dump(), local.dump())));
       if (p.begin < data_start || !off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
           !off[1].is_number_unsigned() || off[0].get<uint64_t>() != p.begin - data_start ||
           off[1].get<uint64_t>() != p.end - data_start)
-        return Corrupt(
-            where(fmt::format("stores tensor '{}' at data_offsets {}, the manifest says bytes [{}, {}) of "
-                              "the file (data starts at {})",
-                              t.name, off.dump(), p.begin, p.end, data_start)));
+        return Corrupt(Where(fmt::format(
+            "stores tensor '{}' at data_offsets {}, the manifest says bytes [{}, {}) of the file (data starts at {})",
+            t.name, off.dump(), p.begin, p.end, data_start)));
       covered += p.end - p.begin;
     }
+    // The manifest's pieces do not overlap (ValidateManifest), start after the header and cover the data.
     if (covered != bytes - data_start)
-      return Corrupt(where(fmt::format("has {} data bytes, its tensors cover {}", bytes - data_start, covered)));
+      return Corrupt(Where(fmt::format("has {} data bytes, its tensors cover {}", bytes - data_start, covered)));
     const json meta = h.value("__metadata__", json::object());
     const std::pair<const char*, int64_t> expect[] = {
-        {"tessera.step", m.step}, {"tessera.rank", static_cast<int64_t>(fi)}, {"tessera.world", m.world}};
+        {"tessera.step", m_.step}, {"tessera.rank", static_cast<int64_t>(fi_)}, {"tessera.world", m_.world}};
     for (const auto& [key, value] : expect)
       if (meta.is_object() && meta.contains(key) && meta[key] != json(std::to_string(value)))
-        return Corrupt(where(
+        return Corrupt(Where(
             fmt::format("has {} {} in its safetensors metadata, the manifest says {}", key, meta[key].dump(), value)));
   } catch (const std::exception& e) {
-    return Corrupt(where(fmt::format("has a bad safetensors header: {}", e.what())));
+    return Corrupt(Where(fmt::format("has a bad safetensors header: {}", e.what())));
+  }
+  header_ok_ = true;
+  return Status::Ok();
+}
+
+void ShardCheck::Add(uint64_t offset, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  // The last segment starting at or before `offset` (zero-length segments sort before the one they touch).
+  size_t s = static_cast<size_t>(
+      std::upper_bound(segs_.begin(), segs_.end(), offset, [](uint64_t o, const Segment& g) { return o < g.begin; }) -
+      segs_.begin());
+  for (s = s == 0 ? 0 : s - 1; s < segs_.size() && segs_[s].begin < offset + n; ++s) {
+    const uint64_t b = std::max(offset, segs_[s].begin), e = std::min(offset + n, segs_[s].end);
+    if (b >= e) continue;
+    uint32_t crc = Crc32c(p + (b - offset), e - b);
+    std::lock_guard lk(mu_);
+    parts_[s][b] = {crc, e - b};
+  }
+}
+
+Status ShardCheck::Finish() {
+  if (!header_ok_) return Corrupt(Where("was not checked against its safetensors header"));
+  std::vector<uint32_t> crcs(segs_.size(), 0);
+  uint32_t file_crc = 0;
+  for (size_t s = 0; s < segs_.size(); ++s) {
+    uint64_t at = segs_[s].begin;
+    for (const auto& [off, part] : parts_[s]) {
+      if (off != at) break;
+      crcs[s] = at == segs_[s].begin ? part.first : Crc32cCombine(crcs[s], part.first, part.second);
+      at += part.second;
+    }
+    if (at != segs_[s].end)
+      return Corrupt(Where(fmt::format("was not read completely (bytes {} to {})", at, segs_[s].end)));
+    file_crc = s == 0 ? crcs[0] : Crc32cCombine(file_crc, crcs[s], segs_[s].end - segs_[s].begin);
+  }
+  const ManifestFile& f = m_.files[fi_];
+  if (file_crc != f.crc)
+    return Corrupt(
+        Where(fmt::format("fails its checksum: CRC32C {}, the manifest says {}", CrcHex(file_crc), CrcHex(f.crc))));
+  for (size_t s = 1; s < segs_.size(); ++s) {
+    const Piece& p = *segs_[s].piece;
+    if (crcs[s] != p.crc)
+      return Corrupt(Where(fmt::format("holds tensor '{}' rows [{}, {}) with CRC32C {}, the manifest says {}",
+                                       segs_[s].tensor->name, p.row_offset, p.row_offset + p.rows, CrcHex(crcs[s]),
+                                       CrcHex(p.crc))));
   }
   return Status::Ok();
 }
 
-}  // namespace
-
-// Checks one shard file against the manifest: size, the safetensors header (CheckShardHeader) and, with
-// `checksums`, the CRC32C of the file and of every piece in it (one pass over the bytes).
+// Checks one hot shard file against the manifest: size, the safetensors header and, with `checksums`, the
+// CRC32C of the file and of every piece in it (ShardCheck, one pass over the bytes).
 Status VerifyFile(const Manifest& m, size_t fi, const std::string& dir, bool checksums, const Progress& progress,
                   std::atomic<uint64_t>* done, uint64_t total) {
   const ManifestFile& f = m.files[fi];
   std::string path = JoinPath(dir, f.name);
-  auto where = [&](const std::string& what) {
-    return fmt::format("checkpoint step {}: file {} {}", m.step, path, what);
-  };
+  ShardCheck check(m, fi, "file " + path);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return Corrupt(where("is missing"));
-    return ErrnoError(where("cannot be opened"), errno);
+    if (errno == ENOENT) return Corrupt(check.Where("is missing"));
+    return ErrnoError(check.Where("cannot be opened"), errno);
   }
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  if (fstat(fd, &st) != 0) return ErrnoError(where("cannot be stat'ed"), errno);
+  if (fstat(fd, &st) != 0) return ErrnoError(check.Where("cannot be stat'ed"), errno);
   if (static_cast<uint64_t>(st.st_size) != f.bytes)
-    return Corrupt(where(fmt::format("is torn: {} bytes, the manifest says {}", st.st_size, f.bytes)));
-  unsigned char lenbuf[8];
-  if (f.bytes < 8) return Corrupt(where("is shorter than a safetensors header"));
-  TSR_RETURN_IF_ERROR(PreadAll(fd, lenbuf, 8, 0, path));
-  const uint64_t hlen = SafetensorsHeaderLength(lenbuf);
-  if (hlen > f.bytes - 8)
-    return Corrupt(where(fmt::format("has a safetensors header length {} beyond the file", hlen)));
-  std::string header(hlen, '\0');
-  TSR_RETURN_IF_ERROR(PreadAll(fd, header.data(), hlen, 8, path));
-  std::vector<FilePiece> pieces;
-  for (const auto& t : m.tensors)
-    for (const auto& p : t.pieces)
-      if (static_cast<size_t>(p.file) == fi) pieces.push_back({&t, &p});
-  TSR_RETURN_IF_ERROR(CheckShardHeader(m, fi, header, hlen, pieces, where));
+    return Corrupt(check.Where(fmt::format("is torn: {} bytes, the manifest says {}", st.st_size, f.bytes)));
+  if (f.bytes < 8) return Corrupt(check.Where("is shorter than a safetensors header"));
+  std::string first(8, '\0');
+  TSR_RETURN_IF_ERROR(PreadAll(fd, first.data(), 8, 0, path));
+  TSR_ASSIGN_OR_RETURN(uint64_t hlen, check.HeaderLength(first.data()));
+  first.resize(8 + hlen);
+  TSR_RETURN_IF_ERROR(PreadAll(fd, first.data() + 8, hlen, 8, path));
+  TSR_RETURN_IF_ERROR(check.Header(first));
   if (!checksums) return Status::Ok();
-  // The header and the pieces tile the file (checked above): CRC each segment, combine for the file.
-  std::sort(pieces.begin(), pieces.end(),
-            [](const FilePiece& a, const FilePiece& b) { return a.piece->begin < b.piece->begin; });
   constexpr size_t kChunk = size_t{16} << 20;
   std::unique_ptr<char[]> buf(new char[kChunk]);
-  auto crc_of = [&](uint64_t begin, uint64_t end, uint32_t* out) -> Status {
-    uint32_t crc = 0;
-    for (uint64_t off = begin; off < end; off += kChunk) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, end - off));
-      Status s = PreadAll(fd, buf.get(), n, off, path);
-      if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}", m.step));
-      crc = Crc32c(buf.get(), n, crc);
-      if (done) {
-        uint64_t d = done->fetch_add(n) + n;
-        if (progress) progress(d, total);
-      }
+  for (uint64_t off = 0; off < f.bytes; off += kChunk) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, f.bytes - off));
+    Status s = PreadAll(fd, buf.get(), n, off, path);
+    if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}", m.step));
+    check.Add(off, buf.get(), n);
+    if (done) {
+      uint64_t d = done->fetch_add(n) + n;
+      if (progress) progress(d, total);
     }
-    *out = crc;
-    return Status::Ok();
-  };
-  uint32_t file_crc = 0;
-  TSR_RETURN_IF_ERROR(crc_of(0, 8 + hlen, &file_crc));
-  std::vector<uint32_t> piece_crcs(pieces.size());
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const Piece& p = *pieces[i].piece;
-    TSR_RETURN_IF_ERROR(crc_of(p.begin, p.end, &piece_crcs[i]));
-    file_crc = Crc32cCombine(file_crc, piece_crcs[i], p.end - p.begin);
   }
-  if (file_crc != f.crc)
-    return Corrupt(
-        where(fmt::format("fails its checksum: CRC32C {}, the manifest says {}", CrcHex(file_crc), CrcHex(f.crc))));
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const Piece& p = *pieces[i].piece;
-    if (piece_crcs[i] != p.crc)
-      return Corrupt(where(fmt::format("holds tensor '{}' rows [{}, {}) with CRC32C {}, the manifest says {}",
-                                       pieces[i].tensor->name, p.row_offset, p.row_offset + p.rows,
-                                       CrcHex(piece_crcs[i]), CrcHex(p.crc))));
-  }
-  return Status::Ok();
+  return check.Finish();
 }
 
 Status VerifyDir(const Manifest& m, const std::string& dir, VerifyOptions options, const Progress& progress) {

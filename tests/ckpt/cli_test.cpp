@@ -83,15 +83,8 @@ TEST(Cli, VerifyRejectsAnEditedManifestAndFlagsAnUnprotectedOne) {
   TempDir d;
   for (int64_t s : {10, 20}) Save(d.path(), s);
   std::string m10 = d / "step-0000000010/manifest.json", m20 = d / "step-0000000020/manifest.json";
-  auto read = [](const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  };
-  nlohmann::json legacy = nlohmann::json::parse(read(m10));
-  legacy["format"] = "tessera-ckpt/1";
-  legacy.erase("manifest_crc32c");
-  std::ofstream(m10, std::ios::trunc) << legacy.dump(1) << "\n";
-  std::string text = read(m20);
+  test::ToLegacyManifest(m10);
+  std::string text = test::ReadText(m20);
   size_t at = text.find("\"row_offset\": 0");
   ASSERT_NE(at, std::string::npos) << text;
   text[at + 14] = '1';

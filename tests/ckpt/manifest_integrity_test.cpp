@@ -26,6 +26,7 @@ namespace tessera::ckpt {
 namespace {
 
 using json = nlohmann::json;
+using test::ReadText;
 using test::TempDir;
 
 constexpr int kWorld = 3;
@@ -103,10 +104,6 @@ void SaveStep(const std::string& root, int64_t step) {
   for (auto& s : st) ASSERT_TRUE(s.ok()) << s.ToString();
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << text;
@@ -340,11 +337,9 @@ TEST_F(ManifestIntegrity, EveryNumberEditedWithTheDigestRecomputed) {
 // structural checks still apply to it (a row_offset edit is rejected), and every single-bit flip of it is
 // rejected too or restores the original bits.
 TEST_F(ManifestIntegrity, LegacyManifestWithoutDigestStillLoadsAndIsChecked) {
-  json j = json::parse(original_);
-  j["format"] = "tessera-ckpt/1";
-  j.erase("manifest_crc32c");
-  const std::string legacy = j.dump(1) + "\n";
-  WriteText(path_, legacy);
+  test::ToLegacyManifest(path_);
+  const std::string legacy = ReadText(path_);
+  json j = json::parse(legacy);
   EXPECT_TRUE(Verify(root_, 2).ok());
   EXPECT_EQ(Check("legacy manifest"), Outcome::kOriginal);
   auto d = Describe(root_, 2);

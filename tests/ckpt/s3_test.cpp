@@ -293,5 +293,33 @@ TEST_F(S3Test, WarmManifestCarriesItsDigest) {
   EXPECT_FALSE(std::filesystem::exists(hot / "step-0000000030/manifest.json"));
 }
 
+// Verifying a warm copy applies the hot tier's checks: with a manifest of the previous format (no digest),
+// a piece's CRC32C changed in the manifest object is reported by VerifyCopy naming the object and tensor.
+TEST_F(S3Test, WarmVerifyChecksEveryPiece) {
+  using json = nlohmann::json;
+  auto c = MakeClient("pieces");
+  TempDir hot;
+  TierConfig t{hot.path(), "s3://pieces/job-3", ""};
+  SaveSteps(hot.path(), 2, {40}, 8);
+  test::ToLegacyManifest(hot / "step-0000000040/manifest.json");
+  ASSERT_TRUE(Demote(t, 40, Tier::kWarm, true).ok());
+  const std::string key = "job-3/step-0000000040/manifest.json";
+  auto obj = c.Get(key);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  json j = json::parse(*obj);
+  j["tensors"][0]["pieces"][0]["crc32c"] = "00000000";
+  std::string bad = j.dump(1) + "\n";
+  ASSERT_TRUE(c.Put(key, bad.data(), bad.size()).ok());
+  auto store = MakeWarmStore(t.warm);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto m = (*store)->ReadManifest(40);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Status v = (*store)->VerifyCopy(*m, {});
+  EXPECT_EQ(v.code(), Code::kCorrupt) << v.ToString();
+  EXPECT_NE(v.message().find("s3://pieces/job-3/step-0000000040/rank-00000-of-00002.safetensors holds tensor 'w'"),
+            std::string::npos)
+      << v.message();
+}
+
 }  // namespace
 }  // namespace tessera::ckpt

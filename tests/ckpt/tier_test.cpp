@@ -18,6 +18,7 @@
 namespace tessera::ckpt {
 namespace {
 
+using test::ReadText;
 using test::TempDir;
 constexpr int64_t kRows = 512;
 
@@ -97,11 +98,6 @@ TEST(ColdTier, CorruptArchiveIsDetectedNamingTheArchive) {
   EXPECT_FALSE(std::filesystem::exists(hot / "step-0000000005/manifest.json"));
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 // The manifest's digest travels into the cold tier's index (which embeds the manifest as a JSON object)
 // and back, and is checked there: a row_offset changed in the index is refused when staging, naming the
 // index. A manifest of the previous format (no digest) stays in that format through the tier.
@@ -131,16 +127,41 @@ TEST(ColdTier, ManifestDigestTravelsAndIsChecked) {
   EXPECT_NE(s.message().find("fails its checksum"), std::string::npos) << s.message();
   EXPECT_FALSE(std::filesystem::exists(hot / "step-0000000006/manifest.json"));
 
-  json legacy = json::parse(ReadText(hot / "step-0000000007/manifest.json"));
-  legacy["format"] = "tessera-ckpt/1";
-  legacy.erase("manifest_crc32c");
-  std::ofstream(hot / "step-0000000007/manifest.json", std::ios::trunc) << legacy.dump(1) << "\n";
+  test::ToLegacyManifest(hot / "step-0000000007/manifest.json");
   ASSERT_TRUE(Demote(t, 7, Tier::kCold, true).ok());
   EXPECT_EQ(json::parse(ReadText(cold / "step-0000000007.index.json"))["manifest"]["format"], "tessera-ckpt/1");
   ExpectRestorable(t, 7);
   auto d = Describe(hot.path(), 7);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_FALSE(d->manifest_protected);
+}
+
+// Verifying a cold copy applies the hot tier's checks (the shard header and every piece's CRC32C, not only
+// the file's): with a manifest of the previous format (no digest to catch the edit), a piece's CRC32C
+// changed in the index is reported by VerifyCopy naming the member and the tensor, as staging would.
+TEST(ColdTier, VerifyOfACopyChecksEveryPiece) {
+#ifndef TESSERA_HAVE_ZSTD
+  GTEST_SKIP() << "built without zstd";
+#endif
+  using json = nlohmann::json;
+  TempDir hot, cold;
+  TierConfig t{hot.path(), "", cold.path()};
+  SaveSteps(hot.path(), {8});
+  test::ToLegacyManifest(hot / "step-0000000008/manifest.json");
+  ASSERT_TRUE(Demote(t, 8, Tier::kCold, true).ok());
+  const std::string index = cold / "step-0000000008.index.json";
+  json j = json::parse(ReadText(index));
+  j["manifest"]["tensors"][0]["pieces"][1]["crc32c"] = "00000000";
+  std::ofstream(index, std::ios::trunc) << j.dump(1);
+  auto store = MakeColdStore(cold.path());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto m = (*store)->ReadManifest(8);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Status v = (*store)->VerifyCopy(*m, {});
+  EXPECT_EQ(v.code(), Code::kCorrupt) << v.ToString();
+  EXPECT_NE(v.message().find("member rank-00001-of-00002.safetensors holds tensor 'w'"), std::string::npos)
+      << v.message();
+  EXPECT_FALSE(Stage(t, 8).ok());
 }
 
 TEST(ColdTier, HotCorruptionIsNotPropagated) {
