@@ -125,6 +125,12 @@ class WriterImpl final : public CheckpointWriter {
       if (t.name.empty() || t.name == "__metadata__")
         return InvalidArgument(fmt::format("step {}: bad tensor name '{}'", step, t.name));
       if (!names.insert(t.name).second) return InvalidArgument(what + " appears twice");
+      try {
+        (void)json(t.name).dump();  // the name goes into the JSON header and manifest
+      } catch (const json::exception&) {
+        return InvalidArgument(fmt::format("step {}: tensor name {} (invalid bytes shown as U+FFFD) is not valid UTF-8",
+                                           step, json(t.name).dump(-1, ' ', true, json::error_handler_t::replace)));
+      }
       if (!IsValid(t.dtype)) return InvalidArgument(what + " has an invalid dtype");
       for (auto d : t.shape)
         if (d < 0) return InvalidArgument(what + " has a negative dimension");
