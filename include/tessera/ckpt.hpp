@@ -12,7 +12,10 @@
 //  * A tensor is replicated (every rank holds all of it; rank 0's copy is stored) or row-sharded (rank r
 //    holds rows [row_offset, row_offset + shape[0]) of a tensor of `global_rows` rows). Restore() fills
 //    caller buffers with any row range of the global tensor, so N writer ranks can be read by M ranks.
-//  * Every shard file and every tensor piece carries a CRC32C in the manifest; reads verify it.
+//  * Every shard file and every tensor piece carries a CRC32C in the manifest, and the manifest its own
+//    digest (manifest_crc32c); reads verify them. Verify, Latest and Restore run the same checks of the
+//    manifest (digest, structure: pieces tile each tensor exactly) and of the shard headers against it
+//    before any tensor byte is read, so a step Restore would refuse is never "latest".
 //    Latest(root) returns the newest committed step that verifies; a torn or corrupt newer step is
 //    skipped with a warning naming the bad file (also returned in LatestInfo::warnings).
 //  * Tiers: hot = a directory; warm = S3 (`s3://bucket/prefix`); cold = zstd archive files in a
