@@ -12,7 +12,10 @@
 //  * A tensor is replicated (every rank holds all of it; rank 0's copy is stored) or row-sharded (rank r
 //    holds rows [row_offset, row_offset + shape[0]) of a tensor of `global_rows` rows). Restore() fills
 //    caller buffers with any row range of the global tensor, so N writer ranks can be read by M ranks.
-//  * Every shard file and every tensor piece carries a CRC32C in the manifest; reads verify it.
+//  * Every shard file and every tensor piece carries a CRC32C in the manifest, and the manifest its own
+//    digest (manifest_crc32c); reads verify them. Verify, Latest and Restore run the same checks of the
+//    manifest (digest, structure: pieces tile each tensor exactly) and of the shard headers against it
+//    before any tensor byte is read, so a step Restore would refuse is never "latest".
 //    Latest(root) returns the newest committed step that verifies; a torn or corrupt newer step is
 //    skipped with a warning naming the bad file (also returned in LatestInfo::warnings).
 //  * Tiers: hot = a directory; warm = S3 (`s3://bucket/prefix`); cold = zstd archive files in a
@@ -21,8 +24,8 @@
 //  * No function throws; errors are Status values whose message names the checkpoint step and the file.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,8 +43,9 @@ namespace tessera::ckpt {
 // Element types for code that does not include common/dtype.hpp (same values as tsrDataType_t).
 namespace dtype {
 inline constexpr DType kInt8 = static_cast<DType>(0), kUint8 = static_cast<DType>(1), kInt32 = static_cast<DType>(2),
-                       kInt64 = static_cast<DType>(3), kFloat16 = static_cast<DType>(4), kBfloat16 = static_cast<DType>(5),
-                       kFloat32 = static_cast<DType>(6), kFloat64 = static_cast<DType>(7);
+                       kInt64 = static_cast<DType>(3), kFloat16 = static_cast<DType>(4),
+                       kBfloat16 = static_cast<DType>(5), kFloat32 = static_cast<DType>(6),
+                       kFloat64 = static_cast<DType>(7);
 }  // namespace dtype
 
 enum class Sharding : int { kReplicated = 0, kRowSharded = 1 };
@@ -53,8 +57,8 @@ struct TensorView {
   std::vector<int64_t> shape;  // this rank's local shape
   const void* data = nullptr;  // host memory, or device memory (detected with cudaPointerGetAttributes)
   Sharding sharding = Sharding::kReplicated;
-  int64_t row_offset = 0;      // row-sharded: first global row held here
-  int64_t global_rows = -1;    // row-sharded: dim 0 of the whole tensor (required)
+  int64_t row_offset = 0;    // row-sharded: first global row held here
+  int64_t global_rows = -1;  // row-sharded: dim 0 of the whole tensor (required)
 };
 
 // One tensor to restore: rows [row_begin, row_begin + rows) of the global tensor into `data` (host or
@@ -113,11 +117,14 @@ struct TensorInfo {
 struct CheckpointInfo {
   int64_t step = -1;
   int world = 0;
-  std::string dir;                // hot directory (or staged copy) holding the step
-  uint64_t bytes = 0;             // sum of shard file sizes
-  int64_t created_unix = 0;       // commit time (seconds since the epoch)
+  std::string dir;           // hot directory (or staged copy) holding the step
+  uint64_t bytes = 0;        // sum of shard file sizes
+  int64_t created_unix = 0;  // commit time (seconds since the epoch)
   std::vector<TensorInfo> tensors;
   std::vector<std::string> files;  // shard file names, rank order
+  // false: the manifest is of the previous format (tessera-ckpt/1), written before manifests carried a
+  // digest. It is still checked against the shard files, but a consistent edit of it cannot be detected.
+  bool manifest_protected = true;
 };
 
 struct LatestInfo {

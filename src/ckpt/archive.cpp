@@ -4,16 +4,17 @@
 // restore step (Stage), as with a tape library: members are decompressed in order, whole.
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
-#include <fmt/format.h>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/crc32c.hpp"
+#include "ckpt/internal.hpp"
 #include "ckpt/tiers.hpp"
 #include "common/env.hpp"
 
@@ -64,7 +65,7 @@ class ColdStore final : public TierStore {
     }
     try {
       json j = json::parse(*text);
-      TSR_ASSIGN_OR_RETURN(Manifest m, ManifestFromJson(j.at("manifest").dump(), Index(step)));
+      TSR_ASSIGN_OR_RETURN(Manifest m, ManifestForStep(j.at("manifest").dump(), Index(step), step));
       std::vector<Member> members;
       for (const auto& jm : j.at("members"))
         members.push_back({jm.at("name").get<std::string>(), jm.at("offset").get<uint64_t>(),
@@ -166,8 +167,8 @@ class ColdStore final : public TierStore {
         ZSTD_outBuffer ob{outbuf.get(), out_cap, 0};
         ret = ZSTD_decompressStream(dctx, &ob, &ib);
         if (ZSTD_isError(ret)) {
-          s = Corrupt(fmt::format("checkpoint step {}: archive {} member {} does not decompress: {}", m.step, path, f.name,
-                                  ZSTD_getErrorName(ret)));
+          s = Corrupt(fmt::format("checkpoint step {}: archive {} member {} does not decompress: {}", m.step, path,
+                                  f.name, ZSTD_getErrorName(ret)));
           break;
         }
         if (ob.pos > 0) {
@@ -185,8 +186,9 @@ class ColdStore final : public TierStore {
     ::close(in);
     TSR_RETURN_IF_ERROR(s);
     if (produced != f.bytes || crc != f.crc)
-      return Corrupt(fmt::format("checkpoint step {}: archive {} member {} gives {} bytes with CRC32C {}; the manifest says {} bytes, {}",
-                                 m.step, path, f.name, produced, CrcHex(crc), f.bytes, CrcHex(f.crc)));
+      return Corrupt(fmt::format(
+          "checkpoint step {}: archive {} member {} gives {} bytes with CRC32C {}; the manifest says {} bytes, {}",
+          m.step, path, f.name, produced, CrcHex(crc), f.bytes, CrcHex(f.crc)));
     return Status::Ok();
   }
 
@@ -200,14 +202,40 @@ class ColdStore final : public TierStore {
     return idx.second;
   }
 
+  // Every member against the manifest as the hot tier checks a file (ShardCheck): its safetensors header,
+  // its size, and the CRC32C of the member and of every piece in it, from the decompressed stream.
   Status VerifyCopy(const Manifest& m, const Progress& progress) override {
     TSR_ASSIGN_OR_RETURN(auto members, MembersFor(m));
-    if (members.size() != m.files.size()) return Corrupt(fmt::format("checkpoint step {}: archive {} has {} members, expected {}",
-                                                                     m.step, Archive(m.step), members.size(), m.files.size()));
+    if (members.size() != m.files.size())
+      return Corrupt(fmt::format("checkpoint step {}: archive {} has {} members, expected {}", m.step, Archive(m.step),
+                                 members.size(), m.files.size()));
     uint64_t done = 0;
-    for (size_t i = 0; i < members.size(); ++i)
-      TSR_RETURN_IF_ERROR(ReadMember(m, members[i], m.files[i], [](const char*, size_t, uint64_t) { return Status::Ok(); },
-                                     progress, &done));
+    for (size_t i = 0; i < members.size(); ++i) {
+      ShardCheck check(m, i, fmt::format("archive {} member {}", Archive(m.step), m.files[i].name));
+      std::string first;  // the first bytes, until the safetensors header is complete
+      uint64_t need = 8;
+      bool header_done = false;
+      auto sink = [&](const char* p, size_t n, uint64_t off) -> Status {
+        check.Add(off, p, n);
+        for (size_t k = 0; !header_done && k < n;) {
+          size_t take = static_cast<size_t>(std::min<uint64_t>(n - k, need - first.size()));
+          first.append(p + k, take);
+          k += take;
+          if (first.size() < need) break;
+          if (need == 8) {
+            TSR_ASSIGN_OR_RETURN(uint64_t hlen, check.HeaderLength(first.data()));
+            need = 8 + hlen;
+          }
+          if (first.size() == need) {
+            TSR_RETURN_IF_ERROR(check.Header(first));
+            header_done = true;
+          }
+        }
+        return Status::Ok();
+      };
+      TSR_RETURN_IF_ERROR(ReadMember(m, members[i], m.files[i], sink, progress, &done));
+      TSR_RETURN_IF_ERROR(check.Finish());
+    }
     return Status::Ok();
   }
 
@@ -219,7 +247,8 @@ class ColdStore final : public TierStore {
     j["manifest"] = json::parse(ManifestToJson(m));
     j["members"] = json::array();
     for (const auto& mem : members)
-      j["members"].push_back({{"name", mem.name}, {"offset", mem.offset}, {"compressed", mem.compressed}, {"bytes", mem.bytes}});
+      j["members"].push_back(
+          {{"name", mem.name}, {"offset", mem.offset}, {"compressed", mem.compressed}, {"bytes", mem.bytes}});
     TSR_RETURN_IF_ERROR(WriteFileAtomic(Index(m.step), j.dump(1)));
     std::lock_guard lk(mu_);
     pending_.erase(m.step);
@@ -233,8 +262,9 @@ class ColdStore final : public TierStore {
       std::string out = JoinPath(dst_dir, m.files[i].name);
       int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (fd < 0) return ErrnoError("create " + out, errno);
-      Status s = ReadMember(m, members[i], m.files[i],
-                            [&](const char* p, size_t n, uint64_t off) { return PwriteAll(fd, p, n, off, out); }, progress, &done);
+      Status s = ReadMember(
+          m, members[i], m.files[i],
+          [&](const char* p, size_t n, uint64_t off) { return PwriteAll(fd, p, n, off, out); }, progress, &done);
       if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("fsync " + out, errno);
       ::close(fd);
       TSR_RETURN_IF_ERROR(s);

@@ -14,15 +14,18 @@
 namespace tessera::ckpt {
 
 inline constexpr const char* kManifestName = "manifest.json";
-inline constexpr const char* kFormatName = "tessera-ckpt/1";
+// Manifests written now carry their own digest ("manifest_crc32c"); those of the previous format
+// ("tessera-ckpt/1", written before the digest existed) are still read, as unprotected manifests.
+inline constexpr const char* kFormatName = "tessera-ckpt/2";
+inline constexpr const char* kLegacyFormatName = "tessera-ckpt/1";
 
-std::string StepDirName(int64_t step);                  // "step-0000000042"
+std::string StepDirName(int64_t step);  // "step-0000000042"
 bool ParseStepDirName(const std::string& name, int64_t* step);
-std::string ShardFileName(int rank, int world);          // "rank-00000-of-00004.safetensors"
-std::string PartFileName(int rank);                      // "rank-00000.part.json" (pre-commit)
+std::string ShardFileName(int rank, int world);  // "rank-00000-of-00004.safetensors"
+std::string PartFileName(int rank);              // "rank-00000.part.json" (pre-commit)
 std::string JoinPath(const std::string& a, const std::string& b);
 
-const char* SafetensorsDType(DType t);                  // "F32", "BF16", ...
+const char* SafetensorsDType(DType t);  // "F32", "BF16", ...
 bool ParseSafetensorsDType(const std::string& s, DType* t);
 // A safetensors file starts with its JSON header's length, 8 bytes little-endian.
 inline uint64_t SafetensorsHeaderLength(const void* first8) {
@@ -32,8 +35,8 @@ inline uint64_t SafetensorsHeaderLength(const void* first8) {
   return len;
 }
 
-struct Piece {       // one rank's part of one tensor, as stored
-  int file = 0;      // index into Manifest::files (= writer rank)
+struct Piece {   // one rank's part of one tensor, as stored
+  int file = 0;  // index into Manifest::files (= writer rank)
   int64_t row_offset = 0;
   int64_t rows = 0;
   uint64_t begin = 0, end = 0;  // absolute byte range in the file
@@ -58,15 +61,36 @@ struct Manifest {
   int64_t created_unix = 0;
   std::vector<ManifestFile> files;
   std::vector<ManifestTensor> tensors;
+  // true: written (and read back) as kFormatName with its digest. false: read from a kLegacyFormatName
+  // manifest, which has none; ManifestToJson then writes it in that format again, so that a tier move
+  // never vouches for contents that nobody sealed.
+  bool digest = true;
   uint64_t TotalBytes() const;
 };
 
+// JSON text of the manifest. With m.digest, the member "manifest_crc32c" is the CRC32C of the compact
+// serialization (nlohmann::json::dump(), keys sorted) of the manifest object without that member.
 std::string ManifestToJson(const Manifest& m);
-// `what` names the source in errors ("step 42: /x/manifest.json").
+// Parses and checks a manifest: its digest (kFormatName), strict field types and ranges, then
+// ValidateManifest. `what` names the source in errors ("checkpoint step 42: /x/manifest.json").
 Result<Manifest> ManifestFromJson(const std::string& text, const std::string& what);
+// ManifestFromJson, and the manifest must be the one of `step` (what every tier's ReadManifest uses).
+Result<Manifest> ManifestForStep(const std::string& text, const std::string& what, int64_t step);
+// The structural checks a manifest must pass before any byte is read on its word (Corrupt, naming
+// `what`, the tensor, the piece and the value): world and files (rank i is file i, named
+// ShardFileName(i, world)); unique tensor names; storable dtypes; non-negative dimensions whose byte
+// sizes do not overflow; a replicated tensor has one piece of all rows; a row-sharded tensor's pieces,
+// in row order and in distinct files, tile [0, shape[0]) exactly; every piece's byte range holds
+// exactly rows × row size bytes, lies after the 8-byte length inside its file, and does not overlap
+// another piece of that file. The agreement with the shard files' own headers is checked by the reader.
+Status ValidateManifest(const Manifest& m, const std::string& what);
 
 // Row size in bytes (product of dims after the first × element size); for 0-d tensors the element size.
 uint64_t RowBytes(DType dtype, const std::vector<int64_t>& shape);
+// The same, false when a dimension is negative or the product overflows 64 bits.
+bool CheckedRowBytes(DType dtype, const std::vector<int64_t>& shape, uint64_t* out);
+// a × b, false on overflow.
+inline bool CheckedMul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 inline int64_t Rows(const std::vector<int64_t>& shape) { return shape.empty() ? 1 : shape[0]; }
 
 // ---- file helpers -------------------------------------------------------------------------------

@@ -2,12 +2,12 @@
 // row-sharded tensors) of checkpoints in a hot-tier directory.
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <fmt/format.h>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -32,11 +32,7 @@ Result<Manifest> LoadManifest(const std::string& root, int64_t step) {
       return NotFound(fmt::format("checkpoint step {} does not exist in {} (no committed {})", step, root, path));
     return text.status().WithContext(fmt::format("checkpoint step {}", step));
   }
-  auto m = ManifestFromJson(*text, fmt::format("checkpoint step {}: {}", step, path));
-  if (!m.ok()) return m.status();
-  if (m->step != step)
-    return Corrupt(fmt::format("checkpoint step {}: {} says step {}", step, path, m->step));
-  return m;
+  return ManifestForStep(*text, fmt::format("checkpoint step {}: {}", step, path), step);
 }
 
 Result<std::vector<int64_t>> ListSteps(const std::string& root) {
@@ -49,7 +45,7 @@ Result<std::vector<int64_t>> ListSteps(const std::string& root) {
   while (dirent* e = ::readdir(d)) {
     int64_t step;
     if (!ParseStepDirName(e->d_name, &step)) continue;
-    struct stat st{};
+    struct stat st {};
     if (::stat(JoinPath(JoinPath(root, e->d_name), kManifestName).c_str(), &st) == 0) steps.push_back(step);
   }
   ::closedir(d);
@@ -64,6 +60,7 @@ CheckpointInfo InfoFromManifest(const Manifest& m, const std::string& dir) {
   info.dir = dir;
   info.bytes = m.TotalBytes();
   info.created_unix = m.created_unix;
+  info.manifest_protected = m.digest;
   for (const auto& t : m.tensors) info.tensors.push_back({t.name, t.dtype, t.shape, t.sharding});
   for (const auto& f : m.files) info.files.push_back(f.name);
   return info;
@@ -74,67 +71,187 @@ Result<CheckpointInfo> Describe(const std::string& root, int64_t step) {
   return InfoFromManifest(m, JoinPath(root, StepDirName(step)));
 }
 
-// Checks one shard file against the manifest: size, safetensors header, and (optionally) CRC32C.
+namespace {
+
+// The shape under which a piece is stored in its shard file: the global shape, with the piece's rows as
+// dim 0 for a row-sharded tensor.
+std::vector<int64_t> LocalShape(const ManifestTensor& t, const Piece& p) {
+  std::vector<int64_t> s = t.shape;
+  if (t.sharding == Sharding::kRowSharded) s[0] = p.rows;
+  return s;
+}
+
+}  // namespace
+
+ShardCheck::ShardCheck(const Manifest& m, size_t file, std::string name) : m_(m), fi_(file), name_(std::move(name)) {
+  for (const auto& t : m.tensors)
+    for (const auto& p : t.pieces)
+      if (static_cast<size_t>(p.file) == fi_) segs_.push_back({p.begin, p.end, &t, &p});
+  std::sort(segs_.begin(), segs_.end(),
+            [](const Segment& a, const Segment& b) { return std::pair(a.begin, a.end) < std::pair(b.begin, b.end); });
+  const uint64_t bytes = m.files[fi_].bytes;
+  segs_.insert(segs_.begin(), Segment{0, segs_.empty() ? bytes : segs_.front().begin, nullptr, nullptr});
+  parts_.resize(segs_.size());
+}
+
+std::string ShardCheck::Where(const std::string& what) const {
+  return fmt::format("checkpoint step {}: {} {}", m_.step, name_, what);
+}
+
+Result<uint64_t> ShardCheck::HeaderLength(const void* first8) const {
+  const uint64_t bytes = m_.files[fi_].bytes, hlen = SafetensorsHeaderLength(first8);
+  if (bytes < 8 || hlen > bytes - 8)
+    return Corrupt(Where(fmt::format("has a safetensors header length {} beyond its {} bytes", hlen, bytes)));
+  return hlen;
+}
+
+Status ShardCheck::Header(const std::string& first_bytes) {
+  if (first_bytes.size() < 8) return Corrupt(Where("is shorter than a safetensors header"));
+  TSR_ASSIGN_OR_RETURN(uint64_t hlen, HeaderLength(first_bytes.data()));
+  if (first_bytes.size() < 8 + hlen) return Corrupt(Where("is shorter than its safetensors header"));
+  const uint64_t data_start = 8 + hlen, bytes = m_.files[fi_].bytes;
+  try {
+    json h = json::parse(first_bytes.substr(8, hlen));
+    if (!h.is_object()) return Corrupt(Where("has a safetensors header that is not a JSON object"));
+    size_t entries = 0;
+    for (auto it = h.begin(); it != h.end(); ++it) entries += it.key() != "__metadata__";
+    if (entries != segs_.size() - 1)
+      return Corrupt(Where(fmt::format("has {} tensors in its safetensors header, the manifest places {} in it",
+                                       entries, segs_.size() - 1)));
+    uint64_t covered = 0;
+    for (size_t i = 1; i < segs_.size(); ++i) {
+      const ManifestTensor& t = *segs_[i].tensor;
+      const Piece& p = *segs_[i].piece;
+      auto it = h.find(t.name);
+      if (it == h.end() || !it->is_object())
+        return Corrupt(
+            Where(fmt::format("has no tensor '{}' in its safetensors header; the manifest places one there", t.name)));
+      const json& e = *it;
+      const json dtype = e.value("dtype", json()), shape = e.value("shape", json()),
+                 off = e.value("data_offsets", json());
+      if (dtype != json(SafetensorsDType(t.dtype)))
+        return Corrupt(Where(fmt::format("stores tensor '{}' as dtype {}, the manifest says {} ({})", t.name,
+                                         dtype.dump(), SafetensorsDType(t.dtype), DTypeName(t.dtype))));
+      const json local = LocalShape(t, p);
+      if (shape != local)
+        return Corrupt(Where(
+            fmt::format("stores tensor '{}' with shape {}, the manifest says {}", t.name, shape.dump(), local.dump())));
+      if (p.begin < data_start || !off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+          !off[1].is_number_unsigned() || off[0].get<uint64_t>() != p.begin - data_start ||
+          off[1].get<uint64_t>() != p.end - data_start)
+        return Corrupt(Where(fmt::format(
+            "stores tensor '{}' at data_offsets {}, the manifest says bytes [{}, {}) of the file (data starts at {})",
+            t.name, off.dump(), p.begin, p.end, data_start)));
+      covered += p.end - p.begin;
+    }
+    // The manifest's pieces do not overlap (ValidateManifest), start after the header and cover the data.
+    if (covered != bytes - data_start)
+      return Corrupt(Where(fmt::format("has {} data bytes, its tensors cover {}", bytes - data_start, covered)));
+    const json meta = h.value("__metadata__", json::object());
+    const std::pair<const char*, int64_t> expect[] = {
+        {"tessera.step", m_.step}, {"tessera.rank", static_cast<int64_t>(fi_)}, {"tessera.world", m_.world}};
+    for (const auto& [key, value] : expect)
+      if (meta.is_object() && meta.contains(key) && meta[key] != json(std::to_string(value)))
+        return Corrupt(Where(
+            fmt::format("has {} {} in its safetensors metadata, the manifest says {}", key, meta[key].dump(), value)));
+  } catch (const std::exception& e) {
+    return Corrupt(Where(fmt::format("has a bad safetensors header: {}", e.what())));
+  }
+  header_ok_ = true;
+  return Status::Ok();
+}
+
+void ShardCheck::Add(uint64_t offset, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  // The last segment starting at or before `offset` (zero-length segments sort before the one they touch).
+  size_t s = static_cast<size_t>(
+      std::upper_bound(segs_.begin(), segs_.end(), offset, [](uint64_t o, const Segment& g) { return o < g.begin; }) -
+      segs_.begin());
+  for (s = s == 0 ? 0 : s - 1; s < segs_.size() && segs_[s].begin < offset + n; ++s) {
+    const uint64_t b = std::max(offset, segs_[s].begin), e = std::min(offset + n, segs_[s].end);
+    if (b >= e) continue;
+    uint32_t crc = Crc32c(p + (b - offset), e - b);
+    std::lock_guard lk(mu_);
+    parts_[s][b] = {crc, e - b};
+  }
+}
+
+Status ShardCheck::Finish() {
+  if (!header_ok_) return Corrupt(Where("was not checked against its safetensors header"));
+  std::vector<uint32_t> crcs(segs_.size(), 0);
+  uint32_t file_crc = 0;
+  for (size_t s = 0; s < segs_.size(); ++s) {
+    uint64_t at = segs_[s].begin;
+    for (const auto& [off, part] : parts_[s]) {
+      if (off != at) break;
+      crcs[s] = at == segs_[s].begin ? part.first : Crc32cCombine(crcs[s], part.first, part.second);
+      at += part.second;
+    }
+    if (at != segs_[s].end)
+      return Corrupt(Where(fmt::format("was not read completely (bytes {} to {})", at, segs_[s].end)));
+    file_crc = s == 0 ? crcs[0] : Crc32cCombine(file_crc, crcs[s], segs_[s].end - segs_[s].begin);
+  }
+  const ManifestFile& f = m_.files[fi_];
+  if (file_crc != f.crc)
+    return Corrupt(
+        Where(fmt::format("fails its checksum: CRC32C {}, the manifest says {}", CrcHex(file_crc), CrcHex(f.crc))));
+  for (size_t s = 1; s < segs_.size(); ++s) {
+    const Piece& p = *segs_[s].piece;
+    if (crcs[s] != p.crc)
+      return Corrupt(Where(fmt::format("holds tensor '{}' rows [{}, {}) with CRC32C {}, the manifest says {}",
+                                       segs_[s].tensor->name, p.row_offset, p.row_offset + p.rows, CrcHex(crcs[s]),
+                                       CrcHex(p.crc))));
+  }
+  return Status::Ok();
+}
+
+// Checks one hot shard file against the manifest: size, the safetensors header and, with `checksums`, the
+// CRC32C of the file and of every piece in it (ShardCheck, one pass over the bytes).
 Status VerifyFile(const Manifest& m, size_t fi, const std::string& dir, bool checksums, const Progress& progress,
                   std::atomic<uint64_t>* done, uint64_t total) {
   const ManifestFile& f = m.files[fi];
   std::string path = JoinPath(dir, f.name);
-  auto where = [&](const std::string& what) { return fmt::format("checkpoint step {}: file {} {}", m.step, path, what); };
+  ShardCheck check(m, fi, "file " + path);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return Corrupt(where("is missing"));
-    return ErrnoError(where("cannot be opened"), errno);
+    if (errno == ENOENT) return Corrupt(check.Where("is missing"));
+    return ErrnoError(check.Where("cannot be opened"), errno);
   }
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{fd};
-  struct stat st{};
-  if (fstat(fd, &st) != 0) return ErrnoError(where("cannot be stat'ed"), errno);
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return ErrnoError(check.Where("cannot be stat'ed"), errno);
   if (static_cast<uint64_t>(st.st_size) != f.bytes)
-    return Corrupt(where(fmt::format("is torn: {} bytes, the manifest says {}", st.st_size, f.bytes)));
-  // The safetensors header must agree with the manifest's byte ranges.
-  unsigned char lenbuf[8];
-  if (f.bytes < 8) return Corrupt(where("is shorter than a safetensors header"));
-  TSR_RETURN_IF_ERROR(PreadAll(fd, lenbuf, 8, 0, path));
-  const uint64_t hlen = SafetensorsHeaderLength(lenbuf);
-  if (hlen > f.bytes - 8) return Corrupt(where(fmt::format("has a safetensors header length {} beyond the file", hlen)));
-  std::string header(hlen, '\0');
-  TSR_RETURN_IF_ERROR(PreadAll(fd, header.data(), hlen, 8, path));
-  try {
-    json h = json::parse(header);
-    for (const auto& t : m.tensors)
-      for (const auto& p : t.pieces) {
-        if (static_cast<size_t>(p.file) != fi) continue;
-        auto off = h.at(t.name).at("data_offsets").get<std::vector<uint64_t>>();
-        if (off.size() != 2 || off[0] + 8 + hlen != p.begin || off[1] + 8 + hlen != p.end)
-          return Corrupt(where(fmt::format("has tensor '{}' at a different place than the manifest says", t.name)));
-      }
-  } catch (const std::exception& e) {
-    return Corrupt(where(fmt::format("has a bad safetensors header: {}", e.what())));
-  }
+    return Corrupt(check.Where(fmt::format("is torn: {} bytes, the manifest says {}", st.st_size, f.bytes)));
+  if (f.bytes < 8) return Corrupt(check.Where("is shorter than a safetensors header"));
+  std::string first(8, '\0');
+  TSR_RETURN_IF_ERROR(PreadAll(fd, first.data(), 8, 0, path));
+  TSR_ASSIGN_OR_RETURN(uint64_t hlen, check.HeaderLength(first.data()));
+  first.resize(8 + hlen);
+  TSR_RETURN_IF_ERROR(PreadAll(fd, first.data() + 8, hlen, 8, path));
+  TSR_RETURN_IF_ERROR(check.Header(first));
   if (!checksums) return Status::Ok();
   constexpr size_t kChunk = size_t{16} << 20;
   std::unique_ptr<char[]> buf(new char[kChunk]);
-  uint32_t crc = 0;
   for (uint64_t off = 0; off < f.bytes; off += kChunk) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, f.bytes - off));
     Status s = PreadAll(fd, buf.get(), n, off, path);
     if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}", m.step));
-    crc = Crc32c(buf.get(), n, crc);
+    check.Add(off, buf.get(), n);
     if (done) {
       uint64_t d = done->fetch_add(n) + n;
       if (progress) progress(d, total);
     }
   }
-  if (crc != f.crc)
-    return Corrupt(where(fmt::format("fails its checksum: CRC32C {}, the manifest says {}", CrcHex(crc), CrcHex(f.crc))));
-  return Status::Ok();
+  return check.Finish();
 }
 
 Status VerifyDir(const Manifest& m, const std::string& dir, VerifyOptions options, const Progress& progress) {
   if (static_cast<int>(m.files.size()) != m.world)
-    return Corrupt(fmt::format("checkpoint step {}: manifest in {} lists {} files for world {}", m.step, dir, m.files.size(), m.world));
+    return Corrupt(fmt::format("checkpoint step {}: manifest in {} lists {} files for world {}", m.step, dir,
+                               m.files.size(), m.world));
   std::atomic<uint64_t> done{0};
   std::vector<Status> st(m.files.size());
   std::mutex pmu;
@@ -209,19 +326,20 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
     uint64_t rb = RowBytes(t.dtype, t.shape);
     int64_t grows = Rows(t.shape);
     int64_t rows = s.rows < 0 ? grows - s.row_begin : s.rows;
-    if (s.row_begin < 0 || rows < 0 || s.row_begin + rows > grows)
-      return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}' has {} rows; rows [{}, {}) were asked for", m.step,
-                                         t.name, grows, s.row_begin, s.row_begin + rows));
+    if (s.row_begin < 0 || rows < 0 || s.row_begin > grows || rows > grows - s.row_begin)
+      return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}' has {} rows; rows [{}, {}) were asked for",
+                                         m.step, t.name, grows, s.row_begin, s.row_begin + rows));
     if (s.bytes != rb * static_cast<uint64_t>(rows))
-      return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}' ({}, {} bytes per row): {} rows need {} bytes, the buffer has {}",
-                                         m.step, t.name, DTypeName(t.dtype), rb, rows, rb * rows, s.bytes));
+      return InvalidArgument(fmt::format(
+          "checkpoint step {}: tensor '{}' ({}, {} bytes per row): {} rows need {} bytes, the buffer has {}", m.step,
+          t.name, DTypeName(t.dtype), rb, rows, rb * rows, s.bytes));
     if (s.data == nullptr && s.bytes > 0)
       return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}': null buffer", m.step, t.name));
     for (const auto& p : t.pieces) {
       if (p.row_offset + p.rows <= s.row_begin || p.row_offset >= s.row_begin + rows) continue;
       if (p.end - p.begin != rb * static_cast<uint64_t>(p.rows))
-        return Corrupt(fmt::format("checkpoint step {}: tensor '{}' piece in {} has {} bytes for {} rows", m.step, t.name,
-                                   m.files[static_cast<size_t>(p.file)].name, p.end - p.begin, p.rows));
+        return Corrupt(fmt::format("checkpoint step {}: tensor '{}' piece in {} has {} bytes for {} rows", m.step,
+                                   t.name, m.files[static_cast<size_t>(p.file)].name, p.end - p.begin, p.rows));
       bool whole = p.row_offset >= s.row_begin && p.row_offset + p.rows <= s.row_begin + rows;
       if (whole && !IsDevicePointer(s.data) && p.end > p.begin) {
         const uint64_t kChunk = uint64_t{32} << 20;
@@ -267,7 +385,8 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
     Status s;
     if (k.direct) {
       n = k.chunk_end - k.chunk_begin;
-      char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(p.row_offset - k.slot_begin) * k.row_bytes + k.chunk_begin;
+      char* dst = static_cast<char*>(k.slot->data) + static_cast<uint64_t>(p.row_offset - k.slot_begin) * k.row_bytes +
+                  k.chunk_begin;
       s = PreadAll(fds[static_cast<size_t>(p.file)], dst, n, p.begin + k.chunk_begin, path);
       if (s.ok()) k.crc = Crc32c(dst, n);
     } else {
@@ -280,8 +399,9 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
       if (s.ok()) {
         uint32_t crc = Crc32c(tmp.data(), n);
         if (crc != p.crc)
-          s = Corrupt(fmt::format("checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}",
-                                  m.step, k.tensor->name, path, CrcHex(crc), CrcHex(p.crc)));
+          s = Corrupt(fmt::format(
+              "checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}", m.step,
+              k.tensor->name, path, CrcHex(crc), CrcHex(p.crc)));
       }
       if (s.ok())
         s = CopyFromHost(dst, tmp.data() + static_cast<uint64_t>(ov_b - p.row_offset) * k.row_bytes,
@@ -315,9 +435,10 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
   for (size_t g = 0; g < groups; ++g) {
     const Task& k = *head[g];
     if (crc[g] != k.piece->crc)
-      return Corrupt(fmt::format("checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}",
-                                 m.step, k.tensor->name, JoinPath(dir, m.files[static_cast<size_t>(k.piece->file)].name),
-                                 CrcHex(crc[g]), CrcHex(k.piece->crc)));
+      return Corrupt(
+          fmt::format("checkpoint step {}: tensor '{}' in file {} fails its checksum: CRC32C {}, the manifest says {}",
+                      m.step, k.tensor->name, JoinPath(dir, m.files[static_cast<size_t>(k.piece->file)].name),
+                      CrcHex(crc[g]), CrcHex(k.piece->crc)));
   }
   return Status::Ok();
 }
@@ -336,8 +457,9 @@ Status RestoreWithProgress(const std::string& root, int64_t step, const std::vec
 
 Status Remove(const std::string& root, int64_t step) {
   std::string dir = JoinPath(root, StepDirName(step));
-  struct stat st{};
-  if (::stat(dir.c_str(), &st) != 0) return NotFound(fmt::format("checkpoint step {} does not exist in {}", step, root));
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    return NotFound(fmt::format("checkpoint step {} does not exist in {}", step, root));
   std::string manifest = JoinPath(dir, kManifestName);
   if (::unlink(manifest.c_str()) != 0 && errno != ENOENT)
     return ErrnoError(fmt::format("checkpoint step {}: remove {}", step, manifest), errno);

@@ -2,9 +2,11 @@
 // <prefix>/step-XXXXXXXXXX/manifest.json uploaded last as the commit marker. Verification reads every
 // object back with parallel ranged GETs and combines per-range CRC32Cs in order.
 #include <fmt/format.h>
+
 #include <mutex>
 
 #include "ckpt/crc32c.hpp"
+#include "ckpt/internal.hpp"
 #include "ckpt/s3.hpp"
 #include "ckpt/tiers.hpp"
 #include "common/parallel.hpp"
@@ -40,7 +42,7 @@ class WarmStore final : public TierStore {
         return NotFound(fmt::format("checkpoint step {} is not committed in {}", step, Describe()));
       return text.status();
     }
-    return ManifestFromJson(*text, fmt::format("checkpoint step {}: {}", step, c_.Name(Key(step, kManifestName))));
+    return ManifestForStep(*text, fmt::format("checkpoint step {}: {}", step, c_.Name(Key(step, kManifestName))), step);
   }
   Status Put(const Manifest& m, const std::string& src_dir, const Progress& progress) override {
     uint64_t base = 0, total = m.TotalBytes();
@@ -52,47 +54,56 @@ class WarmStore final : public TierStore {
     }
     return Status::Ok();
   }
+  // Bytes [off, off + len) of object `key` into `buf`.
+  Status GetRange(const Manifest& m, const std::string& key, uint64_t off, size_t len, char* buf, uint64_t size) {
+    auto r = c_.Request("GET", key, {}, nullptr, 0, fmt::format("bytes={}-{}", off, off + len - 1), buf, len);
+    if (!r.ok()) return r.status();
+    if (r->body != std::to_string(len))
+      return Corrupt(fmt::format("checkpoint step {}: {} is shorter than {} bytes", m.step, c_.Name(key), size));
+    return Status::Ok();
+  }
+  // Every object against the manifest as the hot tier checks a file (ShardCheck): its safetensors header,
+  // its size, and the CRC32C of the object and of every piece in it; ranges are read in parallel.
   Status VerifyCopy(const Manifest& m, const Progress& progress) override {
     uint64_t done = 0;
-    for (const auto& f : m.files) {
+    for (size_t fi = 0; fi < m.files.size(); ++fi) {
+      const ManifestFile& f = m.files[fi];
       std::string key = Key(m.step, f.name);
+      ShardCheck check(m, fi, c_.Name(key));
+      if (f.bytes < 8) return Corrupt(check.Where("is shorter than a safetensors header"));
+      std::string first(8, '\0');
+      TSR_RETURN_IF_ERROR(GetRange(m, key, 0, 8, first.data(), f.bytes));
+      TSR_ASSIGN_OR_RETURN(uint64_t hlen, check.HeaderLength(first.data()));
+      first.resize(8 + hlen);
+      if (hlen > 0) TSR_RETURN_IF_ERROR(GetRange(m, key, 8, hlen, first.data() + 8, f.bytes));
+      TSR_RETURN_IF_ERROR(check.Header(first));
       uint64_t chunk = c_.config().part_size;
       uint64_t n = std::max<uint64_t>(1, (f.bytes + chunk - 1) / chunk);
-      std::vector<uint32_t> crcs(n, 0);
       std::mutex mu;
-      Status first;
+      Status failed;
       ThreadBuffers bufs(c_.config().concurrency, chunk);
       ParallelFor(n, c_.config().concurrency, [&](uint64_t i, int t) {
         uint64_t off = i * chunk;
         size_t len = static_cast<size_t>(std::min<uint64_t>(chunk, f.bytes - off));
         if (len == 0) return true;
         char* buf = bufs.get(t);
-        auto r = c_.Request("GET", key, {}, nullptr, 0, fmt::format("bytes={}-{}", off, off + len - 1), buf, len);
+        Status s = GetRange(m, key, off, len, buf, f.bytes);
+        if (s.ok()) check.Add(off, buf, len);
         std::lock_guard lk(mu);
-        if (!r.ok() || r->body != std::to_string(len)) {
-          if (first.ok())
-            first = r.ok() ? Corrupt(fmt::format("checkpoint step {}: {} is shorter than {} bytes", m.step, c_.Name(key), f.bytes))
-                           : r.status();
+        if (!s.ok()) {
+          if (failed.ok()) failed = s;
           return false;
         }
-        crcs[i] = Crc32c(buf, len);
         done += len;
         if (progress) progress(done, m.TotalBytes());
         return true;
       });
-      TSR_RETURN_IF_ERROR(first);
+      TSR_RETURN_IF_ERROR(failed);
       auto head = c_.Head(key);
       if (!head.ok()) return head.status();
       if (head->size != f.bytes)
-        return Corrupt(fmt::format("checkpoint step {}: {} has {} bytes, the manifest says {}", m.step, c_.Name(key), head->size, f.bytes));
-      uint32_t crc = 0;
-      for (uint64_t i = 0; i < n; ++i) {
-        uint64_t len = std::min<uint64_t>(chunk, f.bytes - std::min(f.bytes, i * chunk));
-        crc = i == 0 ? crcs[0] : Crc32cCombine(crc, crcs[i], len);
-      }
-      if (crc != f.crc)
-        return Corrupt(fmt::format("checkpoint step {}: {} fails its checksum: CRC32C {}, the manifest says {}", m.step,
-                                   c_.Name(key), CrcHex(crc), CrcHex(f.crc)));
+        return Corrupt(check.Where(fmt::format("has {} bytes, the manifest says {}", head->size, f.bytes)));
+      TSR_RETURN_IF_ERROR(check.Finish());
     }
     return Status::Ok();
   }
@@ -124,7 +135,8 @@ class WarmStore final : public TierStore {
 }  // namespace
 
 Result<std::unique_ptr<TierStore>> MakeWarmStore(const std::string& uri) {
-  if (uri.rfind("s3://", 0) != 0) return InvalidArgument(fmt::format("warm tier '{}' is not an s3://bucket/prefix URI", uri));
+  if (uri.rfind("s3://", 0) != 0)
+    return InvalidArgument(fmt::format("warm tier '{}' is not an s3://bucket/prefix URI", uri));
   std::string rest = uri.substr(5);
   auto slash = rest.find('/');
   std::string bucket = rest.substr(0, slash);

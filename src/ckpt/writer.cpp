@@ -2,6 +2,7 @@
 // thread writes the rank's safetensors file with parallel pwrite + fsync, publishes a part file, and on
 // rank 0 merges every rank's part into manifest.json (written last, atomically).
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
-#include <fmt/format.h>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -114,7 +114,7 @@ class WriterImpl final : public CheckpointWriter {
       if (!error_.ok()) return error_;
     }
     std::string dir = JoinPath(root_, StepDirName(step));
-    struct stat st{};
+    struct stat st {};
     if (::stat(JoinPath(dir, kManifestName).c_str(), &st) == 0)
       return InvalidArgument(fmt::format("checkpoint step {} is already committed in {}", step, dir));
     Job job;
@@ -122,8 +122,15 @@ class WriterImpl final : public CheckpointWriter {
     std::set<std::string> names;
     for (const auto& t : tensors) {
       std::string what = fmt::format("step {}: tensor '{}'", step, t.name);
-      if (t.name.empty() || t.name == "__metadata__") return InvalidArgument(fmt::format("step {}: bad tensor name '{}'", step, t.name));
+      if (t.name.empty() || t.name == "__metadata__")
+        return InvalidArgument(fmt::format("step {}: bad tensor name '{}'", step, t.name));
       if (!names.insert(t.name).second) return InvalidArgument(what + " appears twice");
+      try {
+        (void)json(t.name).dump();  // the name goes into the JSON header and manifest
+      } catch (const json::exception&) {
+        return InvalidArgument(fmt::format("step {}: tensor name {} (invalid bytes shown as U+FFFD) is not valid UTF-8",
+                                           step, json(t.name).dump(-1, ' ', true, json::error_handler_t::replace)));
+      }
       if (!IsValid(t.dtype)) return InvalidArgument(what + " has an invalid dtype");
       for (auto d : t.shape)
         if (d < 0) return InvalidArgument(what + " has a negative dimension");
@@ -143,7 +150,8 @@ class WriterImpl final : public CheckpointWriter {
     std::string header = SafetensorsHeader(job.tensors, step, rank_, world_, &job.data_start);
     job.size = job.tensors.empty() ? job.data_start : job.tensors.back().end;
     for (const auto& t : job.tensors)
-      if (t.end > t.begin && t.src == nullptr) return InvalidArgument(fmt::format("step {}: tensor '{}' has no data", step, t.name));
+      if (t.end > t.begin && t.src == nullptr)
+        return InvalidArgument(fmt::format("step {}: tensor '{}' has no data", step, t.name));
 
     // Take a free buffer (waits while both are being persisted).
     Buffer* buf = nullptr;
@@ -344,8 +352,8 @@ class WriterImpl final : public CheckpointWriter {
       for (int r = 0; r < world_; ++r) {
         const json& p = parts[static_cast<size_t>(r)];
         if (p.at("world").get<int>() != world_ || p.at("step").get<int64_t>() != step)
-          return InvalidArgument(fmt::format("checkpoint step {}: rank {} wrote its part with world={} step={}", step, r,
-                                             p.at("world").get<int>(), p.at("step").get<int64_t>()));
+          return InvalidArgument(fmt::format("checkpoint step {}: rank {} wrote its part with world={} step={}", step,
+                                             r, p.at("world").get<int>(), p.at("step").get<int64_t>()));
         ManifestFile f;
         f.rank = r;
         f.name = p.at("file").at("name").get<std::string>();
@@ -365,8 +373,9 @@ class WriterImpl final : public CheckpointWriter {
           }
           ManifestTensor& t = m.tensors[it->second];
           if (t.dtype != *dt || t.shape != shape || t.sharding != sh)
-            return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}' differs between ranks (rank {} has {} {})",
-                                               step, name, r, DTypeName(*dt), json(shape).dump()));
+            return InvalidArgument(
+                fmt::format("checkpoint step {}: tensor '{}' differs between ranks (rank {} has {} {})", step, name, r,
+                            DTypeName(*dt), json(shape).dump()));
           Piece pc;
           pc.file = r;
           pc.row_offset = jt.at("row_offset").get<int64_t>();
@@ -381,21 +390,12 @@ class WriterImpl final : public CheckpointWriter {
     } catch (const std::exception& e) {
       return Corrupt(fmt::format("checkpoint step {}: a part file in {} is malformed: {}", step, dir, e.what()));
     }
-    // Row-sharded tensors must be covered exactly once.
-    for (auto& t : m.tensors) {
-      if (t.sharding != Sharding::kRowSharded) continue;
+    // Row-sharded tensors must be covered exactly once, in row order; the manifest must pass every check a
+    // reader applies (a writer never commits what Verify would refuse).
+    for (auto& t : m.tensors)
       std::sort(t.pieces.begin(), t.pieces.end(), [](auto& a, auto& b) { return a.row_offset < b.row_offset; });
-      int64_t next = 0;
-      for (const auto& p : t.pieces) {
-        if (p.row_offset != next)
-          return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}' rows {} (rank {}) {} — shards must cover [0, {}) once",
-                                             step, t.name, p.row_offset, p.file, p.row_offset < next ? "overlap" : "leave a gap",
-                                             t.shape[0]));
-        next += p.rows;
-      }
-      if (next != t.shape[0])
-        return InvalidArgument(fmt::format("checkpoint step {}: tensor '{}' has rows [0, {}) saved of {}", step, t.name, next, t.shape[0]));
-    }
+    Status valid = ValidateManifest(m, fmt::format("checkpoint step {}: the parts in {}", step, dir));
+    if (!valid.ok()) return InvalidArgument(valid.message());
     // One directory fsync makes every rank's shard rename durable before the manifest names them.
     if (opt_.fsync) {
       Status d = FsyncDir(dir);

@@ -2,14 +2,16 @@
 // import safetensors as a step, tier, delete, price and benchmark checkpoints. Tiers come from
 // --root/--warm/--cold or TESSERA_CKPT_ROOT, TESSERA_CKPT_WARM, TESSERA_CKPT_COLD. Tables go to stdout;
 // progress bars to stderr, only on a TTY.
+#include "tessera/ckpt.hpp"
+
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <ctime>
-#include <fmt/format.h>
+#include <filesystem>
 #include <mutex>
 
 #include "ckpt/bench.hpp"
@@ -21,7 +23,6 @@
 #include "ckpt/tiers.hpp"
 #include "cli/command.hpp"
 #include "common/dtype.hpp"
-#include "tessera/ckpt.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -135,12 +136,16 @@ int CmdLs(const TierConfig& t, bool verify) {
     std::string state = "committed";
     if (std::find(l.tiers.begin(), l.tiers.end(), Tier::kHot) != l.tiers.end()) {
       Status s = Verify(t.hot, l.step, VerifyOptions{verify});
-      state = s.ok() ? (verify ? "verified" : "ok") : (s.message().find("torn") != std::string::npos ? "TORN" : "CORRUPT");
+      state =
+          s.ok() ? (verify ? "verified" : "ok") : (s.message().find("torn") != std::string::npos ? "TORN" : "CORRUPT");
       if (s.ok()) latest = l.step;
+      auto info = Describe(t.hot, l.step);
+      if (s.ok() && info.ok() && !info->manifest_protected) state += " (unprotected manifest)";
     } else if (std::find(l.tiers.begin(), l.tiers.end(), Tier::kCold) != l.tiers.end() && l.tiers.size() == 1) {
       state = "archived (restore to read)";
     }
-    body.push_back({std::to_string(l.step), HumanBytes(l.bytes), TierList(l.tiers), HumanAge(now - l.created_unix), state});
+    body.push_back(
+        {std::to_string(l.step), HumanBytes(l.bytes), TierList(l.tiers), HumanAge(now - l.created_unix), state});
   }
   // Uncommitted step directories in hot (a save in progress or killed): shown, never "latest".
   std::error_code ec;
@@ -156,6 +161,12 @@ int CmdLs(const TierConfig& t, bool verify) {
   }
   PrintTable(rows);
   return 0;
+}
+
+// What verify says of a copy that passes every check but whose manifest has no digest (format 1).
+std::string UnprotectedNote() {
+  return fmt::format("ok, unprotected manifest ({}: no manifest_crc32c; a consistent edit of it would go unseen)",
+                     kLegacyFormatName);
 }
 
 Result<Manifest> FindManifest(const TierConfig& t, int64_t step) {
@@ -185,7 +196,8 @@ int CmdShow(const TierConfig& t, int64_t step) {
     std::string pieces;
     for (const auto& p : tn.pieces)
       pieces += fmt::format("{}{}:{}-{}", pieces.empty() ? "" : " ", p.file, p.row_offset, p.row_offset + p.rows);
-    rows.push_back({tn.name, DTypeName(tn.dtype), shape, tn.sharding == Sharding::kRowSharded ? "row" : "replicated", pieces});
+    rows.push_back(
+        {tn.name, DTypeName(tn.dtype), shape, tn.sharding == Sharding::kRowSharded ? "row" : "replicated", pieces});
   }
   PrintTable(rows);
   return 0;
@@ -217,7 +229,8 @@ int CmdVerify(const TierConfig& t, std::vector<int64_t> steps) {
       Status v = s->VerifyCopy(*m, bar.Callback());
       bar.Finish();
       if (!v.ok()) ++bad;
-      rows.push_back({std::to_string(step), TierName(s->tier()), v.ok() ? "ok" : v.message()});
+      std::string result = !v.ok() ? v.message() : m->digest ? "ok" : UnprotectedNote();
+      rows.push_back({std::to_string(step), TierName(s->tier()), result});
     }
     if (!found) {
       rows.push_back({std::to_string(step), "-", "not committed in any tier"});
@@ -287,18 +300,22 @@ int CmdTier(const TierConfig& t, const std::string& policy_file, bool dry_run, i
   std::vector<std::vector<std::string>> rows{{"STEP", "ACTION", "RESULT"}};
   int bad = 0;
   for (const auto& a : actions.value()) {
-    rows.push_back({std::to_string(a.step), a.action, dry_run ? "dry run" : (a.status.ok() ? "done" : a.status.message())});
+    rows.push_back(
+        {std::to_string(a.step), a.action, dry_run ? "dry run" : (a.status.ok() ? "done" : a.status.message())});
     if (!a.status.ok()) ++bad;
   }
-  if (actions->empty()) std::printf("nothing to do\n");
-  else PrintTable(rows);
+  if (actions->empty())
+    std::printf("nothing to do\n");
+  else
+    PrintTable(rows);
   return bad ? 1 : 0;
 }
 
 }  // namespace
 
 int RunCkpt(int argc, char** argv) {
-  CLI::App app{"Inspect, verify, restore, tier and benchmark checkpoints (hot dir → warm S3 → cold archive)", "tessera ckpt"};
+  CLI::App app{"Inspect, verify, restore, tier and benchmark checkpoints (hot dir → warm S3 → cold archive)",
+               "tessera ckpt"};
   TierConfig flags;
   app.add_option("--root", flags.hot, "hot tier directory (TESSERA_CKPT_ROOT)");
   app.add_option("--warm", flags.warm, "warm tier, s3://bucket/prefix (TESSERA_CKPT_WARM; S3 settings: docs/ckpt.md)");
@@ -352,7 +369,8 @@ int RunCkpt(int argc, char** argv) {
     return app.exit(e);
   }
   TierConfig t = TierConfig::FromEnv(flags);
-  if (t.hot.empty() && !bench->parsed()) return Fail(InvalidArgument("no hot tier: pass --root DIR or set TESSERA_CKPT_ROOT"));
+  if (t.hot.empty() && !bench->parsed())
+    return Fail(InvalidArgument("no hot tier: pass --root DIR or set TESSERA_CKPT_ROOT"));
   if (ls->parsed()) return CmdLs(t, verify_ls);
   if (show->parsed()) return CmdShow(t, step);
   if (verify->parsed()) return CmdVerify(t, vsteps);

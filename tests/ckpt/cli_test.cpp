@@ -76,6 +76,32 @@ TEST(Cli, LsShowVerifyRm) {
   EXPECT_NE(r.out.find("step 99"), std::string::npos) << r.out;
 }
 
+// Issue #13 item 9 at the command line: a manifest edited after its commit (`"row_offset": 0` → `1`) fails
+// `verify` naming the manifest, and `ls` moves "latest" to the previous step. A manifest of the previous
+// format (no digest) verifies, flagged as unprotected.
+TEST(Cli, VerifyRejectsAnEditedManifestAndFlagsAnUnprotectedOne) {
+  TempDir d;
+  for (int64_t s : {10, 20}) Save(d.path(), s);
+  std::string m10 = d / "step-0000000010/manifest.json", m20 = d / "step-0000000020/manifest.json";
+  test::ToLegacyManifest(m10);
+  std::string text = test::ReadText(m20);
+  size_t at = text.find("\"row_offset\": 0");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 14] = '1';
+  std::ofstream(m20, std::ios::trunc) << text;
+
+  auto r = Tessera("--root " + d.path() + " verify 10");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ok, unprotected manifest"), std::string::npos) << r.out;
+  r = Tessera("--root " + d.path() + " verify 20");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(m20), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fails its checksum"), std::string::npos) << r.out;
+  r = Tessera("--root " + d.path() + " ls");
+  EXPECT_NE(r.out.find("CORRUPT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok (unprotected manifest) (latest)"), std::string::npos) << r.out;
+}
+
 TEST(Cli, TierRestoreAndCost) {
 #ifndef TESSERA_HAVE_ZSTD
   GTEST_SKIP() << "built without zstd";

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "ckpt/format.hpp"
@@ -201,7 +202,8 @@ TEST_F(S3Test, GivesUpAfterRetriesNamingTheObject) {
   Status s = c.Put("ckpt/step-0000000001/rank-00000-of-00001.safetensors", "x", 1);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(proxy.requests(), 3);
-  EXPECT_NE(s.message().find("s3://giveup/ckpt/step-0000000001/rank-00000-of-00001.safetensors"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("s3://giveup/ckpt/step-0000000001/rank-00000-of-00001.safetensors"), std::string::npos)
+      << s.message();
   EXPECT_NE(s.message().find("503"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("3 attempts"), std::string::npos) << s.message();
 }
@@ -214,8 +216,10 @@ void SaveSteps(const std::string& root, int world, std::vector<int64_t> steps, i
       auto w = CheckpointWriter::Open(root, r, world);
       ASSERT_TRUE(w.ok());
       auto [b, n] = EvenRows(rows, r, world);
-      data[r] = test::Fill(static_cast<uint64_t>(step), static_cast<uint64_t>(b * 1024), static_cast<uint64_t>(n * 1024));
-      ASSERT_TRUE((*w)->Save(step, {{"w", DType::kFloat32, {n, 1024}, data[r].data(), Sharding::kRowSharded, b, rows}}).ok());
+      data[r] =
+          test::Fill(static_cast<uint64_t>(step), static_cast<uint64_t>(b * 1024), static_cast<uint64_t>(n * 1024));
+      ASSERT_TRUE(
+          (*w)->Save(step, {{"w", DType::kFloat32, {n, 1024}, data[r].data(), Sharding::kRowSharded, b, rows}}).ok());
       ws.push_back(std::move(*w));
     }
     for (int r = world - 1; r >= 0; --r) ASSERT_TRUE(ws[r]->Wait().ok());
@@ -262,6 +266,59 @@ TEST_F(S3Test, DemoteToWarmStageBackAndDetectCorruption) {
   EXPECT_NE(s.message().find("rank-00001-of-00002.safetensors"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("step 10"), std::string::npos) << s.message();
   EXPECT_FALSE(std::filesystem::exists(hot / "step-0000000010"));
+}
+
+// The manifest object in the warm tier carries the hot manifest's digest, and a value changed in it is
+// refused when staging, naming the object.
+TEST_F(S3Test, WarmManifestCarriesItsDigest) {
+  using json = nlohmann::json;
+  auto c = MakeClient("digest");
+  TempDir hot;
+  TierConfig t{hot.path(), "s3://digest/job-2", ""};
+  SaveSteps(hot.path(), 2, {30}, 8);
+  const std::string manifest = Slurp(hot / "step-0000000030/manifest.json");
+  ASSERT_TRUE(Demote(t, 30, Tier::kWarm, true).ok());
+  const std::string key = "job-2/step-0000000030/manifest.json";
+  auto obj = c.Get(key);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  EXPECT_EQ(*obj, manifest) << "the warm manifest is the hot one, digest included";
+  json j = json::parse(*obj);
+  j["tensors"][0]["pieces"][1]["row_offset"] = 3;
+  std::string bad = j.dump(1) + "\n";
+  ASSERT_TRUE(c.Put(key, bad.data(), bad.size()).ok());
+  Status s = Stage(t, 30);
+  EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
+  EXPECT_NE(s.message().find("manifest.json"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("fails its checksum"), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(hot / "step-0000000030/manifest.json"));
+}
+
+// Verifying a warm copy applies the hot tier's checks: with a manifest of the previous format (no digest),
+// a piece's CRC32C changed in the manifest object is reported by VerifyCopy naming the object and tensor.
+TEST_F(S3Test, WarmVerifyChecksEveryPiece) {
+  using json = nlohmann::json;
+  auto c = MakeClient("pieces");
+  TempDir hot;
+  TierConfig t{hot.path(), "s3://pieces/job-3", ""};
+  SaveSteps(hot.path(), 2, {40}, 8);
+  test::ToLegacyManifest(hot / "step-0000000040/manifest.json");
+  ASSERT_TRUE(Demote(t, 40, Tier::kWarm, true).ok());
+  const std::string key = "job-3/step-0000000040/manifest.json";
+  auto obj = c.Get(key);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  json j = json::parse(*obj);
+  j["tensors"][0]["pieces"][0]["crc32c"] = "00000000";
+  std::string bad = j.dump(1) + "\n";
+  ASSERT_TRUE(c.Put(key, bad.data(), bad.size()).ok());
+  auto store = MakeWarmStore(t.warm);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto m = (*store)->ReadManifest(40);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Status v = (*store)->VerifyCopy(*m, {});
+  EXPECT_EQ(v.code(), Code::kCorrupt) << v.ToString();
+  EXPECT_NE(v.message().find("s3://pieces/job-3/step-0000000040/rank-00000-of-00002.safetensors holds tensor 'w'"),
+            std::string::npos)
+      << v.message();
 }
 
 }  // namespace

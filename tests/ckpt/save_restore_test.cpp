@@ -146,6 +146,10 @@ TEST(SaveRestore, BadSaveInputsAreRejected) {
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("'a'"), std::string::npos);
   EXPECT_FALSE(CheckpointWriter::Open(d.path(), 2, 2).ok());
+  // A name that is not UTF-8 cannot go into the JSON header and manifest: an error, not an exception.
+  Status bad = (*w)->Save(1, {{"bad\xff", DType::kFloat32, {2}, x, Sharding::kRowSharded, 0, 4}});
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument) << bad.ToString();
+  EXPECT_NE(bad.message().find("UTF-8"), std::string::npos) << bad.message();
 }
 
 TEST(SaveRestore, SnapshotIsTakenAtSaveTimeAndOverlapsPersist) {

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "ckpt/format.hpp"
 #include "ckpt/test_util.hpp"
@@ -17,6 +18,7 @@
 namespace tessera::ckpt {
 namespace {
 
+using test::ReadText;
 using test::TempDir;
 constexpr int64_t kRows = 512;
 
@@ -29,7 +31,8 @@ void SaveSteps(const std::string& root, std::vector<int64_t> steps, int world = 
       ASSERT_TRUE(w.ok());
       auto [b, n] = EvenRows(kRows, r, world);
       data[r] = test::Fill(static_cast<uint64_t>(step), static_cast<uint64_t>(b * 256), static_cast<uint64_t>(n * 256));
-      ASSERT_TRUE((*w)->Save(step, {{"w", DType::kFloat32, {n, 256}, data[r].data(), Sharding::kRowSharded, b, kRows}}).ok());
+      ASSERT_TRUE(
+          (*w)->Save(step, {{"w", DType::kFloat32, {n, 256}, data[r].data(), Sharding::kRowSharded, b, kRows}}).ok());
       ws.push_back(std::move(*w));
     }
     for (int r = world - 1; r >= 0; --r) ASSERT_TRUE(ws[r]->Wait().ok());
@@ -95,6 +98,72 @@ TEST(ColdTier, CorruptArchiveIsDetectedNamingTheArchive) {
   EXPECT_FALSE(std::filesystem::exists(hot / "step-0000000005/manifest.json"));
 }
 
+// The manifest's digest travels into the cold tier's index (which embeds the manifest as a JSON object)
+// and back, and is checked there: a row_offset changed in the index is refused when staging, naming the
+// index. A manifest of the previous format (no digest) stays in that format through the tier.
+TEST(ColdTier, ManifestDigestTravelsAndIsChecked) {
+#ifndef TESSERA_HAVE_ZSTD
+  GTEST_SKIP() << "built without zstd";
+#endif
+  using json = nlohmann::json;
+  TempDir hot, cold;
+  TierConfig t{hot.path(), "", cold.path()};
+  SaveSteps(hot.path(), {6, 7});
+  const std::string manifest6 = ReadText(hot / "step-0000000006/manifest.json");
+  ASSERT_TRUE(json::parse(manifest6).contains("manifest_crc32c"));
+  ASSERT_TRUE(Demote(t, 6, Tier::kCold, true).ok());
+  const std::string index = cold / "step-0000000006.index.json";
+  json j = json::parse(ReadText(index));
+  EXPECT_EQ(j["manifest"]["manifest_crc32c"], json::parse(manifest6)["manifest_crc32c"]);
+  ExpectRestorable(t, 6);
+  EXPECT_EQ(ReadText(hot / "step-0000000006/manifest.json"), manifest6) << "staged back byte for byte";
+
+  ASSERT_TRUE(Remove(hot.path(), 6).ok());
+  j["manifest"]["tensors"][0]["pieces"][1]["row_offset"] = kRows / 2 - 1;
+  std::ofstream(index, std::ios::trunc) << j.dump(1);
+  Status s = Stage(t, 6);
+  EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
+  EXPECT_NE(s.message().find(index), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("fails its checksum"), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(hot / "step-0000000006/manifest.json"));
+
+  test::ToLegacyManifest(hot / "step-0000000007/manifest.json");
+  ASSERT_TRUE(Demote(t, 7, Tier::kCold, true).ok());
+  EXPECT_EQ(json::parse(ReadText(cold / "step-0000000007.index.json"))["manifest"]["format"], "tessera-ckpt/1");
+  ExpectRestorable(t, 7);
+  auto d = Describe(hot.path(), 7);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_FALSE(d->manifest_protected);
+}
+
+// Verifying a cold copy applies the hot tier's checks (the shard header and every piece's CRC32C, not only
+// the file's): with a manifest of the previous format (no digest to catch the edit), a piece's CRC32C
+// changed in the index is reported by VerifyCopy naming the member and the tensor, as staging would.
+TEST(ColdTier, VerifyOfACopyChecksEveryPiece) {
+#ifndef TESSERA_HAVE_ZSTD
+  GTEST_SKIP() << "built without zstd";
+#endif
+  using json = nlohmann::json;
+  TempDir hot, cold;
+  TierConfig t{hot.path(), "", cold.path()};
+  SaveSteps(hot.path(), {8});
+  test::ToLegacyManifest(hot / "step-0000000008/manifest.json");
+  ASSERT_TRUE(Demote(t, 8, Tier::kCold, true).ok());
+  const std::string index = cold / "step-0000000008.index.json";
+  json j = json::parse(ReadText(index));
+  j["manifest"]["tensors"][0]["pieces"][1]["crc32c"] = "00000000";
+  std::ofstream(index, std::ios::trunc) << j.dump(1);
+  auto store = MakeColdStore(cold.path());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto m = (*store)->ReadManifest(8);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Status v = (*store)->VerifyCopy(*m, {});
+  EXPECT_EQ(v.code(), Code::kCorrupt) << v.ToString();
+  EXPECT_NE(v.message().find("member rank-00001-of-00002.safetensors holds tensor 'w'"), std::string::npos)
+      << v.message();
+  EXPECT_FALSE(Stage(t, 8).ok());
+}
+
 TEST(ColdTier, HotCorruptionIsNotPropagated) {
 #ifndef TESSERA_HAVE_ZSTD
   GTEST_SKIP() << "built without zstd";
@@ -112,7 +181,8 @@ TEST(ColdTier, HotCorruptionIsNotPropagated) {
 
 TEST(Retention, PolicyFileAndErrors) {
   TempDir d;
-  std::ofstream(d / "p.yaml") << "keep_hot: 3\ndemote_to_warm_after: 2h\ndemote_to_cold_after: 7d\nexpire_after: 30d\nkeep_every: 1000\n";
+  std::ofstream(d / "p.yaml")
+      << "keep_hot: 3\ndemote_to_warm_after: 2h\ndemote_to_cold_after: 7d\nexpire_after: 30d\nkeep_every: 1000\n";
   auto p = RetentionPolicy::Load(d / "p.yaml");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->keep_hot, 3);
