@@ -34,6 +34,7 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -118,13 +119,36 @@ at::Tensor Flatten(const std::vector<at::Tensor>& parts) {
 
 class Backend;
 
+// The communicator as Works see it: a Work may outlive its process group (DDP and futures keep them), so
+// it reaches the communicator only through this, which shutdown() empties before destroying it.
+struct CommRef {
+  std::mutex mu;
+  tsrComm_t comm = nullptr;
+  // tsrSuccess, or the communicator's asynchronous error with its message (empty after shutdown).
+  std::pair<tsrResult_t, std::string> Error() {
+    std::lock_guard<std::mutex> l(mu);
+    if (comm == nullptr) return {tsrSuccess, ""};
+    tsrResult_t err = tsrSuccess;
+    if (tsrCommGetAsyncError(comm, &err) != tsrSuccess) return {tsrInvalidArgument, "tsrCommGetAsyncError failed"};
+    return {err, err == tsrSuccess ? "" : tsrGetLastError(comm)};
+  }
+  void Destroy() {
+    std::lock_guard<std::mutex> l(mu);
+    if (comm != nullptr) tsrCommDestroy(comm);
+    comm = nullptr;
+  }
+};
+
 // The Work of one call. CPU calls are complete when the Work is made; CUDA calls complete when `end_`
 // (recorded on the communication stream after the call) has.
 class Work : public c10d::Work {
  public:
   Work(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
-       c10::intrusive_ptr<c10::ivalue::Future> future, tsrComm_t comm)
-      : c10d::Work(rank, type, title), outputs_(std::move(outputs)), future_(std::move(future)), comm_(comm) {}
+       c10::intrusive_ptr<c10::ivalue::Future> future, std::shared_ptr<CommRef> comm)
+      : c10d::Work(rank, type, title),
+        outputs_(std::move(outputs)),
+        future_(std::move(future)),
+        comm_(std::move(comm)) {}
 
   bool isCompleted() override {
 #ifdef TESSERA_TORCH_CUDA
@@ -132,7 +156,7 @@ class Work : public c10d::Work {
 #endif
     return true;
   }
-  bool isSuccess() const override { return AsyncError() == tsrSuccess; }
+  bool isSuccess() const override { return comm_->Error().first == tsrSuccess; }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   void synchronize() override { (void)wait(std::chrono::milliseconds(0)); }
@@ -140,9 +164,8 @@ class Work : public c10d::Work {
 #ifdef TESSERA_TORCH_CUDA
     if (end_) end_->block(at::cuda::getCurrentCUDAStream(device_index_));
 #endif
-    const tsrResult_t err = AsyncError();
-    TORCH_CHECK(err == tsrSuccess, "tessera: ", profiling_title_, " failed: ", tsrGetErrorString(err), ": ",
-                tsrGetLastError(comm_));
+    const auto [err, message] = comm_->Error();
+    TORCH_CHECK(err == tsrSuccess, "tessera: ", profiling_title_, " failed: ", tsrGetErrorString(err), ": ", message);
     return true;
   }
 
@@ -153,14 +176,9 @@ class Work : public c10d::Work {
   std::string profiling_title_;
 
  private:
-  tsrResult_t AsyncError() const {
-    tsrResult_t err = tsrSuccess;
-    if (tsrCommGetAsyncError(comm_, &err) != tsrSuccess) return tsrInvalidArgument;
-    return err;
-  }
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  tsrComm_t comm_;
+  std::shared_ptr<CommRef> comm_;
 };
 
 class Backend : public c10d::Backend {
@@ -192,12 +210,11 @@ class Backend : public c10d::Backend {
     const tsrResult_t r = tsrCommInitRank(&comm_, size, id, rank, &config);
     TORCH_CHECK(r == tsrSuccess, "tessera: joining the group as rank ", rank, " of ", size, " (island ", island,
                 " '", vendor, "', device ", device_, ") failed: ", tsrGetLastError(nullptr));
+    ref_->comm = comm_;
     init();
   }
 
-  ~Backend() override {
-    if (comm_ != nullptr) tsrCommDestroy(comm_);
-  }
+  ~Backend() override { shutdown(); }
 
   const std::string getBackendName() const override { return "tessera"; }
   bool supportsCoalescing() const override { return true; }
@@ -208,10 +225,8 @@ class Backend : public c10d::Backend {
     if (comm_ != nullptr) (void)tsrCommAbort(comm_);
   }
   void shutdown() override {
-    if (comm_ != nullptr) {
-      tsrCommDestroy(comm_);
-      comm_ = nullptr;
-    }
+    ref_->Destroy();
+    comm_ = nullptr;
   }
 
   // ---- collectives --------------------------------------------------------------------------------
@@ -663,7 +678,7 @@ class Backend : public c10d::Backend {
         fut->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
       }
       auto w = c10::make_intrusive<Work>(rank_, c10d::OpType::COALESCED, title, std::vector<at::Tensor>{},
-                                         std::move(fut), comm_);
+                                         std::move(fut), ref_);
       w->end_ = std::move(end);
       w->device_index_ = device_index_;
       w->profiling_title_ = title;
@@ -677,7 +692,7 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> Done(c10d::OpType type, const char* title, std::vector<at::Tensor> outputs) {
     auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     fut->markCompleted(c10::IValue(outputs));
-    auto w = c10::make_intrusive<Work>(rank_, type, title, std::move(outputs), std::move(fut), comm_);
+    auto w = c10::make_intrusive<Work>(rank_, type, title, std::move(outputs), std::move(fut), ref_);
     w->profiling_title_ = title;
     return w;
   }
@@ -729,7 +744,7 @@ class Backend : public c10d::Backend {
       c10::cuda::CUDAStreamGuard on_comm(stream_);
       fut->markCompleted(c10::IValue(outputs));
     }
-    auto w = c10::make_intrusive<Work>(rank_, type, title, outputs, std::move(fut), comm_);
+    auto w = c10::make_intrusive<Work>(rank_, type, title, outputs, std::move(fut), ref_);
     w->end_ = std::move(end);
     w->device_index_ = device_index_;
     w->profiling_title_ = title;
@@ -739,7 +754,8 @@ class Backend : public c10d::Backend {
 #endif
   }
 
-  tsrComm_t comm_ = nullptr;
+  tsrComm_t comm_ = nullptr;  // null after shutdown()
+  std::shared_ptr<CommRef> ref_ = std::make_shared<CommRef>();
   std::string device_;
   bool coalescing_ = false;
   std::vector<P2P> pending_;

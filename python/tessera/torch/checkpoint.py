@@ -24,10 +24,10 @@ import io
 import os
 import pickle
 import re
-from concurrent.futures import Future
 
 import torch
 import torch.distributed as dist
+from torch.futures import Future  # DCP waits on torch futures (fut.wait()), not concurrent.futures
 from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata,
                                                    MetadataIndex, TensorProperties, TensorStorageMetadata)
 from torch.distributed.checkpoint.planner import LoadItemType, WriteItemType
