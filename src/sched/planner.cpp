@@ -16,6 +16,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "sched/inputs_internal.hpp"
 #include "sched/planner_internal.hpp"
 #include "tessera/sched.hpp"
 
@@ -886,9 +887,7 @@ Result<FleetIndex> IndexFleet(const Catalog& catalog, const Fleet& fleet) {
       lt = -1;
       for (size_t t = 0; t < catalog.types.size(); ++t)
         if (catalog.types[t].name == n.type) lt = static_cast<int>(t);
-      if (lt < 0)
-        return InvalidArgument(fmt::format("{}: node '{}': type '{}' is not in the catalog {}", fleet.source, n.id,
-                                           n.type, catalog.source));
+      if (lt < 0) return internal::UnknownNodeType(fleet, n, catalog);
       last_type = &n.type;
     }
     ix.type[i] = lt;
@@ -912,9 +911,7 @@ Status Occupancy(const Catalog& catalog, const Fleet& fleet, const FleetIndex& i
   for (const auto& j : *running) {
     for (const auto& a : j.allocations) {
       auto it = fleet.index.find(a.node);
-      if (it == fleet.index.end())
-        return InvalidArgument(
-            fmt::format("running job '{}': node '{}' is not in the fleet {}", j.name, a.node, fleet.source));
+      if (it == fleet.index.end()) return internal::UnknownRunningNode(j, a, fleet);
       if (it->second >= fleet.nodes.size() || fleet.nodes[it->second].id != a.node)
         return InvalidArgument(
             fmt::format("fleet {}: its node index is stale (call Fleet::Reindex() after editing "
@@ -923,15 +920,21 @@ Status Occupancy(const Catalog& catalog, const Fleet& fleet, const FleetIndex& i
       const Node& n = fleet.nodes[it->second];
       int64_t& u = (*used)[it->second];
       u += a.cards;
-      if (u > n.cards)
-        return InvalidArgument(
-            fmt::format("running jobs use {} cards on node '{}', which has {} (job '{}')", u, a.node, n.cards, j.name));
+      if (u > n.cards) return internal::OverAllocated(j, a, u, n.cards);
       int t = ix.type[it->second];
       i128 w = static_cast<i128>(weight[t]) * a.cards;
       *total += w;
       if (catalog.types[t].domestic) *dom += w;
     }
   }
+  return Status::Ok();
+}
+
+// With a throughput unit every type needs a throughput for the policy's weight class.
+Status CheckWeightClass(const Catalog& catalog, const Policy& policy) {
+  if (policy.unit != ShareUnit::kThroughput) return Status::Ok();
+  for (const auto& t : catalog.types)
+    if (!t.throughput.count(policy.weight_class)) return internal::NoWeightClassThroughput(policy, t, catalog);
   return Status::Ok();
 }
 
@@ -952,11 +955,7 @@ bool HaveGlpk() {
 
 Result<ShareStatus> FleetShare(const Catalog& catalog, const Fleet& fleet, const Policy& policy,
                                const std::vector<RunningJob>& running, int64_t day) {
-  if (policy.unit == ShareUnit::kThroughput)
-    for (const auto& t : catalog.types)
-      if (!t.throughput.count(policy.weight_class))
-        return InvalidArgument(fmt::format("{}: weight_class '{}' has no throughput for type '{}' in {}", policy.source,
-                                           policy.weight_class, t.name, catalog.source));
+  TSR_RETURN_IF_ERROR(CheckWeightClass(catalog, policy));
   TSR_ASSIGN_OR_RETURN(FleetIndex ix, IndexFleet(catalog, fleet));
   std::vector<int64_t> used;
   i128 dom, total;
@@ -980,19 +979,14 @@ Result<PlanResult> Plan(const PlanRequest& req) {
   const Job& job = *req.job;
   if ((job.cards > 0) == (job.throughput_target > 0))
     return InvalidArgument(fmt::format("{}: job '{}' needs exactly one of cards and throughput", job.source, job.name));
-  if (policy.unit == ShareUnit::kThroughput)
-    for (const auto& t : catalog.types)
-      if (!t.throughput.count(policy.weight_class))
-        return InvalidArgument(fmt::format("{}: weight_class '{}' has no throughput for type '{}' in {}", policy.source,
-                                           policy.weight_class, t.name, catalog.source));
+  TSR_RETURN_IF_ERROR(CheckWeightClass(catalog, policy));
   for (const auto& [name, b] : job.bounds) {
     const AcceleratorType* t = catalog.Find(name);
-    if (!t)
-      return InvalidArgument(
-          fmt::format("{}: bounds.{}: type '{}' is not in the catalog {}", job.source, name, name, catalog.source));
+    if (!t) return internal::UnknownBoundsType(job, name, b, catalog);
     if (!job.Accepts(*t) && b.min > 0)
-      return InvalidArgument(fmt::format("{}: bounds.{}.min is {} but the job does not accept {} (compatible: {})",
-                                         job.source, name, b.min, name, Join(job.compatible)));
+      return InvalidArgument(fmt::format("{}: is {} but the job does not accept {} (compatible: {})",
+                                         internal::Where(job.source, b.line, "bounds." + name + ".min"), b.min, name,
+                                         Join(job.compatible)));
   }
 
   Model m;
