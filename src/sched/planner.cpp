@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -163,8 +164,18 @@ FloorRow ExactFloorRow(const Model& m) {
 class ExactSearch {
  public:
   static constexpr int64_t kNodeLimit = 100'000'000;
+  static constexpr size_t kMaxRows = 2;
+  using Partial = std::array<i128, kMaxRows>;  // left-hand sides of the rows so far
 
-  ExactSearch(const Model& m, const FloorRow& row, const std::vector<i128>& obj) : m_(m), row_(row), obj_(obj) {}
+  // Minimises obj over the model's points that also keep every row in `extra` (at most one: the tie-break's
+  // "objective stays optimal").
+  ExactSearch(const Model& m, const FloorRow& floor, const std::vector<i128>& obj,
+              const std::vector<FloorRow>& extra = {})
+      : m_(m), obj_(obj) {
+    if (floor.active) rows_.push_back(&floor);
+    for (const auto& r : extra)
+      if (r.active && rows_.size() < kMaxRows) rows_.push_back(&r);
+  }
 
   Result<std::optional<Alloc>> Run() {
     const size_t nc = m_.cands.size();
@@ -177,11 +188,11 @@ class ExactSearch {
       if (!ok || !any) continue;  // as in the integer program: no columns for this zone
       SetUpZone(z);
       x_.assign(nc, 0);
-      Dfs(0, 0, 0, 0, 0);
+      Dfs(0, 0, 0, Partial{}, 0);
       if (nodes_ > kNodeLimit)
         return InternalError(
-            fmt::format("planner: the exact search for a placement at the {} floor gave up after {} "
-                        "nodes ({} candidate types)",
+            fmt::format("planner: the exact search (floor {}) gave up after {} nodes ({} candidate "
+                        "types)",
                         FormatShare(m_.floor), kNodeLimit, nc));
     }
     if (!have_) return std::optional<Alloc>();
@@ -189,8 +200,10 @@ class ExactSearch {
   }
 
  private:
+  i128 A(size_t r, size_t c) const { return rows_[r]->a[c]; }
+
   void SetUpZone(size_t z) {
-    const size_t k = m_.cands.size();
+    const size_t k = m_.cands.size(), nr = rows_.size();
     zone_ = static_cast<int>(z);
     lo_.assign(k, 0);
     hi_.assign(k, 0);
@@ -203,53 +216,66 @@ class ExactSearch {
     sum_lo_.assign(k + 1, 0);
     sum_hi_.assign(k + 1, 0);
     tp_hi_.assign(k + 1, 0);
-    floor_max_.assign(k + 1, 0);
+    tp_lo_.assign(k + 1, 0);
     lag_box_.assign(k + 1, 0);
     lag_lo_.assign(k + 1, 0);
+    for (size_t r = 0; r < nr; ++r) {
+      row_max_[r].assign(k + 1, 0);
+      row_lo_[r].assign(k + 1, 0);
+    }
     for (size_t i = k; i-- > 0;) {
-      const i128 tp = m_.cands[i].tp, a = row_.active ? row_.a[i] : 0, l = lag_[i];
+      const i128 tp = m_.cands[i].tp, l = lag_[i];
       sum_lo_[i] = sum_lo_[i + 1] + lo_[i];
       sum_hi_[i] = sum_hi_[i + 1] + hi_[i];
       tp_hi_[i] = tp_hi_[i + 1] + tp * hi_[i];
-      floor_max_[i] = floor_max_[i + 1] + std::max(a * lo_[i], a * hi_[i]);
+      tp_lo_[i] = tp_lo_[i + 1] + tp * lo_[i];
       lag_box_[i] = lag_box_[i + 1] + std::min(l * lo_[i], l * hi_[i]);
       lag_lo_[i] = lag_lo_[i + 1] + l * lo_[i];
+      for (size_t r = 0; r < nr; ++r) {
+        row_max_[r][i] = row_max_[r][i + 1] + std::max(A(r, i) * lo_[i], A(r, i) * hi_[i]);
+        row_lo_[r][i] = row_lo_[r][i + 1] + A(r, i) * lo_[i];
+      }
     }
-    // Per level: the remaining types by Lagrangian coefficient, lowest first (for the card-count bound).
-    // and by floor coefficient, highest first (for the card-count floor test).
+    // Per level: the remaining types by Lagrangian coefficient, lowest first (for the card-count bound), and
+    // by each row's coefficient, highest first (for the card-count row tests).
     by_lag_.assign(k + 1, {});
-    by_floor_.assign(k + 1, {});
+    for (size_t r = 0; r < nr; ++r) by_row_[r].assign(k + 1, {});
     for (size_t i = 0; i < k; ++i) {
       for (size_t j = i; j < k; ++j) by_lag_[i].push_back(j);
-      by_floor_[i] = by_lag_[i];
+      for (size_t r = 0; r < nr; ++r) {
+        by_row_[r][i] = by_lag_[i];
+        std::stable_sort(by_row_[r][i].begin(), by_row_[r][i].end(),
+                         [&](size_t p, size_t q) { return A(r, p) > A(r, q); });
+      }
       std::stable_sort(by_lag_[i].begin(), by_lag_[i].end(), [&](size_t p, size_t q) { return lag_[p] < lag_[q]; });
-      if (row_.active)
-        std::stable_sort(by_floor_[i].begin(), by_floor_[i].end(),
-                         [&](size_t p, size_t q) { return row_.a[p] > row_.a[q]; });
     }
   }
 
-  // Lagrange multipliers for the floor row (lambda) and, with a throughput target, the throughput row (mu),
-  // taken from the zone's LP relaxation (GLPK, floating point) and rounded to rationals lambda_q / q and
-  // mu_q / q. Any multipliers >= 0 give a valid bound, and the bound is then computed in integers:
-  //   q * objective >= q*obj·x - lambda_q*(a·x - b) - mu_q*(tp·x - target),  minimised over the relaxation.
-  // Good multipliers make it as tight as the LP relaxation, so the search visits few nodes.
+  // Lagrange multipliers for the rows (lambda) and, with a throughput target, the throughput row (mu), taken
+  // from the zone's LP relaxation (GLPK, floating point) and rounded to rationals lambda_q / q and mu_q / q.
+  // Any multipliers >= 0 give a valid bound, and the bound is then computed in integers:
+  //   q * objective >= q*obj·x - Σ_r lambda_q[r]*(a_r·x - b_r) - mu_q*(tp·x - target),  minimised over the
+  // relaxation. Good multipliers make it as tight as the LP relaxation, so the search visits few nodes.
   void Multipliers() {
-    const size_t k = m_.cands.size();
+    const size_t k = m_.cands.size(), nr = rows_.size();
     q_ = 1;
-    lambda_q_ = mu_q_ = 0;
-    long double lambda = 0, mu = 0;
+    lambda_q_.fill(0);
+    mu_q_ = 0;
+    std::array<long double, kMaxRows> lambda{};
+    long double mu = 0;
     glp_prob* lp = glp_create_prob();
     glp_set_obj_dir(lp, GLP_MIN);
     glp_add_cols(lp, static_cast<int>(k));
-    long double oscale = 1, ascale = 1, tscale = 1;
+    long double oscale = 1, tscale = 1;
+    std::array<long double, kMaxRows> ascale{};
+    ascale.fill(1);
     for (size_t c = 0; c < k; ++c) {
       oscale = std::max(oscale, static_cast<long double>(Abs(obj_[c])));
-      if (row_.active) ascale = std::max(ascale, static_cast<long double>(Abs(row_.a[c])));
+      for (size_t r = 0; r < nr; ++r) ascale[r] = std::max(ascale[r], static_cast<long double>(Abs(A(r, c))));
       tscale = std::max(tscale, static_cast<long double>(m_.cands[c].tp));
     }
     std::vector<int> ind{0};
-    std::vector<double> size{0}, floor{0};
+    std::vector<double> size{0};
     for (size_t c = 0; c < k; ++c) {
       int j = static_cast<int>(c) + 1;
       glp_set_col_bnds(lp, j, lo_[c] == hi_[c] ? GLP_FX : GLP_DB, static_cast<double>(lo_[c]),
@@ -257,7 +283,6 @@ class ExactSearch {
       glp_set_obj_coef(lp, j, static_cast<double>(static_cast<long double>(obj_[c]) / oscale));
       ind.push_back(j);
       size.push_back(m_.cards > 0 ? 1.0 : static_cast<double>(m_.cands[c].tp / tscale));
-      floor.push_back(row_.active ? static_cast<double>(static_cast<long double>(row_.a[c]) / ascale) : 0.0);
     }
     int size_row = glp_add_rows(lp, 1);
     if (m_.cards > 0)
@@ -266,53 +291,60 @@ class ExactSearch {
     else
       glp_set_row_bnds(lp, size_row, GLP_LO, static_cast<double>(m_.target / tscale), 0.0);
     glp_set_mat_row(lp, size_row, static_cast<int>(k), ind.data(), size.data());
-    int floor_row = 0;
-    if (row_.active) {
-      floor_row = glp_add_rows(lp, 1);
-      glp_set_row_bnds(lp, floor_row, GLP_LO, static_cast<double>(static_cast<long double>(row_.b) / ascale), 0.0);
-      glp_set_mat_row(lp, floor_row, static_cast<int>(k), ind.data(), floor.data());
+    std::array<int, kMaxRows> row_ix{};
+    for (size_t r = 0; r < nr; ++r) {
+      std::vector<double> val{0};
+      for (size_t c = 0; c < k; ++c) val.push_back(static_cast<double>(static_cast<long double>(A(r, c)) / ascale[r]));
+      row_ix[r] = glp_add_rows(lp, 1);
+      glp_set_row_bnds(lp, row_ix[r], GLP_LO, static_cast<double>(static_cast<long double>(rows_[r]->b) / ascale[r]),
+                       0.0);
+      glp_set_mat_row(lp, row_ix[r], static_cast<int>(k), ind.data(), val.data());
     }
     glp_smcp parm;
     glp_init_smcp(&parm);
     parm.msg_lev = GLP_MSG_OFF;
     if (glp_simplex(lp, &parm) == 0 && glp_get_status(lp) == GLP_OPT) {
-      if (floor_row)
-        lambda = std::max(0.0L, static_cast<long double>(glp_get_row_dual(lp, floor_row)) * oscale / ascale);
+      for (size_t r = 0; r < nr; ++r)
+        lambda[r] = std::max(0.0L, static_cast<long double>(glp_get_row_dual(lp, row_ix[r])) * oscale / ascale[r]);
       if (m_.target > 0)
         mu = std::max(0.0L, static_cast<long double>(glp_get_row_dual(lp, size_row)) * oscale / tscale);
     }
     glp_delete_prob(lp);
-    // q = 2^s so that the larger multiplier keeps ~30 significant bits, while q*obj*x stays far from 2^127.
-    long double big = std::max(lambda, mu);
+    // q = 2^s so that the largest multiplier keeps ~30 significant bits, while q*obj*x stays far from 2^127.
+    long double big = mu;
+    for (size_t r = 0; r < nr; ++r) big = std::max(big, lambda[r]);
     if (big > 0) {
       int s = 30 - std::ilogb(big);
-      long double omax = 1, xmax = 1;
+      long double omax = 1, xmax = 1, tmax = 1;
       for (size_t c = 0; c < k; ++c) {
         omax = std::max(omax, static_cast<long double>(Abs(obj_[c])));
         xmax += static_cast<long double>(hi_[c]);
+        tmax = std::max(tmax, static_cast<long double>(m_.cands[c].tp));
       }
       int room = 100 - std::ilogb(omax * xmax) - 1;
       s = std::max(0, std::min(s, room));
       long double qd = std::ldexp(1.0L, s);
-      long double lq = std::round(lambda * qd), mq = std::round(mu * qd);
-      long double amax = 1, tmax = 1;
-      for (size_t c = 0; c < k; ++c) {
-        if (row_.active) amax = std::max(amax, static_cast<long double>(Abs(row_.a[c])) + 1);
-        tmax = std::max(tmax, static_cast<long double>(m_.cands[c].tp));
-      }
-      long double bmax =
-          1 + (row_.active ? std::abs(static_cast<long double>(row_.b)) : 0) + static_cast<long double>(m_.target);
       // Only when every product stays below 2^110 (else: no multipliers, a weaker but valid bound).
-      if (s <= room && lq < 0x1p62L && mq < 0x1p62L && lq * (amax * xmax + bmax) < 0x1p110L &&
-          mq * (tmax * xmax + bmax) < 0x1p110L) {
+      bool fits = s <= room;
+      std::array<long double, kMaxRows> lq{};
+      for (size_t r = 0; r < nr; ++r) {
+        lq[r] = std::round(lambda[r] * qd);
+        long double bmax = 1 + std::abs(static_cast<long double>(rows_[r]->b));
+        fits = fits && lq[r] < 0x1p62L && lq[r] * (ascale[r] * xmax + bmax) < 0x1p110L;
+      }
+      long double mq = std::round(mu * qd);
+      fits = fits && mq < 0x1p62L && mq * (tmax * xmax + static_cast<long double>(m_.target) + 1) < 0x1p110L;
+      if (fits) {
         q_ = static_cast<i128>(static_cast<int64_t>(1) << s);
-        lambda_q_ = static_cast<i128>(static_cast<int64_t>(lq));
+        for (size_t r = 0; r < nr; ++r) lambda_q_[r] = static_cast<i128>(static_cast<int64_t>(lq[r]));
         mu_q_ = static_cast<i128>(static_cast<int64_t>(mq));
       }
     }
     lag_.assign(k, 0);
-    for (size_t c = 0; c < k; ++c)
-      lag_[c] = q_ * obj_[c] - lambda_q_ * (row_.active ? row_.a[c] : 0) - mu_q_ * m_.cands[c].tp;
+    for (size_t c = 0; c < k; ++c) {
+      lag_[c] = q_ * obj_[c] - mu_q_ * m_.cands[c].tp;
+      for (size_t r = 0; r < nr; ++r) lag_[c] -= lambda_q_[r] * A(r, c);
+    }
   }
 
   // Fills the remaining types i.. greedily in the order `order` (best coefficient first) from their minima:
@@ -336,13 +368,12 @@ class ExactSearch {
     }
   }
 
-  // The most the remaining types can add to the floor row's left-hand side.
-  i128 FloorMax(size_t i, int64_t n) const {
-    if (m_.cards == 0) return floor_max_[i];
-    i128 v = 0;
-    for (size_t j = i; j < lo_.size(); ++j) v += row_.a[j] * lo_[j];
+  // The most the remaining types can add to row r's left-hand side.
+  i128 RowMax(size_t r, size_t i, int64_t n) const {
+    if (m_.cards == 0) return row_max_[r][i];
+    i128 v = row_lo_[r][i];
     Greedy(
-        i, n, by_floor_[i], [&](size_t j) { return row_.a[j] > 0; }, [&](size_t j, int64_t t) { v += row_.a[j] * t; });
+        i, n, by_row_[r][i], [&](size_t j) { return A(r, j) > 0; }, [&](size_t j, int64_t t) { v += A(r, j) * t; });
     return v;
   }
 
@@ -358,10 +389,11 @@ class ExactSearch {
     return v;
   }
 
-  // q times a lower bound on the objective of every completion of a node with `n` cards, throughput `tp`,
-  // floor row `fa` and objective `ob` so far (types i.. still free).
-  i128 Bound(size_t i, int64_t n, i128 tp, i128 fa, i128 ob) const {
-    i128 v = q_ * ob - lambda_q_ * (fa - (row_.active ? row_.b : 0)) - mu_q_ * (tp - m_.target);
+  // q times a lower bound on the objective of every completion of a node with `n` cards, throughput `tp`, row
+  // left-hand sides `fa` and objective `ob` so far (types i.. still free).
+  i128 Bound(size_t i, int64_t n, i128 tp, const Partial& fa, i128 ob) const {
+    i128 v = q_ * ob - mu_q_ * (tp - m_.target);
+    for (size_t r = 0; r < rows_.size(); ++r) v -= lambda_q_[r] * (fa[r] - rows_[r]->b);
     if (m_.cards == 0) return v + lag_box_[i];
     v += lag_lo_[i];
     Greedy(
@@ -369,18 +401,41 @@ class ExactSearch {
     return v;
   }
 
-  bool Pruned(size_t i, int64_t n, i128 tp, i128 fa, i128 ob) const {
+  // With a throughput target, a row and the throughput still missing (beyond the minima) together: for
+  // theta = -a_j / tp_j of each type j the row counts against, sum (a + theta*tp)·y >= rest + theta*need must be
+  // reachable by some y in [0, hi - lo] (a surrogate of both rows, scaled by tp_j to stay in integers).
+  bool SurrogateInfeasible(size_t i, i128 tp, const Partial& fa) const {
+    const size_t k = m_.cands.size();
+    const i128 need = m_.target - tp - tp_lo_[i];
+    if (need <= 0) return false;
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      const i128 rest = rows_[r]->b - fa[r] - row_lo_[r][i];
+      for (size_t j = i; j < k; ++j) {
+        if (A(r, j) >= 0 || hi_[j] == lo_[j]) continue;
+        const i128 num = -A(r, j), den = m_.cands[j].tp;
+        i128 most = 0;
+        for (size_t c = i; c < k; ++c)
+          most += std::max<i128>(0, den * A(r, c) + num * m_.cands[c].tp) * (hi_[c] - lo_[c]);
+        if (most < den * rest + num * need) return true;
+      }
+    }
+    return false;
+  }
+
+  bool Pruned(size_t i, int64_t n, i128 tp, const Partial& fa, i128 ob) const {
     if (m_.cards > 0 && (n + sum_lo_[i] > m_.cards || n + sum_hi_[i] < m_.CardsLo())) return true;
     if (m_.target > 0 && tp + tp_hi_[i] < m_.target) return true;
-    if (row_.active && fa + FloorMax(i, n) < row_.b) return true;
+    for (size_t r = 0; r < rows_.size(); ++r)
+      if (fa[r] + RowMax(r, i, n) < rows_[r]->b) return true;
+    if (m_.target > 0 && SurrogateInfeasible(i, tp, fa)) return true;
     return have_ && Bound(i, n, tp, fa, ob) >= q_ * best_value_;
   }
 
-  void Dfs(size_t i, int64_t n, i128 tp, i128 fa, i128 ob) {
+  void Dfs(size_t i, int64_t n, i128 tp, const Partial& fa, i128 ob) {
     if (++nodes_ > kNodeLimit) return;
     if (i == 0 && Pruned(i, n, tp, fa, ob)) return;  // deeper levels are tested before the call
     const size_t k = m_.cands.size();
-    const i128 ctp = m_.cands[i].tp, a = row_.active ? row_.a[i] : 0, o = obj_[i];
+    const i128 ctp = m_.cands[i].tp, o = obj_[i];
     i128 lo = lo_[i], hi = hi_[i];
     if (m_.cards > 0) {
       lo = std::max<i128>(lo, m_.CardsLo() - n - sum_hi_[i + 1]);
@@ -388,11 +443,11 @@ class ExactSearch {
     }
     if (i + 1 == k) {  // the last type: its best count in closed form
       if (m_.target > 0 && tp < m_.target) lo = std::max(lo, CeilDiv128(m_.target - tp, ctp));
-      if (row_.active) {
-        i128 r = row_.b - fa;
-        if (a > 0) lo = std::max(lo, CeilDiv128(r, a));
-        if (a < 0) hi = std::min(hi, FloorDiv(r, a));
-        if (a == 0 && r > 0) return;
+      for (size_t r = 0; r < rows_.size(); ++r) {
+        const i128 a = A(r, i), rest = rows_[r]->b - fa[r];
+        if (a > 0) lo = std::max(lo, CeilDiv128(rest, a));
+        if (a < 0) hi = std::min(hi, FloorDiv(rest, a));
+        if (a == 0 && rest > 0) return;
       }
       if (lo > hi) return;
       i128 v = o >= 0 ? lo : hi;
@@ -411,7 +466,9 @@ class ExactSearch {
     auto visit = [&](i128 v) {
       if (nodes_ > kNodeLimit) return false;
       const int64_t n2 = n + static_cast<int64_t>(v);
-      const i128 tp2 = tp + ctp * v, fa2 = fa + a * v, ob2 = ob + o * v;
+      const i128 tp2 = tp + ctp * v, ob2 = ob + o * v;
+      Partial fa2 = fa;
+      for (size_t r = 0; r < rows_.size(); ++r) fa2[r] += A(r, i) * v;
       if (Pruned(i + 1, n2, tp2, fa2, ob2)) return false;
       x_[i] = static_cast<int64_t>(v);
       Dfs(i + 1, n2, tp2, fa2, ob2);
@@ -433,14 +490,17 @@ class ExactSearch {
   }
 
   const Model& m_;
-  const FloorRow& row_;
+  std::vector<const FloorRow*> rows_;  // Σ a·x >= b, each: the floor, then the extra rows
   const std::vector<i128>& obj_;
   int zone_ = -1;
   std::vector<int64_t> lo_, hi_, x_;
-  std::vector<i128> sum_lo_, sum_hi_, tp_hi_, floor_max_;
-  i128 q_ = 1, lambda_q_ = 0, mu_q_ = 0;      // multipliers lambda_q / q (floor) and mu_q / q (throughput)
-  std::vector<i128> lag_, lag_box_, lag_lo_;  // q*obj - lambda_q*a - mu_q*tp per type; its suffix minima
-  std::vector<std::vector<size_t>> by_lag_, by_floor_;
+  std::vector<i128> sum_lo_, sum_hi_, tp_hi_, tp_lo_;
+  std::array<std::vector<i128>, kMaxRows> row_max_, row_lo_;  // per row: suffix box maxima, suffix at minima
+  i128 q_ = 1, mu_q_ = 0;                                     // multipliers lambda_q / q (rows), mu_q / q
+  std::array<i128, kMaxRows> lambda_q_{};                     // (throughput)
+  std::vector<i128> lag_, lag_box_, lag_lo_;  // q*obj - Σ lambda_q*a - mu_q*tp per type; its suffix minima
+  std::vector<std::vector<size_t>> by_lag_;
+  std::array<std::vector<std::vector<size_t>>, kMaxRows> by_row_;
   int64_t nodes_ = 0;
   bool have_ = false;
   i128 best_value_ = 0;
@@ -617,6 +677,36 @@ class Milp {
   std::vector<i128> obj_;
 };
 
+// Among the placements as good as `best` (same cost per unit of work for a card count, same cost per hour
+// for a throughput target), the one with the most domestic share units, then the lowest cost per hour, then
+// in the zone listed first in the fleet; remaining ties go to the first found by the exact search. One exact
+// search over the optimal face {x : the objective's exact row holds with equality}; should it reach its node
+// limit, `best` stays. Call with GlpkMutex() held (the search asks GLPK for LP multipliers).
+Alloc TieBreak(const Model& m, const Alloc& best) {
+  const size_t nc = m.cands.size();
+  FloorRow face;  // Σ a·x >= b  <=>  the objective is no worse than best's
+  face.active = true;
+  face.a.resize(nc);
+  const i128 P = best.Cost(m), T = best.Work(m);
+  for (size_t c = 0; c < nc; ++c)
+    face.a[c] = m.cards > 0 ? -(T * m.cands[c].price - P * m.cands[c].tp) : -static_cast<i128>(m.cands[c].price);
+  face.b = m.cards > 0 ? 0 : -P;
+  // Most domestic units first, then the lowest cost: -K*domestic + cost with K above any cost in the model.
+  i128 k = 1;
+  for (size_t c = 0; c < nc; ++c) {
+    int64_t most = 0;
+    for (size_t z = 0; z < m.zones.size(); ++z) most = std::max(most, m.Upper(z, c));
+    k += static_cast<i128>(m.cands[c].price) * most;
+  }
+  std::vector<i128> key(nc);
+  for (size_t c = 0; c < nc; ++c)
+    key[c] = (m.cands[c].domestic ? -k * m.cands[c].weight : 0) + static_cast<i128>(m.cands[c].price);
+  const FloorRow floor = ExactFloorRow(m);
+  auto r = ExactSearch(m, floor, key, {face}).Run();
+  if (!r.ok() || !r->has_value() || !Satisfies(m, **r)) return best;
+  return **r;
+}
+
 // The optimum of the model, nullopt when infeasible. `rounds` counts MILPs solved.
 Result<std::optional<Alloc>> Optimise(const Model& m, int* rounds) {
   std::lock_guard<std::mutex> lock(GlpkMutex());
@@ -627,7 +717,8 @@ Result<std::optional<Alloc>> Optimise(const Model& m, int* rounds) {
   milp.SetObjective(price);
   ++*rounds;
   TSR_ASSIGN_OR_RETURN(std::optional<Alloc> best, milp.Solve());
-  if (!best || m.cards == 0) return best;  // throughput target: cost per hour is the objective
+  if (!best) return best;
+  if (m.cards == 0) return std::optional<Alloc>(TieBreak(m, *best));  // throughput target: cost per hour
   // Dinkelbach on cost / work with l = P / T: minimise sum((T*p - P*tp) * x).
   for (int it = 0; it < 60; ++it) {
     i128 P = best->Cost(m), T = best->Work(m);
@@ -647,10 +738,10 @@ Result<std::optional<Alloc>> Optimise(const Model& m, int* rounds) {
     if (next->Cost(m) * T < P * next->Work(m)) {
       best = next;
     } else {
-      return best;
+      return std::optional<Alloc>(TieBreak(m, *best));
     }
   }
-  return best;
+  return std::optional<Alloc>(TieBreak(m, *best));
 }
 
 Result<bool> Feasible(const Model& m) {

@@ -724,3 +724,174 @@ types:
     EXPECT_GE(exact->placement->share_after, exact->placement->floor);
   }
 }
+
+namespace {
+
+// The planner's order between placements of equal optimum (docs/sched.md): most domestic share units, then the
+// lowest cost per hour, then the zone listed first in the fleet. Lower is better.
+struct TieKey {
+  i128 domestic = 0;
+  i128 cost = 0;
+  int zone = 0;
+  bool operator<(const TieKey& o) const {
+    if (domestic != o.domestic) return domestic > o.domestic;
+    if (cost != o.cost) return cost < o.cost;
+    return zone < o.zone;
+  }
+  bool operator==(const TieKey& o) const { return domestic == o.domestic && cost == o.cost && zone == o.zone; }
+};
+
+int ZoneOrder(const Instance& in, const std::string& zone) {
+  std::vector<std::string> seen;
+  for (const auto& n : in.fleet.nodes)
+    if (std::find(seen.begin(), seen.end(), n.zone) == seen.end()) seen.push_back(n.zone);
+  return static_cast<int>(std::find(seen.begin(), seen.end(), zone) - seen.begin());
+}
+
+// By brute force: the best key among all optimal placements; nullopt when nothing fits.
+std::optional<TieKey> BestTieKey(const Instance& in) {
+  Brute b = BruteForce(in);
+  if (!b.feasible) return std::nullopt;
+  const auto& types = in.catalog.types;
+  std::vector<int> cand;
+  for (size_t t = 0; t < types.size(); ++t)
+    if (in.job.Accepts(types[t]) && types[t].throughput.count(in.job.workload_class))
+      cand.push_back(static_cast<int>(t));
+  std::map<std::string, int64_t> used;
+  i128 rdom = 0, rtot = 0;
+  auto weight = [&](const AcceleratorType& a) -> int64_t {
+    return in.policy.unit == ShareUnit::kCards ? 1 : a.throughput.at(in.policy.weight_class);
+  };
+  for (const auto& r : in.running)
+    for (const auto& a : r.allocations) {
+      used[a.node] += a.cards;
+      const auto* t = in.catalog.Find(in.fleet.Find(a.node)->type);
+      rtot += static_cast<i128>(weight(*t)) * a.cards;
+      if (t->domestic) rdom += static_cast<i128>(weight(*t)) * a.cards;
+    }
+  std::map<std::string, std::vector<int64_t>> free;
+  for (const auto& n : in.fleet.nodes) {
+    auto& v = free[n.zone];
+    v.resize(cand.size(), 0);
+    for (size_t c = 0; c < cand.size(); ++c)
+      if (types[cand[c]].name == n.type) v[c] += n.cards - used[n.id];
+  }
+  const Ppm floor = in.policy.FloorAt(0);
+  std::optional<TieKey> best;
+  for (const auto& [zone, fr] : free) {
+    std::vector<int64_t> x(cand.size(), 0);
+    while (true) {
+      bool ok = true;
+      i128 n = 0, cost = 0, work = 0, dom = 0, tot = 0;
+      for (size_t c = 0; c < cand.size(); ++c) {
+        const auto& a = types[cand[c]];
+        auto bd = in.job.bounds.find(a.name);
+        if (bd != in.job.bounds.end() && (x[c] < bd->second.min || (bd->second.max && x[c] > *bd->second.max)))
+          ok = false;
+        n += x[c];
+        cost += static_cast<i128>(a.price_per_card_hour) * x[c];
+        work += static_cast<i128>(a.throughput.at(in.job.workload_class)) * x[c];
+        tot += static_cast<i128>(weight(a)) * x[c];
+        if (a.domestic) dom += static_cast<i128>(weight(a)) * x[c];
+      }
+      if (in.job.cards > 0 && n != in.job.cards) ok = false;
+      if (in.job.throughput_target > 0 && work < in.job.throughput_target) ok = false;
+      if ((rdom + dom) * kPpmScale < static_cast<i128>(floor) * (rtot + tot)) ok = false;
+      bool optimal = in.job.cards > 0 ? cost * b.work == b.cost * work : cost == b.cost;
+      if (ok && n > 0 && optimal) {
+        TieKey k{dom, cost, ZoneOrder(in, zone)};
+        if (!best || k < *best) best = k;
+      }
+      size_t c = 0;
+      while (c < cand.size() && x[c] == fr[c]) x[c++] = 0;
+      if (c == cand.size()) break;
+      ++x[c];
+    }
+  }
+  return best;
+}
+
+TieKey KeyOf(const Instance& in, const Placement& p) {
+  TieKey k;
+  for (const auto& t : p.by_type) {
+    const auto* a = in.catalog.Find(t.type);
+    int64_t w = in.policy.unit == ShareUnit::kCards ? 1 : a->throughput.at(in.policy.weight_class);
+    if (a->domestic) k.domestic += static_cast<i128>(w) * t.cards;
+  }
+  k.cost = p.cost_per_hour;
+  k.zone = ZoneOrder(in, p.zone);
+  return k;
+}
+
+}  // namespace
+
+// Issue #16: between equal optima the planner prefers the most domestic share units, then the lowest cost
+// per hour, then the zone listed first in the fleet (GLPK alone took the imported card at an equal price).
+TEST(SchedPlanner, EqualOptimaPreferDomesticThenCheaperThenFirstZone) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  auto run = [](const std::string& fleet, const std::string& size) {
+    Instance in;
+    in.catalog = *ParseCatalog(R"(price_version: x
+types:
+  - {name: dom, vendor: d, domestic: true, price_per_card_hour: 2, throughput: {w: 1}}
+  - {name: imp, vendor: f, domestic: false, price_per_card_hour: 2, throughput: {w: 1}}
+  - {name: dom2, vendor: d, domestic: true, price_per_card_hour: 4, throughput: {w: 2}}
+)");
+    in.fleet = *ParseFleet(fleet);
+    in.policy = *ParsePolicy("floor: 0%\n");
+    in.job = *ParseJob("name: j\ntenant: t\nclass: w\n" + size + "\ncompatible: [d, f]\n");
+    auto r = Plan(Request(in));
+    EXPECT_TRUE(r.ok() && r->placed());
+    std::string s = r->placement->zone + ":";
+    for (const auto& t : r->placement->by_type) s += fmt::format(" {}={}", t.type, t.cards);
+    return s;
+  };
+  // Domestic and imported at the same price and speed: domestic, whichever the fleet lists first.
+  EXPECT_EQ(run("nodes:\n  - {id: f0, zone: a, type: imp, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "cards: 4"),
+            "a: dom=4");
+  EXPECT_EQ(run("nodes:\n  - {id: f0, zone: a, type: imp, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "throughput: 4"),
+            "a: dom=4");
+  // ... also when they are in different zones: the domestic share comes before the zone order.
+  EXPECT_EQ(run("nodes:\n  - {id: f0, zone: b, type: imp, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "cards: 4"),
+            "a: dom=4");
+  // Two equal zones: the one listed first in the fleet.
+  EXPECT_EQ(run("nodes:\n  - {id: d1, zone: b, type: dom, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "cards: 4"),
+            "b: dom=4");
+  // Same cost per unit of work (2 per unit on dom, 4 for 2 units on dom2), same domestic cards: the cheaper hour.
+  EXPECT_EQ(run("nodes:\n  - {id: e0, zone: a, type: dom2, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "cards: 4"),
+            "a: dom=4");
+}
+
+TEST(SchedPlanner, EqualOptimaFollowTheDocumentedOrderOnRandomInstances) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  std::mt19937_64 rng(16);
+  int checked = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Instance in = i % 2 ? NearFloorInstance(rng) : RandomInstance(rng);
+    // Equal prices and throughputs make ties common.
+    for (auto& t : in.catalog.types) {
+      t.price_per_card_hour = t.price_per_card_hour / 2'000'000 * 1'000'000 + 1'000'000;
+      t.throughput["w"] = (t.throughput["w"] / 1000 + 1) * 1000;
+    }
+    SCOPED_TRACE(fmt::format("instance {}", i));
+    auto r = Plan(Request(in));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    auto want = BestTieKey(in);
+    ASSERT_EQ(r->placed(), want.has_value()) << Describe(in);
+    if (!want) continue;
+    TieKey got = KeyOf(in, *r->placement);
+    EXPECT_TRUE(got == *want) << "domestic " << static_cast<int64_t>(got.domestic) << " vs "
+                              << static_cast<int64_t>(want->domestic) << ", cost " << static_cast<int64_t>(got.cost)
+                              << " vs " << static_cast<int64_t>(want->cost) << ", zone " << got.zone << " vs "
+                              << want->zone << "\n"
+                              << Describe(in);
+    if (!(got == *want)) break;
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000);
+}
