@@ -7,6 +7,11 @@
 // iteration: solve min sum((p - l*tp) * x) for l = the ratio of the incumbent, until no solution with a
 // strictly lower ratio exists (checked in exact integer arithmetic). With a throughput target the objective
 // sum(p*x) is linear. When nothing fits, Diagnose() names the binding constraint and what would make it fit.
+//
+// Feasibility is decided in integers: the floor is one exact integer row (ExactFloorRow), every GLPK solution
+// is checked against all constraints in 128-bit arithmetic, and when one misses (GLPK's tolerance is ~1e-7, a
+// placement can miss the floor by less) an exact integer search decides (ExactSearch). Between equal optima,
+// TieBreak() takes the most domestic share units, then the lowest cost per hour, then the first zone.
 #include <fmt/format.h>
 
 #include <algorithm>
