@@ -168,12 +168,12 @@ FloorRow ExactFloorRow(const Model& m) {
 // Ties keep the first optimum found: zones in fleet order, each type's count tried from the cheaper end.
 class ExactSearch {
  public:
-  static constexpr int64_t kNodeLimit = 100'000'000;
+  static constexpr int64_t kNodeLimit = 200'000'000;  // counts tried (~10 s)
   static constexpr size_t kMaxRows = 2;
   using Partial = std::array<i128, kMaxRows>;  // left-hand sides of the rows so far
 
   // Minimises obj over the model's points that also keep every row in `extra` (at most one: the tie-break's
-  // "objective stays optimal").
+  // "objective stays optimal"). Keeps references to `floor`, `obj` and the rows of `extra`: they must outlive it.
   ExactSearch(const Model& m, const FloorRow& floor, const std::vector<i128>& obj,
               const std::vector<FloorRow>& extra = {})
       : m_(m), obj_(obj) {
@@ -181,6 +181,16 @@ class ExactSearch {
     for (const auto& r : extra)
       if (r.active && rows_.size() < kMaxRows) rows_.push_back(&r);
   }
+
+  // Optional: a constant added to the objective per zone, a known solution to beat (strictly), a node limit.
+  void SetZoneCost(std::vector<i128> cost) { zone_cost_ = std::move(cost); }
+  void Seed(const Alloc& a, i128 value) {
+    have_ = true;
+    best_ = a;
+    best_value_ = value;
+  }
+  void SetNodeLimit(int64_t limit) { node_limit_ = limit; }
+  std::optional<Alloc> Best() const { return have_ ? std::optional<Alloc>(best_) : std::nullopt; }
 
   Result<std::optional<Alloc>> Run() {
     const size_t nc = m_.cands.size();
@@ -193,12 +203,12 @@ class ExactSearch {
       if (!ok || !any) continue;  // as in the integer program: no columns for this zone
       SetUpZone(z);
       x_.assign(nc, 0);
-      Dfs(0, 0, 0, Partial{}, 0);
-      if (nodes_ > kNodeLimit)
+      Dfs(0, 0, 0, Partial{}, zone_cost_.empty() ? 0 : zone_cost_[z]);
+      if (nodes_ > node_limit_)
         return InternalError(
             fmt::format("planner: the exact search (floor {}) gave up after {} nodes ({} candidate "
                         "types)",
-                        FormatShare(m_.floor), kNodeLimit, nc));
+                        FormatShare(m_.floor), node_limit_, nc));
     }
     if (!have_) return std::optional<Alloc>();
     return std::optional<Alloc>(best_);
@@ -437,7 +447,7 @@ class ExactSearch {
   }
 
   void Dfs(size_t i, int64_t n, i128 tp, const Partial& fa, i128 ob) {
-    if (++nodes_ > kNodeLimit) return;
+    if (i == 0 && ++nodes_ > node_limit_) return;
     if (i == 0 && Pruned(i, n, tp, fa, ob)) return;  // deeper levels are tested before the call
     const size_t k = m_.cands.size();
     const i128 ctp = m_.cands[i].tp, o = obj_[i];
@@ -468,8 +478,8 @@ class ExactSearch {
     // The counts of type i that survive Pruned() form an interval (each test is a linear, concave or convex
     // function of the count, compared with a constant). Walk it outwards from the relaxation's value; when that
     // value is outside, scan from the low end and stop on leaving the interval.
-    auto visit = [&](i128 v) {
-      if (nodes_ > kNodeLimit) return false;
+    auto visit = [&](i128 v) {  // counts as a node: Pruned() is most of a node's work
+      if (++nodes_ > node_limit_) return false;
       const int64_t n2 = n + static_cast<int64_t>(v);
       const i128 tp2 = tp + ctp * v, ob2 = ob + o * v;
       Partial fa2 = fa;
@@ -485,7 +495,7 @@ class ExactSearch {
       for (i128 v = start - 1; v >= lo && visit(v);) --v;
     } else {
       bool inside = false;
-      for (i128 v = lo; v <= hi && nodes_ <= kNodeLimit; ++v) {
+      for (i128 v = lo; v <= hi && nodes_ <= node_limit_; ++v) {
         if (v == start) continue;
         bool in = visit(v);
         if (inside && !in) break;
@@ -506,6 +516,8 @@ class ExactSearch {
   std::vector<i128> lag_, lag_box_, lag_lo_;  // q*obj - Σ lambda_q*a - mu_q*tp per type; its suffix minima
   std::vector<std::vector<size_t>> by_lag_;
   std::array<std::vector<std::vector<size_t>>, kMaxRows> by_row_;
+  std::vector<i128> zone_cost_;
+  int64_t node_limit_ = kNodeLimit;
   int64_t nodes_ = 0;
   bool have_ = false;
   i128 best_value_ = 0;
@@ -685,10 +697,14 @@ class Milp {
 // Among the placements as good as `best` (same cost per unit of work for a card count, same cost per hour
 // for a throughput target), the one with the most domestic share units, then the lowest cost per hour, then
 // in the zone listed first in the fleet; remaining ties go to the first found by the exact search. One exact
-// search over the optimal face {x : the objective's exact row holds with equality}; should it reach its node
-// limit, `best` stays. Call with GlpkMutex() held (the search asks GLPK for LP multipliers).
+// search over the optimal face {x : the objective's exact row "no worse than best"}, seeded with `best` so it
+// only looks for strictly preferred placements. It stops after kTieBreakNodes nodes (large fleets where many
+// placements lie close to the optimum) and then keeps the best placement found so far, `best` at worst. Call
+// with GlpkMutex() held (the search asks GLPK for LP multipliers).
+constexpr int64_t kTieBreakNodes = 200'000;
+
 Alloc TieBreak(const Model& m, const Alloc& best) {
-  const size_t nc = m.cands.size();
+  const size_t nc = m.cands.size(), nz = m.zones.size();
   FloorRow face;  // Σ a·x >= b  <=>  the objective is no worse than best's
   face.active = true;
   face.a.resize(nc);
@@ -696,20 +712,33 @@ Alloc TieBreak(const Model& m, const Alloc& best) {
   for (size_t c = 0; c < nc; ++c)
     face.a[c] = m.cards > 0 ? -(T * m.cands[c].price - P * m.cands[c].tp) : -static_cast<i128>(m.cands[c].price);
   face.b = m.cards > 0 ? 0 : -P;
-  // Most domestic units first, then the lowest cost: -K*domestic + cost with K above any cost in the model.
+  // Key, lower is better: (-K*domestic + cost) * zones + zone index, with K above any cost in the model.
   i128 k = 1;
   for (size_t c = 0; c < nc; ++c) {
     int64_t most = 0;
-    for (size_t z = 0; z < m.zones.size(); ++z) most = std::max(most, m.Upper(z, c));
+    for (size_t z = 0; z < nz; ++z) most = std::max(most, m.Upper(z, c));
     k += static_cast<i128>(m.cands[c].price) * most;
   }
   std::vector<i128> key(nc);
+  std::vector<i128> zone(nz);
   for (size_t c = 0; c < nc; ++c)
-    key[c] = (m.cands[c].domestic ? -k * m.cands[c].weight : 0) + static_cast<i128>(m.cands[c].price);
+    key[c] = ((m.cands[c].domestic ? -k * m.cands[c].weight : 0) + static_cast<i128>(m.cands[c].price)) *
+             static_cast<i128>(nz);
+  for (size_t z = 0; z < nz; ++z) zone[z] = static_cast<i128>(z);
+  i128 seed = zone[best.zone];
+  for (size_t c = 0; c < nc; ++c) seed += key[c] * best.x[c];
   const FloorRow floor = ExactFloorRow(m);
-  auto r = ExactSearch(m, floor, key, {face}).Run();
-  if (!r.ok() || !r->has_value() || !Satisfies(m, **r)) return best;
-  return **r;
+  const std::vector<FloorRow> extra{face};  // outlives the search, which keeps pointers to its rows
+  ExactSearch search(m, floor, key, extra);
+  search.SetZoneCost(zone);
+  search.Seed(best, seed);
+  search.SetNodeLimit(kTieBreakNodes);
+  auto r = search.Run();
+  // Past the node limit Run() reports an error; the best found so far is still a valid optimum.
+  std::optional<Alloc> found = r.ok() ? *r : search.Best();
+  if (!found || !Satisfies(m, *found)) return best;
+  if (m.cards > 0 ? found->Cost(m) * T != P * found->Work(m) : found->Cost(m) != P) return best;
+  return *found;
 }
 
 // The optimum of the model, nullopt when infeasible. `rounds` counts MILPs solved.
