@@ -215,7 +215,8 @@ class ExactSearch {
   }
 
  private:
-  i128 A(size_t r, size_t c) const { return rows_[r]->a[c]; }
+  i128 RowA(size_t r, size_t c) const { return rows_[r]->a[c]; }  // by candidate
+  i128 A(size_t r, size_t d) const { return da_[r][d]; }          // by depth in the search
 
   void SetUpZone(size_t z) {
     const size_t k = m_.cands.size(), nr = rows_.size();
@@ -227,6 +228,34 @@ class ExactSearch {
       hi_[c] = std::max<int64_t>(m_.Upper(z, c), 0);
     }
     Multipliers();
+    // Search order: types the LP relaxation holds at a bound first, those with the largest reduced cost times
+    // range first (a step away from the bound costs most, so few values survive); the LP's basic types last,
+    // the very last solved in closed form. Everything below is indexed by depth d, type ord_[d].
+    ord_.resize(k);
+    for (size_t c = 0; c < k; ++c) ord_[c] = c;
+    std::stable_sort(ord_.begin(), ord_.end(), [&](size_t p, size_t q) {
+      if (basic_[p] != basic_[q]) return !basic_[p];
+      return reduced_[p] > reduced_[q];
+    });
+    {
+      std::vector<int64_t> lo(k), hi(k);
+      std::vector<i128> lag(k);
+      dtp_.assign(k, 0);
+      dobj_.assign(k, 0);
+      for (size_t r = 0; r < nr; ++r) da_[r].assign(k, 0);
+      for (size_t d = 0; d < k; ++d) {
+        const size_t c = ord_[d];
+        lo[d] = lo_[c];
+        hi[d] = hi_[c];
+        lag[d] = lag_[c];
+        dtp_[d] = m_.cands[c].tp;
+        dobj_[d] = obj_[c];
+        for (size_t r = 0; r < nr; ++r) da_[r][d] = RowA(r, c);
+      }
+      lo_ = std::move(lo);
+      hi_ = std::move(hi);
+      lag_ = std::move(lag);
+    }
     // Suffix sums over the types not yet fixed.
     sum_lo_.assign(k + 1, 0);
     sum_hi_.assign(k + 1, 0);
@@ -239,7 +268,7 @@ class ExactSearch {
       row_lo_[r].assign(k + 1, 0);
     }
     for (size_t i = k; i-- > 0;) {
-      const i128 tp = m_.cands[i].tp, l = lag_[i];
+      const i128 tp = dtp_[i], l = lag_[i];
       sum_lo_[i] = sum_lo_[i + 1] + lo_[i];
       sum_hi_[i] = sum_hi_[i + 1] + hi_[i];
       tp_hi_[i] = tp_hi_[i + 1] + tp * hi_[i];
@@ -286,7 +315,7 @@ class ExactSearch {
     ascale.fill(1);
     for (size_t c = 0; c < k; ++c) {
       oscale = std::max(oscale, static_cast<long double>(Abs(obj_[c])));
-      for (size_t r = 0; r < nr; ++r) ascale[r] = std::max(ascale[r], static_cast<long double>(Abs(A(r, c))));
+      for (size_t r = 0; r < nr; ++r) ascale[r] = std::max(ascale[r], static_cast<long double>(Abs(RowA(r, c))));
       tscale = std::max(tscale, static_cast<long double>(m_.cands[c].tp));
     }
     std::vector<int> ind{0};
@@ -309,7 +338,8 @@ class ExactSearch {
     std::array<int, kMaxRows> row_ix{};
     for (size_t r = 0; r < nr; ++r) {
       std::vector<double> val{0};
-      for (size_t c = 0; c < k; ++c) val.push_back(static_cast<double>(static_cast<long double>(A(r, c)) / ascale[r]));
+      for (size_t c = 0; c < k; ++c)
+        val.push_back(static_cast<double>(static_cast<long double>(RowA(r, c)) / ascale[r]));
       row_ix[r] = glp_add_rows(lp, 1);
       glp_set_row_bnds(lp, row_ix[r], GLP_LO, static_cast<double>(static_cast<long double>(rows_[r]->b) / ascale[r]),
                        0.0);
@@ -318,7 +348,14 @@ class ExactSearch {
     glp_smcp parm;
     glp_init_smcp(&parm);
     parm.msg_lev = GLP_MSG_OFF;
+    basic_.assign(k, false);
+    reduced_.assign(k, 0);
     if (glp_simplex(lp, &parm) == 0 && glp_get_status(lp) == GLP_OPT) {
+      for (size_t c = 0; c < k; ++c) {
+        basic_[c] = glp_get_col_stat(lp, static_cast<int>(c) + 1) == GLP_BS;
+        reduced_[c] = std::abs(static_cast<long double>(glp_get_col_dual(lp, static_cast<int>(c) + 1))) *
+                      static_cast<long double>(hi_[c] - lo_[c]);
+      }
       for (size_t r = 0; r < nr; ++r)
         lambda[r] = std::max(0.0L, static_cast<long double>(glp_get_row_dual(lp, row_ix[r])) * oscale / ascale[r]);
       if (m_.target > 0)
@@ -358,7 +395,7 @@ class ExactSearch {
     lag_.assign(k, 0);
     for (size_t c = 0; c < k; ++c) {
       lag_[c] = q_ * obj_[c] - mu_q_ * m_.cands[c].tp;
-      for (size_t r = 0; r < nr; ++r) lag_[c] -= lambda_q_[r] * A(r, c);
+      for (size_t r = 0; r < nr; ++r) lag_[c] -= lambda_q_[r] * RowA(r, c);
     }
   }
 
@@ -427,10 +464,9 @@ class ExactSearch {
       const i128 rest = rows_[r]->b - fa[r] - row_lo_[r][i];
       for (size_t j = i; j < k; ++j) {
         if (A(r, j) >= 0 || hi_[j] == lo_[j]) continue;
-        const i128 num = -A(r, j), den = m_.cands[j].tp;
+        const i128 num = -A(r, j), den = dtp_[j];
         i128 most = 0;
-        for (size_t c = i; c < k; ++c)
-          most += std::max<i128>(0, den * A(r, c) + num * m_.cands[c].tp) * (hi_[c] - lo_[c]);
+        for (size_t c = i; c < k; ++c) most += std::max<i128>(0, den * A(r, c) + num * dtp_[c]) * (hi_[c] - lo_[c]);
         if (most < den * rest + num * need) return true;
       }
     }
@@ -450,7 +486,7 @@ class ExactSearch {
     if (i == 0 && ++nodes_ > node_limit_) return;
     if (i == 0 && Pruned(i, n, tp, fa, ob)) return;  // deeper levels are tested before the call
     const size_t k = m_.cands.size();
-    const i128 ctp = m_.cands[i].tp, o = obj_[i];
+    const i128 ctp = dtp_[i], o = dobj_[i];
     i128 lo = lo_[i], hi = hi_[i];
     if (m_.cards > 0) {
       lo = std::max<i128>(lo, m_.CardsLo() - n - sum_hi_[i + 1]);
@@ -472,7 +508,8 @@ class ExactSearch {
       have_ = true;
       best_value_ = val;
       best_.zone = zone_;
-      best_.x = x_;
+      best_.x.assign(k, 0);
+      for (size_t d = 0; d < k; ++d) best_.x[ord_[d]] = x_[d];
       return;
     }
     // The counts of type i that survive Pruned() form an interval (each test is a linear, concave or convex
@@ -516,6 +553,11 @@ class ExactSearch {
   std::vector<i128> lag_, lag_box_, lag_lo_;  // q*obj - Σ lambda_q*a - mu_q*tp per type; its suffix minima
   std::vector<std::vector<size_t>> by_lag_;
   std::array<std::vector<std::vector<size_t>>, kMaxRows> by_row_;
+  std::vector<size_t> ord_;                     // type at each depth
+  std::vector<bool> basic_;                     // per type: basic in the zone's LP relaxation
+  std::vector<long double> reduced_;            // per type: |reduced cost| x range there
+  std::vector<i128> dtp_, dobj_;                // per depth: throughput, objective coefficient
+  std::array<std::vector<i128>, kMaxRows> da_;  // per row, per depth: coefficient
   std::vector<i128> zone_cost_;
   int64_t node_limit_ = kNodeLimit;
   int64_t nodes_ = 0;

@@ -682,46 +682,85 @@ TEST(SchedPlanner, ExactSearchAloneMatchesBruteForce) {
   EXPECT_GT(fixes, 100);
 }
 
-// The exact search alone on a fleet of 4,800 cards of four types near a 66.6667% throughput-weighted floor:
-// it finishes (within its node limit) with the same optimum as the integer program, for both job kinds.
-TEST(SchedPlanner, ExactSearchAgreesWithTheSolverOnALargeFleet) {
+// The exact search alone on large fleets near a throughput-weighted floor: 4,800 cards of 4 types and 60,000
+// cards of 6 types (3 domestic, priced above the imported ones, so the floor binds). It finishes, within its
+// node limit, with the same optimum as the integer program, for both job kinds and several floors.
+TEST(SchedPlanner, ExactSearchAgreesWithTheSolverOnLargeFleets) {
   if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
-  Instance in;
-  in.catalog = *ParseCatalog(R"(price_version: x
+  struct Case {
+    const char* catalog;
+    const char* fleet;
+    std::vector<const char*> floors, sizes;
+  };
+  const std::vector<Case> cases = {
+      {R"(price_version: x
 types:
   - {name: a, vendor: va, domestic: true, price_per_card_hour: 2.4, throughput: {w: 0.7, p: 0.7}}
   - {name: b, vendor: vb, domestic: true, price_per_card_hour: 3.1, throughput: {w: 1.1, p: 1.3}}
   - {name: c, vendor: vc, domestic: false, price_per_card_hour: 6.8, throughput: {w: 2.0, p: 1.9}}
   - {name: d, vendor: vd, domestic: false, price_per_card_hour: 4.3, throughput: {w: 1.2, p: 1.7}}
-)");
-  in.fleet = *ParseFleet(R"(nodes:
+)",
+       R"(nodes:
   - {id: a, zone: z, type: a, cards: 8, count: 150}
   - {id: b, zone: z, type: b, cards: 8, count: 150}
   - {id: c, zone: z, type: c, cards: 8, count: 150}
   - {id: d, zone: z, type: d, cards: 8, count: 150}
   - {id: e, zone: y, type: a, cards: 8, count: 100}
   - {id: f, zone: y, type: c, cards: 8, count: 100}
-)");
-  in.policy = *ParsePolicy("unit: throughput\nweight_class: p\nfloor: 66.6667%\n");
-  for (const char* size : {"cards: 2999", "cards: 2000", "throughput: 3000", "throughput: 3000.5"}) {
-    SCOPED_TRACE(size);
-    in.job = *ParseJob(std::string("name: j\ntenant: t\nclass: w\n") + size + "\ncompatible: [va, vb, vc, vd]\n");
-    auto glpk = Plan(Request(in));
-    internal::SetForceExactSearch(true);
-    auto exact = Plan(Request(in));
-    internal::SetForceExactSearch(false);
-    ASSERT_TRUE(glpk.ok() && exact.ok()) << glpk.status().ToString() << " / " << exact.status().ToString();
-    ASSERT_TRUE(glpk->placed() && exact->placed());
-    CheckPlacement(in, *exact->placement);
-    i128 c1 = glpk->placement->cost_per_hour, w1 = glpk->placement->total_throughput;
-    i128 c2 = exact->placement->cost_per_hour, w2 = exact->placement->total_throughput;
-    if (in.job.cards > 0) {
-      EXPECT_TRUE(c1 * w2 == c2 * w1) << static_cast<int64_t>(c1) << "/" << static_cast<int64_t>(w1) << " vs "
-                                      << static_cast<int64_t>(c2) << "/" << static_cast<int64_t>(w2);
-    } else {
-      EXPECT_EQ(static_cast<int64_t>(c1), static_cast<int64_t>(c2));
-    }
-    EXPECT_GE(exact->placement->share_after, exact->placement->floor);
+)",
+       {"66.6667%"},
+       {"cards: 2999", "cards: 2000", "throughput: 3000", "throughput: 3000.5"}},
+      {R"(price_version: x
+types:
+  - {name: a, vendor: va, domestic: true, price_per_card_hour: 6.4, throughput: {w: 0.7, p: 0.7}}
+  - {name: b, vendor: vb, domestic: true, price_per_card_hour: 7.1, throughput: {w: 1.1, p: 1.3}}
+  - {name: c, vendor: vc, domestic: false, price_per_card_hour: 6.8, throughput: {w: 2.0, p: 1.9}}
+  - {name: d, vendor: vd, domestic: false, price_per_card_hour: 4.3, throughput: {w: 1.2, p: 1.7}}
+  - {name: e, vendor: ve, domestic: true, price_per_card_hour: 8.7, throughput: {w: 1.4, p: 1.1}}
+  - {name: g, vendor: vg, domestic: false, price_per_card_hour: 5.9, throughput: {w: 1.8, p: 2.1}}
+)",
+       R"(nodes:
+  - {id: a, zone: z, type: a, cards: 8, count: 1250}
+  - {id: b, zone: z, type: b, cards: 8, count: 1250}
+  - {id: c, zone: z, type: c, cards: 8, count: 1250}
+  - {id: d, zone: z, type: d, cards: 8, count: 1250}
+  - {id: e, zone: y, type: a, cards: 8, count: 100}
+  - {id: f, zone: y, type: c, cards: 8, count: 100}
+  - {id: g, zone: z, type: e, cards: 8, count: 1250}
+  - {id: h, zone: z, type: g, cards: 8, count: 1250}
+)",
+       {"66.6667%", "33.3333%", "57.1429%", "12.5%"},
+       {"cards: 29999", "throughput: 30000.5"}},
+  };
+  for (const auto& k : cases) {
+    Instance in;
+    in.catalog = *ParseCatalog(k.catalog);
+    in.fleet = *ParseFleet(k.fleet);
+    std::string compatible;
+    for (const auto& t : in.catalog.types) compatible += (compatible.empty() ? "" : ", ") + t.vendor;
+    for (const char* floor : k.floors)
+      for (const char* size : k.sizes) {
+        SCOPED_TRACE(fmt::format("{} types, floor {}, {}", in.catalog.types.size(), floor, size));
+        in.policy = *ParsePolicy(std::string("unit: throughput\nweight_class: p\nfloor: ") + floor + "\n");
+        in.job =
+            *ParseJob(std::string("name: j\ntenant: t\nclass: w\n") + size + "\ncompatible: [" + compatible + "]\n");
+        auto glpk = Plan(Request(in));
+        internal::SetForceExactSearch(true);
+        auto exact = Plan(Request(in));
+        internal::SetForceExactSearch(false);
+        ASSERT_TRUE(glpk.ok() && exact.ok()) << glpk.status().ToString() << " / " << exact.status().ToString();
+        ASSERT_TRUE(glpk->placed() && exact->placed());
+        CheckPlacement(in, *exact->placement);
+        i128 c1 = glpk->placement->cost_per_hour, w1 = glpk->placement->total_throughput;
+        i128 c2 = exact->placement->cost_per_hour, w2 = exact->placement->total_throughput;
+        if (in.job.cards > 0) {
+          EXPECT_TRUE(c1 * w2 == c2 * w1) << static_cast<int64_t>(c1) << "/" << static_cast<int64_t>(w1) << " vs "
+                                          << static_cast<int64_t>(c2) << "/" << static_cast<int64_t>(w2);
+        } else {
+          EXPECT_EQ(static_cast<int64_t>(c1), static_cast<int64_t>(c2));
+        }
+        EXPECT_GE(exact->placement->share_after, exact->placement->floor);
+      }
   }
 }
 
