@@ -66,7 +66,7 @@ struct AcceleratorType {
 };
 
 struct Catalog {
-  std::string source;         // file name (for messages)
+  std::string source;  // file name (for messages)
   std::string currency = "CNY";
   std::string price_version;  // recorded with every ledger row
   std::vector<AcceleratorType> types;
@@ -78,6 +78,10 @@ struct Node {
   std::string zone;
   std::string type;
   int64_t cards = 0;
+  // Where the loader read it, for errors that involve another file: the 1-based line of its `type` and its
+  // entry ("nodes[3]"). 0 and empty for nodes built in code.
+  int line = 0;
+  std::string field = {};
 };
 
 struct Fleet {
@@ -104,8 +108,9 @@ struct FloorChange {
 struct Policy {
   std::string source;
   ShareUnit unit = ShareUnit::kCards;
-  std::string weight_class;             // unit == kThroughput: the workload class whose throughput weighs cards
-  std::vector<FloorChange> calendar;    // sorted by from_day, strictly increasing
+  std::string weight_class;           // unit == kThroughput: the workload class whose throughput weighs cards
+  int weight_class_line = 0;          // its 1-based line in `source` (0: not loaded from a file)
+  std::vector<FloorChange> calendar;  // sorted by from_day, strictly increasing
   // The floor in force on `day`; 0 before the first entry.
   Ppm FloorAt(int64_t day) const;
 };
@@ -113,6 +118,7 @@ struct Policy {
 struct TypeBounds {
   int64_t min = 0;
   std::optional<int64_t> max;
+  int line = 0;  // 1-based line of its key under `bounds:` in the job file (0: not loaded from a file)
 };
 
 struct Job {
@@ -121,26 +127,34 @@ struct Job {
   std::string tenant;
   int64_t priority = 0;
   std::string workload_class;
-  int64_t cards = 0;                 // exactly one of `cards` and `throughput_target` is > 0
-  Throughput throughput_target = 0;  // sum of per-card throughput (same unit as the catalog)
-  std::vector<std::string> compatible;        // vendor names or type names
-  std::map<std::string, TypeBounds> bounds;   // per type name
+  int64_t cards = 0;                         // exactly one of `cards` and `throughput_target` is > 0
+  Throughput throughput_target = 0;          // sum of per-card throughput (same unit as the catalog)
+  std::vector<std::string> compatible;       // vendor names or type names
+  std::map<std::string, TypeBounds> bounds;  // per type name
   bool Accepts(const AcceleratorType& t) const;
 };
 
 struct NodeCards {
   std::string node;
   int64_t cards = 0;
+  // For running jobs read from a file: the 1-based lines of `node` and `cards` and the entry
+  // ("running[0].allocations[1]"). 0 and empty otherwise.
+  int line = 0;
+  int cards_line = 0;
+  std::string field = {};
 };
 
 struct RunningJob {
   std::string name;
   std::string tenant;
   std::vector<NodeCards> allocations;
+  std::string source = {};  // the file it was read from (for messages)
 };
 
-// Loaders: from a file, or from YAML text (`source` names it in messages). Structural checks only;
-// cross-file checks (a node's type is in the catalog, ...) happen in Plan() / CheckInputs().
+// Loaders: from a file, or from YAML text (`source` names it in messages). Structural checks only, plus: a key
+// given twice in one mapping is an error (yaml-cpp would keep one of the values silently). Cross-file checks
+// (a node's type is in the catalog, ...) happen in Plan() / CheckInputs(); their errors name the file, line and
+// field of the entry at fault, from the positions the loaders record.
 Result<Catalog> LoadCatalog(const std::string& path);
 Result<Catalog> ParseCatalog(const std::string& yaml, const std::string& source = "<catalog>");
 Result<Fleet> LoadFleet(const std::string& path);
@@ -209,7 +223,7 @@ struct Infeasible {
 };
 
 struct PlanResult {
-  std::optional<Placement> placement;  // set when placed
+  std::optional<Placement> placement;    // set when placed
   std::optional<Infeasible> infeasible;  // set otherwise
   bool placed() const { return placement.has_value(); }
 };
@@ -222,7 +236,7 @@ Result<PlanResult> Plan(const PlanRequest& request);
 struct ShareStatus {
   ShareUnit unit = ShareUnit::kCards;
   Ppm floor = 0;
-  Ppm share = 0;             // kPpmScale when nothing runs
+  Ppm share = 0;               // kPpmScale when nothing runs
   int64_t domestic_units = 0;  // cards, or throughput milli-units
   int64_t total_units = 0;
   bool compliant = true;

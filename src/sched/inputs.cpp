@@ -1,7 +1,7 @@
 // sched/inputs: YAML loaders for the catalog, fleet, policy, job and running-jobs files, and the
 // cross-file checks. Every error names the file, the line and the field, e.g.
 //   fleet.yaml:12: nodes[3].cards: 'x' is not a non-negative integer
-// Unknown fields are errors too, so that a typo never silently drops a setting.
+// Unknown fields are errors too, so that a typo never silently drops a setting, and so is a key given twice.
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/yaml.hpp"
+#include "sched/inputs_internal.hpp"
 #include "tessera/sched.hpp"
 
 namespace tessera::sched {
@@ -114,6 +116,7 @@ Result<YAML::Node> ParseYaml(const std::string& text, const std::string& source)
   try {
     YAML::Node root = YAML::Load(text);
     if (!root || root.IsNull()) return InvalidArgument(fmt::format("{}: the file is empty", source));
+    TSR_RETURN_IF_ERROR(yaml::CheckNoDuplicateKeys(root, source));
     return root;
   } catch (const YAML::Exception& e) {
     return InvalidArgument(fmt::format("{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg));
@@ -246,6 +249,8 @@ Result<Fleet> ParseFleet(const std::string& yaml, const std::string& source) {
       TSR_ASSIGN_OR_RETURN(node.id, r.Str(n, f, "id"));
       TSR_ASSIGN_OR_RETURN(node.zone, r.Str(n, f, "zone"));
       TSR_ASSIGN_OR_RETURN(node.type, r.Str(n, f, "type"));
+      node.line = n["type"].Mark().line + 1;
+      node.field = f;
       TSR_ASSIGN_OR_RETURN(node.cards, r.Int(n, f, "cards", true, 0, 0, 1 << 16));
       TSR_ASSIGN_OR_RETURN(int64_t count, r.Int(n, f, "count", false, 0, 1, 1 << 20));
       std::vector<Node> expanded;
@@ -280,8 +285,10 @@ Result<Fleet> LoadFleet(const std::string& path) {
 Ppm Policy::FloorAt(int64_t day) const {
   Ppm f = 0;
   for (const auto& c : calendar) {
-    if (c.from_day <= day) f = c.floor;
-    else break;
+    if (c.from_day <= day)
+      f = c.floor;
+    else
+      break;
   }
   return f;
 }
@@ -304,9 +311,12 @@ Result<Policy> ParsePolicy(const std::string& yaml, const std::string& source) {
     }
     TSR_ASSIGN_OR_RETURN(auto wc, r.Scalar(root, "", "weight_class", false));
     if (p.unit == ShareUnit::kThroughput) {
-      if (!wc) return r.Err(root, "weight_class", "is required with unit: throughput (the workload class whose "
-                                                  "throughput weighs each card)");
+      if (!wc)
+        return r.Err(root, "weight_class",
+                     "is required with unit: throughput (the workload class whose "
+                     "throughput weighs each card)");
       p.weight_class = *wc;
+      p.weight_class_line = root["weight_class"].Mark().line + 1;
     } else if (wc) {
       return r.Err(root["weight_class"], "weight_class", "only applies with unit: throughput");
     }
@@ -406,11 +416,11 @@ Result<Job> ParseJob(const std::string& yaml, const std::string& source) {
         TSR_RETURN_IF_ERROR(r.Map(it->second, f));
         TSR_RETURN_IF_ERROR(r.OnlyKeys(it->second, f, {"min", "max"}));
         TypeBounds tb;
+        tb.line = it->first.Mark().line + 1;
         TSR_ASSIGN_OR_RETURN(tb.min, r.Int(it->second, f, "min", false, 0, 0, 1 << 24));
         TSR_ASSIGN_OR_RETURN(int64_t mx, r.Int(it->second, f, "max", false, -1, 0, 1 << 24));
         if (mx >= 0) {
-          if (mx < tb.min)
-            return r.Err(it->second["max"], f + ".max", fmt::format("{} is below min {}", mx, tb.min));
+          if (mx < tb.min) return r.Err(it->second["max"], f + ".max", fmt::format("{} is below min {}", mx, tb.min));
           tb.max = mx;
         }
         j.bounds[type] = tb;
@@ -448,6 +458,7 @@ Result<std::vector<RunningJob>> ParseRunning(const std::string& yaml, const std:
       TSR_RETURN_IF_ERROR(r.Map(n, f));
       TSR_RETURN_IF_ERROR(r.OnlyKeys(n, f, {"name", "tenant", "allocations"}));
       RunningJob j;
+      j.source = source;
       TSR_ASSIGN_OR_RETURN(j.name, r.Str(n, f, "name"));
       if (!names.insert(j.name).second)
         return r.Err(n["name"], f + ".name", fmt::format("job '{}' is listed twice", j.name));
@@ -463,6 +474,9 @@ Result<std::vector<RunningJob>> ParseRunning(const std::string& yaml, const std:
         NodeCards nc;
         TSR_ASSIGN_OR_RETURN(nc.node, r.Str(al[k], af, "node"));
         TSR_ASSIGN_OR_RETURN(nc.cards, r.Int(al[k], af, "cards", true, 0, 1, 1 << 16));
+        nc.line = al[k]["node"].Mark().line + 1;
+        nc.cards_line = al[k]["cards"].Mark().line + 1;
+        nc.field = af;
         j.allocations.push_back(std::move(nc));
       }
       out.push_back(std::move(j));
@@ -478,32 +492,65 @@ Result<std::vector<RunningJob>> LoadRunning(const std::string& path) {
 
 // ---- cross-file checks ------------------------------------------------------------------------------
 
+namespace internal {
+
+std::string Where(const std::string& source, int line, const std::string& field) {
+  std::string w = source;
+  if (!w.empty() && line > 0) w += fmt::format(":{}", line);
+  if (field.empty()) return w;
+  return w.empty() ? field : w + ": " + field;
+}
+
+Status UnknownNodeType(const Fleet& fleet, const Node& node, const Catalog& catalog) {
+  std::string field = node.field.empty() ? fmt::format("node '{}'", node.id) : node.field + ".type";
+  return InvalidArgument(fmt::format("{}: type '{}' is not in the catalog {}{}", Where(fleet.source, node.line, field),
+                                     node.type, catalog.source,
+                                     node.field.empty() ? "" : fmt::format(" (node '{}')", node.id)));
+}
+
+Status NoWeightClassThroughput(const Policy& policy, const AcceleratorType& type, const Catalog& catalog) {
+  return InvalidArgument(fmt::format("{}: '{}' has no throughput for type '{}' in {}",
+                                     Where(policy.source, policy.weight_class_line, "weight_class"),
+                                     policy.weight_class, type.name, catalog.source));
+}
+
+Status UnknownBoundsType(const Job& job, const std::string& type, const TypeBounds& bounds, const Catalog& catalog) {
+  return InvalidArgument(fmt::format("{}: type '{}' is not in the catalog {}",
+                                     Where(job.source, bounds.line, "bounds." + type), type, catalog.source));
+}
+
+Status UnknownRunningNode(const RunningJob& job, const NodeCards& alloc, const Fleet& fleet) {
+  std::string field = alloc.field.empty() ? fmt::format("running job '{}'", job.name) : alloc.field + ".node";
+  return InvalidArgument(fmt::format("{}: node '{}' is not in the fleet {}{}", Where(job.source, alloc.line, field),
+                                     alloc.node, fleet.source,
+                                     alloc.field.empty() ? "" : fmt::format(" (job '{}')", job.name)));
+}
+
+Status OverAllocated(const RunningJob& job, const NodeCards& alloc, int64_t used, int64_t capacity) {
+  std::string field = alloc.field.empty() ? "" : alloc.field + ".cards";
+  std::string where = Where(job.source, alloc.cards_line, field);
+  return InvalidArgument(fmt::format("{}{}running jobs use {} cards on node '{}', which has {} (job '{}')", where,
+                                     where.empty() ? "" : ": ", used, alloc.node, capacity, job.name));
+}
+
+}  // namespace internal
+
 Status CheckInputs(const Catalog& catalog, const Fleet& fleet, const Policy& policy,
                    const std::vector<RunningJob>& running) {
-  for (size_t i = 0; i < fleet.nodes.size(); ++i) {
-    const Node& n = fleet.nodes[i];
-    if (!catalog.Find(n.type))
-      return InvalidArgument(fmt::format("{}: node '{}': type '{}' is not in the catalog {}", fleet.source, n.id,
-                                         n.type, catalog.source));
-  }
+  for (const Node& n : fleet.nodes)
+    if (!catalog.Find(n.type)) return internal::UnknownNodeType(fleet, n, catalog);
   if (policy.unit == ShareUnit::kThroughput) {
     for (const auto& t : catalog.types)
-      if (!t.throughput.count(policy.weight_class))
-        return InvalidArgument(fmt::format("{}: weight_class '{}' has no throughput for type '{}' in {}",
-                                           policy.source, policy.weight_class, t.name, catalog.source));
+      if (!t.throughput.count(policy.weight_class)) return internal::NoWeightClassThroughput(policy, t, catalog);
   }
   std::unordered_map<std::string, int64_t> used;
   for (const auto& j : running) {
     for (const auto& a : j.allocations) {
       const Node* n = fleet.Find(a.node);
-      if (!n)
-        return InvalidArgument(
-            fmt::format("running job '{}': node '{}' is not in the fleet {}", j.name, a.node, fleet.source));
+      if (!n) return internal::UnknownRunningNode(j, a, fleet);
       int64_t& u = used[a.node];
       u += a.cards;
-      if (u > n->cards)
-        return InvalidArgument(fmt::format("running jobs use {} cards on node '{}', which has {} (job '{}')", u,
-                                           a.node, n->cards, j.name));
+      if (u > n->cards) return internal::OverAllocated(j, a, u, n->cards);
     }
   }
   return Status::Ok();

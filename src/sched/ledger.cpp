@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "sched/inputs_internal.hpp"
 #include "tessera/sched.hpp"
 
 #ifdef TESSERA_HAVE_SQLITE
@@ -31,7 +32,8 @@ int64_t DayOf(int64_t t) { return t >= 0 ? t / kDay : (t - kDay + 1) / kDay; }
 
 // The amount of row `r` for its sub-interval [a, b): the difference of cumulative ratings, so parts add up.
 Money PartAmount(const UsageRecord& r, int64_t a, int64_t b) {
-  return RateSeconds(r.price_per_card_hour, r.cards, b - r.start) - RateSeconds(r.price_per_card_hour, r.cards, a - r.start);
+  return RateSeconds(r.price_per_card_hour, r.cards, b - r.start) -
+         RateSeconds(r.price_per_card_hour, r.cards, a - r.start);
 }
 
 }  // namespace
@@ -100,10 +102,12 @@ class Stmt {
 
 Status Validate(const UsageRecord& r) {
   if (r.job.empty() || r.tenant.empty() || r.type.empty())
-    return InvalidArgument(fmt::format("usage record: job, tenant and type must not be empty (job '{}', tenant '{}', "
-                                       "type '{}')",
-                                       r.job, r.tenant, r.type));
-  if (r.cards <= 0) return InvalidArgument(fmt::format("usage record for job '{}': cards={} must be > 0", r.job, r.cards));
+    return InvalidArgument(
+        fmt::format("usage record: job, tenant and type must not be empty (job '{}', tenant '{}', "
+                    "type '{}')",
+                    r.job, r.tenant, r.type));
+  if (r.cards <= 0)
+    return InvalidArgument(fmt::format("usage record for job '{}': cards={} must be > 0", r.job, r.cards));
   if (r.end <= r.start)
     return InvalidArgument(fmt::format("usage record for job '{}': end {} is not after start {}", r.job,
                                        FormatTime(r.end), FormatTime(r.start)));
@@ -179,8 +183,9 @@ Status Ledger::Append(std::vector<UsageRecord>* rows) {
 Result<UsageRecord> Ledger::Record(const Catalog& catalog, const std::string& job, const std::string& tenant,
                                    const std::string& type, int64_t cards, int64_t start, int64_t end) {
   const AcceleratorType* t = catalog.Find(type);
-  if (!t) return InvalidArgument(fmt::format("usage of job '{}': type '{}' is not in the catalog {}", job, type,
-                                             catalog.source));
+  if (!t)
+    return InvalidArgument(
+        fmt::format("usage of job '{}': type '{}' is not in the catalog {}", job, type, catalog.source));
   std::vector<UsageRecord> rows(1);
   UsageRecord& r = rows[0];
   r.job = job;
@@ -240,9 +245,10 @@ struct Ledger::Impl {};
 Ledger::Ledger(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Ledger::~Ledger() = default;
 Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path) {
-  return Unsupported(fmt::format("cannot open ledger '{}': tessera was built without SQLite (install "
-                                 "libsqlite3-dev and rebuild)",
-                                 path));
+  return Unsupported(
+      fmt::format("cannot open ledger '{}': tessera was built without SQLite (install "
+                  "libsqlite3-dev and rebuild)",
+                  path));
 }
 Status Ledger::Append(std::vector<UsageRecord>*) { return Unsupported("built without SQLite"); }
 Result<UsageRecord> Ledger::Record(const Catalog&, const std::string&, const std::string&, const std::string&, int64_t,
@@ -267,10 +273,18 @@ Result<Bill> Ledger::Report(const BillFilter& f, GroupBy by) {
       int64_t e = by == GroupBy::kDay ? std::min(b, (DayOf(s) + 1) * kDay) : b;
       std::string key;
       switch (by) {
-        case GroupBy::kType: key = r.type; break;
-        case GroupBy::kDay: key = FormatDate(DayOf(s)); break;
-        case GroupBy::kJob: key = r.job; break;
-        case GroupBy::kTenant: key = r.tenant; break;
+        case GroupBy::kType:
+          key = r.type;
+          break;
+        case GroupBy::kDay:
+          key = FormatDate(DayOf(s));
+          break;
+        case GroupBy::kJob:
+          key = r.job;
+          break;
+        case GroupBy::kTenant:
+          key = r.tenant;
+          break;
       }
       BillLine& l = lines[key];
       l.key = key;
@@ -289,9 +303,10 @@ Result<Bill> Ledger::Report(const BillFilter& f, GroupBy by) {
 
 Result<Compliance> Ledger::ComplianceReport(int64_t day, const Policy& policy, const Catalog* catalog) {
   if (policy.unit == ShareUnit::kThroughput && !catalog)
-    return InvalidArgument(fmt::format("{}: unit throughput weighs card-hours by the catalog's throughput for '{}': "
-                                       "give the catalog too",
-                                       policy.source, policy.weight_class));
+    return InvalidArgument(
+        fmt::format("{}: unit throughput weighs card-hours by the catalog's throughput for '{}': "
+                    "give the catalog too",
+                    policy.source, policy.weight_class));
   BillFilter f;
   f.from = day * kDay;
   f.to = (day + 1) * kDay;
@@ -311,12 +326,11 @@ Result<Compliance> Ledger::ComplianceReport(int64_t day, const Policy& policy, c
     int64_t w = 1;
     if (policy.unit == ShareUnit::kThroughput) {
       const AcceleratorType* t = catalog->Find(r.type);
-      if (!t) return InvalidArgument(fmt::format("ledger row {} (job '{}'): type '{}' is not in the catalog {}", r.id,
-                                                 r.job, r.type, catalog->source));
+      if (!t)
+        return InvalidArgument(fmt::format("ledger row {} (job '{}'): type '{}' is not in the catalog {}", r.id, r.job,
+                                           r.type, catalog->source));
       auto it = t->throughput.find(policy.weight_class);
-      if (it == t->throughput.end())
-        return InvalidArgument(fmt::format("{}: type '{}' has no throughput for weight_class '{}'", catalog->source,
-                                           r.type, policy.weight_class));
+      if (it == t->throughput.end()) return internal::NoWeightClassThroughput(policy, *t, *catalog);
       w = it->second;
     }
     wtot += static_cast<__int128>(cs) * w;

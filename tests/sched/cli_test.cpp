@@ -112,6 +112,41 @@ TEST(SchedCli, PlanRejectsBadFilesWithFileLineField) {
   fs::remove_all(dir);
 }
 
+// Issue #13: a cheaper mix 1 ppm under the floor made `tessera plan` exit 2 ("GLPK solutions keep violating the
+// domestic floor by rounding"). 3 domestic cards at 9.00/h, exit 0; with d0 at 2 cards, exit 1 on the floor.
+TEST(SchedCli, PlanNearTheFloorPlacesOrExplains) {
+  if (!tessera::sched::HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  fs::path dir = fs::temp_directory_path() / ("tessera-cli-floor-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "catalog.yaml")
+      << "currency: CNY\nprice_version: probe\ntypes:\n"
+         "  - {name: dom, vendor: ascend, domestic: true, price_per_card_hour: 3, throughput: {llm-train: 1}}\n"
+         "  - {name: for, vendor: nvidia, domestic: false, price_per_card_hour: 1, throughput: {llm-train: 1}}\n";
+  auto fleet = [&](int d0) {
+    std::ofstream(dir / "fleet.yaml") << "nodes:\n  - {id: d0, zone: a, type: dom, cards: " << d0
+                                      << "}\n  - {id: f0, zone: a, type: for, cards: 8}\n";
+  };
+  std::ofstream(dir / "policy.yaml") << "unit: cards\nfloor: 66.6667%\n";
+  std::ofstream(dir / "job.yaml")
+      << "name: a\ntenant: probe\nclass: llm-train\ncards: 3\ncompatible: [ascend, nvidia]\n";
+  const std::string args = "plan --catalog " + (dir / "catalog.yaml").string() + " --fleet " +
+                           (dir / "fleet.yaml").string() + " --policy " + (dir / "policy.yaml").string() + " --job " +
+                           (dir / "job.yaml").string() + " --at 2026-03-01 --json";
+  fleet(8);
+  Out r = Tessera(args);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["by_type"].size(), 1u) << r.out;
+  EXPECT_EQ(j["by_type"][0]["type"], "dom");
+  EXPECT_EQ(j["by_type"][0]["cards"], 3);
+  EXPECT_EQ(j["cost_per_hour"], "9.00");
+  fleet(2);
+  Out no = Tessera(args);
+  ASSERT_EQ(no.rc, 1) << no.out;
+  EXPECT_EQ(nlohmann::json::parse(no.out)["binding"], "floor") << no.out;
+  fs::remove_all(dir);
+}
+
 TEST(SchedCli, BillRecordReportAndCompliance) {
   if (!tessera::sched::HaveSqlite()) GTEST_SKIP() << "built without SQLite";
   fs::path dir = fs::temp_directory_path() / ("tessera-bill-" + std::to_string(getpid()));

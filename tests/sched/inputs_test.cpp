@@ -38,8 +38,9 @@ template <typename R>
 void ExpectError(const R& r, std::initializer_list<const char*> parts) {
   ASSERT_FALSE(r.ok()) << "expected an error containing " << *parts.begin();
   EXPECT_EQ(r.status().code(), tessera::Code::kInvalidArgument) << r.status().ToString();
-  for (const char* p : parts) EXPECT_NE(r.status().message().find(p), std::string::npos)
-      << "'" << p << "' missing from: " << r.status().message();
+  for (const char* p : parts)
+    EXPECT_NE(r.status().message().find(p), std::string::npos)
+        << "'" << p << "' missing from: " << r.status().message();
 }
 
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
@@ -88,9 +89,10 @@ TEST(SchedInputs, CatalogErrorsNameFileLineField) {
 }
 
 TEST(SchedInputs, FleetLoadsAndExpandsCount) {
-  auto f = ParseFleet("nodes:\n  - {id: a, zone: z1, type: t, cards: 8, count: 12}\n  - {id: b, zone: z2, type: t, "
-                      "cards: 4}\n",
-                      "fleet.yaml");
+  auto f = ParseFleet(
+      "nodes:\n  - {id: a, zone: z1, type: t, cards: 8, count: 12}\n  - {id: b, zone: z2, type: t, "
+      "cards: 4}\n",
+      "fleet.yaml");
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   ASSERT_EQ(f->nodes.size(), 13u);
   EXPECT_EQ(f->nodes[0].id, "a-00");
@@ -114,9 +116,10 @@ TEST(SchedInputs, FleetErrors) {
 }
 
 TEST(SchedInputs, PolicyCalendar) {
-  auto p = ParsePolicy("unit: cards\ncalendar:\n  - {from: 2025-01-01, floor: 50%}\n  - {from: 2026-07-01, floor: "
-                       "0.6}\n",
-                       "policy.yaml");
+  auto p = ParsePolicy(
+      "unit: cards\ncalendar:\n  - {from: 2025-01-01, floor: 50%}\n  - {from: 2026-07-01, floor: "
+      "0.6}\n",
+      "policy.yaml");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->FloorAt(*ParseDate("d", "2024-12-31")), 0);
   EXPECT_EQ(p->FloorAt(*ParseDate("d", "2025-01-01")), 500'000);
@@ -130,9 +133,9 @@ TEST(SchedInputs, PolicyCalendar) {
 }
 
 TEST(SchedInputs, PolicyErrors) {
-  ExpectError(ParsePolicy("calendar:\n  - {from: 2026-07-01, floor: 60%}\n  - {from: 2025-01-01, floor: 50%}\n",
-                          "policy.yaml"),
-              {"policy.yaml:3:", "calendar[1].from", "2025-01-01 is not after"});
+  ExpectError(
+      ParsePolicy("calendar:\n  - {from: 2026-07-01, floor: 60%}\n  - {from: 2025-01-01, floor: 50%}\n", "policy.yaml"),
+      {"policy.yaml:3:", "calendar[1].from", "2025-01-01 is not after"});
   ExpectError(ParsePolicy("calendar:\n  - {from: 2026-02-30, floor: 60%}\n", "policy.yaml"),
               {"policy.yaml:2:", "calendar[0].from", "'2026-02-30'"});
   ExpectError(ParsePolicy("calendar:\n  - {from: 2026-02-01, floor: 160%}\n", "policy.yaml"),
@@ -143,9 +146,10 @@ TEST(SchedInputs, PolicyErrors) {
 }
 
 TEST(SchedInputs, Job) {
-  auto j = ParseJob("name: x\ntenant: t\nclass: llm-train\ncards: 16\ncompatible: ascend, nvidia\nbounds:\n  "
-                    "nvidia-h800: {max: 8}\n",
-                    "job.yaml");
+  auto j = ParseJob(
+      "name: x\ntenant: t\nclass: llm-train\ncards: 16\ncompatible: ascend, nvidia\nbounds:\n  "
+      "nvidia-h800: {max: 8}\n",
+      "job.yaml");
   ASSERT_TRUE(j.ok()) << j.status().ToString();
   EXPECT_EQ(j->cards, 16);
   EXPECT_EQ(j->compatible, (std::vector<std::string>{"ascend", "nvidia"}));
@@ -155,9 +159,9 @@ TEST(SchedInputs, Job) {
   ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 0\ncompatible: [a]\n", "job.yaml"),
               {"job.yaml:4:", "cards", "'0'", "out of range"});
   ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 4\n", "job.yaml"), {"job.yaml:1:", "compatible"});
-  ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 4\ncompatible: [a]\nbounds:\n  a: {min: 5, max: 2}\n",
-                       "job.yaml"),
-              {"job.yaml:7:", "bounds.a.max", "below min"});
+  ExpectError(
+      ParseJob("name: x\ntenant: t\nclass: c\ncards: 4\ncompatible: [a]\nbounds:\n  a: {min: 5, max: 2}\n", "job.yaml"),
+      {"job.yaml:7:", "bounds.a.max", "below min"});
   ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 4\ncompatible: [a]\npriorty: 3\n", "job.yaml"),
               {"job.yaml:6:", "priorty", "unknown field"});
 }
@@ -167,16 +171,18 @@ TEST(SchedInputs, RunningAndCrossChecks) {
   auto fleet = ParseFleet("nodes:\n  - {id: n, zone: z, type: ascend-910b, cards: 8, count: 2}\n", "fleet.yaml");
   auto pol = ParsePolicy("floor: 50%\n", "policy.yaml");
   ASSERT_TRUE(cat.ok() && fleet.ok() && pol.ok());
-  auto run = ParseRunning("running:\n  - name: j\n    allocations:\n      - {node: n-0, cards: 8}\n      - {node: n-1, "
-                          "cards: 2}\n",
-                          "run.yaml");
+  auto run = ParseRunning(
+      "running:\n  - name: j\n    allocations:\n      - {node: n-0, cards: 8}\n      - {node: n-1, "
+      "cards: 2}\n",
+      "run.yaml");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_TRUE(CheckInputs(*cat, *fleet, *pol, *run).ok());
   ExpectError(ParseRunning("running:\n  - name: j\n    allocations:\n      - {node: n-0, cards: many}\n", "run.yaml"),
               {"run.yaml:4:", "running[0].allocations[0].cards", "'many'"});
-  auto over = ParseRunning("- name: j\n  allocations: [{node: n-0, cards: 6}]\n- name: k\n  allocations: [{node: n-0, "
-                           "cards: 6}]\n",
-                           "run.yaml");
+  auto over = ParseRunning(
+      "- name: j\n  allocations: [{node: n-0, cards: 6}]\n- name: k\n  allocations: [{node: n-0, "
+      "cards: 6}]\n",
+      "run.yaml");
   ASSERT_TRUE(over.ok()) << over.status().ToString();
   auto st = CheckInputs(*cat, *fleet, *pol, *over);
   EXPECT_FALSE(st.ok());
@@ -210,4 +216,108 @@ TEST(SchedInputs, ShippedExamplesLoad) {
   auto missing = LoadJob(d + "no-such-job.yaml");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("no-such-job.yaml"), std::string::npos);
+}
+
+// Issue #15: yaml-cpp keeps both entries of a key given twice and a lookup sees one, so `cards: 8` then
+// `cards: 4` silently lost a value. Every file the loaders read refuses it, naming the file, both lines and
+// the field.
+TEST(SchedInputs, DuplicateKeysAreRefusedWithFileLineField) {
+  ExpectError(ParseFleet("nodes:\n  - id: d0\n    zone: a\n    type: t\n    cards: 8\n    cards: 4\n", "fleet.yaml"),
+              {"fleet.yaml:6:", "nodes[0].cards", "given twice (first on line 5)"});
+  ExpectError(ParseFleet("nodes:\n  - {id: a, zone: z, type: t, cards: 8}\n  - {id: b, zone: z, type: t, cards: 8, "
+                         "zone: y}\n",
+                         "fleet.yaml"),
+              {"fleet.yaml:3:", "nodes[1].zone", "given twice"});
+  ExpectError(ParseFleet("nodes:\n  - {id: a, zone: z, type: t, cards: 8}\nnodes: []\n", "fleet.yaml"),
+              {"fleet.yaml:3:", "nodes", "given twice (first on line 1)"});
+  ExpectError(ParseCatalog(Replace(kCatalog, "currency: CNY\n", "currency: CNY\ncurrency: USD\n"), "cat.yaml"),
+              {"cat.yaml:2:", "currency", "given twice (first on line 1)"});
+  ExpectError(
+      ParseCatalog(Replace(kCatalog, "{llm-train: 1.0, infer: 2}", "{llm-train: 1.0, llm-train: 2}"), "cat.yaml"),
+      {"cat.yaml:14:", "types[1].throughput.llm-train", "given twice (first on line 14)"});
+  ExpectError(ParsePolicy("unit: cards\nfloor: 60%\nfloor: 40%\n", "policy.yaml"),
+              {"policy.yaml:3:", "floor", "given twice (first on line 2)"});
+  ExpectError(ParsePolicy("calendar:\n  - {from: 2026-01-01, floor: 60%, floor: 10%}\n", "policy.yaml"),
+              {"policy.yaml:2:", "calendar[0].floor", "given twice"});
+  ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 8\ncards: 4\ncompatible: [a]\n", "job.yaml"),
+              {"job.yaml:5:", "cards", "given twice (first on line 4)"});
+  ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 8\ncompatible: [a]\nbounds:\n  a: {max: 2}\n  a: {min: "
+                       "1}\n",
+                       "job.yaml"),
+              {"job.yaml:8:", "bounds.a", "given twice (first on line 7)"});
+  ExpectError(
+      ParseRunning("running:\n  - name: j\n    allocations:\n      - {node: n-0, cards: 8, node: n-1}\n", "run.yaml"),
+      {"run.yaml:4:", "running[0].allocations[0].node", "given twice"});
+  // The same key in different mappings is fine.
+  EXPECT_TRUE(ParseFleet("nodes:\n  - {id: a, zone: z, type: t, cards: 8}\n  - {id: b, zone: z, type: t, cards: 8}\n",
+                         "fleet.yaml")
+                  .ok());
+}
+
+// Issue #15: errors that span two files name the file, line and field of the entry at fault, like the loaders.
+TEST(SchedInputs, CrossFileErrorsNameFileLineField) {
+  auto cat = ParseCatalog(kCatalog, "cat.yaml");
+  auto fleet = ParseFleet("nodes:\n  - {id: n, zone: z, type: ascend-910b, cards: 8, count: 2}\n", "fleet.yaml");
+  auto pol = ParsePolicy("floor: 50%\n", "policy.yaml");
+  ASSERT_TRUE(cat.ok() && fleet.ok() && pol.ok());
+  auto expect = [](const tessera::Status& st, std::initializer_list<const char*> parts) {
+    ASSERT_FALSE(st.ok());
+    for (const char* p : parts) EXPECT_NE(st.message().find(p), std::string::npos) << p << " in: " << st.message();
+  };
+  // A node of a type the catalog lacks.
+  auto badtype = ParseFleet(
+      "nodes:\n  - {id: a, zone: z, type: ascend-910b, cards: 8}\n  - id: m\n    zone: z\n"
+      "    type: moore-s4000\n    cards: 8\n",
+      "fleet.yaml");
+  ASSERT_TRUE(badtype.ok());
+  expect(CheckInputs(*cat, *badtype, *pol, {}),
+         {"fleet.yaml:5: nodes[1].type: type 'moore-s4000' is not in the catalog cat.yaml"});
+  // A weight class the catalog has no throughput for.
+  auto wpol = ParsePolicy("unit: throughput\nweight_class: infer\nfloor: 50%\n", "policy.yaml");
+  ASSERT_TRUE(wpol.ok());
+  expect(CheckInputs(*cat, *fleet, *wpol, {}),
+         {"policy.yaml:2: weight_class: 'infer' has no throughput for type 'ascend-910b' in cat.yaml"});
+  // A running job on an unknown node, and one over-allocating a node.
+  auto ghost =
+      ParseRunning("- name: j\n  allocations:\n    - {node: n-0, cards: 1}\n    - {node: zz, cards: 1}\n", "run.yaml");
+  ASSERT_TRUE(ghost.ok());
+  expect(CheckInputs(*cat, *fleet, *pol, *ghost),
+         {"run.yaml:4: running[0].allocations[1].node: node 'zz' is not in the fleet fleet.yaml"});
+  auto over = ParseRunning(
+      "- name: j\n  allocations: [{node: n-0, cards: 6}]\n- name: k\n  allocations:\n    - node: "
+      "n-0\n      cards: 6\n",
+      "run.yaml");
+  ASSERT_TRUE(over.ok());
+  expect(CheckInputs(*cat, *fleet, *pol, *over),
+         {"run.yaml:6: running[1].allocations[0].cards: running jobs use 12 cards on node 'n-0', which has 8"});
+  // Plan() and FleetShare() report the same errors.
+  auto job = ParseJob("name: x\ntenant: t\nclass: llm-train\ncards: 1\ncompatible: [ascend]\n", "job.yaml");
+  ASSERT_TRUE(job.ok());
+  PlanRequest req{&*cat, &*badtype, &*pol, &*job, nullptr, 0};
+  auto r = Plan(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("fleet.yaml:5: nodes[1].type"), std::string::npos) << r.status().message();
+  req.fleet = &*fleet;
+  req.running = &*over;
+  r = Plan(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("run.yaml:6: running[1].allocations[0].cards"), std::string::npos)
+      << r.status().message();
+  auto share = FleetShare(*cat, *fleet, *wpol, {}, 0);
+  ASSERT_FALSE(share.ok());
+  EXPECT_NE(share.status().message().find("policy.yaml:2: weight_class"), std::string::npos)
+      << share.status().message();
+  // Bounds on a type the catalog lacks.
+  auto bjob = ParseJob(
+      "name: x\ntenant: t\nclass: llm-train\ncards: 1\ncompatible: [ascend]\nbounds:\n  ascend-910b: "
+      "{max: 4}\n  moore: {max: 2}\n",
+      "job.yaml");
+  ASSERT_TRUE(bjob.ok());
+  req.job = &*bjob;
+  req.running = nullptr;
+  r = Plan(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("job.yaml:8: bounds.moore: type 'moore' is not in the catalog cat.yaml"),
+            std::string::npos)
+      << r.status().message();
 }

@@ -83,8 +83,8 @@ TEST_F(LedgerTest, RowsAreImmutableEvenThroughRawSql) {
   EXPECT_NE(sqlite3_exec(db, "DELETE FROM usage", nullptr, nullptr, &err), SQLITE_OK);
   sqlite3_free(err);
   sqlite3_stmt* s = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT amount_micro, (SELECT journal_mode FROM pragma_journal_mode) FROM usage",
-                               -1, &s, nullptr),
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT amount_micro, (SELECT journal_mode FROM pragma_journal_mode) FROM usage", -1,
+                               &s, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
   EXPECT_EQ(sqlite3_column_int64(s, 0), 8 * 2'400'000);
@@ -118,8 +118,8 @@ TEST_F(LedgerTest, ReportsSplitExactly) {
   EXPECT_EQ(by_day->lines[0].key, "2026-03-01");
   EXPECT_EQ(by_day->lines[0].card_seconds, 3);
   EXPECT_EQ(by_day->lines[0].amount, RateSeconds(6'800'000, 3, 1));
-  EXPECT_EQ(by_day->lines[1].amount, RateSeconds(6'800'000, 3, 3) - RateSeconds(6'800'000, 3, 1) +
-                                         16 * 2'400'000LL + 2'400'000);
+  EXPECT_EQ(by_day->lines[1].amount,
+            RateSeconds(6'800'000, 3, 3) - RateSeconds(6'800'000, 3, 1) + 16 * 2'400'000LL + 2'400'000);
   BillFilter jf;
   jf.job = "a";
   auto by_type = (*l)->Report(jf, GroupBy::kType);
@@ -165,6 +165,14 @@ TEST_F(LedgerTest, ComplianceAuditAgainstTheCalendar) {
   EXPECT_TRUE(d1t->compliant);
   // A day with no usage is compliant (nothing allocated).
   EXPECT_TRUE((*l)->ComplianceReport(*ParseDate("d", "2026-04-01"), *p)->compliant);
+  // A weight class the catalog has no throughput for: named with the policy's file, line and field (#15).
+  auto pw = ParsePolicy("unit: throughput\nweight_class: infer\nfloor: 20%\n", "pw.yaml");
+  ASSERT_TRUE(pw.ok());
+  auto bad = (*l)->ComplianceReport(*ParseDate("d", "2026-03-01"), *pw, &c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("pw.yaml:2: weight_class: 'infer' has no throughput for type"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 TEST_F(LedgerTest, KilledWriterLeavesAValidDatabase) {

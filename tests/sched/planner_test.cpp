@@ -1,13 +1,14 @@
 // Tests of the planner: on random small instances its optimum equals a brute-force enumeration (same
 // feasibility, same objective exactly); placements respect every constraint; infeasible jobs name the
 // binding constraint and a fix that really fits.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <map>
 #include <random>
 #include <set>
 
+#include "sched/planner_internal.hpp"
 #include "tessera/sched.hpp"
 
 using namespace tessera::sched;
@@ -101,7 +102,8 @@ Brute BruteForce(const Instance& in) {
   const auto& types = in.catalog.types;
   std::vector<int> cand;
   for (size_t t = 0; t < types.size(); ++t)
-    if (in.job.Accepts(types[t]) && types[t].throughput.count(in.job.workload_class)) cand.push_back(static_cast<int>(t));
+    if (in.job.Accepts(types[t]) && types[t].throughput.count(in.job.workload_class))
+      cand.push_back(static_cast<int>(t));
   std::map<std::string, int64_t> used;
   i128 rdom = 0, rtot = 0;
   auto weight = [&](const AcceleratorType& a) -> int64_t {
@@ -144,9 +146,12 @@ Brute BruteForce(const Instance& in) {
       if ((rdom + dom) * kPpmScale < static_cast<i128>(floor) * (rtot + tot)) ok = false;
       if (ok && n > 0) {
         bool better;
-        if (!best.feasible) better = true;
-        else if (in.job.cards > 0) better = cost * best.work < best.cost * work;
-        else better = cost < best.cost;
+        if (!best.feasible)
+          better = true;
+        else if (in.job.cards > 0)
+          better = cost * best.work < best.cost * work;
+        else
+          better = cost < best.cost;
         if (better) best = {true, cost, work};
       }
       size_t c = 0;
@@ -233,8 +238,9 @@ TEST(SchedPlanner, MatchesBruteForceOnRandomInstances) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     Brute b = BruteForce(in);
     ASSERT_EQ(r->placed(), b.feasible) << (r->placed() ? "planner placed, brute force found nothing"
-                                                        : "planner: " + r->infeasible->reason)
-                                       << "\n" << Describe(in);
+                                                       : "planner: " + r->infeasible->reason)
+                                       << "\n"
+                                       << Describe(in);
     if (!b.feasible) {
       ++infeasible;
       EXPECT_FALSE(r->infeasible->reason.empty());
@@ -481,4 +487,450 @@ TEST(SchedPlanner, StaleFleetIndexIsNotTrusted) {
   auto bad = Plan(Request(in));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("stale"), std::string::npos) << bad.status().message();
+}
+
+// Issue #13's reproducer: 2 domestic of 3 cards is 66.6666...%, less than 1 ppm under a 66.6667% floor. The
+// cheaper mix must be refused exactly (not by retrying GLPK), leaving 3 domestic cards at 9.00/h.
+TEST(SchedPlanner, NearFloorReproducerIsDecidedExactly) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in;
+  in.catalog = *ParseCatalog(R"(currency: CNY
+price_version: probe
+types:
+  - {name: dom, vendor: ascend, domestic: true, price_per_card_hour: 3, throughput: {llm-train: 1}}
+  - {name: for, vendor: nvidia, domestic: false, price_per_card_hour: 1, throughput: {llm-train: 1}}
+)");
+  in.fleet =
+      *ParseFleet("nodes:\n  - {id: d0, zone: a, type: dom, cards: 8}\n  - {id: f0, zone: a, type: for, cards: 8}\n");
+  in.policy = *ParsePolicy("unit: cards\nfloor: 66.6667%\n");
+  in.job = *ParseJob("name: a\ntenant: probe\nclass: llm-train\ncards: 3\ncompatible: [ascend, nvidia]\n");
+  auto r = Plan(Request(in));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->placed()) << r->infeasible->reason;
+  ASSERT_EQ(r->placement->by_type.size(), 1u);
+  EXPECT_EQ(r->placement->by_type[0].type, "dom");
+  EXPECT_EQ(r->placement->by_type[0].cards, 3);
+  EXPECT_EQ(r->placement->cost_per_hour, 9'000'000);
+  in.fleet.nodes[0].cards = 2;  // d0 at 2 cards: 2 of 3 is all there is, and it misses the floor
+  r = Plan(Request(in));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->placed());
+  EXPECT_EQ(r->infeasible->binding, Binding::kFloor);
+}
+
+namespace {
+
+// Floors of k/n rounded up to the policy's precision (ppm): the share k/n of a placement lies a fraction of
+// a ppm under them, so only exact arithmetic tells the two apart.
+Instance NearFloorInstance(std::mt19937_64& rng) {
+  auto uni = [&](int64_t a, int64_t b) { return std::uniform_int_distribution<int64_t>(a, b)(rng); };
+  Instance in = RandomInstance(rng);
+  int64_t n = uni(2, 40), k = uni(1, n - 1);
+  Ppm f = static_cast<Ppm>((static_cast<i128>(k) * kPpmScale + n - 1) / n);
+  in.policy.calendar.assign(1, {0, f});
+  // More cards and fewer running jobs than RandomInstance, so that placements land near the floor.
+  for (auto& node : in.fleet.nodes) node.cards = uni(1, 8);
+  if (uni(0, 1)) in.running.clear();
+  for (auto it = in.running.begin(); it != in.running.end();) {
+    const Node* node = in.fleet.Find(it->allocations[0].node);
+    if (it->allocations[0].cards > node->cards) it->allocations[0].cards = node->cards;
+    ++it;
+  }
+  if (in.job.cards > 0) in.job.cards = uni(1, 12);
+  return in;
+}
+
+}  // namespace
+
+TEST(SchedPlanner, NearFloorInstancesAgreeWithBruteForce) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  std::mt19937_64 rng(13);
+  const int64_t searches_before = internal::ExactSearchCount();
+  int placed = 0, infeasible = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Instance in = NearFloorInstance(rng);
+    SCOPED_TRACE(fmt::format("near-floor instance {}", i));
+    auto r = Plan(Request(in));
+    ASSERT_TRUE(r.ok()) << r.status().ToString() << "\n" << Describe(in);
+    Brute b = BruteForce(in);
+    ASSERT_EQ(r->placed(), b.feasible) << (r->placed() ? "planner placed, brute force found nothing"
+                                                       : "planner: " + r->infeasible->reason)
+                                       << "\n"
+                                       << Describe(in);
+    if (!b.feasible) {
+      ++infeasible;
+      continue;
+    }
+    ++placed;
+    const Placement& p = *r->placement;
+    CheckPlacement(in, p);
+    i128 cost = p.cost_per_hour, work = p.total_throughput;
+    if (in.job.cards > 0) {
+      EXPECT_TRUE(cost * b.work == b.cost * work) << Describe(in);
+    } else {
+      EXPECT_EQ(static_cast<int64_t>(cost), static_cast<int64_t>(b.cost)) << Describe(in);
+    }
+    Instance after = in;
+    after.running.push_back({"new", "t", p.by_node});
+    auto share = FleetShare(in.catalog, in.fleet, in.policy, after.running, 0);
+    ASSERT_TRUE(share.ok()) << share.status().ToString();
+    EXPECT_TRUE(share->compliant) << Describe(in);
+  }
+  EXPECT_GT(placed, 600);
+  EXPECT_GT(infeasible, 300);
+  std::printf("near-floor instances: %d placed, %d infeasible; %lld solves decided by the exact search\n", placed,
+              infeasible, static_cast<long long>(internal::ExactSearchCount() - searches_before));
+}
+
+namespace {
+
+// "would fit with at most N cards" -> N, or -1 when the fix does not say it.
+int64_t FitsWithAtMost(const std::string& fix) {
+  const std::string key = "would fit with at most ";
+  auto pos = fix.find(key);
+  if (pos == std::string::npos) return -1;
+  return std::stoll(fix.substr(pos + key.size()));
+}
+
+// The largest card count below the job's that fits, by brute force over every count; -1 when none does.
+int64_t LargestFittingByBruteForce(Instance in) {
+  for (int64_t n = in.job.cards - 1; n >= 1; --n) {
+    in.job.cards = n;
+    if (BruteForce(in).feasible) return n;
+  }
+  return -1;
+}
+
+}  // namespace
+
+// Fitting is not monotone in the card count: 10 imported cards run and the floor is 50%, so a job needs at
+// least 10 cards (all domestic) to keep it, and zone a has 12 domestic cards free. Fits: 10, 11, 12 only.
+TEST(SchedPlanner, LargestFittingCardCountIsFoundWhenFittingIsNotMonotone) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in = Simple({{"a", "d", 12}, {"x", "n", 10}}, 500'000, 30);
+  in.running.push_back({"busy", "t", {{in.fleet.nodes[1].id, 10}}});
+  auto r = Plan(Request(in));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->placed());
+  EXPECT_EQ(FitsWithAtMost(r->infeasible->fix), 12) << r->infeasible->fix;
+  EXPECT_EQ(LargestFittingByBruteForce(in), 12);
+  in.job.cards = 12;
+  EXPECT_TRUE(Plan(Request(in))->placed());
+}
+
+TEST(SchedPlanner, LargestFittingCardCountMatchesExhaustiveSearch) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  std::mt19937_64 rng(14);
+  int checked = 0, some_fit = 0;
+  for (int i = 0; i < 3000 && checked < 400; ++i) {
+    Instance in = i % 2 ? NearFloorInstance(rng) : RandomInstance(rng);
+    if (in.job.cards == 0) continue;
+    auto r = Plan(Request(in));
+    ASSERT_TRUE(r.ok()) << r.status().ToString() << "\n" << Describe(in);
+    if (r->placed()) continue;
+    ++checked;
+    SCOPED_TRACE(fmt::format("instance {}", i));
+    int64_t want = LargestFittingByBruteForce(in);
+    if (want > 0) ++some_fit;
+    EXPECT_EQ(FitsWithAtMost(r->infeasible->fix), want) << r->infeasible->fix << "\n" << Describe(in);
+  }
+  EXPECT_GT(checked, 200);
+  EXPECT_GT(some_fit, 50);
+}
+
+// The exact integer search that decides whenever GLPK's solution misses a constraint in integers, run alone
+// on every solve (GLPK ignored): same feasibility, same optimum and same "at most N cards" as brute force.
+TEST(SchedPlanner, ExactSearchAloneMatchesBruteForce) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  struct Force {
+    Force() { internal::SetForceExactSearch(true); }
+    ~Force() { internal::SetForceExactSearch(false); }
+  } force;
+  const int64_t searches_before = internal::ExactSearchCount();
+  std::mt19937_64 rng(1313);
+  int placed = 0, infeasible = 0, fixes = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Instance in = i % 2 ? NearFloorInstance(rng) : RandomInstance(rng);
+    SCOPED_TRACE(fmt::format("instance {}", i));
+    auto r = Plan(Request(in));
+    ASSERT_TRUE(r.ok()) << r.status().ToString() << "\n" << Describe(in);
+    Brute b = BruteForce(in);
+    ASSERT_EQ(r->placed(), b.feasible) << Describe(in);
+    if (!b.feasible) {
+      ++infeasible;
+      if (in.job.cards > 0) {
+        int64_t want = LargestFittingByBruteForce(in);
+        if (want > 0) ++fixes;
+        EXPECT_EQ(FitsWithAtMost(r->infeasible->fix), want) << r->infeasible->fix << "\n" << Describe(in);
+      }
+      continue;
+    }
+    ++placed;
+    const Placement& p = *r->placement;
+    CheckPlacement(in, p);
+    i128 cost = p.cost_per_hour, work = p.total_throughput;
+    if (in.job.cards > 0) {
+      EXPECT_TRUE(cost * b.work == b.cost * work) << Describe(in);
+    } else {
+      EXPECT_EQ(static_cast<int64_t>(cost), static_cast<int64_t>(b.cost)) << Describe(in);
+    }
+    EXPECT_GE(p.share_after, p.floor);
+  }
+  EXPECT_GT(internal::ExactSearchCount() - searches_before, 3000);
+  EXPECT_GT(placed, 800);
+  EXPECT_GT(infeasible, 400);
+  EXPECT_GT(fixes, 100);
+}
+
+// The exact search alone on large fleets near a throughput-weighted floor: 4,800 cards of 4 types and 60,000
+// cards of 6 types (3 domestic, priced above the imported ones, so the floor binds). It finishes, within its
+// node limit, with the same optimum as the integer program, for both job kinds and several floors.
+TEST(SchedPlanner, ExactSearchAgreesWithTheSolverOnLargeFleets) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  struct Case {
+    const char* catalog;
+    const char* fleet;
+    std::vector<const char*> floors, sizes;
+  };
+  const std::vector<Case> cases = {
+      {R"(price_version: x
+types:
+  - {name: a, vendor: va, domestic: true, price_per_card_hour: 2.4, throughput: {w: 0.7, p: 0.7}}
+  - {name: b, vendor: vb, domestic: true, price_per_card_hour: 3.1, throughput: {w: 1.1, p: 1.3}}
+  - {name: c, vendor: vc, domestic: false, price_per_card_hour: 6.8, throughput: {w: 2.0, p: 1.9}}
+  - {name: d, vendor: vd, domestic: false, price_per_card_hour: 4.3, throughput: {w: 1.2, p: 1.7}}
+)",
+       R"(nodes:
+  - {id: a, zone: z, type: a, cards: 8, count: 150}
+  - {id: b, zone: z, type: b, cards: 8, count: 150}
+  - {id: c, zone: z, type: c, cards: 8, count: 150}
+  - {id: d, zone: z, type: d, cards: 8, count: 150}
+  - {id: e, zone: y, type: a, cards: 8, count: 100}
+  - {id: f, zone: y, type: c, cards: 8, count: 100}
+)",
+       {"66.6667%"},
+       {"cards: 2999", "cards: 2000", "throughput: 3000", "throughput: 3000.5"}},
+      {R"(price_version: x
+types:
+  - {name: a, vendor: va, domestic: true, price_per_card_hour: 6.4, throughput: {w: 0.7, p: 0.7}}
+  - {name: b, vendor: vb, domestic: true, price_per_card_hour: 7.1, throughput: {w: 1.1, p: 1.3}}
+  - {name: c, vendor: vc, domestic: false, price_per_card_hour: 6.8, throughput: {w: 2.0, p: 1.9}}
+  - {name: d, vendor: vd, domestic: false, price_per_card_hour: 4.3, throughput: {w: 1.2, p: 1.7}}
+  - {name: e, vendor: ve, domestic: true, price_per_card_hour: 8.7, throughput: {w: 1.4, p: 1.1}}
+  - {name: g, vendor: vg, domestic: false, price_per_card_hour: 5.9, throughput: {w: 1.8, p: 2.1}}
+)",
+       R"(nodes:
+  - {id: a, zone: z, type: a, cards: 8, count: 1250}
+  - {id: b, zone: z, type: b, cards: 8, count: 1250}
+  - {id: c, zone: z, type: c, cards: 8, count: 1250}
+  - {id: d, zone: z, type: d, cards: 8, count: 1250}
+  - {id: e, zone: y, type: a, cards: 8, count: 100}
+  - {id: f, zone: y, type: c, cards: 8, count: 100}
+  - {id: g, zone: z, type: e, cards: 8, count: 1250}
+  - {id: h, zone: z, type: g, cards: 8, count: 1250}
+)",
+       {"66.6667%", "33.3333%", "57.1429%", "12.5%"},
+       {"cards: 29999", "throughput: 30000.5"}},
+  };
+  for (const auto& k : cases) {
+    Instance in;
+    in.catalog = *ParseCatalog(k.catalog);
+    in.fleet = *ParseFleet(k.fleet);
+    std::string compatible;
+    for (const auto& t : in.catalog.types) compatible += (compatible.empty() ? "" : ", ") + t.vendor;
+    for (const char* floor : k.floors)
+      for (const char* size : k.sizes) {
+        SCOPED_TRACE(fmt::format("{} types, floor {}, {}", in.catalog.types.size(), floor, size));
+        in.policy = *ParsePolicy(std::string("unit: throughput\nweight_class: p\nfloor: ") + floor + "\n");
+        in.job =
+            *ParseJob(std::string("name: j\ntenant: t\nclass: w\n") + size + "\ncompatible: [" + compatible + "]\n");
+        auto glpk = Plan(Request(in));
+        internal::SetForceExactSearch(true);
+        auto exact = Plan(Request(in));
+        internal::SetForceExactSearch(false);
+        ASSERT_TRUE(glpk.ok() && exact.ok()) << glpk.status().ToString() << " / " << exact.status().ToString();
+        ASSERT_TRUE(glpk->placed() && exact->placed());
+        CheckPlacement(in, *exact->placement);
+        i128 c1 = glpk->placement->cost_per_hour, w1 = glpk->placement->total_throughput;
+        i128 c2 = exact->placement->cost_per_hour, w2 = exact->placement->total_throughput;
+        if (in.job.cards > 0) {
+          EXPECT_TRUE(c1 * w2 == c2 * w1) << static_cast<int64_t>(c1) << "/" << static_cast<int64_t>(w1) << " vs "
+                                          << static_cast<int64_t>(c2) << "/" << static_cast<int64_t>(w2);
+        } else {
+          EXPECT_EQ(static_cast<int64_t>(c1), static_cast<int64_t>(c2));
+        }
+        EXPECT_GE(exact->placement->share_after, exact->placement->floor);
+      }
+  }
+}
+
+namespace {
+
+// The planner's order between placements of equal optimum (docs/sched.md): most domestic share units, then the
+// lowest cost per hour, then the zone listed first in the fleet. Lower is better.
+struct TieKey {
+  i128 domestic = 0;
+  i128 cost = 0;
+  int zone = 0;
+  bool operator<(const TieKey& o) const {
+    if (domestic != o.domestic) return domestic > o.domestic;
+    if (cost != o.cost) return cost < o.cost;
+    return zone < o.zone;
+  }
+  bool operator==(const TieKey& o) const { return domestic == o.domestic && cost == o.cost && zone == o.zone; }
+};
+
+int ZoneOrder(const Instance& in, const std::string& zone) {
+  std::vector<std::string> seen;
+  for (const auto& n : in.fleet.nodes)
+    if (std::find(seen.begin(), seen.end(), n.zone) == seen.end()) seen.push_back(n.zone);
+  return static_cast<int>(std::find(seen.begin(), seen.end(), zone) - seen.begin());
+}
+
+// By brute force: the best key among all optimal placements; nullopt when nothing fits.
+std::optional<TieKey> BestTieKey(const Instance& in) {
+  Brute b = BruteForce(in);
+  if (!b.feasible) return std::nullopt;
+  const auto& types = in.catalog.types;
+  std::vector<int> cand;
+  for (size_t t = 0; t < types.size(); ++t)
+    if (in.job.Accepts(types[t]) && types[t].throughput.count(in.job.workload_class))
+      cand.push_back(static_cast<int>(t));
+  std::map<std::string, int64_t> used;
+  i128 rdom = 0, rtot = 0;
+  auto weight = [&](const AcceleratorType& a) -> int64_t {
+    return in.policy.unit == ShareUnit::kCards ? 1 : a.throughput.at(in.policy.weight_class);
+  };
+  for (const auto& r : in.running)
+    for (const auto& a : r.allocations) {
+      used[a.node] += a.cards;
+      const auto* t = in.catalog.Find(in.fleet.Find(a.node)->type);
+      rtot += static_cast<i128>(weight(*t)) * a.cards;
+      if (t->domestic) rdom += static_cast<i128>(weight(*t)) * a.cards;
+    }
+  std::map<std::string, std::vector<int64_t>> free;
+  for (const auto& n : in.fleet.nodes) {
+    auto& v = free[n.zone];
+    v.resize(cand.size(), 0);
+    for (size_t c = 0; c < cand.size(); ++c)
+      if (types[cand[c]].name == n.type) v[c] += n.cards - used[n.id];
+  }
+  const Ppm floor = in.policy.FloorAt(0);
+  std::optional<TieKey> best;
+  for (const auto& [zone, fr] : free) {
+    std::vector<int64_t> x(cand.size(), 0);
+    while (true) {
+      bool ok = true;
+      i128 n = 0, cost = 0, work = 0, dom = 0, tot = 0;
+      for (size_t c = 0; c < cand.size(); ++c) {
+        const auto& a = types[cand[c]];
+        auto bd = in.job.bounds.find(a.name);
+        if (bd != in.job.bounds.end() && (x[c] < bd->second.min || (bd->second.max && x[c] > *bd->second.max)))
+          ok = false;
+        n += x[c];
+        cost += static_cast<i128>(a.price_per_card_hour) * x[c];
+        work += static_cast<i128>(a.throughput.at(in.job.workload_class)) * x[c];
+        tot += static_cast<i128>(weight(a)) * x[c];
+        if (a.domestic) dom += static_cast<i128>(weight(a)) * x[c];
+      }
+      if (in.job.cards > 0 && n != in.job.cards) ok = false;
+      if (in.job.throughput_target > 0 && work < in.job.throughput_target) ok = false;
+      if ((rdom + dom) * kPpmScale < static_cast<i128>(floor) * (rtot + tot)) ok = false;
+      bool optimal = in.job.cards > 0 ? cost * b.work == b.cost * work : cost == b.cost;
+      if (ok && n > 0 && optimal) {
+        TieKey k{dom, cost, ZoneOrder(in, zone)};
+        if (!best || k < *best) best = k;
+      }
+      size_t c = 0;
+      while (c < cand.size() && x[c] == fr[c]) x[c++] = 0;
+      if (c == cand.size()) break;
+      ++x[c];
+    }
+  }
+  return best;
+}
+
+TieKey KeyOf(const Instance& in, const Placement& p) {
+  TieKey k;
+  for (const auto& t : p.by_type) {
+    const auto* a = in.catalog.Find(t.type);
+    int64_t w = in.policy.unit == ShareUnit::kCards ? 1 : a->throughput.at(in.policy.weight_class);
+    if (a->domestic) k.domestic += static_cast<i128>(w) * t.cards;
+  }
+  k.cost = p.cost_per_hour;
+  k.zone = ZoneOrder(in, p.zone);
+  return k;
+}
+
+}  // namespace
+
+// Issue #16: between equal optima the planner prefers the most domestic share units, then the lowest cost
+// per hour, then the zone listed first in the fleet (GLPK alone took the imported card at an equal price).
+TEST(SchedPlanner, EqualOptimaPreferDomesticThenCheaperThenFirstZone) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  auto run = [](const std::string& fleet, const std::string& size) {
+    Instance in;
+    in.catalog = *ParseCatalog(R"(price_version: x
+types:
+  - {name: dom, vendor: d, domestic: true, price_per_card_hour: 2, throughput: {w: 1}}
+  - {name: imp, vendor: f, domestic: false, price_per_card_hour: 2, throughput: {w: 1}}
+  - {name: dom2, vendor: d, domestic: true, price_per_card_hour: 4, throughput: {w: 2}}
+)");
+    in.fleet = *ParseFleet(fleet);
+    in.policy = *ParsePolicy("floor: 0%\n");
+    in.job = *ParseJob("name: j\ntenant: t\nclass: w\n" + size + "\ncompatible: [d, f]\n");
+    auto r = Plan(Request(in));
+    EXPECT_TRUE(r.ok() && r->placed());
+    std::string s = r->placement->zone + ":";
+    for (const auto& t : r->placement->by_type) s += fmt::format(" {}={}", t.type, t.cards);
+    return s;
+  };
+  // Domestic and imported at the same price and speed: domestic, whichever the fleet lists first.
+  EXPECT_EQ(run("nodes:\n  - {id: f0, zone: a, type: imp, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "cards: 4"),
+            "a: dom=4");
+  EXPECT_EQ(run("nodes:\n  - {id: f0, zone: a, type: imp, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "throughput: 4"),
+            "a: dom=4");
+  // ... also when they are in different zones: the domestic share comes before the zone order.
+  EXPECT_EQ(run("nodes:\n  - {id: f0, zone: b, type: imp, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "cards: 4"),
+            "a: dom=4");
+  // Two equal zones: the one listed first in the fleet.
+  EXPECT_EQ(run("nodes:\n  - {id: d1, zone: b, type: dom, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "cards: 4"),
+            "b: dom=4");
+  // Same cost per unit of work (2 per unit on dom, 4 for 2 units on dom2), same domestic cards: the cheaper hour.
+  EXPECT_EQ(run("nodes:\n  - {id: e0, zone: a, type: dom2, cards: 8}\n  - {id: d0, zone: a, type: dom, cards: 8}\n",
+                "cards: 4"),
+            "a: dom=4");
+}
+
+TEST(SchedPlanner, EqualOptimaFollowTheDocumentedOrderOnRandomInstances) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  std::mt19937_64 rng(16);
+  int checked = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Instance in = i % 2 ? NearFloorInstance(rng) : RandomInstance(rng);
+    // Equal prices and throughputs make ties common.
+    for (auto& t : in.catalog.types) {
+      t.price_per_card_hour = t.price_per_card_hour / 2'000'000 * 1'000'000 + 1'000'000;
+      t.throughput["w"] = (t.throughput["w"] / 1000 + 1) * 1000;
+    }
+    SCOPED_TRACE(fmt::format("instance {}", i));
+    auto r = Plan(Request(in));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    auto want = BestTieKey(in);
+    ASSERT_EQ(r->placed(), want.has_value()) << Describe(in);
+    if (!want) continue;
+    TieKey got = KeyOf(in, *r->placement);
+    EXPECT_TRUE(got == *want) << "domestic " << static_cast<int64_t>(got.domestic) << " vs "
+                              << static_cast<int64_t>(want->domestic) << ", cost " << static_cast<int64_t>(got.cost)
+                              << " vs " << static_cast<int64_t>(want->cost) << ", zone " << got.zone << " vs "
+                              << want->zone << "\n"
+                              << Describe(in);
+    if (!(got == *want)) break;
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000);
 }
