@@ -2,6 +2,7 @@
 #include "daemon/harness.hpp"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include <gtest/gtest.h>
+#include "daemon/security.hpp"
 
 namespace tessera::daemon::testing {
 
@@ -122,6 +123,8 @@ void DaemonProcess::Start() {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     ::setenv("TESSERA_LOG", "info", 1);
+    // As `make demo` and the README run it: jobs must not learn the state directory from this.
+    ::setenv("TESSERA_HOME", state_.c_str(), 1);
     ::execv(argv[0], argv.data());
     _exit(127);
   }
@@ -166,6 +169,14 @@ std::string SleepJobYaml(const std::string& name, int priority, int cards, doubl
     << seconds << "\"]\nenv: {OUT_PREFIX: \"" << out_prefix << "\"}\ngrace: 5s\n"
     << extra;
   return y.str();
+}
+
+std::string WriteTenantsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& tenants) {
+  std::string y = "tenants:\n";
+  for (const auto& [name, token] : tenants) y += "  - {name: " + name + ", token_sha256: " + TokenHash(token) + "}\n";
+  WriteText(path, y);
+  EXPECT_EQ(::chmod(path.c_str(), 0600), 0);
+  return path;
 }
 
 nlohmann::json Doc(const std::string& source, const std::string& yaml) {

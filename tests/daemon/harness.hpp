@@ -54,5 +54,7 @@ class DaemonProcess {
 std::string SleepJobYaml(const std::string& name, int priority, int cards, double seconds, const std::string& out_prefix,
                          const std::string& compatible = "[ascend, nvidia]", const std::string& extra = "");
 nlohmann::json Doc(const std::string& source, const std::string& yaml);
+// Writes a --tenants file (mode 0600) holding the SHA-256 of each (name, token); returns its path.
+std::string WriteTenantsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& tenants);
 
 }  // namespace tessera::daemon::testing

@@ -1,0 +1,375 @@
+// tests/daemon/security_test: issue #13's daemon-security defects, each against a real daemon on loopback:
+// a job cannot read the daemon's token or state (it runs under another identity, or in a sandbox, and its
+// environment carries no daemon path); the state directory and its files are private; tenants come from a
+// file that holds only token hashes, follow it across SIGHUP and restarts; job paths stay inside the tenant's
+// area; slow clients do not starve the API and large bodies get 413; malformed requests get JSON 400s; job
+// names with control characters and jobs that no zone could ever hold are refused at submit.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "daemon/harness.hpp"
+
+namespace tessera::daemon::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+const char* kCatalog = R"(currency: CNY
+price_version: test-1
+types:
+  - {name: ascend-910b, vendor: ascend, domestic: true, price_per_card_hour: 2.4, memory_gib: 64,
+     throughput: {mlp-train: 0.3}}
+  - {name: nvidia-h800, vendor: nvidia, domestic: false, price_per_card_hour: 6.8, memory_gib: 80,
+     throughput: {mlp-train: 1.0}}
+)";
+
+const char* kFleet = R"(emulated: true
+nodes:
+  - {id: n-910b, zone: z, type: ascend-910b, cards: 2}
+  - {id: n-h800, zone: z, type: nvidia-h800, cards: 2}
+)";
+
+int Mode(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return static_cast<int>(st.st_mode & 07777);
+}
+
+std::string Addr(const std::string& state) {
+  return nlohmann::json::parse(ReadText(state + "/daemon.json"))["address"].get<std::string>();
+}
+
+std::string AdminToken(const std::string& state) {
+  std::string t = ReadText(state + "/token");
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
+// A raw HTTP exchange (so that malformed bodies reach the daemon as they are).
+struct Raw {
+  int status = 0;
+  std::string body;
+};
+Raw Request(const std::string& state, const std::string& method, const std::string& path, const std::string& body,
+            const std::string& token) {
+  std::string addr = Addr(state);
+  auto colon = addr.rfind(':');
+  httplib::Client cli(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)));
+  cli.set_connection_timeout(5, 0);
+  cli.set_read_timeout(10, 0);
+  httplib::Headers h;
+  if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+  httplib::Result r = method == "GET"    ? cli.Get(path, h)
+                      : method == "POST" ? cli.Post(path, h, body, "application/json")
+                                         : cli.Put(path, h, body, "application/json");
+  if (!r) return {-1, httplib::to_string(r.error())};
+  return {r->status, r->body};
+}
+
+// The "error" of a JSON error body, or "" when the body is not one.
+std::string ErrorOf(const Raw& r) {
+  try {
+    auto j = json::parse(r.body);
+    return j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>() : "";
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+class DaemonSecurity : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("sec");
+    // Jobs run under an unprivileged identity: the test's own files must be reachable by it.
+    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+    out_ = dir_ + "/out";
+    ASSERT_EQ(::mkdir(out_.c_str(), 0777), 0);
+    ASSERT_EQ(::chmod(out_.c_str(), 0777), 0);
+  }
+  void TearDown() override {
+    d_.reset();
+    if (!HasFailure()) Shell("rm -rf '" + dir_ + "' '" + dir_ + "/state.daemon.log' '" + dir_ + "/state-work'");
+  }
+  void StartDaemon(std::vector<std::string> extra = {}) {
+    d_ = std::make_unique<DaemonProcess>(dir_ + "/state", std::move(extra));
+    d_->Start();
+    admin_ = d_->Admin();
+    ASSERT_TRUE(admin_);
+  }
+  void Register() {
+    json body = {{"fleet", Doc("fleet.yaml", kFleet)},
+                 {"catalog", Doc("catalog.yaml", kCatalog)},
+                 {"policy", Doc("policy.yaml", "floor: 0\n")}};
+    auto r = admin_->Put("/v1/fleet", body);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  Result<json> SubmitYaml(Client& c, const std::string& yaml) {
+    return c.Post("/v1/jobs", {{"source", "job.yaml"}, {"yaml", yaml}, {"base_dir", dir_}});
+  }
+  json Job(int64_t id) {
+    auto r = admin_->Get(fmt::format("/v1/jobs/{}", id));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : json::object();
+  }
+  bool WaitEnded(int64_t id, std::chrono::milliseconds t = 60s) {
+    return WaitFor(
+        [&] {
+          auto j = admin_->Get(fmt::format("/v1/jobs/{}", id));
+          std::string s = j.ok() ? j->value("state", "?") : "?";
+          return s == "succeeded" || s == "failed" || s == "cancelled";
+        },
+        t);
+  }
+  std::string Logs(int64_t id) {
+    auto r = admin_->GetText(fmt::format("/v1/jobs/{}/logs", id));
+    return r.ok() ? *r : "";
+  }
+  std::string ShellJob(const std::string& name, const std::string& script) {
+    json cmd = json::array({"sh", "-c", script});
+    return fmt::format("name: {}\nclass: mlp-train\ncards: 1\ncompatible: [ascend]\ncommand: {}\n", name, cmd.dump());
+  }
+
+  std::string dir_, out_;
+  std::unique_ptr<DaemonProcess> d_;
+  std::unique_ptr<Client> admin_;
+};
+
+// Issue #13, 1: `cat $TESSERA_HOME/token` printed the admin token into the job's own log.
+TEST_F(DaemonSecurity, JobCannotReadTheDaemonsTokenOrState) {
+  StartDaemon();
+  Register();
+  std::string state = d_->state();
+  std::string token = AdminToken(state);
+  ASSERT_FALSE(token.empty());
+  std::string script = fmt::format(
+      "echo uid=$(id -u); echo home=${{TESSERA_HOME:-unset}}; cat \"$TESSERA_HOME/token\"; cat '{0}/token'; "
+      "ls '{0}'; head -c 15 '{0}/daemon.db'; echo; env | grep '^TESSERA_' | sort; echo end-of-probe",
+      state);
+  auto r = SubmitYaml(*admin_, ShellJob("probe", script));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  int64_t id = (*r)["id"];
+  ASSERT_TRUE(WaitEnded(id)) << Job(id).dump(2);
+  std::string log = Logs(id);
+  ASSERT_NE(log.find("end-of-probe"), std::string::npos) << log;
+  EXPECT_EQ(log.find(token), std::string::npos) << "the job read the admin token:\n" << log;
+  EXPECT_NE(log.find("home=unset"), std::string::npos) << log;
+  for (const char* v : {"TESSERA_HOME=", "TESSERA_DAEMON=", "TESSERA_DAEMON_TOKEN=", "TESSERA_LEDGER="})
+    EXPECT_EQ(log.find(v), std::string::npos) << v << " reached the job:\n" << log;
+  // Nothing the job was given names the state directory.
+  std::string env_part = log.substr(log.find("TESSERA_") == std::string::npos ? 0 : log.find("TESSERA_"));
+  EXPECT_EQ(env_part.find("TESSERA_CKPT_ROOT=" + state + "/"), std::string::npos) << log;
+  EXPECT_NE(log.find("TESSERA_CKPT_ROOT="), std::string::npos) << log;
+  if (::geteuid() == 0) {
+    EXPECT_EQ(log.find("uid=0\n"), std::string::npos) << "a root daemon ran the job as root:\n" << log;
+  }
+}
+
+// Issue #13, 1: the state directory is tightened to 0700, the database, its WAL and token files to 0600.
+TEST_F(DaemonSecurity, StateDirectoryAndSecretsArePrivate) {
+  ASSERT_EQ(::mkdir((dir_ + "/state").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((dir_ + "/state").c_str(), 0755), 0);
+  StartDaemon();
+  Register();  // writes to the database: its WAL exists
+  std::string s = d_->state();
+  EXPECT_EQ(Mode(s), 0700);
+  for (const char* f : {"daemon.db", "daemon.db-wal", "token", "daemon.json", "ledger.db"})
+    EXPECT_EQ(Mode(s + "/" + f), 0600) << f;
+  // A restart tightens files that an older daemon (or an operator) left open.
+  d_->Stop();
+  ASSERT_EQ(::chmod(s.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((s + "/token").c_str(), 0644), 0);
+  ASSERT_EQ(::chmod((s + "/daemon.db").c_str(), 0644), 0);
+  d_->Start();
+  EXPECT_EQ(Mode(s), 0700);
+  EXPECT_EQ(Mode(s + "/token"), 0600);
+  EXPECT_EQ(Mode(s + "/daemon.db"), 0600);
+}
+
+// Issue #13, 4: `checkpoint.dir: ../st1/jobs/2/ckpt` escaped the tenant.
+TEST_F(DaemonSecurity, JobPathsAreConfinedToTheTenantArea) {
+  StartDaemon();
+  Register();
+  const std::string ok = "name: x\nclass: mlp-train\ncards: 1\ncompatible: [ascend]\ncommand: [/bin/true]\n";
+  auto first = SubmitYaml(*admin_, ok);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  // The default checkpoint directory is AREA/<id>/ckpt.
+  std::string ckpt = (*first)["checkpoint_dir"];
+  std::string area = ckpt.substr(0, ckpt.rfind('/'));
+  area = area.substr(0, area.rfind('/'));
+  auto refused = [&](const std::string& extra, const std::string& field) {
+    auto r = SubmitYaml(*admin_, ok + extra);
+    EXPECT_FALSE(r.ok()) << extra << " was accepted: " << (r.ok() ? r->dump() : "");
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
+      EXPECT_NE(r.status().message().find("outside"), std::string::npos) << r.status().message();
+    }
+  };
+  refused("checkpoint: {dir: ../st1/jobs/2/ckpt}\n", "checkpoint.dir");
+  refused("checkpoint: {dir: " + d_->state() + "/jobs/1/ckpt}\n", "checkpoint.dir");
+  refused("checkpoint: {dir: " + area + "/../../x}\n", "checkpoint.dir");
+  refused("workdir: /\n", "workdir");
+  refused("workdir: ..\n", "workdir");
+  // A symlink inside the area that points out of it is resolved before the check.
+  ASSERT_EQ(::symlink(dir_.c_str(), (area + "/escape").c_str()), 0);
+  refused("checkpoint: {dir: escape/ckpt}\n", "checkpoint.dir");
+  refused("checkpoint: {dir: " + area + "/escape/ckpt}\n", "checkpoint.dir");
+  // Relative paths inside the area are accepted and resolved against it.
+  auto good = SubmitYaml(*admin_, ok + "checkpoint: {dir: shared/ckpt}\n");
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ((*good)["checkpoint_dir"], area + "/shared/ckpt");
+}
+
+// Issue #13, 5: 12 connections sending one header line every 2 s made /v1/health time out.
+TEST_F(DaemonSecurity, SlowClientsDoNotStarveTheApi) {
+  StartDaemon();
+  std::string addr = Addr(d_->state());
+  auto colon = addr.rfind(':');
+  int port = std::stoi(addr.substr(colon + 1));
+  std::vector<int> socks;
+  for (int i = 0; i < 12; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    std::string head = "GET /v1/health HTTP/1.1\r\nHost: x\r\n";
+    ASSERT_GT(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
+    socks.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::thread slow([&] {
+    for (int round = 0; round < 60 && !stop; ++round) {
+      for (int fd : socks) (void)::send(fd, "X-Slow: 1\r\n", 11, MSG_NOSIGNAL);
+      for (int k = 0; k < 20 && !stop; ++k) std::this_thread::sleep_for(100ms);
+    }
+  });
+  std::this_thread::sleep_for(500ms);  // let the daemon accept them all
+  // The API still answers, to a client that waits at most 5 s.
+  for (int i = 0; i < 3; ++i) {
+    Raw h = Request(d_->state(), "GET", "/v1/health", "", "");
+    EXPECT_EQ(h.status, 200) << h.body;
+  }
+  // A slow client is cut off (the daemon bounds the time to read one request).
+  int fd0 = socks[0];
+  bool closed = WaitFor(
+      [&] {
+        char buf[512];
+        ssize_t n = ::recv(fd0, buf, sizeof buf, MSG_DONTWAIT);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || n > 0;
+      },
+      60s);
+  EXPECT_TRUE(closed) << "the daemon kept a client that sends one header line every 2 s";
+  stop = true;
+  slow.join();
+  for (int fd : socks) ::close(fd);
+}
+
+// Issue #13, 5: the request body is capped at 1 MiB, with a JSON 413.
+TEST_F(DaemonSecurity, OversizedBodyGets413) {
+  StartDaemon();
+  std::string token = AdminToken(d_->state());
+  json body = {{"source", "big.yaml"}, {"yaml", std::string(2 << 20, '#')}};
+  Raw r = Request(d_->state(), "POST", "/v1/jobs", body.dump(), token);
+  EXPECT_EQ(r.status, 413) << r.body.substr(0, 200);
+  EXPECT_NE(ErrorOf(r).find("1 MiB"), std::string::npos) << r.body.substr(0, 200);
+  // Just under the cap is read (and refused for what it says, not for its size).
+  json small = {{"source", "small.yaml"}, {"yaml", "# " + std::string(1000, 'x') + "\n"}};
+  Raw s = Request(d_->state(), "POST", "/v1/jobs", small.dump(), token);
+  EXPECT_EQ(s.status, 400) << s.body;
+}
+
+// Issue #13, 6: these answered 500 with an empty body.
+TEST_F(DaemonSecurity, MalformedRequestsGetJson400s) {
+  StartDaemon();
+  Register();
+  std::string token = AdminToken(d_->state());
+  // A job that prints a step number no integer holds: its status must still be readable.
+  auto sub = SubmitYaml(*admin_, ShellJob("huge", "echo 'step 99999999999999999999999/99999999999999999999999'"));
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  int64_t id = (*sub)["id"];
+  ASSERT_TRUE(WaitEnded(id));
+  Raw st = Request(d_->state(), "GET", fmt::format("/v1/jobs/{}", id), "", token);
+  EXPECT_EQ(st.status, 200) << st.body;
+
+  struct Case {
+    std::string method, path, body, mentions;
+  };
+  std::vector<Case> cases = {
+      {"GET", "/v1/jobs/99999999999999999999999", "", "99999999999999999999999"},
+      {"GET", fmt::format("/v1/jobs/{}/logs?offset=abc", id), "", "offset"},
+      {"GET", fmt::format("/v1/jobs/{}/logs?tail=-5", id), "", "tail"},
+      {"POST", "/v1/jobs/99999999999999999999999/cancel", "{}", "99999999999999999999999"},
+      {"POST", "/v1/jobs", "[1,2,3]", "object"},
+      {"POST", "/v1/jobs", "{\"yaml\":5}", "yaml"},
+      {"POST", "/v1/jobs", "null", "object"},
+      {"POST", "/v1/jobs", "{\"yaml\":\"name: x\\n\",\"compatible\":\"ascend\"}", "compatible"},
+      {"POST", "/v1/jobs", "{\"yaml\":\"name: x\\n\",\"base_dir\":[]}", "base_dir"},
+      {"PUT", "/v1/policy", "{\"yaml\":5}", "yaml"},
+      {"PUT", "/v1/fleet", "{\"fleet\":{\"yaml\":5}}", "yaml"},
+  };
+  for (const auto& c : cases) {
+    Raw r = Request(d_->state(), c.method, c.path, c.body, token);
+    EXPECT_EQ(r.status, 400) << c.method << " " << c.path << " " << c.body << " -> " << r.body;
+    EXPECT_NE(ErrorOf(r).find(c.mentions), std::string::npos)
+        << c.method << " " << c.path << " " << c.body << " -> '" << r.body << "'";
+  }
+}
+
+// Issue #13, 7: names with control characters split `tessera queue` rows and truncated the ledger key.
+TEST_F(DaemonSecurity, NamesWithControlCharactersAreRefused) {
+  StartDaemon();
+  Register();
+  for (std::string name : {"\"a\\nb\"", "\"a\\0b\"", "\"a\\tb\"", "\"\\e[31mred\"", "\"a\\x7fb\""}) {
+    auto r = SubmitYaml(*admin_, "name: " + name +
+                                     "\nclass: mlp-train\ncards: 1\ncompatible: [ascend]\n"
+                                     "command: [/bin/true]\n");
+    EXPECT_FALSE(r.ok()) << name;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("name"), std::string::npos) << r.status().message();
+      EXPECT_NE(r.status().message().find("control character"), std::string::npos) << r.status().message();
+    }
+  }
+  auto list = admin_->Get("/v1/jobs?all=1");
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE((*list)["jobs"].empty()) << list->dump();
+}
+
+// Issue #13, 8: `cards: 1000` on a 4-card fleet was accepted and queued forever.
+TEST_F(DaemonSecurity, JobsNoZoneCouldHoldAreRefused) {
+  StartDaemon();
+  Register();
+  auto job = [&](int cards, const std::string& compat, double secs = 0.2) {
+    return SleepJobYaml(fmt::format("j{}", cards), 0, cards, secs, out_ + "/", compat);
+  };
+  auto r = SubmitYaml(*admin_, job(1000, "[ascend, nvidia]"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("can never run"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("largest"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find(" 4 "), std::string::npos) << r.status().message();
+  r = SubmitYaml(*admin_, job(3, "[ascend]"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(" 2 "), std::string::npos) << r.status().message();
+  // A job that only waits for capacity is queued.
+  auto a = SubmitYaml(*admin_, job(4, "[ascend, nvidia]", 30));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = SubmitYaml(*admin_, job(2, "[ascend]"));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*b)["state"], "queued");
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", (*a)["id"].get<int64_t>()), json::object()).ok());
+}
+
+}  // namespace
+}  // namespace tessera::daemon::testing
