@@ -4,6 +4,8 @@
 // file that holds only token hashes, follow it across SIGHUP and restarts; job paths stay inside the tenant's
 // area; slow clients do not starve the API and large bodies get 413; malformed requests get JSON 400s; job
 // names with control characters and jobs that no zone could ever hold are refused at submit.
+#include "daemon/security.hpp"
+
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -18,6 +20,7 @@
 #include <thread>
 
 #include "daemon/harness.hpp"
+#include "daemon/state.hpp"
 
 namespace tessera::daemon::testing {
 namespace {
@@ -135,6 +138,17 @@ class DaemonSecurity : public ::testing::Test {
     auto r = admin_->GetText(fmt::format("/v1/jobs/{}/logs", id));
     return r.ok() ? *r : "";
   }
+  // Whether `token` is accepted; *why gets the refusal.
+  bool TokenWorks(const std::string& token, std::string* why = nullptr) {
+    auto c = d_ ? d_->ClientFor(token) : nullptr;
+    if (!c) {
+      if (why) *why = "no daemon";
+      return false;
+    }
+    auto r = c->Get("/v1/jobs");
+    if (why) *why = r.ok() ? "" : r.status().message();
+    return r.ok();
+  }
   std::string ShellJob(const std::string& name, const std::string& script) {
     json cmd = json::array({"sh", "-c", script});
     return fmt::format("name: {}\nclass: mlp-train\ncards: 1\ncompatible: [ascend]\ncommand: {}\n", name, cmd.dump());
@@ -147,8 +161,8 @@ class DaemonSecurity : public ::testing::Test {
 
 // Issue #13, 1: `cat $TESSERA_HOME/token` printed the admin token into the job's own log.
 TEST_F(DaemonSecurity, JobCannotReadTheDaemonsTokenOrState) {
-  StartDaemon();
-  Register();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(Register());
   std::string state = d_->state();
   std::string token = AdminToken(state);
   ASSERT_FALSE(token.empty());
@@ -179,8 +193,8 @@ TEST_F(DaemonSecurity, JobCannotReadTheDaemonsTokenOrState) {
 TEST_F(DaemonSecurity, StateDirectoryAndSecretsArePrivate) {
   ASSERT_EQ(::mkdir((dir_ + "/state").c_str(), 0755), 0);
   ASSERT_EQ(::chmod((dir_ + "/state").c_str(), 0755), 0);
-  StartDaemon();
-  Register();  // writes to the database: its WAL exists
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(Register());  // writes to the database: its WAL exists
   std::string s = d_->state();
   EXPECT_EQ(Mode(s), 0700);
   for (const char* f : {"daemon.db", "daemon.db-wal", "token", "daemon.json", "ledger.db"})
@@ -198,8 +212,8 @@ TEST_F(DaemonSecurity, StateDirectoryAndSecretsArePrivate) {
 
 // Issue #13, 4: `checkpoint.dir: ../st1/jobs/2/ckpt` escaped the tenant.
 TEST_F(DaemonSecurity, JobPathsAreConfinedToTheTenantArea) {
-  StartDaemon();
-  Register();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(Register());
   const std::string ok = "name: x\nclass: mlp-train\ncards: 1\ncompatible: [ascend]\ncommand: [/bin/true]\n";
   auto first = SubmitYaml(*admin_, ok);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -232,7 +246,7 @@ TEST_F(DaemonSecurity, JobPathsAreConfinedToTheTenantArea) {
 
 // Issue #13, 5: 12 connections sending one header line every 2 s made /v1/health time out.
 TEST_F(DaemonSecurity, SlowClientsDoNotStarveTheApi) {
-  StartDaemon();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   std::string addr = Addr(d_->state());
   auto colon = addr.rfind(':');
   int port = std::stoi(addr.substr(colon + 1));
@@ -279,7 +293,7 @@ TEST_F(DaemonSecurity, SlowClientsDoNotStarveTheApi) {
 
 // Issue #13, 5: the request body is capped at 1 MiB, with a JSON 413.
 TEST_F(DaemonSecurity, OversizedBodyGets413) {
-  StartDaemon();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   std::string token = AdminToken(d_->state());
   json body = {{"source", "big.yaml"}, {"yaml", std::string(2 << 20, '#')}};
   Raw r = Request(d_->state(), "POST", "/v1/jobs", body.dump(), token);
@@ -293,8 +307,8 @@ TEST_F(DaemonSecurity, OversizedBodyGets413) {
 
 // Issue #13, 6: these answered 500 with an empty body.
 TEST_F(DaemonSecurity, MalformedRequestsGetJson400s) {
-  StartDaemon();
-  Register();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(Register());
   std::string token = AdminToken(d_->state());
   // A job that prints a step number no integer holds: its status must still be readable.
   auto sub = SubmitYaml(*admin_, ShellJob("huge", "echo 'step 99999999999999999999999/99999999999999999999999'"));
@@ -330,8 +344,8 @@ TEST_F(DaemonSecurity, MalformedRequestsGetJson400s) {
 
 // Issue #13, 7: names with control characters split `tessera queue` rows and truncated the ledger key.
 TEST_F(DaemonSecurity, NamesWithControlCharactersAreRefused) {
-  StartDaemon();
-  Register();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(Register());
   for (std::string name : {"\"a\\nb\"", "\"a\\0b\"", "\"a\\tb\"", "\"\\e[31mred\"", "\"a\\x7fb\""}) {
     auto r = SubmitYaml(*admin_, "name: " + name +
                                      "\nclass: mlp-train\ncards: 1\ncompatible: [ascend]\n"
@@ -349,8 +363,8 @@ TEST_F(DaemonSecurity, NamesWithControlCharactersAreRefused) {
 
 // Issue #13, 8: `cards: 1000` on a 4-card fleet was accepted and queued forever.
 TEST_F(DaemonSecurity, JobsNoZoneCouldHoldAreRefused) {
-  StartDaemon();
-  Register();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(Register());
   auto job = [&](int cards, const std::string& compat, double secs = 0.2) {
     return SleepJobYaml(fmt::format("j{}", cards), 0, cards, secs, out_ + "/", compat);
   };
@@ -369,6 +383,110 @@ TEST_F(DaemonSecurity, JobsNoZoneCouldHoldAreRefused) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ((*b)["state"], "queued");
   ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", (*a)["id"].get<int64_t>()), json::object()).ok());
+}
+
+// Issue #13, 2: tenant tokens were given on the command line (visible in `ps`) and stored as given.
+TEST_F(DaemonSecurity, TenantsComeFromAFileAndOnlyHashesAreKept) {
+  std::string tf = WriteTenantsFile(dir_ + "/tenants.yaml", {{"alice", "tok-alice-secret"}, {"bob", "tok-bob-secret"}});
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({"--tenants", tf}));
+  std::string why;
+  ASSERT_TRUE(TokenWorks("tok-alice-secret", &why)) << why;
+  std::string cmdline = ReadText(fmt::format("/proc/{}/cmdline", d_->pid()));
+  EXPECT_NE(cmdline.find("--tenants"), std::string::npos);
+  EXPECT_EQ(cmdline.find("tok-"), std::string::npos) << cmdline;
+  // The database holds hashes only: no token, not even the admin's, in the file or its WAL.
+  std::string admin = AdminToken(d_->state());
+  for (const char* f : {"daemon.db", "daemon.db-wal"}) {
+    std::string bytes = ReadText(d_->state() + "/" + f);
+    for (const std::string& t : {std::string("tok-alice-secret"), std::string("tok-bob-secret"), admin})
+      EXPECT_EQ(bytes.find(t), std::string::npos) << f << " holds a token";
+  }
+  {
+    auto db = StateDb::Open(d_->state() + "/daemon.db");
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    auto rows = (*db)->Query("SELECT name, token FROM tenants ORDER BY name");
+    ASSERT_TRUE(rows.ok());
+    ASSERT_EQ(rows->size(), 3u) << rows->dump();
+    EXPECT_EQ((*rows)[0]["token"], TokenHash(admin));
+    EXPECT_EQ((*rows)[1]["token"], TokenHash("tok-alice-secret"));
+  }
+  // A token on the command line is refused, and so is a tenants file that others can read.
+  std::string out;
+  EXPECT_EQ(Shell(Bin() + " daemon --state-dir " + dir_ + "/other --tenant a=secret 2>&1", &out), 2) << out;
+  EXPECT_NE(out.find("--tenants FILE"), std::string::npos) << out;
+  ASSERT_EQ(::chmod(tf.c_str(), 0644), 0);
+  EXPECT_NE(Shell("timeout 20 " + Bin() + " daemon --state-dir " + dir_ + "/other --tenants " + tf + " 2>&1", &out), 0);
+  EXPECT_NE(out.find(tf), std::string::npos) << out;
+  EXPECT_NE(out.find("chmod 600"), std::string::npos) << out;
+}
+
+// Issue #13, 2: the tenants file is reloaded on SIGHUP; a broken file keeps the table in force.
+TEST_F(DaemonSecurity, TenantsFileIsReloadedOnSighup) {
+  std::string tf = WriteTenantsFile(dir_ + "/tenants.yaml", {{"alice", "tok-a"}, {"bob", "tok-b"}});
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({"--tenants", tf}));
+  ASSERT_TRUE(TokenWorks("tok-b"));
+  WriteTenantsFile(tf, {{"alice", "tok-a"}, {"carol", "tok-c"}});
+  ASSERT_EQ(::kill(d_->pid(), SIGHUP), 0);
+  ASSERT_TRUE(WaitFor([&] { return TokenWorks("tok-c"); }, 20s));
+  std::string why;
+  ASSERT_FALSE(TokenWorks("tok-b", &why));
+  EXPECT_NE(why.find("not known"), std::string::npos) << why;
+  // A file that does not parse is reported and changes nothing.
+  WriteText(tf, "tenants: [\n");
+  ASSERT_EQ(::kill(d_->pid(), SIGHUP), 0);
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadText(d_->state() + ".daemon.log").find("previous tenants stay") != std::string::npos; }, 20s));
+  EXPECT_TRUE(TokenWorks("tok-c"));
+  EXPECT_TRUE(TokenWorks("tok-a"));
+}
+
+// Issue #13, 3: a tenant removed from the configuration kept access after a restart.
+TEST_F(DaemonSecurity, RemovedTenantGets401AfterRestart) {
+  std::string tf = WriteTenantsFile(dir_ + "/tenants.yaml", {{"alice", "tok-a"}, {"bob", "tok-b"}});
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({"--tenants", tf}));
+  ASSERT_TRUE(TokenWorks("tok-b"));
+  d_->Stop();
+  WriteTenantsFile(tf, {{"alice", "tok-a"}});
+  d_->Start();
+  std::string why;
+  ASSERT_FALSE(TokenWorks("tok-b", &why));
+  EXPECT_NE(why.find("not known"), std::string::npos) << why;
+  EXPECT_TRUE(TokenWorks("tok-a"));
+  // Without --tenants only the admin remains.
+  d_->Stop();
+  d_ = std::make_unique<DaemonProcess>(dir_ + "/state");
+  d_->Start();
+  EXPECT_FALSE(TokenWorks("tok-a"));
+  EXPECT_TRUE(TokenWorks(AdminToken(d_->state())));
+}
+
+// Issue #13, 1: a tenant's `user:` is the identity its jobs run as (a root daemon).
+TEST_F(DaemonSecurity, TenantUserIsTheJobsIdentity) {
+  if (::geteuid() != 0) GTEST_SKIP() << "switching users needs a root daemon";
+  if (Shell("id -u daemon >/dev/null 2>&1") != 0) GTEST_SKIP() << "no 'daemon' user on this machine";
+  std::string uid;
+  Shell("id -u daemon", &uid);
+  std::string tf = dir_ + "/tenants.yaml";
+  WriteText(tf, "tenants:\n  - {name: alice, token_sha256: " + TokenHash("tok-a") +
+                    ", user: daemon}\n  - {name: bob, "
+                    "token_sha256: " +
+                    TokenHash("tok-b") + "}\n");
+  ASSERT_EQ(::chmod(tf.c_str(), 0600), 0);
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({"--tenants", tf}));
+  ASSERT_NO_FATAL_FAILURE(Register());
+  auto alice = d_->ClientFor("tok-a");
+  auto bob = d_->ClientFor("tok-b");
+  ASSERT_TRUE(alice && bob);
+  auto ja = SubmitYaml(*alice, ShellJob("who", "echo uid=$(id -u) gid=$(id -g) groups=$(id -G)"));
+  ASSERT_TRUE(ja.ok()) << ja.status().ToString();
+  auto jb = SubmitYaml(*bob, ShellJob("who", "echo uid=$(id -u); ls ../../alice/1 && echo listed-alice"));
+  ASSERT_TRUE(jb.ok()) << jb.status().ToString();
+  ASSERT_TRUE(WaitEnded((*ja)["id"]));
+  ASSERT_TRUE(WaitEnded((*jb)["id"]));
+  std::string la = Logs((*ja)["id"]), lb = Logs((*jb)["id"]);
+  EXPECT_NE(la.find("uid=" + uid.substr(0, uid.find('\n')) + " "), std::string::npos) << la;
+  EXPECT_NE(lb.find("uid=65534"), std::string::npos) << lb;  // the default job user, nobody
+  EXPECT_EQ(lb.find("listed-alice"), std::string::npos) << "bob's job listed alice's directory:\n" << lb;
 }
 
 }  // namespace
