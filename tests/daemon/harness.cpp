@@ -108,7 +108,9 @@ DaemonProcess::~DaemonProcess() {
 
 void DaemonProcess::Start() {
   ASSERT_TRUE(HaveLauncher()) << Bin() << " has no `run` subcommand: the daemon's executor needs the launcher";
-  std::vector<std::string> args = {Bin(), "daemon", "--state-dir", state_, "--port", "0", "--tick", "50ms"};
+  std::vector<std::string> args = prefix_;
+  args.push_back(Bin());
+  args.insert(args.end(), {"daemon", "--state-dir", state_, "--port", "0", "--tick", "50ms"});
   for (const auto& e : extra_) args.push_back(e);
   ::unlink((state_ + "/daemon.json").c_str());
   pid_ = ::fork();
@@ -125,7 +127,7 @@ void DaemonProcess::Start() {
     ::setenv("TESSERA_LOG", "info", 1);
     // As `make demo` and the README run it: jobs must not learn the state directory from this.
     ::setenv("TESSERA_HOME", state_.c_str(), 1);
-    ::execv(argv[0], argv.data());
+    ::execvp(argv[0], argv.data());
     _exit(127);
   }
   bool up = WaitFor(

@@ -489,5 +489,52 @@ TEST_F(DaemonSecurity, TenantUserIsTheJobsIdentity) {
   EXPECT_EQ(lb.find("listed-alice"), std::string::npos) << "bob's job listed alice's directory:\n" << lb;
 }
 
+// Issue #13, 1, an ordinary user's daemon: jobs run in a bubblewrap sandbox that hides the state directory,
+// the other jobs' areas and the daemon's processes. The daemon is started as nobody (setpriv).
+TEST_F(DaemonSecurity, SandboxHidesTheStateFromJobsOfAnUnprivilegedDaemon) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the test starts the daemon as nobody with setpriv, which needs root";
+  if (Shell("command -v setpriv >/dev/null && command -v bwrap >/dev/null") != 0)
+    GTEST_SKIP() << "needs setpriv and bwrap (scripts/install-deps.sh installs bubblewrap)";
+  std::string home = dir_ + "/nb";
+  ASSERT_EQ(::mkdir(home.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(home.c_str(), 65534, 65534), 0);
+  d_ = std::make_unique<DaemonProcess>(home + "/state");
+  d_->RunUnder({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"});
+  ASSERT_NO_FATAL_FAILURE(d_->Start());
+  admin_ = d_->Admin();
+  ASSERT_TRUE(admin_);
+  auto health = admin_->Get("/v1/health");
+  ASSERT_TRUE(health.ok());
+  EXPECT_NE(health->value("jobs_run", "").find("bubblewrap"), std::string::npos) << health->dump();
+  ASSERT_NO_FATAL_FAILURE(Register());
+  std::string state = d_->state(), token = AdminToken(state);
+  std::string script = fmt::format(
+      "echo uid=$(id -u); cat '{0}/token'; ls -A '{0}'; echo listed-state; ls -A '{0}-work/admin'; echo listed-area; "
+      "test -e /proc/{1} && echo sees-the-daemon; echo end-of-probe",
+      state, d_->pid());
+  auto r = SubmitYaml(*admin_, ShellJob("probe", script));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  int64_t id = (*r)["id"];
+  ASSERT_TRUE(WaitEnded(id)) << Job(id).dump(2);
+  std::string log = Logs(id);
+  ASSERT_NE(log.find("end-of-probe"), std::string::npos) << log;
+  EXPECT_EQ(log.find(token), std::string::npos) << log;
+  EXPECT_NE(log.find("uid=65534"), std::string::npos) << log;
+  EXPECT_EQ(log.find("daemon.db"), std::string::npos) << "the job listed the state directory:\n" << log;
+  EXPECT_EQ(log.find("sees-the-daemon"), std::string::npos) << log;
+  // Its own directory is there, the other jobs' are not (the area shows only this job).
+  std::string area_part = log.substr(log.find("listed-state"));
+  area_part = area_part.substr(0, area_part.find("listed-area"));
+  EXPECT_NE(area_part.find(fmt::format("] {}\n", id)), std::string::npos) << log;
+  // Cancel reaches the job inside the sandbox (SIGTERM, its trap runs) and the end is recorded.
+  auto s = SubmitYaml(*admin_, SleepJobYaml("sleeper", 0, 1, 60, out_ + "/", "[ascend]"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  int64_t sid = (*s)["id"];
+  ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/pid.1"); }, 30s)) << Job(sid).dump(2);
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", sid), json::object()).ok());
+  ASSERT_TRUE(WaitFor([&] { return Job(sid).value("state", "") == "cancelled"; }, 30s)) << Job(sid).dump(2);
+  EXPECT_TRUE(Exists(out_ + "/term.1.0")) << "the job did not get SIGTERM before the end";
+}
+
 }  // namespace
 }  // namespace tessera::daemon::testing
