@@ -1050,9 +1050,13 @@ void Daemon::Schedule(int64_t now) {
 
 // ---- HTTP ---------------------------------------------------------------------------------------------
 
+// JSON text of an answer. Strings from the request (a path, a parameter echoed in an error) may hold bytes
+// that are not UTF-8, on which json::dump throws: they are replaced (U+FFFD) instead.
+std::string AnswerText(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void Reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(AnswerText(body), "application/json");
 }
 void Error(httplib::Response& res, int status, const std::string& msg) { Reply(res, status, {{"error", msg}}); }
 
@@ -1469,7 +1473,7 @@ int Daemon::Serve() {
                           ? fmt::format("the request body is larger than the {} MiB limit", kMaxBody >> 20)
                       : res.status == 404 ? fmt::format("no such API route: {} {}", req.method, req.path)
                                           : fmt::format("HTTP {}: the request was not understood", res.status);
-    res.set_content(json{{"error", msg}}.dump(), "application/json");
+    res.set_content(AnswerText(json{{"error", msg}}), "application/json");
     return httplib::Server::HandlerResponse::Handled;
   }));
   // A last resort: the handlers report errors as Status, so reaching this is a bug; still answer JSON.
@@ -1483,7 +1487,7 @@ int Daemon::Serve() {
     }
     TSR_LOG_ERROR("internal error answering {} {}: {}", req.method, req.path, what);
     res.status = 500;
-    res.set_content(json{{"error", "internal error: " + what}}.dump(), "application/json");
+    res.set_content(AnswerText(json{{"error", "internal error: " + what}}), "application/json");
   });
   int port = opts_.port;
   if (port == 0) {

@@ -325,6 +325,8 @@ TEST_F(DaemonSecurity, MalformedRequestsGetJson400s) {
       {"GET", "/v1/jobs/99999999999999999999999", "", "99999999999999999999999"},
       {"GET", fmt::format("/v1/jobs/{}/logs?offset=abc", id), "", "offset"},
       {"GET", fmt::format("/v1/jobs/{}/logs?tail=-5", id), "", "tail"},
+      // Bytes that are not UTF-8 are echoed in the error: the answer must still be JSON.
+      {"GET", fmt::format("/v1/jobs/{}/logs?offset=%FF%FE", id), "", "offset"},
       {"POST", "/v1/jobs/99999999999999999999999/cancel", "{}", "99999999999999999999999"},
       {"POST", "/v1/jobs", "[1,2,3]", "object"},
       {"POST", "/v1/jobs", "{\"yaml\":5}", "yaml"},
@@ -340,6 +342,11 @@ TEST_F(DaemonSecurity, MalformedRequestsGetJson400s) {
     EXPECT_NE(ErrorOf(r).find(c.mentions), std::string::npos)
         << c.method << " " << c.path << " " << c.body << " -> '" << r.body << "'";
   }
+  // An unknown route with such bytes is a JSON 404 (it made the daemon abort: the error answer threw).
+  Raw nf = Request(d_->state(), "GET", "/v1/jobs/%FF", "", token);
+  EXPECT_EQ(nf.status, 404) << nf.body;
+  EXPECT_NE(ErrorOf(nf).find("no such API route"), std::string::npos) << nf.body;
+  EXPECT_EQ(Request(d_->state(), "GET", "/v1/health", "", "").status, 200) << "the daemon did not survive";
 }
 
 // Issue #13, 7: names with control characters split `tessera queue` rows and truncated the ledger key.
