@@ -383,6 +383,12 @@ TEST_F(DaemonSecurity, JobsNoZoneCouldHoldAreRefused) {
   r = SubmitYaml(*admin_, job(3, "[ascend]"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(" 2 "), std::string::npos) << r.status().message();
+  // A throughput target: the zone offers 2 x 0.3 + 2 x 1.0 for mlp-train.
+  r = SubmitYaml(*admin_,
+                 "name: t\nclass: mlp-train\nthroughput: 100\ncompatible: [ascend, nvidia]\n"
+                 "command: [/bin/true]\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("throughput 2.6"), std::string::npos) << r.status().message();
   // A job that only waits for capacity is queued.
   auto a = SubmitYaml(*admin_, job(4, "[ascend, nvidia]", 30));
   ASSERT_TRUE(a.ok()) << a.status().ToString();
