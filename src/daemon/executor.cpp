@@ -298,7 +298,13 @@ int RunShim(int argc, char** argv) {
       _exit(127);
     }
     ::execvp(argv[i], argv + i);
-    std::fprintf(stderr, "tessera daemon shim: cannot start %s: %s\n", argv[i], std::strerror(errno));
+    int e = errno;
+    std::fprintf(stderr, "tessera daemon shim: cannot start %s: %s\n", argv[i], std::strerror(e));
+    if (e == EACCES && uid >= 0)
+      std::fprintf(stderr,
+                   "tessera daemon shim: the job runs as uid %ld, which must be able to reach and run it: make its "
+                   "directories searchable (chmod o+x) or choose another --job-user\n",
+                   uid);
     _exit(127);
   }
   nlohmann::json pj = {{"shim", ::getpid()}, {"child", child}, {"started_ms", started}, {"sandboxed", !bwrap.empty()}};
