@@ -310,7 +310,8 @@ class Daemon {
   std::string admin_hash_;       // SHA-256 of STATE/token
   std::vector<Tenant> tenants_;  // admin first, then the --tenants file; only hashes
   JobIdentity identity_;
-  std::string work_dir_;
+  std::string work_dir_;    // resolved
+  std::string state_real_;  // the state directory, resolved (what a sandbox hides)
 };
 
 // ---- configuration --------------------------------------------------------------------------------------
@@ -401,6 +402,7 @@ Status Daemon::Init() {
                       "the first and must not reach the second",
                       wk, st));
     work_dir_ = wk;
+    state_real_ = st;
   }
   if (::chmod(opts_.state_dir.c_str(), 0700) != 0) return ErrnoError("chmod 0700 " + opts_.state_dir, errno);
   TSR_RETURN_IF_ERROR(MakeDirs(opts_.state_dir + "/jobs", 0700));
@@ -878,7 +880,7 @@ Status Daemon::Start(const json& job, const JobSpec& spec, const sched::Placemen
   lr.gid = gid;
   if (identity_.mode == JobIdentity::Mode::kSandbox) {
     lr.bwrap = identity_.bwrap;
-    lr.hide = {opts_.state_dir, work_dir_};
+    lr.hide = {state_real_, work_dir_};
     lr.bind = {own};
     for (const auto& d : {ckpt_dir, workdir})
       if (d != own && d.rfind(own + "/", 0) != 0) lr.bind.push_back(d);
