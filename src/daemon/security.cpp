@@ -268,6 +268,11 @@ Status LookupJobUser(const std::string& user, int64_t* uid, int64_t* gid) {
         fmt::format("job user '{}' is uid {}, the daemon's own: jobs would have the daemon's "
                     "rights; choose an unprivileged user",
                     user, pw.pw_uid));
+  if (pw.pw_gid == 0)
+    return InvalidArgument(
+        fmt::format("job user '{}' has group 0 (root) as its primary group; choose a user "
+                    "without it",
+                    user));
   *uid = pw.pw_uid;
   *gid = pw.pw_gid;
   return Status::Ok();

@@ -549,5 +549,15 @@ TEST_F(DaemonSecurity, SandboxHidesTheStateFromJobsOfAnUnprivilegedDaemon) {
   EXPECT_TRUE(Exists(out_ + "/term.1.0")) << "the job did not get SIGTERM before the end";
 }
 
+// Issue #13, 1: the job identity is never the daemon's own; a user that does not exist is named.
+TEST_F(DaemonSecurity, JobUserMustBeAnExistingUnprivilegedUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "--job-user is for a daemon running as root";
+  std::string out;
+  EXPECT_EQ(Shell("timeout 20 " + Bin() + " daemon --state-dir " + dir_ + "/s --job-user root 2>&1", &out), 1);
+  EXPECT_NE(out.find("uid 0"), std::string::npos) << out;
+  EXPECT_EQ(Shell("timeout 20 " + Bin() + " daemon --state-dir " + dir_ + "/s --job-user no-such-user 2>&1", &out), 1);
+  EXPECT_NE(out.find("'no-such-user' does not exist"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace tessera::daemon::testing
