@@ -12,6 +12,7 @@ PACKAGES=(
   libsqlite3-dev sqlite3 libglpk-dev                                         # sched: ledger, solver
   libssl-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev                     # ckpt: S3, archive
   libcpp-httplib-dev                                                          # daemon HTTP API
+  bubblewrap                                                                  # daemon: job sandbox (non-root)
   libgloo-dev libopenmpi-dev openmpi-bin                                     # benchmark peers
   python3 python3-botocore python3-sklearn                                   # SigV4 reference, digits data
   nodejs                                                                      # s3rver (test S3 server)

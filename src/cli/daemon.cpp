@@ -38,7 +38,18 @@ int RunDaemonCmd(int argc, char** argv) {
   app.add_option("--catalog", o.catalog_path, "Catalog YAML (default: the stored one, else the brief's two prices)");
   app.add_option("--fleet", o.fleet_path, "Fleet YAML to register at start (or use `tessera fleet register`)");
   app.add_option("--policy", o.policy_path, "Policy YAML (default: the stored one, else no floor)");
-  app.add_option("--tenant", tenants, "Tenant token NAME=TOKEN (repeatable); the admin token is STATE/token");
+  app.add_option("--tenants", o.tenants_file,
+                 "Tenants file (YAML, mode 0600): name and token_sha256 of each tenant, optional user; reloaded on "
+                 "SIGHUP. The admin token is STATE/token");
+  app.add_option("--tenant", tenants, "Refused: a token on the command line is visible in `ps`; use --tenants FILE");
+  app.add_option("--work-dir", o.work_dir,
+                 "The tenants' areas WORK/TENANT/JOB (job working and checkpoint directories); default STATE-work");
+  app.add_option("--job-user", o.job_user,
+                 "Daemon running as root: the unprivileged user jobs run as (default nobody; a tenant's `user:` in "
+                 "the tenants file overrides it)");
+  app.add_flag("--insecure-no-job-isolation", o.insecure_no_job_isolation,
+               "Run jobs with the daemon's own rights, so that they can read its token and database (only when "
+               "neither root nor bubblewrap is available)");
   app.add_option("--tick", tick, "Scheduler poll interval (events wake it at once)");
   std::string launcher;
   app.add_option("--launcher", launcher,
@@ -49,13 +60,12 @@ int RunDaemonCmd(int argc, char** argv) {
     return app.exit(e);
   }
   o.state_dir = tessera::daemon::DefaultStateDir(state);
-  for (const auto& t : tenants) {
-    auto eq = t.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == t.size()) {
-      std::fprintf(stderr, "tessera daemon: --tenant '%s' is not NAME=TOKEN\n", t.c_str());
-      return 2;
-    }
-    o.tenants.emplace_back(t.substr(0, eq), t.substr(eq + 1));
+  if (!tenants.empty()) {
+    std::fprintf(stderr,
+                 "tessera daemon: --tenant NAME=TOKEN is no longer accepted: every user can read it in `ps`. Write "
+                 "the tenants to a file (mode 0600) and pass --tenants FILE:\n  tenants:\n    - {name: NAME, "
+                 "token_sha256: HASH}   # HASH: printf %%s TOKEN | sha256sum\n");
+    return 2;
   }
   auto tk = tessera::env::ParseDuration("--tick", tick);
   if (!tk.ok()) {

@@ -2,9 +2,13 @@
 // preemption), local execution through the shim, reconciliation after a restart, and billing.
 #include "daemon/daemon.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +34,7 @@
 #include "common/log.hpp"
 #include "daemon/executor.hpp"
 #include "daemon/jobspec.hpp"
+#include "daemon/security.hpp"
 #include "daemon/state.hpp"
 #include "daemon/util.hpp"
 #include "tessera/ckpt.hpp"
@@ -72,7 +77,102 @@ std::string DefaultStateDir(const std::string& flag) {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
 void OnSignal(int) { g_stop = true; }
+void OnHangup(int) { g_reload = true; }
+
+// HTTP limits (docs/daemon.md "Security model"): one request per connection, read within kRequestReadS seconds
+// (head and body together, each read within kReadS), at most kMaxBody bytes of body, kApiThreads connections
+// served at once (more wait for a free thread).
+constexpr int kRequestReadS = 10;
+constexpr int kReadS = 5;
+constexpr int kWriteS = 10;
+constexpr size_t kMaxBody = 1 << 20;
+constexpr size_t kApiThreads = 32;
+
+// A socket stream whose reads share one deadline: a client that trickles its request is cut off.
+class DeadlineStream : public httplib::Stream {
+ public:
+  explicit DeadlineStream(int sock)
+      : sock_(sock), deadline_(std::chrono::steady_clock::now() + std::chrono::seconds(kRequestReadS)) {}
+  bool is_readable() const override { return Wait(POLLIN) > 0; }
+  bool is_writable() const override { return WaitFor(POLLOUT, kWriteS * 1000) > 0; }
+  ssize_t read(char* ptr, size_t size) override {
+    if (Wait(POLLIN) <= 0) return -1;
+    ssize_t n;
+    do {
+      n = ::recv(sock_, ptr, size, 0);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    if (WaitFor(POLLOUT, kWriteS * 1000) <= 0) return -1;
+    ssize_t n;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(false, ip, port); }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  int Wait(short ev) const {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return 0;
+    return WaitFor(ev, static_cast<int>(std::min<int64_t>(left.count(), kReadS * 1000)));
+  }
+  int WaitFor(short ev, int ms) const {
+    struct pollfd p {
+      sock_, ev, 0
+    };
+    int r;
+    do {
+      r = ::poll(&p, 1, ms);
+    } while (r < 0 && errno == EINTR);
+    return r;
+  }
+  void Address(bool peer, std::string& ip, int& port) const {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int r = peer ? ::getpeername(sock_, reinterpret_cast<sockaddr*>(&ss), &len)
+                 : ::getsockname(sock_, reinterpret_cast<sockaddr*>(&ss), &len);
+    char buf[INET6_ADDRSTRLEN] = "";
+    port = 0;
+    if (r == 0 && ss.ss_family == AF_INET) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
+      port = ntohs(a->sin_port);
+    } else if (r == 0 && ss.ss_family == AF_INET6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
+      port = ntohs(a->sin6_port);
+    }
+    ip = buf;
+  }
+  int sock_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+// cpp-httplib's server with DeadlineStream and one request per connection: neither a slow nor an idle
+// (keep-alive) client holds a worker thread for longer than the read bound.
+class ApiServer : public httplib::Server {
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    bool ok = false;
+    {
+      DeadlineStream strm(sock);
+      bool closed = false;
+      ok = process_request(strm, /*close_connection=*/true, closed, [&](httplib::Request& req) {
+        strm.get_remote_ip_and_port(req.remote_addr, req.remote_port);
+      });
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+};
 
 std::string JobKey(const std::string& name, int64_t id) { return fmt::format("{}#{}", name, id); }
 
@@ -126,8 +226,14 @@ json ProgressFromLog(const std::string& path) {
   static const std::regex re(R"(step (\d+)(?:/(\d+))?(?: loss ([0-9.eE+-]+))?)");
   json out = nullptr;
   for (auto it = std::sregex_iterator(tail.begin(), tail.end(), re); it != std::sregex_iterator(); ++it) {
-    out = json{{"step", std::stoll((*it)[1])}};
-    if ((*it)[2].matched) out["of"] = std::stoll((*it)[2]);
+    // The log is the job's: a number no int64 holds is skipped, not thrown.
+    auto step = env::ParseInt("step", (*it)[1], 0, std::numeric_limits<int64_t>::max());
+    if (!step.ok()) continue;
+    out = json{{"step", *step}};
+    if ((*it)[2].matched) {
+      auto of = env::ParseInt("of", (*it)[2], 0, std::numeric_limits<int64_t>::max());
+      if (of.ok()) out["of"] = *of;
+    }
     if ((*it)[3].matched) out["loss"] = (*it)[3].str();
   }
   return out;
@@ -167,6 +273,13 @@ class Daemon {
   // ---- HTTP
   void Routes();
   std::optional<Caller> Auth(const httplib::Request& req, httplib::Response& res);
+  // ---- security (daemon/security.hpp)
+  Status LoadTenants();
+  Result<std::string> TenantArea(const std::string& tenant);
+  Status IdentityFor(const std::string& tenant, int64_t* uid, int64_t* gid);
+  Result<JobSpec> ParseSpec(const std::string& yaml, const std::string& source, const std::string& base,
+                            const std::string& tenant, const std::vector<std::string>& compatible);
+  std::string NeverFits(const JobSpec& spec);
   Result<json> LoadJobFor(const Caller& c, int64_t id);
   json JobSummary(const json& job);
 
@@ -195,8 +308,13 @@ class Daemon {
   bool policy_changed_ = true;
   sched::Ppm last_floor_ = -1;
 
-  httplib::Server http_;
+  ApiServer http_;
   int lock_fd_ = -1;
+  std::string admin_hash_;       // SHA-256 of STATE/token
+  std::vector<Tenant> tenants_;  // admin first, then the --tenants file; only hashes
+  JobIdentity identity_;
+  std::string work_dir_;    // resolved
+  std::string state_real_;  // the state directory, resolved (what a sandbox hides)
 };
 
 // ---- configuration --------------------------------------------------------------------------------------
@@ -267,7 +385,29 @@ Status Daemon::LoadConfig() {
 
 Status Daemon::Init() {
   if (opts_.self_exe.empty()) opts_.self_exe = SelfExe();
+  TSR_ASSIGN_OR_RETURN(identity_, ChooseJobIdentity(opts_.job_user, opts_.insecure_no_job_isolation));
+  // The tenants' areas are reachable by the jobs' identity; the state directory by nobody but the daemon.
+  work_dir_ = opts_.work_dir.empty() ? opts_.state_dir + "-work" : opts_.work_dir;
+  {
+    ::umask(022);
+    Status s = MakeDirs(work_dir_, 0755);
+    if (s.ok() && ::chmod(work_dir_.c_str(), 0755) != 0) s = ErrnoError("chmod " + work_dir_, errno);
+    ::umask(077);  // everything the daemon creates from here on is its own: 0600 files, 0700 directories
+    TSR_RETURN_IF_ERROR(s);
+  }
   TSR_RETURN_IF_ERROR(MakeDirs(opts_.state_dir, 0700));
+  {
+    TSR_ASSIGN_OR_RETURN(auto st, ConfinePath("--state-dir", opts_.state_dir, ".", "/"));
+    TSR_ASSIGN_OR_RETURN(auto wk, ConfinePath("--work-dir", work_dir_, ".", "/"));
+    if (st == wk || wk.rfind(st + "/", 0) == 0 || st.rfind(wk + "/", 0) == 0)
+      return InvalidArgument(
+          fmt::format("--work-dir {} and --state-dir {} must not contain one another: jobs reach "
+                      "the first and must not reach the second",
+                      wk, st));
+    work_dir_ = wk;
+    state_real_ = st;
+  }
+  if (::chmod(opts_.state_dir.c_str(), 0700) != 0) return ErrnoError("chmod 0700 " + opts_.state_dir, errno);
   TSR_RETURN_IF_ERROR(MakeDirs(opts_.state_dir + "/jobs", 0700));
   std::string lock = opts_.state_dir + "/daemon.lock";
   lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -284,7 +424,7 @@ Status Daemon::Init() {
     TSR_LOG_WARN("billing is off: {}", ledger.status().ToString());
   }
 
-  // Tenants: the admin token (created once, kept in STATE/token, mode 0600) and the --tenant ones.
+  // The admin token is created once and kept in STATE/token (0600) for the CLI; the daemon keeps its hash.
   std::string token_path = opts_.state_dir + "/token";
   auto admin = ReadFile(token_path);
   std::string admin_token;
@@ -295,18 +435,20 @@ Status Daemon::Init() {
     TSR_ASSIGN_OR_RETURN(admin_token, RandomToken());
     TSR_RETURN_IF_ERROR(WriteFileAtomic(token_path, admin_token + "\n", 0600));
   }
-  TSR_RETURN_IF_ERROR(db_->Exec(
-      "INSERT INTO tenants(name,token,admin) VALUES('admin',?1,1) ON CONFLICT(name) DO UPDATE SET token=excluded.token",
-      {admin_token}));
-  for (const auto& [name, token] : opts_.tenants) {
-    if (name == "admin") return InvalidArgument("--tenant admin=...: 'admin' is reserved for the token in STATE/token");
-    Status s = db_->Exec(
-        "INSERT INTO tenants(name,token,admin) VALUES(?1,?2,0) ON CONFLICT(name) DO UPDATE SET token=excluded.token",
-        {name, token});
-    if (!s.ok()) return InvalidArgument(fmt::format("--tenant {}=...: {} (is the token used by another tenant?)", name,
-                                                    s.message()));
-  }
+  admin_hash_ = TokenHash(admin_token);
+  TSR_RETURN_IF_ERROR(LoadTenants());
   TSR_RETURN_IF_ERROR(LoadConfig());
+  // Files an older daemon (or an operator) left readable are tightened: the database, its WAL, the tokens.
+  for (const char* f : {"daemon.db", "daemon.db-wal", "daemon.db-shm", "ledger.db", "ledger.db-wal", "ledger.db-shm",
+                        "token", "daemon.json", "daemon.lock"}) {
+    std::string path = opts_.state_dir + "/" + f;
+    if (::chmod(path.c_str(), 0600) != 0 && errno != ENOENT) return ErrnoError("chmod 0600 " + path, errno);
+  }
+  TSR_LOG_INFO("jobs run {}; their areas are under {}", identity_.Describe(), work_dir_);
+  if (identity_.mode == JobIdentity::Mode::kNone)
+    std::fprintf(stderr,
+                 "tessera daemon: WARNING: --insecure-no-job-isolation: jobs run with the daemon's rights and "
+                 "can read its token and database\n");
 
   // Reconcile: attempts left open by a previous daemon are checked by the first Tick (pid.json /
   // exit.json / live shim); nothing else to do here but log them.
@@ -318,6 +460,117 @@ Status Daemon::Init() {
   }
   last_capacity_ms_ = NowMs();
   return Status::Ok();
+}
+
+// ---- security -----------------------------------------------------------------------------------------
+
+// The tenant table follows the configuration: the admin and the --tenants file, nothing else (a removed
+// tenant's token stops working at the next start or SIGHUP). On error the previous table stays.
+Status Daemon::LoadTenants() {
+  std::vector<Tenant> list = {Tenant{"admin", admin_hash_, true, ""}};
+  if (!opts_.tenants_file.empty()) {
+    TSR_ASSIGN_OR_RETURN(auto file, LoadTenantsFile(opts_.tenants_file));
+    for (auto& t : file) {
+      if (!t.user.empty()) {
+        if (identity_.mode != JobIdentity::Mode::kUser)
+          return InvalidArgument(
+              fmt::format("{}: tenant '{}' names user '{}', but only a daemon running as root "
+                          "switches users",
+                          opts_.tenants_file, t.name, t.user));
+        int64_t uid, gid;
+        Status s = LookupJobUser(t.user, &uid, &gid);
+        if (!s.ok()) return s.WithContext(fmt::format("{}: tenant '{}'", opts_.tenants_file, t.name));
+      }
+      if (t.token_sha256 == admin_hash_)
+        return InvalidArgument(fmt::format("{}: tenant '{}' has the admin's token", opts_.tenants_file, t.name));
+      list.push_back(std::move(t));
+    }
+  }
+  TSR_RETURN_IF_ERROR(db_->Begin());
+  Status s = db_->Exec("DELETE FROM tenants");
+  for (const auto& t : list) {
+    if (s.ok())
+      s = db_->Exec("INSERT INTO tenants(name,token,admin) VALUES(?1,?2,?3)",
+                    {t.name, t.token_sha256, t.admin ? 1 : 0});
+  }
+  if (s.ok()) s = db_->Commit();
+  if (!s.ok()) {
+    db_->Rollback();
+    return s;
+  }
+  tenants_ = std::move(list);
+  TSR_LOG_INFO("tenants: {} (admin included)", tenants_.size());
+  return Status::Ok();
+}
+
+Result<std::string> Daemon::TenantArea(const std::string& tenant) {
+  TSR_RETURN_IF_ERROR(CheckTenantName(tenant, "tenant"));
+  std::string area = work_dir_ + "/" + tenant;
+  // Owned by the daemon, 0711: a job reaches its own directory inside but cannot list or rename its neighbours.
+  if (::mkdir(area.c_str(), 0711) != 0 && errno != EEXIST) return ErrnoError("mkdir " + area, errno);
+  struct stat st {};
+  if (::lstat(area.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
+    return SystemError(fmt::format("{} is not a directory owned by the daemon", area));
+  if ((st.st_mode & 07777) != 0711 && ::chmod(area.c_str(), 0711) != 0) return ErrnoError("chmod " + area, errno);
+  return area;
+}
+
+Status Daemon::IdentityFor(const std::string& tenant, int64_t* uid, int64_t* gid) {
+  *uid = *gid = -1;
+  if (identity_.mode != JobIdentity::Mode::kUser) return Status::Ok();
+  *uid = identity_.uid;
+  *gid = identity_.gid;
+  for (const auto& t : tenants_)
+    if (t.name == tenant && !t.user.empty()) return LookupJobUser(t.user, uid, gid);
+  return Status::Ok();
+}
+
+Result<JobSpec> Daemon::ParseSpec(const std::string& yaml, const std::string& source, const std::string& base,
+                                  const std::string& tenant, const std::vector<std::string>& compatible) {
+  TSR_ASSIGN_OR_RETURN(auto area, TenantArea(tenant));
+  return ParseJobSpec(yaml, source, base, tenant, compatible, area);
+}
+
+// Why no zone of the fleet could ever hold `spec`, even empty, or "" when one could (or when the reason is
+// one that a policy change could lift).
+std::string Daemon::NeverFits(const JobSpec& spec) {
+  std::vector<sched::RunningJob> none;
+  auto empty = PlanJob(spec, none);
+  if (!empty.ok() || empty->placed()) return empty.ok() ? "" : empty.status().message();
+  auto b = empty->infeasible->binding;
+  if (b != sched::Binding::kCompatibility && b != sched::Binding::kCapacity && b != sched::Binding::kBounds) return "";
+  // The largest the fleet offers this job: per zone, the cards (and throughput) of the types it accepts.
+  std::map<std::string, std::pair<int64_t, sched::Throughput>> zones;
+  std::set<std::string> types;
+  for (const auto& n : fleet_.fleet.nodes) {
+    const auto* t = catalog_.Find(n.type);
+    if (!t || !spec.job.Accepts(*t)) continue;
+    types.insert(t->name);
+    auto it = t->throughput.find(spec.job.workload_class);
+    auto& z = zones[n.zone];
+    z.first += n.cards;
+    if (it != t->throughput.end()) z.second += it->second * n.cards;
+  }
+  std::string largest = "no zone has a card of a type it accepts";
+  std::string best_zone;
+  int64_t best_cards = -1;
+  sched::Throughput best_tp = 0;
+  for (const auto& [zone, v] : zones) {
+    bool better = spec.job.cards > 0 ? v.first > best_cards : v.second > best_tp;
+    if (better) best_zone = zone, best_cards = v.first, best_tp = v.second;
+  }
+  if (!best_zone.empty()) {
+    std::string tl;
+    for (const auto& t : types) tl += (tl.empty() ? "" : ", ") + t;
+    largest = spec.job.cards > 0
+                  ? fmt::format("the largest possible is {} cards (zone {}, types {})", best_cards, best_zone, tl)
+                  : fmt::format("the largest possible is throughput {} for class {} (zone {}, {} cards of types {})",
+                                sched::FormatThroughput(best_tp), spec.job.workload_class, best_zone, best_cards, tl);
+  }
+  std::string need = spec.job.cards > 0 ? fmt::format("it needs {} cards in one zone", spec.job.cards)
+                                        : fmt::format("it needs throughput {} in one zone",
+                                                      sched::FormatThroughput(spec.job.throughput_target));
+  return fmt::format("{}; {} ({})", need, largest, empty->infeasible->reason);
 }
 
 // ---- helpers ------------------------------------------------------------------------------------------
@@ -341,9 +594,9 @@ Result<JobSpec> Daemon::SpecFor(const json& job) {
   auto it = specs_.find(id);
   if (it != specs_.end()) return it->second;
   auto comp = SplitList(job["compatible"].get<std::string>());
-  TSR_ASSIGN_OR_RETURN(auto spec, ParseJobSpec(job["yaml"].get<std::string>(), job["source"].get<std::string>(),
-                                               job["base_dir"].get<std::string>(), job["tenant"].get<std::string>(),
-                                               comp));
+  TSR_ASSIGN_OR_RETURN(auto spec,
+                       ParseSpec(job["yaml"].get<std::string>(), job["source"].get<std::string>(),
+                                 job["base_dir"].get<std::string>(), job["tenant"].get<std::string>(), comp));
   specs_[id] = spec;
   return spec;
 }
@@ -449,7 +702,10 @@ void Daemon::CheckAttempt(const json& a, int64_t now) {
   if (intent.empty()) return;
   auto key = std::make_pair(job, n);
   if (!term_sent_.count(key)) {
-    int k = SignalSession(shim, SIGTERM, shim);
+    // In a sandbox the shim's child is bubblewrap's monitor: it must outlive the job to report its end.
+    auto pids = ReadPidFile(dir);
+    pid_t spare = pids.ok() && pids->sandboxed ? pids->child : 0;
+    int k = SignalSession(shim, SIGTERM, shim, spare);
     term_sent_.insert(key);
     Event(job, fmt::format("sent SIGTERM to {} process(es) of attempt {} ({}); grace {:.1f} s", k, n, intent,
                            a["grace_ms"].get<int64_t>() / 1000.0));
@@ -574,11 +830,26 @@ Status Daemon::Start(const json& job, const JobSpec& spec, const sched::Placemen
   int64_t id = job["id"];
   int64_t n = job["attempts"].get<int64_t>() + 1;
   TSR_ASSIGN_OR_RETURN(auto islands, IslandsFor(placement, catalog_, fleet_, spec.job.workload_class));
+  // What the job may reach: its own directory, checkpoint directory and working directory, all inside its
+  // tenant's area (checked again now: a path's symlinks may have changed since the submission), created
+  // without following symlinks and owned by the job's identity.
+  std::string tenant = job["tenant"];
+  TSR_ASSIGN_OR_RETURN(auto area, TenantArea(tenant));
+  int64_t uid = -1, gid = -1;
+  TSR_RETURN_IF_ERROR(IdentityFor(tenant, &uid, &gid));
+  std::string own = fmt::format("{}/{}", area, id);
+  TSR_RETURN_IF_ERROR(MakeDirsInside(area, own, 0700, uid, gid));
+  TSR_ASSIGN_OR_RETURN(auto ckpt_dir, ConfinePath("checkpoint.dir", job["ckpt_dir"], area, area));
+  TSR_RETURN_IF_ERROR(MakeDirsInside(area, ckpt_dir, 0700, uid, gid));
+  std::string workdir = own;
+  if (!spec.run.workdir.empty()) {
+    TSR_ASSIGN_OR_RETURN(workdir, ConfinePath("workdir", spec.run.workdir, area, area));
+    TSR_RETURN_IF_ERROR(MakeDirsInside(area, workdir, 0700, uid, gid));
+  }
+  // The daemon's own files of the job (log, pid.json, exit.json) stay in the state directory.
   std::string jobdir = fmt::format("{}/jobs/{}", opts_.state_dir, id);
   std::string dir = fmt::format("{}/attempt-{}", jobdir, n);
-  TSR_RETURN_IF_ERROR(MakeDirs(dir));
-  std::string ckpt_dir = job["ckpt_dir"];
-  TSR_RETURN_IF_ERROR(MakeDirs(ckpt_dir));
+  TSR_RETURN_IF_ERROR(MakeDirs(dir, 0700));
   std::string resume;
   auto latest = ckpt::Latest(ckpt_dir);
   if (latest.ok() && latest->step >= 0) {
@@ -611,10 +882,20 @@ Status Daemon::Start(const json& job, const JobSpec& spec, const sched::Placemen
   lr.launcher = opts_.launcher;
   lr.attempt_dir = dir;
   lr.log_path = jobdir + "/job.log";
-  lr.workdir = spec.run.workdir;
+  lr.workdir = workdir;
+  lr.uid = uid;
+  lr.gid = gid;
+  if (identity_.mode == JobIdentity::Mode::kSandbox) {
+    lr.bwrap = identity_.bwrap;
+    lr.hide = {state_real_, work_dir_};
+    lr.bind = {own};
+    for (const auto& d : {ckpt_dir, workdir})
+      if (d != own && d.rfind(own + "/", 0) != 0) lr.bind.push_back(d);
+  }
   lr.islands = islands;
   lr.command = spec.run.command;
   lr.env = spec.run.env;
+  if (identity_.mode != JobIdentity::Mode::kNone) lr.env["HOME"] = own;
   lr.env["TESSERA_JOB_ID"] = std::to_string(id);
   lr.env["TESSERA_JOB_NAME"] = spec.job.name;
   lr.env["TESSERA_ATTEMPT"] = std::to_string(n);
@@ -780,21 +1061,55 @@ void Daemon::Schedule(int64_t now) {
 
 // ---- HTTP ---------------------------------------------------------------------------------------------
 
+// JSON text of an answer. Strings from the request (a path, a parameter echoed in an error) may hold bytes
+// that are not UTF-8, on which json::dump throws: they are replaced (U+FFFD) instead.
+std::string AnswerText(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void Reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(AnswerText(body), "application/json");
 }
 void Error(httplib::Response& res, int status, const std::string& msg) { Reply(res, status, {{"error", msg}}); }
 
-// Parses the request body as JSON into *body; on failure answers 400 naming the parse error.
+// Parses the request body as a JSON object into *body; otherwise answers 400 saying what it is.
 bool ParseBody(const httplib::Request& req, httplib::Response& res, json* body) {
-  try {
-    *body = json::parse(req.body);
-    return true;
-  } catch (const std::exception& e) {
-    Error(res, 400, std::string("request body is not JSON: ") + e.what());
+  *body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body->is_discarded()) {
+    Error(res, 400, "the request body is not JSON");
     return false;
   }
+  if (!body->is_object()) {
+    Error(res, 400,
+          fmt::format("the request body must be a JSON object, not {} ({})", body->type_name(),
+                      body->dump().substr(0, 80)));
+    return false;
+  }
+  return true;
+}
+
+// Reads the optional string member `key` of the object `obj` into *out (unchanged when absent or null);
+// otherwise answers 400 naming `where` + key.
+bool StringField(const json& obj, const std::string& key, const std::string& where, std::string* out,
+                 httplib::Response& res) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return true;
+  if (!it->is_string()) {
+    Error(res, 400,
+          fmt::format("{}{}: must be a string, not {} ({})", where, key, it->type_name(), it->dump().substr(0, 80)));
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+// The job id of a route "/v1/jobs/(\d+)..."; answers 400 naming it when no int64 holds it.
+std::optional<int64_t> RouteId(const httplib::Request& req, httplib::Response& res) {
+  auto v = env::ParseInt("job id", req.matches[1], 1, std::numeric_limits<int64_t>::max());
+  if (!v.ok()) {
+    Error(res, 400, v.status().message());
+    return std::nullopt;
+  }
+  return *v;
 }
 
 std::optional<Caller> Daemon::Auth(const httplib::Request& req, httplib::Response& res) {
@@ -804,12 +1119,16 @@ std::optional<Caller> Daemon::Auth(const httplib::Request& req, httplib::Respons
           "missing bearer token: pass --token, set TESSERA_DAEMON_TOKEN, or run where STATE/token is readable");
     return std::nullopt;
   }
-  auto rows = db_->Query("SELECT name, admin FROM tenants WHERE token=?1", {h.substr(7)});
-  if (!rows.ok() || rows->empty()) {
+  // Only hashes are kept; every entry is compared, in constant time, so the answer's timing says nothing.
+  std::string hash = TokenHash(h.substr(7));
+  const Tenant* found = nullptr;
+  for (const auto& t : tenants_)
+    if (ConstantTimeEqual(t.token_sha256, hash)) found = &t;
+  if (!found) {
     Error(res, 401, "the bearer token is not known to this daemon");
     return std::nullopt;
   }
-  return Caller{(*rows)[0]["name"], (*rows)[0]["admin"].get<int64_t>() != 0};
+  return Caller{found->name, found->admin};
 }
 
 Result<json> Daemon::LoadJobFor(const Caller& c, int64_t id) {
@@ -842,7 +1161,8 @@ json Daemon::JobSummary(const json& j) {
 
 void Daemon::Routes() {
   http_.Get("/v1/health", [&](const httplib::Request&, httplib::Response& res) {
-    Reply(res, 200, {{"ok", true}, {"pid", ::getpid()}, {"state_dir", opts_.state_dir}});
+    Reply(res, 200,
+          {{"ok", true}, {"pid", ::getpid()}, {"state_dir", opts_.state_dir}, {"jobs_run", identity_.Describe()}});
   });
 
   http_.Post("/v1/jobs", [&](const httplib::Request& req, httplib::Response& res) {
@@ -851,22 +1171,27 @@ void Daemon::Routes() {
     if (!c) return;
     json body;
     if (!ParseBody(req, res, &body)) return;
-    std::string source = body.value("source", "job.yaml"), yaml = body.value("yaml", ""),
-                base = body.value("base_dir", "");
-    std::vector<std::string> comp = body.value("compatible", std::vector<std::string>{});
-    auto spec = ParseJobSpec(yaml, source, base, c->tenant, comp);
+    std::string source = "job.yaml", yaml, base;
+    if (!StringField(body, "source", "", &source, res) || !StringField(body, "yaml", "", &yaml, res) ||
+        !StringField(body, "base_dir", "", &base, res))
+      return;
+    std::vector<std::string> comp;
+    if (auto it = body.find("compatible"); it != body.end() && !it->is_null()) {
+      bool ok = it->is_array() && std::all_of(it->begin(), it->end(), [](const json& x) { return x.is_string(); });
+      if (!ok) return Error(res, 400, "compatible: must be a list of type or vendor names, not " + it->dump());
+      for (const auto& x : *it) comp.push_back(x.get<std::string>());
+    }
+    auto spec = ParseSpec(yaml, source, base, c->tenant, comp);
     if (!spec.ok()) return Error(res, 400, spec.status().message());
-    // Admission: a job that no type of this catalog/fleet can ever run is refused now.
+    // Admission: a job that no zone of this fleet could ever hold, even empty, is refused now; one that only
+    // waits for capacity is queued.
     json preview = nullptr;
     std::string waits;
     if (have_fleet_) {
-      std::vector<sched::RunningJob> none;
-      auto empty = PlanJob(*spec, none);
-      if (!empty.ok()) return Error(res, 400, fmt::format("{}: {}", source, empty.status().message()));
-      if (!empty->placed() && empty->infeasible->binding == sched::Binding::kCompatibility)
+      std::string never = NeverFits(*spec);
+      if (!never.empty())
         return Error(res, 400,
-                     fmt::format("{}: job '{}' can never run on this fleet: {}", source, spec->job.name,
-                                 empty->infeasible->reason));
+                     fmt::format("{}: job '{}' can never run on this fleet: {}", source, spec->job.name, never));
       auto running = Running(nullptr);
       if (running.ok()) {
         auto now = PlanJob(*spec, *running);
@@ -887,8 +1212,9 @@ void Daemon::Routes() {
          spec->run.grace_ms});
     if (!s.ok()) return Error(res, 500, s.message());
     int64_t id = db_->LastInsertId();
-    std::string ckpt = spec->run.ckpt_dir.empty() ? fmt::format("{}/jobs/{}/ckpt", opts_.state_dir, id)
-                                                  : spec->run.ckpt_dir;
+    auto area = TenantArea(c->tenant);
+    if (!area.ok()) return Error(res, 500, area.status().message());
+    std::string ckpt = spec->run.ckpt_dir.empty() ? fmt::format("{}/{}/ckpt", *area, id) : spec->run.ckpt_dir;
     (void)db_->Exec("UPDATE jobs SET ckpt_dir=?2 WHERE id=?1", {id, ckpt});
     specs_[id] = *spec;
     Event(id, fmt::format("submitted by tenant {} ({} cards, compatible {})", spec->job.tenant, spec->job.cards,
@@ -921,7 +1247,9 @@ void Daemon::Routes() {
     std::lock_guard<std::mutex> lk(mu_);
     auto c = Auth(req, res);
     if (!c) return;
-    int64_t id = std::stoll(req.matches[1]);
+    auto rid = RouteId(req, res);
+    if (!rid) return;
+    int64_t id = *rid;
     auto j = LoadJobFor(*c, id);
     if (!j.ok()) return Error(res, 404, j.status().message());
     (void)SpecFor(*j);
@@ -958,7 +1286,9 @@ void Daemon::Routes() {
       std::lock_guard<std::mutex> lk(mu_);
       auto c = Auth(req, res);
       if (!c) return;
-      int64_t id = std::stoll(req.matches[1]);
+      auto rid = RouteId(req, res);
+      if (!rid) return;
+      int64_t id = *rid;
       auto j = LoadJobFor(*c, id);
       if (!j.ok()) return Error(res, 404, j.status().message());
       std::string state = (*j)["state"];
@@ -994,19 +1324,26 @@ void Daemon::Routes() {
       std::lock_guard<std::mutex> lk(mu_);
       auto c = Auth(req, res);
       if (!c) return;
-      int64_t id = std::stoll(req.matches[1]);
+      auto rid = RouteId(req, res);
+      if (!rid) return;
+      int64_t id = *rid;
       auto j = LoadJobFor(*c, id);
       if (!j.ok()) return Error(res, 404, j.status().message());
       path = fmt::format("{}/jobs/{}/job.log", opts_.state_dir, id);
     }
+    int64_t off = -1, tail = -1;
+    for (const char* key : {"offset", "tail"}) {
+      if (!req.has_param(key)) continue;
+      auto v = env::ParseInt(key, req.get_param_value(key), 0, std::numeric_limits<int64_t>::max());
+      if (!v.ok()) return Error(res, 400, v.status().message() + " (a byte count)");
+      (std::string(key) == "offset" ? off : tail) = *v;
+    }
     auto text = ReadFile(path);
     std::string body = text.ok() ? *text : "";
-    if (req.has_param("offset")) {
-      size_t off = std::stoull(req.get_param_value("offset"));
-      body = off < body.size() ? body.substr(off) : "";
-    } else if (req.has_param("tail")) {
-      size_t tail = std::stoull(req.get_param_value("tail"));
-      if (body.size() > tail) body = body.substr(body.size() - tail);
+    if (off >= 0) {
+      body = static_cast<size_t>(off) < body.size() ? body.substr(static_cast<size_t>(off)) : "";
+    } else if (tail >= 0) {
+      if (body.size() > static_cast<size_t>(tail)) body = body.substr(body.size() - static_cast<size_t>(tail));
     }
     res.status = 200;
     res.set_header("X-Log-Size", std::to_string(text.ok() ? text->size() : 0));
@@ -1057,11 +1394,20 @@ void Daemon::Routes() {
     Reply(res, 200, out);
   });
 
-  auto parse_doc = [](const json& body, const char* key, std::string* src, std::string* yaml) -> bool {
-    if (!body.contains(key) || !body[key].is_object()) return false;
-    *src = body[key].value("source", std::string(key) + ".yaml");
-    *yaml = body[key].value("yaml", "");
-    return true;
+  // {key: {source, yaml}}: 1 when read, 0 when absent, -1 after answering 400 (a member of the wrong type).
+  auto parse_doc = [](const json& body, const char* key, std::string* src, std::string* yaml,
+                      httplib::Response& res) -> int {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return 0;
+    if (!it->is_object()) {
+      Error(res, 400, fmt::format("{}: must be an object {{source, yaml}}, not {}", key, it->type_name()));
+      return -1;
+    }
+    *src = std::string(key) + ".yaml";
+    yaml->clear();
+    std::string where = std::string(key) + ".";
+    if (!StringField(*it, "source", where, src, res) || !StringField(*it, "yaml", where, yaml, res)) return -1;
+    return 1;
   };
 
   http_.Put("/v1/fleet", [&, parse_doc](const httplib::Request& req, httplib::Response& res) {
@@ -1072,13 +1418,21 @@ void Daemon::Routes() {
     json body;
     if (!ParseBody(req, res, &body)) return;
     std::string fs, fy, cs, cy, ps, py;
-    if (!parse_doc(body, "fleet", &fs, &fy)) return Error(res, 400, "the request names no fleet");
+    int f = parse_doc(body, "fleet", &fs, &fy, res);
+    if (f < 0) return;
+    if (f == 0) return Error(res, 400, "the request names no fleet: {fleet: {source, yaml}}");
     auto cur_cs = db_->GetMeta("catalog_source", "embedded default catalog");
     auto cur_cy = db_->GetMeta("catalog_yaml", kDefaultCatalogYaml);
     auto cur_ps = db_->GetMeta("policy_source", "embedded default policy");
     auto cur_py = db_->GetMeta("policy_yaml", kDefaultPolicyYaml);
-    if (!parse_doc(body, "catalog", &cs, &cy)) cs = *cur_cs, cy = *cur_cy;
-    if (!parse_doc(body, "policy", &ps, &py)) ps = *cur_ps, py = *cur_py;
+    for (const auto* r : {&cur_cs, &cur_cy, &cur_ps, &cur_py})
+      if (!r->ok()) return Error(res, 500, r->status().message());
+    int k = parse_doc(body, "catalog", &cs, &cy, res);
+    if (k < 0) return;
+    if (k == 0) cs = *cur_cs, cy = *cur_cy;
+    int p = parse_doc(body, "policy", &ps, &py, res);
+    if (p < 0) return;
+    if (p == 0) ps = *cur_ps, py = *cur_py;
     Status s = ApplyConfig(cs, cy, fs, fy, ps, py, true);
     if (!s.ok()) return Error(res, 400, s.message());
     last_capacity_ms_ = NowMs();
@@ -1103,7 +1457,11 @@ void Daemon::Routes() {
     auto cy = db_->GetMeta("catalog_yaml", kDefaultCatalogYaml);
     auto fs = db_->GetMeta("fleet_source", "");
     auto fy = db_->GetMeta("fleet_yaml", "");
-    Status s = ApplyConfig(*cs, *cy, *fs, *fy, body.value("source", "policy.yaml"), body.value("yaml", ""), true);
+    for (const auto* r : {&cs, &cy, &fs, &fy})
+      if (!r->ok()) return Error(res, 500, r->status().message());
+    std::string psrc = "policy.yaml", pyaml;
+    if (!StringField(body, "source", "", &psrc, res) || !StringField(body, "yaml", "", &pyaml, res)) return;
+    Status s = ApplyConfig(*cs, *cy, *fs, *fy, psrc, pyaml, true);
     if (!s.ok()) return Error(res, 400, s.message());
     wake_ = true;
     cv_.notify_all();
@@ -1128,6 +1486,35 @@ void Daemon::Routes() {
 
 int Daemon::Serve() {
   Routes();
+  // Bounds against slow, idle or greedy clients (see DeadlineStream and ApiServer).
+  http_.new_task_queue = [] { return new httplib::ThreadPool(kApiThreads); };
+  http_.set_read_timeout(kReadS, 0);
+  http_.set_write_timeout(kWriteS, 0);
+  http_.set_keep_alive_max_count(1);
+  http_.set_payload_max_length(kMaxBody);
+  // Every error answer is JSON, including the ones cpp-httplib makes itself (413, unknown routes).
+  http_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string msg = res.status == 413
+                          ? fmt::format("the request body is larger than the {} MiB limit", kMaxBody >> 20)
+                      : res.status == 404 ? fmt::format("no such API route: {} {}", req.method, req.path)
+                                          : fmt::format("HTTP {}: the request was not understood", res.status);
+    res.set_content(AnswerText(json{{"error", msg}}), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  // A last resort: the handlers report errors as Status, so reaching this is a bug; still answer JSON.
+  http_.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    TSR_LOG_ERROR("internal error answering {} {}: {}", req.method, req.path, what);
+    res.status = 500;
+    res.set_content(AnswerText(json{{"error", "internal error: " + what}}), "application/json");
+  });
   int port = opts_.port;
   if (port == 0) {
     port = http_.bind_to_any_port(opts_.host);
@@ -1150,7 +1537,19 @@ int Daemon::Serve() {
                opts_.host.c_str(), port);
   std::thread loop([&] { Loop(); });
   std::thread http([&] { http_.listen_after_bind(); });
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (!g_stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (g_reload.exchange(false)) {
+      std::lock_guard<std::mutex> lk(mu_);
+      Status s = LoadTenants();
+      if (s.ok()) {
+        std::fprintf(stderr, "tessera daemon: SIGHUP: reloaded %s (%zu tenants with the admin)\n",
+                     opts_.tenants_file.c_str(), tenants_.size());
+      } else {
+        std::fprintf(stderr, "tessera daemon: SIGHUP: %s; the previous tenants stay in force\n", s.ToString().c_str());
+      }
+    }
+  }
   http_.stop();
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -1171,6 +1570,8 @@ int RunDaemon(const DaemonOptions& options) {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  sa.sa_handler = OnHangup;
+  ::sigaction(SIGHUP, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   Daemon d(options);
   Status s = d.Init();

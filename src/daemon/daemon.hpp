@@ -10,7 +10,7 @@
 // newest committed checkpoint (TESSERA_RESUME_FROM). Jobs run in their own sessions through a shim, so
 // stopping or killing the daemon leaves them running; on start the daemon reconciles with them.
 //
-// API (JSON bodies; errors are {"error": "..."} with 400/401/404/409):
+// API (JSON bodies of at most 1 MiB; errors are {"error": "..."} with 400/401/403/404/409/413):
 //   GET  /v1/health                      PUT /v1/fleet   {fleet:{source,yaml}, catalog?:{..}, policy?:{..}} (admin)
 //   POST /v1/jobs  {source,yaml,base_dir,compatible[]}      PUT /v1/policy  {source,yaml} (admin)
 //   GET  /v1/jobs[?all=1]   GET /v1/jobs/ID   GET /v1/jobs/ID/logs?tail=BYTES   GET /v1/fleet
@@ -31,7 +31,10 @@ struct DaemonOptions {
   std::string catalog_path;              // seeds; "" keeps the stored one (or the embedded default catalog)
   std::string fleet_path;
   std::string policy_path;
-  std::vector<std::pair<std::string, std::string>> tenants;  // name, token
+  std::string tenants_file;                // --tenants FILE (daemon/security.hpp); "" = the admin only
+  std::string work_dir;                    // the tenants' areas WORK/<tenant>/<id>; "" = STATE + "-work"
+  std::string job_user;                    // root daemon: who jobs run as ("" = nobody)
+  bool insecure_no_job_isolation = false;  // run jobs with the daemon's rights (refused otherwise when no isolation)
   int64_t tick_ms = 100;
   std::string self_exe;                  // the tessera binary for shims and `tessera run`
   // The launcher command the shim starts (island flags and "-- COMMAND" are appended); default

@@ -2,16 +2,17 @@
 #include "daemon/executor.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <grp.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "daemon/util.hpp"
 
@@ -107,9 +108,36 @@ std::string SelfExe() {
   return buf;
 }
 
+std::vector<std::string> JobEnvironment(char** daemon_env, const std::map<std::string, std::string>& set) {
+  // TESSERA_* variables a job may inherit from the daemon: logging and the collectives' tuning (README).
+  static const std::set<std::string> kKeep = {
+      "TESSERA_LOG",         "TESSERA_TIMEOUT",   "TESSERA_BRIDGE",      "TESSERA_BRIDGE_ADDR", "TESSERA_SHM_RING",
+      "TESSERA_TCP_STREAMS", "TESSERA_TCP_CHUNK", "TESSERA_CUDA_BRIDGE", "TESSERA_CUDA_RING",   "TESSERA_CUDA_PIECE",
+      "TESSERA_CUDA_CHUNK",  "TESSERA_CCL",       "TESSERA_CCL_LIB",     "TESSERA_CCL_PREFIX"};
+  std::vector<std::string> envs;
+  for (char** e = daemon_env; e && *e; ++e) {
+    std::string kv = *e;
+    std::string k = kv.substr(0, kv.find('='));
+    if (set.count(k)) continue;
+    if (k.rfind("TESSERA_", 0) == 0 && !kKeep.count(k)) continue;
+    envs.push_back(kv);
+  }
+  for (const auto& [k, v] : set) envs.push_back(k + "=" + v);
+  return envs;
+}
+
 Result<pid_t> Launch(const LaunchRequest& r) {
-  std::vector<std::string> args = {r.self_exe, "daemon", "shim", "--dir", r.attempt_dir, "--log", r.log_path,
-                                   "--cwd", r.workdir, "--"};
+  std::vector<std::string> args = {r.self_exe, "daemon",   "shim",  "--dir",  r.attempt_dir,
+                                   "--log",    r.log_path, "--cwd", r.workdir};
+  if (r.uid >= 0) {
+    args.insert(args.end(), {"--uid", std::to_string(r.uid), "--gid", std::to_string(r.gid)});
+  }
+  if (!r.bwrap.empty()) {
+    args.insert(args.end(), {"--bwrap", r.bwrap});
+    for (const auto& h : r.hide) args.insert(args.end(), {"--hide", h});
+    for (const auto& b : r.bind) args.insert(args.end(), {"--bind", b});
+  }
+  args.push_back("--");
   if (r.launcher.empty()) {
     args.push_back(r.self_exe);
     args.push_back("run");
@@ -120,19 +148,7 @@ Result<pid_t> Launch(const LaunchRequest& r) {
   args.push_back("--");
   for (const auto& c : r.command) args.push_back(c);
 
-  // Environment: the daemon's, minus any job-specific TESSERA_* it may carry, plus the request's.
-  static const std::set<std::string> kDrop = {"TESSERA_RESUME_FROM", "TESSERA_RANK", "TESSERA_WORLD_SIZE",
-                                              "TESSERA_ISLAND", "TESSERA_STORE", "TESSERA_TOKEN",
-                                              "TESSERA_DEVICE", "TESSERA_ISLAND_VENDOR", "TESSERA_DAEMON_TOKEN"};
-  std::vector<std::string> envs;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    std::string k = kv.substr(0, kv.find('='));
-    if (kDrop.count(k) || r.env.count(k)) continue;
-    envs.push_back(kv);
-  }
-  for (const auto& [k, v] : r.env) envs.push_back(k + "=" + v);
-
+  std::vector<std::string> envs = JobEnvironment(environ, r.env);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -151,7 +167,7 @@ Result<pid_t> Launch(const LaunchRequest& r) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, r.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, r.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0600);
   pid_t pid = 0;
   int rc = posix_spawn(&pid, r.self_exe.c_str(), &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
@@ -165,7 +181,8 @@ Result<ShimPids> ReadPidFile(const std::string& dir) {
   if (!text.ok()) return NotFound(dir + "/pid.json not written yet");
   try {
     auto j = nlohmann::json::parse(*text);
-    return ShimPids{j.at("shim").get<pid_t>(), j.at("child").get<pid_t>(), j.at("started_ms").get<int64_t>()};
+    return ShimPids{j.at("shim").get<pid_t>(), j.at("child").get<pid_t>(), j.at("started_ms").get<int64_t>(),
+                    j.value("sandboxed", false)};
   } catch (const std::exception& e) {
     return Corrupt(fmt::format("{}/pid.json: {}", dir, e.what()));
   }
@@ -185,7 +202,9 @@ Result<ShimExit> ReadExitFile(const std::string& dir) {
 // ---- the shim ------------------------------------------------------------------------------------------
 
 int RunShim(int argc, char** argv) {
-  std::string dir, log, cwd;
+  std::string dir, log, cwd, bwrap;
+  std::vector<std::string> hide, bind;
+  long uid = -1, gid = -1;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -197,15 +216,33 @@ int RunShim(int argc, char** argv) {
     if (a == "--dir") dir = argv[++i];
     else if (a == "--log") log = argv[++i];
     else if (a == "--cwd") cwd = argv[++i];
+    else if (a == "--uid")
+      uid = std::strtol(argv[++i], nullptr, 10);
+    else if (a == "--gid")
+      gid = std::strtol(argv[++i], nullptr, 10);
+    else if (a == "--bwrap")
+      bwrap = argv[++i];
+    else if (a == "--hide")
+      hide.push_back(argv[++i]);
+    else if (a == "--bind")
+      bind.push_back(argv[++i]);
     else {
       std::fprintf(stderr, "tessera daemon shim: unknown option '%s'\n", a.c_str());
       return 2;
     }
   }
   if (dir.empty() || log.empty() || i >= argc) {
-    std::fprintf(stderr, "usage: tessera daemon shim --dir DIR --log FILE [--cwd DIR] -- PROGRAM ARGS...\n");
+    std::fprintf(stderr,
+                 "usage: tessera daemon shim --dir DIR --log FILE [--cwd DIR] [--uid N --gid N] [--bwrap "
+                 "PATH [--hide DIR]... [--bind DIR]...] -- PROGRAM ARGS...\n");
     return 2;
   }
+  if ((uid >= 0) != (gid >= 0) || uid == 0 || gid == 0) {
+    std::fprintf(stderr, "tessera daemon shim: --uid and --gid go together and may not be 0\n");
+    return 2;
+  }
+  // Nothing the daemon had open (its database, its listening socket) reaches the job.
+  ::close_range(3, ~0U, 0);
   // The shim outlives signals aimed at the job; it only records.
   ::signal(SIGTERM, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);
@@ -223,10 +260,37 @@ int RunShim(int argc, char** argv) {
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGHUP, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
-    int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd >= 0) {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
+    }
+    auto die = [](const char* what) {
+      std::fprintf(stderr, "tessera daemon shim: %s: %s\n", what, std::strerror(errno));
+      _exit(127);
+    };
+    if (uid >= 0) {
+      if (::setgroups(0, nullptr) != 0) die("setgroups");
+      if (::setgid(static_cast<gid_t>(gid)) != 0) die("setgid");
+      if (::setuid(static_cast<uid_t>(uid)) != 0) die("setuid");
+      if (::setuid(0) == 0) die("the job could regain root");
+    }
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("prctl(PR_SET_NO_NEW_PRIVS)");
+    if (!bwrap.empty()) {
+      // bubblewrap: a new pid namespace and /proc (no view of the daemon's processes), the state directory and
+      // the other jobs' directories hidden under empty tmpfs mounts, this job's directories bound back.
+      std::vector<std::string> b = {bwrap,  "--bind", "/",      "/",     "--dev-bind",
+                                    "/dev", "/dev",   "--proc", "/proc", "--unshare-pid"};
+      for (const auto& h : hide) b.insert(b.end(), {"--tmpfs", h});
+      for (const auto& d : bind) b.insert(b.end(), {"--bind", d, d});
+      if (!cwd.empty()) b.insert(b.end(), {"--chdir", cwd});
+      b.push_back("--");
+      for (int k = i; k < argc; ++k) b.push_back(argv[k]);
+      std::vector<char*> bv;
+      for (auto& x : b) bv.push_back(x.data());
+      bv.push_back(nullptr);
+      ::execv(bv[0], bv.data());
+      die(("cannot start " + bwrap).c_str());
     }
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
       std::fprintf(stderr, "tessera daemon shim: cannot enter the job's workdir %s: %s\n", cwd.c_str(),
@@ -234,10 +298,16 @@ int RunShim(int argc, char** argv) {
       _exit(127);
     }
     ::execvp(argv[i], argv + i);
-    std::fprintf(stderr, "tessera daemon shim: cannot start %s: %s\n", argv[i], std::strerror(errno));
+    int e = errno;
+    std::fprintf(stderr, "tessera daemon shim: cannot start %s: %s\n", argv[i], std::strerror(e));
+    if (e == EACCES && uid >= 0)
+      std::fprintf(stderr,
+                   "tessera daemon shim: the job runs as uid %ld, which must be able to reach and run it: make its "
+                   "directories searchable (chmod o+x) or choose another --job-user\n",
+                   uid);
     _exit(127);
   }
-  nlohmann::json pj = {{"shim", ::getpid()}, {"child", child}, {"started_ms", started}};
+  nlohmann::json pj = {{"shim", ::getpid()}, {"child", child}, {"started_ms", started}, {"sandboxed", !bwrap.empty()}};
   Status s = WriteFileAtomic(dir + "/pid.json", pj.dump());
   if (!s.ok()) std::fprintf(stderr, "tessera daemon shim: %s\n", s.ToString().c_str());
   int status = 0;

@@ -53,7 +53,16 @@ struct LaunchRequest {
   std::vector<Island> islands;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;  // set for the ranks (over the daemon's environment)
+  // Isolation (daemon/security.hpp). uid >= 0: the shim drops to uid/gid (no supplementary groups, no new
+  // privileges) before it starts the launcher. bwrap non-empty: the launcher runs inside bubblewrap, where each
+  // `hide` directory is an empty tmpfs and each `bind` directory (inside a hidden one) is the real one again.
+  int64_t uid = -1, gid = -1;
+  std::string bwrap;
+  std::vector<std::string> hide, bind;
 };
+// The environment a job gets: the daemon's, without what belongs to the daemon (TESSERA_HOME, TESSERA_DAEMON*,
+// TESSERA_LEDGER and every other TESSERA_* but the collectives' tuning variables and TESSERA_LOG), plus `set`.
+std::vector<std::string> JobEnvironment(char** daemon_env, const std::map<std::string, std::string>& set);
 // Starts the shim in a new session; returns its pid (= the session id).
 Result<pid_t> Launch(const LaunchRequest& request);
 
@@ -61,6 +70,7 @@ struct ShimPids {
   pid_t shim = 0;
   pid_t child = 0;
   int64_t started_ms = 0;
+  bool sandboxed = false;  // child is bubblewrap's monitor: it must not get the job's SIGTERM
 };
 struct ShimExit {
   int exit_code = -1;  // exit status, or -1 when killed by a signal

@@ -3,15 +3,15 @@
 // first, so the planner's errors keep their line numbers.
 #include "daemon/jobspec.hpp"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <set>
 #include <sstream>
 
-#include <fmt/format.h>
-
 #include "common/env.hpp"
+#include "daemon/security.hpp"
 
 namespace tessera::daemon {
 
@@ -74,7 +74,8 @@ std::string BlankTopLevelKeys(const std::string& yaml, const std::vector<std::st
 }
 
 Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source, const std::string& base_dir,
-                             const std::string& tenant, const std::vector<std::string>& compatible) {
+                             const std::string& tenant, const std::vector<std::string>& compatible,
+                             const std::string& area) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
@@ -106,11 +107,16 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
       return InvalidArgument(fmt::format("{}: command: must be a non-empty list of strings", Where(source, cmd)));
     if (run.command[0].find('/') != std::string::npos) run.command[0] = Resolve(base_dir, run.command[0]);
 
-    run.workdir = base_dir;
+    run.workdir = area.empty() ? base_dir : "";
     if (auto w = root["workdir"]) {
       if (!w.IsScalar() || w.as<std::string>().empty())
         return InvalidArgument(fmt::format("{}: workdir: must be a directory path", Where(source, w)));
-      run.workdir = Resolve(base_dir, w.as<std::string>());
+      if (area.empty()) {
+        run.workdir = Resolve(base_dir, w.as<std::string>());
+      } else {
+        TSR_ASSIGN_OR_RETURN(
+            run.workdir, ConfinePath(fmt::format("{}: workdir", Where(source, w)), w.as<std::string>(), area, area));
+      }
     }
 
     if (auto c = root["checkpoint"]) {
@@ -126,7 +132,12 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
       if (auto d = c["dir"]) {
         if (!d.IsScalar() || d.as<std::string>().empty())
           return InvalidArgument(fmt::format("{}: checkpoint.dir: must be a directory path", Where(source, d)));
-        run.ckpt_dir = Resolve(base_dir, d.as<std::string>());
+        if (area.empty()) {
+          run.ckpt_dir = Resolve(base_dir, d.as<std::string>());
+        } else {
+          TSR_ASSIGN_OR_RETURN(run.ckpt_dir, ConfinePath(fmt::format("{}: checkpoint.dir", Where(source, d)),
+                                                         d.as<std::string>(), area, area));
+        }
       }
       if (auto e = c["every"]) {
         auto v = env::ParseInt(fmt::format("{}: checkpoint.every", Where(source, e)), e.as<std::string>(), 1,
@@ -179,6 +190,8 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
     return job.status();
   }
   spec.job = std::move(job).value();
+  // Names are table rows, log lines and ledger keys: a newline splits them, a NUL truncates them.
+  TSR_RETURN_IF_ERROR(CheckNoControlChars(fmt::format("{}: name", source), spec.job.name));
   if (!compatible.empty()) spec.job.compatible = compatible;
   if (spec.job.compatible.empty())
     return InvalidArgument(fmt::format(

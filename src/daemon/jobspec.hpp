@@ -2,11 +2,12 @@
 // priority, workload class, cards or throughput, compatible types; see tessera/sched.hpp) plus the keys
 // the daemon owns:
 //   command: [program, arg, ...]      what each rank runs under `tessera run` (required)
-//   workdir: DIR                      default: the job file's directory
+//   workdir: DIR                      default: the job's own directory in the tenant's area
 //   checkpoint: {dir: DIR, every: N}  where the job's checkpoints live (TESSERA_CKPT_ROOT); every N steps
 //   grace: 10s                        SIGTERM -> SIGKILL grace period on preemption or cancel
 //   env: {NAME: value}                extra environment for the ranks
-// Relative paths are resolved against the job file's directory. Errors name the file, the line and the key.
+// A relative command is resolved against the job file's directory, workdir and checkpoint.dir against the
+// tenant's area (and confined to it). Errors name the file, the line and the key.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +36,13 @@ struct JobSpec {
 
 // Parses `yaml` (the text of file `source`, whose directory is `base_dir`). `tenant` is the submitting
 // tenant: a `tenant:` in the file must match it. `compatible` (from --policy-compatible), when not empty,
-// replaces the file's compatible list.
+// replaces the file's compatible list. The job's name may not hold control characters.
+// `area` (the tenant's area; the daemon always gives it): `workdir` and `checkpoint.dir` are taken relative to
+// it and must resolve ('..' and symlinks) inside it; an absent workdir stays "" (the job's own directory).
+// Without `area` they are relative to `base_dir`, and the workdir defaults to it.
 Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source, const std::string& base_dir,
-                             const std::string& tenant, const std::vector<std::string>& compatible);
+                             const std::string& tenant, const std::vector<std::string>& compatible,
+                             const std::string& area = "");
 
 // Blanks the top-level `keys` of a YAML mapping (their whole block) so that another parser sees the rest
 // with unchanged line numbers. Exposed for the fleet's `emulated:` keys and for tests.

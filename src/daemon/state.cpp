@@ -8,6 +8,8 @@ namespace tessera::daemon {
 namespace {
 const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- token: the SHA-256 (hex) of the tenant's token, never the token; rewritten from the configuration at every start
+-- and SIGHUP, so removed tenants disappear.
 CREATE TABLE IF NOT EXISTS tenants(name TEXT PRIMARY KEY, token TEXT NOT NULL UNIQUE, admin INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS jobs(
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -57,6 +59,8 @@ Result<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path) {
   sqlite3_busy_timeout(db, 10000);
   TSR_RETURN_IF_ERROR(s->Exec("PRAGMA journal_mode=WAL"));
   TSR_RETURN_IF_ERROR(s->Exec("PRAGMA synchronous=FULL"));
+  // Deleted rows (old tenant rows) are overwritten, not left in free pages.
+  TSR_RETURN_IF_ERROR(s->Exec("PRAGMA secure_delete=ON"));
   char* err = nullptr;
   if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "?";

@@ -125,8 +125,8 @@ bool ReadStat(pid_t pid, char* state, pid_t* sid, int64_t* start) {
   while (ss >> f) fields.push_back(f);
   if (fields.size() < 20) return false;
   *state = fields[0].empty() ? '?' : fields[0][0];
-  *sid = static_cast<pid_t>(std::stol(fields[3]));
-  *start = std::stoll(fields[19]);
+  *sid = static_cast<pid_t>(std::strtol(fields[3].c_str(), nullptr, 10));
+  *start = std::strtoll(fields[19].c_str(), nullptr, 10);
   return true;
 }
 }  // namespace
@@ -166,10 +166,10 @@ std::vector<pid_t> SessionMembers(pid_t sid) {
   return out;
 }
 
-int SignalSession(pid_t sid, int sig, pid_t except) {
+int SignalSession(pid_t sid, int sig, pid_t except, pid_t except2) {
   int n = 0;
   for (pid_t p : SessionMembers(sid)) {
-    if (p == except) continue;
+    if (p == except || (except2 > 0 && p == except2)) continue;
     if (::kill(p, sig) == 0) ++n;
   }
   return n;

@@ -32,8 +32,8 @@ int64_t ProcessStartTicks(pid_t pid);
 bool ProcessAlive(pid_t pid);
 // Every live process whose session id is `sid` (scan of /proc).
 std::vector<pid_t> SessionMembers(pid_t sid);
-// Sends `sig` to every live member of session `sid` except `except`; returns how many were signalled.
-int SignalSession(pid_t sid, int sig, pid_t except);
+// Sends `sig` to every live member of session `sid` except `except` and `except2`; returns how many were signalled.
+int SignalSession(pid_t sid, int sig, pid_t except, pid_t except2 = 0);
 
 // Splits "a,b, c" into {"a","b","c"} (empty items dropped).
 std::vector<std::string> SplitList(const std::string& text);

@@ -3,12 +3,11 @@
 // policy change, cancel escalating to SIGKILL, kill -9 of the daemon and reconciliation on restart
 // (no job and no billing record lost), bad job files, and tenant isolation. Jobs are
 // tests/daemon/sleep_job.sh under the real `tessera run`. All waits are bounded; no test asserts a duration.
-#include <signal.h>
-#include <unistd.h>
-
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "daemon/harness.hpp"
 #include "tessera/sched.hpp"
@@ -39,18 +38,20 @@ class DaemonE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("e2e");
+    // Jobs run under an unprivileged identity (nobody, as root): what they write must be reachable by it.
+    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
     out_ = dir_ + "/out";
-    ASSERT_EQ(::mkdir(out_.c_str(), 0755), 0);
-    d_ = std::make_unique<DaemonProcess>(dir_ + "/state",
-                                         std::vector<std::string>{"--tenant", "alice=tok-alice", "--tenant",
-                                                                  "bob=tok-bob"});
+    ASSERT_EQ(::mkdir(out_.c_str(), 0777), 0);
+    ASSERT_EQ(::chmod(out_.c_str(), 0777), 0);
+    std::string tenants = WriteTenantsFile(dir_ + "/tenants.yaml", {{"alice", "tok-alice"}, {"bob", "tok-bob"}});
+    d_ = std::make_unique<DaemonProcess>(dir_ + "/state", std::vector<std::string>{"--tenants", tenants});
     d_->Start();
     admin_ = d_->Admin();
     ASSERT_TRUE(admin_);
   }
   void TearDown() override {
     d_.reset();
-    if (!HasFailure()) Shell("rm -rf '" + dir_ + "' '" + dir_ + "/state.daemon.log'");
+    if (!HasFailure()) Shell("rm -rf '" + dir_ + "' '" + dir_ + "/state.daemon.log' '" + dir_ + "/state-work'");
   }
 
   void Register(int ascend, int nvidia, const std::string& floor = "0") {
@@ -118,13 +119,19 @@ TEST_F(DaemonE2E, QueueWakesInPriorityOrderWithBackfill) {
 }
 
 TEST_F(DaemonE2E, FleetGrowthWakesQueuedJob) {
-  Register(1, 0);
+  Register(2, 0);
+  // The cards are taken (a job no zone could ever hold is refused at submit; this one only waits).
+  int64_t blocker = Submit(*admin_, SleepJobYaml("blocker", 0, 2, 60, out_ + "/b-", "[ascend]"));
+  ASSERT_TRUE(WaitState(blocker, "running"));
   int64_t j = Submit(*admin_, SleepJobYaml("grow", 0, 2, 1, out_ + "/", "[ascend]"));
   ASSERT_TRUE(WaitFor([&] { return !Job(j)["reason"].get<std::string>().empty(); }, 10s));
   EXPECT_EQ(State(j), "queued");
-  Register(2, 0);  // the fleet grows: the job starts without any user action
+  Register(4, 0);  // the fleet grows: the job starts without any user action
   ASSERT_TRUE(WaitState(j, "succeeded", 30s)) << Events(j);
   EXPECT_FALSE(Job(j)["attempts_detail"][0]["wake_latency_ms"].is_null());
+  EXPECT_EQ(State(blocker), "running");
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", blocker), json::object()).ok());
+  ASSERT_TRUE(WaitState(blocker, "cancelled"));
 }
 
 TEST_F(DaemonE2E, PreemptionForPriorityRequeuesAndRestarts) {
@@ -239,7 +246,9 @@ TEST_F(DaemonE2E, CrashAndRestartLosesNoJobAndNoBillingRecord) {
 }
 
 TEST_F(DaemonE2E, KillDuringSubmitLosesNoAcceptedJob) {
-  Register(1, 0);
+  Register(2, 0);
+  int64_t blocker = Submit(*admin_, SleepJobYaml("blocker", 0, 2, 60, out_ + "/b-", "[ascend]"));
+  ASSERT_TRUE(WaitState(blocker, "running"));
   std::vector<int64_t> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(Submit(*admin_, SleepJobYaml(fmt::format("s{}", i), 0, 2, 1, out_ + "/", "[ascend]")));
   d_->Kill9();  // every job above got its 201 answer: each must survive
@@ -247,8 +256,10 @@ TEST_F(DaemonE2E, KillDuringSubmitLosesNoAcceptedJob) {
   admin_ = d_->Admin();
   auto list = admin_->Get("/v1/jobs?all=1");
   ASSERT_TRUE(list.ok());
-  EXPECT_EQ((*list)["jobs"].size(), ids.size());
-  for (int64_t id : ids) EXPECT_EQ(State(id), "queued");  // 2 cards never fit in 1
+  EXPECT_EQ((*list)["jobs"].size(), ids.size() + 1);
+  for (int64_t id : ids) EXPECT_EQ(State(id), "queued");  // the blocker holds both cards
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", blocker), json::object()).ok());
+  ASSERT_TRUE(WaitState(blocker, "cancelled"));
 }
 
 TEST_F(DaemonE2E, BadJobSpecsGetClearErrors) {

@@ -2,6 +2,7 @@
 #include "daemon/harness.hpp"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include <gtest/gtest.h>
+#include "daemon/security.hpp"
 
 namespace tessera::daemon::testing {
 
@@ -107,7 +108,9 @@ DaemonProcess::~DaemonProcess() {
 
 void DaemonProcess::Start() {
   ASSERT_TRUE(HaveLauncher()) << Bin() << " has no `run` subcommand: the daemon's executor needs the launcher";
-  std::vector<std::string> args = {Bin(), "daemon", "--state-dir", state_, "--port", "0", "--tick", "50ms"};
+  std::vector<std::string> args = prefix_;
+  args.push_back(Bin());
+  args.insert(args.end(), {"daemon", "--state-dir", state_, "--port", "0", "--tick", "50ms"});
   for (const auto& e : extra_) args.push_back(e);
   ::unlink((state_ + "/daemon.json").c_str());
   pid_ = ::fork();
@@ -122,7 +125,9 @@ void DaemonProcess::Start() {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     ::setenv("TESSERA_LOG", "info", 1);
-    ::execv(argv[0], argv.data());
+    // As `make demo` and the README run it: jobs must not learn the state directory from this.
+    ::setenv("TESSERA_HOME", state_.c_str(), 1);
+    ::execvp(argv[0], argv.data());
     _exit(127);
   }
   bool up = WaitFor(
@@ -166,6 +171,14 @@ std::string SleepJobYaml(const std::string& name, int priority, int cards, doubl
     << seconds << "\"]\nenv: {OUT_PREFIX: \"" << out_prefix << "\"}\ngrace: 5s\n"
     << extra;
   return y.str();
+}
+
+std::string WriteTenantsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& tenants) {
+  std::string y = "tenants:\n";
+  for (const auto& [name, token] : tenants) y += "  - {name: " + name + ", token_sha256: " + TokenHash(token) + "}\n";
+  WriteText(path, y);
+  EXPECT_EQ(::chmod(path.c_str(), 0600), 0);
+  return path;
 }
 
 nlohmann::json Doc(const std::string& source, const std::string& yaml) {

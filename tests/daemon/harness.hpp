@@ -36,6 +36,8 @@ class DaemonProcess {
   // state_dir is created if needed. extra: more daemon flags.
   explicit DaemonProcess(std::string state_dir, std::vector<std::string> extra = {});
   ~DaemonProcess();
+  // A command the daemon is started under, e.g. {"setpriv", "--reuid=nobody", ...}: another identity.
+  void RunUnder(std::vector<std::string> prefix) { prefix_ = std::move(prefix); }
   void Start();    // starts and waits until it answers /v1/health (asserts on failure)
   void Kill9();    // SIGKILL, like a crash
   void Stop();     // SIGTERM and wait
@@ -47,6 +49,7 @@ class DaemonProcess {
  private:
   std::string state_;
   std::vector<std::string> extra_;
+  std::vector<std::string> prefix_;
   pid_t pid_ = -1;
 };
 
@@ -54,5 +57,7 @@ class DaemonProcess {
 std::string SleepJobYaml(const std::string& name, int priority, int cards, double seconds, const std::string& out_prefix,
                          const std::string& compatible = "[ascend, nvidia]", const std::string& extra = "");
 nlohmann::json Doc(const std::string& source, const std::string& yaml);
+// Writes a --tenants file (mode 0600) holding the SHA-256 of each (name, token); returns its path.
+std::string WriteTenantsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& tenants);
 
 }  // namespace tessera::daemon::testing

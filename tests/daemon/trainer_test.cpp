@@ -5,14 +5,14 @@
 //  * Interrupted by the daemon (SIGTERM), it checkpoints, is requeued, resumes from TESSERA_RESUME_FROM and
 //    finishes with exactly the parameters of an uninterrupted run: no step lost, none repeated.
 // These need the launcher and the collectives core; they skip with a message where the build lacks them.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "daemon/harness.hpp"
 
@@ -99,6 +99,10 @@ TEST(Trainer, DaemonInterruptResumesFromCheckpointWithNoStepLost) {
   // Reference: the same layout (1 ascend + 1 nvidia, weights from the catalog) without interruption.
   std::string ref = RunTrainer("--island ascend=host:1 --island nvidia=host:1",
                         "--steps 240 --ckpt-every 0 --weights 0.5,1", dir + "/ref.txt");
+  // The job runs under an unprivileged identity (nobody, as root): its loss file goes where it may write.
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir + "/out").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod((dir + "/out").c_str(), 0777), 0);
   DaemonProcess d(dir + "/state");
   d.Start();
   auto admin = d.Admin();
@@ -118,23 +122,23 @@ types:
 class: mlp-train
 cards: 2
 compatible: [ascend, nvidia]
-command: [{}, --steps, "240", --step-delay-ms, "15", --loss-out, {}/daemon.txt]
-checkpoint: {{dir: {}/ckpt, every: 50}}
+command: [{}, --steps, "240", --step-delay-ms, "15", --loss-out, {}/out/daemon.txt]
+checkpoint: {{every: 50}}
 grace: 60s
 )",
-                                TESSERA_TRAINER_BIN, dir, dir);
+                                TESSERA_TRAINER_BIN, dir);
   auto r = admin->Post("/v1/jobs", {{"source", "resume.yaml"}, {"yaml", job}, {"base_dir", dir}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   int64_t id = (*r)["id"];
   auto get = [&] { return *admin->Get(fmt::format("/v1/jobs/{}", id)); };
-  ASSERT_TRUE(WaitFor([&] { return ReadCurve(dir + "/daemon.txt").steps.size() >= 70; }, 120s)) << get().dump(2);
+  ASSERT_TRUE(WaitFor([&] { return ReadCurve(dir + "/out/daemon.txt").steps.size() >= 70; }, 120s)) << get().dump(2);
   ASSERT_TRUE(admin->Post(fmt::format("/v1/jobs/{}/requeue", id), json::object()).ok());
   ASSERT_TRUE(WaitFor([&] { return get()["state"] == "succeeded"; }, 240s)) << get().dump(2);
   json j = get();
   ASSERT_EQ(j["attempts_detail"].size(), 2u) << j.dump(2);
   std::string resumed = j["attempts_detail"][1]["resume_from"];
   ASSERT_FALSE(resumed.empty());
-  Curve c = ReadCurve(dir + "/daemon.txt"), refc = ReadCurve(dir + "/ref.txt");
+  Curve c = ReadCurve(dir + "/out/daemon.txt"), refc = ReadCurve(dir + "/ref.txt");
   // Steps 1..240 exactly once each: the SIGTERM checkpoint was the last step the first attempt ran.
   ASSERT_EQ(c.steps.size(), 240u);
   for (size_t i = 0; i < c.steps.size(); ++i) ASSERT_EQ(c.steps[i], static_cast<int64_t>(i + 1));
@@ -146,7 +150,7 @@ grace: 60s
   ASSERT_TRUE(log.ok());
   EXPECT_EQ(FinalHash(*log), FinalHash(ref)) << *log;
   d.Stop();
-  if (!HasFailure()) Shell("rm -rf '" + dir + "' '" + dir + "/state.daemon.log'");
+  if (!HasFailure()) Shell("rm -rf '" + dir + "' '" + dir + "/state.daemon.log' '" + dir + "/state-work'");
 }
 
 }  // namespace

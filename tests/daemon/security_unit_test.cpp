@@ -1,0 +1,118 @@
+// tests/daemon/security_unit_test: the pieces of daemon/security on their own — the tenants file's checks,
+// token hashes, control characters, and path confinement ('..', symlinks, absolute paths) with creation
+// that does not follow symlinks.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "daemon/security.hpp"
+
+namespace tessera::daemon {
+namespace {
+
+std::string Hex(char c) { return std::string(64, c); }
+
+TEST(DaemonTenants, ParsesNamesHashesAndUsers) {
+  auto t = ParseTenants("tenants:\n  - {name: alice, token_sha256: " + Hex('A') +
+                            "}\n  - {name: bob.b, token_sha256: " + Hex('b') + ", user: nobody}\n",
+                        "t.yaml");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[0].name, "alice");
+  EXPECT_EQ((*t)[0].token_sha256, Hex('a'));  // lower-cased, as TokenHash writes it
+  EXPECT_EQ((*t)[1].user, "nobody");
+  EXPECT_TRUE(ParseTenants("", "t.yaml").ok());
+}
+
+TEST(DaemonTenants, RefusesPlainTokensBadHashesDuplicatesAndBadNames) {
+  auto err = [](const std::string& yaml) {
+    auto t = ParseTenants(yaml, "t.yaml");
+    EXPECT_FALSE(t.ok()) << yaml;
+    return t.ok() ? std::string() : t.status().message();
+  };
+  std::string m = err("tenants:\n  - {name: a, token: secret}\n");
+  EXPECT_NE(m.find("t.yaml:2"), std::string::npos) << m;
+  EXPECT_NE(m.find("token_sha256"), std::string::npos) << m;
+  m = err("tenants:\n  - {name: a, token_sha256: abc}\n");
+  EXPECT_NE(m.find("64 hex digits"), std::string::npos) << m;
+  m = err("tenants:\n  - {name: a, token_sha256: " + Hex('a') + "}\n  - {name: a, token_sha256: " + Hex('b') + "}\n");
+  EXPECT_NE(m.find("listed twice"), std::string::npos) << m;
+  m = err("tenants:\n  - {name: a, token_sha256: " + Hex('a') + "}\n  - {name: b, token_sha256: " + Hex('a') + "}\n");
+  EXPECT_NE(m.find("same token"), std::string::npos) << m;
+  for (const char* bad : {"../x", "a/b", ".hidden", "-x", "admin", "a b"}) {
+    m = err(std::string("tenants:\n  - {name: '") + bad + "', token_sha256: " + Hex('a') + "}\n");
+    EXPECT_NE(m.find(bad), std::string::npos) << m;
+  }
+  m = err("tenants:\n  - {name: a, token_sha256: " + Hex('a') + ", colour: red}\n");
+  EXPECT_NE(m.find("colour"), std::string::npos) << m;
+}
+
+TEST(DaemonTokens, HashIsSha256AndComparisonIsExact) {
+  EXPECT_EQ(TokenHash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");  // FIPS 180-2
+  EXPECT_TRUE(ConstantTimeEqual("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEqual("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEqual("abc", "abcd"));
+}
+
+TEST(DaemonNames, ControlCharactersAreRefusedWithTheirPosition) {
+  EXPECT_TRUE(CheckNoControlChars("name", "digits-mlp #2 (ü)").ok());
+  auto s = CheckNoControlChars("name", std::string("a\0b", 3));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("0x00 at byte 1"), std::string::npos) << s.message();
+  EXPECT_FALSE(CheckNoControlChars("name", "a\x7f").ok());
+}
+
+class DaemonConfine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char t[] = "/tmp/tessera-confine-XXXXXX";
+    ASSERT_NE(::mkdtemp(t), nullptr);
+    root_ = t;
+    area_ = root_ + "/area";
+    ASSERT_EQ(::mkdir(area_.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((root_ + "/outside").c_str(), 0755), 0);
+    ASSERT_EQ(::symlink((root_ + "/outside").c_str(), (area_ + "/out").c_str()), 0);
+    ASSERT_EQ(::mkdir((area_ + "/in").c_str(), 0755), 0);
+    ASSERT_EQ(::symlink((area_ + "/in").c_str(), (area_ + "/alias").c_str()), 0);
+  }
+  void TearDown() override { (void)std::system(("rm -rf '" + root_ + "'").c_str()); }
+  std::string root_, area_;
+};
+
+TEST_F(DaemonConfine, ResolvesDotDotAndSymlinksBeforeChecking) {
+  auto ok = [&](const std::string& p, const std::string& want) {
+    auto r = ConfinePath("checkpoint.dir", p, area_, area_);
+    ASSERT_TRUE(r.ok()) << p << ": " << r.status().ToString();
+    EXPECT_EQ(*r, want) << p;
+  };
+  ok("ckpt", area_ + "/ckpt");
+  ok("a/b/../c", area_ + "/a/c");
+  ok(".", area_);
+  ok("alias/x", area_ + "/in/x");  // a symlink that stays inside is fine
+  ok(area_ + "/in/../z", area_ + "/z");
+  for (const std::string& p : {std::string("../outside"), std::string("out/x"), std::string("a/../../x"),
+                               std::string("/etc"), area_ + "/out", std::string("in/../../outside")}) {
+    auto r = ConfinePath("checkpoint.dir", p, area_, area_);
+    ASSERT_FALSE(r.ok()) << p << " -> " << (r.ok() ? *r : "");
+    EXPECT_NE(r.status().message().find("checkpoint.dir"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("outside the tenant's area"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST_F(DaemonConfine, CreationDoesNotFollowSymlinks) {
+  ASSERT_TRUE(MakeDirsInside(area_, area_ + "/j/1/ckpt", 0700, -1, -1).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat((area_ + "/j/1/ckpt").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  // A component replaced by a symlink (a job's doing) is refused, and nothing is created through it.
+  auto s = MakeDirsInside(area_, area_ + "/out/new", 0700, -1, -1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("symlink"), std::string::npos) << s.message();
+  EXPECT_NE(::stat((root_ + "/outside/new").c_str(), &st), 0);
+}
+
+}  // namespace
+}  // namespace tessera::daemon
