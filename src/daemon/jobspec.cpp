@@ -3,6 +3,8 @@
 // first, so the planner's errors keep their line numbers.
 #include "daemon/jobspec.hpp"
 
+#include "common/yaml.hpp"
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -83,6 +85,7 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
     return InvalidArgument(fmt::format("{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg));
   }
   if (!root.IsMap()) return InvalidArgument(fmt::format("{}: a job file must be a YAML mapping", source));
+  TSR_RETURN_IF_ERROR(yaml::CheckNoDuplicateKeys(root, source));
 
   JobSpec spec;
   RunSpec& run = spec.run;
@@ -211,6 +214,7 @@ Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& sou
     return InvalidArgument(fmt::format("{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg));
   }
   if (!root.IsMap()) return InvalidArgument(fmt::format("{}: a fleet file must be a YAML mapping", source));
+  TSR_RETURN_IF_ERROR(yaml::CheckNoDuplicateKeys(root, source));
   bool all = false;
   std::set<std::string> per_node_true, per_node_false;
   auto lines = Lines(yaml);

@@ -166,8 +166,8 @@ async function main() {
   });
 
   // alice trains on both 910B cards (the example trainer: progress, loss, checkpoints); bob's short job
-  // runs on one H800 and is billed; two jobs wait: alice's needs more 910B cards than exist, bob's waits
-  // for the 910B cards.
+  // runs on one H800 and is billed; two jobs wait for the 910B cards alice-train holds (a job no zone could
+  // ever hold is refused at submit, so both fit an empty fleet).
   const train = await submit(
       'tok-alice',
       `name: alice-train\npriority: 1\nclass: mlp-train\ncards: 2\n` +
@@ -175,7 +175,7 @@ async function main() {
           `--step-delay-ms, "20"]\ncheckpoint: {every: 100}\ngrace: 10s\n`);
   await waitFor(async () => (await api('/v1/jobs/' + train)).state === 'running', 30000, 'alice-train to run');
   const short = await submit('tok-bob', sleepJob('bob-eval', 0, 1, 1, '[nvidia]'));
-  const big = await submit('tok-alice', sleepJob('alice-big', 0, 4, 1, '[ascend]'));
+  const big = await submit('tok-alice', sleepJob('alice-big', 0, 2, 1, '[ascend]'));
   const wait = await submit('tok-bob', sleepJob('bob-wait', 0, 2, 1, '[ascend]'));
   await waitFor(async () => {
     const s = await api('/v1/jobs/' + short);

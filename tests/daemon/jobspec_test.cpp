@@ -71,6 +71,22 @@ TEST(JobSpec, ErrorsNameFileLineAndKey) {
   EXPECT_NE(no_compat.status().message().find("--policy-compatible"), std::string::npos);
 }
 
+TEST(JobSpec, DuplicateKeysOfTheDaemonsOwnFieldsAreRefused) {
+  // The planner's keys were checked already; the daemon's own (command, env, ...) were taken silently.
+  auto s = ParseJobSpec("name: n\nclass: c\ncards: 1\ncommand: [a]\ncommand: [b]\n", "j.yaml", "/b", "t",
+                        {"ascend"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("j.yaml:5: command: is given twice (first on line 4)"), std::string::npos)
+      << s.status().message();
+  auto e = ParseJobSpec("name: n\nclass: c\ncards: 1\ncommand: [a]\nenv:\n  A: 1\n  A: 2\n", "j.yaml", "/b", "t",
+                        {"ascend"});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("env.A"), std::string::npos) << e.status().message();
+  auto f = ParseFleetSpec("emulated: true\nemulated: false\nnodes: []\n", "f.yaml");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("f.yaml:2: emulated"), std::string::npos) << f.status().message();
+}
+
 TEST(FleetSpec, EmulatedAtTopLevelOrPerNode) {
   auto f = ParseFleetSpec(R"(emulated: true
 nodes:

@@ -220,8 +220,9 @@ class MetricsE2E : public ::testing::Test {
     WriteCheckpoints(Job(long_)["checkpoint_dir"], dir_ + "/cold");
     // bob: a short job that runs and is billed.
     short_ = Submit(*bob_, SleepJobYaml("short", 0, 1, 1, dir_ + "/out/short-", "[nvidia]"));
-    // alice: a job that cannot fit (3 Ascend cards of 2): it waits with the planner's reason.
-    huge_ = Submit(*alice_, SleepJobYaml("huge", 0, 3, 1, dir_ + "/out/huge-", "[ascend]"));
+    // alice: a job that waits for capacity (2 Ascend cards while the long job holds 1 of 2) with the planner's
+    // reason (a job no zone could ever hold is refused at submit).
+    huge_ = Submit(*alice_, SleepJobYaml("huge", 0, 2, 1, dir_ + "/out/huge-", "[ascend]"));
     ASSERT_TRUE(WaitFor([&] { return Job(short_)["state"] == "succeeded"; }, 60s));
     auto rq = alice_->Post(fmt::format("/v1/jobs/{}/requeue", long_), json::object());
     ASSERT_TRUE(rq.ok()) << rq.status().ToString();
