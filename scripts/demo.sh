@@ -21,6 +21,16 @@ if [ ! -x "$BUILD/examples/trainer" ]; then
   echo "demo: $BUILD/examples/trainer is missing (build first: make build)" >&2
   exit 1
 fi
+# As root, the daemon runs jobs as the unprivileged user nobody (docs/daemon.md, Security model): nobody
+# must be able to reach the tessera binary and the trainer, i.e. every parent directory must be
+# world-traversable. Say so now instead of failing inside the first job.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && \
+   ! setpriv --reuid=nobody --regid=nogroup --clear-groups test -x "$TESSERA" 2>/dev/null; then
+  echo "demo: running as root, the daemon runs jobs as the unprivileged user 'nobody', which cannot reach" >&2
+  echo "      $TESSERA (a parent directory is not world-traversable, e.g. /root is 0700)." >&2
+  echo "      Clone Tessera under /opt, /srv or /home, or allow traversal: chmod o+x on each parent directory." >&2
+  exit 1
+fi
 export PATH="$BUILD/examples:$PATH"   # the job files run `trainer`
 STATE=$(mktemp -d /tmp/tessera-demo-XXXXXX)
 export TESSERA_HOME=$STATE            # the daemon's state and the CLI's way to find it
