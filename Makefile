@@ -1,11 +1,12 @@
 # Tessera quick start: `make demo` and `make test` install what is missing, build, then run.
-# Other targets: build, test-fast (no sanitizers), test-sanitize, bench, clean, format.
+# Other targets: build, test-fast (no sanitizers), test-sanitize, bench, clean, format, format-check,
+# install (PREFIX=/usr/local).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 TESSERA := $(BUILD)/tessera
 
-.PHONY: all deps build demo test test-fast test-sanitize bench clean format
+.PHONY: all deps build demo test test-fast test-sanitize bench clean format format-check install
 all: build
 
 deps:
@@ -27,7 +28,12 @@ test-fast: build
 test-sanitize: deps
 	@scripts/test-sanitize.sh
 
-test: test-fast test-sanitize
+# clang-format is checked, never applied, by `make test` (scripts/check-format.sh; baseline in
+# scripts/format-baseline.txt).
+format-check: deps
+	@scripts/check-format.sh
+
+test: format-check test-fast test-sanitize
 
 bench: build
 	@scripts/bench-comm.sh
@@ -36,4 +42,9 @@ clean:
 	rm -rf $(BUILD) build-asan build-tsan
 
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
+	clang-format -i $$(git ls-files '*.c' '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
+
+# libtessera, its headers, CMake package and pkg-config file, and the binary (docs/architecture.md).
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)

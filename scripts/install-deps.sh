@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config ccache git curl
+  build-essential cmake ninja-build pkg-config ccache git curl clang-format    # clang-format: make format-check
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libyaml-cpp-dev   # core
   libgtest-dev libgmock-dev libbenchmark-dev                                 # tests, benchmarks
   libsqlite3-dev sqlite3 libglpk-dev                                         # sched: ledger, solver

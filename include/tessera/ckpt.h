@@ -47,23 +47,23 @@ typedef struct {
   int64_t rows;                /* -1: all rows */
 } tsrCkptSlot_t;
 
-tsrResult_t tsrCkptWriterOpen(const char* root, int rank, int world, tsrCkptWriter_t* writer);
+TESSERA_API tsrResult_t tsrCkptWriterOpen(const char* root, int rank, int world, tsrCkptWriter_t* writer);
 /* Progress of the background persist (WriterOptions::progress in tessera/ckpt.hpp): bytes of this rank's
  * shard file for `step` written so far; calls are serialized, `done` only grows, and done == total comes
  * exactly once, when the step is durable (rank 0: committed). Called from the writer's threads. */
 typedef void (*tsrCkptProgressFn)(int64_t step, uint64_t done, uint64_t total, void* user);
 /* tsrCkptWriterOpen with a progress callback (`fn` may be NULL); `user` is passed back to it. */
-tsrResult_t tsrCkptWriterOpenWithProgress(const char* root, int rank, int world, tsrCkptProgressFn fn, void* user,
+TESSERA_API tsrResult_t tsrCkptWriterOpenWithProgress(const char* root, int rank, int world, tsrCkptProgressFn fn, void* user,
                                           tsrCkptWriter_t* writer);
-tsrResult_t tsrCkptSave(tsrCkptWriter_t writer, int64_t step, const tsrCkptTensor_t* tensors, size_t count);
-tsrResult_t tsrCkptWait(tsrCkptWriter_t writer);
+TESSERA_API tsrResult_t tsrCkptSave(tsrCkptWriter_t writer, int64_t step, const tsrCkptTensor_t* tensors, size_t count);
+TESSERA_API tsrResult_t tsrCkptWait(tsrCkptWriter_t writer);
 /* Waits for queued steps, then frees the writer. Safe on NULL. */
-tsrResult_t tsrCkptWriterClose(tsrCkptWriter_t writer);
+TESSERA_API tsrResult_t tsrCkptWriterClose(tsrCkptWriter_t writer);
 /* Newest good committed step; TSR_CKPT_NOT_FOUND when there is none. */
-tsrResult_t tsrCkptLatest(const char* root, int64_t* step);
-tsrResult_t tsrCkptRestore(const char* root, int64_t step, const tsrCkptSlot_t* slots, size_t count);
+TESSERA_API tsrResult_t tsrCkptLatest(const char* root, int64_t* step);
+TESSERA_API tsrResult_t tsrCkptRestore(const char* root, int64_t step, const tsrCkptSlot_t* slots, size_t count);
 /* The message of the last failed call on this thread ("" when none). */
-const char* tsrCkptGetLastError(void);
+TESSERA_API const char* tsrCkptGetLastError(void);
 
 #ifdef __cplusplus
 }

@@ -73,7 +73,7 @@ struct TensorSlot {
 
 // The even split used by helpers and tests: rows of `global_rows` held by `rank` of `world`
 // (the first global_rows % world ranks get one extra row). Returns {row_begin, rows}.
-std::pair<int64_t, int64_t> EvenRows(int64_t global_rows, int rank, int world);
+TESSERA_API std::pair<int64_t, int64_t> EvenRows(int64_t global_rows, int rank, int world);
 
 // Progress of a save in the background: `done` of `total` bytes of this rank's shard file for `step`.
 using SaveProgress = std::function<void(int64_t step, uint64_t done, uint64_t total)>;
@@ -90,7 +90,7 @@ struct WriterOptions {
 };
 
 // Saves this rank's tensors for each step. One writer per rank process; not thread-safe.
-class CheckpointWriter {
+class TESSERA_API CheckpointWriter {
  public:
   // root: the hot-tier directory (created if absent). rank/world: this process in the job.
   static Result<std::unique_ptr<CheckpointWriter>> Open(const std::string& root, int rank, int world,
@@ -137,20 +137,20 @@ struct VerifyOptions {
 };
 
 // Committed steps under a hot root, ascending (no verification beyond "manifest parses").
-Result<std::vector<int64_t>> ListSteps(const std::string& root);
+TESSERA_API Result<std::vector<int64_t>> ListSteps(const std::string& root);
 // The manifest of one step.
-Result<CheckpointInfo> Describe(const std::string& root, int64_t step);
+TESSERA_API Result<CheckpointInfo> Describe(const std::string& root, int64_t step);
 // Full check of one step: every shard file present, right size, header matches, CRC32C matches.
-Status Verify(const std::string& root, int64_t step, VerifyOptions options = {});
+TESSERA_API Status Verify(const std::string& root, int64_t step, VerifyOptions options = {});
 // The newest committed step that verifies; skips bad ones with a warning naming the bad file.
-Result<LatestInfo> Latest(const std::string& root, VerifyOptions options = {});
+TESSERA_API Result<LatestInfo> Latest(const std::string& root, VerifyOptions options = {});
 // Fills `slots` from step `step` (any reader world size). Verifies the CRC32C of every tensor piece read.
-Status Restore(const std::string& root, int64_t step, const std::vector<TensorSlot>& slots);
+TESSERA_API Status Restore(const std::string& root, int64_t step, const std::vector<TensorSlot>& slots);
 // Removes a step (manifest first, so a crash never leaves a half-deleted step that looks committed).
-Status Remove(const std::string& root, int64_t step);
+TESSERA_API Status Remove(const std::string& root, int64_t step);
 
 // ---- tiers and retention ----------------------------------------------------------------------------
-struct TierConfig {
+struct TESSERA_API TierConfig {
   std::string hot;   // directory
   std::string warm;  // "s3://bucket/prefix" (endpoint, region, credentials: env or S3 config file); "" = none
   std::string cold;  // directory of archive files; "" = none
@@ -159,7 +159,7 @@ struct TierConfig {
 };
 
 enum class Tier : int { kHot = 0, kWarm = 1, kCold = 2 };
-const char* TierName(Tier t);
+TESSERA_API const char* TierName(Tier t);
 
 struct StepLocation {
   int64_t step;
@@ -168,15 +168,15 @@ struct StepLocation {
   int64_t created_unix = 0;
 };
 // Every committed step in any tier, ascending.
-Result<std::vector<StepLocation>> ListAll(const TierConfig& tiers);
+TESSERA_API Result<std::vector<StepLocation>> ListAll(const TierConfig& tiers);
 
 // Progress callback for long work: done/total bytes. May be empty.
 using Progress = std::function<void(uint64_t done, uint64_t total)>;
 
 // Copies a step from warm or cold back into hot (verified); a no-op when hot already has it.
-Status Stage(const TierConfig& tiers, int64_t step, const Progress& progress = {});
+TESSERA_API Status Stage(const TierConfig& tiers, int64_t step, const Progress& progress = {});
 // Copies hot → `to` (warm or cold), verifies, marks ready, deletes the hot copy (if delete_source).
-Status Demote(const TierConfig& tiers, int64_t step, Tier to, bool delete_source, const Progress& progress = {});
+TESSERA_API Status Demote(const TierConfig& tiers, int64_t step, Tier to, bool delete_source, const Progress& progress = {});
 
 struct RetentionPolicy {
   int keep_hot = 2;                   // newest K steps always stay hot
@@ -194,7 +194,7 @@ struct RetentionAction {
   Status status;
 };
 // Applies `policy` at time `now_unix` (0 = now). Idempotent; safe to rerun after a crash.
-Result<std::vector<RetentionAction>> ApplyRetention(const TierConfig& tiers, const RetentionPolicy& policy,
+TESSERA_API Result<std::vector<RetentionAction>> ApplyRetention(const TierConfig& tiers, const RetentionPolicy& policy,
                                                     int64_t now_unix = 0, bool dry_run = false,
                                                     const Progress& progress = {});
 

@@ -14,7 +14,7 @@
 
 namespace tessera {
 
-class Communicator {
+class TESSERA_API Communicator {
  public:
   static Result<std::unique_ptr<Communicator>> FromEnv();
   virtual ~Communicator() = default;

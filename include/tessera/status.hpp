@@ -11,6 +11,8 @@
 #include <utility>
 #include <variant>
 
+#include "tessera/export.h"
+
 namespace tessera {
 
 enum class Code : int {
@@ -25,9 +27,9 @@ enum class Code : int {
   kCorrupt = 8,          // stored data failed verification
 };
 
-const char* CodeName(Code code);
+TESSERA_API const char* CodeName(Code code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] TESSERA_API Status {
  public:
   Status() = default;
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -55,7 +57,7 @@ inline Status Unsupported(std::string m) { return {Code::kUnsupported, std::move
 inline Status NotFound(std::string m) { return {Code::kNotFound, std::move(m)}; }
 inline Status Corrupt(std::string m) { return {Code::kCorrupt, std::move(m)}; }
 // SystemError with strerror(errno) appended: ErrnoError("open /x", errno).
-Status ErrnoError(const std::string& what, int err);
+TESSERA_API Status ErrnoError(const std::string& what, int err);
 
 template <typename T>
 class [[nodiscard]] Result {

@@ -29,6 +29,7 @@
 #define TESSERA_TESSERA_H_
 
 #include <stddef.h>
+#include "tessera/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,7 +73,7 @@ typedef void* tsrStream_t;
 
 /* MAJOR*10000 + MINOR*100 + PATCH (TESSERA_VERSION_CODE of the library actually loaded, which may differ
  * from the header's). Thread-safe; needs no communicator. */
-tsrResult_t tsrGetVersion(int* version);
+TESSERA_API tsrResult_t tsrGetVersion(int* version);
 
 /* ---- Joining a job ------------------------------------------------------------------------------ */
 
@@ -109,18 +110,18 @@ typedef struct {
  * communicator (tsrCommInitRank once per rank); make a new id, or use tsrCommSplit, for another. The
  * token the id carries (and its store demands) is TESSERA_TOKEN when set (at most 64 bytes, no spaces),
  * else 128 random bits; a config->token given to tsrCommInitRank must equal it. Thread-safe. */
-tsrResult_t tsrGetUniqueId(tsrUniqueId* id);
+TESSERA_API tsrResult_t tsrGetUniqueId(tsrUniqueId* id);
 /* Joins the job of `id` as `rank` of `nranks`. Collective: every rank of the job calls it with the same
  * id and nranks. config may be NULL (all fields from TESSERA_* or their defaults, see tsrConfig_t); it is
  * not kept after the call. No other TESSERA_* variable is needed. Bounded by the timeout. On failure
  * *comm is NULL and tsrGetLastError(NULL) says why (this thread). Thread-safe (each call makes its own
  * communicator); the ranks of one job may be threads of one process only if each is on its own thread. */
-tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId id, int rank, const tsrConfig_t* config);
+TESSERA_API tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId id, int rank, const tsrConfig_t* config);
 /* Joins the job described by TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_ISLAND, TESSERA_DEVICE,
  * TESSERA_STORE, TESSERA_TOKEN and TESSERA_TIMEOUT (set by `tessera run`); the same as tsrCommInitRank
  * with those values. Collective: every rank must call it. On failure *comm is NULL and
  * tsrGetLastError(NULL) describes why. Thread-safe as tsrCommInitRank. */
-tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm);
+TESSERA_API tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm);
 
 #define TSR_SPLIT_NOCOLOR (-1)
 /* Collective over comm: every rank of comm calls it. Ranks passing the same color >= 0 form one new
@@ -134,10 +135,10 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm);
  * must outlive it (the process that made the id; under tsrCommInitFromEnv without a launcher, rank 0's
  * first communicator, which serves it: destroy that one last). Must not run concurrently with other calls
  * on comm. */
-tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm, const tsrConfig_t* config);
+TESSERA_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm, const tsrConfig_t* config);
 /* Releases the communicator. Not collective; safe on NULL. Must not run concurrently with any other call
  * on comm (call tsrCommAbort first to end a blocked call, wait for it to return, then destroy). */
-tsrResult_t tsrCommDestroy(tsrComm_t comm);
+TESSERA_API tsrResult_t tsrCommDestroy(tsrComm_t comm);
 /* Makes every pending and future call on comm return promptly (a blocked call notices within ~50 ms)
  * with tsrRemoteError ("... aborted (tsrCommAbort)"), tells the other ranks (their pending and next
  * calls on this communicator fail with tsrRemoteError naming this rank), and aborts its CCL communicator
@@ -145,49 +146,49 @@ tsrResult_t tsrCommDestroy(tsrComm_t comm);
  * it after the blocked calls have returned. Safe from any thread, concurrently with any call on comm;
  * idempotent. (A CCL call that a racing thread had already begun when the CCL communicator is aborted is
  * NCCL's business, as with ncclCommAbort.) */
-tsrResult_t tsrCommAbort(tsrComm_t comm);
+TESSERA_API tsrResult_t tsrCommAbort(tsrComm_t comm);
 /* *error = tsrSuccess while comm is healthy; else the result that failed it (an earlier call's error, a
  * peer's posted failure seen while idle, an abort, an asynchronous CCL error). Does not block beyond a
  * short non-blocking check. Safe from any thread, concurrently with any call on comm. */
-tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error);
+TESSERA_API tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error);
 /* Safe from any thread while comm exists. */
-tsrResult_t tsrCommRank(tsrComm_t comm, int* rank);
-tsrResult_t tsrCommSize(tsrComm_t comm, int* size);
+TESSERA_API tsrResult_t tsrCommRank(tsrComm_t comm, int* rank);
+TESSERA_API tsrResult_t tsrCommSize(tsrComm_t comm, int* size);
 /* The index of this rank's island, in the order the islands were declared (0-based). */
-tsrResult_t tsrCommIsland(tsrComm_t comm, int* island);
+TESSERA_API tsrResult_t tsrCommIsland(tsrComm_t comm, int* island);
 
 /* ---- Collectives: one at a time per communicator; every rank issues the same ones in the same order. */
 
 /* recvbuf[i] = op over ranks of sendbuf[i], for i < count, on every rank. */
-tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
+TESSERA_API tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
                          tsrComm_t comm, tsrStream_t stream);
 /* sendbuf holds size*recvcount elements; rank r receives the reduced block r. */
-tsrResult_t tsrReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, tsrDataType_t datatype,
+TESSERA_API tsrResult_t tsrReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, tsrDataType_t datatype,
                              tsrRedOp_t op, tsrComm_t comm, tsrStream_t stream);
 /* recvbuf (size*sendcount elements) gets every rank's sendbuf, in rank order. */
-tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype, tsrComm_t comm,
+TESSERA_API tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype, tsrComm_t comm,
                          tsrStream_t stream);
 /* Every rank's recvbuf gets root's sendbuf. */
-tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, int root,
+TESSERA_API tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, int root,
                          tsrComm_t comm, tsrStream_t stream);
 /* Point-to-point; a send must be matched by a recv of the same count and type on peer. Outside a group a
  * call returns when it is complete (host memory) or enqueued (device memory). */
-tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
+TESSERA_API tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
                     tsrStream_t stream);
-tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm, tsrStream_t stream);
+TESSERA_API tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm, tsrStream_t stream);
 /* Returns when every rank has entered the barrier. */
-tsrResult_t tsrBarrier(tsrComm_t comm);
+TESSERA_API tsrResult_t tsrBarrier(tsrComm_t comm);
 
 /* Rank r sends block p of sendbuf (elements [p*count, (p+1)*count)) to rank p and receives rank p's
  * block r into block p of recvbuf, for every p (itself included). sendbuf and recvbuf must not overlap.
  * Exact: bytes are moved, never folded. Host or device memory as every collective. */
-tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrComm_t comm,
+TESSERA_API tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrComm_t comm,
                         tsrStream_t stream);
 /* As tsrAllToAll with per-peer counts and displacements, in elements: sendcounts[p] elements from
  * sendbuf + sdispls[p] go to rank p, which must pass the same number as its recvcounts[r]; recvcounts[p]
  * elements from rank p land at recvbuf + rdispls[p]. Zero counts are allowed. A count mismatch between
  * two ranks fails the call on both, naming both sides. */
-tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[], void* recvbuf,
+TESSERA_API tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[], void* recvbuf,
                          const size_t recvcounts[], const size_t rdispls[], tsrDataType_t datatype, tsrComm_t comm,
                          tsrStream_t stream);
 
@@ -200,24 +201,24 @@ tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const s
  * tsrCommAbort and tsrCommDestroy (which drops the thread's queued calls on comm) are allowed. Sends to
  * this rank itself are allowed inside a group and match its receives from itself in order. Buffers must
  * stay valid until tsrGroupEnd returns (host memory) or the stream has run the group (device memory). */
-tsrResult_t tsrGroupStart(void);
+TESSERA_API tsrResult_t tsrGroupStart(void);
 /* Closes the innermost group; the outermost one runs all queued sends and receives: per communicator
  * (one after another, in the order of their first call in the group), all of one communicator's
  * progressing together, so any order of matching pairs completes without deadlock. A send of a group
  * matches a plain tsrRecv on the peer and vice versa. Returns the first error (its message in
  * tsrGetLastError of that communicator; tsrGetLastError(NULL) for tsrGroupEnd without tsrGroupStart).
  * Per thread. */
-tsrResult_t tsrGroupEnd(void);
+TESSERA_API tsrResult_t tsrGroupEnd(void);
 
 /* Not safe concurrently with other calls on comm. One line for humans: the islands, their ranks and devices, and the
  * transports in use inside the islands and on the bridge. Valid until comm is destroyed; "" for NULL. */
-const char* tsrCommDescribe(tsrComm_t comm);
+TESSERA_API const char* tsrCommDescribe(tsrComm_t comm);
 
 /* A static string for any value (thread-safe). */
-const char* tsrGetErrorString(tsrResult_t result);
+TESSERA_API const char* tsrGetErrorString(tsrResult_t result);
 /* The message of the last failed call on comm (on this thread's last failed init or group error when comm
  * is NULL); "" when there was none. Valid until the next call on comm, on the thread that made it. */
-const char* tsrGetLastError(tsrComm_t comm);
+TESSERA_API const char* tsrGetLastError(tsrComm_t comm);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -6,7 +6,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <atomic>
 #include <cstdio>
@@ -68,12 +67,9 @@ Result<Config> Config::Load(const std::string& bucket) {
   auto file = env::Get("TESSERA_S3_CONFIG");
   std::map<std::string, std::string> kv;
   if (file) {
-    try {
-      YAML::Node y = YAML::LoadFile(*file);
-      for (const auto& it : y) kv[it.first.as<std::string>()] = it.second.as<std::string>();
-    } catch (const std::exception& e) {
-      return InvalidArgument(fmt::format("TESSERA_S3_CONFIG={}: {}", *file, e.what()));
-    }
+    auto read = env::ReadFlatMap(*file);  // a flat YAML map, read without yaml-cpp (libtessera does not link it)
+    if (!read.ok()) return InvalidArgument(fmt::format("TESSERA_S3_CONFIG={}: {}", *file, read.status().message()));
+    kv = std::move(*read);
   }
   // A setting from the environment, else from the file. `what` names where it came from, for errors.
   struct Setting {

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #include "common/dtype.hpp"
 #include "common/env.hpp"
 #include "tessera/status.hpp"
@@ -454,7 +455,7 @@ int RunBench(int argc, char** argv) {
   try {
     app.parse(argc, argv);  // argv[0] is "bench"
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
 
   auto fail = [](const std::string& msg) {

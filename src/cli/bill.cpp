@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #include "common/env.hpp"
 #include "tessera/sched.hpp"
 
@@ -17,7 +18,7 @@ using namespace tessera::sched;
 
 int Fail(const tessera::Status& s) {
   std::fprintf(stderr, "tessera bill: %s\n", s.ToString().c_str());
-  return 2;
+  return tessera::cli::ExitCodeOf(s);
 }
 
 // Card-seconds as card-hours with two decimals, exactly (no floating point).
@@ -67,7 +68,7 @@ int RunBill(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return tessera::cli::ParseExit(app, e);
   }
   if (db.empty()) {
     auto env = tessera::env::Get("TESSERA_LEDGER");

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include <fmt/format.h>
 
@@ -18,7 +19,7 @@ int RunCancel(int argc, char** argv) {
   (void)argc;
   (void)argv;
   std::fprintf(stderr, "tessera cancel: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return 2;
+  return tessera::cli::kExitUnsupported;
 #else
   using namespace tessera::daemon;
   CLI::App app{"Cancel a job, or interrupt it and queue it again (--requeue)", "tessera cancel"};
@@ -31,12 +32,12 @@ int RunCancel(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
   auto client = Client::Connect(co);
-  if (!client.ok()) return Fail("cancel", client.status());
+  if (!client.ok()) return tessera::cli::Fail("cancel", client.status());
   auto r = (*client)->Post(fmt::format("/v1/jobs/{}/{}", id, requeue ? "requeue" : "cancel"), nlohmann::json::object());
-  if (!r.ok()) return Fail("cancel", r.status());
+  if (!r.ok()) return tessera::cli::Fail("cancel", r.status());
   std::printf("job %lld: %s%s%s\n", static_cast<long long>(id), (*r)["state"].get<std::string>().c_str(),
               (*r)["reason"].get<std::string>().empty() ? "" : " — ", (*r)["reason"].get<std::string>().c_str());
   return 0;

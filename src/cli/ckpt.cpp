@@ -22,6 +22,7 @@
 #include "ckpt/internal.hpp"
 #include "ckpt/tiers.hpp"
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #include "common/dtype.hpp"
 
 namespace tessera::cli {
@@ -93,7 +94,7 @@ class ProgressBar {
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "tessera ckpt: %s\n", s.ToString().c_str());
-  return 1;
+  return tessera::cli::ExitCodeOf(s);
 }
 
 // Display width of UTF-8 text (code points; our cells hold no wide characters).
@@ -366,11 +367,17 @@ int RunCkpt(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
   TierConfig t = TierConfig::FromEnv(flags);
   if (t.hot.empty() && !bench->parsed())
     return Fail(InvalidArgument("no hot tier: pass --root DIR or set TESSERA_CKPT_ROOT"));
+  // A hot root that does not exist is an error (3, not found), not an empty table; import creates it, restore
+  // may stage into a fresh one, bench uses its own --dir.
+  if (!import->parsed() && !restore->parsed() && !bench->parsed() && !std::filesystem::is_directory(t.hot)) {
+    return Fail(NotFound(fmt::format("checkpoint root '{}' {} (--root / TESSERA_CKPT_ROOT)", t.hot,
+                                     std::filesystem::exists(t.hot) ? "is not a directory" : "does not exist")));
+  }
   if (ls->parsed()) return CmdLs(t, verify_ls);
   if (show->parsed()) return CmdShow(t, step);
   if (verify->parsed()) return CmdVerify(t, vsteps);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include "common/env.hpp"
 #include "daemon/daemon.hpp"
@@ -22,7 +23,7 @@ int RunDaemonCmd(int argc, char** argv) {
   std::fprintf(stderr,
                "tessera daemon: this build has no job daemon (it needs libsqlite3-dev and libcpp-httplib-dev at "
                "configure time; run scripts/install-deps.sh and reconfigure)\n");
-  return 2;
+  return tessera::cli::kExitUnsupported;
 #else
   if (argc >= 2 && !std::strcmp(argv[1], "shim")) return tessera::daemon::RunShim(argc - 1, argv + 1);
   CLI::App app{"Run the job daemon: HTTP/JSON API on 127.0.0.1 with bearer tokens, state in SQLite (WAL), queue with "
@@ -57,7 +58,7 @@ int RunDaemonCmd(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
   o.state_dir = tessera::daemon::DefaultStateDir(state);
   if (!tenants.empty()) {

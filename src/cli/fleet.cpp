@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include "daemon/cli_flags.hpp"
 #endif
@@ -14,7 +15,7 @@ namespace {
 #ifdef TESSERA_HAVE_DAEMON
 int Show(tessera::daemon::Client& c) {
   auto r = c.Get("/v1/fleet");
-  if (!r.ok()) return tessera::daemon::Fail("fleet", r.status());
+  if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
   const auto& f = *r;
   std::printf("catalog (%s, price version %s):\n", f["currency"].get<std::string>().c_str(),
               f["price_version"].get<std::string>().c_str());
@@ -54,7 +55,7 @@ int RunFleet(int argc, char** argv) {
   (void)argc;
   (void)argv;
   std::fprintf(stderr, "tessera fleet: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return 2;
+  return tessera::cli::kExitUnsupported;
 #else
   using namespace tessera::daemon;
   CLI::App app{"Show or register the daemon's fleet, catalog and policy", "tessera fleet"};
@@ -74,35 +75,35 @@ int RunFleet(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
   auto client = Client::Connect(co);
-  if (!client.ok()) return Fail("fleet", client.status());
+  if (!client.ok()) return tessera::cli::Fail("fleet", client.status());
   if (reg->parsed()) {
     nlohmann::json body;
     auto f = ReadDocument(fleet);
-    if (!f.ok()) return Fail("fleet", f.status());
+    if (!f.ok()) return tessera::cli::Fail("fleet", f.status());
     body["fleet"] = *f;
     if (!catalog.empty()) {
       auto c = ReadDocument(catalog);
-      if (!c.ok()) return Fail("fleet", c.status());
+      if (!c.ok()) return tessera::cli::Fail("fleet", c.status());
       body["catalog"] = *c;
     }
     if (!policy.empty()) {
       auto p = ReadDocument(policy);
-      if (!p.ok()) return Fail("fleet", p.status());
+      if (!p.ok()) return tessera::cli::Fail("fleet", p.status());
       body["policy"] = *p;
     }
     auto r = (*client)->Put("/v1/fleet", body);
-    if (!r.ok()) return Fail("fleet", r.status());
+    if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
     std::printf("registered %lld nodes, %lld cards (%lld emulated on this host)\n",
                 static_cast<long long>((*r)["nodes"].get<int64_t>()), static_cast<long long>((*r)["cards"].get<int64_t>()),
                 static_cast<long long>((*r)["emulated_cards"].get<int64_t>()));
   } else if (pol->parsed()) {
     auto p = ReadDocument(policy_only);
-    if (!p.ok()) return Fail("fleet", p.status());
+    if (!p.ok()) return tessera::cli::Fail("fleet", p.status());
     auto r = (*client)->Put("/v1/policy", *p);
-    if (!r.ok()) return Fail("fleet", r.status());
+    if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
     std::printf("policy %s in force; floor today %s\n", (*r)["policy"].get<std::string>().c_str(),
                 (*r)["floor_today"].get<std::string>().c_str());
     return 0;

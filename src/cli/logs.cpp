@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include <fmt/format.h>
 
@@ -19,7 +20,7 @@ int RunLogs(int argc, char** argv) {
   (void)argc;
   (void)argv;
   std::fprintf(stderr, "tessera logs: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return 2;
+  return tessera::cli::kExitUnsupported;
 #else
   using namespace tessera::daemon;
   CLI::App app{"Print a job's output", "tessera logs"};
@@ -34,23 +35,23 @@ int RunLogs(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
   auto client = Client::Connect(co);
-  if (!client.ok()) return Fail("logs", client.status());
+  if (!client.ok()) return tessera::cli::Fail("logs", client.status());
   size_t size = 0;
   auto text = (*client)->GetText(tail ? fmt::format("/v1/jobs/{}/logs?tail={}", id, tail)
                                       : fmt::format("/v1/jobs/{}/logs", id),
                                  &size);
-  if (!text.ok()) return Fail("logs", text.status());
+  if (!text.ok()) return tessera::cli::Fail("logs", text.status());
   std::fwrite(text->data(), 1, text->size(), stdout);
   std::fflush(stdout);
   while (follow) {
     auto j = (*client)->Get(fmt::format("/v1/jobs/{}", id));
-    if (!j.ok()) return Fail("logs", j.status());
+    if (!j.ok()) return tessera::cli::Fail("logs", j.status());
     std::string state = (*j)["state"];
     auto more = (*client)->GetText(fmt::format("/v1/jobs/{}/logs?offset={}", id, size), &size);
-    if (!more.ok()) return Fail("logs", more.status());
+    if (!more.ok()) return tessera::cli::Fail("logs", more.status());
     std::fwrite(more->data(), 1, more->size(), stdout);
     std::fflush(stdout);
     if (state != "running" && state != "stopping" && state != "queued") break;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #include "tessera/sched.hpp"
 
 namespace {
@@ -16,7 +17,7 @@ using namespace tessera::sched;
 
 int Fail(const tessera::Status& s) {
   std::fprintf(stderr, "tessera plan: %s\n", s.ToString().c_str());
-  return 2;
+  return tessera::cli::ExitCodeOf(s);
 }
 
 std::string Unit(const Catalog& c) { return c.currency; }
@@ -95,7 +96,7 @@ int RunPlan(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return tessera::cli::ParseExit(app, e);
   }
   auto catalog = LoadCatalog(catalog_path);
   if (!catalog.ok()) return Fail(catalog.status());

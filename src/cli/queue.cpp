@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include "daemon/cli_flags.hpp"
 #endif
@@ -16,7 +17,7 @@ int RunQueue(int argc, char** argv) {
   (void)argc;
   (void)argv;
   std::fprintf(stderr, "tessera queue: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return 2;
+  return tessera::cli::kExitUnsupported;
 #else
   using namespace tessera::daemon;
   CLI::App app{"Show the queue: position and the reason each job waits", "tessera queue"};
@@ -28,12 +29,12 @@ int RunQueue(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
   auto client = Client::Connect(co);
-  if (!client.ok()) return Fail("queue", client.status());
+  if (!client.ok()) return tessera::cli::Fail("queue", client.status());
   auto r = (*client)->Get(all ? "/v1/jobs?all=1" : "/v1/jobs");
-  if (!r.ok()) return Fail("queue", r.status());
+  if (!r.ok()) return tessera::cli::Fail("queue", r.status());
   if (json_out) {
     std::printf("%s\n", r->dump(2).c_str());
     return 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #include "comm/launcher.hpp"
 #include "comm/sm_share.hpp"
 #include "common/env.hpp"
@@ -67,7 +68,7 @@ int RunRun(int argc, char** argv) {
   try {
     app.parse(sep >= 0 ? sep : argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
   const auto extras = app.remaining();
   if (!extras.empty()) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include <fmt/format.h>
 
@@ -19,7 +20,7 @@ int RunStatus(int argc, char** argv) {
   (void)argc;
   (void)argv;
   std::fprintf(stderr, "tessera status: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return 2;
+  return tessera::cli::kExitUnsupported;
 #else
   using namespace tessera::daemon;
   using nlohmann::json;
@@ -34,12 +35,12 @@ int RunStatus(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
   auto client = Client::Connect(co);
-  if (!client.ok()) return Fail("status", client.status());
+  if (!client.ok()) return tessera::cli::Fail("status", client.status());
   auto r = (*client)->Get(fmt::format("/v1/jobs/{}", id));
-  if (!r.ok()) return Fail("status", r.status());
+  if (!r.ok()) return tessera::cli::Fail("status", r.status());
   const json& j = *r;
   if (json_out) {
     std::printf("%s\n", j.dump(2).c_str());

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include "daemon/cli_flags.hpp"
 #include "daemon/util.hpp"
@@ -17,7 +18,7 @@ int RunSubmit(int argc, char** argv) {
   (void)argc;
   (void)argv;
   std::fprintf(stderr, "tessera submit: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return 2;
+  return tessera::cli::kExitUnsupported;
 #else
   using namespace tessera::daemon;
   CLI::App app{"Submit a job file to the daemon", "tessera submit"};
@@ -32,18 +33,18 @@ int RunSubmit(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tessera::cli::ParseExit(app, e);
   }
   std::string base;
   auto doc = ReadDocument(file, &base);
-  if (!doc.ok()) return Fail("submit", doc.status());
+  if (!doc.ok()) return tessera::cli::Fail("submit", doc.status());
   nlohmann::json body = *doc;
   body["base_dir"] = base;
   body["compatible"] = SplitList(compatible);
   auto client = Client::Connect(co);
-  if (!client.ok()) return Fail("submit", client.status());
+  if (!client.ok()) return tessera::cli::Fail("submit", client.status());
   auto r = (*client)->Post("/v1/jobs", body);
-  if (!r.ok()) return Fail("submit", r.status());
+  if (!r.ok()) return tessera::cli::Fail("submit", r.status());
   if (json_out) {
     std::printf("%s\n", r->dump(2).c_str());
     return 0;

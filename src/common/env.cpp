@@ -1,10 +1,12 @@
 // common/env: parsing of TESSERA_* variables with errors that name the variable and its value.
 #include "common/env.hpp"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <fmt/format.h>
+#include <fstream>
 
 namespace tessera::env {
 
@@ -26,8 +28,7 @@ Result<int64_t> ParseInt(const std::string& what, const std::string& text, int64
   long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE)
     return InvalidArgument(fmt::format("{}='{}' is not an integer", what, text));
-  if (v < min || v > max)
-    return InvalidArgument(fmt::format("{}='{}' is out of range [{}, {}]", what, text, min, max));
+  if (v < min || v > max) return InvalidArgument(fmt::format("{}='{}' is out of range [{}, {}]", what, text, min, max));
   return static_cast<int64_t>(v);
 }
 
@@ -61,15 +62,21 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& what, const s
   double n = 0;
   std::string unit;
   auto bad = [&] {
-    return InvalidArgument(fmt::format("{}='{}' is not a positive duration (use e.g. 30, 30s, 500ms, 2m, 1h)", what, text));
+    return InvalidArgument(
+        fmt::format("{}='{}' is not a positive duration (use e.g. 30, 30s, 500ms, 2m, 1h)", what, text));
   };
   if (!SplitNumber(text, &n, &unit)) return bad();
   double ms = 0;
-  if (unit.empty() || unit == "s") ms = n * 1e3;
-  else if (unit == "ms") ms = n;
-  else if (unit == "m" || unit == "min") ms = n * 60e3;
-  else if (unit == "h") ms = n * 3600e3;
-  else return bad();
+  if (unit.empty() || unit == "s")
+    ms = n * 1e3;
+  else if (unit == "ms")
+    ms = n;
+  else if (unit == "m" || unit == "min")
+    ms = n * 60e3;
+  else if (unit == "h")
+    ms = n * 3600e3;
+  else
+    return bad();
   if (ms < 1 || ms > 365.0 * 86400e3) return bad();
   return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
@@ -88,11 +95,16 @@ Result<uint64_t> ParseBytes(const std::string& what, const std::string& text) {
   };
   if (!SplitNumber(text, &n, &unit)) return bad();
   double mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "K" || unit == "KiB" || unit == "k") mult = 1024.0;
-  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else return bad();
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else
+    return bad();
   return static_cast<uint64_t>(n * mult);
 }
 
@@ -118,6 +130,60 @@ Result<std::string> Choice(const char* name, const std::string& fallback, std::i
     list += c;
   }
   return InvalidArgument(fmt::format("{}='{}' is not one of {}", name, *v, list));
+}
+
+namespace {
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+}  // namespace
+
+Result<std::map<std::string, std::string>> ReadFlatMap(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return ErrnoError(fmt::format("open {}", path), errno);
+  std::map<std::string, std::string> kv;
+  std::string raw;
+  for (int line = 1; std::getline(in, raw); ++line) {
+    auto bad = [&](const std::string& why) {
+      return InvalidArgument(fmt::format("{}:{}: {} (expected `key: value` lines)", path, line, why));
+    };
+    std::string text = Trim(raw);
+    if (text.empty() || text[0] == '#' || (line == 1 && text == "---")) continue;
+    if (raw[0] == ' ' || raw[0] == '\t') return bad("nested values are not supported");
+    size_t colon = text.find(": ");
+    if (colon == std::string::npos && text.back() == ':') colon = text.size() - 1;
+    if (colon == std::string::npos || colon == 0) return bad(fmt::format("'{}' is not `key: value`", text));
+    std::string key = Trim(text.substr(0, colon)), value = Trim(text.substr(colon + 1));
+    if (key.find_first_of("{}[]\"'&*!|>%@`") != std::string::npos) return bad(fmt::format("unsupported key '{}'", key));
+    if (!value.empty() && (value[0] == '"' || value[0] == '\'')) {
+      char q = value[0];
+      std::string out;
+      size_t i = 1;
+      for (; i < value.size() && value[i] != q; ++i) {
+        if (q == '"' && value[i] == '\\' && i + 1 < value.size()) {
+          char c = value[++i];
+          out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+        } else {
+          out += value[i];
+        }
+      }
+      if (i == value.size()) return bad("unterminated quoted value");
+      std::string rest = Trim(value.substr(i + 1));
+      if (!rest.empty() && rest[0] != '#') return bad(fmt::format("text after the quoted value: '{}'", rest));
+      value = out;
+    } else {
+      size_t hash = value.find(" #");
+      if (hash != std::string::npos) value = Trim(value.substr(0, hash));
+      if (value == "~" || value == "null") value.clear();
+      if (!value.empty() && std::string("{[&*!|>%@`-").find(value[0]) != std::string::npos &&
+          !(value[0] == '-' && value.size() > 1 && value[1] != ' '))
+        return bad(fmt::format("unsupported value '{}' (a plain or quoted scalar)", value));
+    }
+    if (kv.count(key)) return bad(fmt::format("duplicate key '{}'", key));
+    kv[key] = value;
+  }
+  return kv;
 }
 
 }  // namespace tessera::env

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -35,5 +36,11 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& what, const s
 Result<uint64_t> ParseBytes(const std::string& what, const std::string& text);
 // A switch: 1|0, true|false, yes|no, on|off (lower case).
 Result<bool> ParseBool(const std::string& what, const std::string& text);
+
+// A settings file that is a flat YAML map (TESSERA_S3_CONFIG): `key: value` lines, `#` comments, values
+// plain or quoted ('...', "..." with \" \\ \n \t), an optional `---` first line. Anything else (nesting,
+// lists, flow style) is an error naming the file and line. Read without yaml-cpp, which libtessera does
+// not link. An empty value is "".
+Result<std::map<std::string, std::string>> ReadFlatMap(const std::string& path);
 
 }  // namespace tessera::env

@@ -1,27 +1,39 @@
-// common/log: spdlog set-up from TESSERA_LOG.
+// common/log: Tessera's named logger (see log.hpp), set up from TESSERA_LOG.
 #include "common/log.hpp"
 
-#include <mutex>
 #include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <memory>
 
 #include "common/env.hpp"
 
 namespace tessera::log {
+namespace {
 
-void Init() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto logger = spdlog::stderr_color_mt("tessera");
-    logger->set_pattern("tessera %^%l%$: %v");
-    spdlog::set_default_logger(logger);
-    spdlog::set_level(spdlog::level::warn);
-    auto level = env::Choice("TESSERA_LOG", "warn", {"trace", "debug", "info", "warn", "error", "off"});
-    if (!level.ok()) {
-      spdlog::warn("{}; using warn", level.status().message());
-      return;
-    }
-    spdlog::set_level(spdlog::level::from_str(*level));
-  });
+// Built on first use, by whichever thread logs first; never registered with spdlog (a host's
+// spdlog::get("tessera") and spdlog::set_level do not see or change it), never the default logger.
+std::shared_ptr<spdlog::logger> Make() {
+  auto logger = std::make_shared<spdlog::logger>("tessera", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_pattern("tessera %^%l%$: %v");
+  logger->set_level(spdlog::level::warn);
+  auto level = env::Choice("TESSERA_LOG", "warn", {"trace", "debug", "info", "warn", "error", "off"});
+  if (!level.ok()) {
+    logger->warn("{}; using warn", level.status().message());
+    return logger;
+  }
+  logger->set_level(spdlog::level::from_str(*level));
+  return logger;
 }
+
+}  // namespace
+
+spdlog::logger& Logger() {
+  // Thread-safe; never destroyed, so threads that log while the process exits (a writer's background
+  // persist, a store's accept thread) still find it.
+  static const auto* logger = new std::shared_ptr<spdlog::logger>(Make());
+  return **logger;
+}
+
+void Init() { Logger(); }
 
 }  // namespace tessera::log

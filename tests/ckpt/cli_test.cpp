@@ -72,7 +72,7 @@ TEST(Cli, LsShowVerifyRm) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(*ListSteps(d.path()), (std::vector<int64_t>{10, 20}));
   r = Tessera("--root " + d.path() + " show 99");
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 3);  // not found (src/cli/exit_code.hpp)
   EXPECT_NE(r.out.find("step 99"), std::string::npos) << r.out;
 }
 
@@ -125,7 +125,7 @@ TEST(Cli, TierRestoreAndCost) {
   EXPECT_NE(r.out.find("baseline: all hot"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("38%"), std::string::npos) << r.out;
   r = Tessera(tiers + " tier --policy /nonexistent.yaml");
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 3);  // not found
   EXPECT_NE(r.out.find("/nonexistent.yaml"), std::string::npos) << r.out;
 }
 
@@ -187,23 +187,23 @@ TEST(Cli, ImportSafetensorsAsAStep) {
 
   // The same step again: refused, naming the step.
   r = Tessera("--root " + root.path() + " import 7 " + model.path());
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 2);  // bad input
   EXPECT_NE(r.out.find("step 7 is already committed"), std::string::npos) << r.out;
   // A dtype checkpoints do not store, a name in two files, a file that is not safetensors: each names the file.
   WriteSafetensors(root / "bool.safetensors", {{"mask", "BOOL", {4}, "\1\0\1\1"}});
   r = Tessera("--root " + root.path() + " import 8 " + root.path() + "/bool.safetensors");
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.out.find(root / "bool.safetensors"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bool.safetensors: tensor 'mask' has dtype BOOL"), std::string::npos) << r.out;
   WriteSafetensors(root / "dup.safetensors", {{"position", "I64", {}, Bytes(pos)}});
   r = Tessera("--root " + root.path() + " import 8 " + model.path() + " " + root.path() + "/dup.safetensors");
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 2);
   EXPECT_NE(
       r.out.find("dup.safetensors: tensor 'position' is also in " + model.path() + "/model-00002-of-00002.safetensors"),
       std::string::npos)
       << r.out;
   r = Tessera("--root " + root.path() + " import 8 " + model.path() + "/config.json");
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.out.find("config.json"), std::string::npos) << r.out;
   EXPECT_EQ(*ListSteps(root.path()), std::vector<int64_t>{7}) << "failed imports commit nothing";
 

@@ -1,0 +1,45 @@
+// cli/exit_code: the exit status of every `tessera` subcommand (README "Exit codes", docs/contributing.md).
+//   0  success
+//   1  failure: the operation ran and failed, or its answer is "no" (I/O or system error, a peer or rank
+//      failed, a timeout, corrupt data, verification failed, a plan that does not fit, not compliant)
+//   2  usage or bad input: an unknown command or flag, a bad value, a malformed file
+//   3  not found: a named thing does not exist (a checkpoint root or step, a job, a file)
+//   4  unsupported: this build or machine lacks the feature (no daemon, no solver, no S3)
+// `tessera run` passes on the status of the first rank that failed (docs/launcher.md, "Exit status").
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "tessera/status.hpp"
+
+namespace tessera::cli {
+
+enum Exit : int { kExitOk = 0, kExitFailure = 1, kExitUsage = 2, kExitNotFound = 3, kExitUnsupported = 4 };
+
+// The exit status for an error Status (kExitOk for an OK one).
+inline int ExitCodeOf(const Status& s) {
+  switch (s.code()) {
+    case Code::kOk:
+      return kExitOk;
+    case Code::kInvalidArgument:
+      return kExitUsage;
+    case Code::kNotFound:
+      return kExitNotFound;
+    case Code::kUnsupported:
+      return kExitUnsupported;
+    default:
+      return kExitFailure;
+  }
+}
+
+// "tessera CMD: message" on stderr; returns the exit status for `s`.
+inline int Fail(const char* cmd, const Status& s) {
+  std::fprintf(stderr, "tessera %s: %s\n", cmd, s.message().c_str());
+  return ExitCodeOf(s);
+}
+
+// After a CLI11 parse error: --help and --version exit 0, anything else is a usage error (2).
+inline int ParseExit(const CLI::App& app, const CLI::ParseError& e) { return app.exit(e) == 0 ? kExitOk : kExitUsage; }
+
+}  // namespace tessera::cli
