@@ -249,8 +249,8 @@ TEST_F(JobStoreTest, FailedStartLeavesNothingHalfDone) {
   a.started_ms = 1000;
   ASSERT_TRUE(store_->StartAttempt(a).ok());
   ASSERT_TRUE(store_->FinishAttempt(id, 1, 1100, 1, 0, "exit code 1", "queued", "restarting", false).ok());
-  // The same (job, n) again violates the primary key: the error names the purpose, and the job row is not
-  // changed (the INSERT and the UPDATE are one transaction).
+  // The same (job, n) again violates the primary key: the error names the database, the purpose and SQLite's
+  // message, and the job row is not changed.
   a.alloc_json = R"({"other":1})";
   Status s = store_->StartAttempt(a);
   ASSERT_FALSE(s.ok());
@@ -264,6 +264,55 @@ TEST_F(JobStoreTest, FailedStartLeavesNothingHalfDone) {
   EXPECT_EQ(j->plan_json, "{}");
   // The store is usable afterwards: no transaction was left open.
   EXPECT_TRUE(store_->AddEvent(id, 1200, "after the failure").ok());
+}
+
+// The second statement of a change fails (a trigger added through a second connection refuses it): the first
+// one is rolled back with it.
+TEST_F(JobStoreTest, FailureInTheSecondStatementRollsBackTheFirst) {
+  int64_t id = Add(NewJob("train", 1, 100));
+  AttemptRow a;
+  a.job_id = id;
+  a.n = 1;
+  a.dir = "/d";
+  a.alloc_json = "{}";
+  a.started_ms = 1000;
+  ASSERT_TRUE(store_->StartAttempt(a).ok());
+  {
+    sqlite::OpenOptions o;
+    o.label = "test connection";
+    auto raw = sqlite::Db::Open(Path(), o);
+    ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+    ASSERT_TRUE((*raw)
+                    ->ExecScript("CREATE TRIGGER refuse BEFORE UPDATE OF state ON jobs WHEN NEW.state='boom' "
+                                 "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+                                 "CREATE TRIGGER refuse_ckpt BEFORE UPDATE OF ckpt_dir ON jobs WHEN NEW.ckpt_dir='x' "
+                                 "BEGIN SELECT RAISE(ABORT, 'no such checkpoint directory'); END;",
+                                 "add the test's triggers")
+                    .ok());
+  }
+  // FinishAttempt: the attempts UPDATE succeeds, the jobs UPDATE is refused.
+  Status s = store_->FinishAttempt(id, 1, 2000, 0, 0, "exit code 0", "boom", "", true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("record the end of attempt 1 of job " + std::to_string(id)), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("refused by the test"), std::string::npos) << s.message();
+  auto atts = store_->Attempts(id);
+  ASSERT_TRUE(atts.ok());
+  ASSERT_EQ(atts->size(), 1u);
+  EXPECT_FALSE((*atts)[0].ended_ms.has_value());  // rolled back with the refused job update
+  EXPECT_EQ(store_->OpenAttempts()->size(), 1u);
+  EXPECT_EQ(store_->Job(id)->state, "running");
+
+  // AddJob: the INSERT succeeds, setting the checkpoint directory is refused; no job is left behind.
+  auto before = store_->ListJobs(true, "", true);
+  ASSERT_TRUE(before.ok());
+  auto added = store_->AddJob(NewJob("other", 1, 300), [](int64_t) { return std::string("x"); });
+  ASSERT_FALSE(added.ok());
+  EXPECT_NE(added.status().message().find("no such checkpoint directory"), std::string::npos)
+      << added.status().message();
+  auto after = store_->ListJobs(true, "", true);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), before->size());
 }
 
 TEST_F(JobStoreTest, NeverStartedAttemptIsDroppedAndJobRequeued) {
