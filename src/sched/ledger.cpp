@@ -108,7 +108,7 @@ Status Ledger::Append(std::vector<UsageRecord>* rows) {
   TSR_ASSIGN_OR_RETURN(auto tx, sqlite::Transaction::Begin(db, "append usage"));
   TSR_ASSIGN_OR_RETURN(auto q, db->Prepare("INSERT INTO usage(job, tenant, type, domestic, cards, start, \"end\", "
                                            "price_version, price_micro, amount_micro) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                                           "prepare insert"));
+                                           "insert usage"));
   for (auto& r : *rows) {
     r.amount = RateSeconds(r.price_per_card_hour, r.cards, r.end - r.start);
     q.Reset();
