@@ -22,7 +22,7 @@ inline int Fail(const char* cmd, const Status& s) {
   return 1;
 }
 
-// "2 x ascend-910b (emulated)" lines of an allocation object (PlacementToJson in daemon.cpp).
+// "2 x ascend-910b (emulated)" lines of an allocation object (PlacementToJson in scheduler.cpp).
 inline std::string DescribeAllocation(const nlohmann::json& a) {
   std::string s;
   if (!a.is_object() || !a.contains("by_type")) return s;

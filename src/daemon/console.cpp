@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <tuple>
 
+#include "common/log.hpp"
+#include "daemon/job_store.hpp"
 #include "daemon/metrics.hpp"
-#include "daemon/state.hpp"
 #include "daemon/util.hpp"
 #include "daemon/web_assets.hpp"
 #include "tessera/ckpt.hpp"
@@ -39,18 +41,18 @@ double Units(sched::Money m) { return static_cast<double>(m) / static_cast<doubl
 double Ratio(sched::Ppm p) { return static_cast<double>(p) / static_cast<double>(sched::kPpmScale); }
 
 // The tiers of a job's checkpoints: its hot directory, and the warm and cold tiers its job file's env names.
-ckpt::TierConfig TiersOf(const json& job) {
+ckpt::TierConfig TiersOf(const JobRow& job) {
   ckpt::TierConfig t;
-  t.hot = job.value("ckpt_dir", "");
+  t.hot = job.ckpt_dir;
   try {
-    YAML::Node y = YAML::Load(job.value("yaml", ""));
+    YAML::Node y = YAML::Load(job.yaml);
     if (y["env"] && y["env"].IsMap()) {
       if (y["env"]["TESSERA_CKPT_WARM"]) t.warm = y["env"]["TESSERA_CKPT_WARM"].as<std::string>();
       if (y["env"]["TESSERA_CKPT_COLD"]) t.cold = y["env"]["TESSERA_CKPT_COLD"].as<std::string>();
     }
   } catch (const std::exception&) {
   }
-  if (!t.cold.empty() && t.cold[0] != '/') t.cold = job.value("base_dir", "") + "/" + t.cold;
+  if (!t.cold.empty() && t.cold[0] != '/') t.cold = job.base_dir + "/" + t.cold;
   return t;
 }
 
@@ -127,12 +129,15 @@ std::string StateMetrics(const Caller& c, const View& v) {
   static const char* kStates[] = {"queued", "running", "stopping", "succeeded", "failed", "cancelled"};
   std::map<std::string, int64_t> by_state;
   std::map<std::pair<std::string, std::string>, int64_t> by_tenant_state;
-  auto rows = v.db->Query("SELECT tenant, state, COUNT(*) AS n FROM jobs GROUP BY tenant, state");
-  if (rows.ok())
+  auto rows = v.store->CountJobsByTenantAndState();
+  if (rows.ok()) {
     for (const auto& r : *rows) {
-      by_state[r["state"]] += r["n"].get<int64_t>();
-      by_tenant_state[{r["tenant"], r["state"]}] += r["n"].get<int64_t>();
+      by_state[r.state] += r.n;
+      by_tenant_state[{r.tenant, r.state}] += r.n;
     }
+  } else {
+    TSR_LOG_ERROR("metrics: {}", rows.status().ToString());
+  }
   x.Family("tessera_jobs", "gauge", "Jobs per state, all tenants.");
   for (const char* s : kStates) x.Sample({{"state", s}}, static_cast<double>(by_state[s]));
   for (const auto& [s, n] : by_state)
@@ -145,12 +150,9 @@ std::string StateMetrics(const Caller& c, const View& v) {
 
   // The queue.
   int64_t queued = 0, oldest_ms = 0;
-  auto q = v.db->Query(
-      "SELECT COUNT(*) AS n, MIN(COALESCE(blocked_since_ms, submitted_ms)) AS t FROM jobs WHERE state='queued'");
-  if (q.ok() && !q->empty()) {
-    queued = (*q)[0]["n"].get<int64_t>();
-    if (!(*q)[0]["t"].is_null()) oldest_ms = (*q)[0]["t"].get<int64_t>();
-  }
+  std::optional<int64_t> oldest;
+  if (Status s = v.store->QueueSummary(&queued, &oldest); !s.ok()) TSR_LOG_ERROR("metrics: {}", s.ToString());
+  if (oldest) oldest_ms = *oldest;
   x.Family("tessera_queue_length", "gauge", "Jobs waiting in the queue.");
   x.Sample({}, static_cast<double>(queued));
   x.Family("tessera_queue_oldest_wait_seconds", "gauge",
@@ -197,9 +199,12 @@ std::string StateMetrics(const Caller& c, const View& v) {
 
   // Event counters, per tenant: every known tenant's series starts at 0.
   std::vector<Labels> tenants;
-  auto known = v.db->Query("SELECT name FROM tenants ORDER BY name");
-  if (known.ok())
-    for (const auto& r : *known) tenants.push_back({{"tenant", r["name"].get<std::string>()}});
+  auto known = v.store->Tenants();
+  if (known.ok()) {
+    for (const auto& r : *known) tenants.push_back({{"tenant", r.name}});
+  } else {
+    TSR_LOG_ERROR("metrics: {}", known.status().ToString());
+  }
   metrics::Default().Render(
       &x,
       [&](const Labels& l) {
@@ -314,9 +319,12 @@ void RegisterRoutes(httplib::Server* http, Locked locked) {
     locked(req, res, req.has_header("Authorization"), [&](const Caller& c, const View& v) {
       called = true;
       text = StateMetrics(c, v);
-      auto jobs = v.db->Query("SELECT ckpt_dir, yaml, base_dir FROM jobs WHERE ckpt_dir != ''");
-      if (jobs.ok())
+      auto jobs = v.store->JobsWithCheckpoints();
+      if (jobs.ok()) {
         for (const auto& j : *jobs) ckpts.push_back(TiersOf(j));
+      } else {
+        TSR_LOG_ERROR("metrics: {}", jobs.status().ToString());
+      }
     });
     if (!called) return;
     text += CheckpointMetrics(ckpts);
@@ -452,9 +460,10 @@ void RegisterRoutes(httplib::Server* http, Locked locked) {
       return Error(res, 404, "job " + std::string(req.matches[1]) + " not found");
     }
     locked(req, res, true, [&](const Caller& c, const View& v) {
-      auto row = v.db->QueryOne("SELECT * FROM jobs WHERE id=?1", {id}, fmt::format("job {}", id));
+      auto row = v.store->Job(id);
+      if (!row.ok() && row.status().code() != Code::kNotFound) return Error(res, 500, row.status().message());
       // Another tenant's job is absent, as in GET /v1/jobs/ID.
-      if (!row.ok() || !Sees(c, (*row)["tenant"])) return Error(res, 404, fmt::format("job {} not found", id));
+      if (!row.ok() || !Sees(c, row->tenant)) return Error(res, 404, fmt::format("job {} not found", id));
       found = true;
       tiers = TiersOf(*row);
     });

@@ -22,7 +22,7 @@
 #include "tessera/sched.hpp"
 
 namespace tessera::daemon {
-class StateDb;
+class JobStore;
 }
 
 namespace tessera::daemon::console {
@@ -39,7 +39,7 @@ struct View {
   const FleetSpec* fleet = nullptr;
   const sched::Policy* policy = nullptr;
   bool have_fleet = false;
-  StateDb* db = nullptr;
+  JobStore* store = nullptr;
   sched::Ledger* ledger = nullptr;  // null when the daemon has no ledger
   std::string state_dir;
   std::vector<sched::RunningJob> running;  // open attempts (running or stopping), as the planner counts them

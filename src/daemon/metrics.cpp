@@ -7,7 +7,8 @@
 #include <charconv>
 #include <cmath>
 
-#include "daemon/state.hpp"
+#include "common/log.hpp"
+#include "daemon/job_store.hpp"
 
 namespace tessera::daemon::metrics {
 
@@ -187,10 +188,14 @@ void JobStarted(const std::string& tenant, bool resumed) {
   if (resumed) Default().Inc(kJobResumes, {{"tenant", tenant}});
 }
 
-void CountJobEvent(StateDb* db, int64_t job_id, const char* counter) {
-  if (!db) return;
-  auto row = db->QueryOne("SELECT tenant FROM jobs WHERE id=?1", {job_id}, fmt::format("job {}", job_id));
-  if (row.ok()) Default().Inc(counter, {{"tenant", (*row)["tenant"].get<std::string>()}});
+void CountJobEvent(JobStore* store, int64_t job_id, const char* counter) {
+  if (!store) return;
+  auto tenant = store->JobTenant(job_id);
+  if (tenant.ok()) {
+    Default().Inc(counter, {{"tenant", *tenant}});
+  } else {
+    TSR_LOG_WARN("metrics: {} not counted: {}", counter, tenant.status().ToString());
+  }
 }
 
 void WakeLatency(int64_t ms) { Default().Observe(kWakeLatency, static_cast<double>(ms) / 1000.0); }

@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace tessera::daemon {
-class StateDb;
+class JobStore;
 }
 
 namespace tessera::daemon::metrics {
@@ -97,10 +97,10 @@ inline constexpr const char* kJobFailures = "tessera_job_failures_total";
 inline constexpr const char* kWakeLatency = "tessera_wakeup_latency_seconds";
 inline constexpr const char* kPassDuration = "tessera_scheduling_pass_duration_seconds";
 
-// Event sites (one call each in daemon.cpp).
+// Event sites (one call each in scheduler.cpp).
 void JobStarted(const std::string& tenant, bool resumed);
-// Increments `counter` for the tenant of job `job_id` (looked up in `db`).
-void CountJobEvent(StateDb* db, int64_t job_id, const char* counter);
+// Increments `counter` for the tenant of job `job_id` (looked up in `store`).
+void CountJobEvent(JobStore* store, int64_t job_id, const char* counter);
 void WakeLatency(int64_t ms);
 // Observes the time from its construction to its destruction as one scheduling pass.
 class PassTimer {

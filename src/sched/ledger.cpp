@@ -11,7 +11,7 @@
 #include "tessera/sched.hpp"
 
 #ifdef TESSERA_HAVE_SQLITE
-#include <sqlite3.h>
+#include "common/sqlite.hpp"
 #endif
 
 namespace tessera::sched {
@@ -41,23 +41,7 @@ Money PartAmount(const UsageRecord& r, int64_t a, int64_t b) {
 #ifdef TESSERA_HAVE_SQLITE
 
 struct Ledger::Impl {
-  sqlite3* db = nullptr;
-  std::string path;
-  ~Impl() {
-    if (db) sqlite3_close_v2(db);
-  }
-  Status Error(const std::string& what) const {
-    return SystemError(fmt::format("ledger {}: {}: {}", path, what, db ? sqlite3_errmsg(db) : "no database"));
-  }
-  Status Exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string m = err ? err : "unknown error";
-      sqlite3_free(err);
-      return SystemError(fmt::format("ledger {}: {}", path, m));
-    }
-    return Status::Ok();
-  }
+  std::unique_ptr<sqlite::Db> db;
 };
 
 namespace {
@@ -86,20 +70,6 @@ BEGIN SELECT RAISE(ABORT, 'usage rows are immutable (append a correcting row ins
 PRAGMA user_version = 1;
 )sql";
 
-class Stmt {
- public:
-  Stmt(sqlite3* db, const std::string& sql) { rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr); }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  bool ok() const { return rc_ == SQLITE_OK; }
-  sqlite3_stmt* get() { return s_; }
-
- private:
-  sqlite3_stmt* s_ = nullptr;
-  int rc_ = SQLITE_OK;
-};
-
 Status Validate(const UsageRecord& r) {
   if (r.job.empty() || r.tenant.empty() || r.type.empty())
     return InvalidArgument(
@@ -122,62 +92,33 @@ Ledger::~Ledger() = default;
 
 Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path) {
   auto impl = std::make_unique<Impl>();
-  impl->path = path;
-  int rc = sqlite3_open_v2(path.c_str(), &impl->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
-  if (rc != SQLITE_OK) return impl->Error("cannot open");
-  sqlite3_busy_timeout(impl->db, 10000);
-  TSR_RETURN_IF_ERROR(impl->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"));
-  {
-    Stmt s(impl->db, "PRAGMA journal_mode");
-    if (!s.ok() || sqlite3_step(s.get()) != SQLITE_ROW) return impl->Error("PRAGMA journal_mode");
-    std::string mode = reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0));
-    if (mode != "wal") return SystemError(fmt::format("ledger {}: WAL journal unavailable (mode '{}')", path, mode));
-  }
-  TSR_RETURN_IF_ERROR(impl->Exec("BEGIN IMMEDIATE"));
-  Status st = impl->Exec(kSchema);
-  if (!st.ok()) {
-    (void)impl->Exec("ROLLBACK");
-    return st;
-  }
-  TSR_RETURN_IF_ERROR(impl->Exec("COMMIT"));
+  sqlite::OpenOptions o;
+  o.label = "ledger";
+  o.require_wal = true;
+  TSR_ASSIGN_OR_RETURN(impl->db, sqlite::Db::Open(path, o));
+  TSR_ASSIGN_OR_RETURN(auto tx, sqlite::Transaction::Begin(impl->db.get(), "create the schema"));
+  TSR_RETURN_IF_ERROR(impl->db->ExecScript(kSchema, "create the schema"));
+  TSR_RETURN_IF_ERROR(tx.Commit());
   return std::unique_ptr<Ledger>(new Ledger(std::move(impl)));
 }
 
 Status Ledger::Append(std::vector<UsageRecord>* rows) {
   for (const auto& r : *rows) TSR_RETURN_IF_ERROR(Validate(r));
-  TSR_RETURN_IF_ERROR(impl_->Exec("BEGIN IMMEDIATE"));
-  Stmt s(impl_->db,
-         "INSERT INTO usage(job, tenant, type, domestic, cards, start, \"end\", price_version, price_micro, "
-         "amount_micro) VALUES (?,?,?,?,?,?,?,?,?,?)");
-  Status st;
-  if (!s.ok()) st = impl_->Error("prepare insert");
+  sqlite::Db* db = impl_->db.get();
+  TSR_ASSIGN_OR_RETURN(auto tx, sqlite::Transaction::Begin(db, "append usage"));
+  TSR_ASSIGN_OR_RETURN(auto q, db->Prepare("INSERT INTO usage(job, tenant, type, domestic, cards, start, \"end\", "
+                                           "price_version, price_micro, amount_micro) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                                           "insert usage"));
   for (auto& r : *rows) {
-    if (!st.ok()) break;
     r.amount = RateSeconds(r.price_per_card_hour, r.cards, r.end - r.start);
-    sqlite3_stmt* q = s.get();
-    sqlite3_reset(q);
-    sqlite3_bind_text(q, 1, r.job.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(q, 2, r.tenant.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(q, 3, r.type.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(q, 4, r.domestic ? 1 : 0);
-    sqlite3_bind_int64(q, 5, r.cards);
-    sqlite3_bind_int64(q, 6, r.start);
-    sqlite3_bind_int64(q, 7, r.end);
-    sqlite3_bind_text(q, 8, r.price_version.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(q, 9, r.price_per_card_hour);
-    sqlite3_bind_int64(q, 10, r.amount);
-    if (sqlite3_step(q) != SQLITE_DONE) {
-      st = impl_->Error(fmt::format("insert usage of job '{}'", r.job));
-      break;
-    }
-    r.id = sqlite3_last_insert_rowid(impl_->db);
+    q.Reset();
+    TSR_RETURN_IF_ERROR(q.BindAll({r.job, r.tenant, r.type, int64_t{r.domestic ? 1 : 0}, r.cards, r.start, r.end,
+                                   r.price_version, r.price_per_card_hour, r.amount}));
+    Status st = q.Run();
+    if (!st.ok()) return db->Error(fmt::format("insert usage of job '{}'", r.job));
+    r.id = db->LastInsertId();
   }
-  if (!st.ok()) {
-    (void)impl_->Exec("ROLLBACK");
-    return st;
-  }
-  return impl_->Exec("COMMIT");
+  return tx.Commit();  // a failed insert or commit rolls the whole append back (tx's destructor)
 }
 
 Result<UsageRecord> Ledger::Record(const Catalog& catalog, const std::string& job, const std::string& tenant,
@@ -210,32 +151,29 @@ Result<std::vector<UsageRecord>> Ledger::Query(const BillFilter& f) {
   if (f.from) sql += " AND \"end\" > ?3";
   if (f.to) sql += " AND start < ?4";
   sql += " ORDER BY start, id";
-  Stmt s(impl_->db, sql);
-  if (!s.ok()) return impl_->Error("prepare query");
-  sqlite3_stmt* q = s.get();
-  if (f.job) sqlite3_bind_text(q, 1, f.job->c_str(), -1, SQLITE_TRANSIENT);
-  if (f.tenant) sqlite3_bind_text(q, 2, f.tenant->c_str(), -1, SQLITE_TRANSIENT);
-  if (f.from) sqlite3_bind_int64(q, 3, *f.from);
-  if (f.to) sqlite3_bind_int64(q, 4, *f.to);
+  TSR_ASSIGN_OR_RETURN(auto q, impl_->db->Prepare(sql, "query usage"));
+  if (f.job) TSR_RETURN_IF_ERROR(q.Bind(1, *f.job));
+  if (f.tenant) TSR_RETURN_IF_ERROR(q.Bind(2, *f.tenant));
+  if (f.from) TSR_RETURN_IF_ERROR(q.Bind(3, *f.from));
+  if (f.to) TSR_RETURN_IF_ERROR(q.Bind(4, *f.to));
   std::vector<UsageRecord> out;
-  int rc;
-  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+  while (true) {
+    TSR_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) break;
     UsageRecord r;
-    auto text = [&](int i) { return std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, i))); };
-    r.id = sqlite3_column_int64(q, 0);
-    r.job = text(1);
-    r.tenant = text(2);
-    r.type = text(3);
-    r.domestic = sqlite3_column_int(q, 4) != 0;
-    r.cards = sqlite3_column_int64(q, 5);
-    r.start = sqlite3_column_int64(q, 6);
-    r.end = sqlite3_column_int64(q, 7);
-    r.price_version = text(8);
-    r.price_per_card_hour = sqlite3_column_int64(q, 9);
-    r.amount = sqlite3_column_int64(q, 10);
+    r.id = q.Int(0);
+    r.job = q.Text(1);
+    r.tenant = q.Text(2);
+    r.type = q.Text(3);
+    r.domestic = q.Int(4) != 0;
+    r.cards = q.Int(5);
+    r.start = q.Int(6);
+    r.end = q.Int(7);
+    r.price_version = q.Text(8);
+    r.price_per_card_hour = q.Int(9);
+    r.amount = q.Int(10);
     out.push_back(std::move(r));
   }
-  if (rc != SQLITE_DONE) return impl_->Error("query usage");
   return out;
 }
 

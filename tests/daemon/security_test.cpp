@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "daemon/harness.hpp"
-#include "daemon/state.hpp"
+#include "daemon/job_store.hpp"
 
 namespace tessera::daemon::testing {
 namespace {
@@ -415,13 +415,13 @@ TEST_F(DaemonSecurity, TenantsComeFromAFileAndOnlyHashesAreKept) {
       EXPECT_EQ(bytes.find(t), std::string::npos) << f << " holds a token";
   }
   {
-    auto db = StateDb::Open(d_->state() + "/daemon.db");
+    auto db = JobStore::Open(d_->state() + "/daemon.db");
     ASSERT_TRUE(db.ok()) << db.status().ToString();
-    auto rows = (*db)->Query("SELECT name, token FROM tenants ORDER BY name");
-    ASSERT_TRUE(rows.ok());
-    ASSERT_EQ(rows->size(), 3u) << rows->dump();
-    EXPECT_EQ((*rows)[0]["token"], TokenHash(admin));
-    EXPECT_EQ((*rows)[1]["token"], TokenHash("tok-alice-secret"));
+    auto rows = (*db)->Tenants();
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    ASSERT_EQ(rows->size(), 3u);
+    EXPECT_EQ((*rows)[0].token_sha256, TokenHash(admin));
+    EXPECT_EQ((*rows)[1].token_sha256, TokenHash("tok-alice-secret"));
   }
   // A token on the command line is refused, and so is a tenants file that others can read.
   std::string out;

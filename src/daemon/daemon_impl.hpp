@@ -1,0 +1,128 @@
+// daemon/daemon_impl: the Daemon object behind RunDaemon (daemon.hpp), internal to src/daemon. Its members are
+// defined in four files by concern:
+//   config.cpp     configuration (catalog, fleet, policy), start-up (Init), tenants and their areas
+//   scheduler.cpp  the scheduler thread: reaping, billing, preemption, placement and starting attempts
+//   api.cpp        the HTTP/JSON API's routes (authentication, admission, request parsing, answers)
+//   daemon.cpp     Serve (threads, signals) and RunDaemon
+// All SQL is in the job store (daemon/job_store); all state is guarded by mu_, which the scheduler holds for a
+// pass and every handler for its request.
+#pragma once
+
+#include <fmt/format.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/daemon.hpp"
+#include "daemon/http_server.hpp"
+#include "daemon/job_store.hpp"
+#include "daemon/jobspec.hpp"
+#include "daemon/security.hpp"
+#include "tessera/sched.hpp"
+
+namespace tessera::daemon {
+
+// Set by SIGINT/SIGTERM and SIGHUP (daemon.cpp).
+extern std::atomic<bool> g_stop;
+extern std::atomic<bool> g_reload;
+
+// The key of a job in the planner and the ledger: "name#id".
+inline std::string JobKey(const std::string& name, int64_t id) { return fmt::format("{}#{}", name, id); }
+
+// What the configuration is before anything was stored: the embedded catalog and policy, no fleet.
+ConfigTexts DefaultConfig();
+
+// A placement as the API shows it and as attempts store it (alloc_json, plan_json).
+nlohmann::json PlacementToJson(const sched::Placement& p, const sched::Catalog& catalog, const FleetSpec& fleet);
+
+struct Caller {
+  std::string tenant;
+  bool admin = false;
+};
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions o) : opts_(std::move(o)) {}
+  Status Init();
+  int Serve();
+
+ private:
+  // ---- configuration (config.cpp)
+  Status LoadConfig();
+  Status ApplyConfig(const std::string& catalog_src, const std::string& catalog_yaml, const std::string& fleet_src,
+                     const std::string& fleet_yaml, const std::string& policy_src, const std::string& policy_yaml,
+                     bool persist);
+  // ---- scheduler (scheduler.cpp; all under mu_)
+  void Loop();
+  void Tick();
+  void CheckAttempt(const AttemptOfJob& a, int64_t now);
+  void FinishAttempt(const AttemptOfJob& a, int exit_code, int sig, int64_t ended_ms, const std::string& note);
+  void BillPending();
+  void Schedule(int64_t now);
+  Result<std::vector<sched::RunningJob>> Running(std::vector<AttemptOfJob>* active_rows);
+  Result<sched::PlanResult> PlanJob(const JobSpec& spec, const std::vector<sched::RunningJob>& running);
+  Status Start(const JobRow& job, const JobSpec& spec, const sched::Placement& placement, int64_t now);
+  Status RequestStop(int64_t job_id, const std::string& intent, const std::string& reason);
+  Result<JobSpec> SpecFor(const JobRow& job);
+  void Event(int64_t job_id, const std::string& text);
+  void FailJob(int64_t job_id, const std::string& reason);
+  // ---- HTTP (api.cpp)
+  std::string NeverFits(const JobSpec& spec);  // admission: why no zone could ever hold it, or ""
+  void SetUpHttp();  // the routes, the limits, the error and exception handlers
+  void Routes();
+  std::optional<Caller> Auth(const httplib::Request& req, httplib::Response& res);
+  Result<JobRow> LoadJobFor(const Caller& c, int64_t id);
+  nlohmann::json JobSummary(const JobRow& job);
+  // ---- security (config.cpp; daemon/security.hpp)
+  Status LoadTenants();
+  Result<std::string> TenantArea(const std::string& tenant);
+  Status IdentityFor(const std::string& tenant, int64_t* uid, int64_t* gid);
+  Result<JobSpec> ParseSpec(const std::string& yaml, const std::string& source, const std::string& base,
+                            const std::string& tenant, const std::vector<std::string>& compatible);
+
+  DaemonOptions opts_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<sched::Ledger> ledger_;
+  bool ledger_warned_ = false;
+  std::string ledger_path_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wake_ = false;
+
+  sched::Catalog catalog_;
+  FleetSpec fleet_;
+  sched::Policy policy_;
+  bool have_fleet_ = false;
+
+  std::map<int64_t, JobSpec> specs_;                             // parsed job files by id
+  std::set<pid_t> children_;                                     // shims started by this process (to reap)
+  std::set<std::pair<int64_t, int64_t>> term_sent_, kill_sent_;  // (job, attempt)
+  std::map<int64_t, int64_t> hold_;  // beneficiary job -> its priority, while preemption is in flight
+  int64_t last_capacity_ms_ = 0;     // last time capacity became available (an attempt ended, fleet changed)
+  // Compliance preemption runs when the policy changes (a new policy, or a new floor from its calendar),
+  // not when a job's end lowers the share: the planner already keeps the floor for every placement.
+  bool policy_changed_ = true;
+  sched::Ppm last_floor_ = -1;
+
+  ApiServer http_;
+  int lock_fd_ = -1;
+  std::string admin_hash_;       // SHA-256 of STATE/token
+  std::vector<Tenant> tenants_;  // admin first, then the --tenants file; only hashes
+  JobIdentity identity_;
+  std::string work_dir_;    // resolved
+  std::string state_real_;  // the state directory, resolved (what a sandbox hides)
+};
+
+}  // namespace tessera::daemon
