@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,13 +39,23 @@ struct Header {
 };
 static_assert(sizeof(Header) == 64);
 
+// This machine as the ranks compare it: "UTS hostname/boot id/net namespace/IPC namespace". Ranks with
+// equal identities share memory (shm channels) and see each other's pids; any difference means another
+// host (TCP). Namespaces share the boot id, so the namespace inodes (and the hostname, which `unshare
+// --uts` makes per namespace) tell "hosts" made of network/IPC namespaces on one machine apart.
 std::string HostId() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   std::string boot;
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::getline(f, boot);
-  return std::string(name) + "/" + boot;
+  std::string id = std::string(name) + "/" + boot;
+  for (const char* ns : {"net", "ipc"}) {
+    struct stat st {};
+    const std::string path = std::string("/proc/self/ns/") + ns;
+    id += fmt::format("/{}:{}", ns, ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0);
+  }
+  return id;
 }
 
 bool PidAlive(int pid) {
@@ -306,11 +317,8 @@ Status Comm::SetUpChannels() {
     const RankInfo& peer = infos_[p];
     bool same_host = peer.host_id == me.host_id;
     bool same_island = peer.island == me.island;
-    if (same_island && !same_host)
-      return Unsupported(
-          fmt::format("island {} ({}) spans hosts (rank {} and rank {}): the host island uses shared "
-                      "memory within one host",
-                      me.island, me.vendor, rank_, p));
+    // An island that spans hosts keeps its schedule (the engine does not care what a channel is):
+    // same-host members talk over shm, members on other hosts over TCP.
     std::string t = (same_host && (same_island || bridge != "tcp")) ? "shm" : "tcp";
     if (!same_host && bridge == "shm")
       return InvalidArgument(fmt::format("TESSERA_BRIDGE=shm but rank {} is on another host than rank {}", p, rank_));
@@ -413,7 +421,12 @@ std::string Comm::Describe() const {
 
 std::string Comm::PeerName(int peer) const {
   if (peer < 0 || peer >= size_) return "rank " + std::to_string(peer);
-  return fmt::format("rank {} ({})", peer, infos_[peer].vendor);
+  if (infos_[peer].host_id == infos_[rank_].host_id) return fmt::format("rank {} ({})", peer, infos_[peer].vendor);
+  // On another host: name it (its hostname and the address its bridge listens on).
+  const std::string& id = infos_[peer].host_id;
+  const std::string& addr = infos_[peer].tcp_addr;
+  return fmt::format("rank {} ({}) on host {} ({})", peer, infos_[peer].vendor, id.substr(0, id.find('/')),
+                     addr.substr(0, addr.rfind(':')));
 }
 
 Status Comm::CheckHealth(const std::vector<int>& waiting_on) {

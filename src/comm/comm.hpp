@@ -34,7 +34,7 @@ struct RankInfo {
   int island = 0;
   std::string vendor;   // e.g. "ascend"
   std::string device;   // "host" or "cuda:N"
-  std::string host_id;  // hostname + boot id: equal means same machine
+  std::string host_id;  // HostId(): UTS hostname/boot id/net ns/IPC ns; equal means same host (shm reaches it)
   int pid = 0;
   std::string tcp_addr;  // bridge listener, host:port
 };
