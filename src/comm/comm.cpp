@@ -12,8 +12,10 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "comm/reduce.hpp"
 #include "common/env.hpp"
@@ -320,7 +322,7 @@ Status Comm::SetUpChannels() {
     // An island that spans hosts keeps its schedule (the engine does not care what a channel is):
     // same-host members talk over shm, members on other hosts over TCP.
     std::string t = (same_host && (same_island || bridge != "tcp")) ? "shm" : "tcp";
-    if (!same_host && bridge == "shm")
+    if (!same_host && !same_island && bridge == "shm")
       return InvalidArgument(fmt::format("TESSERA_BRIDGE=shm but rank {} is on another host than rank {}", p, rank_));
     transport_[p] = t;
     if (t == "shm")
@@ -444,6 +446,46 @@ Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
   return Status::Ok();
 }
 
+Status Comm::ExplainTimeout(const std::vector<int>& owed, Status timeout) {
+  // Say that this rank is stuck and on whom ("stuck/R" = "p,q|message"), then give the peers it waits on
+  // a moment (they time out within milliseconds of it when they are stuck themselves) and follow the chain
+  // of stuck ranks to one whose peers are not stuck: its message names the rank (and host) that stopped.
+  std::string list;
+  for (int p : owed) list += (list.empty() ? "" : ",") + std::to_string(p);
+  const std::string mine = fmt::format("rank {}: {}", rank_, timeout.message());
+  (void)store_->Set("stuck/" + std::to_string(rank_), list + "|" + mine);
+  auto stuck = [&](int p) -> std::optional<std::string> {
+    auto v = store_->Get("stuck/" + std::to_string(p), std::chrono::milliseconds(1));
+    if (!v.ok()) return std::nullopt;
+    return *v;
+  };
+  const auto grace = std::min<std::chrono::milliseconds>(timeout_ / 4, std::chrono::seconds(1));
+  const auto end = std::chrono::steady_clock::now() + grace;
+  std::optional<std::string> next;
+  std::set<int> seen = {rank_};
+  do {
+    for (int p : owed)
+      if (!next && (next = stuck(p))) seen.insert(p);
+    if (!next) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (!next && std::chrono::steady_clock::now() < end);
+  if (!next) return timeout;
+  std::string root = *next;
+  for (int hops = 0; hops < size_; ++hops) {  // follow it while the next rank is stuck too
+    std::optional<std::string> further;
+    for (const auto& q : SplitString(root.substr(0, root.find('|')), ',')) {
+      auto r = env::ParseInt("stuck rank", q, 0, size_ - 1);
+      if (!r.ok() || seen.count(static_cast<int>(*r))) continue;
+      if ((further = stuck(static_cast<int>(*r)))) {
+        seen.insert(static_cast<int>(*r));
+        break;
+      }
+    }
+    if (!further) break;
+    root = *further;
+  }
+  return Timeout(fmt::format("{}; they wait themselves — {}", timeout.message(), root.substr(root.find('|') + 1)));
+}
+
 void Comm::SetAsyncError(const Status& s) {
   if (s.ok()) return;
   std::lock_guard<std::mutex> l(async_mu_);
@@ -531,6 +573,16 @@ Status Comm::Guard(const std::string& what, F&& body) {
   }
   if (!failed_.ok()) return Status(failed_.code(), "communicator failed earlier: " + failed_.message());
   Status s = body();
+  if (!s.ok() && s.code() == Code::kRemoteError && !aborted_by_peer_) {
+    // A connection lost to a peer is often the echo of a failure elsewhere: the first rank to fail posts
+    // its cause before it exits (and closes its connections). Report that cause, not the echo — across
+    // hosts the echo would name the wrong host.
+    auto abort = store_->Get("abort", std::min<std::chrono::milliseconds>(timeout_, std::chrono::milliseconds(250)));
+    if (abort.ok()) {
+      aborted_by_peer_ = true;
+      s = RemoteError("another rank failed — " + *abort);
+    }
+  }
   if (!s.ok()) {
     s = s.WithContext(fmt::format("rank {}: {}", rank_, what));
     failed_ = s;

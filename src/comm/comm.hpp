@@ -143,6 +143,7 @@ class Comm final : public Communicator, public Links {
   SendChannel* send(int peer) override { return send_[peer].get(); }
   RecvChannel* recv(int peer) override { return recv_[peer].get(); }
   Status CheckHealth(const std::vector<int>& waiting_on) override;
+  Status ExplainTimeout(const std::vector<int>& owed, Status timeout) override;
   std::string PeerName(int peer) const override;
   std::chrono::milliseconds timeout() const override { return timeout_; }
 

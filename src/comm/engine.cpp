@@ -118,7 +118,9 @@ Status Engine::Run(const std::string& what) {
       while (budget > 0 && op.off < op.padded && (op.off < ready || op.off >= op.bytes)) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;
         size_t want = op.off < op.bytes ? std::min(ready - op.off, budget) : op.padded - op.off;
-        TSR_ASSIGN_OR_RETURN(size_t n, ch->TrySend(src, want));
+        auto sent = ch->TrySend(src, want);
+        if (!sent.ok()) return sent.status().WithContext("sending to " + links_->PeerName(static_cast<int>(p)));
+        const size_t n = *sent;
         if (n == 0) break;
         op.off += n;
         budget -= std::min(budget, n);
@@ -140,8 +142,9 @@ Status Engine::Run(const std::string& what) {
       }
       RecvChannel* ch = links_->recv(static_cast<int>(p));
       RecvOp& op = q.front();
-      TSR_ASSIGN_OR_RETURN(auto region, ch->Peek());
-      auto [ptr, avail] = region;
+      auto peeked = ch->Peek();
+      if (!peeked.ok()) return peeked.status().WithContext("receiving from " + links_->PeerName(static_cast<int>(p)));
+      auto [ptr, avail] = *peeked;
       if (avail == 0) continue;
       size_t take;
       if (op.off >= op.bytes) {  // padding
@@ -204,8 +207,9 @@ Status Engine::Run(const std::string& what) {
         if (now - last_progress > timeout) {
           std::string names;
           for (int p : owed) names += (names.empty() ? "" : ", ") + links_->PeerName(p);
-          return Timeout(fmt::format("{}: no progress for {} ms (TESSERA_TIMEOUT) waiting on {}", what, timeout.count(),
-                                     names.empty() ? "local work" : names));
+          return links_->ExplainTimeout(
+              owed, Timeout(fmt::format("{}: no progress for {} ms (TESSERA_TIMEOUT) waiting on {}", what,
+                                        timeout.count(), names.empty() ? "local work" : names)));
         }
       }
     }

@@ -31,6 +31,13 @@ class Links {
   virtual Status CheckHealth(const std::vector<int>& waiting_on) = 0;
   virtual std::string PeerName(int peer) const = 0;  // "rank 3 (nvidia)"
   virtual std::chrono::milliseconds timeout() const = 0;
+  // Called once when the wait on `owed` timed out: the error to report (by default `timeout` itself).
+  // Comm looks for the root cause: when the peers it waited on are stuck too (on a rank of a host that
+  // disappeared, say), it names that.
+  virtual Status ExplainTimeout(const std::vector<int>& owed, Status timeout) {
+    (void)owed;
+    return timeout;
+  }
 };
 
 // Asynchronous work on a device (a GPU's copy engines and kernels) for an engine whose buffers are device
