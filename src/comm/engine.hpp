@@ -144,6 +144,9 @@ class Engine {
   };
   // Hands each job's local contributor among its first two to the received one (ReduceJob::fused).
   void FuseLocalPairs();
+  // When every pending send and receive waits on a socket (TCP): poll() them for up to 2 ms and return
+  // true; false (nothing waited) when any pending work is elsewhere (shm, local folds, a device).
+  bool WaitOnSockets();
   // Device mode: hands the ring bytes of in-flight copies that `queue` has finished back to the channel
   // (`release`: publish or consume), oldest first, adding them to *released; true if any.
   template <typename Release>
