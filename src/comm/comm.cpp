@@ -453,7 +453,20 @@ Status Comm::ExplainTimeout(const std::vector<int>& owed, Status timeout) {
   std::string list;
   for (int p : owed) list += (list.empty() ? "" : ",") + std::to_string(p);
   const std::string mine = fmt::format("rank {}: {}", rank_, timeout.message());
-  (void)store_->Set("stuck/" + std::to_string(rank_), list + "|" + mine);
+  const Status posted = store_->Set("stuck/" + std::to_string(rank_), list + "|" + mine);
+  if (!posted.ok()) {
+    // The store is gone too: its host (node 0's) is the likely one that disappeared. Name it.
+    const std::string store_host = store_addr_.substr(0, store_addr_.rfind(':'));
+    std::string where;
+    for (const auto& ri : infos_) {
+      if (ri.host_id != infos_[rank_].host_id && ri.tcp_addr.substr(0, ri.tcp_addr.rfind(':')) == store_host) {
+        where = fmt::format(", on host {} ({}),", ri.host_id.substr(0, ri.host_id.find('/')), store_host);
+        break;
+      }
+    }
+    return Timeout(fmt::format("{}; the job's store at {}{} does not answer either ({})", timeout.message(),
+                               store_addr_, where, posted.message()));
+  }
   auto stuck = [&](int p) -> std::optional<std::string> {
     auto v = store_->Get("stuck/" + std::to_string(p), std::chrono::milliseconds(1));
     if (!v.ok()) return std::nullopt;

@@ -186,7 +186,7 @@ TEST(Hosts, EveryCollectiveIsExactAndBitIdenticalOnThreeHosts) {
 
 // Three hosts run allreduces until one disappears; every rank must fail within TESSERA_TIMEOUT (plus the
 // time its failing call had already run, bounded by the same), and the survivors' messages name it.
-void DeadHost(bool cut_link) {
+void DeadHost(bool cut_link, int victim = 2) {
   Hosts hosts(3);
   ASSERT_TRUE(hosts.ok()) << hosts.why();
   constexpr int kTimeout = 5;
@@ -195,27 +195,32 @@ void DeadHost(bool cut_link) {
                  "--island ascend=host:3 --island nvidia=host:3 -- " + Worker() + " until-failure 120");
   ASSERT_TRUE(hosts.WaitFor("RUNNING rank", 6, std::chrono::seconds(60))) << hosts.AllOut();
   if (cut_link)
-    ASSERT_EQ(Shell(Script() + " cut " + hosts.tag() + " 2").status, 0);
+    ASSERT_EQ(Shell(Script() + " cut " + hosts.tag() + " " + std::to_string(victim)).status, 0);
   else
-    ASSERT_EQ(system(("ip netns pids " + hosts.Ns(2) + " | xargs -r kill -9").c_str()), 0);
+    ASSERT_EQ(system(("ip netns pids " + hosts.Ns(victim) + " | xargs -r kill -9").c_str()), 0);
   const auto t0 = std::chrono::steady_clock::now();
   const auto rc = hosts.Wait(std::chrono::seconds(4 * kTimeout + 20));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string out = hosts.AllOut();
   for (int i = 0; i < 3; ++i) EXPECT_NE(rc[i], 0) << "host h" << i << " still ran or succeeded\n" << out;
-  // The survivors' ranks (0-3) fail naming h2; how long each failing call ran is bounded by the timeout.
-  for (int r = 0; r < 4; ++r) {
+  // The survivors' ranks fail naming the victim; how long each failing call ran is bounded by the timeout.
+  const std::string gone =
+      "on host h" + std::to_string(victim) + " \\(10\\.77\\.0\\." + std::to_string(victim + 1) + "\\)";
+  for (int r = 0; r < 6; ++r) {
+    const int host = r / 2;
+    if (host == victim) continue;
     std::smatch m;
-    const std::string text = hosts.Out(r < 2 ? 0 : 1);
-    const std::regex re("ERROR rank " + std::to_string(r) +
-                        " after ([0-9.]+)s: [^\n]*on host h2 \\(10\\.77\\.0\\.3\\)");
+    const std::string text = hosts.Out(host);
+    const std::regex re("ERROR rank " + std::to_string(r) + " after ([0-9.]+)s: [^\n]*" + gone);
     ASSERT_TRUE(std::regex_search(text, m, re)) << "rank " << r << "\n" << out;
     EXPECT_LE(std::stod(m[1].str()), kTimeout + 3) << m[0] << "\n" << out;
   }
   if (cut_link) {
-    // Cut off, h2's own ranks fail too: one names a host it lost (the other may learn it from that one's exit).
-    EXPECT_EQ(Count(hosts.Out(2), "ERROR rank [45] after [0-9.]+s: "), 2) << out;
-    EXPECT_GE(Count(hosts.Out(2), "ERROR rank [45] after [0-9.]+s: [^\n]*on host h[01] "), 1) << out;
+    // Cut off, the victim's own ranks fail too: one names a host it lost (the other may learn it from that
+    // one's exit).
+    const std::string text = hosts.Out(victim);
+    EXPECT_EQ(Count(text, "ERROR rank \\d after [0-9.]+s: "), 2) << out;
+    EXPECT_GE(Count(text, "ERROR rank \\d after [0-9.]+s: [^\n]*on host h[0-9] "), 1) << out;
   }
   std::printf("%s", out.c_str());  // the messages, for the log
   // Every launcher is done within two timeouts (the failure, then the grace) and the kill's 2 s.
@@ -225,6 +230,11 @@ void DeadHost(bool cut_link) {
 TEST(Hosts, AHostCutOffMakesEveryRankFailNamingIt) {
   SKIP_WITHOUT_NAMESPACES();
   DeadHost(true);
+}
+
+TEST(Hosts, TheStoresHostCutOffMakesEveryRankFailNamingIt) {
+  SKIP_WITHOUT_NAMESPACES();
+  DeadHost(true, 0);  // node 0: the store goes with it
 }
 
 TEST(Hosts, AHostWhoseProcessesAreKilledMakesEveryRankFailNamingIt) {
