@@ -5,7 +5,8 @@
 #                                              print why and exit 1
 #   scripts/netns-hosts.sh up TAG N           hosts 0..N-1: network namespaces tsr-TAG-h0..; host I has address
 #                                              10.77.0.(I+1)/24 on its interface eth0. N=2: one veth pair between
-#                                              the two; N>2: each host's veth to a bridge in namespace tsr-TAG-sw
+#                                              the two; N>2: each host's veth to a bridge in namespace tsr-TAG-sw;
+#                                              names h0..hN-1 resolve on every host (/etc/netns/NS/hosts)
 #   scripts/netns-hosts.sh exec TAG I CMD...  runs CMD on host I: in its network namespace and in new UTS, IPC
 #                                              and mount namespaces, with hostname hI and a private /dev/shm (so
 #                                              neither SysV nor POSIX shared memory crosses hosts)
@@ -54,6 +55,12 @@ case "$cmd" in
       ip -n "$(ns "$tag" $i)" addr add "10.77.0.$((i + 1))/24" dev eth0
       ip -n "$(ns "$tag" $i)" link set eth0 up
     done
+    # Host names h0..hN-1 resolve on every host (`ip netns exec` mounts /etc/netns/NS/hosts on /etc/hosts).
+    for ((i = 0; i < n; i++)); do
+      mkdir -p "/etc/netns/$(ns "$tag" $i)"
+      { echo "127.0.0.1 localhost"; for ((j = 0; j < n; j++)); do echo "10.77.0.$((j + 1)) h$j"; done; } \
+        >"/etc/netns/$(ns "$tag" $i)/hosts"
+    done
     ;;
   exec)
     tag=$2 i=$3
@@ -68,12 +75,14 @@ case "$cmd" in
   down)
     tag=$2
     for n in $(ip netns list | awk '{print $1}' | grep -E "^tsr-$tag-(h[0-9]+|sw)$" || true); do ip netns del "$n"; done
+    rm -rf /etc/netns/tsr-"$tag"-h*
     ;;
   down-all)
     for n in $(ip netns list | awk '{print $1}' | grep -E "^tsr-" || true); do ip netns del "$n"; done
+    rm -rf /etc/netns/tsr-*
     ;;
   *)
-    sed -n '2,16p' "$0" >&2
+    sed -n '2,17p' "$0" >&2
     exit 2
     ;;
 esac

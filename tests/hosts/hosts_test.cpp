@@ -83,12 +83,15 @@ class Hosts {
   const std::string& tag() const { return tag_; }
   std::string Ns(int i) const { return "tsr-" + tag_ + "-h" + std::to_string(i); }
 
-  // Starts `tessera run ARGS` as node i of n in the background.
-  void Start(int i, const std::string& env, const std::string& args) {
+  // Starts `tessera run --nnodes n --node-rank i --store 10.77.0.1:29400 ARGS` as node i in the background
+  // (`node_flags` false: `tessera run ARGS`, the node layout from the environment, e.g. Slurm's).
+  void Start(int i, const std::string& env, const std::string& args, bool node_flags = true) {
     const std::string out = dir_ + "/out" + std::to_string(i), rc = dir_ + "/rc" + std::to_string(i);
-    const std::string cmd = "env " + env + " " + Script() + " exec " + tag_ + " " + std::to_string(i) + " " + Bin() +
-                            " run --nnodes " + std::to_string(n_) + " --node-rank " + std::to_string(i) +
-                            " --store 10.77.0.1:29400 " + args;
+    const std::string flags = node_flags ? " --nnodes " + std::to_string(n_) + " --node-rank " + std::to_string(i) +
+                                               " --store 10.77.0.1:29400 "
+                                         : " ";
+    const std::string cmd =
+        "env " + env + " " + Script() + " exec " + tag_ + " " + std::to_string(i) + " " + Bin() + " run" + flags + args;
     (void)!system(("(" + cmd + " >" + out + " 2>&1; echo $? >" + rc + ") </dev/null &").c_str());
   }
   void StartAll(const std::string& env, const std::string& args) {
@@ -257,6 +260,25 @@ TEST(Hosts, TheStoreRefusesANodeWithAnotherToken) {
   EXPECT_NE(hosts.Out(1).find("store at 10.77.0.1:29400 refused the job token"), std::string::npos) << out;
   // Rank 0 waits for rank 1, which never joins, and says so within its timeout.
   EXPECT_NE(hosts.Out(0).find("waiting for rank 1 to join"), std::string::npos) << out;
+}
+
+// A Slurm step of 2 tasks, one per host (as `srun --ntasks-per-node=1` makes): the launchers get only Slurm's
+// variables, no node flags, and find node 0's store on the node list's first host (h0, resolved there).
+TEST(Hosts, ASlurmStepFormsTheJobWithoutFlags) {
+  SKIP_WITHOUT_NAMESPACES();
+  Hosts hosts(2);
+  ASSERT_TRUE(hosts.ok()) << hosts.why();
+  for (int i = 0; i < 2; ++i)
+    hosts.Start(i,
+                kToken + " TESSERA_TIMEOUT=60s SLURM_JOB_ID=4242 SLURM_NTASKS=2 SLURM_NNODES=2 SLURM_PROCID=" +
+                    std::to_string(i) + " SLURM_NODEID=" + std::to_string(i) +
+                    " SLURM_LOCALID=0 SLURM_TASKS_PER_NODE='1(x2)' SLURM_JOB_NODELIST='h[0-1]'",
+                "--island ascend=host:2 --island nvidia=host:2 -- " + Worker() + " check --sizes 0,7,4099", false);
+  const auto rc = hosts.Wait(std::chrono::seconds(300));
+  const std::string out = hosts.AllOut();
+  EXPECT_EQ(rc, (std::vector<int>{0, 0})) << out;
+  EXPECT_EQ(Count(hosts.Out(0), "\\[rank [01] ascend\\] OK rank"), 2) << out;
+  EXPECT_EQ(Count(hosts.Out(1), "\\[rank [23] nvidia\\] OK rank"), 2) << out;
 }
 
 TEST(Hosts, AMultiNodeJobNeedsATokenThatIsNotOnTheCommandLine) {
