@@ -43,7 +43,10 @@ int RunRun(int argc, char** argv) {
   std::vector<std::string> program;
   if (sep >= 0) program.assign(argv + sep + 1, argv + argc);
 
-  CLI::App app{"Start the ranks of a job on this machine, grouped into islands of one vendor each.", "tessera run"};
+  CLI::App app{
+      "Start the ranks of a job on this machine (or this node's share of a job on several), grouped into "
+      "islands of one vendor each.",
+      "tessera run"};
   std::vector<std::string> islands;
   std::string timeout_text;
   bool dry_run = false;
@@ -179,4 +182,4 @@ int RunRun(int argc, char** argv) {
 
 }  // namespace
 
-TESSERA_COMMAND(run, "Start the ranks of a job on this machine", RunRun);
+TESSERA_COMMAND(run, "Start the ranks of a job, on this machine or this node's share of several", RunRun);
