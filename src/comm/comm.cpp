@@ -446,6 +446,19 @@ Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
   return Status::Ok();
 }
 
+std::string Comm::StoreSilence(const Status& why) const {
+  // The store is gone too: its host (node 0's) is the likely one that disappeared. Name it.
+  const std::string store_host = store_addr_.substr(0, store_addr_.rfind(':'));
+  std::string where;
+  for (const auto& ri : infos_) {
+    if (ri.host_id != infos_[rank_].host_id && ri.tcp_addr.substr(0, ri.tcp_addr.rfind(':')) == store_host) {
+      where = fmt::format(", on host {} ({}),", ri.host_id.substr(0, ri.host_id.find('/')), store_host);
+      break;
+    }
+  }
+  return fmt::format("; the job's store at {}{} does not answer either ({})", store_addr_, where, why.message());
+}
+
 Status Comm::ExplainTimeout(const std::vector<int>& owed, Status timeout) {
   // Say that this rank is stuck and on whom ("stuck/R" = "p,q|message"), then give the peers it waits on
   // a moment (they time out within milliseconds of it when they are stuck themselves) and follow the chain
@@ -454,19 +467,7 @@ Status Comm::ExplainTimeout(const std::vector<int>& owed, Status timeout) {
   for (int p : owed) list += (list.empty() ? "" : ",") + std::to_string(p);
   const std::string mine = fmt::format("rank {}: {}", rank_, timeout.message());
   const Status posted = store_->Set("stuck/" + std::to_string(rank_), list + "|" + mine);
-  if (!posted.ok()) {
-    // The store is gone too: its host (node 0's) is the likely one that disappeared. Name it.
-    const std::string store_host = store_addr_.substr(0, store_addr_.rfind(':'));
-    std::string where;
-    for (const auto& ri : infos_) {
-      if (ri.host_id != infos_[rank_].host_id && ri.tcp_addr.substr(0, ri.tcp_addr.rfind(':')) == store_host) {
-        where = fmt::format(", on host {} ({}),", ri.host_id.substr(0, ri.host_id.find('/')), store_host);
-        break;
-      }
-    }
-    return Timeout(fmt::format("{}; the job's store at {}{} does not answer either ({})", timeout.message(),
-                               store_addr_, where, posted.message()));
-  }
+  if (!posted.ok()) return Timeout(timeout.message() + StoreSilence(posted));
   auto stuck = [&](int p) -> std::optional<std::string> {
     auto v = store_->Get("stuck/" + std::to_string(p), std::chrono::milliseconds(1));
     if (!v.ok()) return std::nullopt;
@@ -590,10 +591,15 @@ Status Comm::Guard(const std::string& what, F&& body) {
     // A connection lost to a peer is often the echo of a failure elsewhere: the first rank to fail posts
     // its cause before it exits (and closes its connections). Report that cause, not the echo — across
     // hosts the echo would name the wrong host.
-    auto abort = store_->Get("abort", std::min<std::chrono::milliseconds>(timeout_, std::chrono::milliseconds(250)));
+    const auto wait = std::min<std::chrono::milliseconds>(timeout_, std::chrono::milliseconds(250));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto abort = store_->Get("abort", wait);
     if (abort.ok()) {
       aborted_by_peer_ = true;
       s = RemoteError("another rank failed — " + *abort);
+    } else if (abort.status().code() != Code::kTimeout ||
+               std::chrono::steady_clock::now() - t0 > wait + std::chrono::milliseconds(500)) {
+      s = RemoteError(s.message() + StoreSilence(abort.status()));  // the store did not answer at all
     }
   }
   if (!s.ok()) {

@@ -144,6 +144,9 @@ class Comm final : public Communicator, public Links {
   RecvChannel* recv(int peer) override { return recv_[peer].get(); }
   Status CheckHealth(const std::vector<int>& waiting_on) override;
   Status ExplainTimeout(const std::vector<int>& owed, Status timeout) override;
+  // "; the job's store at HOST:PORT, on host h0 (HOST), does not answer either (why)": for failures
+  // whose root cause a store that went away hides.
+  std::string StoreSilence(const Status& why) const;
   std::string PeerName(int peer) const override;
   std::chrono::milliseconds timeout() const override { return timeout_; }
 

@@ -262,6 +262,50 @@ TEST(Hosts, TheStoreRefusesANodeWithAnotherToken) {
   EXPECT_NE(hosts.Out(0).find("waiting for rank 1 to join"), std::string::npos) << out;
 }
 
+// The bridge across hosts refuses connections without the job token: while ranks 1-2 (h1) wait for a late
+// rank 0 (h0), a stray on h0 connects to each of their bridge listeners with another token, and another
+// with no hello at all; the job still completes (the strays took no peer's place) and h1 logs each refusal.
+TEST(Hosts, TheBridgeRefusesStraysFromAnotherHost) {
+  SKIP_WITHOUT_NAMESPACES();
+  Hosts hosts(2);
+  ASSERT_TRUE(hosts.ok()) << hosts.why();
+  // 3 ranks: h0 runs rank 0 (3 s late), h1 ranks 1-2.
+  const std::string islands = "--island ascend=host:1 --island nvidia=host:2 -- ";
+  hosts.Start(0, kToken + " TESSERA_TIMEOUT=60s", islands + "sh -c 'sleep 3; exec " + Worker() + " check --sizes 7'");
+  hosts.Start(1, kToken + " TESSERA_TIMEOUT=60s", islands + Worker() + " check --sizes 7");
+  // The listeners of ranks 1-2: every TCP port h1 listens on (nothing else runs there).
+  std::vector<std::string> ports;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ports.size() < 2 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Proc ss = Shell("ip netns exec " + hosts.Ns(1) + " ss -Hltn | awk '{print $4}' | sed 's/.*://'");
+    ports.clear();
+    std::istringstream in(ss.out);
+    for (std::string p; std::getline(in, p);)
+      if (!p.empty()) ports.push_back(p);
+  }
+  ASSERT_EQ(ports.size(), 2u) << hosts.AllOut();
+  for (const auto& port : ports) {
+    // A Tessera hello (magic "TSRB", rank 0, stream 0) with another job's token, then a silent connection.
+    const std::string py =
+        "import socket,struct,time\n"
+        "a=socket.create_connection(('10.77.0.2'," +
+        port +
+        "))\n"
+        "a.sendall(struct.pack('<Iiii',0x54535242,0,0,32)+b'f'*32)\n"
+        "b=socket.create_connection(('10.77.0.2'," +
+        port +
+        "))\n"
+        "time.sleep(8)\n";
+    (void)!system(("ip netns exec " + hosts.Ns(0) + " python3 -c \"" + py + "\" >/dev/null 2>&1 &").c_str());
+  }
+  const auto rc = hosts.Wait(std::chrono::seconds(120));
+  const std::string out = hosts.AllOut();
+  EXPECT_EQ(rc, (std::vector<int>{0, 0})) << out;
+  EXPECT_EQ(Count(out, "OK rank \\d: "), 3) << out;
+  EXPECT_EQ(Count(hosts.Out(1), "bridge: dropped a connection from 10\\.77\\.0\\.1:\\d+: wrong job token"), 2) << out;
+}
+
 // A Slurm step of 2 tasks, one per host (as `srun --ntasks-per-node=1` makes): the launchers get only Slurm's
 // variables, no node flags, and find node 0's store on the node list's first host (h0, resolved there).
 TEST(Hosts, ASlurmStepFormsTheJobWithoutFlags) {
