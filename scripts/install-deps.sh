@@ -17,6 +17,7 @@ PACKAGES=(
   python3 python3-botocore python3-sklearn                                   # SigV4 reference, digits data
   nodejs                                                                      # s3rver (test S3 server)
   prometheus chromium                                                         # promtool (checks /metrics), the web console's browser test
+  iproute2 util-linux iperf3                                                  # tests/hosts (namespaces), bench/hosts (iperf3)
 )
 
 missing=()

@@ -1,9 +1,13 @@
 // cli/run: `tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--sm-share VENDOR=PCT] [--timeout D] [--dry-run]
-//   -- PROGRAM ARGS...`
-// Parses the command line and hands over to comm/launcher, which starts the ranks on this machine.
+//   [--nnodes N --node-rank K --store HOST:PORT [--node-addr A] [--token-file F]] -- PROGRAM ARGS...`
+// Parses the command line (and, inside a Slurm step without --nnodes, the SLURM_* variables) and hands over
+// to comm/launcher, which starts this node's ranks.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,12 +17,15 @@
 #include "comm/sm_share.hpp"
 #include "common/env.hpp"
 
+extern char** environ;
+
 namespace {
 
 namespace launcher = tessera::comm::launcher;
 
 constexpr const char* kUsage =
-    "tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--timeout D] -- PROGRAM ARGS...";
+    "tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--timeout D] [--nnodes N --node-rank K --store "
+    "HOST:PORT] -- PROGRAM ARGS...";
 
 int Error(const std::string& message) {
   std::fprintf(stderr, "tessera run: %s\n", message.c_str());
@@ -37,7 +44,10 @@ int RunRun(int argc, char** argv) {
   std::vector<std::string> program;
   if (sep >= 0) program.assign(argv + sep + 1, argv + argc);
 
-  CLI::App app{"Start the ranks of a job on this machine, grouped into islands of one vendor each.", "tessera run"};
+  CLI::App app{
+      "Start the ranks of a job on this machine (or this node's share of a job on several), grouped into "
+      "islands of one vendor each.",
+      "tessera run"};
   std::vector<std::string> islands;
   std::string timeout_text;
   bool dry_run = false;
@@ -57,6 +67,25 @@ int RunRun(int argc, char** argv) {
       ->type_name("VENDOR=PERCENT")
       ->allow_extra_args(false);
   app.add_flag("--dry-run", dry_run, "Print the ranks (rank, island, vendor, device) and start nothing.");
+  int nnodes = 0, node_rank = -1;
+  std::string store, node_addr, token_file;
+  app.add_option("--nnodes", nnodes,
+                 "Nodes (hosts) of the job; each runs this same command with its own --node-rank. The --island counts "
+                 "are the whole job's; ranks are dealt to the nodes in order, in contiguous blocks.")
+      ->type_name("N");
+  app.add_option("--node-rank", node_rank, "This node's index, 0..N-1 (node 0 serves the store).")->type_name("K");
+  app.add_option("--store", store,
+                 "HOST:PORT of the job's store, on node 0 (node 0 binds it; port 0 or none on node 0: pick one and "
+                 "print it).")
+      ->type_name("HOST:PORT");
+  app.add_option("--node-addr", node_addr,
+                 "This node's address for the ranks' TCP bridge (default: the local address of the route to the "
+                 "store host).")
+      ->type_name("ADDR");
+  app.add_option("--token-file", token_file,
+                 "File with the job token (mode 0600), the same on every node; or set TESSERA_TOKEN. Required with "
+                 "--nnodes > 1.")
+      ->type_name("FILE");
   app.footer(
       "Each rank gets TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_ISLAND, TESSERA_ISLAND_VENDOR, TESSERA_DEVICE,\n"
       "TESSERA_LOCAL_RANK, TESSERA_ISLANDS, TESSERA_STORE, TESSERA_TOKEN and TESSERA_TIMEOUT. Its output lines are\n"
@@ -95,6 +124,58 @@ int RunRun(int argc, char** argv) {
     if (!t.ok()) return Error(t.status().message());
     options.timeout = *t;
   }
+  // Nodes: from the flags, else from a Slurm step (one launcher per task), else one node.
+  const bool flags = nnodes > 0 || node_rank >= 0 || !store.empty();
+  if (flags) {
+    options.nnodes = nnodes > 0 ? nnodes : 1;
+    options.node_rank = node_rank >= 0 ? node_rank : 0;
+    options.origin = fmt::format("--nnodes {} --node-rank {}", options.nnodes, options.node_rank);
+    if (options.nnodes > 1 && store.empty())
+      return Error(options.origin + ": give --store HOST:PORT (node 0's address)");
+  } else {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      const std::string entry(*e);
+      if (entry.rfind("SLURM_", 0) == 0) env[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
+    }
+    auto slurm = launcher::SlurmFromEnv(env);
+    if (!slurm.ok()) return Error("inside Slurm: " + slurm.status().message());
+    if (slurm->has_value() && (*slurm)->ntasks > 1) {
+      const launcher::SlurmTask& t = **slurm;
+      options.nnodes = t.ntasks;
+      options.node_rank = t.procid;
+      options.store_host = t.store_host;
+      options.store_port = t.store_port;
+      options.origin = t.text;
+      int world = 0;
+      for (const auto& i : options.islands) world += i.count;
+      if (t.ntasks <= world) {
+        // Local ranks count the earlier tasks' ranks on this machine (block distribution: consecutive ids).
+        const int first = t.procid - t.localid, last = std::min(first + t.node_tasks, t.ntasks);
+        const int base = launcher::NodeBlock(world, t.ntasks, first).first;
+        options.local_offset = launcher::NodeBlock(world, t.ntasks, t.procid).first - base;
+        options.local_world = launcher::NodeBlock(world, t.ntasks, last - 1).second - base;
+      }
+    }
+  }
+  if (!store.empty()) {
+    const size_t colon = store.rfind(':');
+    options.store_host = colon == std::string::npos ? store : store.substr(0, colon);
+    if (colon != std::string::npos) {
+      auto port = tessera::env::ParseInt("port of --store '" + store + "'", store.substr(colon + 1), 0, 65534);
+      if (!port.ok()) return Error(port.status().message());
+      options.store_port = static_cast<int>(*port);
+    }
+    if (options.store_host.empty()) return Error("--store '" + store + "' has no host: use HOST:PORT");
+  }
+  options.node_addr = node_addr;
+  if (!token_file.empty()) {
+    auto token = launcher::ReadTokenFile(token_file);
+    if (!token.ok()) return Error(token.status().message());
+    options.token = *token;
+  } else if (options.nnodes > 1 || !options.store_host.empty()) {
+    options.token = tessera::env::Get("TESSERA_TOKEN").value_or("");
+  }
   if (!dry_run && sep < 0) return Error(std::string("no program given: missing '--' and PROGRAM: ") + kUsage);
   if (!dry_run && options.program.empty()) return Error(std::string("no program after '--': ") + kUsage);
   return launcher::Run(options);
@@ -102,4 +183,4 @@ int RunRun(int argc, char** argv) {
 
 }  // namespace
 
-TESSERA_COMMAND(run, "Start the ranks of a job on this machine", RunRun);
+TESSERA_COMMAND(run, "Start the ranks of a job, on this machine or this node's share of several", RunRun);

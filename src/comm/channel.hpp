@@ -25,6 +25,9 @@ class SendChannel {
   // (0 when the stream is full). RemoteError when the peer is gone.
   virtual Result<size_t> TrySend(const void* src, size_t bytes) = 0;
   virtual const char* transport() const = 0;
+  // A file descriptor that becomes writable when TrySend can take more (TCP: the stream it writes next),
+  // so that an idle engine can sleep in poll() instead of spinning; -1 when there is none (shm).
+  virtual int WaitFd() const { return -1; }
 
   // Zero-copy writing, for a device's copy engine (shared-memory rings only; see dma()): Reserve hands
   // out up to `max` contiguous writable bytes after those already reserved (none when the ring is full),
@@ -43,6 +46,14 @@ class RecvChannel {
   // Releases the first `bytes` of what Peek returned.
   virtual void Consume(size_t bytes) = 0;
   virtual const char* transport() const = 0;
+  // A file descriptor that becomes readable when Peek can return more (TCP: the stream it reads next);
+  // -1 when there is none (shm).
+  virtual int WaitFd() const { return -1; }
+  // Reading straight into the destination (a copy receive), without Peek's bounce buffer: up to
+  // `bytes` into dst, without blocking; how many were read. Only where direct() (TCP); mixing it with
+  // Peek is allowed (buffered bytes come first).
+  virtual bool direct() const { return false; }
+  virtual Result<size_t> RecvInto(void* /*dst*/, size_t /*bytes*/) { return size_t{0}; }
 
   // Zero-copy reading, for a device's copy engine (see dma()): Claim hands out up to `max` contiguous
   // readable bytes after those already claimed, a multiple of `unit` (an element size: elements never

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +12,10 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "comm/reduce.hpp"
 #include "common/env.hpp"
@@ -38,13 +41,23 @@ struct Header {
 };
 static_assert(sizeof(Header) == 64);
 
+// This machine as the ranks compare it: "UTS hostname/boot id/net namespace/IPC namespace". Ranks with
+// equal identities share memory (shm channels) and see each other's pids; any difference means another
+// host (TCP). Namespaces share the boot id, so the namespace inodes (and the hostname, which `unshare
+// --uts` makes per namespace) tell "hosts" made of network/IPC namespaces on one machine apart.
 std::string HostId() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   std::string boot;
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::getline(f, boot);
-  return std::string(name) + "/" + boot;
+  std::string id = std::string(name) + "/" + boot;
+  for (const char* ns : {"net", "ipc"}) {
+    struct stat st {};
+    const std::string path = std::string("/proc/self/ns/") + ns;
+    id += fmt::format("/{}:{}", ns, ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0);
+  }
+  return id;
 }
 
 bool PidAlive(int pid) {
@@ -306,13 +319,10 @@ Status Comm::SetUpChannels() {
     const RankInfo& peer = infos_[p];
     bool same_host = peer.host_id == me.host_id;
     bool same_island = peer.island == me.island;
-    if (same_island && !same_host)
-      return Unsupported(
-          fmt::format("island {} ({}) spans hosts (rank {} and rank {}): the host island uses shared "
-                      "memory within one host",
-                      me.island, me.vendor, rank_, p));
+    // An island that spans hosts keeps its schedule (the engine does not care what a channel is):
+    // same-host members talk over shm, members on other hosts over TCP.
     std::string t = (same_host && (same_island || bridge != "tcp")) ? "shm" : "tcp";
-    if (!same_host && bridge == "shm")
+    if (!same_host && !same_island && bridge == "shm")
       return InvalidArgument(fmt::format("TESSERA_BRIDGE=shm but rank {} is on another host than rank {}", p, rank_));
     transport_[p] = t;
     if (t == "shm")
@@ -413,7 +423,12 @@ std::string Comm::Describe() const {
 
 std::string Comm::PeerName(int peer) const {
   if (peer < 0 || peer >= size_) return "rank " + std::to_string(peer);
-  return fmt::format("rank {} ({})", peer, infos_[peer].vendor);
+  if (infos_[peer].host_id == infos_[rank_].host_id) return fmt::format("rank {} ({})", peer, infos_[peer].vendor);
+  // On another host: name it (its hostname and the address its bridge listens on).
+  const std::string& id = infos_[peer].host_id;
+  const std::string& addr = infos_[peer].tcp_addr;
+  return fmt::format("rank {} ({}) on host {} ({})", peer, infos_[peer].vendor, id.substr(0, id.find('/')),
+                     addr.substr(0, addr.rfind(':')));
 }
 
 Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
@@ -429,6 +444,60 @@ Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
       return RemoteError(fmt::format("{} (pid {}) exited", PeerName(p), infos_[p].pid));
   }
   return Status::Ok();
+}
+
+std::string Comm::StoreSilence(const Status& why) const {
+  // The store is gone too: its host (node 0's) is the likely one that disappeared. Name it.
+  const std::string store_host = store_addr_.substr(0, store_addr_.rfind(':'));
+  std::string where;
+  for (const auto& ri : infos_) {
+    if (ri.host_id != infos_[rank_].host_id && ri.tcp_addr.substr(0, ri.tcp_addr.rfind(':')) == store_host) {
+      where = fmt::format(", on host {} ({}),", ri.host_id.substr(0, ri.host_id.find('/')), store_host);
+      break;
+    }
+  }
+  return fmt::format("; the job's store at {}{} does not answer either ({})", store_addr_, where, why.message());
+}
+
+Status Comm::ExplainTimeout(const std::vector<int>& owed, Status timeout) {
+  // Say that this rank is stuck and on whom ("stuck/R" = "p,q|message"), then give the peers it waits on
+  // a moment (they time out within milliseconds of it when they are stuck themselves) and follow the chain
+  // of stuck ranks to one whose peers are not stuck: its message names the rank (and host) that stopped.
+  std::string list;
+  for (int p : owed) list += (list.empty() ? "" : ",") + std::to_string(p);
+  const std::string mine = fmt::format("rank {}: {}", rank_, timeout.message());
+  const Status posted = store_->Set("stuck/" + std::to_string(rank_), list + "|" + mine);
+  if (!posted.ok()) return Timeout(timeout.message() + StoreSilence(posted));
+  auto stuck = [&](int p) -> std::optional<std::string> {
+    auto v = store_->Get("stuck/" + std::to_string(p), std::chrono::milliseconds(1));
+    if (!v.ok()) return std::nullopt;
+    return *v;
+  };
+  const auto grace = std::min<std::chrono::milliseconds>(timeout_ / 4, std::chrono::seconds(1));
+  const auto end = std::chrono::steady_clock::now() + grace;
+  std::optional<std::string> next;
+  std::set<int> seen = {rank_};
+  do {
+    for (int p : owed)
+      if (!next && (next = stuck(p))) seen.insert(p);
+    if (!next) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (!next && std::chrono::steady_clock::now() < end);
+  if (!next) return timeout;
+  std::string root = *next;
+  for (int hops = 0; hops < size_; ++hops) {  // follow it while the next rank is stuck too
+    std::optional<std::string> further;
+    for (const auto& q : SplitString(root.substr(0, root.find('|')), ',')) {
+      auto r = env::ParseInt("stuck rank", q, 0, size_ - 1);
+      if (!r.ok() || seen.count(static_cast<int>(*r))) continue;
+      if ((further = stuck(static_cast<int>(*r)))) {
+        seen.insert(static_cast<int>(*r));
+        break;
+      }
+    }
+    if (!further) break;
+    root = *further;
+  }
+  return Timeout(fmt::format("{}; they wait themselves — {}", timeout.message(), root.substr(root.find('|') + 1)));
 }
 
 void Comm::SetAsyncError(const Status& s) {
@@ -518,6 +587,21 @@ Status Comm::Guard(const std::string& what, F&& body) {
   }
   if (!failed_.ok()) return Status(failed_.code(), "communicator failed earlier: " + failed_.message());
   Status s = body();
+  if (!s.ok() && s.code() == Code::kRemoteError && !aborted_by_peer_) {
+    // A connection lost to a peer is often the echo of a failure elsewhere: the first rank to fail posts
+    // its cause before it exits (and closes its connections). Report that cause, not the echo — across
+    // hosts the echo would name the wrong host.
+    const auto wait = std::min<std::chrono::milliseconds>(timeout_, std::chrono::milliseconds(250));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto abort = store_->Get("abort", wait);
+    if (abort.ok()) {
+      aborted_by_peer_ = true;
+      s = RemoteError("another rank failed — " + *abort);
+    } else if (abort.status().code() != Code::kTimeout ||
+               std::chrono::steady_clock::now() - t0 > wait + std::chrono::milliseconds(500)) {
+      s = RemoteError(s.message() + StoreSilence(abort.status()));  // the store did not answer at all
+    }
+  }
   if (!s.ok()) {
     s = s.WithContext(fmt::format("rank {}: {}", rank_, what));
     failed_ = s;

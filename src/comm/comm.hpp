@@ -34,7 +34,7 @@ struct RankInfo {
   int island = 0;
   std::string vendor;   // e.g. "ascend"
   std::string device;   // "host" or "cuda:N"
-  std::string host_id;  // hostname + boot id: equal means same machine
+  std::string host_id;  // HostId(): UTS hostname/boot id/net ns/IPC ns; equal means same host (shm reaches it)
   int pid = 0;
   std::string tcp_addr;  // bridge listener, host:port
 };
@@ -143,6 +143,10 @@ class Comm final : public Communicator, public Links {
   SendChannel* send(int peer) override { return send_[peer].get(); }
   RecvChannel* recv(int peer) override { return recv_[peer].get(); }
   Status CheckHealth(const std::vector<int>& waiting_on) override;
+  Status ExplainTimeout(const std::vector<int>& owed, Status timeout) override;
+  // "; the job's store at HOST:PORT, on host h0 (HOST), does not answer either (why)": for failures
+  // whose root cause a store that went away hides.
+  std::string StoreSilence(const Status& why) const;
   std::string PeerName(int peer) const override;
   std::chrono::milliseconds timeout() const override { return timeout_; }
 

@@ -2,6 +2,7 @@
 #include "comm/engine.hpp"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -92,6 +93,26 @@ void Engine::LocalFold(ReduceJob* job, int contributor, const void* src) {
   ++pending_;
 }
 
+bool Engine::WaitOnSockets() {
+  if (dev_ != nullptr || !locals_.empty()) return false;
+  std::vector<pollfd> fds;
+  for (size_t p = 0; p < sends_.size(); ++p) {
+    if (sends_[p].empty()) continue;
+    const int fd = links_->send(static_cast<int>(p))->WaitFd();
+    if (fd < 0) return false;
+    fds.push_back({fd, POLLOUT, 0});
+  }
+  for (size_t p = 0; p < recvs_.size(); ++p) {
+    if (recvs_[p].empty()) continue;
+    const int fd = links_->recv(static_cast<int>(p))->WaitFd();
+    if (fd < 0) return false;
+    fds.push_back({fd, POLLIN, 0});
+  }
+  if (fds.empty()) return false;
+  (void)::poll(fds.data(), fds.size(), 2);
+  return true;
+}
+
 Status Engine::Run(const std::string& what) {
   using Clock = std::chrono::steady_clock;
   auto last_progress = Clock::now();
@@ -118,7 +139,9 @@ Status Engine::Run(const std::string& what) {
       while (budget > 0 && op.off < op.padded && (op.off < ready || op.off >= op.bytes)) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;
         size_t want = op.off < op.bytes ? std::min(ready - op.off, budget) : op.padded - op.off;
-        TSR_ASSIGN_OR_RETURN(size_t n, ch->TrySend(src, want));
+        auto sent = ch->TrySend(src, want);
+        if (!sent.ok()) return sent.status().WithContext("sending to " + links_->PeerName(static_cast<int>(p)));
+        const size_t n = *sent;
         if (n == 0) break;
         op.off += n;
         budget -= std::min(budget, n);
@@ -140,8 +163,21 @@ Status Engine::Run(const std::string& what) {
       }
       RecvChannel* ch = links_->recv(static_cast<int>(p));
       RecvOp& op = q.front();
-      TSR_ASSIGN_OR_RETURN(auto region, ch->Peek());
-      auto [ptr, avail] = region;
+      if (op.dst != nullptr && op.off < op.bytes && ch->direct()) {  // a copy: straight from the socket
+        auto got = ch->RecvInto(op.dst + op.off, op.bytes - op.off);
+        if (!got.ok()) return got.status().WithContext("receiving from " + links_->PeerName(static_cast<int>(p)));
+        if (*got == 0) continue;
+        op.off += *got;
+        progress = true;
+        if (op.off < op.padded) continue;  // more data, or the padding (below, next turn)
+        if (op.check >= 0) TSR_RETURN_IF_ERROR(checks_[op.check]());
+        q.pop_front();
+        --pending_;
+        continue;
+      }
+      auto peeked = ch->Peek();
+      if (!peeked.ok()) return peeked.status().WithContext("receiving from " + links_->PeerName(static_cast<int>(p)));
+      auto [ptr, avail] = *peeked;
       if (avail == 0) continue;
       size_t take;
       if (op.off >= op.bytes) {  // padding
@@ -188,9 +224,15 @@ Status Engine::Run(const std::string& what) {
       last_progress = Clock::now();
       continue;
     }
-    // Idle: spin briefly, then yield the core (ranks may outnumber cores), and check health.
-    if (++idle > 64) sched_yield();
-    if ((idle & 255) == 0) {
+    // Idle: spin briefly, then yield the core (ranks may outnumber cores), and check health. When only
+    // TCP channels are pending, sleep in poll() on them instead (a few ms at most, so the health checks
+    // below keep their pace): spinning would take the CPU the kernel's network stack needs.
+    bool slept = false;
+    if (++idle > 64) {
+      slept = idle > 1024 && WaitOnSockets();
+      if (!slept) sched_yield();
+    }
+    if (slept || (idle & 255) == 0) {
       auto now = Clock::now();
       if (now - last_check > std::chrono::milliseconds(50)) {
         last_check = now;
@@ -204,8 +246,9 @@ Status Engine::Run(const std::string& what) {
         if (now - last_progress > timeout) {
           std::string names;
           for (int p : owed) names += (names.empty() ? "" : ", ") + links_->PeerName(p);
-          return Timeout(fmt::format("{}: no progress for {} ms (TESSERA_TIMEOUT) waiting on {}", what, timeout.count(),
-                                     names.empty() ? "local work" : names));
+          return links_->ExplainTimeout(
+              owed, Timeout(fmt::format("{}: no progress for {} ms (TESSERA_TIMEOUT) waiting on {}", what,
+                                        timeout.count(), names.empty() ? "local work" : names)));
         }
       }
     }

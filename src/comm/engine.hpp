@@ -31,6 +31,13 @@ class Links {
   virtual Status CheckHealth(const std::vector<int>& waiting_on) = 0;
   virtual std::string PeerName(int peer) const = 0;  // "rank 3 (nvidia)"
   virtual std::chrono::milliseconds timeout() const = 0;
+  // Called once when the wait on `owed` timed out: the error to report (by default `timeout` itself).
+  // Comm looks for the root cause: when the peers it waited on are stuck too (on a rank of a host that
+  // disappeared, say), it names that.
+  virtual Status ExplainTimeout(const std::vector<int>& owed, Status timeout) {
+    (void)owed;
+    return timeout;
+  }
 };
 
 // Asynchronous work on a device (a GPU's copy engines and kernels) for an engine whose buffers are device
@@ -137,6 +144,9 @@ class Engine {
   };
   // Hands each job's local contributor among its first two to the received one (ReduceJob::fused).
   void FuseLocalPairs();
+  // When every pending send and receive waits on a socket (TCP): poll() them for up to 2 ms and return
+  // true; false (nothing waited) when any pending work is elsewhere (shm, local folds, a device).
+  bool WaitOnSockets();
   // Device mode: hands the ring bytes of in-flight copies that `queue` has finished back to the channel
   // (`release`: publish or consume), oldest first, adding them to *released; true if any.
   template <typename Release>

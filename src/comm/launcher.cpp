@@ -9,12 +9,13 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -142,6 +143,240 @@ Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, 
   return ranks;
 }
 
+std::pair<int, int> NodeBlock(int world, int nnodes, int node) {
+  const auto lo = static_cast<int>(static_cast<int64_t>(world) * node / nnodes);
+  const auto hi = static_cast<int>(static_cast<int64_t>(world) * (node + 1) / nnodes);
+  return {lo, hi};
+}
+
+Result<std::vector<RankSpec>> PlanNodeRanks(const std::vector<IslandSpec>& islands, int nnodes, int node_rank,
+                                            int cuda_devices, const std::string& cuda_why, int local_offset) {
+  int world = 0;
+  for (const auto& i : islands) world += i.count;
+  if (nnodes < 1) return InvalidArgument(fmt::format("--nnodes {} is not a positive integer", nnodes));
+  if (node_rank < 0 || node_rank >= nnodes)
+    return InvalidArgument(fmt::format("--node-rank {} is not in [0, {}) (--nnodes {})", node_rank, nnodes, nnodes));
+  if (nnodes > world)
+    return InvalidArgument(
+        fmt::format("--nnodes {} is more than the job's {} ranks ({}): every node starts at least one rank", nnodes,
+                    world, LayoutString(islands)));
+  const auto [lo, hi] = NodeBlock(world, nnodes, node_rank);
+  // Devices are assigned among this node's ranks only: its GPUs are its own.
+  TSR_ASSIGN_OR_RETURN(auto all, PlanRanks(islands, 1 << 30));  // numbering and islands; devices below
+  std::vector<RankSpec> mine;
+  int next_gpu = 0;
+  for (int r = lo; r < hi; ++r) {
+    RankSpec spec = all[r];
+    spec.node = node_rank;
+    spec.local_rank = local_offset + (r - lo);
+    if (islands[spec.island].device == DeviceKind::kCuda) {
+      if (cuda_devices < 1)
+        return Unsupported(fmt::format(
+            "--island '{}' needs CUDA devices for rank {} on node {}, but no CUDA device is visible on this "
+            "machine{}",
+            islands[spec.island].text, r, node_rank, cuda_why.empty() ? "" : " (" + cuda_why + ")"));
+      spec.device = fmt::format("cuda:{}", next_gpu);
+      next_gpu = (next_gpu + 1) % cuda_devices;
+    }
+    mine.push_back(std::move(spec));
+  }
+  return mine;
+}
+
+namespace {
+
+// Splits at commas that are not inside [...].
+std::vector<std::string> SplitTopLevel(const std::string& s) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::string cur;
+  for (char c : s) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ExpandHostList(const std::string& list) {
+  std::vector<std::string> out;
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument(fmt::format("Slurm node list '{}': {}", list, why));
+  };
+  if (list.empty()) return bad("empty");
+  for (const std::string& item : SplitTopLevel(list)) {
+    if (item.empty()) return bad("an empty name");
+    // Expand the first [...] group, then the rest of the item recursively (a name may have several).
+    const size_t open = item.find('[');
+    if (open == std::string::npos) {
+      if (item.find(']') != std::string::npos) return bad(fmt::format("']' without '[' in '{}'", item));
+      out.push_back(item);
+      continue;
+    }
+    const size_t close = item.find(']', open);
+    if (close == std::string::npos) return bad(fmt::format("'[' without ']' in '{}'", item));
+    const std::string head = item.substr(0, open), body = item.substr(open + 1, close - open - 1);
+    TSR_ASSIGN_OR_RETURN(auto tails, close + 1 < item.size()
+                                         ? ExpandHostList(item.substr(close + 1))
+                                         : Result<std::vector<std::string>>(std::vector<std::string>{""}));
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = std::min(body.find(',', start), body.size());
+      const std::string range = body.substr(start, comma - start);
+      const size_t dash = range.find('-');
+      const std::string a = range.substr(0, dash), b = dash == std::string::npos ? a : range.substr(dash + 1);
+      if (!AllDigits(a) || !AllDigits(b)) return bad(fmt::format("'{}' in '{}' is not N or N-M", range, item));
+      const int from = std::stoi(a), to = std::stoi(b);
+      if (to < from) return bad(fmt::format("the range '{}' in '{}' runs backwards", range, item));
+      if (to - from > 65536) return bad(fmt::format("the range '{}' in '{}' is too long", range, item));
+      for (int n = from; n <= to; ++n)
+        for (const auto& t : tails) out.push_back(fmt::format("{}{:0{}}{}", head, n, a.size(), t));
+      if (comma >= body.size()) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+Result<std::vector<int>> ExpandTasksPerNode(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : SplitTopLevel(text)) {
+    const size_t paren = item.find("(x");
+    const std::string n = item.substr(0, paren);
+    std::string times = "1";
+    if (paren != std::string::npos) {
+      if (item.back() != ')')
+        return InvalidArgument(fmt::format("SLURM_TASKS_PER_NODE='{}': '{}' is not N or N(xM)", text, item));
+      times = item.substr(paren + 2, item.size() - paren - 3);
+    }
+    if (!AllDigits(n) || !AllDigits(times) || std::stoi(times) > 65536)
+      return InvalidArgument(fmt::format("SLURM_TASKS_PER_NODE='{}': '{}' is not N or N(xM)", text, item));
+    for (int k = 0; k < std::stoi(times); ++k) out.push_back(std::stoi(n));
+  }
+  return out;
+}
+
+Result<std::optional<SlurmTask>> SlurmFromEnv(const std::map<std::string, std::string>& env) {
+  auto get = [&](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end() || it->second.empty()) return std::nullopt;
+    return it->second;
+  };
+  auto number = [&](const char* name, int64_t lo, int64_t hi) -> Result<int> {
+    const std::string v = *get(name);
+    if (!AllDigits(v) || std::stoll(v) < lo || std::stoll(v) > hi)
+      return InvalidArgument(fmt::format("{}='{}' is not an integer in [{}, {}]", name, v, lo, hi));
+    return std::stoi(v);
+  };
+  if (!get("SLURM_PROCID") || !get("SLURM_NTASKS")) return std::optional<SlurmTask>();
+  SlurmTask t;
+  TSR_ASSIGN_OR_RETURN(t.ntasks, number("SLURM_NTASKS", 1, 1 << 20));
+  TSR_ASSIGN_OR_RETURN(t.procid, number("SLURM_PROCID", 0, t.ntasks - 1));
+  if (get("SLURM_LOCALID")) {
+    TSR_ASSIGN_OR_RETURN(t.localid, number("SLURM_LOCALID", 0, t.procid));
+  }
+  t.node_tasks = t.localid + 1;
+  if (get("SLURM_TASKS_PER_NODE") && get("SLURM_NODEID")) {
+    TSR_ASSIGN_OR_RETURN(auto per_node, ExpandTasksPerNode(*get("SLURM_TASKS_PER_NODE")));
+    TSR_ASSIGN_OR_RETURN(int node, number("SLURM_NODEID", 0, 1 << 20));
+    if (node >= static_cast<int>(per_node.size()))
+      return InvalidArgument(fmt::format("SLURM_NODEID={} but SLURM_TASKS_PER_NODE='{}' lists {} node(s)", node,
+                                         *get("SLURM_TASKS_PER_NODE"), per_node.size()));
+    t.node_tasks = std::max(per_node[node], t.localid + 1);
+  }
+  // A heterogeneous job: one world over its components (srun ... : ...), the store on component 0's first node.
+  std::optional<std::string> nodes;
+  if (get("SLURM_HET_JOB_ID")) {
+    const char* comp = get("SLURM_HET_JOB_COMPONENT") ? "SLURM_HET_JOB_COMPONENT" : "SLURM_HET_JOB_OFFSET";
+    if (get(comp)) {
+      TSR_ASSIGN_OR_RETURN(t.het_component, number(comp, 0, 1 << 20));
+    }
+    nodes = get("SLURM_JOB_NODELIST_HET_GROUP_0");
+  }
+  const char* list_var = nullptr;
+  for (const char* v : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+    if (!nodes && get(v)) {
+      nodes = get(v);
+      list_var = v;
+    }
+  }
+  if (!nodes)
+    return InvalidArgument(
+        "SLURM_PROCID and SLURM_NTASKS are set but no node list (SLURM_STEP_NODELIST, SLURM_JOB_NODELIST): "
+        "cannot tell which host serves the store; pass --store HOST:PORT");
+  auto hosts = ExpandHostList(*nodes);
+  if (!hosts.ok()) return hosts.status().WithContext(list_var != nullptr ? list_var : "SLURM_JOB_NODELIST_HET_GROUP_0");
+  t.store_host = hosts->front();
+  t.job_id = get("SLURM_HET_JOB_ID").value_or(get("SLURM_JOB_ID").value_or(""));
+  if (!AllDigits(t.job_id))
+    return InvalidArgument(
+        fmt::format("SLURM_JOB_ID='{}' is not a job number (the store's port comes from it)", t.job_id));
+  t.store_port = 20000 + 2 * static_cast<int>(std::stoll(t.job_id) % 20000);
+  t.text = fmt::format("Slurm job {} task {} of {}{}", t.job_id, t.procid, t.ntasks,
+                       t.het_component >= 0 ? fmt::format(" (heterogeneous component {})", t.het_component) : "");
+  return std::optional<SlurmTask>(std::move(t));
+}
+
+Result<std::string> ReadTokenFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return ErrnoError(fmt::format("--token-file '{}'", path), errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(fmt::format("--token-file '{}' is not a regular file", path));
+  }
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    ::close(fd);
+    return InvalidArgument(
+        fmt::format("--token-file '{}' has mode {:04o} and owner uid {}: it must be yours and readable by no one else "
+                    "(chmod 600 '{}')",
+                    path, st.st_mode & 07777, st.st_uid, path));
+  }
+  std::string text(4096, '\0');
+  const ssize_t n = ::read(fd, text.data(), text.size());
+  ::close(fd);
+  if (n < 0) return ErrnoError(fmt::format("--token-file '{}'", path), errno);
+  text.resize(static_cast<size_t>(n));
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  if (text.empty() || text.size() > 256 || text.find_first_of("\n\r") != std::string::npos)
+    return InvalidArgument(
+        fmt::format("--token-file '{}' must hold one non-empty line of at most 256 characters", path));
+  return text;
+}
+
+Result<std::string> RouteSourceAddress(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(host.c_str(), "9", &hints, &res);
+  if (gai != 0) return NotFound(fmt::format("cannot resolve the store host '{}': {}", host, ::gai_strerror(gai)));
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  const bool ok = fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+  const int e = errno;
+  ::freeaddrinfo(res);
+  if (fd >= 0) ::close(fd);
+  if (!ok) return ErrnoError(fmt::format("no route to the store host '{}'", host), e);
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf));
+  return std::string(buf);
+}
+
 int VisibleCudaDevices(std::string* why) {
 #ifdef TESSERA_HAVE_CUDA
   int n = 0;
@@ -162,7 +397,8 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const RankSpec&
                                                                  const std::string& layout,
                                                                  const std::string& store_address,
                                                                  const std::string& token, milliseconds timeout,
-                                                                 int master_port, const std::string& visible_gpus) {
+                                                                 int master_port, const std::string& visible_gpus,
+                                                                 int local_world_size, const std::string& master_addr) {
   // A CUDA rank sees only its own GPU (CUDA_VISIBLE_DEVICES), as under Slurm's --gpus-per-task, so inside
   // the process its device is cuda:0. `visible_gpus` is the launcher's own CUDA_VISIBLE_DEVICES, whose
   // N-th entry is GPU cuda:N here.
@@ -195,14 +431,14 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const RankSpec&
       {"TESSERA_TOKEN", token},
       {"TESSERA_TIMEOUT", FormatDuration(timeout)},
       // torchrun's variables, so that a script written for torchrun (init_process_group with env://)
-      // runs unchanged; one machine: the local world is the world.
+      // runs unchanged; on one machine the local world is the world.
       {"RANK", std::to_string(rank.rank)},
       {"WORLD_SIZE", std::to_string(world_size)},
       {"LOCAL_RANK", std::to_string(rank.local_rank)},
-      {"LOCAL_WORLD_SIZE", std::to_string(world_size)},
+      {"LOCAL_WORLD_SIZE", std::to_string(local_world_size > 0 ? local_world_size : world_size)},
   };
   if (master_port > 0) {
-    vars.emplace_back("MASTER_ADDR", "127.0.0.1");
+    vars.emplace_back("MASTER_ADDR", master_addr);
     vars.emplace_back("MASTER_PORT", std::to_string(master_port));
   }
   if (!cuda_visible.empty()) vars.emplace_back("CUDA_VISIBLE_DEVICES", cuda_visible);
@@ -404,10 +640,11 @@ class Job {
  public:
   // `extra_env`: variables every rank gets after its own (MPS directories); `island_env`: per island index
   // (an emulated island's SM share and label).
-  Job(const Options& options, std::vector<RankSpec> ranks, std::string layout, std::string path,
+  Job(const Options& options, std::vector<RankSpec> ranks, int world_size, std::string layout, std::string path,
       std::vector<std::pair<std::string, std::string>> extra_env = {},
       std::map<int, std::vector<std::pair<std::string, std::string>>> island_env = {})
       : options_(options),
+        world_size_(world_size),
         layout_(std::move(layout)),
         path_(std::move(path)),
         extra_env_(std::move(extra_env)),
@@ -421,29 +658,60 @@ class Job {
     sigemptyset(&block);
     for (int sig : kHandledSignals) sigaddset(&block, sig);
     ::pthread_sigmask(SIG_BLOCK, &block, &old);
-    auto token = RandomToken();
+    const bool multi = options_.nnodes > 1 || !options_.store_host.empty();
+    Result<std::string> token = options_.token.empty() ? RandomToken() : Result<std::string>(options_.token);
     Result<std::unique_ptr<StoreServer>> store = InternalError("not started");
-    if (token.ok()) {
+    if (token.ok() && options_.node_rank != 0) {
+      store = std::unique_ptr<StoreServer>();  // node 0 serves it
+    } else if (token.ok()) {
       // Room for every rank's communicators (a split opens one store connection per member) unless
       // TESSERA_STORE_MAX_CONNS says otherwise.
       StoreLimits limits = StoreLimits::FromEnv();
       if (!env::Get("TESSERA_STORE_MAX_CONNS"))
         limits.max_connections = std::max<int>(limits.max_connections, 16 * static_cast<int>(ranks_.size()));
-      store = StoreServer::Start("127.0.0.1", 0, *token, limits);
+      if (multi && !env::Get("TESSERA_STORE_MAX_CONNS"))  // the whole job's ranks meet here
+        limits.max_connections = std::max<int>(limits.max_connections, 16 * world_size_);
+      store = StoreServer::Start(multi ? options_.store_host : "127.0.0.1", multi ? options_.store_port : 0, *token,
+                                 limits);
     }
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (!token.ok()) return Fail(1, token.status().message());
-    if (!store.ok()) return Fail(1, "cannot start the store: " + store.status().message());
+    if (!store.ok())
+      return Fail(1, multi ? fmt::format("node 0 cannot start the store on {}:{}: {}", options_.store_host,
+                                         options_.store_port, store.status().message())
+                           : "cannot start the store: " + store.status().message());
     store_ = std::move(store).value();
     token_ = *token;
-    auto master_port = FreeLoopbackPort();
-    if (!master_port.ok()) return Fail(1, master_port.status().message());
-    master_port_ = *master_port;
+    if (multi) {
+      // Every node's ranks meet at node 0's store; torchrun's MASTER_* name node 0 too (the next port).
+      store_host_ = options_.store_host;
+      store_port_ = store_ ? store_->port() : options_.store_port;
+      master_port_ = store_port_ + 1;
+      master_addr_ = store_host_;
+      if (store_ && options_.store_port == 0)
+        Say(fmt::format("node 0 serves the store at {}:{}: start the other nodes with --store {}:{}", store_host_,
+                        store_port_, store_host_, store_port_));
+      bridge_addr_ = options_.node_addr;
+      if (bridge_addr_.empty() && !env::Get("TESSERA_BRIDGE_ADDR")) {
+        auto a = RouteSourceAddress(store_host_);
+        if (!a.ok())
+          return Fail(1, fmt::format("node {}: {} (set --node-addr to this node's address)", options_.node_rank,
+                                     a.status().message()));
+        bridge_addr_ = *a;
+      }
+    } else {
+      store_host_ = "127.0.0.1";
+      store_port_ = store_->port();
+      auto master_port = FreeLoopbackPort();
+      if (!master_port.ok()) return Fail(1, master_port.status().message());
+      master_port_ = *master_port;
+    }
     visible_gpus_ = env::Get("CUDA_VISIBLE_DEVICES").value_or("");
 
     Status s = signals_.Install();
     if (!s.ok()) return Fail(1, s.message());
-    TSR_LOG_INFO("tessera run: store at 127.0.0.1:{}; starting {} ranks ({})", store_->port(), ranks_.size(), layout_);
+    TSR_LOG_INFO("tessera run: store at {}:{}; node {} of {} starting {} of {} ranks ({})", store_host_, store_port_,
+                 options_.node_rank, options_.nnodes, ranks_.size(), world_size_, layout_);
     for (auto& r : ranks_) {
       const int code = StartRank(r);
       if (code != 0) {
@@ -487,9 +755,11 @@ class Job {
 
   // Forks and execs one rank; 0, or the launcher's exit status when it could not be started.
   int StartRank(Rank& r) {
-    const std::string addr = fmt::format("127.0.0.1:{}", store_->port());
-    auto vars = RankEnvironment(r.spec, static_cast<int>(ranks_.size()), layout_, addr, token_, options_.timeout,
-                                master_port_, visible_gpus_);
+    const std::string addr = fmt::format("{}:{}", store_host_, store_port_);
+    auto vars = RankEnvironment(
+        r.spec, world_size_, layout_, addr, token_, options_.timeout, master_port_, visible_gpus_,
+        options_.local_world > 0 ? options_.local_world : static_cast<int>(ranks_.size()), master_addr_);
+    if (!bridge_addr_.empty()) vars.emplace_back("TESSERA_BRIDGE_ADDR", bridge_addr_);
     vars.insert(vars.end(), extra_env_.begin(), extra_env_.end());
     if (auto it = island_env_.find(r.spec.island); it != island_env_.end())
       vars.insert(vars.end(), it->second.begin(), it->second.end());
@@ -762,6 +1032,7 @@ class Job {
   }
 
   const Options& options_;
+  const int world_size_;  // of the whole job (this launcher starts ranks_ of them)
   const std::string layout_;
   const std::string path_;
   std::vector<Rank> ranks_;
@@ -770,7 +1041,11 @@ class Job {
   std::string token_;
   std::vector<std::pair<std::string, std::string>> extra_env_;
   std::map<int, std::vector<std::pair<std::string, std::string>>> island_env_;
-  int master_port_ = 0;       // torchrun's MASTER_PORT for the ranks (a free loopback port)
+  std::string store_host_;  // the store the ranks meet at: 127.0.0.1, or node 0's address
+  int store_port_ = 0;
+  std::string bridge_addr_;  // multi-node: TESSERA_BRIDGE_ADDR for this node's ranks ("" = leave it)
+  std::string master_addr_ = "127.0.0.1";
+  int master_port_ = 0;       // torchrun's MASTER_PORT for the ranks (a free loopback port; multi-node: store + 1)
   std::string visible_gpus_;  // the launcher's CUDA_VISIBLE_DEVICES, "" when unset
   SignalScope signals_;
   int exit_code_ = 0;
@@ -794,11 +1069,32 @@ int Run(const Options& options) {
   if (std::any_of(options.islands.begin(), options.islands.end(),
                   [](const IslandSpec& i) { return i.device == DeviceKind::kCuda; }))
     cuda_devices = VisibleCudaDevices(&cuda_why);
-  auto plan = PlanRanks(options.islands, cuda_devices, cuda_why);
-  if (!plan.ok()) return fail(2, plan.status().message());
+  const bool multi = options.nnodes > 1 || !options.store_host.empty();
+  int world = 0;
+  for (const auto& i : options.islands) world += i.count;
+  auto plan = multi ? PlanNodeRanks(options.islands, options.nnodes, options.node_rank, cuda_devices, cuda_why,
+                                    options.local_offset)
+                    : PlanRanks(options.islands, cuda_devices, cuda_why);
+  if (!plan.ok()) return fail(2, (options.origin.empty() ? "" : options.origin + ": ") + plan.status().message());
   if (plan->empty()) return fail(2, "no ranks to start: give at least one --island");
   const std::string layout = LayoutString(options.islands);
+  if (multi && options.store_host.empty())
+    return fail(2, fmt::format("{}: --nnodes {} needs --store HOST:PORT (node 0's address; node 0 may give port 0 "
+                               "to pick one)",
+                               options.origin.empty() ? "tessera run" : options.origin, options.nnodes));
+  if (multi && options.node_rank != 0 && options.store_port == 0)
+    return fail(2, fmt::format("node {} needs the store's port: --store {}:PORT (node 0 prints it)", options.node_rank,
+                               options.store_host));
+  if (multi && options.token.empty() && !options.dry_run)
+    return fail(2,
+                "a job on several nodes needs the same job token on every node: set TESSERA_TOKEN (e.g. export "
+                "TESSERA_TOKEN=$(openssl rand -hex 16)) or pass --token-file FILE (mode 0600); it is never "
+                "taken from the command line");
   if (options.dry_run) {
+    if (multi)
+      std::fprintf(stdout, "node %d of %d (%s): ranks %d-%d of %d, store %s:%d\n", options.node_rank, options.nnodes,
+                   options.origin.empty() ? "--nnodes/--node-rank" : options.origin.c_str(), plan->front().rank,
+                   plan->back().rank, world, options.store_host.c_str(), options.store_port);
     std::fputs(FormatRankTable(*plan, layout).c_str(), stdout);
     std::fprintf(stdout, "TESSERA_TIMEOUT=%s\n", FormatDuration(options.timeout).c_str());
     std::fflush(stdout);
@@ -824,8 +1120,10 @@ int Run(const Options& options) {
       for (const auto& r : *plan)
         if (r.island == static_cast<int>(i)) gpu = std::atoi(r.device.c_str() + 5);
       const std::string label = EmulatedLabel(CudaDeviceName(gpu), it->second);
-      std::fprintf(stderr, "tessera run: island %s: %s, through NVIDIA MPS (a model of a slower card, not real %s "
-                   "hardware)\n", options.islands[i].vendor.c_str(), label.c_str(), options.islands[i].vendor.c_str());
+      std::fprintf(stderr,
+                   "tessera run: island %s: %s, through NVIDIA MPS (a model of a slower card, not real %s "
+                   "hardware)\n",
+                   options.islands[i].vendor.c_str(), label.c_str(), options.islands[i].vendor.c_str());
       island_env[static_cast<int>(i)] = {{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(it->second)},
                                          {"TESSERA_SM_SHARE", std::to_string(it->second)},
                                          {"TESSERA_EMULATED", label}};
@@ -833,7 +1131,7 @@ int Run(const Options& options) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
-  Job job(options, std::move(plan).value(), layout, std::move(path).value(), std::move(extra_env),
+  Job job(options, std::move(plan).value(), world, layout, std::move(path).value(), std::move(extra_env),
           std::move(island_env));
   return job.Run();
 }

@@ -6,11 +6,17 @@
 // "[rank R vendor] ", forwards SIGINT/SIGTERM/SIGHUP to them, and when one rank fails it reports which
 // one and how, waits up to TESSERA_TIMEOUT for the others to exit on their own, then stops them
 // (SIGTERM, SIGKILL 2 s later). docs/launcher.md is the user guide.
+//
+// Several hosts form one job when every host runs the same `tessera run` with --nnodes N --node-rank K
+// --store HOST:PORT (or inside a Slurm step, where all three come from SLURM_*): the ranks of the job
+// (the --island counts are per job) are dealt to the nodes in order, in contiguous blocks, node 0 serves
+// the store on HOST:PORT, and every node starts only its own block, with the job's rank numbers.
 #pragma once
 
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,7 +39,8 @@ struct IslandSpec {
 struct RankSpec {
   int rank = 0;        // 0..world-1, island 0's ranks first
   int island = 0;      // index of its island, in --island order
-  int local_rank = 0;  // index among the ranks on this machine (== rank: one machine)
+  int local_rank = 0;  // index among the ranks on this machine (== rank on one machine)
+  int node = 0;        // index of the node (launcher) that starts it
   std::string vendor;  // the island's vendor
   std::string device;  // "host" or "cuda:N"
 };
@@ -52,21 +59,55 @@ std::string LayoutString(const std::vector<IslandSpec>& islands);
 // that says so; `cuda_why` says why none is visible (e.g. the cudaGetDeviceCount error).
 Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, int cuda_devices,
                                         const std::string& cuda_why = "");
+// Multi-node: the ranks [lo, hi) of `node` when `world` ranks are dealt to `nnodes` nodes in order, in
+// contiguous blocks whose sizes differ by at most one (lo = world * node / nnodes).
+std::pair<int, int> NodeBlock(int world, int nnodes, int node);
+// The ranks that node `node_rank` of `nnodes` starts (global rank numbers, local_rank from
+// `local_offset`, devices assigned as in PlanRanks among this node's ranks only). Errors name the values.
+Result<std::vector<RankSpec>> PlanNodeRanks(const std::vector<IslandSpec>& islands, int nnodes, int node_rank,
+                                            int cuda_devices, const std::string& cuda_why = "", int local_offset = 0);
+
+// Slurm: "node[01-03],gpu7,a[1,4-5]b" → node01 node02 node03 gpu7 a1b a4b a5b (what `scontrol show
+// hostnames` prints). Errors name the list.
+Result<std::vector<std::string>> ExpandHostList(const std::string& list);
+// Slurm's SLURM_TASKS_PER_NODE: "2(x3),1" → 2 2 2 1.
+Result<std::vector<int>> ExpandTasksPerNode(const std::string& text);
+
+// One `tessera run` inside a Slurm job step (srun): one launcher per task, the task's rank = node rank.
+struct SlurmTask {
+  int procid = 0;          // SLURM_PROCID: this launcher's index ("node rank")
+  int ntasks = 1;          // SLURM_NTASKS: launchers in the step ("nnodes")
+  int localid = 0;         // SLURM_LOCALID: this task's index on its machine
+  int node_tasks = 1;      // tasks of the step on this machine (SLURM_TASKS_PER_NODE at SLURM_NODEID)
+  std::string store_host;  // first host of the step's node list (het job: of component 0)
+  int store_port = 0;      // 20000 + 2 * (job id % 20000); MASTER_PORT is the next one
+  std::string job_id;      // SLURM_HET_JOB_ID when set, else SLURM_JOB_ID
+  int het_component = -1;  // SLURM_HET_JOB_COMPONENT (or SLURM_HET_JOB_OFFSET) in a heterogeneous job
+  std::string text;        // "Slurm job 123 task 2 of 4" for messages
+};
+// Reads a Slurm step from these variables: nullopt when SLURM_PROCID or SLURM_NTASKS is unset (not in a
+// step); an error naming the variable and value when one is malformed.
+Result<std::optional<SlurmTask>> SlurmFromEnv(const std::map<std::string, std::string>& env);
+// The job token from a file: it must be a regular file of this user, readable by no one else (mode 0600
+// or 0400), with one non-empty line of at most 256 characters.
+Result<std::string> ReadTokenFile(const std::string& path);
+// The local address this host uses to reach `host` (the source address of the route to it): what the
+// ranks of this node advertise for their TCP bridge. Errors name the host.
+Result<std::string> RouteSourceAddress(const std::string& host);
+
 // The number of CUDA devices this process sees (cudaGetDeviceCount when built with CUDA, else 0); when
 // 0, *why says why.
 int VisibleCudaDevices(std::string* why);
 
 // The variables of one rank, in a fixed order: TESSERA_*, torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE (and MASTER_ADDR/MASTER_PORT when master_port > 0), and for a CUDA rank
+// LOCAL_WORLD_SIZE (`local_world_size`, or `world_size` when 0), MASTER_ADDR/MASTER_PORT when
+// master_port > 0, and for a CUDA rank
 // CUDA_VISIBLE_DEVICES naming its GPU (its TESSERA_DEVICE is then cuda:0). `visible_gpus` is the
 // launcher's own CUDA_VISIBLE_DEVICES ("" when unset).
-std::vector<std::pair<std::string, std::string>> RankEnvironment(const RankSpec& rank, int world_size,
-                                                                 const std::string& layout,
-                                                                 const std::string& store_address,
-                                                                 const std::string& token,
-                                                                 std::chrono::milliseconds timeout,
-                                                                 int master_port = 0,
-                                                                 const std::string& visible_gpus = "");
+std::vector<std::pair<std::string, std::string>> RankEnvironment(
+    const RankSpec& rank, int world_size, const std::string& layout, const std::string& store_address,
+    const std::string& token, std::chrono::milliseconds timeout, int master_port = 0,
+    const std::string& visible_gpus = "", int local_world_size = 0, const std::string& master_addr = "127.0.0.1");
 // A free TCP port on 127.0.0.1 (bound, read back, released), for MASTER_PORT.
 Result<int> FreeLoopbackPort();
 
@@ -84,6 +125,17 @@ struct Options {
   bool dry_run = false;                        // print the rank table, start nothing
   // --sm-share VENDOR=PERCENT: the cuda island VENDOR runs on PERCENT% of its GPU's SMs (MPS; sm_share.hpp).
   std::map<std::string, int> sm_share;
+  // Several nodes (docs/launcher.md, "Jobs across hosts"). One node: nnodes 1, store_host "" (a store on
+  // 127.0.0.1 with a free port), a random token.
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string store_host;  // where node 0 serves the store (its own address); required with nnodes > 1
+  int store_port = 0;      // 0 on node 0: pick a free port and print it
+  std::string token;       // the job token, the same on every node (TESSERA_TOKEN or --token-file); "": random
+  std::string node_addr;   // this node's address for the ranks' TCP bridge; "": RouteSourceAddress(store_host)
+  int local_offset = 0;    // local rank of this launcher's first rank (Slurm: earlier tasks on the machine)
+  int local_world = 0;     // ranks on this machine (LOCAL_WORLD_SIZE); 0: this launcher's ranks
+  std::string origin;      // where the node layout came from, for messages ("--nnodes 2 --node-rank 1", Slurm ...)
 };
 
 // Runs the job to completion and returns the launcher's exit status: 0 when every rank exited 0; else

@@ -5,8 +5,12 @@
 //   comm_worker mismatch                                ranks disagree on count: everyone must get an error;
 //   comm_worker die RANK                                RANK exits mid-job; the others must get
 //       tsrRemoteError/tsrTimeout within TESSERA_TIMEOUT;
+//   comm_worker until-failure [LIMIT_S]                 allreduces until one fails (a fault injected from
+//       outside); prints "ERROR rank R after Xs: ..." with the failing call's duration;
 //   comm_worker p2p                                     send/recv around a ring.
 // Prints "OK <summary>" on success, "FAIL <why>" and exits 1 otherwise.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,7 +20,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "common/dtype.hpp"
@@ -41,12 +44,6 @@ int g_rank, g_size;
 void Check(tsrResult_t r, const char* what) {
   if (r != tsrSuccess) Fail(std::string(what) + ": " + tsrGetErrorString(r) + ": " + tsrGetLastError(g_comm));
 }
-
-
-
-
-
-
 
 void AllSame(const void* buf, size_t bytes, const std::string& what) {
   uint64_t h = Hash(buf, bytes);
@@ -94,8 +91,8 @@ int RunCheck(std::vector<size_t> sizes, uint64_t seed, const std::vector<DType>&
             }
             if (!WithinBound(got, ref, abs_sum, t, g_size))
               Fail("allreduce " + std::string(tessera::DTypeName(t)) + " " + std::to_string(op) + " count " +
-                   std::to_string(count) + (inplace ? " in-place" : "") + ": element " + std::to_string(i) +
-                   " = " + std::to_string(got) + ", f64 reference " + std::to_string(ref));
+                   std::to_string(count) + (inplace ? " in-place" : "") + ": element " + std::to_string(i) + " = " +
+                   std::to_string(got) + ", f64 reference " + std::to_string(ref));
           }
           AllSame(dst, count * esz, "allreduce");
           ++checked;
@@ -214,6 +211,28 @@ int main(int argc, char** argv) {
     if (r == tsrSuccess) Fail("allreduce with a stalled peer succeeded");
     std::printf("ERROR rank %d after %.2fs: %s: %s\n", g_rank, secs, tsrGetErrorString(r), tsrGetLastError(g_comm));
     rc = 1;  // a failed rank: the launcher must then stop the stalled one
+  } else if (mode == "until-failure") {
+    // Allreduces (checked) until one fails or `limit` seconds pass: for faults injected from outside (a
+    // host cut off or killed). Prints how long the failing call took: bounded by TESSERA_TIMEOUT.
+    const double limit = argc > 2 ? std::atof(argv[2]) : 120;
+    std::vector<float> buf(1 << 16);
+    const auto start = std::chrono::steady_clock::now();
+    int iter = 0;
+    for (;; ++iter) {
+      std::fill(buf.begin(), buf.end(), 1.0f);
+      const auto t0 = std::chrono::steady_clock::now();
+      r = tsrAllReduce(buf.data(), buf.data(), buf.size(), tsrFloat32, tsrSum, g_comm, nullptr);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r != tsrSuccess) {
+        std::printf("ERROR rank %d after %.2fs: %s: %s\n", g_rank, secs, tsrGetErrorString(r), tsrGetLastError(g_comm));
+        rc = 1;
+        break;
+      }
+      if (buf[0] != static_cast<float>(g_size) || buf.back() != static_cast<float>(g_size)) Fail("allreduce wrong");
+      if (iter == 0) std::printf("RUNNING rank %d\n", g_rank);
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit)
+        Fail("no failure within " + std::to_string(limit) + "s");
+    }
   } else if (mode == "p2p") {
     std::vector<int64_t> out(1001), in(1001);
     for (size_t i = 0; i < out.size(); ++i) out[i] = g_rank * 100000 + static_cast<int64_t>(i);

@@ -2,7 +2,6 @@
 // `tessera` binary (TESSERA_BIN) starting `/bin/sh -c` snippets as ranks: their environment, prefixed
 // output, failure handling, signal forwarding, bad input; and ranks that meet at the launcher's store.
 #include "comm/launcher.hpp"
-#include "comm/sm_share.hpp"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/sm_share.hpp"
 #include "comm/store.hpp"
 
 namespace tessera::comm::launcher {
@@ -117,7 +117,7 @@ TEST(LauncherPlan, RanksInIslandOrder) {
   EXPECT_EQ(m["WORLD_SIZE"], "8");
   EXPECT_EQ(m["LOCAL_RANK"], "4");
   EXPECT_EQ(m["LOCAL_WORLD_SIZE"], "8");
-  EXPECT_EQ(m.count("MASTER_PORT"), 0u);  // only when the launcher gives one
+  EXPECT_EQ(m.count("MASTER_PORT"), 0u);           // only when the launcher gives one
   EXPECT_EQ(m.count("CUDA_VISIBLE_DEVICES"), 0u);  // a host rank keeps the launcher's visibility
 }
 
@@ -606,20 +606,18 @@ TEST(LauncherRank, MeetsAtTheStore) {
   EXPECT_TRUE(Contains(wrong.status().message(), "refused the job token")) << wrong.status().message();
 }
 
-
 TEST(LauncherSmShare, ParsesSharesOfCudaIslandsAndNamesBadValues) {
   auto islands = ParseIslands({"ascend=cuda:1", "nvidia=cuda:1", "cpu=host:2"});
   ASSERT_TRUE(islands.ok()) << islands.status().message();
   auto ok = ParseSmShares({"ascend=40"}, *islands);
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->at("ascend"), 40);
-  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
-           {"ascend", "VENDOR=PERCENT"},
-           {"ascend=0", "ascend=0"},
-           {"ascend=101", "ascend=101"},
-           {"ascend=4x", "ascend=4x"},
-           {"moore=40", "no island 'moore'"},
-           {"cpu=40", "not a cuda island"}}) {
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{{"ascend", "VENDOR=PERCENT"},
+                                                                                  {"ascend=0", "ascend=0"},
+                                                                                  {"ascend=101", "ascend=101"},
+                                                                                  {"ascend=4x", "ascend=4x"},
+                                                                                  {"moore=40", "no island 'moore'"},
+                                                                                  {"cpu=40", "not a cuda island"}}) {
     auto r = ParseSmShares({bad}, *islands);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
@@ -640,5 +638,193 @@ TEST(LauncherSmShare, RefusesClearlyWithoutMps) {
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("nvidia-cuda-mps-control"), std::string::npos) << d.status().message();
 }
+// ---- jobs across nodes: the layout, Slurm's variables, the token ---------------------------------------
+
+TEST(LauncherNodes, RanksAreDealtToNodesInContiguousBlocks) {
+  EXPECT_EQ(NodeBlock(7, 3, 0), std::make_pair(0, 2));
+  EXPECT_EQ(NodeBlock(7, 3, 1), std::make_pair(2, 4));
+  EXPECT_EQ(NodeBlock(7, 3, 2), std::make_pair(4, 7));
+  auto islands = ParseIslands({"ascend=host:4", "nvidia=host:3"});
+  ASSERT_TRUE(islands.ok());
+  auto node1 = PlanNodeRanks(*islands, 3, 1, 0);
+  ASSERT_TRUE(node1.ok()) << node1.status().message();
+  ASSERT_EQ(node1->size(), 2u);
+  EXPECT_EQ((*node1)[0].rank, 2);
+  EXPECT_EQ((*node1)[1].rank, 3);
+  EXPECT_EQ((*node1)[1].island, 0);
+  EXPECT_EQ((*node1)[1].local_rank, 1);
+  EXPECT_EQ((*node1)[1].node, 1);
+  auto node2 = PlanNodeRanks(*islands, 3, 2, 0, "", 5);  // local ranks after 5 others on the machine
+  ASSERT_TRUE(node2.ok());
+  ASSERT_EQ(node2->size(), 3u);
+  EXPECT_EQ((*node2)[0].rank, 4);
+  EXPECT_EQ((*node2)[0].vendor, "nvidia");
+  EXPECT_EQ((*node2)[0].local_rank, 5);
+  EXPECT_EQ((*node2)[2].rank, 6);
+}
+
+TEST(LauncherNodes, BadNodeLayoutsAreNamed) {
+  auto islands = ParseIslands({"ascend=host:2"});
+  ASSERT_TRUE(islands.ok());
+  auto a = PlanNodeRanks(*islands, 3, 0, 0);
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(Contains(a.status().message(), "--nnodes 3 is more than the job's 2 ranks")) << a.status().message();
+  auto b = PlanNodeRanks(*islands, 2, 2, 0);
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(Contains(b.status().message(), "--node-rank 2 is not in [0, 2)")) << b.status().message();
+  auto cuda = ParseIslands({"ascend=host:2", "nvidia=cuda:2"});
+  ASSERT_TRUE(cuda.ok());
+  EXPECT_TRUE(PlanNodeRanks(*cuda, 2, 0, 0).ok());  // node 0 has host ranks only: no GPU needed here
+  auto c = PlanNodeRanks(*cuda, 2, 1, 0, "no driver");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(Contains(c.status().message(), "for rank 2 on node 1")) << c.status().message();
+}
+
+TEST(LauncherNodes, TorchrunVariablesPointAtNodeZero) {
+  RankSpec r;
+  r.rank = 5;
+  r.local_rank = 1;
+  r.island = 1;
+  r.vendor = "nvidia";
+  r.device = "host";
+  auto vars =
+      RankEnvironment(r, 8, "ascend=host:4,nvidia=host:4", "10.0.0.1:20000", "tok", 60s, 20001, "", 4, "10.0.0.1");
+  std::map<std::string, std::string> env(vars.begin(), vars.end());
+  EXPECT_EQ(env["RANK"], "5");
+  EXPECT_EQ(env["WORLD_SIZE"], "8");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "4");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "20001");
+  EXPECT_EQ(env["TESSERA_STORE"], "10.0.0.1:20000");
+}
+
+TEST(LauncherSlurm, ExpandsNodeListsAsScontrolDoes) {
+  auto a = ExpandHostList("node[01-03],gpu7,a[1,4-5]b");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(*a, (std::vector<std::string>{"node01", "node02", "node03", "gpu7", "a1b", "a4b", "a5b"}));
+  auto b = ExpandHostList("n[8-10]");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, (std::vector<std::string>{"n8", "n9", "n10"}));
+  auto c = ExpandHostList("r[1-2]c[1-2]");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, (std::vector<std::string>{"r1c1", "r1c2", "r2c1", "r2c2"}));
+  for (const char* bad : {"node[01-", "n[3-1]", "n[a-b]", "", "a,,b"}) {
+    auto e = ExpandHostList(bad);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_TRUE(Contains(e.status().message(), std::string("'") + bad + "'")) << e.status().message();
+  }
+  auto t = ExpandTasksPerNode("2(x3),1");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_FALSE(ExpandTasksPerNode("2(x").ok());
+}
+
+TEST(LauncherSlurm, OneLauncherPerTask) {
+  auto none = SlurmFromEnv({{"SLURM_JOB_ID", "7"}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());  // not in a step
+  auto t = SlurmFromEnv({{"SLURM_PROCID", "3"},
+                         {"SLURM_NTASKS", "4"},
+                         {"SLURM_LOCALID", "1"},
+                         {"SLURM_NODEID", "1"},
+                         {"SLURM_NNODES", "2"},
+                         {"SLURM_TASKS_PER_NODE", "2(x2)"},
+                         {"SLURM_JOB_NODELIST", "node[01-02]"},
+                         {"SLURM_JOB_ID", "4242"}});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_TRUE(t->has_value());
+  const SlurmTask& s = **t;
+  EXPECT_EQ(s.procid, 3);
+  EXPECT_EQ(s.ntasks, 4);
+  EXPECT_EQ(s.localid, 1);
+  EXPECT_EQ(s.node_tasks, 2);
+  EXPECT_EQ(s.store_host, "node01");
+  EXPECT_EQ(s.store_port, 20000 + 2 * 4242);
+  EXPECT_EQ(s.text, "Slurm job 4242 task 3 of 4");
+  // The step's own node list wins over the job's.
+  auto step = SlurmFromEnv({{"SLURM_PROCID", "0"},
+                            {"SLURM_NTASKS", "2"},
+                            {"SLURM_STEP_NODELIST", "node[05-06]"},
+                            {"SLURM_JOB_NODELIST", "node[01-08]"},
+                            {"SLURM_JOB_ID", "9"}});
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ((*step)->store_host, "node05");
+}
+
+TEST(LauncherSlurm, HeterogeneousJobMeetsOnComponentZero) {
+  auto t = SlurmFromEnv({{"SLURM_PROCID", "2"},
+                         {"SLURM_NTASKS", "3"},
+                         {"SLURM_JOB_ID", "101"},
+                         {"SLURM_HET_JOB_ID", "100"},
+                         {"SLURM_HET_JOB_COMPONENT", "1"},
+                         {"SLURM_JOB_NODELIST", "nv[5-6]"},
+                         {"SLURM_JOB_NODELIST_HET_GROUP_0", "asc[1-2]"}});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->store_host, "asc1");
+  EXPECT_EQ((*t)->store_port, 20000 + 2 * 100);  // the het job's id: the same for every component
+  EXPECT_EQ((*t)->het_component, 1);
+  EXPECT_TRUE(Contains((*t)->text, "heterogeneous component 1")) << (*t)->text;
+}
+
+TEST(LauncherSlurm, MalformedVariablesAreNamed) {
+  auto a = SlurmFromEnv({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n1"}});
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(Contains(a.status().message(), "SLURM_PROCID='x'")) << a.status().message();
+  auto b = SlurmFromEnv({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n1"}});
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(Contains(b.status().message(), "SLURM_PROCID='2' is not an integer in [0, 1]")) << b.status().message();
+  auto c = SlurmFromEnv({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "5"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(Contains(c.status().message(), "no node list")) << c.status().message();
+}
+
+TEST(LauncherSlurm, DryRunInsideAStepNeedsNoFlags) {
+  // Task 3 of 4, the second task on node02: ranks 6-7 of 8; task 2's ranks 4-5 come first on this machine.
+  const Outcome o = Tessera({"run", "--dry-run", "--island", "ascend=host:4", "--island", "nvidia=host:4"},
+                            {{"SLURM_PROCID", "3"},
+                             {"SLURM_NTASKS", "4"},
+                             {"SLURM_LOCALID", "1"},
+                             {"SLURM_NODEID", "1"},
+                             {"SLURM_TASKS_PER_NODE", "2(x2)"},
+                             {"SLURM_JOB_NODELIST", "node[01-02]"},
+                             {"SLURM_JOB_ID", "7"}})
+                        .Finish(30s);
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_TRUE(Contains(o.out, "node 3 of 4 (Slurm job 7 task 3 of 4): ranks 6-7 of 8, store node01:20014\n")) << o.out;
+  EXPECT_TRUE(Contains(o.out, "   6       1  nvidia  host             2\n")) << o.out;
+  EXPECT_TRUE(Contains(o.out, "   7       1  nvidia  host             3\n")) << o.out;
+}
+
+TEST(LauncherNodes, DryRunWithFlags) {
+  const Outcome o = Tessera({"run", "--dry-run", "--nnodes", "2", "--node-rank", "1", "--store", "10.1.1.1:5000",
+                             "--island", "ascend=host:3", "--island", "nvidia=host:3"})
+                        .Finish(30s);
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_TRUE(Contains(o.out, "node 1 of 2 (--nnodes 2 --node-rank 1): ranks 3-5 of 6, store 10.1.1.1:5000\n"))
+      << o.out;
+  const Outcome bad =
+      Tessera({"run", "--nnodes", "2", "--node-rank", "1", "--island", "a=host:2", "--", "true"}).Finish(30s);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(Contains(bad.err, "give --store HOST:PORT")) << bad.err;
+}
+
+TEST(LauncherNodes, TokenFileMustBePrivate) {
+  char path[] = "/tmp/tsr-token-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "s3cret\n", 7), 7);
+  ::close(fd);
+  ASSERT_EQ(::chmod(path, 0644), 0);
+  auto open = ReadTokenFile(path);
+  ASSERT_FALSE(open.ok());
+  EXPECT_TRUE(Contains(open.status().message(), "has mode 0644")) << open.status().message();
+  ASSERT_EQ(::chmod(path, 0600), 0);
+  auto ok = ReadTokenFile(path);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, "s3cret");
+  ::unlink(path);
+}
+
 }  // namespace
 }  // namespace tessera::comm::launcher

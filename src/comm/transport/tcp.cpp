@@ -71,6 +71,7 @@ class TcpSender final : public SendChannel {
     return static_cast<size_t>(r);
   }
   const char* transport() const override { return "tcp"; }
+  int WaitFd() const override { return c_->fds[cur_]; }
 
  private:
   std::shared_ptr<TcpConnections> c_;
@@ -113,6 +114,30 @@ class TcpReceiver final : public RecvChannel {
   }
   void Consume(size_t bytes) override { consumed_ += bytes; }
   const char* transport() const override { return "tcp"; }
+  bool direct() const override { return true; }
+  Result<size_t> RecvInto(void* dst, size_t bytes) override {
+    if (len_ > consumed_) {  // what Peek buffered comes first
+      const size_t n = std::min(bytes, len_ - consumed_);
+      std::memcpy(dst, buf_.get() + consumed_, n);
+      consumed_ += n;
+      return n;
+    }
+    consumed_ = len_ = 0;
+    const ssize_t r = ::recv(c_->fds[cur_], dst, std::min(bytes, left_), MSG_DONTWAIT);
+    if (r == 0) return RemoteError("tcp connection closed by the peer (did the peer rank exit?)");
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
+      return RemoteError(fmt::format("tcp receive failed: {}", std::strerror(errno)));
+    }
+    left_ -= static_cast<size_t>(r);
+    if (left_ == 0) {
+      left_ = chunk_;
+      cur_ = (cur_ + 1) % c_->fds.size();
+    }
+    return static_cast<size_t>(r);
+  }
+  // With bytes still buffered the engine is waiting on something else: no fd to sleep on then.
+  int WaitFd() const override { return len_ > consumed_ ? -1 : c_->fds[cur_]; }
 
  private:
   std::shared_ptr<TcpConnections> c_;

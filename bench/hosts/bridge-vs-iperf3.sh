@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# bench/hosts/bridge-vs-iperf3.sh — Tessera's TCP bridge between two "hosts" against iperf3 over the same
+# veth pair, in one run (needs root: the hosts are network namespaces made by scripts/netns-hosts.sh).
+#
+# Two namespaces joined by one veth pair (10.77.0.1 and 10.77.0.2). For each size (64M and 256M), for
+# $ROUNDS rounds, interleaved so that a noisy (shared) machine hurts both sides alike:
+#   iperf3 -P 1 and -P $TESSERA_TCP_STREAMS (4): one way, h0 -> h1, $ITERS x SIZE bytes (the bytes the
+#     Tessera row moves in its timed iterations);
+#   Tessera: `tessera bench broadcast` from rank 0 (island ascend on h0) to rank 1 (island nvidia on h1):
+#     every byte crosses the bridge once, one way, as in iperf3 (checked: the veth counters show SIZE per
+#     broadcast from h0 and nothing back but ACKs) — with the default 4 streams and with
+#     TESSERA_TCP_STREAMS=1; and allreduce (every byte once each way) for context.
+# Prints a table of medians over rounds (GB/s = 1e9 bytes/s) with Tessera / best iperf3, and writes every
+# measurement to bench/results/hosts-bridge-<date>.json.
+# Knobs (environment): BUILD=build SIZES="64M 256M" ROUNDS=5 ITERS=10 WARMUP=2
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+SIZES=${SIZES:-"64M 256M"}
+ROUNDS=${ROUNDS:-5}
+ITERS=${ITERS:-10}
+WARMUP=${WARMUP:-2}
+NS=scripts/netns-hosts.sh
+TAG=bench$$
+die() { echo "bridge-vs-iperf3: $*" >&2; exit 1; }
+$NS check || die "cannot make network namespaces here"
+command -v iperf3 >/dev/null || die "iperf3 is missing (scripts/install-deps.sh installs it)"
+[ -x "$BUILD/tessera" ] || die "$BUILD/tessera is missing: build it first (cmake --build $BUILD --target tessera_cli)"
+BIN=$(realpath "$BUILD/tessera")
+OUT=bench/results/hosts-bridge-$(date -u +%Y-%m-%dT%H%M).json
+TMP=$(mktemp -d)
+trap '$NS down $TAG; rm -rf $TMP' EXIT
+$NS up $TAG 2
+export TESSERA_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+bytes() { numfmt --from=iec "$1"; }
+
+iperf() {  # size streams -> GB/s received
+  local total=$(( $(bytes "$1") * ITERS ))
+  ip netns exec tsr-$TAG-h1 iperf3 -s -1 -p 5201 -J >"$TMP/iperf-server.json" &
+  local srv=$!
+  for _ in $(seq 50); do ip netns exec tsr-$TAG-h1 ss -ltn 2>/dev/null | grep -q ':5201 ' && break; sleep 0.05; done
+  ip netns exec tsr-$TAG-h0 iperf3 -c 10.77.0.2 -p 5201 -n "$total" -P "$2" -J >"$TMP/iperf.json"
+  wait $srv || true
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/8e9)' "$TMP/iperf.json"
+}
+
+tessera() {  # collective size [VAR=VALUE...] -> GB/s (algbw of the slowest rank, as tessera bench reports it)
+  local coll=$1 size=$2
+  shift 2
+  for i in 0 1; do
+    env "$@" $NS exec $TAG $i "$BIN" run --nnodes 2 --node-rank $i --store 10.77.0.1:29400 --timeout 120s \
+      --island ascend=host:1 --island nvidia=host:1 -- \
+      "$BIN" bench "$coll" --sizes "$size" --dtype f32 --iters "$ITERS" --warmup "$WARMUP" --json "$TMP/t$i.json" \
+      >"$TMP/t$i.log" 2>&1 &
+  done
+  wait
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["rows"] if "rows" in d else d["results"]; print(r[0]["algbw_GBps"])' "$TMP/t0.json"
+}
+
+echo "# $(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds, $ITERS iterations"
+records=()
+for round in $(seq "$ROUNDS"); do
+  for size in $SIZES; do
+    a=$(iperf "$size" 1); b=$(iperf "$size" 4); c=$(tessera broadcast "$size")
+    e=$(tessera broadcast "$size" TESSERA_TCP_STREAMS=1); d=$(tessera allreduce "$size")
+    printf 'round %s %s: iperf3 -P1 %.2f  -P4 %.2f  tessera broadcast %.2f (1 stream %.2f)  allreduce %.2f GB/s\n' \
+      "$round" "$size" "$a" "$b" "$c" "$e" "$d"
+    records+=("{\"round\":$round,\"size\":\"$size\",\"iperf3_p1\":$a,\"iperf3_p4\":$b,\"tessera_broadcast\":$c,\"tessera_broadcast_1stream\":$e,\"tessera_allreduce\":$d}")
+  done
+done
+cat >"$TMP/report.py" <<'PY'
+import json, os, platform, statistics, sys
+rows = [json.loads(l) for l in sys.stdin]
+out = {"machine": {"uname": " ".join(platform.uname()), "cpus": os.cpu_count()}, "rows": rows, "medians": {}}
+print("| size | iperf3 -P1 | iperf3 -P4 | Tessera broadcast, 4 streams (default) | 4 streams / iperf3 -P4 | Tessera broadcast, 1 stream | 1 stream / iperf3 -P1 | best Tessera / best iperf3 | Tessera allreduce |")
+print("|---|---|---|---|---|---|---|---|---|")
+for size in dict.fromkeys(r["size"] for r in rows):
+    m = {k: statistics.median(r[k] for r in rows if r["size"] == size)
+         for k in ("iperf3_p1", "iperf3_p4", "tessera_broadcast", "tessera_broadcast_1stream", "tessera_allreduce")}
+    m["ratio_p4"] = m["tessera_broadcast"] / m["iperf3_p4"]
+    m["ratio_p1"] = m["tessera_broadcast_1stream"] / m["iperf3_p1"]
+    m["ratio_best"] = max(m["tessera_broadcast"], m["tessera_broadcast_1stream"]) / max(m["iperf3_p1"], m["iperf3_p4"])
+    out["medians"][size] = m
+    print("| %s | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.0f%% | %.2f GB/s | %.0f%% | %.0f%% | %.2f GB/s |" % (
+        size, m["iperf3_p1"], m["iperf3_p4"], m["tessera_broadcast"], 100 * m["ratio_p4"],
+        m["tessera_broadcast_1stream"], 100 * m["ratio_p1"], 100 * m["ratio_best"], m["tessera_allreduce"]))
+json.dump(out, open(sys.argv[1], "w"), indent=1)
+PY
+printf '%s\n' "${records[@]}" | python3 "$TMP/report.py" "$OUT"
+echo "wrote $OUT"
