@@ -274,6 +274,21 @@ void Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int d
   }
 }
 
+void Fold2Finalize(void* out, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype,
+                   RedOp op, int divisor) {
+  constexpr size_t kBlock = 2048;  // 8 KiB of f32 (16 KiB of f64)
+  alignas(64) std::byte acc[kBlock * 8];
+  const size_t asz = DTypeSize(a_type), bsz = DTypeSize(b_type), esz = DTypeSize(dtype);
+  auto* o = static_cast<std::byte*>(out);
+  auto* x = static_cast<const std::byte*>(a);
+  auto* y = static_cast<const std::byte*>(b);
+  for (size_t i = 0; i < n; i += kBlock) {
+    size_t m = n - i < kBlock ? n - i : kBlock;
+    Fold2(acc, x + i * asz, a_type, y + i * bsz, b_type, m, dtype, op);
+    Finalize(o + i * esz, acc, m, dtype, op, divisor);
+  }
+}
+
 void Convert(void* out, DType dst_type, const void* src, DType src_type, size_t n) {
   if (dst_type == src_type) {
     if (out != src) std::memmove(out, src, n * DTypeSize(dst_type));

@@ -28,6 +28,13 @@ void Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, Red
 // bits as Fold(acc, a, .., first=true) then Fold(acc, b, ..). a or b may be acc itself.
 void Fold2(void* acc, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype, RedOp op);
 
+// out[i] = Finalize(Fold2(a[i], b[i])): a job of two contributors in one pass, with the same bits as Fold2
+// into an accumulator then Finalize, but the accumulator is a small block that stays in L1 (for f16/bf16
+// it is f32: twice the bytes of the data, which would otherwise go to memory and back). `out` may be a or
+// b when that one has the element type.
+void Fold2Finalize(void* out, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype,
+                   RedOp op, int divisor);
+
 // out[i] = convert(acc[i] (/ divisor when op == avg)) to `dtype`, rounding to nearest even once.
 void Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor);
 

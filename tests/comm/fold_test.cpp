@@ -312,6 +312,53 @@ TEST_F(FoldPaths, RandomFoldsMatchPortable) {
   }
 }
 
+// Fold2Finalize (the engine's two-contributor 16-bit jobs) equals Fold2 into an accumulator then Finalize, on
+// every path and dtype, across its internal blocks, with operands of either type and out aliasing a.
+TEST(FoldTwoAndFinalize, SameBitsAsFold2ThenFinalize) {
+  std::mt19937 rng(11);
+  std::vector<FoldPath> paths = {FoldPath::kPortable};
+  for (FoldPath p : VectorPaths()) paths.push_back(p);
+  for (FoldPath p : paths) {
+    SetFoldPath(p);
+    for (DType t : {DType::kFloat16, DType::kBfloat16, DType::kFloat32, DType::kInt32}) {
+      const size_t esz = DTypeSize(t);
+      for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) {
+        RedOp op = static_cast<RedOp>(o);
+        for (size_t n : {size_t{1}, size_t{17}, size_t{2048}, size_t{2049}, size_t{5003}}) {
+          for (bool a32 : {false, true}) {
+            if (a32 && !IsHalf(t)) continue;
+            DType at = a32 ? DType::kFloat32 : t;
+            Bytes a(n * DTypeSize(at)), b(n * esz);
+            if (IsHalf(t)) {
+              auto x = RandomHalves(t, n, rng), y = RandomHalves(t, n, rng);
+              auto fa = RandomPartials(n, rng);
+              std::memcpy(b.data(), y.data(), n * 2);
+              if (a32)
+                std::memcpy(a.data(), fa.data(), n * 4);
+              else
+                std::memcpy(a.data(), x.data(), n * 2);
+            } else {
+              for (auto& c : a) c = static_cast<uint8_t>(rng());
+              for (auto& c : b) c = static_cast<uint8_t>(rng());
+            }
+            std::vector<uint8_t> acc(n * DTypeSize(AccumType(t))), want(n * esz), got(n * esz);
+            Fold2(acc.data(), a.data(), at, b.data(), t, n, t, op);
+            Finalize(want.data(), acc.data(), n, t, op, 3);
+            Fold2Finalize(got.data(), a.data(), at, b.data(), t, n, t, op, 3);
+            ASSERT_EQ(FirstDiff(want, got, esz), "")
+                << FoldPathName(p) << " " << DTypeName(t) << " " << RedOpName(op) << " n=" << n << " a32=" << a32;
+            if (!a32) {  // in place: out is a
+              Fold2Finalize(a.data(), a.data(), at, b.data(), t, n, t, op, 3);
+              ASSERT_EQ(FirstDiff(want, a, esz), "") << FoldPathName(p) << " in place " << DTypeName(t);
+            }
+          }
+        }
+      }
+    }
+  }
+  SelectFoldPathFromEnv();
+}
+
 // The rule for a sum or product of two NaNs (reduce_simd.hpp): the first operand's NaN, quieted, in every
 // path and loop (the scalar loops before it left the choice to the compiler, and it differed between them).
 TEST(FoldNan, TwoNansGiveTheFirstQuieted) {
