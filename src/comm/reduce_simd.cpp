@@ -62,8 +62,10 @@ struct V {
   static TSR_SIMD F WidenF16(const uint16_t* p) {
     __m128i h = Load8(p);
     F f = _mm256_cvtph_ps(h);
+    __m128i nan16 = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7fff)), _mm_set1_epi16(0x7c00));
+    if (_mm_testz_si128(nan16, nan16)) return f;  // no NaN among the 8: the common case
     __m256i w = _mm256_cvtepu16_epi32(h);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, I(0x7fff)), I(0x7c00));
+    __m256i nan = _mm256_cvtepi16_epi32(nan16);
     __m256i bits =
         _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(w, I(0x8000)), 16),
                         _mm256_or_si256(I(0x7f800000), _mm256_slli_epi32(_mm256_and_si256(w, I(0x3ff)), 13)));
@@ -73,9 +75,14 @@ struct V {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(Load8(p)), 16));
   }
   static TSR_SIMD void StoreF16(uint16_t* p, F v) {
-    __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    F nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    if (_mm256_movemask_ps(nan) == 0) {  // no NaN among the 8: the common case
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+      return;
+    }
     __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 16), I(0x8000)), I(0x7e00));
-    Store8(p, _mm256_blendv_epi8(h, q, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))));
+    Store8(p, _mm256_blendv_epi8(_mm256_cvtepu16_epi32(h), q, _mm256_castps_si256(nan)));
   }
   static TSR_SIMD void StoreBf16(uint16_t* p, F v) {
     __m256i u = _mm256_castps_si256(v);
@@ -124,8 +131,9 @@ struct V {
   static TSR_SIMD F WidenF16(const uint16_t* p) {
     __m256i h = Load16(p);
     F f = _mm512_cvtph_ps(h);
+    __mmask16 nan = _mm256_cmpgt_epi16_mask(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)), _mm256_set1_epi16(0x7c00));
+    if (nan == 0) return f;  // no NaN among the 16: the common case
     __m512i w = _mm512_cvtepu16_epi32(h);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(w, I(0x7fff)), I(0x7c00));
     __m512i bits =
         _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(w, I(0x8000)), 16),
                         _mm512_or_si512(I(0x7f800000), _mm512_slli_epi32(_mm512_and_si512(w, I(0x3ff)), 13)));
@@ -136,15 +144,21 @@ struct V {
   }
   static TSR_SIMD void StoreF16(uint16_t* p, F v) {
     __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512i q = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 16), I(0x8000)), I(0x7e00));
-    Store16(p, _mm256_mask_blend_epi16(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), h, _mm512_cvtepi32_epi16(q)));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    if (nan != 0) {
+      __m512i q =
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 16), I(0x8000)), I(0x7e00));
+      h = _mm256_mask_blend_epi16(nan, h, _mm512_cvtepi32_epi16(q));
+    }
+    Store16(p, h);
   }
   static TSR_SIMD void StoreBf16(uint16_t* p, F v) {
     __m512i u = _mm512_castps_si512(v);
     __m512i hi = _mm512_srli_epi32(u, 16);
     __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, I(0x7fff)), _mm512_and_si512(hi, I(1))), 16);
     __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, I(0x7fffffff)), I(0x7f800000));
-    Store16(p, _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, I(0x40)))));
+    if (nan != 0) r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, I(0x40)));
+    Store16(p, _mm512_cvtepi32_epi16(r));
   }
 };
 
