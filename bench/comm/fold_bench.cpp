@@ -3,6 +3,8 @@
 //   Fold      acc[i] = op(acc[i], src[i])            (a received contribution; f32 acc for f16/bf16)
 //   Fold2     acc[i] = op(a[i], b[i])                (the first two contributions, both 16-bit)
 //   Finalize  out[i] = round(acc[i] (/ 2 for avg))   (f32 acc to the element type)
+//   Fold2Finalize  out[i] = round(op(a[i], b[i]))    (the engine's 1+1 job: both, accumulator in L1; for
+//                                                     float32 a Fold2 into the output, as the engine does)
 // Paths: portable, avx2, avx512 (those this CPU runs; float32 has one path, the portable loops). Sizes:
 // 64Ki elements (the engine folds 256 KiB channel steps, in cache) and 8Mi elements (from memory).
 // Compare paths side by side in one run, interleaved and repeated:
@@ -27,7 +29,7 @@ using tessera::DType;
 using tessera::RedOp;
 using namespace tessera::comm;
 
-enum class Kind { kFold, kFold2, kFinalize };
+enum class Kind { kFold, kFold2, kFinalize, kFold2Finalize };
 
 struct Buffers {
   std::vector<float> acc, acc32;
@@ -72,6 +74,12 @@ void Run(benchmark::State& state, Kind kind, DType t, RedOp op, FoldPath path, s
         else
           Fold2(B.acc.data(), B.a.data(), t, B.b.data(), t, n, t, op);
         break;
+      case Kind::kFold2Finalize:  // f32: Fold2 into the output, as the engine does (no finalize for sum)
+        if (f32)
+          Fold2(B.out32.data(), B.a32.data(), t, B.acc.data(), t, n, t, op);
+        else
+          Fold2Finalize(B.out16.data(), B.a.data(), t, B.b.data(), t, n, t, op, 2);
+        break;
       case Kind::kFinalize:
         Finalize(f32 ? static_cast<void*>(B.out32.data()) : B.out16.data(), B.acc.data(), n, t, op, 2);
         break;
@@ -90,14 +98,18 @@ int main(int argc, char** argv) {
     Kind kind;
     const char* name;
   };
-  const K kinds[] = {{Kind::kFold, "Fold"}, {Kind::kFold2, "Fold2"}, {Kind::kFinalize, "Finalize"}};
+  const K kinds[] = {{Kind::kFold, "Fold"},
+                     {Kind::kFold2, "Fold2"},
+                     {Kind::kFinalize, "Finalize"},
+                     {Kind::kFold2Finalize, "Fold2Finalize"}};
   const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kBfloat16};
   const char* tnames[] = {"f32", "f16", "bf16"};
   for (const K& k : kinds) {
     for (int ti = 0; ti < 3; ++ti) {
       for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) {
         RedOp op = static_cast<RedOp>(o);
-        if (k.kind == Kind::kFinalize && op != RedOp::kSum && op != RedOp::kAvg) continue;  // the rest = sum
+        if ((k.kind == Kind::kFinalize || k.kind == Kind::kFold2Finalize) && op != RedOp::kSum && op != RedOp::kAvg)
+          continue;  // the rest = sum
         for (int p = 0; p < static_cast<int>(FoldPath::kCount); ++p) {
           FoldPath path = static_cast<FoldPath>(p);
           if (!FoldPathSupported(path)) continue;

@@ -122,12 +122,28 @@ void FinalizeHalf(uint16_t* out, const float* acc, size_t n, RedOp op, int divis
   }
 }
 
+// Fold2 then Finalize through an f32 block on the stack (stays in L1): the same kernels, so the same bits.
+template <float (*ToF32)(uint16_t), uint16_t (*FromF32)(float)>
+void Fold2FinalizeHalf(uint16_t* out, const void* a, bool a32, const void* b, bool b32, size_t n, RedOp op,
+                       int divisor) {
+  constexpr size_t kBlock = 2048;
+  alignas(64) float acc[kBlock];
+  auto* x = static_cast<const std::byte*>(a);
+  auto* y = static_cast<const std::byte*>(b);
+  const size_t asz = a32 ? 4 : 2, bsz = b32 ? 4 : 2;
+  for (size_t i = 0; i < n; i += kBlock) {
+    size_t m = n - i < kBlock ? n - i : kBlock;
+    Fold2HalfAny<ToF32>(acc, x + i * asz, a32, y + i * bsz, b32, m, op);
+    FinalizeHalf<FromF32>(out + i, acc, m, op, divisor);
+  }
+}
 }  // namespace
 
 namespace detail {
-const FoldKernels kPortableKernels = {"portable",
-                                      {FoldHalf<F16ToF32>, Fold2HalfAny<F16ToF32>, FinalizeHalf<F32ToF16>},
-                                      {FoldHalf<Bf16ToF32>, Fold2HalfAny<Bf16ToF32>, FinalizeHalf<F32ToBf16>}};
+const FoldKernels kPortableKernels = {
+    "portable",
+    {FoldHalf<F16ToF32>, Fold2HalfAny<F16ToF32>, FinalizeHalf<F32ToF16>, Fold2FinalizeHalf<F16ToF32, F32ToF16>},
+    {FoldHalf<Bf16ToF32>, Fold2HalfAny<Bf16ToF32>, FinalizeHalf<F32ToBf16>, Fold2FinalizeHalf<Bf16ToF32, F32ToBf16>}};
 }  // namespace detail
 
 namespace {
@@ -276,6 +292,12 @@ void Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int d
 
 void Fold2Finalize(void* out, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype,
                    RedOp op, int divisor) {
+  if (n == 0) return;
+  if (IsHalf(dtype)) {
+    HalfOf(dtype).fold2_finalize(static_cast<uint16_t*>(out), a, a_type == DType::kFloat32, b,
+                                 b_type == DType::kFloat32, n, op, divisor);
+    return;
+  }
   constexpr size_t kBlock = 2048;  // 8 KiB of f32 (16 KiB of f64)
   alignas(64) std::byte acc[kBlock * 8];
   const size_t asz = DTypeSize(a_type), bsz = DTypeSize(b_type), esz = DTypeSize(dtype);

@@ -96,8 +96,8 @@ struct V {
 #include "comm/reduce_simd_kernels.inc"
 
 const FoldKernels kKernels = {"avx2",
-                              {FoldHalf<false>, Fold2Half<false>, FinalizeHalf<false>},
-                              {FoldHalf<true>, Fold2Half<true>, FinalizeHalf<true>}};
+                              {FoldHalf<false>, Fold2Half<false>, FinalizeHalf<false>, Fold2FinalizeHalf<false>},
+                              {FoldHalf<true>, Fold2Half<true>, FinalizeHalf<true>, Fold2FinalizeHalf<true>}};
 #undef TSR_SIMD
 #undef TSR_SIMD_FN
 }  // namespace avx2
@@ -165,8 +165,8 @@ struct V {
 #include "comm/reduce_simd_kernels.inc"
 
 const FoldKernels kKernels = {"avx512",
-                              {FoldHalf<false>, Fold2Half<false>, FinalizeHalf<false>},
-                              {FoldHalf<true>, Fold2Half<true>, FinalizeHalf<true>}};
+                              {FoldHalf<false>, Fold2Half<false>, FinalizeHalf<false>, Fold2FinalizeHalf<false>},
+                              {FoldHalf<true>, Fold2Half<true>, FinalizeHalf<true>, Fold2FinalizeHalf<true>}};
 #undef TSR_SIMD
 #undef TSR_SIMD_FN
 }  // namespace avx512

@@ -57,6 +57,9 @@ struct HalfKernels {
   void (*fold2)(float* acc, const void* a, bool a32, const void* b, bool b32, size_t n, RedOp op);
   // out[i] = narrow(op == avg ? acc[i] / divisor : acc[i]); out may be acc itself (narrowing in place).
   void (*finalize)(uint16_t* out, const float* acc, size_t n, RedOp op, int divisor);
+  // fold2 then finalize without the accumulator in memory; out may be a or b when that one is 16-bit.
+  void (*fold2_finalize)(uint16_t* out, const void* a, bool a32, const void* b, bool b32, size_t n, RedOp op,
+                         int divisor);
 };
 
 struct FoldKernels {

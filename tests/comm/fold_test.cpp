@@ -325,31 +325,35 @@ TEST(FoldTwoAndFinalize, SameBitsAsFold2ThenFinalize) {
       for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o) {
         RedOp op = static_cast<RedOp>(o);
         for (size_t n : {size_t{1}, size_t{17}, size_t{2048}, size_t{2049}, size_t{5003}}) {
-          for (bool a32 : {false, true}) {
-            if (a32 && !IsHalf(t)) continue;
-            DType at = a32 ? DType::kFloat32 : t;
-            Bytes a(n * DTypeSize(at)), b(n * esz);
-            if (IsHalf(t)) {
-              auto x = RandomHalves(t, n, rng), y = RandomHalves(t, n, rng);
-              auto fa = RandomPartials(n, rng);
-              std::memcpy(b.data(), y.data(), n * 2);
-              if (a32)
-                std::memcpy(a.data(), fa.data(), n * 4);
-              else
-                std::memcpy(a.data(), x.data(), n * 2);
-            } else {
-              for (auto& c : a) c = static_cast<uint8_t>(rng());
-              for (auto& c : b) c = static_cast<uint8_t>(rng());
-            }
+          for (int mix = 0; mix < 4; ++mix) {  // bit 0: a is f32, bit 1: b is f32 (16-bit types only)
+            if (mix != 0 && !IsHalf(t)) continue;
+            DType at = mix & 1 ? DType::kFloat32 : t, bt = mix & 2 ? DType::kFloat32 : t;
+            Bytes a(n * DTypeSize(at)), b(n * DTypeSize(bt));
+            auto fill = [&](Bytes& v, DType vt) {
+              if (vt == DType::kFloat32 && IsHalf(t)) {
+                auto f = RandomPartials(n, rng);
+                std::memcpy(v.data(), f.data(), n * 4);
+              } else if (IsHalf(t)) {
+                auto h = RandomHalves(t, n, rng);
+                std::memcpy(v.data(), h.data(), n * 2);
+              } else {
+                for (auto& c : v) c = static_cast<uint8_t>(rng());
+              }
+            };
+            fill(a, at);
+            fill(b, bt);
             std::vector<uint8_t> acc(n * DTypeSize(AccumType(t))), want(n * esz), got(n * esz);
-            Fold2(acc.data(), a.data(), at, b.data(), t, n, t, op);
+            Fold2(acc.data(), a.data(), at, b.data(), bt, n, t, op);
             Finalize(want.data(), acc.data(), n, t, op, 3);
-            Fold2Finalize(got.data(), a.data(), at, b.data(), t, n, t, op, 3);
+            Fold2Finalize(got.data(), a.data(), at, b.data(), bt, n, t, op, 3);
             ASSERT_EQ(FirstDiff(want, got, esz), "")
-                << FoldPathName(p) << " " << DTypeName(t) << " " << RedOpName(op) << " n=" << n << " a32=" << a32;
-            if (!a32) {  // in place: out is a
-              Fold2Finalize(a.data(), a.data(), at, b.data(), t, n, t, op, 3);
-              ASSERT_EQ(FirstDiff(want, a, esz), "") << FoldPathName(p) << " in place " << DTypeName(t);
+                << FoldPathName(p) << " " << DTypeName(t) << " " << RedOpName(op) << " n=" << n << " mix=" << mix;
+            if (at == t) {  // in place: out is a
+              Fold2Finalize(a.data(), a.data(), at, b.data(), bt, n, t, op, 3);
+              ASSERT_EQ(FirstDiff(want, a, esz), "") << FoldPathName(p) << " in place (a) " << DTypeName(t);
+            } else if (bt == t) {  // in place: out is b
+              Fold2Finalize(b.data(), a.data(), at, b.data(), bt, n, t, op, 3);
+              ASSERT_EQ(FirstDiff(want, b, esz), "") << FoldPathName(p) << " in place (b) " << DTypeName(t);
             }
           }
         }
