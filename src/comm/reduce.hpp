@@ -29,9 +29,9 @@ void Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, Red
 void Fold2(void* acc, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype, RedOp op);
 
 // out[i] = Finalize(Fold2(a[i], b[i])): a job of two contributors in one pass, with the same bits as Fold2
-// into an accumulator then Finalize, but the accumulator is a small block that stays in L1 (for f16/bf16
-// it is f32: twice the bytes of the data, which would otherwise go to memory and back). `out` may be a or
-// b when that one has the element type.
+// into an accumulator then Finalize, but the accumulator never reaches memory (registers on the vector
+// paths, a block in L1 otherwise; for f16/bf16 it is f32, twice the bytes of the data, which would go to
+// memory and back). `out` may be a or b when that one has the element type.
 void Fold2Finalize(void* out, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype,
                    RedOp op, int divisor);
 
