@@ -25,6 +25,17 @@ Status ReduceJob::FoldRange(int c, const void* src, size_t count) {
   bool last = c + 1 == static_cast<int>(done.size());
   if (fused_c >= 0 && c == 1 - fused_c) {  // the received one of the fused pair: fold both now
     const std::byte* l = fused + at * DTypeSize(src_type[fused_c]);
+    if (done.size() == 2 && dst != nullptr && device == nullptr && IsHalf(dtype)) {
+      // Two contributors of a 16-bit type: straight into dst; the f32 accumulator never reaches memory (same bits).
+      std::byte* d = static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
+      if (fused_c == 0)
+        Fold2Finalize(d, l, src_type[0], src, src_type[1], count, dtype, op, divisor);
+      else
+        Fold2Finalize(d, src, src_type[0], l, src_type[1], count, dtype, op, divisor);
+      done[0] += count;
+      done[1] += count;
+      return Status::Ok();
+    }
     if (fused_c == 0)
       Fold2(a, l, src_type[0], src, src_type[1], count, dtype, op);
     else
