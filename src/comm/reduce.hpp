@@ -32,8 +32,8 @@ void Fold2(void* acc, const void* a, DType a_type, const void* b, DType b_type, 
 // into an accumulator then Finalize, but the accumulator never reaches memory (registers on the vector
 // paths, a block in L1 otherwise; for f16/bf16 it is f32, twice the bytes of the data, which would go to
 // memory and back). `out` may be a or b when that one has the element type.
-void Fold2Finalize(void* out, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype,
-                   RedOp op, int divisor);
+void Fold2Finalize(void* out, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype, RedOp op,
+                   int divisor);
 
 // out[i] = convert(acc[i] (/ divisor when op == avg)) to `dtype`, rounding to nearest even once.
 void Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor);

@@ -281,8 +281,13 @@ void Daemon::Routes() {
                           comp_s.empty() ? "from the file" : comp_s));
     wake_ = true;
     cv_.notify_all();
-    Reply(res, 201, {{"id", id}, {"name", spec->job.name}, {"state", "queued"}, {"plan", preview},
-                     {"waits", waits}, {"checkpoint_dir", ckpt}});
+    Reply(res, 201,
+          {{"id", id},
+           {"name", spec->job.name},
+           {"state", "queued"},
+           {"plan", preview},
+           {"waits", waits},
+           {"checkpoint_dir", ckpt}});
   });
 
   http_.Get("/v1/jobs", [&](const httplib::Request& req, httplib::Response& res) {
@@ -364,15 +369,16 @@ void Daemon::Routes() {
         if (!s.ok()) return Error(res, 500, s.message());
         Event(id, "cancelled while queued by " + c->tenant);
       } else if (state == "running" || (state == "stopping" && intent == "cancel")) {
-        std::string why = intent == "cancel" ? "cancelled by " + c->tenant
-                                             : "interrupted by " + c->tenant +
-                                                   "; will resume from its newest checkpoint";
+        std::string why = intent == "cancel"
+                              ? "cancelled by " + c->tenant
+                              : "interrupted by " + c->tenant + "; will resume from its newest checkpoint";
         Status s = RequestStop(id, intent == "cancel" ? "cancel" : "preempt", why);
         if (!s.ok()) return Error(res, 500, s.message());
       } else {
-        return Error(res, 409, fmt::format("job {} is {}; only a {} job can be {}", id, state,
-                                           intent == "cancel" ? "queued or running" : "running",
-                                           intent == "cancel" ? "cancelled" : "requeued"));
+        return Error(res, 409,
+                     fmt::format("job {} is {}; only a {} job can be {}", id, state,
+                                 intent == "cancel" ? "queued or running" : "running",
+                                 intent == "cancel" ? "cancelled" : "requeued"));
       }
       wake_ = true;
       cv_.notify_all();

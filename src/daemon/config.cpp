@@ -16,7 +16,8 @@
 
 namespace tessera::daemon {
 
-const char* kDefaultCatalogYaml = R"(# Embedded default catalog: the two prices the product brief gives. Throughput is configuration.
+const char* kDefaultCatalogYaml =
+    R"(# Embedded default catalog: the two prices the product brief gives. Throughput is configuration.
 currency: CNY
 price_version: brief-2026-03
 types:
@@ -135,8 +136,8 @@ Status Daemon::Init() {
   lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd_ < 0) return ErrnoError("open " + lock, errno);
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
-    return InvalidArgument(fmt::format("another tessera daemon already uses the state directory {} (lock {})",
-                                       opts_.state_dir, lock));
+    return InvalidArgument(
+        fmt::format("another tessera daemon already uses the state directory {} (lock {})", opts_.state_dir, lock));
   TSR_ASSIGN_OR_RETURN(store_, JobStore::Open(opts_.state_dir + "/daemon.db"));
   ledger_path_ = opts_.state_dir + "/ledger.db";
   auto ledger = sched::Ledger::Open(ledger_path_);

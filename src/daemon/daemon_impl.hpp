@@ -79,7 +79,7 @@ class Daemon {
   void FailJob(int64_t job_id, const std::string& reason);
   // ---- HTTP (api.cpp)
   std::string NeverFits(const JobSpec& spec);  // admission: why no zone could ever hold it, or ""
-  void SetUpHttp();  // the routes, the limits, the error and exception handlers
+  void SetUpHttp();                            // the routes, the limits, the error and exception handlers
   void Routes();
   std::optional<Caller> Auth(const httplib::Request& req, httplib::Response& res);
   Result<JobRow> LoadJobFor(const Caller& c, int64_t id);

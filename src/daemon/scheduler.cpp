@@ -40,10 +40,8 @@ json PlacementToJson(const sched::Placement& p, const sched::Catalog& catalog, c
   }
   for (const auto& nc : p.by_node) {
     const auto* n = fleet.fleet.Find(nc.node);
-    nodes.push_back({{"node", nc.node},
-                     {"cards", nc.cards},
-                     {"type", n ? n->type : ""},
-                     {"emulated", fleet.IsEmulated(nc.node)}});
+    nodes.push_back(
+        {{"node", nc.node}, {"cards", nc.cards}, {"type", n ? n->type : ""}, {"emulated", fleet.IsEmulated(nc.node)}});
   }
   return {{"zone", p.zone},
           {"by_type", types},
@@ -228,8 +226,8 @@ void Daemon::FinishAttempt(const AttemptOfJob& a, int exit_code, int sig, int64_
     TSR_LOG_ERROR("job {}: cannot record the end of attempt {}: {}", job, n, jr.status().ToString());
     return;
   }
-  std::string how = sig ? fmt::format("killed by signal {} ({})", sig, strsignal(sig))
-                        : fmt::format("exit code {}", exit_code);
+  std::string how =
+      sig ? fmt::format("killed by signal {} ({})", sig, strsignal(sig)) : fmt::format("exit code {}", exit_code);
   std::string state, reason;
   bool terminal = true;
   if (intent == "cancel") {
@@ -405,8 +403,8 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
   lr.env["TESSERA_ISLAND_WEIGHTS"] = IslandWeights(islands);
   if (!resume.empty()) lr.env["TESSERA_RESUME_FROM"] = resume;
   {
-    std::string header = fmt::format("=== tessera daemon: job {} ({}) attempt {} at {} on", id, spec.job.name, n,
-                                     FormatMs(now));
+    std::string header =
+        fmt::format("=== tessera daemon: job {} ({}) attempt {} at {} on", id, spec.job.name, n, FormatMs(now));
     for (const auto& i : islands)
       header += fmt::format(" {}x{}{}", i.count, i.type, i.emulated ? " (emulated on host)" : "");
     header += resume.empty() ? "; fresh start" : "; resuming from " + resume;
