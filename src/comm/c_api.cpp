@@ -220,6 +220,29 @@ tessera::Result<tessera::comm::InitParams> InitRankParams(int nranks, const tsrU
   p.store_addr = pid.address;
   return p;
 }
+// The end of tsrCommInitRank and tsrCommInitFromEnv: the parameters, then the communicator; every failure
+// (and any exception) is this thread's init error.
+template <typename Params>
+tsrResult_t CreateComm(Params params, tsrComm_t* comm) {
+  try {
+    auto p = params();
+    if (!p.ok()) {
+      g_init_error = p.status().message();
+      return ToResult(p.status());
+    }
+    auto c = tessera::comm::Comm::Create(*p);
+    if (!c.ok()) {
+      g_init_error = c.status().message();
+      return ToResult(c.status());
+    }
+    *comm = Wrap(std::move(c).value());
+    return tsrSuccess;
+  } catch (const std::exception& e) {
+    g_init_error = std::string("internal error: ") + e.what();
+    return tsrInternalError;
+  }
+}
+
 }  // namespace
 
 tessera::Communicator* tessera::comm::Unwrap(tsrComm_t comm) { return comm != nullptr ? comm->impl.get() : nullptr; }
@@ -261,23 +284,7 @@ tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId id, int ran
     g_init_error = fmt::format("tsrCommInitRank {}", kInGroup);
     return tsrInvalidArgument;
   }
-  try {
-    auto p = InitRankParams(nranks, id, rank, config);
-    if (!p.ok()) {
-      g_init_error = p.status().message();
-      return ToResult(p.status());
-    }
-    auto c = tessera::comm::Comm::Create(*p);
-    if (!c.ok()) {
-      g_init_error = c.status().message();
-      return ToResult(c.status());
-    }
-    *comm = Wrap(std::move(c).value());
-    return tsrSuccess;
-  } catch (const std::exception& e) {
-    g_init_error = std::string("internal error: ") + e.what();
-    return tsrInternalError;
-  }
+  return CreateComm([&] { return InitRankParams(nranks, id, rank, config); }, comm);
 }
 
 tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
@@ -290,23 +297,7 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
     g_init_error = fmt::format("tsrCommInitFromEnv {}", kInGroup);
     return tsrInvalidArgument;
   }
-  try {
-    auto p = tessera::comm::Comm::ParamsFromEnv();
-    if (!p.ok()) {
-      g_init_error = p.status().message();
-      return ToResult(p.status());
-    }
-    auto c = tessera::comm::Comm::Create(*p);
-    if (!c.ok()) {
-      g_init_error = c.status().message();
-      return ToResult(c.status());
-    }
-    *comm = Wrap(std::move(c).value());
-    return tsrSuccess;
-  } catch (const std::exception& e) {
-    g_init_error = std::string("internal error: ") + e.what();
-    return tsrInternalError;
-  }
+  return CreateComm([] { return tessera::comm::Comm::ParamsFromEnv(); }, comm);
 }
 
 tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm, const tsrConfig_t* config) {

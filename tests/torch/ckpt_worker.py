@@ -28,20 +28,9 @@ import torch.nn as nn
 import tessera.torch  # noqa: F401
 from tessera.torch.checkpoint import TesseraReader, TesseraWriter, latest_step, resume
 
-failures = []
+from worker_common import check, device, failures  # noqa: E402
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int32,
           torch.int64, torch.bool]
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print(f"FAIL {what}", flush=True)
-
-
-def device():
-    d = os.environ.get("TESSERA_DEVICE", "host")
-    return torch.device("cpu") if d == "host" else torch.device(d)
 
 
 def rand(dtype, shape, seed):

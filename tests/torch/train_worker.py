@@ -26,18 +26,7 @@ import torch.nn as nn
 
 import tessera.torch as tt
 
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print(f"FAIL {what}", flush=True)
-
-
-def device():
-    d = os.environ.get("TESSERA_DEVICE", "host")
-    return torch.device("cpu") if d == "host" else torch.device(d)
+from worker_common import check, device, failures  # noqa: E402
 
 
 def mixed_devices():
