@@ -243,6 +243,25 @@ tsrResult_t CreateComm(Params params, tsrComm_t* comm) {
   }
 }
 
+// tsrSend/tsrRecv between tsrGroupStart and tsrGroupEnd: queued on this thread for tsrGroupEnd.
+tsrResult_t QueueGroupOp(const char* what, tsrComm_t comm, bool is_send, const void* sendbuf, void* recvbuf,
+                         size_t count, tsrDataType_t datatype, int peer, tsrStream_t stream) {
+  if (comm == nullptr || comm->core == nullptr) {
+    g_init_error = std::string(what) + " in a group: NULL or destroyed communicator";
+    return tsrInvalidArgument;
+  }
+  tessera::comm::P2POp op;
+  op.is_send = is_send;
+  op.send = sendbuf;
+  op.recv = recvbuf;
+  op.count = count;
+  op.type = datatype;
+  op.peer = peer;
+  op.stream = stream;
+  g_group_ops.emplace_back(comm, op);
+  return tsrSuccess;
+}
+
 }  // namespace
 
 tessera::Communicator* tessera::comm::Unwrap(tsrComm_t comm) { return comm != nullptr ? comm->impl.get() : nullptr; }
@@ -446,39 +465,12 @@ tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDa
 
 tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
                     tsrStream_t stream) {
-  if (g_group_depth > 0) {
-    if (comm == nullptr || comm->core == nullptr) {
-      g_init_error = "tsrSend in a group: NULL or destroyed communicator";
-      return tsrInvalidArgument;
-    }
-    tessera::comm::P2POp op;
-    op.is_send = true;
-    op.send = sendbuf;
-    op.count = count;
-    op.type = datatype;
-    op.peer = peer;
-    op.stream = stream;
-    g_group_ops.emplace_back(comm, op);
-    return tsrSuccess;
-  }
+  if (g_group_depth > 0) return QueueGroupOp("tsrSend", comm, true, sendbuf, nullptr, count, datatype, peer, stream);
   return Call(comm, [&](tessera::Communicator& c) { return c.Send(sendbuf, count, datatype, peer, stream); });
 }
 
 tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm, tsrStream_t stream) {
-  if (g_group_depth > 0) {
-    if (comm == nullptr || comm->core == nullptr) {
-      g_init_error = "tsrRecv in a group: NULL or destroyed communicator";
-      return tsrInvalidArgument;
-    }
-    tessera::comm::P2POp op;
-    op.recv = recvbuf;
-    op.count = count;
-    op.type = datatype;
-    op.peer = peer;
-    op.stream = stream;
-    g_group_ops.emplace_back(comm, op);
-    return tsrSuccess;
-  }
+  if (g_group_depth > 0) return QueueGroupOp("tsrRecv", comm, false, nullptr, recvbuf, count, datatype, peer, stream);
   return Call(comm, [&](tessera::Communicator& c) { return c.Recv(recvbuf, count, datatype, peer, stream); });
 }
 

@@ -185,6 +185,19 @@ Result<JobRow> Daemon::LoadJobFor(const Caller& c, int64_t id) {
   return row;
 }
 
+std::optional<std::pair<Caller, JobRow>> Daemon::CallerAndJob(const httplib::Request& req, httplib::Response& res) {
+  auto c = Auth(req, res);
+  if (!c) return std::nullopt;
+  auto rid = RouteId(req, res);
+  if (!rid) return std::nullopt;
+  auto j = LoadJobFor(*c, *rid);
+  if (!j.ok()) {
+    Error(res, HttpStatusOf(j.status()), j.status().message());
+    return std::nullopt;
+  }
+  return std::make_pair(*c, std::move(*j));
+}
+
 json Daemon::JobSummary(const JobRow& j) {
   json out = {{"id", j.id},
               {"name", j.name},
@@ -307,13 +320,10 @@ void Daemon::Routes() {
 
   http_.Get(R"(/v1/jobs/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard<std::mutex> lk(mu_);
-    auto c = Auth(req, res);
-    if (!c) return;
-    auto rid = RouteId(req, res);
-    if (!rid) return;
-    int64_t id = *rid;
-    auto j = LoadJobFor(*c, id);
-    if (!j.ok()) return Error(res, HttpStatusOf(j.status()), j.status().message());
+    auto cj = CallerAndJob(req, res);
+    if (!cj) return;
+    const JobRow* j = &cj->second;
+    const int64_t id = j->id;
     (void)SpecFor(*j);  // as in GET /v1/jobs
     json out = JobSummary(*j);
     out["checkpoint_dir"] = j->ckpt_dir;
@@ -347,7 +357,7 @@ void Daemon::Routes() {
     } else {
       TSR_LOG_ERROR("GET /v1/jobs/{}: {}", id, ev.status().ToString());
     }
-    out["progress"] = ProgressFromLog(fmt::format("{}/jobs/{}/job.log", opts_.state_dir, id));
+    out["progress"] = ProgressFromLog(JobLogPath(id));
     auto steps = ckpt::ListSteps(j->ckpt_dir);
     out["checkpoints"] = steps.ok() ? json(*steps) : json::array();
     Reply(res, 200, out);
@@ -356,13 +366,11 @@ void Daemon::Routes() {
   auto stop_route = [&](const std::string& intent) {
     return [&, intent](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard<std::mutex> lk(mu_);
-      auto c = Auth(req, res);
-      if (!c) return;
-      auto rid = RouteId(req, res);
-      if (!rid) return;
-      int64_t id = *rid;
-      auto j = LoadJobFor(*c, id);
-      if (!j.ok()) return Error(res, HttpStatusOf(j.status()), j.status().message());
+      auto cj = CallerAndJob(req, res);
+      if (!cj) return;
+      const Caller* c = &cj->first;
+      const JobRow* j = &cj->second;
+      const int64_t id = j->id;
       std::string state = j->state;
       if (state == "queued" && intent == "cancel") {
         Status s = store_->CancelQueued(id, NowMs());
@@ -393,14 +401,9 @@ void Daemon::Routes() {
     std::string path;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      auto c = Auth(req, res);
-      if (!c) return;
-      auto rid = RouteId(req, res);
-      if (!rid) return;
-      int64_t id = *rid;
-      auto j = LoadJobFor(*c, id);
-      if (!j.ok()) return Error(res, HttpStatusOf(j.status()), j.status().message());
-      path = fmt::format("{}/jobs/{}/job.log", opts_.state_dir, id);
+      auto cj = CallerAndJob(req, res);
+      if (!cj) return;
+      path = JobLogPath(cj->second.id);
     }
     int64_t off = -1, tail = -1;
     for (const char* key : {"offset", "tail"}) {

@@ -83,6 +83,13 @@ class Daemon {
   void Routes();
   std::optional<Caller> Auth(const httplib::Request& req, httplib::Response& res);
   Result<JobRow> LoadJobFor(const Caller& c, int64_t id);
+  // The routes under /v1/jobs/ID: the caller (authenticated) and the job ID it may see; on failure the
+  // error reply is written and nullopt returned. Call with mu_ held.
+  std::optional<std::pair<Caller, JobRow>> CallerAndJob(const httplib::Request& req, httplib::Response& res);
+  // STATE/jobs/ID: the job's attempts (pid.json, exit.json); job.log there is the launcher's and the ranks'
+  // output.
+  std::string JobDir(int64_t job_id) const { return opts_.state_dir + "/jobs/" + std::to_string(job_id); }
+  std::string JobLogPath(int64_t job_id) const { return JobDir(job_id) + "/job.log"; }
   nlohmann::json JobSummary(const JobRow& job);
   // ---- security (config.cpp; daemon/security.hpp)
   Status LoadTenants();

@@ -352,7 +352,7 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
     TSR_RETURN_IF_ERROR(MakeDirsInside(area, workdir, 0700, uid, gid));
   }
   // The daemon's own files of the job (log, pid.json, exit.json) stay in the state directory.
-  std::string jobdir = fmt::format("{}/jobs/{}", opts_.state_dir, id);
+  std::string jobdir = JobDir(id);
   std::string dir = fmt::format("{}/attempt-{}", jobdir, n);
   TSR_RETURN_IF_ERROR(MakeDirs(dir, 0700));
   std::string resume;
@@ -380,7 +380,7 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
   lr.self_exe = opts_.self_exe;
   lr.launcher = opts_.launcher;
   lr.attempt_dir = dir;
-  lr.log_path = jobdir + "/job.log";
+  lr.log_path = JobLogPath(id);
   lr.workdir = workdir;
   lr.uid = uid;
   lr.gid = gid;
