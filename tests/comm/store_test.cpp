@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "raw_socket.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -328,19 +329,7 @@ TEST(Store, SurvivesClientsThatVanishOrSpeakGarbage) {
 
 // ---- hostile clients (issue #13, item 12) ----
 
-// A raw loopback connection to `port`, having sent `bytes`.
-int RawConnect(int port, const std::string& bytes = "") {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  if (!bytes.empty()) {
-    EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
-  }
-  return fd;
-}
+using test_util::RawConnect;
 
 // Waits (at most 20 s) until the server closes `fd`: true when it did.
 bool ClosedByServer(int fd) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "raw_socket.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -23,18 +24,7 @@ using namespace std::chrono_literals;
 
 constexpr const char* kToken = "bridge-test-token";
 
-int RawConnect(int port, const std::string& bytes = "") {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  if (!bytes.empty()) {
-    EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
-  }
-  return fd;
-}
+using test_util::RawConnect;
 
 // The local address (hex, as /proc/net/tcp writes it) of the listening socket on `port`.
 std::string ListenAddress(int port) {
