@@ -40,15 +40,44 @@ TESSERA_BUILD_DIR=$B "$PY" -m pip install --no-build-isolation --no-index --no-d
 
 [ "$WHAT" = install ] && exit 0
 RC=0
+# Diagnostics for every rank: Python stacks on a fatal signal (faulthandler) and the native stack before it
+# (TESSERA_TORCH_CRASH_TRACE, resolved with addr2line at the end); a hang-dump at TESSERA_TEST_HANG_S, after
+# Tessera's own timeout (TCHK_TIMEOUT) has had the chance to raise; native stacks of all threads of a rank
+# still running then (gdb or eu-stack, where the machine has one) in torch-LABEL.stacks.
+# TCHK_ONLY="label ..." runs only those jobs (to spend GPU time on what is being debugged).
+TCHK_TIMEOUT=${TCHK_TIMEOUT:-30s}
+export PYTHONFAULTHANDLER=1 TESSERA_TORCH_CRASH_TRACE=1
+export TESSERA_TEST_HANG_S=${TESSERA_TEST_HANG_S:-$(( $(echo "$TCHK_TIMEOUT" | tr -dc 0-9) * 2 + 10 ))}
+selected() { [ -z "${TCHK_ONLY:-}" ] || [[ " $TCHK_ONLY " == *" $1 "* ]]; }
+native_stacks() {  # native_stacks LABEL: every python rank of this job still running
+  local p
+  for p in $(pgrep -f "$ROOT/tests/torch/" || true); do
+    echo "=== pid $p: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-160)"
+    if command -v gdb >/dev/null; then
+      timeout 60 gdb -p "$p" -batch -ex "thread apply all bt 30" 2>&1 | grep -vE "^\[(New|Thread) " | head -400
+    elif command -v eu-stack >/dev/null; then
+      timeout 60 eu-stack -p "$p" 2>&1 | head -400
+    else
+      for t in /proc/$p/task/*; do echo "task ${t##*/}: $(cat "$t/comm") wchan=$(cat "$t/wchan" 2>/dev/null)"; done
+    fi
+  done
+}
 job() {  # job LABEL TIMEOUT tessera-run-args... -- program...
   local label=$1 lim=$2; shift 2
+  selected "$label" || return 0
   echo "--- $label: tessera run $*"
-  timeout "$lim" "$T" run --timeout 30s "$@" > "$OUTDIR/torch-$label.log" 2>&1; local rc=$?
-  grep -E "FAIL|checks,|passed|FAILED|raised|replicas|uneven:|fsdp:|Error" "$OUTDIR/torch-$label.log" | head -12
+  timeout "$lim" "$T" run --timeout "$TCHK_TIMEOUT" "$@" > "$OUTDIR/torch-$label.log" 2>&1 &
+  local pid=$! watcher
+  ( sleep $((TESSERA_TEST_HANG_S - 3)); kill -0 $pid 2>/dev/null && native_stacks > "$OUTDIR/torch-$label.stacks" 2>&1 ) &
+  watcher=$!
+  wait $pid; local rc=$?
+  kill $watcher 2>/dev/null; wait $watcher 2>/dev/null
+  grep -E "FAIL|checks,|passed|FAILED|raised|replicas|uneven:|fsdp:|Error|fatal signal" "$OUTDIR/torch-$label.log" | head -12
   if [ $rc = 0 ]; then echo "$label: ok"; else echo "$label: FAILED (exit $rc)"; tail -20 "$OUTDIR/torch-$label.log"; RC=1; fi
 }
 expect_fail() {  # a job whose ranks must all raise (fault injection): exit status != 0, no hang
   local label=$1 lim=$2; shift 2
+  selected "$label" || return 0
   echo "--- $label: tessera run $*"
   local t0=$SECONDS
   timeout "$lim" "$T" run --timeout 20s "$@" > "$OUTDIR/torch-$label.log" 2>&1; local rc=$?
@@ -62,6 +91,8 @@ if [ "$WHAT" != bench ]; then
   step "operations x types x reduce ops (tests/torch/ops_worker.py)"
   W="$PY $ROOT/tests/torch/ops_worker.py"
   job two-islands-one-gpu 200 --island ascend=cuda:1 --island nvidia=cuda:1 -- $W
+  # the same with the ranks' work on a side stream of their own instead of torch's legacy default stream
+  TESSERA_TEST_SIDE_STREAM=1 job two-islands-side 200 --island ascend=cuda:1 --island nvidia=cuda:1 -- $W
   job gpu-plus-3cpu 200 --island nvidia=cuda:1 --island ascend=host:3 -- $W
   job three-cpu 200 --island ascend=host:2 --island moore=host:1 -- $W
   job one-gpu 200 --island nvidia=cuda:1 -- $W
@@ -69,6 +100,7 @@ if [ "$WHAT" != bench ]; then
   step "training (tests/torch/train_worker.py)"
   TW="$PY $ROOT/tests/torch/train_worker.py"
   job ddp-mixed 300 --island nvidia=cuda:1 --island ascend=host:2 -- $TW ddp
+  job ddp-cpu 300 --island ascend=host:2 --island moore=host:1 -- $TW ddp
   job replicas-mixed 300 --island nvidia=cuda:1 --island ascend=host:1 -- $TW replicas
   job uneven 300 --island nvidia=cuda:1 --island ascend=host:2 -- $TW uneven
   job fsdp-two-islands 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $TW fsdp
@@ -84,6 +116,7 @@ if [ "$WHAT" != bench ]; then
   job ckpt-gpu-load 300 --island nvidia=cuda:1 -- $CW ddp-load $CK/mixed
   job ckpt-corrupt 300 --island nvidia=cuda:1 --island ascend=host:1 -- $CW corrupt $CK/corrupt
   for m in killed tiers hf; do
+    selected "ckpt-$m" || continue
     echo "--- ckpt-$m (one process)"
     (cd /tmp && timeout 300 "$PY" "$ROOT/tests/torch/ckpt_worker.py" $m $CK/$m > "$OUTDIR/torch-ckpt-$m.log" 2>&1) \
       && echo "ckpt-$m: ok" || { echo "ckpt-$m: FAILED"; tail -15 "$OUTDIR/torch-ckpt-$m.log"; RC=1; }
@@ -113,6 +146,15 @@ if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
   done
   grep -o '{.*}' "$OUTDIR/torch-bench.log" > "$ROWS" || true
   cat "$ROWS"
+fi
+# Native frames the crash handler printed (module(+offset)), resolved while the build is still here.
+frames=$(grep -ohE '/[^ ()]+\.so[^ ()]*\(\+0x[0-9a-f]+\)' "$OUTDIR"/torch-*.log 2>/dev/null | sort -u)
+if [ -n "$frames" ] && command -v addr2line >/dev/null; then
+  while read -r f; do
+    lib=${f%%(*}; off=${f##*(+}; off=${off%)}
+    echo "$f -> $(addr2line -f -C -i -e "$lib" "$off" 2>/dev/null | tr '\n' ' ')"
+  done <<< "$frames" > "$OUTDIR/torch-frames.txt"
+  echo "native frames of crashes: torch-frames.txt ($(wc -l < "$OUTDIR/torch-frames.txt") resolved)"
 fi
 echo
 [ $RC = 0 ] && echo "torch-check: all passed" || echo "torch-check: FAILURES (logs torch-*.log)"

@@ -32,6 +32,11 @@
 
 #include <tessera/tessera.h>
 
+#include <execinfo.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -770,7 +775,52 @@ class Backend : public c10d::Backend {
 
 namespace tessera_torch {
 void BindCheckpoint(pybind11::module& m);  // ckpt.cpp
+
+// TESSERA_TORCH_CRASH_TRACE=1: on SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT, write this thread's native stack to
+// stderr (module+offset per frame; scripts/torch-check.sh resolves them with addr2line), then hand the
+// signal to the handler that was there before (Python's faulthandler prints the Python stacks when
+// PYTHONFAULTHANDLER=1). Off by default: a library does not take over a host program's signals.
+namespace {
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction g_previous[sizeof(kCrashSignals) / sizeof(kCrashSignals[0])];
+
+void CrashTrace(int sig, siginfo_t* info, void* ctx) {
+  static const char head[] = "tessera._C: fatal signal, native stack of the faulting thread:\n";
+  (void)!write(2, head, sizeof(head) - 1);
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, 2);
+  for (size_t i = 0; i < sizeof(kCrashSignals) / sizeof(kCrashSignals[0]); ++i) {
+    if (kCrashSignals[i] != sig) continue;
+    const struct sigaction& prev = g_previous[i];
+    if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction != nullptr) {
+      prev.sa_sigaction(sig, info, ctx);
+      return;
+    }
+    if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
+      prev.sa_handler(sig);
+      return;
+    }
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
 }
+
+void InstallCrashTrace() {
+  const char* v = std::getenv("TESSERA_TORCH_CRASH_TRACE");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return;
+  void* warm[1];
+  (void)backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the signal handler
+  for (size_t i = 0; i < sizeof(kCrashSignals) / sizeof(kCrashSignals[0]); ++i) {
+    struct sigaction sa {};
+    sa.sa_sigaction = CrashTrace;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(kCrashSignals[i], &sa, &g_previous[i]);
+  }
+}
+}  // namespace
+}  // namespace tessera_torch
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Tessera's torch.distributed backend (see tessera.torch)";
@@ -788,6 +838,7 @@ PYBIND11_MODULE(_C, m) {
     return py::bytes(id.internal, sizeof(id.internal));
   });
   tessera_torch::BindCheckpoint(m);
+  tessera_torch::InstallCrashTrace();
   m.def("version", []() {
     int v = 0;
     tsrGetVersion(&v);

@@ -249,6 +249,8 @@ def main():
     DEV = device_of_rank()
     if DEV.type == "cuda":
         torch.cuda.set_device(DEV)
+        if os.environ.get("TESSERA_TEST_SIDE_STREAM") == "1":  # work on a stream of our own, not the default
+            torch.cuda.set_stream(torch.cuda.Stream())
     dist.init_process_group("tessera")
     rank, world = dist.get_rank(), dist.get_world_size()
     backend = dist.get_backend()

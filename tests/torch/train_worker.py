@@ -16,6 +16,7 @@ Modes (each rank exits 0 when its checks pass; failures print "FAIL ..."):
   mismatch  ranks call different collectives; every rank must get a RuntimeError naming both calls.
 """
 import datetime
+import faulthandler
 import os
 import sys
 import time
@@ -194,6 +195,8 @@ def mismatch_mode(dev, rank, world):
 
 def main():
     mode = sys.argv[1]
+    # A hang dumps every thread's Python stack and exits (after Tessera's own timeout had its chance).
+    faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
     dev = device()
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
