@@ -32,11 +32,14 @@
 
 #include <tessera/tessera.h>
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -123,6 +126,15 @@ at::Tensor Flatten(const std::vector<at::Tensor>& parts) {
 }  // namespace
 
 class Backend;
+
+// TESSERA_TORCH_CRASH_TRACE (see InstallCrashTrace at the end of this file).
+bool CrashTraceOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_TORCH_CRASH_TRACE");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
 
 // The communicator as Works see it: a Work may outlive its process group (DDP and futures keep them), so
 // it reaches the communicator only through this, which shutdown() empties before destroying it.
@@ -615,8 +627,13 @@ class Backend : public c10d::Backend {
   };
 
   void Check(tsrResult_t r, const char* what) const {
-    TORCH_CHECK(r == tsrSuccess, "tessera: ", what, " failed on rank ", rank_, ": ", tsrGetErrorString(r), ": ",
-                tsrGetLastError(comm_));
+    if (r == tsrSuccess) return;
+    const char* kind = tsrGetErrorString(r);
+    const char* detail = comm_ != nullptr ? tsrGetLastError(comm_) : tsrGetLastError(nullptr);
+    std::string msg = std::string("tessera: ") + what + " failed on rank " + std::to_string(rank_) + ": " +
+                      (kind != nullptr ? kind : "?") + ": " + (detail != nullptr ? detail : "");
+    if (CrashTraceOn()) std::fprintf(stderr, "%s\n", msg.c_str());  // seen even if raising fails
+    TORCH_CHECK(false, msg);
   }
   void CheckRoot(int64_t root, const char* what) const {
     TORCH_CHECK(root >= 0 && root < size_, "tessera: ", what, " root ", root, " is not a rank of this group (0..",
@@ -790,6 +807,16 @@ void CrashTrace(int sig, siginfo_t* info, void* ctx) {
   void* frames[64];
   const int n = backtrace(frames, 64);
   backtrace_symbols_fd(frames, n, 2);
+  // The same frames as module(+offset), for addr2line (the names above are only the nearest exported ones).
+  for (int i = 0; i < n; ++i) {
+    Dl_info di{};
+    if (dladdr(frames[i], &di) == 0 || di.dli_fname == nullptr) continue;
+    char line[512];
+    const int len = std::snprintf(line, sizeof(line), "frame %d: %s(+0x%lx)\n", i, di.dli_fname,
+                                  static_cast<unsigned long>(reinterpret_cast<uintptr_t>(frames[i]) -
+                                                             reinterpret_cast<uintptr_t>(di.dli_fbase)));
+    if (len > 0) (void)!write(2, line, static_cast<size_t>(std::min(len, static_cast<int>(sizeof(line)) - 1)));
+  }
   for (size_t i = 0; i < sizeof(kCrashSignals) / sizeof(kCrashSignals[0]); ++i) {
     if (kCrashSignals[i] != sig) continue;
     const struct sigaction& prev = g_previous[i];
@@ -807,8 +834,7 @@ void CrashTrace(int sig, siginfo_t* info, void* ctx) {
 }
 
 void InstallCrashTrace() {
-  const char* v = std::getenv("TESSERA_TORCH_CRASH_TRACE");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return;
+  if (!CrashTraceOn()) return;
   void* warm[1];
   (void)backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the signal handler
   for (size_t i = 0; i < sizeof(kCrashSignals) / sizeof(kCrashSignals[0]); ++i) {
