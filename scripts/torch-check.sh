@@ -29,7 +29,7 @@ if [ ! -f "$B/build.ninja" ]; then
   cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     > "$OUTDIR/torch-configure.log" 2>&1 || { tail -30 "$OUTDIR/torch-configure.log"; echo "configure FAILED"; exit 1; }
 fi
-cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_bench > "$OUTDIR/torch-build.log" 2>&1 \
+cmake --build "$B" -j "$(nproc)" --target libtessera tessera_cli gpu_bench > "$OUTDIR/torch-build.log" 2>&1 \
   || { grep -E "error|FAILED" "$OUTDIR/torch-build.log" | head -30; echo "build FAILED"; exit 1; }
 T=$B/tessera
 

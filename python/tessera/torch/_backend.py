@@ -119,8 +119,9 @@ def _create(dist_opts, backend_options):
         timeout_ms = min(timeout_ms, parse_duration_ms(os.environ["TESSERA_TIMEOUT"]))
     options = backend_options if isinstance(backend_options, Options) else None
     # The GPU<->host bridge of hybrid CUDA worlds: "staged" (pinned buffers + the host engine) unless the
-    # user chose. Through this backend the copy-engine device bridge gave a wrong MAX result and then a
-    # hang on two islands sharing one H200 (docs/torch.md, "Known problems"); every rank sets the same
+    # user chose. Its worker thread makes no CUDA call, so nothing the training threads do in CUDA (torch's
+    # synchronous copies on the legacy default stream) can stall a collective; the copy-engine device
+    # bridge's worker does make CUDA calls (docs/torch.md, "Known problems"). Every rank sets the same
     # value, as Tessera requires.
     os.environ.setdefault("TESSERA_CUDA_BRIDGE", "staged")
     device = _device(options)

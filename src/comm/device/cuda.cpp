@@ -75,6 +75,7 @@ Result<std::unique_ptr<Device>> Device::Open(const std::string& spec) {
   TSR_RETURN_IF_ERROR(Check(cudaHostGetDevicePointer(&dev, flag, 0), "cudaHostGetDevicePointer"));
   d->flag_dev_ = static_cast<uint32_t*>(dev);
   d->wait_value_ = DriverSymbol("cuStreamWaitValue32", 12000);
+  d->write_value_ = DriverSymbol("cuStreamWriteValue32", 12000);
   d->mem_range_ = DriverSymbol("cuMemGetAddressRange", 12000);
   if (d->wait_value_ != nullptr) d->wait_mode_ = "stream-wait-value";
   TSR_LOG_DEBUG("{}: {} ({}), stream wait: {}", spec, d->name_, d->index_, d->wait_mode_);
@@ -87,8 +88,7 @@ Device::~Device() {
 
 Status Device::MakeCurrent() const { return Check(cudaSetDevice(index_), "cudaSetDevice"); }
 
-Status Device::CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes,
-                              AllocCache& seen) const {
+Status Device::CheckDevicePtr(const char* what, const char* arg, const void* p, size_t bytes, AllocCache& seen) const {
   if (bytes == 0) return Status::Ok();
   if (p == nullptr) return InvalidArgument(fmt::format("{}: {} is NULL", what, arg));
   if (seen.Contains(p, bytes)) return Status::Ok();
@@ -149,6 +149,33 @@ Status Device::EnqueueWaitFlag(cudaStream_t stream, uint32_t value) {
     wait_mode_ = "spin-kernel";
   }
   return Check(kernels::SpinWait(flag_dev_, value, stream), "spin-wait kernel launch");
+}
+
+Status Device::EnqueueWriteFlag(cudaStream_t stream, uint32_t* flag_dev, uint32_t value) {
+  if (write_value_ != nullptr) {
+    auto fn = reinterpret_cast<WaitValueFn>(write_value_);  // same signature as the wait
+    // Default flags: the write is preceded by a memory fence, so earlier copies are visible first.
+    CUresult r = fn(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(flag_dev), value, 0);
+    if (r == CUDA_SUCCESS) return Status::Ok();
+    TSR_LOG_WARN("cuStreamWriteValue32 failed ({}): falling back to a flag-write kernel", static_cast<int>(r));
+    write_value_ = nullptr;
+  }
+  return Check(kernels::WriteFlag(flag_dev, value, stream), "flag-write kernel launch");
+}
+
+MappedFlags::~MappedFlags() {
+  if (host_ != nullptr) (void)cudaFreeHost(host_);
+}
+
+Status MappedFlags::Allocate(size_t n) {
+  void* p = nullptr;
+  TSR_RETURN_IF_ERROR(Check(cudaHostAlloc(&p, n * sizeof(uint32_t), cudaHostAllocMapped), "cudaHostAlloc (flags)"));
+  host_ = static_cast<uint32_t*>(p);
+  for (size_t i = 0; i < n; ++i) host_[i] = 0;
+  void* d = nullptr;
+  TSR_RETURN_IF_ERROR(Check(cudaHostGetDevicePointer(&d, p, 0), "cudaHostGetDevicePointer (flags)"));
+  dev_ = static_cast<uint32_t*>(d);
+  return Status::Ok();
 }
 
 void Device::SetFlag(uint32_t value) {

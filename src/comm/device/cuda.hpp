@@ -48,6 +48,9 @@ class Device {
   Status EnqueueWaitFlag(cudaStream_t stream, uint32_t value);
   // Publishes `value` in the flag (host side, release order).
   void SetFlag(uint32_t value);
+  // Queues on `stream` a write of `value` to `flag_dev` (a device pointer of host-mapped memory), ordered
+  // after the stream's earlier work and its memory writes (cuStreamWriteValue32, or a one-thread kernel).
+  Status EnqueueWriteFlag(cudaStream_t stream, uint32_t* flag_dev, uint32_t value);
   // "stream-wait-value" (driver stream memory operation) or "spin-kernel" (fallback).
   const char* wait_mode() const { return wait_mode_; }
 
@@ -60,8 +63,9 @@ class Device {
   std::string name_;
   uint32_t* flag_host_ = nullptr;  // cudaHostAllocMapped
   uint32_t* flag_dev_ = nullptr;
-  void* wait_value_ = nullptr;  // cuStreamWaitValue32, when the driver offers it
-  void* mem_range_ = nullptr;   // cuMemGetAddressRange
+  void* wait_value_ = nullptr;   // cuStreamWaitValue32, when the driver offers it
+  void* write_value_ = nullptr;  // cuStreamWriteValue32, when the driver offers it
+  void* mem_range_ = nullptr;    // cuMemGetAddressRange
   const char* wait_mode_ = "spin-kernel";
   bool wait_value_failed_ = false;
 };
@@ -83,6 +87,22 @@ class PinnedBuffer {
   std::byte* p_ = nullptr;
   size_t size_ = 0;
   std::vector<std::byte*> retired_;
+};
+
+// Host-mapped 32-bit flags the GPU writes from a stream and the host reads (cudaHostAllocMapped).
+class MappedFlags {
+ public:
+  MappedFlags() = default;
+  MappedFlags(const MappedFlags&) = delete;
+  MappedFlags& operator=(const MappedFlags&) = delete;
+  ~MappedFlags();
+  Status Allocate(size_t n);  // all zero
+  uint32_t* host(size_t i) const { return host_ + i; }
+  uint32_t* dev(size_t i) const { return dev_ + i; }
+
+ private:
+  uint32_t* host_ = nullptr;
+  uint32_t* dev_ = nullptr;
 };
 
 }  // namespace tessera::comm::cuda

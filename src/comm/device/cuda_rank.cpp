@@ -3,24 +3,34 @@
 //  * World of one CUDA island: every collective on device memory is one call into the island's CCL
 //    (NCCL) on the caller's stream — nothing else happens on the way, so the cost over calling NCCL
 //    directly is the argument checks.
-//  * Hybrid world (several islands): collectives on device memory cross the GPU<->host bridge. The call
-//    records an event on the caller's stream, hands the job to this communicator's worker thread, makes
-//    the caller's stream wait on a host-mapped flag (cuStreamWaitValue32, or a one-thread spin kernel
-//    when the driver lacks stream memory operations) and returns at once. The worker, in order:
-//      allreduce — the buffer is cut into the chunks every rank of a hybrid world uses
-//      (Comm::BridgeChunks); chunk i+1 is copied D2H (copy stream 1) while chunk i goes through the
-//      host hierarchical algorithm in pinned staging (island phase, bridge reduce in f32 for 16-bit types,
-//      island share) and chunk i-1 is copied H2D (copy stream 2); events order the streams and slots.
-//      other collectives — whole buffers are staged through pinned memory (first version).
-//    Then it raises the flag. A failure is recorded, announced to the other ranks through the store (the
-//    communicator's Guard), the flag is still raised so the caller's stream never hangs, and the error
-//    is returned by the next call on this communicator.
+//  * Hybrid world (several islands): collectives on device memory cross the GPU<->host bridge, in one of
+//    two ways; either way the call returns at once and the work is ordered on the caller's stream.
+//    - Pinned staging (every collective; allreduce unless the device bridge applies). The CALLER's thread
+//      queues everything the GPU does on the caller's stream: per part (allreduce: the chunks every rank
+//      of a hybrid world uses, Comm::BridgeChunks; other collectives: one part) the copies to pinned
+//      memory and a write of the part's ticket to a host-mapped "input ready" flag (cuStreamWriteValue32);
+//      then, per part, a wait for the "done" flag (cuStreamWaitValue32) and the copies back. The worker
+//      thread only watches host memory: it waits for a part's input flag, runs the host algorithm on the
+//      pinned buffers, and raises the done flag. It makes no CUDA call, so nothing the application's
+//      threads do in CUDA meanwhile can stall it (a synchronous copy on torch's legacy default stream,
+//      issued while a collective was in flight, did: the worker's next CUDA call waited for it, and it
+//      waited for the collective). Chunks pipeline: the GPU copies chunk i+1 down while the host reduces
+//      chunk i, and copies chunk i back as soon as it is done.
+//    - The device bridge (allreduce of floating types, island of one rank, shm bridge: see
+//      Comm::DeviceBridgeEligible): the worker drives copy engines straight into the shm rings and folds
+//      on the GPU, so it does make CUDA calls (an event recorded on the caller's stream at submission
+//      orders its copies).
+//    A failure is recorded, announced to the other ranks through the store (the communicator's Guard),
+//    the done flag is still raised so the caller's stream never hangs, and the error is returned by the
+//    next call on this communicator. Jobs run in submission order; one queued on another stream than the
+//    one before first waits for that one's end (they share the staging buffers).
 //    Host-memory calls (stream NULL) go through the same worker queue, in order, and wait.
-// Streams, events, the flag and the chunk slots are created in Attach, once per communicator. Whole-buffer
-// staging grows on the caller's thread when a larger call comes and is kept; no buffer is freed before the
-// communicator is (cudaFreeHost would synchronize the device against a stream waiting for the bridge).
+// Streams, events and the flags are created in Attach, once per communicator. Staging grows on the caller's
+// thread when a larger call comes and is kept; no buffer is freed before the communicator is (cudaFreeHost
+// would synchronize the device against a stream waiting for the bridge).
 #include <fmt/format.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -65,33 +75,50 @@ class CudaRank final : public DeviceRank {
   Status AsyncError() override;
 
  private:
-  static constexpr int kSlots = 3;      // chunk staging slots: D2H(i+1) | bridge(i) | H2D(i-1)
   static constexpr int kInEvents = 64;  // queued device jobs before a caller waits
+  static constexpr int kInFlags = 64;   // "input ready" flags, used round-robin by ticket
 
   struct Job {
     std::function<Status(cudaEvent_t)> run;
-    cudaEvent_t in = nullptr;                      // recorded on the caller's stream (device jobs)
+    cudaEvent_t in = nullptr;                      // recorded on the caller's stream (device-bridge jobs)
     uint32_t ticket = 0;                           // flag value that releases the caller's stream
+    bool copy_streams = false;                     // the job used d2h_/h2d_ (device bridge)
     std::shared_ptr<std::promise<Status>> result;  // host jobs: the caller waits on it
+  };
+  // One part of a staged job: device -> pinned copies, the host algorithm, pinned -> device copies.
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  struct Part {
+    std::vector<Copy> down;
+    std::function<Status()> host;
+    std::vector<Copy> up;
   };
 
   // Validates buffers for a call on `stream`: device memory of this GPU when a stream is given, host
   // memory when it is NULL.
   Status CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
                       tsrStream_t stream);  // adds what it validates to direct_.allocs
-  // Hybrid: queues a device job (returns at once) or a host job (waits for it).
+  // Hybrid: queues a device-bridge job or a staged job (both return at once) or a host job (waits for it).
   Status SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(cudaEvent_t)> run);
+  Status SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts);
+  // The common staged call: `send_bytes` from send down, host_call(staged in, staged out), `recv_bytes` up.
+  Status StagedCall(const char* what, tsrStream_t stream, const void* send, size_t send_bytes, void* recv,
+                    size_t recv_bytes, std::function<Status(const void*, void*)> host_call);
+  // Under mu_: a job queued on `s` after one queued on another stream waits for that one's end.
+  Status OrderAfterPrevious(cudaStream_t s);
+  void RecordTail(cudaStream_t s);
+  // Worker: waits (host memory only) until the GPU has raised the input flag of `ticket`.
+  Status WaitInput(uint32_t ticket, const char* what);
   Status SubmitHost(std::function<Status()> run);
   // Runs a host-path call: on the worker (in order with device jobs) in a hybrid world, else right here.
   Status Host(std::function<Status()> run) { return hybrid_ ? SubmitHost(std::move(run)) : run(); }
   void WorkerLoop();
-  // Device job bodies.
-  // `acc`: accumulator scratch for the device bridge, reserved by the caller thread (null when staged).
+  // The device bridge's allreduce (worker). `acc`: accumulator scratch reserved by the caller thread.
   Status BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op,
                          void* acc, size_t acc_bytes);
-  // Stages whole buffers through hin/hout (pinned, sized by the caller thread at submission).
-  Status Staged(cudaEvent_t in, const void* send, size_t send_bytes, void* recv, size_t recv_bytes, std::byte* hin,
-                std::byte* hout, const std::function<Status(const void*, void*)>& host_call);
   // On the caller thread, before the job is queued: pinned buffers for a staged job.
   Status StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout);
   Status Fail(const char* what, Status s);  // records s through the communicator's Guard
@@ -109,9 +136,14 @@ class CudaRank final : public DeviceRank {
   // The device bridge (copy engines straight into the shm rings), when this island qualifies.
   std::unique_ptr<CudaRingOps> ring_ops_;
   // Hybrid resources (created in Attach).
-  cudaStream_t d2h_ = nullptr, h2d_ = nullptr;
-  cudaEvent_t d2h_ev_[kSlots] = {}, h2d_ev_[kSlots] = {}, in_ev_[kInEvents] = {};
-  cuda::PinnedBuffer slot_[kSlots], whole_in_, whole_out_;
+  cudaStream_t d2h_ = nullptr, h2d_ = nullptr;  // the device bridge's copy streams
+  cudaEvent_t in_ev_[kInEvents] = {};
+  cudaEvent_t tail_ev_ = nullptr;  // recorded at the end of the last job queued on a stream
+  cudaStream_t tail_stream_ = nullptr;
+  bool tail_set_ = false;
+  cuda::MappedFlags in_flags_;
+  std::atomic<bool> aborted_{false};
+  cuda::PinnedBuffer whole_in_, whole_out_;
   std::thread worker_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
@@ -155,11 +187,8 @@ Status CudaRank::Attach(Comm* comm) {
   }
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking), "cudaStreamCreate"));
-  for (int s = 0; s < kSlots; ++s) {
-    TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&d2h_ev_[s], cudaEventDisableTiming), "cudaEventCreate"));
-    TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&h2d_ev_[s], cudaEventDisableTiming), "cudaEventCreate"));
-    TSR_RETURN_IF_ERROR(slot_[s].Get(comm->bridge_chunk_bytes_).status());
-  }
+  TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&tail_ev_, cudaEventDisableTiming), "cudaEventCreate"));
+  TSR_RETURN_IF_ERROR(in_flags_.Allocate(kInFlags));
   for (auto& e : in_ev_)
     TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
   if (comm->DeviceBridgeEligible(comm->islands_[comm->my_island_], DType::kFloat32)) {
@@ -192,10 +221,7 @@ CudaRank::~CudaRank() {
   if (d2h_) (void)cudaStreamSynchronize(d2h_);
   if (h2d_) (void)cudaStreamSynchronize(h2d_);
   ring_ops_.reset();  // unregisters the rings while they are still mapped
-  for (auto e : d2h_ev_)
-    if (e) (void)cudaEventDestroy(e);
-  for (auto e : h2d_ev_)
-    if (e) (void)cudaEventDestroy(e);
+  if (tail_ev_) (void)cudaEventDestroy(tail_ev_);
   for (auto e : in_ev_)
     if (e) (void)cudaEventDestroy(e);
   if (d2h_) (void)cudaStreamDestroy(d2h_);
@@ -310,9 +336,12 @@ Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::functio
   Job job;
   job.in = in_ev_[ticket % kInEvents];
   job.ticket = ticket;
+  job.copy_streams = true;
   job.run = std::move(run);
-  Status s = cuda::Check(cudaEventRecord(job.in, user), "cudaEventRecord on the caller's stream");
+  Status s = OrderAfterPrevious(user);
+  if (s.ok()) s = cuda::Check(cudaEventRecord(job.in, user), "cudaEventRecord on the caller's stream");
   if (s.ok()) s = dev_->EnqueueWaitFlag(user, ticket);
+  if (s.ok()) RecordTail(user);
   if (!s.ok()) {
     // Keep the ticket sequence whole: the worker runs a job that records this failure (through the
     // communicator's Guard, so the other ranks hear of it) and raises the flag.
@@ -322,6 +351,112 @@ Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::functio
   l.unlock();
   cv_.notify_all();
   return s;
+}
+
+Status CudaRank::OrderAfterPrevious(cudaStream_t s) {
+  if (!tail_set_ || tail_stream_ == s) return Status::Ok();
+  return cuda::Check(cudaStreamWaitEvent(s, tail_ev_, 0), "cudaStreamWaitEvent (the previous collective's stream)");
+}
+
+void CudaRank::RecordTail(cudaStream_t s) {
+  if (cudaEventRecord(tail_ev_, s) == cudaSuccess) {
+    tail_stream_ = s;
+    tail_set_ = true;
+  } else {
+    (void)cudaGetLastError();
+    tail_set_ = false;  // the next job on another stream then orders after nothing: record the failure
+  }
+}
+
+Status CudaRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts) {
+  auto user = static_cast<cudaStream_t>(stream);
+  std::unique_lock<std::mutex> l(mu_);
+  auto earlier = [&] {
+    return Status(async_error_.code(),
+                  fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
+  };
+  if (!async_error_.ok()) return earlier();
+  if (!done_cv_.wait_for(l, comm_->timeout_,
+                         [&] { return submitted_ - completed_ < kInEvents || !async_error_.ok(); })) {
+    l.unlock();
+    return Fail(what, Timeout(fmt::format("{}: collectives queued on the GPU bridge did not finish within "
+                                          "TESSERA_TIMEOUT",
+                                          what)));
+  }
+  if (!async_error_.ok()) return earlier();
+  const auto n = static_cast<uint32_t>(parts.size());
+  const uint32_t first = submitted_ + 1;
+  submitted_ += n;
+  const uint32_t last = submitted_;
+  // Everything the GPU does for this job, queued here on the caller's stream (see the file comment).
+  Status s = OrderAfterPrevious(user);
+  for (uint32_t i = 0; i < n && s.ok(); ++i) {
+    for (const Copy& c : parts[i].down)
+      if (s.ok() && c.bytes > 0)
+        s = cuda::Check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost, user),
+                        "cudaMemcpyAsync (device to pinned staging)");
+    if (s.ok()) s = dev_->EnqueueWriteFlag(user, in_flags_.dev((first + i) % kInFlags), first + i);
+  }
+  for (uint32_t i = 0; i < n && s.ok(); ++i) {
+    s = dev_->EnqueueWaitFlag(user, first + i);
+    for (const Copy& c : parts[i].up)
+      if (s.ok() && c.bytes > 0)
+        s = cuda::Check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, user),
+                        "cudaMemcpyAsync (pinned staging to device)");
+  }
+  if (s.ok()) RecordTail(user);
+  Job job;
+  job.ticket = last;
+  if (!s.ok()) {
+    // Keep the ticket sequence whole: the worker records the failure and raises the done flag past it.
+    job.run = [this, s, what](cudaEvent_t) { return Fail(what, s); };
+  } else {
+    job.run = [this, what, first, last, parts = std::move(parts)](cudaEvent_t) -> Status {
+      for (uint32_t i = 0; i < parts.size(); ++i) {
+        const uint32_t t = first + i;
+        TSR_RETURN_IF_ERROR(WaitInput(t, what));
+        TSR_RETURN_IF_ERROR(parts[i].host());
+        if (t != last) dev_->SetFlag(t);  // this part's copies back may start; the loop raises the last
+      }
+      return Status::Ok();
+    };
+  }
+  queue_.push_back(std::move(job));
+  l.unlock();
+  cv_.notify_all();
+  return s;
+}
+
+Status CudaRank::WaitInput(uint32_t ticket, const char* what) {
+  const uint32_t* flag = in_flags_.host(ticket % kInFlags);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int spin = 0;; ++spin) {
+    // The slot's values only grow (tickets are written in submission order), so "at least" is enough.
+    if (static_cast<int32_t>(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - ticket) >= 0) return Status::Ok();
+    if (aborted_.load(std::memory_order_relaxed))
+      return Fail(what, RemoteError(fmt::format("{}: the communicator was aborted (tsrCommAbort)", what)));
+    if (spin < 2000) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - t0 > comm_->timeout_)
+      return Fail(what, Timeout(fmt::format("{}: the GPU (cuda:{}) did not copy the input to the host within "
+                                            "TESSERA_TIMEOUT ({} ms): the stream the call was queued on is "
+                                            "blocked (waiting for an event or a kernel that never ends?)",
+                                            what, dev_->index(), comm_->timeout_.count())));
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+Status CudaRank::StagedCall(const char* what, tsrStream_t stream, const void* send, size_t send_bytes, void* recv,
+                            size_t recv_bytes, std::function<Status(const void*, void*)> host_call) {
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail(what, StagingFor(send_bytes, recv_bytes, &hin, &hout)));
+  std::vector<Part> parts(1);
+  if (send_bytes > 0) parts[0].down.push_back({hin, send, send_bytes});
+  if (recv_bytes > 0) parts[0].up.push_back({recv, hout, recv_bytes});
+  parts[0].host = [hin, hout, host_call = std::move(host_call)] { return host_call(hin, hout); };
+  return SubmitStaged(what, stream, std::move(parts));
 }
 
 Status CudaRank::SubmitHost(std::function<Status()> run) {
@@ -359,9 +494,11 @@ void CudaRank::WorkerLoop() {
       job.result->set_value(s);
       continue;
     }
-    // Device job: make sure no copy of it is still in flight, then release the caller's stream.
-    (void)cudaStreamSynchronize(d2h_);
-    (void)cudaStreamSynchronize(h2d_);
+    // Device job: (device bridge) make sure no copy of it is still in flight, then release the caller's stream.
+    if (job.copy_streams) {
+      (void)cudaStreamSynchronize(d2h_);
+      (void)cudaStreamSynchronize(h2d_);
+    }
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!s.ok() && async_error_.ok()) async_error_ = s;
@@ -374,48 +511,13 @@ void CudaRank::WorkerLoop() {
 
 Status CudaRank::BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt,
                                  RedOp op, void* acc, size_t acc_bytes) {
-  const size_t esz = DTypeSize(dt);
-  if (acc != nullptr) {  // the device bridge
-    return comm_->GuardFn("allreduce", [&]() -> Status {
-      ring_ops_->Use(acc, acc_bytes);
-      TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
-      TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(h2d_, in, 0), "cudaStreamWaitEvent (input)"));
-      Status st = comm_->Hierarchical(CollKind::kAllReduce, send, recv, count, dt, op, 0, ring_ops_.get());
-      ++comm_->seq_;
-      return st;
-    });
-  }
-  auto chunks = comm_->BridgeChunks(count, dt);
   return comm_->GuardFn("allreduce", [&]() -> Status {
+    ring_ops_->Use(acc, acc_bytes);
     TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
-    if (chunks.front().len() * esz > slot_[0].size())
-      return InternalError("bridge chunk larger than the staging slots made at init");
-    auto issue_d2h = [&](size_t i) -> Status {
-      int s = static_cast<int>(i % kSlots);
-      TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, h2d_ev_[s], 0), "cudaStreamWaitEvent (slot)"));
-      if (chunks[i].len() > 0)
-        TSR_RETURN_IF_ERROR(cuda::Check(cudaMemcpyAsync(slot_[s].data(), send + chunks[i].lo * esz,
-                                                        chunks[i].len() * esz, cudaMemcpyDeviceToHost, d2h_),
-                                        "cudaMemcpyAsync (device to host staging)"));
-      return cuda::Check(cudaEventRecord(d2h_ev_[s], d2h_), "cudaEventRecord");
-    };
-    TSR_RETURN_IF_ERROR(issue_d2h(0));
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      if (i + 1 < chunks.size()) TSR_RETURN_IF_ERROR(issue_d2h(i + 1));
-      int s = static_cast<int>(i % kSlots);
-      TSR_RETURN_IF_ERROR(dev_->WaitEvent(d2h_ev_[s], comm_->timeout_, "allreduce: copying the input to the host"));
-      std::byte* buf = slot_[s].data();
-      Status st = comm_->Hierarchical(CollKind::kAllReduce, buf, buf, chunks[i].len(), dt, op, 0);
-      ++comm_->seq_;
-      TSR_RETURN_IF_ERROR(st);
-      if (chunks[i].len() > 0)
-        TSR_RETURN_IF_ERROR(cuda::Check(
-            cudaMemcpyAsync(recv + chunks[i].lo * esz, buf, chunks[i].len() * esz, cudaMemcpyHostToDevice, h2d_),
-            "cudaMemcpyAsync (host staging to device)"));
-      TSR_RETURN_IF_ERROR(cuda::Check(cudaEventRecord(h2d_ev_[s], h2d_), "cudaEventRecord"));
-    }
-    int last = static_cast<int>((chunks.size() - 1) % kSlots);
-    return dev_->WaitEvent(h2d_ev_[last], comm_->timeout_, "allreduce: copying the result to the device");
+    TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(h2d_, in, 0), "cudaStreamWaitEvent (input)"));
+    Status st = comm_->Hierarchical(CollKind::kAllReduce, send, recv, count, dt, op, 0, ring_ops_.get());
+    ++comm_->seq_;
+    return st;
   });
 }
 
@@ -423,22 +525,6 @@ Status CudaRank::StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hi
   TSR_ASSIGN_OR_RETURN(*hin, whole_in_.Get(send_bytes));
   TSR_ASSIGN_OR_RETURN(*hout, whole_out_.Get(recv_bytes));
   return Status::Ok();
-}
-
-Status CudaRank::Staged(cudaEvent_t in, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
-                        std::byte* hin, std::byte* hout, const std::function<Status(const void*, void*)>& host_call) {
-  Status s = cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)");
-  if (s.ok() && send_bytes > 0)
-    s = cuda::Check(cudaMemcpyAsync(hin, send, send_bytes, cudaMemcpyDeviceToHost, d2h_), "cudaMemcpyAsync (D2H)");
-  if (s.ok()) s = cuda::Check(cudaEventRecord(d2h_ev_[0], d2h_), "cudaEventRecord");
-  if (s.ok()) s = dev_->WaitEvent(d2h_ev_[0], comm_->timeout_, "copying the input to the host");
-  if (!s.ok()) return Fail("staging", s);
-  TSR_RETURN_IF_ERROR(host_call(hin, hout));  // the host call records its own failures
-  if (recv_bytes > 0)
-    s = cuda::Check(cudaMemcpyAsync(recv, hout, recv_bytes, cudaMemcpyHostToDevice, h2d_), "cudaMemcpyAsync (H2D)");
-  if (s.ok()) s = cuda::Check(cudaEventRecord(h2d_ev_[0], h2d_), "cudaEventRecord");
-  if (s.ok()) s = dev_->WaitEvent(h2d_ev_[0], comm_->timeout_, "copying the result to the device");
-  return Fail("staging", s);
 }
 
 // ---- collectives ----
@@ -460,16 +546,35 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
     return CclCall("AllReduce",
                    ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream));
   }
-  void* acc = nullptr;
-  size_t acc_bytes = 0;
-  if (ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt)) {
-    // My parts of the segments: at most count/k elements plus one per segment (<= one per rank).
-    const size_t k = comm_->islands_.size();
-    acc_bytes = (count / k + comm_->size_ + 1) * DTypeSize(AccumType(dt));
-    auto p = ring_ops_->Grow(acc_bytes);
-    if (!p.ok()) return Fail("allreduce", p.status());
-    acc = *p;
+  if (!ring_ops_ || !comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt)) {
+    // Pinned staging, in place, one part per bridge chunk (the chunks every rank of the world uses).
+    const size_t esz = DTypeSize(dt);
+    std::byte *hin, *hout;
+    TSR_RETURN_IF_ERROR(Fail("allreduce", StagingFor(bytes, 0, &hin, &hout)));
+    const auto* src = static_cast<const std::byte*>(send);
+    auto* dst = static_cast<std::byte*>(recv);
+    std::vector<Part> parts;
+    for (const Range& c : comm_->BridgeChunks(count, dt)) {
+      std::byte* h = hin + c.lo * esz;
+      const size_t n = c.len();
+      parts.push_back(Part{{Copy{h, src + c.lo * esz, n * esz}},
+                           [this, h, n, dt, rop] {
+                             return comm_->GuardFn("allreduce", [&]() -> Status {
+                               Status st = comm_->Hierarchical(CollKind::kAllReduce, h, h, n, dt, rop, 0);
+                               ++comm_->seq_;
+                               return st;
+                             });
+                           },
+                           {Copy{dst + c.lo * esz, h, n * esz}}});
+    }
+    return SubmitStaged("allreduce", stream, std::move(parts));
   }
+  // The device bridge. My parts of the segments: at most count/k elements plus one per segment.
+  const size_t k = comm_->islands_.size();
+  const size_t acc_bytes = (count / k + comm_->size_ + 1) * DTypeSize(AccumType(dt));
+  auto grown = ring_ops_->Grow(acc_bytes);
+  if (!grown.ok()) return Fail("allreduce", grown.status());
+  void* acc = *grown;
   return SubmitDevice("allreduce", stream, [=, this](cudaEvent_t in) {
     return BridgeAllReduce(in, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, rop, acc,
                            acc_bytes);
@@ -493,12 +598,8 @@ Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, t
                    ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), ccl_->Op(static_cast<RedOp>(op)),
                                              ccl_->handle(), stream));
   }
-  std::byte *hin, *hout;
-  TSR_RETURN_IF_ERROR(Fail("reduce_scatter", StagingFor(sb, rb, &hin, &hout)));
-  return SubmitDevice("reduce_scatter", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, send, sb, recv, rb, hin, hout, [&](const void* hs, void* hr) {
-      return comm_->HostReduceScatter(hs, hr, recvcount, type, op, nullptr);
-    });
+  return StagedCall("reduce_scatter", stream, send, sb, recv, rb, [=, this](const void* hs, void* hr) {
+    return comm_->HostReduceScatter(hs, hr, recvcount, type, op, nullptr);
   });
 }
 
@@ -512,11 +613,8 @@ Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDa
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream));
   }
-  std::byte *hin, *hout;
-  TSR_RETURN_IF_ERROR(Fail("allgather", StagingFor(sb, rb, &hin, &hout)));
-  return SubmitDevice("allgather", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, send, sb, recv, rb, hin, hout,
-                  [&](const void* hs, void* hr) { return comm_->HostAllGather(hs, hr, sendcount, type, nullptr); });
+  return StagedCall("allgather", stream, send, sb, recv, rb, [=, this](const void* hs, void* hr) {
+    return comm_->HostAllGather(hs, hr, sendcount, type, nullptr);
   });
 }
 
@@ -537,13 +635,10 @@ Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataTy
     return CclCall("Broadcast", ccl_->lib().Broadcast(is_root ? send : recv, recv, count, CclDataType(dt), root,
                                                       ccl_->handle(), stream));
   }
-  std::byte *hin, *hout;
-  TSR_RETURN_IF_ERROR(Fail("broadcast", StagingFor(b, b, &hin, &hout)));
-  return SubmitDevice("broadcast", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, is_root ? send : nullptr, is_root ? b : 0, recv, b, hin, hout, [&](const void* hs, void* hr) {
-      return comm_->HostBroadcast(is_root ? hs : hr, hr, count, type, root, nullptr);
-    });
-  });
+  return StagedCall("broadcast", stream, is_root ? send : nullptr, is_root ? b : 0, recv, b,
+                    [=, this](const void* hs, void* hr) {
+                      return comm_->HostBroadcast(is_root ? hs : hr, hr, count, type, root, nullptr);
+                    });
 }
 
 Status CudaRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
@@ -557,12 +652,8 @@ Status CudaRank::Send(const void* send, size_t count, tsrDataType_t type, int pe
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("Send", ccl_->lib().Send(send, count, CclDataType(dt), peer, ccl_->handle(), stream));
   }
-  std::byte *hin, *hout;
-  TSR_RETURN_IF_ERROR(Fail("send", StagingFor(b, 0, &hin, &hout)));
-  return SubmitDevice("send", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, send, b, nullptr, 0, hin, hout,
-                  [&](const void* hs, void*) { return comm_->HostSend(hs, count, type, peer, nullptr); });
-  });
+  return StagedCall("send", stream, send, b, nullptr, 0,
+                    [=, this](const void* hs, void*) { return comm_->HostSend(hs, count, type, peer, nullptr); });
 }
 
 Status CudaRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
@@ -576,12 +667,8 @@ Status CudaRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, ts
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("Recv", ccl_->lib().Recv(recv, count, CclDataType(dt), peer, ccl_->handle(), stream));
   }
-  std::byte *hin, *hout;
-  TSR_RETURN_IF_ERROR(Fail("recv", StagingFor(0, b, &hin, &hout)));
-  return SubmitDevice("recv", stream, [=, this](cudaEvent_t in) {
-    return Staged(in, nullptr, 0, recv, b, hin, hout,
-                  [&](const void*, void* hr) { return comm_->HostRecv(hr, count, type, peer, nullptr); });
-  });
+  return StagedCall("recv", stream, nullptr, 0, recv, b,
+                    [=, this](const void*, void* hr) { return comm_->HostRecv(hr, count, type, peer, nullptr); });
 }
 
 Status CudaRank::Barrier() {
@@ -590,6 +677,7 @@ Status CudaRank::Barrier() {
 
 void CudaRank::Abort() {
   if (ccl_) ccl_->Abort();
+  aborted_.store(true, std::memory_order_relaxed);  // a worker waiting for a staged input gives up
   {
     std::lock_guard<std::mutex> l(mu_);
     // Device jobs still queued are skipped (their streams released at once); waits for room end.
@@ -662,36 +750,24 @@ Status CudaRank::Group(const std::vector<P2POp>& ops) {
   }
   std::byte *hin, *hout;
   TSR_RETURN_IF_ERROR(Fail("group", StagingFor(sb, rb, &hin, &hout)));
-  return SubmitDevice("group", stream, [=, this](cudaEvent_t in) -> Status {
-    // Every send buffer to the host, then the host group on staged copies, then every receive back.
-    std::vector<P2POp> host = ops;
-    size_t so = 0, ro = 0;
-    Status st = cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)");
-    for (size_t i = 0; st.ok() && i < ops.size(); ++i) {
-      host[i].stream = nullptr;
-      if (ops[i].is_send) {
-        host[i].send = hin + so;
-        if (bytes[i] > 0)
-          st = cuda::Check(cudaMemcpyAsync(hin + so, ops[i].send, bytes[i], cudaMemcpyDeviceToHost, d2h_),
-                           "cudaMemcpyAsync (D2H, group)");
-        so += bytes[i];
-      } else {
-        host[i].recv = hout + ro;
-        ro += bytes[i];
-      }
+  // Every send buffer down, the host group on staged copies, every receive back up.
+  std::vector<Part> parts(1);
+  std::vector<P2POp> host = ops;
+  size_t so = 0, ro = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    host[i].stream = nullptr;
+    if (ops[i].is_send) {
+      host[i].send = hin + so;
+      parts[0].down.push_back({hin + so, ops[i].send, bytes[i]});
+      so += bytes[i];
+    } else {
+      host[i].recv = hout + ro;
+      parts[0].up.push_back({ops[i].recv, hout + ro, bytes[i]});
+      ro += bytes[i];
     }
-    if (st.ok()) st = cuda::Check(cudaEventRecord(d2h_ev_[0], d2h_), "cudaEventRecord");
-    if (st.ok()) st = dev_->WaitEvent(d2h_ev_[0], comm_->timeout_, "group: copying the sends to the host");
-    if (!st.ok()) return Fail("group", st);
-    TSR_RETURN_IF_ERROR(comm_->HostGroup(host));  // records its own failures
-    for (size_t i = 0; st.ok() && i < ops.size(); ++i)
-      if (!ops[i].is_send && bytes[i] > 0)
-        st = cuda::Check(cudaMemcpyAsync(ops[i].recv, host[i].recv, bytes[i], cudaMemcpyHostToDevice, h2d_),
-                         "cudaMemcpyAsync (H2D, group)");
-    if (st.ok()) st = cuda::Check(cudaEventRecord(h2d_ev_[0], h2d_), "cudaEventRecord");
-    if (st.ok()) st = dev_->WaitEvent(h2d_ev_[0], comm_->timeout_, "group: copying the receives to the device");
-    return Fail("group", st);
-  });
+  }
+  parts[0].host = [this, host = std::move(host)] { return comm_->HostGroup(host); };  // records its failures
+  return SubmitStaged("group", stream, std::move(parts));
 }
 
 Status CudaRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
@@ -747,24 +823,13 @@ Status CudaRank::AllToAllv(const void* send, const size_t* sendcounts, const siz
   }
   std::byte *hin, *hout;
   TSR_RETURN_IF_ERROR(Fail("alltoall", StagingFor(sext * esz, rext * esz, &hin, &hout)));
-  return SubmitDevice("alltoall", stream, [=, this](cudaEvent_t in) -> Status {
-    // The receive extent is copied down first too, so that the gaps between the blocks keep their bytes
-    // when the whole extent goes back up.
-    Status st = cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)");
-    if (st.ok() && sext > 0)
-      st = cuda::Check(cudaMemcpyAsync(hin, send, sext * esz, cudaMemcpyDeviceToHost, d2h_), "cudaMemcpyAsync (D2H)");
-    if (st.ok() && rext > 0)
-      st = cuda::Check(cudaMemcpyAsync(hout, recv, rext * esz, cudaMemcpyDeviceToHost, d2h_), "cudaMemcpyAsync (D2H)");
-    if (st.ok()) st = cuda::Check(cudaEventRecord(d2h_ev_[0], d2h_), "cudaEventRecord");
-    if (st.ok()) st = dev_->WaitEvent(d2h_ev_[0], comm_->timeout_, "alltoall: copying the buffers to the host");
-    if (!st.ok()) return Fail("alltoall", st);
-    TSR_RETURN_IF_ERROR(host_call(hin, hout));
-    if (rext > 0)
-      st = cuda::Check(cudaMemcpyAsync(recv, hout, rext * esz, cudaMemcpyHostToDevice, h2d_), "cudaMemcpyAsync (H2D)");
-    if (st.ok()) st = cuda::Check(cudaEventRecord(h2d_ev_[0], h2d_), "cudaEventRecord");
-    if (st.ok()) st = dev_->WaitEvent(h2d_ev_[0], comm_->timeout_, "alltoall: copying the result to the device");
-    return Fail("alltoall", st);
-  });
+  // The receive extent goes down too, so that the gaps between the blocks keep their bytes when the whole
+  // extent goes back up.
+  std::vector<Part> parts(1);
+  parts[0].down = {{hin, send, sext * esz}, {hout, recv, rext * esz}};
+  parts[0].up = {{recv, hout, rext * esz}};
+  parts[0].host = [hin, hout, host_call] { return host_call(hin, hout); };
+  return SubmitStaged("alltoall", stream, std::move(parts));
 }
 
 }  // namespace tessera::comm

@@ -32,5 +32,7 @@ cudaError_t Preload();
 // Blocks `stream` until the host-mapped word *flag reaches `value` (wrap-around compare, like
 // CU_STREAM_WAIT_VALUE_GEQ). The fallback when the driver's stream memory operations are unavailable.
 cudaError_t SpinWait(const volatile uint32_t* flag_dev, uint32_t value, cudaStream_t stream);
+// Writes `value` to *flag_dev (host-mapped memory) after a system-wide fence, as one thread on `stream`.
+cudaError_t WriteFlag(uint32_t* flag_dev, uint32_t value, cudaStream_t stream);
 
 }  // namespace tessera::comm::kernels

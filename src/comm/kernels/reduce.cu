@@ -136,6 +136,12 @@ __global__ void SpinWaitKernel(const volatile uint32_t* flag, uint32_t value) {
   while (static_cast<int32_t>(*flag - value) < 0) __nanosleep(2000);
 }
 
+__global__ void WriteFlagKernel(volatile uint32_t* flag, uint32_t value) {
+  __threadfence_system();
+  *flag = value;
+  __threadfence_system();
+}
+
 dim3 Grid(size_t n) {
   size_t blocks = (n + 255) / 256;
   if (blocks > 4096) blocks = 4096;
@@ -195,6 +201,7 @@ cudaError_t Preload() {
       reinterpret_cast<const void*>(&FinalizeKernel<double>),
       reinterpret_cast<const void*>(&FinalizeHalfKernel),
       reinterpret_cast<const void*>(&SpinWaitKernel),
+      reinterpret_cast<const void*>(&WriteFlagKernel),
   };
   for (const void* f : fns) {
     cudaError_t e = cudaFuncGetAttributes(&a, f);
@@ -205,6 +212,11 @@ cudaError_t Preload() {
 
 cudaError_t SpinWait(const volatile uint32_t* flag_dev, uint32_t value, cudaStream_t stream) {
   SpinWaitKernel<<<1, 1, 0, stream>>>(flag_dev, value);
+  return cudaGetLastError();
+}
+
+cudaError_t WriteFlag(uint32_t* flag_dev, uint32_t value, cudaStream_t stream) {
+  WriteFlagKernel<<<1, 1, 0, stream>>>(flag_dev, value);
   return cudaGetLastError();
 }
 
