@@ -30,6 +30,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "check.hpp"
 #include <tessera/tessera.h>
 
 #include <dlfcn.h>
@@ -80,7 +81,7 @@ tsrDataType_t TypeOf(const at::Tensor& t, const char* what) {
     case at::kLong: return tsrInt64;
     default: break;
   }
-  TORCH_CHECK(false, "tessera: ", what, " does not support dtype ", t.scalar_type(),
+  TSR_CHECK(false, "tessera: ", what, " does not support dtype ", t.scalar_type(),
               " (supported: float32, float16, bfloat16, float64, int8, uint8, int32, int64, bool)");
 }
 
@@ -92,26 +93,26 @@ tsrRedOp_t RedOpOf(const c10d::ReduceOp& op, const at::Tensor& t, const char* wh
     case c10d::ReduceOp::SUM: return is_bool ? tsrMax : tsrSum;
     case c10d::ReduceOp::PREMUL_SUM: return tsrSum;
     case c10d::ReduceOp::AVG:
-      TORCH_CHECK(!is_bool, "tessera: ", what, " AVG is not defined for bool tensors");
+      TSR_CHECK(!is_bool, "tessera: ", what, " AVG is not defined for bool tensors");
       return tsrAvg;
     case c10d::ReduceOp::PRODUCT: return is_bool ? tsrMin : tsrProd;
     case c10d::ReduceOp::MIN: return tsrMin;
     case c10d::ReduceOp::MAX: return tsrMax;
     default: break;
   }
-  TORCH_CHECK(false, "tessera: ", what, " does not support reduce op ", OpName(op.op_),
+  TSR_CHECK(false, "tessera: ", what, " does not support reduce op ", OpName(op.op_),
               " (supported: SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM)");
 }
 
 size_t Count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
 void CheckDense(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.layout() == at::kStrided, "tessera: ", what, " needs dense tensors, got layout ", t.layout());
-  TORCH_CHECK(t.is_contiguous(), "tessera: ", what, " needs contiguous tensors (call .contiguous() first)");
+  TSR_CHECK(t.layout() == at::kStrided, "tessera: ", what, " needs dense tensors, got layout ", t.layout());
+  TSR_CHECK(t.is_contiguous(), "tessera: ", what, " needs contiguous tensors (call .contiguous() first)");
 }
 
 void CheckOne(const std::vector<at::Tensor>& ts, const char* what) {
-  TORCH_CHECK(ts.size() == 1, "tessera: ", what, " takes one tensor per rank, got ", ts.size());
+  TSR_CHECK(ts.size() == 1, "tessera: ", what, " takes one tensor per rank, got ", ts.size());
   CheckDense(ts[0], what);
 }
 
@@ -147,7 +148,10 @@ struct CommRef {
     if (comm == nullptr) return {tsrSuccess, ""};
     tsrResult_t err = tsrSuccess;
     if (tsrCommGetAsyncError(comm, &err) != tsrSuccess) return {tsrInvalidArgument, "tsrCommGetAsyncError failed"};
-    return {err, err == tsrSuccess ? "" : tsrGetLastError(comm)};
+    if (err == tsrSuccess) return {err, ""};
+    std::string last = tsrGetLastError(comm);
+    return {err, last.empty() ? "the collective failed in the background (its ranks' own messages name the cause)"
+                              : last};
   }
   void Destroy() {
     std::lock_guard<std::mutex> l(mu);
@@ -182,7 +186,7 @@ class Work : public c10d::Work {
     if (end_) end_->block(at::cuda::getCurrentCUDAStream(device_index_));
 #endif
     const auto [err, message] = comm_->Error();
-    TORCH_CHECK(err == tsrSuccess, "tessera: ", profiling_title_, " failed: ", tsrGetErrorString(err), ": ", message);
+    TSR_CHECK(err == tsrSuccess, "tessera: ", profiling_title_, " failed: ", tsrGetErrorString(err), ": ", message);
     return true;
   }
 
@@ -205,7 +209,7 @@ class Backend : public c10d::Backend {
   Backend(const std::string& unique_id, int rank, int size, int island, const std::string& vendor,
           const std::string& device, int64_t timeout_ms)
       : c10d::Backend(rank, size), device_(device) {
-    TORCH_CHECK(unique_id.size() == sizeof(tsrUniqueId), "tessera: the unique id has ", unique_id.size(),
+    TSR_CHECK(unique_id.size() == sizeof(tsrUniqueId), "tessera: the unique id has ", unique_id.size(),
                 " bytes, expected ", sizeof(tsrUniqueId), " (was it made by the same Tessera version?)");
     tsrUniqueId id;
     std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
@@ -221,11 +225,11 @@ class Backend : public c10d::Backend {
       c10::cuda::CUDAGuard guard(device_index_);
       stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_index_);
 #else
-      TORCH_CHECK(false, "tessera: device ", device_, " needs a CUDA build of torch and of tessera._C");
+      TSR_CHECK(false, "tessera: device ", device_, " needs a CUDA build of torch and of tessera._C");
 #endif
     }
     const tsrResult_t r = tsrCommInitRank(&comm_, size, id, rank, &config);
-    TORCH_CHECK(r == tsrSuccess, "tessera: joining the group as rank ", rank, " of ", size, " (island ", island,
+    TSR_CHECK(r == tsrSuccess, "tessera: joining the group as rank ", rank, " of ", size, " (island ", island,
                 " '", vendor, "', device ", device_, ") failed: ", tsrGetLastError(nullptr));
     ref_->comm = comm_;
     init();
@@ -262,10 +266,10 @@ class Backend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceCoalescedOptions& opts) override {
-    TORCH_CHECK(!tensors.empty(), "tessera: allreduce_coalesced needs at least one tensor");
+    TSR_CHECK(!tensors.empty(), "tessera: allreduce_coalesced needs at least one tensor");
     for (const auto& t : tensors) {
       CheckDense(t, "allreduce_coalesced");
-      TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type() && t.device() == tensors[0].device(),
+      TSR_CHECK(t.scalar_type() == tensors[0].scalar_type() && t.device() == tensors[0].device(),
                   "tessera: allreduce_coalesced needs tensors of one dtype and device");
     }
     return Run(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, tensors, [&](tsrStream_t s) {
@@ -312,11 +316,11 @@ class Backend : public c10d::Backend {
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& /*opts*/) override {
     CheckOne(inputs, "allgather");
-    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+    TSR_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
                 "tessera: allgather needs one list of ", size_, " output tensors");
     at::Tensor in = inputs[0];
     for (const auto& o : outputs[0])
-      TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
+      TSR_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
                   "tessera: allgather outputs must match the input's size and dtype");
     return Run(c10d::OpType::ALLGATHER, "allgather", {in}, outputs[0], [&](tsrStream_t s) {
       at::Tensor flat = at::empty({in.numel() * size_}, in.options());
@@ -340,7 +344,7 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outs,
                                                                  std::vector<at::Tensor>& ins,
                                                                  const c10d::AllgatherOptions& /*opts*/) override {
-    TORCH_CHECK(outs.size() == ins.size() && !ins.empty(),
+    TSR_CHECK(outs.size() == ins.size() && !ins.empty(),
                 "tessera: allgather_into_tensor_coalesced needs as many outputs as inputs");
     for (size_t i = 0; i < ins.size(); ++i) {
       CheckDense(ins[i], "allgather_into_tensor_coalesced");
@@ -358,11 +362,11 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& /*opts*/) override {
-    TORCH_CHECK(outputs.size() == inputs.size(), "tessera: allgather_coalesced needs one output list per input");
+    TSR_CHECK(outputs.size() == inputs.size(), "tessera: allgather_coalesced needs one output list per input");
     std::vector<at::Tensor> all_out;
     for (size_t i = 0; i < inputs.size(); ++i) {
       CheckDense(inputs[i], "allgather_coalesced");
-      TORCH_CHECK(static_cast<int>(outputs[i].size()) == size_, "tessera: allgather_coalesced needs lists of ",
+      TSR_CHECK(static_cast<int>(outputs[i].size()) == size_, "tessera: allgather_coalesced needs lists of ",
                   size_, " outputs");
       for (auto& o : outputs[i]) all_out.push_back(o);
     }
@@ -385,7 +389,7 @@ class Backend : public c10d::Backend {
     at::Tensor in = inputs[0];
     const bool root = rank_ == opts.rootRank;
     if (root)
-      TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+      TSR_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
                   "tessera: gather needs one list of ", size_, " outputs on the root");
     std::vector<at::Tensor> outs = root ? outputs[0] : std::vector<at::Tensor>{};
     // Group send/recv: every rank sends its input to the root, the root receives one tensor from each.
@@ -418,7 +422,7 @@ class Backend : public c10d::Backend {
     at::Tensor out = outputs[0];
     const bool root = rank_ == opts.rootRank;
     if (root)
-      TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+      TSR_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
                   "tessera: scatter needs one list of ", size_, " inputs on the root");
     std::vector<at::Tensor> ins = root ? inputs[0] : std::vector<at::Tensor>{};
     return Run(c10d::OpType::SCATTER, "scatter", ins, {out}, [&](tsrStream_t s) {
@@ -444,11 +448,11 @@ class Backend : public c10d::Backend {
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override {
     CheckOne(outputs, "reduce_scatter");
-    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+    TSR_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
                 "tessera: reduce_scatter needs one list of ", size_, " inputs");
     at::Tensor out = outputs[0];
     for (const auto& i : inputs[0])
-      TORCH_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
+      TSR_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
                   "tessera: reduce_scatter inputs must match the output's size and dtype");
     return Run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", inputs[0], {out}, [&](tsrStream_t s) {
       at::Tensor flat = Flatten(inputs[0]);
@@ -479,7 +483,7 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outs,
                                                                  std::vector<at::Tensor>& ins,
                                                                  const c10d::ReduceScatterOptions& opts) override {
-    TORCH_CHECK(outs.size() == ins.size() && !ins.empty(),
+    TSR_CHECK(outs.size() == ins.size() && !ins.empty(),
                 "tessera: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
     for (size_t i = 0; i < ins.size(); ++i) {
       CheckDense(ins[i], "reduce_scatter_tensor_coalesced");
@@ -506,10 +510,10 @@ class Backend : public c10d::Backend {
                                                const c10d::AllToAllOptions& /*opts*/) override {
     CheckDense(in, "all_to_all_single");
     CheckDense(out, "all_to_all_single");
-    TORCH_CHECK(in.scalar_type() == out.scalar_type(), "tessera: all_to_all_single needs one dtype");
+    TSR_CHECK(in.scalar_type() == out.scalar_type(), "tessera: all_to_all_single needs one dtype");
     const tsrDataType_t dt = TypeOf(in, "all_to_all_single");
     if (out_splits.empty() && in_splits.empty()) {
-      TORCH_CHECK(in.numel() % size_ == 0 && out.numel() == in.numel(), "tessera: all_to_all_single without splits "
+      TSR_CHECK(in.numel() % size_ == 0 && out.numel() == in.numel(), "tessera: all_to_all_single without splits "
                   "needs input and output of one size divisible by the world size ", size_, " (got ", in.numel(),
                   " and ", out.numel(), ")");
       return Run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {in}, {out}, [&](tsrStream_t s) {
@@ -527,13 +531,13 @@ class Backend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
                                           const c10d::AllToAllOptions& /*opts*/) override {
-    TORCH_CHECK(static_cast<int>(outs.size()) == size_ && static_cast<int>(ins.size()) == size_,
+    TSR_CHECK(static_cast<int>(outs.size()) == size_ && static_cast<int>(ins.size()) == size_,
                 "tessera: all_to_all needs ", size_, " input and ", size_, " output tensors");
     const tsrDataType_t dt = TypeOf(ins[0], "all_to_all");
     std::vector<size_t> sc(size_), sd(size_), rc(size_), rd(size_);
     size_t so = 0, ro = 0;
     for (int p = 0; p < size_; ++p) {
-      TORCH_CHECK(ins[p].scalar_type() == ins[0].scalar_type() && outs[p].scalar_type() == ins[0].scalar_type(),
+      TSR_CHECK(ins[p].scalar_type() == ins[0].scalar_type() && outs[p].scalar_type() == ins[0].scalar_type(),
                   "tessera: all_to_all needs one dtype");
       sc[p] = Count(ins[p]);
       sd[p] = so;
@@ -553,7 +557,7 @@ class Backend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& /*opts*/) override {
-    TORCH_CHECK(pending_.empty(), "tessera: barrier after send/recv inside a coalescing block is not supported");
+    TSR_CHECK(pending_.empty(), "tessera: barrier after send/recv inside a coalescing block is not supported");
     Check(tsrBarrier(comm_), "barrier");
     return Done(c10d::OpType::BARRIER, "barrier", {});
   }
@@ -587,19 +591,19 @@ class Backend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) override {
-    TORCH_CHECK(false, "tessera: recv from any source is not supported (name the peer)");
+    TSR_CHECK(false, "tessera: recv from any source is not supported (name the peer)");
   }
 
   // batch_isend_irecv: the sends and receives between start and end run as one Tessera group, so they
   // progress together whatever the order of matching pairs.
   void startCoalescing() override {
-    TORCH_CHECK(!coalescing_, "tessera: startCoalescing while already coalescing");
+    TSR_CHECK(!coalescing_, "tessera: startCoalescing while already coalescing");
     coalescing_ = true;
     pending_.clear();
   }
 
   c10::intrusive_ptr<c10d::Work> endCoalescing() override {
-    TORCH_CHECK(coalescing_, "tessera: endCoalescing without startCoalescing");
+    TSR_CHECK(coalescing_, "tessera: endCoalescing without startCoalescing");
     coalescing_ = false;
     std::vector<P2P> ops = std::move(pending_);
     pending_.clear();
@@ -633,19 +637,19 @@ class Backend : public c10d::Backend {
     std::string msg = std::string("tessera: ") + what + " failed on rank " + std::to_string(rank_) + ": " +
                       (kind != nullptr ? kind : "?") + ": " + (detail != nullptr ? detail : "");
     if (CrashTraceOn()) std::fprintf(stderr, "%s\n", msg.c_str());  // seen even if raising fails
-    TORCH_CHECK(false, msg);
+    TSR_CHECK(false, msg);
   }
   void CheckRoot(int64_t root, const char* what) const {
-    TORCH_CHECK(root >= 0 && root < size_, "tessera: ", what, " root ", root, " is not a rank of this group (0..",
+    TSR_CHECK(root >= 0 && root < size_, "tessera: ", what, " root ", root, " is not a rank of this group (0..",
                 size_ - 1, ")");
   }
   void CheckPeer(int peer, const char* what) const {
-    TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "tessera: ", what, " peer ", peer,
+    TSR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "tessera: ", what, " peer ", peer,
                 " is not another rank of this group (0..", size_ - 1, ", this is ", rank_, ")");
   }
   // `big` holds size_ blocks of `small`'s size (allgather output, reduce-scatter input).
   void CheckGathered(const at::Tensor& big, const at::Tensor& small, const char* what) const {
-    TORCH_CHECK(big.numel() == small.numel() * size_ && big.scalar_type() == small.scalar_type(), "tessera: ", what,
+    TSR_CHECK(big.numel() == small.numel() * size_ && big.scalar_type() == small.scalar_type(), "tessera: ", what,
                 " needs a tensor of world size (", size_, ") x ", small.numel(), " elements of ", small.scalar_type(),
                 ", got ", big.numel(), " of ", big.scalar_type());
   }
@@ -658,28 +662,28 @@ class Backend : public c10d::Backend {
     displs->assign(size_, 0);
     std::vector<int64_t> s = splits;
     if (s.empty()) {
-      TORCH_CHECK(rows % size_ == 0, "tessera: all_to_all_single ", which, " of ", rows,
+      TSR_CHECK(rows % size_ == 0, "tessera: all_to_all_single ", which, " of ", rows,
                   " rows is not divisible by the world size ", size_, "; give split sizes");
       s.assign(size_, rows / size_);
     }
-    TORCH_CHECK(static_cast<int>(s.size()) == size_, "tessera: all_to_all_single ", which, " split sizes have ",
+    TSR_CHECK(static_cast<int>(s.size()) == size_, "tessera: all_to_all_single ", which, " split sizes have ",
                 s.size(), " entries, expected ", size_);
     int64_t off = 0;
     for (int p = 0; p < size_; ++p) {
-      TORCH_CHECK(s[p] >= 0, "tessera: all_to_all_single ", which, " split size ", s[p], " for rank ", p,
+      TSR_CHECK(s[p] >= 0, "tessera: all_to_all_single ", which, " split size ", s[p], " for rank ", p,
                   " is negative");
       (*counts)[p] = static_cast<size_t>(s[p] * row);
       (*displs)[p] = static_cast<size_t>(off * row);
       off += s[p];
     }
-    TORCH_CHECK(off == rows, "tessera: all_to_all_single ", which, " split sizes sum to ", off, ", but the tensor has ",
+    TSR_CHECK(off == rows, "tessera: all_to_all_single ", which, " split sizes sum to ", off, ", but the tensor has ",
                 rows, " rows");
   }
   // PREMUL_SUM: scale the (private) input by the factor before the sum, as NCCL's premul does.
   static void PreMul(at::Tensor& t, const c10d::ReduceOp& op) {
     if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return;
     auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
-    TORCH_CHECK(sup != nullptr, "tessera: PREMUL_SUM without a factor");
+    TSR_CHECK(sup != nullptr, "tessera: PREMUL_SUM without a factor");
     if (sup->tensor_factor.defined())
       t.mul_(sup->tensor_factor.to(t.device()));
     else
@@ -724,29 +728,29 @@ class Backend : public c10d::Backend {
   template <typename F>
   c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& outputs, F&& body) {
-    TORCH_CHECK(comm_ != nullptr, "tessera: ", title, " on a process group that was shut down");
+    TSR_CHECK(comm_ != nullptr, "tessera: ", title, " on a process group that was shut down");
     // Inside a coalescing block a collective runs at once (torch's fast path hands whole coalesced calls
     // here); only after queued sends/receives would it be out of order, so that is refused.
-    TORCH_CHECK(!coalescing_ || type == c10d::OpType::COALESCED || pending_.empty(), "tessera: ", title,
+    TSR_CHECK(!coalescing_ || type == c10d::OpType::COALESCED || pending_.empty(), "tessera: ", title,
                 " after send/recv inside one coalescing block is not supported (only send/recv are grouped)");
     std::optional<at::Device> dev;
     for (const auto* list : {&inputs, &outputs})
       for (const auto& t : *list) {
         if (!dev) dev = t.device();
-        TORCH_CHECK(t.device() == *dev, "tessera: ", title, " needs all tensors on one device, got ", *dev, " and ",
+        TSR_CHECK(t.device() == *dev, "tessera: ", title, " needs all tensors on one device, got ", *dev, " and ",
                     t.device());
       }
     const bool on_cuda = dev && dev->is_cuda();
     if (!on_cuda) {
-      TORCH_CHECK(!dev || dev->is_cpu(), "tessera: ", title, " does not support tensors on ", *dev,
+      TSR_CHECK(!dev || dev->is_cpu(), "tessera: ", title, " does not support tensors on ", *dev,
                   " (cpu and cuda only)");
       body(nullptr);
       return Done(type, title, outputs);
     }
 #ifdef TESSERA_TORCH_CUDA
-    TORCH_CHECK(cuda_, "tessera: ", title, " got a CUDA tensor (", *dev, ") on a rank whose device is ", device_,
+    TSR_CHECK(cuda_, "tessera: ", title, " got a CUDA tensor (", *dev, ") on a rank whose device is ", device_,
                 " (set TESSERA_DEVICE or the backend's device for this rank)");
-    TORCH_CHECK(dev->index() == device_index_, "tessera: ", title, " got a tensor on ", *dev,
+    TSR_CHECK(dev->index() == device_index_, "tessera: ", title, " got a tensor on ", *dev,
                 " but this rank's device is ", device_);
     c10::cuda::CUDAGuard guard(device_index_);
     at::cuda::CUDAEvent ready;
@@ -772,7 +776,7 @@ class Backend : public c10d::Backend {
     w->profiling_title_ = title;
     return w;
 #else
-    TORCH_CHECK(false, "tessera: ", title, " got a CUDA tensor, but tessera._C was built without CUDA");
+    TSR_CHECK(false, "tessera: ", title, " got a CUDA tensor, but tessera._C was built without CUDA");
 #endif
   }
 
@@ -860,7 +864,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("unique_id", []() {
     tsrUniqueId id;
     const tsrResult_t r = tsrGetUniqueId(&id);
-    TORCH_CHECK(r == tsrSuccess, "tessera: tsrGetUniqueId failed: ", tsrGetLastError(nullptr));
+    TSR_CHECK(r == tsrSuccess, "tessera: tsrGetUniqueId failed: ", tsrGetLastError(nullptr));
     return py::bytes(id.internal, sizeof(id.internal));
   });
   tessera_torch::BindCheckpoint(m);

@@ -9,6 +9,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
+#include "check.hpp"
 #include <tessera/ckpt.hpp>
 
 #include <memory>
@@ -23,7 +24,7 @@ namespace {
 namespace ck = tessera::ckpt;
 
 void Ok(const tessera::Status& s, const char* what) {
-  TORCH_CHECK(s.ok(), "tessera checkpoint: ", what, ": ", s.message());
+  TSR_CHECK(s.ok(), "tessera checkpoint: ", what, ": ", s.message());
 }
 
 // torch dtype -> Tessera's element type; bool is stored as uint8 (the reader converts back).
@@ -40,7 +41,7 @@ tessera::DType DTypeOf(const at::Tensor& t) {
     case at::kDouble: return ck::dtype::kFloat64;
     default: break;
   }
-  TORCH_CHECK(false, "tessera checkpoint: dtype ", t.scalar_type(), " has no Tessera element type");
+  TSR_CHECK(false, "tessera checkpoint: dtype ", t.scalar_type(), " has no Tessera element type");
 }
 
 const char* DTypeName(tessera::DType d) {
@@ -61,7 +62,7 @@ class Writer {
     std::vector<ck::TensorView> views;
     views.reserve(items.size());
     for (const auto& [name, t, row_offset, global_rows] : items) {
-      TORCH_CHECK(t.is_contiguous(), "tessera checkpoint: tensor ", name, " is not contiguous");
+      TSR_CHECK(t.is_contiguous(), "tessera checkpoint: tensor ", name, " is not contiguous");
       ck::TensorView v;
       v.name = name;
       v.dtype = DTypeOf(t);
@@ -100,7 +101,7 @@ pybind11::tuple Describe(const std::string& root, int64_t step) {
 // Fills `out` (contiguous, CPU or CUDA) with rows [row_begin, row_begin + rows) of tensor `name`.
 void Restore(const std::string& root, int64_t step, const std::string& name, at::Tensor out, int64_t row_begin,
              int64_t rows) {
-  TORCH_CHECK(out.is_contiguous(), "tessera checkpoint: restore target for ", name, " is not contiguous");
+  TSR_CHECK(out.is_contiguous(), "tessera checkpoint: restore target for ", name, " is not contiguous");
   ck::TensorSlot slot;
   slot.name = name;
   slot.data = out.data_ptr();
@@ -159,7 +160,7 @@ void Stage(const std::string& hot, const std::string& warm, const std::string& c
 
 void Demote(const std::string& hot, const std::string& warm, const std::string& cold, int64_t step,
             const std::string& to) {
-  TORCH_CHECK(to == "warm" || to == "cold", "tessera checkpoint: demote to 'warm' or 'cold', not '", to, "'");
+  TSR_CHECK(to == "warm" || to == "cold", "tessera checkpoint: demote to 'warm' or 'cold', not '", to, "'");
   const auto tiers = Tiers(hot, warm, cold);
   pybind11::gil_scoped_release nogil;
   Ok(ck::Demote(tiers, step, to == "warm" ? ck::Tier::kWarm : ck::Tier::kCold, /*delete_source=*/true), "demote");
