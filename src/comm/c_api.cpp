@@ -218,6 +218,11 @@ tessera::Result<tessera::comm::InitParams> InitRankParams(int nranks, const tsrU
   }
   p.token = c != nullptr && c->token != nullptr ? c->token : pid.token;
   p.store_addr = pid.address;
+  // Its own namespace per id: under one job token (every id `tessera run`'s ranks make) communicators
+  // made at the same moment, such as a DeviceMesh's subgroups, must not share shm names ("/tsr-H-<rank>").
+  // Each id names its own store (address:port, alive while the process that made it is), so the address
+  // tells communicators apart; every member of one has the same.
+  p.ns = "id-" + pid.address;
   return p;
 }
 // The end of tsrCommInitRank and tsrCommInitFromEnv: the parameters, then the communicator; every failure

@@ -57,7 +57,7 @@ Job RunRanks(const std::string& scenario, const std::vector<int>& layout, bool w
       testing::TempDir() + "/framework_ids_" + std::to_string(getpid()) + "_" + std::to_string(seq++);
   std::remove(ids.c_str());
   if (!worker_makes_id) {
-    const size_t n = scenario == "basic" ? 2 : 1;
+    const size_t n = scenario == "basic" || scenario == "pairs" ? 2 : 1;
     std::vector<tsrUniqueId> v(n);
     if (made != nullptr && made->size() >= n)
       std::copy(made->begin(), made->begin() + n, v.begin());
@@ -135,6 +135,25 @@ void ExpectAllOk(const Job& j, int world) {
 TEST(FrameworkApi, InitRankWithoutEnvTwoCommunicatorsAtOnce) {
   ExpectAllOk(RunRanks("basic", {2, 1}, false), 3);
   ExpectAllOk(RunRanks("basic", {1, 2, 1}, false), 4);
+}
+
+// Under `tessera run` every id of the job carries the job's token. Two communicators of disjoint ranks made
+// at the same moment (a DeviceMesh's subgroups) each have a rank 0, whose shared-memory inbox must not
+// take the other's name (it did: "shm_open /tsr-...-0: File exists").
+TEST(FrameworkApi, DisjointCommunicatorsOfOneJobTokenMadeAtOnce) {
+  setenv("TESSERA_TOKEN", "one-job-token", 1);
+  std::vector<tsrUniqueId> ids(2);
+  for (auto& id : ids) ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
+  unsetenv("TESSERA_TOKEN");
+  for (int round = 0; round < 3; ++round) {
+    std::vector<tsrUniqueId> fresh(2);
+    if (round > 0) {
+      setenv("TESSERA_TOKEN", "one-job-token", 1);
+      for (auto& id : fresh) ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
+      unsetenv("TESSERA_TOKEN");
+    }
+    ExpectAllOk(RunRanks("pairs", {2, 2}, false, {}, round == 0 ? &ids : &fresh), 4);
+  }
 }
 
 TEST(FrameworkApi, RankZeroMakesTheIdAndPassesItByFile) { ExpectAllOk(RunRanks("basic", {1, 1}, true), 2); }

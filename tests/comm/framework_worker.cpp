@@ -14,7 +14,9 @@
 //   alltoall  tsrAllToAll and tsrAllToAllv (zero and uneven counts, gaps kept) for every type;
 //   abort     rank 0 blocks in a recv that nothing matches; another thread aborts: the recv fails with
 //             tsrRemoteError (not tsrTimeout), so do later calls; the other ranks hear of it;
-//   asyncerr  the last rank exits; the others see tsrCommGetAsyncError turn to tsrRemoteError.
+//   asyncerr  the last rank exits; the others see tsrCommGetAsyncError turn to tsrRemoteError;
+//   pairs     two disjoint communicators made at the same moment from two ids of ONE job token (even ranks
+//             and odd ranks, as a DeviceMesh's subgroups are), each with its own rank 0: both work.
 // Prints "OK rank R: ..." on success, "FAIL rank R: why" and exits 1 otherwise.
 #include <unistd.h>
 
@@ -207,6 +209,35 @@ int RunBasic(const std::vector<tsrUniqueId>& ids) {
   Check(tsrBarrier(a), a, "barrier A");
   tsrCommDestroy(a);
   std::printf("OK rank %d: two communicators from tsrCommInitRank, allreduce bit-exact\n", g_rank);
+  return 0;
+}
+
+int RunPairs(const std::vector<tsrUniqueId>& ids) {
+  const int mine = g_rank % 2;
+  const int rank = g_rank / 2;
+  const int size = (g_world - mine + 1) / 2;
+  std::vector<int> island_of(size);
+  for (int r = 0; r < size; ++r) island_of[r] = IslandOf(2 * r + mine);
+  // Islands renumbered 0..k-1 in this communicator, in world order.
+  std::vector<int> order = island_of;
+  std::sort(order.begin(), order.end());
+  order.erase(std::unique(order.begin(), order.end()), order.end());
+  for (int& i : island_of) i = static_cast<int>(std::find(order.begin(), order.end(), i) - order.begin());
+  tsrConfig_t cfg = TSR_CONFIG_INITIALIZER;
+  const std::string vendor = "vendor" + std::to_string(IslandOf(g_rank));
+  cfg.island = island_of[rank];
+  cfg.vendor = vendor.c_str();
+  cfg.device = "host";
+  cfg.timeout_ms = 30000;
+  tsrComm_t c = nullptr;
+  const tsrResult_t r = tsrCommInitRank(&c, size, ids[mine], rank, &cfg);
+  if (r != tsrSuccess)
+    Fail(std::string("tsrCommInitRank (pair ") + std::to_string(mine) + "): " + tsrGetErrorString(r) + ": " +
+         tsrGetLastError(nullptr));
+  CheckAllReduce(c, 300 + mine, island_of, "pair communicator " + std::to_string(mine));
+  Check(tsrBarrier(c), c, "barrier");
+  tsrCommDestroy(c);
+  std::printf("OK rank %d: rank %d of pair communicator %d, made at once with the other\n", g_rank, rank, mine);
   return 0;
 }
 
@@ -526,7 +557,7 @@ int main(int argc, char** argv) {
   for (const char* v : {"TESSERA_RANK", "TESSERA_WORLD_SIZE", "TESSERA_STORE", "TESSERA_TOKEN", "TESSERA_ISLAND",
                         "TESSERA_ISLAND_VENDOR", "TESSERA_DEVICE", "TESSERA_TIMEOUT"})
     if (std::getenv(v) != nullptr) Fail(std::string("the test must run without ") + v);
-  const size_t nids = scenario == "basic" ? 2 : 1;
+  const size_t nids = scenario == "basic" || scenario == "pairs" ? 2 : 1;
   if (make && g_rank == 0) {
     std::vector<tsrUniqueId> ids(nids);
     for (auto& id : ids)
@@ -538,6 +569,7 @@ int main(int argc, char** argv) {
   const auto ids = ReadIds(ids_file, nids);
   if (scenario == "basic") return RunBasic(ids);
   if (scenario == "split") return RunSplit(ids);
+  if (scenario == "pairs") return RunPairs(ids);
   if (scenario == "group") return RunGroup(ids);
   if (scenario == "alltoall") return RunAllToAll(ids);
   if (scenario == "abort") return RunAbort(ids);
