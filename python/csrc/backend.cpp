@@ -17,10 +17,11 @@
 // value at fault); a dead peer gives it within the timeout given to init_process_group.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #ifdef TESSERA_TORCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -30,17 +31,15 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include "check.hpp"
-#include <tessera/tessera.h>
-
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>
+#include <tessera/tessera.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -48,41 +47,63 @@
 #include <string>
 #include <vector>
 
+#include "check.hpp"
+
 namespace tessera_torch {
 
 namespace {
 
 const char* OpName(c10d::ReduceOp::RedOpType op) {
   switch (op) {
-    case c10d::ReduceOp::SUM: return "SUM";
-    case c10d::ReduceOp::AVG: return "AVG";
-    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
-    case c10d::ReduceOp::MIN: return "MIN";
-    case c10d::ReduceOp::MAX: return "MAX";
-    case c10d::ReduceOp::BAND: return "BAND";
-    case c10d::ReduceOp::BOR: return "BOR";
-    case c10d::ReduceOp::BXOR: return "BXOR";
-    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-    default: return "UNKNOWN";
+    case c10d::ReduceOp::SUM:
+      return "SUM";
+    case c10d::ReduceOp::AVG:
+      return "AVG";
+    case c10d::ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case c10d::ReduceOp::MIN:
+      return "MIN";
+    case c10d::ReduceOp::MAX:
+      return "MAX";
+    case c10d::ReduceOp::BAND:
+      return "BAND";
+    case c10d::ReduceOp::BOR:
+      return "BOR";
+    case c10d::ReduceOp::BXOR:
+      return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    default:
+      return "UNKNOWN";
   }
 }
 
 // The Tessera type of a tensor, or an error naming the operation and the type.
 tsrDataType_t TypeOf(const at::Tensor& t, const char* what) {
   switch (t.scalar_type()) {
-    case at::kFloat: return tsrFloat32;
-    case at::kHalf: return tsrFloat16;
-    case at::kBFloat16: return tsrBfloat16;
-    case at::kDouble: return tsrFloat64;
-    case at::kChar: return tsrInt8;
-    case at::kByte: return tsrUint8;
-    case at::kBool: return tsrUint8;  // one byte, 0 or 1
-    case at::kInt: return tsrInt32;
-    case at::kLong: return tsrInt64;
-    default: break;
+    case at::kFloat:
+      return tsrFloat32;
+    case at::kHalf:
+      return tsrFloat16;
+    case at::kBFloat16:
+      return tsrBfloat16;
+    case at::kDouble:
+      return tsrFloat64;
+    case at::kChar:
+      return tsrInt8;
+    case at::kByte:
+      return tsrUint8;
+    case at::kBool:
+      return tsrUint8;  // one byte, 0 or 1
+    case at::kInt:
+      return tsrInt32;
+    case at::kLong:
+      return tsrInt64;
+    default:
+      break;
   }
   TSR_CHECK(false, "tessera: ", what, " does not support dtype ", t.scalar_type(),
-              " (supported: float32, float16, bfloat16, float64, int8, uint8, int32, int64, bool)");
+            " (supported: float32, float16, bfloat16, float64, int8, uint8, int32, int64, bool)");
 }
 
 // Tessera's reduce op for a torch one. Bool follows ProcessGroupNCCL: SUM is logical or (max), PRODUCT is
@@ -90,18 +111,24 @@ tsrDataType_t TypeOf(const at::Tensor& t, const char* what) {
 tsrRedOp_t RedOpOf(const c10d::ReduceOp& op, const at::Tensor& t, const char* what) {
   const bool is_bool = t.scalar_type() == at::kBool;
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return is_bool ? tsrMax : tsrSum;
-    case c10d::ReduceOp::PREMUL_SUM: return tsrSum;
+    case c10d::ReduceOp::SUM:
+      return is_bool ? tsrMax : tsrSum;
+    case c10d::ReduceOp::PREMUL_SUM:
+      return tsrSum;
     case c10d::ReduceOp::AVG:
       TSR_CHECK(!is_bool, "tessera: ", what, " AVG is not defined for bool tensors");
       return tsrAvg;
-    case c10d::ReduceOp::PRODUCT: return is_bool ? tsrMin : tsrProd;
-    case c10d::ReduceOp::MIN: return tsrMin;
-    case c10d::ReduceOp::MAX: return tsrMax;
-    default: break;
+    case c10d::ReduceOp::PRODUCT:
+      return is_bool ? tsrMin : tsrProd;
+    case c10d::ReduceOp::MIN:
+      return tsrMin;
+    case c10d::ReduceOp::MAX:
+      return tsrMax;
+    default:
+      break;
   }
   TSR_CHECK(false, "tessera: ", what, " does not support reduce op ", OpName(op.op_),
-              " (supported: SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM)");
+            " (supported: SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM)");
 }
 
 size_t Count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
@@ -150,8 +177,8 @@ struct CommRef {
     if (tsrCommGetAsyncError(comm, &err) != tsrSuccess) return {tsrInvalidArgument, "tsrCommGetAsyncError failed"};
     if (err == tsrSuccess) return {err, ""};
     std::string last = tsrGetLastError(comm);
-    return {err, last.empty() ? "the collective failed in the background (its ranks' own messages name the cause)"
-                              : last};
+    return {err,
+            last.empty() ? "the collective failed in the background (its ranks' own messages name the cause)" : last};
   }
   void Destroy() {
     std::lock_guard<std::mutex> l(mu);
@@ -210,7 +237,7 @@ class Backend : public c10d::Backend {
           const std::string& device, int64_t timeout_ms)
       : c10d::Backend(rank, size), device_(device) {
     TSR_CHECK(unique_id.size() == sizeof(tsrUniqueId), "tessera: the unique id has ", unique_id.size(),
-                " bytes, expected ", sizeof(tsrUniqueId), " (was it made by the same Tessera version?)");
+              " bytes, expected ", sizeof(tsrUniqueId), " (was it made by the same Tessera version?)");
     tsrUniqueId id;
     std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
     tsrConfig_t config = TSR_CONFIG_INITIALIZER;
@@ -229,8 +256,8 @@ class Backend : public c10d::Backend {
 #endif
     }
     const tsrResult_t r = tsrCommInitRank(&comm_, size, id, rank, &config);
-    TSR_CHECK(r == tsrSuccess, "tessera: joining the group as rank ", rank, " of ", size, " (island ", island,
-                " '", vendor, "', device ", device_, ") failed: ", tsrGetLastError(nullptr));
+    TSR_CHECK(r == tsrSuccess, "tessera: joining the group as rank ", rank, " of ", size, " (island ", island, " '",
+              vendor, "', device ", device_, ") failed: ", tsrGetLastError(nullptr));
     ref_->comm = comm_;
     init();
   }
@@ -270,7 +297,7 @@ class Backend : public c10d::Backend {
     for (const auto& t : tensors) {
       CheckDense(t, "allreduce_coalesced");
       TSR_CHECK(t.scalar_type() == tensors[0].scalar_type() && t.device() == tensors[0].device(),
-                  "tessera: allreduce_coalesced needs tensors of one dtype and device");
+                "tessera: allreduce_coalesced needs tensors of one dtype and device");
     }
     return Run(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, tensors, [&](tsrStream_t s) {
       at::Tensor flat = Flatten(tensors);
@@ -292,8 +319,8 @@ class Backend : public c10d::Backend {
     CheckRoot(opts.rootRank, "broadcast");
     at::Tensor t = tensors[0];
     return Run(c10d::OpType::BROADCAST, "broadcast", {t}, {t}, [&](tsrStream_t s) {
-      Check(tsrBroadcast(t.data_ptr(), t.data_ptr(), Count(t), TypeOf(t, "broadcast"),
-                         static_cast<int>(opts.rootRank), comm_, s),
+      Check(tsrBroadcast(t.data_ptr(), t.data_ptr(), Count(t), TypeOf(t, "broadcast"), static_cast<int>(opts.rootRank),
+                         comm_, s),
             "broadcast");
     });
   }
@@ -317,11 +344,11 @@ class Backend : public c10d::Backend {
                                            const c10d::AllgatherOptions& /*opts*/) override {
     CheckOne(inputs, "allgather");
     TSR_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
-                "tessera: allgather needs one list of ", size_, " output tensors");
+              "tessera: allgather needs one list of ", size_, " output tensors");
     at::Tensor in = inputs[0];
     for (const auto& o : outputs[0])
       TSR_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
-                  "tessera: allgather outputs must match the input's size and dtype");
+                "tessera: allgather outputs must match the input's size and dtype");
     return Run(c10d::OpType::ALLGATHER, "allgather", {in}, outputs[0], [&](tsrStream_t s) {
       at::Tensor flat = at::empty({in.numel() * size_}, in.options());
       Check(tsrAllGather(in.data_ptr(), flat.data_ptr(), Count(in), TypeOf(in, "allgather"), comm_, s), "allgather");
@@ -345,7 +372,7 @@ class Backend : public c10d::Backend {
                                                                  std::vector<at::Tensor>& ins,
                                                                  const c10d::AllgatherOptions& /*opts*/) override {
     TSR_CHECK(outs.size() == ins.size() && !ins.empty(),
-                "tessera: allgather_into_tensor_coalesced needs as many outputs as inputs");
+              "tessera: allgather_into_tensor_coalesced needs as many outputs as inputs");
     for (size_t i = 0; i < ins.size(); ++i) {
       CheckDense(ins[i], "allgather_into_tensor_coalesced");
       CheckDense(outs[i], "allgather_into_tensor_coalesced");
@@ -366,8 +393,8 @@ class Backend : public c10d::Backend {
     std::vector<at::Tensor> all_out;
     for (size_t i = 0; i < inputs.size(); ++i) {
       CheckDense(inputs[i], "allgather_coalesced");
-      TSR_CHECK(static_cast<int>(outputs[i].size()) == size_, "tessera: allgather_coalesced needs lists of ",
-                  size_, " outputs");
+      TSR_CHECK(static_cast<int>(outputs[i].size()) == size_, "tessera: allgather_coalesced needs lists of ", size_,
+                " outputs");
       for (auto& o : outputs[i]) all_out.push_back(o);
     }
     return Run(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", inputs, all_out, [&](tsrStream_t s) {
@@ -382,15 +409,15 @@ class Backend : public c10d::Backend {
     });
   }
 
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override {
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override {
     CheckOne(inputs, "gather");
     CheckRoot(opts.rootRank, "gather");
     at::Tensor in = inputs[0];
     const bool root = rank_ == opts.rootRank;
     if (root)
       TSR_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
-                  "tessera: gather needs one list of ", size_, " outputs on the root");
+                "tessera: gather needs one list of ", size_, " outputs on the root");
     std::vector<at::Tensor> outs = root ? outputs[0] : std::vector<at::Tensor>{};
     // Group send/recv: every rank sends its input to the root, the root receives one tensor from each.
     return Run(c10d::OpType::GATHER, "gather", {in}, outs, [&](tsrStream_t s) {
@@ -423,7 +450,7 @@ class Backend : public c10d::Backend {
     const bool root = rank_ == opts.rootRank;
     if (root)
       TSR_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
-                  "tessera: scatter needs one list of ", size_, " inputs on the root");
+                "tessera: scatter needs one list of ", size_, " inputs on the root");
     std::vector<at::Tensor> ins = root ? inputs[0] : std::vector<at::Tensor>{};
     return Run(c10d::OpType::SCATTER, "scatter", ins, {out}, [&](tsrStream_t s) {
       std::vector<at::Tensor> bufs;
@@ -449,11 +476,11 @@ class Backend : public c10d::Backend {
                                                 const c10d::ReduceScatterOptions& opts) override {
     CheckOne(outputs, "reduce_scatter");
     TSR_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
-                "tessera: reduce_scatter needs one list of ", size_, " inputs");
+              "tessera: reduce_scatter needs one list of ", size_, " inputs");
     at::Tensor out = outputs[0];
     for (const auto& i : inputs[0])
       TSR_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
-                  "tessera: reduce_scatter inputs must match the output's size and dtype");
+                "tessera: reduce_scatter inputs must match the output's size and dtype");
     return Run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", inputs[0], {out}, [&](tsrStream_t s) {
       at::Tensor flat = Flatten(inputs[0]);
       PreMul(flat, opts.reduceOp);
@@ -484,7 +511,7 @@ class Backend : public c10d::Backend {
                                                                  std::vector<at::Tensor>& ins,
                                                                  const c10d::ReduceScatterOptions& opts) override {
     TSR_CHECK(outs.size() == ins.size() && !ins.empty(),
-                "tessera: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
+              "tessera: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
     for (size_t i = 0; i < ins.size(); ++i) {
       CheckDense(ins[i], "reduce_scatter_tensor_coalesced");
       CheckDense(outs[i], "reduce_scatter_tensor_coalesced");
@@ -513,9 +540,10 @@ class Backend : public c10d::Backend {
     TSR_CHECK(in.scalar_type() == out.scalar_type(), "tessera: all_to_all_single needs one dtype");
     const tsrDataType_t dt = TypeOf(in, "all_to_all_single");
     if (out_splits.empty() && in_splits.empty()) {
-      TSR_CHECK(in.numel() % size_ == 0 && out.numel() == in.numel(), "tessera: all_to_all_single without splits "
-                  "needs input and output of one size divisible by the world size ", size_, " (got ", in.numel(),
-                  " and ", out.numel(), ")");
+      TSR_CHECK(in.numel() % size_ == 0 && out.numel() == in.numel(),
+                "tessera: all_to_all_single without splits "
+                "needs input and output of one size divisible by the world size ",
+                size_, " (got ", in.numel(), " and ", out.numel(), ")");
       return Run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {in}, {out}, [&](tsrStream_t s) {
         Check(tsrAllToAll(in.data_ptr(), out.data_ptr(), Count(in) / size_, dt, comm_, s), "all_to_all_single");
       });
@@ -532,13 +560,13 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
                                           const c10d::AllToAllOptions& /*opts*/) override {
     TSR_CHECK(static_cast<int>(outs.size()) == size_ && static_cast<int>(ins.size()) == size_,
-                "tessera: all_to_all needs ", size_, " input and ", size_, " output tensors");
+              "tessera: all_to_all needs ", size_, " input and ", size_, " output tensors");
     const tsrDataType_t dt = TypeOf(ins[0], "all_to_all");
     std::vector<size_t> sc(size_), sd(size_), rc(size_), rd(size_);
     size_t so = 0, ro = 0;
     for (int p = 0; p < size_; ++p) {
       TSR_CHECK(ins[p].scalar_type() == ins[0].scalar_type() && outs[p].scalar_type() == ins[0].scalar_type(),
-                  "tessera: all_to_all needs one dtype");
+                "tessera: all_to_all needs one dtype");
       sc[p] = Count(ins[p]);
       sd[p] = so;
       so += sc[p];
@@ -641,17 +669,17 @@ class Backend : public c10d::Backend {
   }
   void CheckRoot(int64_t root, const char* what) const {
     TSR_CHECK(root >= 0 && root < size_, "tessera: ", what, " root ", root, " is not a rank of this group (0..",
-                size_ - 1, ")");
+              size_ - 1, ")");
   }
   void CheckPeer(int peer, const char* what) const {
     TSR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "tessera: ", what, " peer ", peer,
-                " is not another rank of this group (0..", size_ - 1, ", this is ", rank_, ")");
+              " is not another rank of this group (0..", size_ - 1, ", this is ", rank_, ")");
   }
   // `big` holds size_ blocks of `small`'s size (allgather output, reduce-scatter input).
   void CheckGathered(const at::Tensor& big, const at::Tensor& small, const char* what) const {
     TSR_CHECK(big.numel() == small.numel() * size_ && big.scalar_type() == small.scalar_type(), "tessera: ", what,
-                " needs a tensor of world size (", size_, ") x ", small.numel(), " elements of ", small.scalar_type(),
-                ", got ", big.numel(), " of ", big.scalar_type());
+              " needs a tensor of world size (", size_, ") x ", small.numel(), " elements of ", small.scalar_type(),
+              ", got ", big.numel(), " of ", big.scalar_type());
   }
   // all_to_all_single splits (rows of dim 0) -> per-peer element counts and displacements.
   void SplitsToCounts(const at::Tensor& t, const std::vector<int64_t>& splits, const char* which,
@@ -663,21 +691,20 @@ class Backend : public c10d::Backend {
     std::vector<int64_t> s = splits;
     if (s.empty()) {
       TSR_CHECK(rows % size_ == 0, "tessera: all_to_all_single ", which, " of ", rows,
-                  " rows is not divisible by the world size ", size_, "; give split sizes");
+                " rows is not divisible by the world size ", size_, "; give split sizes");
       s.assign(size_, rows / size_);
     }
-    TSR_CHECK(static_cast<int>(s.size()) == size_, "tessera: all_to_all_single ", which, " split sizes have ",
-                s.size(), " entries, expected ", size_);
+    TSR_CHECK(static_cast<int>(s.size()) == size_, "tessera: all_to_all_single ", which, " split sizes have ", s.size(),
+              " entries, expected ", size_);
     int64_t off = 0;
     for (int p = 0; p < size_; ++p) {
-      TSR_CHECK(s[p] >= 0, "tessera: all_to_all_single ", which, " split size ", s[p], " for rank ", p,
-                  " is negative");
+      TSR_CHECK(s[p] >= 0, "tessera: all_to_all_single ", which, " split size ", s[p], " for rank ", p, " is negative");
       (*counts)[p] = static_cast<size_t>(s[p] * row);
       (*displs)[p] = static_cast<size_t>(off * row);
       off += s[p];
     }
     TSR_CHECK(off == rows, "tessera: all_to_all_single ", which, " split sizes sum to ", off, ", but the tensor has ",
-                rows, " rows");
+              rows, " rows");
   }
   // PREMUL_SUM: scale the (private) input by the factor before the sum, as NCCL's premul does.
   static void PreMul(at::Tensor& t, const c10d::ReduceOp& op) {
@@ -697,8 +724,9 @@ class Backend : public c10d::Backend {
       c10::cuda::CUDAGuard guard(device_index_);
       auto end = std::make_shared<at::cuda::CUDAEvent>();
       end->record(stream_);
-      auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                          std::vector<c10::Device>{c10::Device(c10::kCUDA, device_index_)});
+      auto fut =
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                   std::vector<c10::Device>{c10::Device(c10::kCUDA, device_index_)});
       {
         c10::cuda::CUDAStreamGuard on_comm(stream_);
         fut->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
@@ -732,26 +760,26 @@ class Backend : public c10d::Backend {
     // Inside a coalescing block a collective runs at once (torch's fast path hands whole coalesced calls
     // here); only after queued sends/receives would it be out of order, so that is refused.
     TSR_CHECK(!coalescing_ || type == c10d::OpType::COALESCED || pending_.empty(), "tessera: ", title,
-                " after send/recv inside one coalescing block is not supported (only send/recv are grouped)");
+              " after send/recv inside one coalescing block is not supported (only send/recv are grouped)");
     std::optional<at::Device> dev;
     for (const auto* list : {&inputs, &outputs})
       for (const auto& t : *list) {
         if (!dev) dev = t.device();
         TSR_CHECK(t.device() == *dev, "tessera: ", title, " needs all tensors on one device, got ", *dev, " and ",
-                    t.device());
+                  t.device());
       }
     const bool on_cuda = dev && dev->is_cuda();
     if (!on_cuda) {
       TSR_CHECK(!dev || dev->is_cpu(), "tessera: ", title, " does not support tensors on ", *dev,
-                  " (cpu and cuda only)");
+                " (cpu and cuda only)");
       body(nullptr);
       return Done(type, title, outputs);
     }
 #ifdef TESSERA_TORCH_CUDA
     TSR_CHECK(cuda_, "tessera: ", title, " got a CUDA tensor (", *dev, ") on a rank whose device is ", device_,
-                " (set TESSERA_DEVICE or the backend's device for this rank)");
+              " (set TESSERA_DEVICE or the backend's device for this rank)");
     TSR_CHECK(dev->index() == device_index_, "tessera: ", title, " got a tensor on ", *dev,
-                " but this rank's device is ", device_);
+              " but this rank's device is ", device_);
     c10::cuda::CUDAGuard guard(device_index_);
     at::cuda::CUDAEvent ready;
     ready.record(at::cuda::getCurrentCUDAStream(device_index_));
@@ -816,9 +844,9 @@ void CrashTrace(int sig, siginfo_t* info, void* ctx) {
     Dl_info di{};
     if (dladdr(frames[i], &di) == 0 || di.dli_fname == nullptr) continue;
     char line[512];
-    const int len = std::snprintf(line, sizeof(line), "frame %d: %s(+0x%lx)\n", i, di.dli_fname,
-                                  static_cast<unsigned long>(reinterpret_cast<uintptr_t>(frames[i]) -
-                                                             reinterpret_cast<uintptr_t>(di.dli_fbase)));
+    const int len = std::snprintf(
+        line, sizeof(line), "frame %d: %s(+0x%lx)\n", i, di.dli_fname,
+        static_cast<unsigned long>(reinterpret_cast<uintptr_t>(frames[i]) - reinterpret_cast<uintptr_t>(di.dli_fbase)));
     if (len > 0) (void)!write(2, line, static_cast<size_t>(std::min(len, static_cast<int>(sizeof(line)) - 1)));
   }
   for (size_t i = 0; i < sizeof(kCrashSignals) / sizeof(kCrashSignals[0]); ++i) {

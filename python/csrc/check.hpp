@@ -36,7 +36,7 @@ std::string Msg(const A&... pieces) {
 
 }  // namespace tessera_torch
 
-#define TSR_CHECK(cond, ...)                                          \
-  do {                                                                \
+#define TSR_CHECK(cond, ...)                                            \
+  do {                                                                  \
     if (!(cond)) TORCH_CHECK(false, ::tessera_torch::Msg(__VA_ARGS__)); \
   } while (0)

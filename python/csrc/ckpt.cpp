@@ -9,13 +9,13 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
-#include "check.hpp"
-#include <tessera/ckpt.hpp>
-
 #include <memory>
 #include <string>
+#include <tessera/ckpt.hpp>
 #include <tuple>
 #include <vector>
+
+#include "check.hpp"
 
 namespace tessera_torch {
 
@@ -30,16 +30,25 @@ void Ok(const tessera::Status& s, const char* what) {
 // torch dtype -> Tessera's element type; bool is stored as uint8 (the reader converts back).
 tessera::DType DTypeOf(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kChar: return ck::dtype::kInt8;
+    case at::kChar:
+      return ck::dtype::kInt8;
     case at::kByte:
-    case at::kBool: return ck::dtype::kUint8;
-    case at::kInt: return ck::dtype::kInt32;
-    case at::kLong: return ck::dtype::kInt64;
-    case at::kHalf: return ck::dtype::kFloat16;
-    case at::kBFloat16: return ck::dtype::kBfloat16;
-    case at::kFloat: return ck::dtype::kFloat32;
-    case at::kDouble: return ck::dtype::kFloat64;
-    default: break;
+    case at::kBool:
+      return ck::dtype::kUint8;
+    case at::kInt:
+      return ck::dtype::kInt32;
+    case at::kLong:
+      return ck::dtype::kInt64;
+    case at::kHalf:
+      return ck::dtype::kFloat16;
+    case at::kBFloat16:
+      return ck::dtype::kBfloat16;
+    case at::kFloat:
+      return ck::dtype::kFloat32;
+    case at::kDouble:
+      return ck::dtype::kFloat64;
+    default:
+      break;
   }
   TSR_CHECK(false, "tessera checkpoint: dtype ", t.scalar_type(), " has no Tessera element type");
 }
@@ -140,7 +149,7 @@ ck::TierConfig Tiers(const std::string& hot, const std::string& warm, const std:
 
 // [(step, [tier names])] over every tier.
 std::vector<std::pair<int64_t, std::vector<std::string>>> ListAll(const std::string& hot, const std::string& warm,
-                                                                   const std::string& cold) {
+                                                                  const std::string& cold) {
   auto all = ck::ListAll(Tiers(hot, warm, cold));
   Ok(all.status(), "listing the tiers");
   std::vector<std::pair<int64_t, std::vector<std::string>>> out;
