@@ -212,8 +212,8 @@ TEST(EnvRegistry, CodeTakesDefaultsFromTheDeclarations) {
       auto fa = fallback_arity.find(fn);
       if (fa != fallback_arity.end() && args.size() == fa->second) {
         ADD_FAILURE() << file << ": env::" << fn << "(" << name << ", " << args[1] << ", ...) passes its own default"
-                      << (declared ? "; " + name + " declares '" + v->value + "'" : std::string())
-                      << " (declare it in common/env_vars.inc and drop the fallback)";
+                      << (declared ? "; " + name + " declares '" + v->value + "' (drop the fallback)"
+                                   : std::string(" (declare its default in common/env_vars.inc, drop the fallback)"));
         continue;
       }
       EXPECT_TRUE(declared) << file << ": env::" << fn << "(\"" << name
