@@ -289,7 +289,7 @@ class ColdStore final : public TierStore {
 }  // namespace
 
 Result<std::unique_ptr<TierStore>> MakeColdStore(const std::string& dir) {
-  TSR_ASSIGN_OR_RETURN(int64_t level, env::Int("TESSERA_CKPT_ZSTD_LEVEL", 3, -7, 19));
+  TSR_ASSIGN_OR_RETURN(int64_t level, env::Int("TESSERA_CKPT_ZSTD_LEVEL", -7, 19));
   return std::unique_ptr<TierStore>(new ColdStore(dir, static_cast<int>(level)));
 }
 

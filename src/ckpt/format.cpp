@@ -362,55 +362,7 @@ Status ValidateManifest(const Manifest& m, const std::string& what) {
   return Status::Ok();
 }
 
-// ---- file helpers ---------------------------------------------------------------------------------
-Result<std::string> ReadFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return NotFound(fmt::format("{} does not exist", path));
-    return ErrnoError("open " + path, errno);
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return ErrnoError("stat " + path, e);
-  }
-  std::string out(static_cast<size_t>(st.st_size), '\0');
-  Status s = PreadAll(fd, out.data(), out.size(), 0, path);
-  ::close(fd);
-  if (!s.ok()) return s;
-  return out;
-}
-
-Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open directory " + dir, errno);
-  int rc = ::fsync(fd);
-  int e = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoError("fsync directory " + dir, e);
-  return Status::Ok();
-}
-
-Status WriteFileAtomic(const std::string& path, const std::string& data, bool do_fsync) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("create " + tmp, errno);
-  Status s = PwriteAll(fd, data.data(), data.size(), 0, tmp);
-  if (s.ok() && do_fsync && ::fsync(fd) != 0) s = ErrnoError("fsync " + tmp, errno);
-  ::close(fd);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoError("rename " + tmp + " to " + path, errno);
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  if (do_fsync) {
-    auto slash = path.rfind('/');
-    return FsyncDir(slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash)));
-  }
-  return Status::Ok();
-}
-
+// ---- file helpers (ReadFile, WriteFileAtomic, PwriteAll, PreadAll: common/file) ----------------------
 Status MakeDirs(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -425,64 +377,17 @@ Status RemoveTree(const std::string& path) {
   return Status::Ok();
 }
 
-Status PwriteAll(int fd, const void* data, size_t n, uint64_t offset, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    size_t chunk = std::min<size_t>(n, size_t{1} << 30);
-    int injected = RunWriteHook(path, offset, chunk);
-    if (injected != 0) return ErrnoError(fmt::format("write {} at offset {}", path, offset), injected);
-    ssize_t w = ::pwrite(fd, p, chunk, static_cast<off_t>(offset));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(fmt::format("write {} at offset {}", path, offset), errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-    offset += static_cast<uint64_t>(w);
-  }
-  return Status::Ok();
-}
-
-Status PreadAll(int fd, void* data, size_t n, uint64_t offset, const std::string& path) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    ssize_t r = ::pread(fd, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(fmt::format("read {} at offset {}", path, offset), errno);
-    }
-    if (r == 0) return Corrupt(fmt::format("{} is truncated: end of file at offset {}", path, offset));
-    p += r;
-    n -= static_cast<size_t>(r);
-    offset += static_cast<uint64_t>(r);
-  }
-  return Status::Ok();
-}
-
 // ---- hooks ---------------------------------------------------------------------------------------------
 namespace {
 std::mutex g_hook_mu;
-std::function<int(const std::string&, uint64_t, size_t)> g_write_hook;
 std::function<void(const char*)> g_crash_hook;
 }  // namespace
 namespace testing {
-void SetWriteHook(std::function<int(const std::string&, uint64_t, size_t)> hook) {
-  std::lock_guard lk(g_hook_mu);
-  g_write_hook = std::move(hook);
-}
 void SetCrashHook(std::function<void(const char*)> hook) {
   std::lock_guard lk(g_hook_mu);
   g_crash_hook = std::move(hook);
 }
 }  // namespace testing
-int RunWriteHook(const std::string& path, uint64_t offset, size_t n) {
-  std::function<int(const std::string&, uint64_t, size_t)> h;
-  {
-    std::lock_guard lk(g_hook_mu);
-    h = g_write_hook;
-  }
-  return h ? h(path, offset, n) : 0;
-}
 void CrashPoint(const char* point) {
   std::function<void(const char*)> h;
   {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "common/file.hpp"
 #include "tessera/ckpt.hpp"
 
 namespace tessera::ckpt {
@@ -94,24 +95,19 @@ inline bool CheckedMul(uint64_t a, uint64_t b, uint64_t* out) { return !__builti
 inline int64_t Rows(const std::vector<int64_t>& shape) { return shape.empty() ? 1 : shape[0]; }
 
 // ---- file helpers -------------------------------------------------------------------------------
-Result<std::string> ReadFile(const std::string& path);
-// tmp → write → fsync → rename → fsync(dir).
-Status WriteFileAtomic(const std::string& path, const std::string& data, bool fsync = true);
-Status FsyncDir(const std::string& dir);
+// ReadFile, WriteFileAtomic, FsyncDir, PwriteAll, PreadAll: common/file.hpp.
 Status MakeDirs(const std::string& dir);
 Status RemoveTree(const std::string& path);
-Status PwriteAll(int fd, const void* data, size_t n, uint64_t offset, const std::string& path);
-Status PreadAll(int fd, void* data, size_t n, uint64_t offset, const std::string& path);
 
 // ---- test hooks (fault injection) ------------------------------------------------------------------
 namespace testing {
-// Called before every data write of a checkpoint file; a non-zero return is used as errno (e.g. ENOSPC).
-void SetWriteHook(std::function<int(const std::string& path, uint64_t offset, size_t n)> hook);
+// Called before every data write of a checkpoint file (every PwriteAll); a non-zero return is used as errno
+// (e.g. ENOSPC). The hook is common/file's.
+using ::tessera::fault::SetWriteHook;
 // Called at named points ("save:shard-written", "save:before-manifest", "demote:copied",
 // "demote:marked", ...); tests use it to SIGKILL a forked child at that point.
 void SetCrashHook(std::function<void(const char* point)> hook);
 }  // namespace testing
-int RunWriteHook(const std::string& path, uint64_t offset, size_t n);
 void CrashPoint(const char* point);
 
 }  // namespace tessera::ckpt

@@ -235,9 +235,6 @@ class WriterImpl final : public CheckpointWriter {
   Status WriteShard(const Job& job, const std::string& dir, const std::string& name, std::vector<uint32_t>* crcs,
                     uint32_t* file_crc) {
     std::string path = JoinPath(dir, name);
-    std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoError(fmt::format("step {}: create {}", job.step, tmp), errno);
     struct Chunk {
       uint64_t begin, end;
       int tensor;  // -1 = header
@@ -249,31 +246,30 @@ class WriterImpl final : public CheckpointWriter {
     for (size_t t = 0; t < job.tensors.size(); ++t)
       for (uint64_t b = job.tensors[t].begin; b < job.tensors[t].end; b += kChunk)
         chunks.push_back({b, std::min(job.tensors[t].end, b + kChunk), static_cast<int>(t), 0});
-    std::mutex mu;
-    Status s;
-    uint64_t written = 0;  // under mu
-    ParallelFor(chunks.size(), opt_.io_threads, [&](uint64_t i, int) {
-      Chunk& c = chunks[i];
-      const char* p = job.buf->data.get() + c.begin;
-      c.crc = Crc32c(p, c.end - c.begin);
-      Status w = PwriteAll(fd, p, c.end - c.begin, c.begin, tmp);
-      std::lock_guard lk(mu);
-      if (!w.ok()) {
-        if (s.ok()) s = w;
-        return false;
-      }
-      written += c.end - c.begin;
-      // The last bytes are reported once the step is durable (Loop), not when they reach the cache.
-      if (opt_.progress && written < job.size) opt_.progress(job.step, written, job.size);
-      return true;
-    });
-    if (s.ok() && opt_.fsync && ::fsync(fd) != 0) s = ErrnoError(fmt::format("fsync {}", tmp), errno);
-    if (::close(fd) != 0 && s.ok()) s = ErrnoError(fmt::format("close {}", tmp), errno);
-    if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoError("rename " + tmp, errno);
-    if (!s.ok()) {
-      ::unlink(tmp.c_str());
-      return s.WithContext(fmt::format("checkpoint step {}, file {}", job.step, path));
-    }
+    // Atomic, not yet durable in its directory: one directory fsync covers every shard before the manifest.
+    Status s =
+        WriteFileAtomicWith(path, {.fsync = opt_.fsync, .fsync_dir = false}, [&](int fd, const std::string& tmp) {
+          std::mutex mu;
+          Status ws;
+          uint64_t written = 0;  // under mu
+          ParallelFor(chunks.size(), opt_.io_threads, [&](uint64_t i, int) {
+            Chunk& c = chunks[i];
+            const char* p = job.buf->data.get() + c.begin;
+            c.crc = Crc32c(p, c.end - c.begin);
+            Status w = PwriteAll(fd, p, c.end - c.begin, c.begin, tmp);
+            std::lock_guard lk(mu);
+            if (!w.ok()) {
+              if (ws.ok()) ws = w;
+              return false;
+            }
+            written += c.end - c.begin;
+            // The last bytes are reported once the step is durable (Loop), not when they reach the cache.
+            if (opt_.progress && written < job.size) opt_.progress(job.step, written, job.size);
+            return true;
+          });
+          return ws;
+        });
+    if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}, file {}", job.step, path));
     crcs->assign(job.tensors.size(), 0);
     std::vector<bool> started(job.tensors.size(), false);
     *file_crc = chunks[0].crc;
@@ -315,7 +311,7 @@ class WriterImpl final : public CheckpointWriter {
     // The part file only has to be visible to rank 0 (atomic rename), not durable: after a crash before
     // the manifest the step does not exist anyway, and the manifest carries everything in it. Skipping
     // its fsyncs saves two journal commits per rank and step.
-    Status s = WriteFileAtomic(part_path, part.dump(), /*fsync=*/false);
+    Status s = WriteFileAtomic(part_path, part.dump(), {.fsync = false});
     if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}", job.step));
     if (rank_ != 0) return Status::Ok();
     return Commit(job.step, dir);
@@ -402,7 +398,7 @@ class WriterImpl final : public CheckpointWriter {
       if (!d.ok()) return d.WithContext(fmt::format("checkpoint step {}", step));
     }
     CrashPoint("save:before-manifest");
-    Status s = WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m), opt_.fsync);
+    Status s = WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m), {.fsync = opt_.fsync});
     if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}: committing", step));
     CrashPoint("save:committed");
     for (int r = 0; r < world_; ++r) ::unlink(JoinPath(dir, PartFileName(r)).c_str());

@@ -312,7 +312,7 @@ WorldInfo DescribeWorld(const World& w) {
   RankInfo mine{};
   mine.island = w.island;
   std::string vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or(fmt::format("island{}", w.island));
-  std::string device = env::Get("TESSERA_DEVICE").value_or("host");
+  std::string device = env::GetOrDefault("TESSERA_DEVICE");
   std::snprintf(mine.vendor, sizeof mine.vendor, "%s", vendor.c_str());
   std::snprintf(mine.device, sizeof mine.device, "%s", device.c_str());
   std::vector<RankInfo> all(static_cast<size_t>(w.size));
@@ -496,7 +496,7 @@ int RunBench(int argc, char** argv) {
     if (o.coll == Coll::kBroadcast && (o.root < 0 || o.root >= w.size))
       throw BenchError{fmt::format("--root {} is not a rank of this world of {}", o.root, w.size)};
     WorldInfo info = DescribeWorld(w);
-    std::string bridge = env::Get("TESSERA_BRIDGE").value_or("auto");
+    std::string bridge = env::GetOrDefault("TESSERA_BRIDGE");
     Generator gen(o.seed, o.dtype, o.op, w.size);
     const bool lead = w.rank == 0;
     if (lead) {

@@ -120,7 +120,7 @@ int RunRun(int argc, char** argv) {
     if (!t.ok()) return Error(t.status().message());
     options.timeout = *t;
   } else {
-    auto t = tessera::env::Duration("TESSERA_TIMEOUT", std::chrono::seconds(60));
+    auto t = tessera::env::Duration("TESSERA_TIMEOUT");
     if (!t.ok()) return Error(t.status().message());
     options.timeout = *t;
   }

@@ -206,15 +206,15 @@ tessera::Result<tessera::comm::InitParams> InitRankParams(int nranks, const tsrU
   if (c != nullptr && c->island >= 0) {
     p.island = c->island;
   } else {
-    TSR_ASSIGN_OR_RETURN(int64_t island, tessera::env::Int("TESSERA_ISLAND", 0, 0, nranks - 1));
+    TSR_ASSIGN_OR_RETURN(int64_t island, tessera::env::Int("TESSERA_ISLAND", 0, nranks - 1));
     p.island = static_cast<int>(island);
   }
   p.vendor = c != nullptr && c->vendor != nullptr ? c->vendor : tessera::env::Get("TESSERA_ISLAND_VENDOR").value_or("");
-  p.device = c != nullptr && c->device != nullptr ? c->device : tessera::env::Get("TESSERA_DEVICE").value_or("host");
+  p.device = c != nullptr && c->device != nullptr ? c->device : tessera::env::GetOrDefault("TESSERA_DEVICE");
   if (c != nullptr && c->timeout_ms > 0) {
     p.timeout = std::chrono::milliseconds(c->timeout_ms);
   } else {
-    TSR_ASSIGN_OR_RETURN(p.timeout, tessera::env::Duration("TESSERA_TIMEOUT", std::chrono::seconds(60)));
+    TSR_ASSIGN_OR_RETURN(p.timeout, tessera::env::Duration("TESSERA_TIMEOUT"));
   }
   p.token = c != nullptr && c->token != nullptr ? c->token : pid.token;
   p.store_addr = pid.address;

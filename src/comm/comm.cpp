@@ -20,6 +20,7 @@
 #include "comm/reduce.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/process.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -58,16 +59,6 @@ std::string HostId() {
     id += fmt::format("/{}:{}", ns, ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0);
   }
   return id;
-}
-
-bool PidAlive(int pid) {
-  if (pid <= 0) return true;
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return false;
-  auto close = line.rfind(')');
-  return !(close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X'));
 }
 
 std::string Describe(CollKind kind, size_t count, DType dt, RedOp op, int root) {
@@ -125,13 +116,13 @@ Result<InitParams> Comm::ParamsFromEnv() {
   InitParams p;
   TSR_ASSIGN_OR_RETURN(int64_t world, env::RequireInt("TESSERA_WORLD_SIZE", 1, 1 << 20));
   TSR_ASSIGN_OR_RETURN(int64_t rank, env::RequireInt("TESSERA_RANK", 0, world - 1));
-  TSR_ASSIGN_OR_RETURN(int64_t island, env::Int("TESSERA_ISLAND", 0, 0, world - 1));
-  TSR_ASSIGN_OR_RETURN(p.timeout, env::Duration("TESSERA_TIMEOUT", std::chrono::seconds(60)));
+  TSR_ASSIGN_OR_RETURN(int64_t island, env::Int("TESSERA_ISLAND", 0, world - 1));
+  TSR_ASSIGN_OR_RETURN(p.timeout, env::Duration("TESSERA_TIMEOUT"));
   p.world = static_cast<int>(world);
   p.rank = static_cast<int>(rank);
   p.island = static_cast<int>(island);
   p.vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or("");
-  p.device = env::Get("TESSERA_DEVICE").value_or("host");
+  p.device = env::GetOrDefault("TESSERA_DEVICE");
   if (p.device != "host" && p.device.rfind("cuda:", 0) != 0)
     return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not a device (use host or cuda:N)", p.device));
   TSR_ASSIGN_OR_RETURN(p.store_addr, env::Require("TESSERA_STORE"));
@@ -159,7 +150,7 @@ Status Comm::Init(const InitParams& p) {
   const int island = p.island;
   timeout_ = p.timeout;
   ns_ = p.ns;
-  TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", "auto", {"auto", "shm", "tcp"}));
+  TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", {"auto", "shm", "tcp"}));
   std::string vendor = p.vendor.empty() ? "island" + std::to_string(island) : p.vendor;
   std::string device = p.device.empty() ? "host" : p.device;
   if (device != "host") {
@@ -270,7 +261,7 @@ Status Comm::Init(const InitParams& p) {
   local_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
   // Device islands on the device bridge: decided once, from the world and the environment, so every rank
   // reaches the same answer (see Island::device_bridge).
-  TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_CUDA_BRIDGE", "auto", {"auto", "staged"}));
+  TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_CUDA_BRIDGE", {"auto", "staged"}));
   for (auto& isl : islands_) {
     const std::string& host = infos_[isl.ranks.front()].host_id;
     isl.device_bridge =
@@ -283,7 +274,7 @@ Status Comm::Init(const InitParams& p) {
   bool any_device = false;
   for (const auto& isl : islands_) any_device |= isl.backend != "host";
   if (any_device && islands_.size() > 1) {
-    TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_CUDA_CHUNK", 4 << 20));
+    TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_CUDA_CHUNK"));
     if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
       return InvalidArgument(
           fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8", bridge_chunk_bytes_));
@@ -298,11 +289,11 @@ Status Comm::Init(const InitParams& p) {
 }
 
 Status Comm::SetUpChannels() {
-  TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", "auto", {"auto", "shm", "tcp"}));
-  TSR_ASSIGN_OR_RETURN(uint64_t ring, env::Bytes("TESSERA_SHM_RING", 2 << 20));
-  TSR_ASSIGN_OR_RETURN(uint64_t cuda_ring, env::Bytes("TESSERA_CUDA_RING", 64 << 20));
-  TSR_ASSIGN_OR_RETURN(int64_t streams, env::Int("TESSERA_TCP_STREAMS", 4, 1, 64));
-  TSR_ASSIGN_OR_RETURN(uint64_t chunk, env::Bytes("TESSERA_TCP_CHUNK", 512 << 10));
+  TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", {"auto", "shm", "tcp"}));
+  TSR_ASSIGN_OR_RETURN(uint64_t ring, env::Bytes("TESSERA_SHM_RING"));
+  TSR_ASSIGN_OR_RETURN(uint64_t cuda_ring, env::Bytes("TESSERA_CUDA_RING"));
+  TSR_ASSIGN_OR_RETURN(int64_t streams, env::Int("TESSERA_TCP_STREAMS", 1, 64));
+  TSR_ASSIGN_OR_RETURN(uint64_t chunk, env::Bytes("TESSERA_TCP_CHUNK"));
   if (ring < (64 << 10) || ring % 4096 != 0)
     return InvalidArgument(fmt::format("TESSERA_SHM_RING={} must be at least 64K and a multiple of 4K", ring));
   if (cuda_ring < (64 << 10) || cuda_ring % 4096 != 0)
@@ -440,7 +431,8 @@ Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
     return RemoteError("another rank failed — " + *abort);
   }
   for (int p : waiting_on) {
-    if (infos_[p].host_id == infos_[rank_].host_id && !PidAlive(infos_[p].pid))  // same host: shm or tcp
+    if (infos_[p].host_id == infos_[rank_].host_id && infos_[p].pid > 0 &&
+        !ProcessAlive(infos_[p].pid))  // same host: shm or tcp
       return RemoteError(fmt::format("{} (pid {}) exited", PeerName(p), infos_[p].pid));
   }
   return Status::Ok();
@@ -541,7 +533,7 @@ Status Comm::AsyncError() {
     s = RemoteError(fmt::format("rank {}: another rank failed — {}", rank_, *abort));
   }
   for (int p = 0; s.ok() && p < size_; ++p)
-    if (p != rank_ && infos_[p].host_id == infos_[rank_].host_id && !PidAlive(infos_[p].pid))
+    if (p != rank_ && infos_[p].host_id == infos_[rank_].host_id && infos_[p].pid > 0 && !ProcessAlive(infos_[p].pid))
       s = RemoteError(fmt::format("rank {}: {} (pid {}) exited", rank_, PeerName(p), infos_[p].pid));
   if (s.ok() && cuda_) s = cuda_->AsyncError();
   SetAsyncError(s);

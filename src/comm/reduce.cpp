@@ -177,7 +177,7 @@ FoldPath Install(FoldPath p) {
 
 FoldPath SelectLocked() {
   FoldPath want = FoldPath::kCount;  // auto: the best there is
-  auto choice = env::Choice("TESSERA_CPU_FOLDS", "auto", {"auto", "portable", "avx2", "avx512"});
+  auto choice = env::Choice("TESSERA_CPU_FOLDS", {"auto", "portable", "avx2", "avx512"});
   if (!choice.ok()) {
     TSR_LOG_WARN("{}; using auto", choice.status().ToString());
   } else if (*choice != "auto") {

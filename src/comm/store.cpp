@@ -871,12 +871,12 @@ std::unique_ptr<StoreClient> PrefixedStore(std::unique_ptr<StoreClient> base, co
 
 StoreLimits StoreLimits::FromEnv() {
   StoreLimits l;
-  auto t = env::Duration("TESSERA_TIMEOUT", std::chrono::seconds(60));
+  auto t = env::Duration("TESSERA_TIMEOUT");
   if (t.ok())
     l.handshake_timeout = *t;
   else
     TSR_LOG_WARN("store: {}; the handshake bound stays {}", t.status().message(), FormatDuration(l.handshake_timeout));
-  auto m = env::Int("TESSERA_STORE_MAX_CONNS", l.max_connections, 1, 1 << 20);
+  auto m = env::Int("TESSERA_STORE_MAX_CONNS", 1, 1 << 20);
   if (m.ok())
     l.max_connections = static_cast<int>(*m);
   else

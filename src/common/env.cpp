@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "common/env_vars.hpp"
+
 namespace tessera::env {
 
 std::optional<std::string> Get(const char* name) {
@@ -130,6 +132,39 @@ Result<std::string> Choice(const char* name, const std::string& fallback, std::i
     list += c;
   }
   return InvalidArgument(fmt::format("{}='{}' is not one of {}", name, *v, list));
+}
+
+Result<std::string> DeclaredDefault(const char* name) {
+  const Variable* v = FindVariable(name);
+  if (v == nullptr || v->value == nullptr)
+    return InternalError(fmt::format("{} has no declared default (common/env_vars.inc)", name));
+  return std::string(v->value);
+}
+
+std::string GetOrDefault(const char* name) {
+  if (auto v = Get(name)) return *v;
+  auto d = DeclaredDefault(name);
+  return d.ok() ? *d : std::string();
+}
+
+Result<int64_t> Int(const char* name, int64_t min, int64_t max) {
+  TSR_ASSIGN_OR_RETURN(std::string fallback, DeclaredDefault(name));
+  return ParseInt(name, Get(name).value_or(fallback), min, max);
+}
+
+Result<std::chrono::milliseconds> Duration(const char* name) {
+  TSR_ASSIGN_OR_RETURN(std::string fallback, DeclaredDefault(name));
+  return ParseDuration(name, Get(name).value_or(fallback));
+}
+
+Result<uint64_t> Bytes(const char* name) {
+  TSR_ASSIGN_OR_RETURN(std::string fallback, DeclaredDefault(name));
+  return ParseBytes(name, Get(name).value_or(fallback));
+}
+
+Result<std::string> Choice(const char* name, std::initializer_list<const char*> choices) {
+  TSR_ASSIGN_OR_RETURN(std::string fallback, DeclaredDefault(name));
+  return Choice(name, fallback, choices);
 }
 
 namespace {

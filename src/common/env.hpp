@@ -30,6 +30,18 @@ Result<uint64_t> Bytes(const char* name, uint64_t fallback);
 // One of `choices` (comma-separated in the message); `fallback` when unset.
 Result<std::string> Choice(const char* name, const std::string& fallback, std::initializer_list<const char*> choices);
 
+// The same getters with the default declared for `name` in common/env_vars.inc (its `value`), so that a
+// default lives in one place: used for every declared TESSERA_* variable with a constant default (the
+// EnvRegistry tests fail on a call that passes its own). InternalError naming `name` when it has no declared
+// default.
+std::string GetOrDefault(const char* name);  // the raw value, else the declared default ("" without one)
+Result<int64_t> Int(const char* name, int64_t min, int64_t max);
+Result<std::chrono::milliseconds> Duration(const char* name);
+Result<uint64_t> Bytes(const char* name);
+Result<std::string> Choice(const char* name, std::initializer_list<const char*> choices);
+// The declared default of `name` (common/env_vars.inc), or InternalError naming it.
+Result<std::string> DeclaredDefault(const char* name);
+
 // Parsers shared with CLI flags and config files; `what` names the source in the error.
 Result<int64_t> ParseInt(const std::string& what, const std::string& text, int64_t min, int64_t max);
 Result<std::chrono::milliseconds> ParseDuration(const std::string& what, const std::string& text);

@@ -5,7 +5,8 @@ namespace tessera::env {
 
 const std::vector<Variable>& Variables() {
   static const std::vector<Variable> vars{
-#define TSR_ENV_VAR(name, parser, default_text, where, doc) {#name, Parser::parser, default_text, where, doc},
+#define TSR_ENV_VAR(name, parser, value, default_text, where, doc) \
+  {#name, Parser::parser, value, default_text, where, doc},
 #include "common/env_vars.inc"
 #undef TSR_ENV_VAR
   };

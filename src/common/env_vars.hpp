@@ -1,6 +1,7 @@
 // common/env_vars: the registry of TESSERA_* variables — each declared once in common/env_vars.inc with
-// its name, parser, default, the page that documents it and a one-line doc (like NCCL's NCCL_PARAM).
-// Values are read with the typed getters of common/env.hpp; tests/common/env_registry_test.cpp checks the
+// its name, parser, default (the value the code uses and its documented text), the page that documents it and a
+// one-line doc (like NCCL's NCCL_PARAM). Values are read with the typed getters of common/env.hpp, whose forms
+// without a fallback take the declared default; tests/common/env_registry_test.cpp checks the
 // declarations against README.md's tables and against the names the code reads.
 #pragma once
 
@@ -14,6 +15,7 @@ enum class Parser { kString, kInt, kDuration, kBytes, kSwitch, kChoice, kList };
 struct Variable {
   const char* name;
   Parser parser;
+  const char* value;          // the default as the parser reads it ("60s"), nullptr when it is not a constant
   const char* default_text;   // as documented ("`60s`", "set by `tessera run`")
   const char* documented_in;  // "README.md", "docs/ckpt.md", ...
   const char* doc;            // one line

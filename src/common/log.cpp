@@ -15,10 +15,11 @@ namespace {
 std::shared_ptr<spdlog::logger> Make() {
   auto logger = std::make_shared<spdlog::logger>("tessera", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   logger->set_pattern("tessera %^%l%$: %v");
-  logger->set_level(spdlog::level::warn);
-  auto level = env::Choice("TESSERA_LOG", "warn", {"trace", "debug", "info", "warn", "error", "off"});
+  const std::string fallback = *env::DeclaredDefault("TESSERA_LOG");  // declared in common/env_vars.inc
+  logger->set_level(spdlog::level::from_str(fallback));
+  auto level = env::Choice("TESSERA_LOG", {"trace", "debug", "info", "warn", "error", "off"});
   if (!level.ok()) {
-    logger->warn("{}; using warn", level.status().message());
+    logger->warn("{}; using {}", level.status().message(), fallback);
     return logger;
   }
   logger->set_level(spdlog::level::from_str(*level));

@@ -156,7 +156,7 @@ Status Daemon::Init() {
     while (!admin_token.empty() && (admin_token.back() == '\n' || admin_token.back() == ' ')) admin_token.pop_back();
   } else {
     TSR_ASSIGN_OR_RETURN(admin_token, RandomToken());
-    TSR_RETURN_IF_ERROR(WriteFileAtomic(token_path, admin_token + "\n", 0600));
+    TSR_RETURN_IF_ERROR(WriteFileAtomic(token_path, admin_token + "\n", {.mode = 0600}));
   }
   admin_hash_ = TokenHash(admin_token);
   TSR_RETURN_IF_ERROR(LoadTenants());

@@ -38,7 +38,7 @@ int Daemon::Serve() {
     return 1;
   }
   json info = {{"address", fmt::format("{}:{}", opts_.host, port)}, {"pid", ::getpid()}};
-  Status s = WriteFileAtomic(opts_.state_dir + "/daemon.json", info.dump() + "\n", 0600);
+  Status s = WriteFileAtomic(opts_.state_dir + "/daemon.json", info.dump() + "\n", {.mode = 0600});
   if (!s.ok()) {
     std::fprintf(stderr, "tessera daemon: %s\n", s.ToString().c_str());
     return 1;

@@ -1,4 +1,4 @@
-// daemon/util: time, atomic files, tokens and /proc process inspection for the daemon.
+// daemon/util: time, tokens and /proc sessions for the daemon.
 #include "daemon/util.hpp"
 
 #include <dirent.h>
@@ -33,53 +33,6 @@ std::string FormatMs(int64_t unix_ms) {
   return buf;
 }
 
-namespace {
-std::string DirName(const std::string& path) {
-  auto pos = path.rfind('/');
-  if (pos == std::string::npos) return ".";
-  if (pos == 0) return "/";
-  return path.substr(0, pos);
-}
-}  // namespace
-
-Status WriteFileAtomic(const std::string& path, const std::string& data, int mode) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoError("open " + tmp, errno);
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return ErrnoError("write " + tmp, e);
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    int e = errno;
-    ::close(fd);
-    return ErrnoError("fsync " + tmp, e);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("rename " + tmp + " -> " + path, errno);
-  int dfd = ::open(DirName(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
-}
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 Status MakeDirs(const std::string& path, int mode) {
   if (path.empty()) return InvalidArgument("empty directory path");
   std::string cur;
@@ -110,43 +63,6 @@ Result<std::string> RandomToken() {
   return out;
 }
 
-namespace {
-// Parses /proc/PID/stat: state (field 3), session (field 6), starttime (field 22).
-bool ReadStat(pid_t pid, char* state, pid_t* sid, int64_t* start) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  if (!in) return false;
-  std::string line;
-  std::getline(in, line);
-  auto rp = line.rfind(')');
-  if (rp == std::string::npos) return false;
-  std::istringstream ss(line.substr(rp + 2));
-  std::string f;
-  std::vector<std::string> fields;  // fields[0] is field 3
-  while (ss >> f) fields.push_back(f);
-  if (fields.size() < 20) return false;
-  *state = fields[0].empty() ? '?' : fields[0][0];
-  *sid = static_cast<pid_t>(std::strtol(fields[3].c_str(), nullptr, 10));
-  *start = std::strtoll(fields[19].c_str(), nullptr, 10);
-  return true;
-}
-}  // namespace
-
-int64_t ProcessStartTicks(pid_t pid) {
-  char st;
-  pid_t sid;
-  int64_t start;
-  if (pid <= 0 || !ReadStat(pid, &st, &sid, &start)) return -1;
-  return start;
-}
-
-bool ProcessAlive(pid_t pid) {
-  char st;
-  pid_t sid;
-  int64_t start;
-  if (pid <= 0 || !ReadStat(pid, &st, &sid, &start)) return false;
-  return st != 'Z' && st != 'X';
-}
-
 std::vector<pid_t> SessionMembers(pid_t sid) {
   std::vector<pid_t> out;
   if (sid <= 0) return out;
@@ -156,11 +72,8 @@ std::vector<pid_t> SessionMembers(pid_t sid) {
     char* end = nullptr;
     long pid = std::strtol(e->d_name, &end, 10);
     if (*end != '\0' || pid <= 0) continue;
-    char st;
-    pid_t s;
-    int64_t start;
-    if (ReadStat(static_cast<pid_t>(pid), &st, &s, &start) && s == sid && st != 'Z' && st != 'X')
-      out.push_back(static_cast<pid_t>(pid));
+    auto st = ReadProcStat(static_cast<pid_t>(pid));
+    if (st && st->session == sid && st->state != 'Z' && st->state != 'X') out.push_back(static_cast<pid_t>(pid));
   }
   ::closedir(d);
   return out;

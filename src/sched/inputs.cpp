@@ -6,10 +6,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "common/file.hpp"
 #include "common/yaml.hpp"
 #include "sched/inputs_internal.hpp"
 #include "tessera/sched.hpp"
@@ -121,15 +120,6 @@ Result<YAML::Node> ParseYaml(const std::string& text, const std::string& source)
   } catch (const YAML::Exception& e) {
     return InvalidArgument(fmt::format("{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg));
   }
-}
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("cannot open '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return SystemError(fmt::format("cannot read '{}'", path));
-  return ss.str();
 }
 
 std::string Basename(const std::string& path) { return path; }

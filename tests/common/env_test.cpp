@@ -54,5 +54,42 @@ TEST(Env, BytesAndChoice) {
   unsetenv("TSR_TEST_CHOICE");
 }
 
+TEST(Env, GettersWithoutAFallbackTakeTheDeclaredDefault) {
+  using std::chrono::milliseconds;
+  unsetenv("TESSERA_TIMEOUT");
+  unsetenv("TESSERA_TCP_STREAMS");
+  unsetenv("TESSERA_SHM_RING");
+  unsetenv("TESSERA_BRIDGE");
+  unsetenv("TESSERA_DEVICE");
+  // The declared values (common/env_vars.inc), as documented in README.md.
+  EXPECT_EQ(*env::Duration("TESSERA_TIMEOUT"), milliseconds(60000));
+  EXPECT_EQ(*env::Int("TESSERA_TCP_STREAMS", 1, 64), 4);
+  EXPECT_EQ(*env::Bytes("TESSERA_SHM_RING"), uint64_t{2} << 20);
+  EXPECT_EQ(*env::Choice("TESSERA_BRIDGE", {"auto", "shm", "tcp"}), "auto");
+  EXPECT_EQ(env::GetOrDefault("TESSERA_DEVICE"), "host");
+  // A value that is set wins, and a bad one is an error naming it.
+  setenv("TESSERA_TIMEOUT", "500ms", 1);
+  EXPECT_EQ(*env::Duration("TESSERA_TIMEOUT"), milliseconds(500));
+  setenv("TESSERA_TCP_STREAMS", "99", 1);
+  auto r = env::Int("TESSERA_TCP_STREAMS", 1, 64);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("TESSERA_TCP_STREAMS='99'"), std::string::npos) << r.status().message();
+  setenv("TESSERA_DEVICE", "cuda:1", 1);
+  EXPECT_EQ(env::GetOrDefault("TESSERA_DEVICE"), "cuda:1");
+  unsetenv("TESSERA_TIMEOUT");
+  unsetenv("TESSERA_TCP_STREAMS");
+  unsetenv("TESSERA_DEVICE");
+}
+
+TEST(Env, AVariableWithoutADeclaredDefaultIsAnInternalErrorNamingIt) {
+  unsetenv("TESSERA_RANK");
+  auto r = env::Int("TESSERA_RANK", 0, 10);  // set by the launcher: no constant default
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInternalError);
+  EXPECT_NE(r.status().message().find("TESSERA_RANK"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(env::Duration("TSR_NOT_DECLARED").ok());
+  EXPECT_EQ(env::GetOrDefault("TSR_NOT_DECLARED"), "");
+}
+
 }  // namespace
 }  // namespace tessera

@@ -110,7 +110,7 @@ Result<std::shared_ptr<CclLibrary>> CclLibrary::Load(const CclVendor& v) {
 }
 
 Result<std::shared_ptr<CclLibrary>> CclLibrary::LoadFromEnv() {
-  std::string want = env::Get("TESSERA_CCL").value_or("nccl");
+  std::string want = env::GetOrDefault("TESSERA_CCL");
   const CclVendor* row = nullptr;
   std::string names;
   for (const auto& v : kCclTable) {

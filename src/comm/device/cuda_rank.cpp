@@ -197,7 +197,7 @@ Status CudaRank::Attach(Comm* comm) {
     std::vector<int> bridge_peers;
     for (int p = 0; p < comm->size_; ++p)
       if (comm->infos_[p].island != comm->my_island_) bridge_peers.push_back(p);
-    TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_CUDA_PIECE", 8 << 20));
+    TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_CUDA_PIECE"));
     if (piece < 4096 || piece % 8 != 0)
       return InvalidArgument(fmt::format("TESSERA_CUDA_PIECE={} must be at least 4096 and a multiple of 8", piece));
     auto ops =
