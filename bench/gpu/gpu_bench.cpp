@@ -323,7 +323,10 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
         } else if (which == 4) {
           if (auto st = dev->AllReduce(a, b, count, tsrFloat32, tsrSum, s); !st.ok()) Die(st.message());
         } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0,
-                               which == 1 ? nccl : which == 2 ? nccl2 : mine, s) != 0) {
+                               which == 1   ? nccl
+                               : which == 2 ? nccl2
+                                            : mine,
+                               s) != 0) {
           Die("ncclAllReduce");
         }
       }
@@ -353,13 +356,13 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
     auto pct = [&](double x, double ref) { return 100.0 * (x - ref) / ref; };
     if (rank == 0)
       std::printf(
-        "{\"bench\":\"single_island\",\"ranks\":%d,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
-        "\"overhead_pct\":%.2f,\"nccl2_us\":%.2f,\"nccl_vs_nccl_pct\":%.2f,\"nccl_on_tessera_comm_us\":%.2f,"
-        "\"nccl_on_tessera_comm_pct\":%.2f,\"tessera_full_path_us\":%.2f,\"full_path_pct\":%.2f,"
-        "\"enqueue_us\":{\"tessera\":%.3f,\"nccl\":%.3f,\"nccl2\":%.3f,\"nccl_on_tessera_comm\":%.3f,"
-        "\"tessera_full_path\":%.3f},\"ccl\":\"%s %d\"}\n",
-        size, bytes, m[0], m[1], pct(m[0], m[1]), m[2], pct(m[2], m[1]), m[3], pct(m[3], m[1]), m[4], pct(m[4], m[1]),
-        mq[0], mq[1], mq[2], mq[3], mq[4], L.name().c_str(), L.version());
+          "{\"bench\":\"single_island\",\"ranks\":%d,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
+          "\"overhead_pct\":%.2f,\"nccl2_us\":%.2f,\"nccl_vs_nccl_pct\":%.2f,\"nccl_on_tessera_comm_us\":%.2f,"
+          "\"nccl_on_tessera_comm_pct\":%.2f,\"tessera_full_path_us\":%.2f,\"full_path_pct\":%.2f,"
+          "\"enqueue_us\":{\"tessera\":%.3f,\"nccl\":%.3f,\"nccl2\":%.3f,\"nccl_on_tessera_comm\":%.3f,"
+          "\"tessera_full_path\":%.3f},\"ccl\":\"%s %d\"}\n",
+          size, bytes, m[0], m[1], pct(m[0], m[1]), m[2], pct(m[2], m[1]), m[3], pct(m[3], m[1]), m[4], pct(m[4], m[1]),
+          mq[0], mq[1], mq[2], mq[3], mq[4], L.name().c_str(), L.version());
     Cuda(cudaFree(a), "free");
     Cuda(cudaFree(b), "free");
   }

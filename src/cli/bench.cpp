@@ -9,8 +9,10 @@
 // computes the f64 reference of its result locally. An element is wrong when its error exceeds one final
 // rounding to the output type plus f32 accumulation (n * 2^-24 * sum|x_i|) for floats, or is not exact for
 // integers. The 64-bit hashes of every rank's result are allgathered to verify bit-identity.
+#include <fmt/format.h>
 #include <sys/utsname.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,21 +23,17 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
-#include "common/machine.hpp"
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
 #include "common/dtype.hpp"
 #include "common/env.hpp"
+#include "common/machine.hpp"
 #include "tessera/status.hpp"
 #include "tessera/tessera.h"
 
@@ -52,10 +50,14 @@ enum class Coll { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
 
 const char* CollName(Coll c) {
   switch (c) {
-    case Coll::kAllReduce: return "allreduce";
-    case Coll::kReduceScatter: return "reduce_scatter";
-    case Coll::kAllGather: return "allgather";
-    case Coll::kBroadcast: return "broadcast";
+    case Coll::kAllReduce:
+      return "allreduce";
+    case Coll::kReduceScatter:
+      return "reduce_scatter";
+    case Coll::kAllGather:
+      return "allgather";
+    case Coll::kBroadcast:
+      return "broadcast";
   }
   return "?";
 }
@@ -63,10 +65,13 @@ const char* CollName(Coll c) {
 double BusFactor(Coll c, int n) {
   if (n <= 1) return c == Coll::kBroadcast ? 1.0 : 0.0;
   switch (c) {
-    case Coll::kAllReduce: return 2.0 * (n - 1) / n;
+    case Coll::kAllReduce:
+      return 2.0 * (n - 1) / n;
     case Coll::kReduceScatter:
-    case Coll::kAllGather: return 1.0 * (n - 1) / n;
-    case Coll::kBroadcast: return 1.0;
+    case Coll::kAllGather:
+      return 1.0 * (n - 1) / n;
+    case Coll::kBroadcast:
+      return 1.0;
   }
   return 1.0;
 }
@@ -104,9 +109,9 @@ Result<std::vector<uint64_t>> ParseSizes(const std::string& text) {
     } else {
       size_t c2 = item.find(':', c1 + 1);
       TSR_ASSIGN_OR_RETURN(uint64_t lo, env::ParseBytes("--sizes range start", item.substr(0, c1)));
-      TSR_ASSIGN_OR_RETURN(uint64_t hi, env::ParseBytes("--sizes range end", item.substr(c1 + 1, c2 == std::string::npos
-                                                                                                  ? std::string::npos
-                                                                                                  : c2 - c1 - 1)));
+      TSR_ASSIGN_OR_RETURN(
+          uint64_t hi, env::ParseBytes("--sizes range end",
+                                       item.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1)));
       std::string step = c2 == std::string::npos ? "x2" : item.substr(c2 + 1);
       if (lo > hi) return InvalidArgument(fmt::format("--sizes range '{}' starts above its end", item));
       if (step.size() < 2 || (step[0] != 'x' && step[0] != '+'))
@@ -128,7 +133,8 @@ Result<std::vector<uint64_t>> ParseSizes(const std::string& text) {
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (out.size() > 10000) return InvalidArgument(fmt::format("--sizes='{}' expands to {} sizes (max 10000)", text, out.size()));
+  if (out.size() > 10000)
+    return InvalidArgument(fmt::format("--sizes='{}' expands to {} sizes (max 10000)", text, out.size()));
   return out;
 }
 
@@ -145,10 +151,14 @@ bool IsSigned(DType t) { return t == DType::kInt8 || t == DType::kInt32 || t == 
 
 int64_t TypeMax(DType t) {
   switch (t) {
-    case DType::kInt8: return 127;
-    case DType::kUint8: return 255;
-    case DType::kInt32: return INT32_MAX;
-    default: return INT64_MAX;
+    case DType::kInt8:
+      return 127;
+    case DType::kUint8:
+      return 255;
+    case DType::kInt32:
+      return INT32_MAX;
+    default:
+      return INT64_MAX;
   }
 }
 
@@ -164,8 +174,8 @@ class Generator {
       choices_ = IsSigned(t) ? (twos ? std::vector<int64_t>{-2, -1, 1, 2} : std::vector<int64_t>{-1, 1})
                              : (twos ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1});
     } else {
-      int64_t lim = op == RedOp::kMax || op == RedOp::kMin ? std::min<int64_t>(max, 1000000)
-                                                            : std::min<int64_t>(max / n, 1000);
+      int64_t lim =
+          op == RedOp::kMax || op == RedOp::kMin ? std::min<int64_t>(max, 1000000) : std::min<int64_t>(max / n, 1000);
       lo_ = IsSigned(t) ? -lim : 0;
       hi_ = lim;
     }
@@ -174,13 +184,18 @@ class Generator {
   double Value(int rank, uint64_t i) const {
     uint64_t h = Mix(seed_ ^ (static_cast<uint64_t>(rank) * 0xd1b54a32d192ed03ull) ^ Mix(i));
     if (IsFloat(t_)) {
-      double u = t_ == DType::kFloat64 ? static_cast<double>(h >> 11) * 0x1p-53 : static_cast<double>(h >> 40) * 0x1p-24;
+      double u =
+          t_ == DType::kFloat64 ? static_cast<double>(h >> 11) * 0x1p-53 : static_cast<double>(h >> 40) * 0x1p-24;
       double v = op_ == RedOp::kProd ? ((h & 1) ? -1.0 : 1.0) * (0.5 + 1.5 * u) : 2.0 * u - 1.0;
       switch (t_) {
-        case DType::kFloat16: return F16ToF32(F32ToF16(static_cast<float>(v)));
-        case DType::kBfloat16: return Bf16ToF32(F32ToBf16(static_cast<float>(v)));
-        case DType::kFloat32: return static_cast<float>(v);
-        default: return v;
+        case DType::kFloat16:
+          return F16ToF32(F32ToF16(static_cast<float>(v)));
+        case DType::kBfloat16:
+          return Bf16ToF32(F32ToBf16(static_cast<float>(v)));
+        case DType::kFloat32:
+          return static_cast<float>(v);
+        default:
+          return v;
       }
     }
     if (!choices_.empty()) return static_cast<double>(choices_[h % choices_.size()]);
@@ -198,17 +213,20 @@ class Generator {
 // Half a unit in the last place of the output type at magnitude a: the error of one final rounding.
 double HalfUlp(DType t, double a) {
   switch (t) {
-    case DType::kFloat16: return std::max(a * 0x1p-11, 0x1p-25);
-    case DType::kBfloat16: return std::max(a * 0x1p-8, 0x1p-134);
-    case DType::kFloat32: return std::max(a * 0x1p-24, 0x1p-150);
-    default: return a * 0x1p-53;
+    case DType::kFloat16:
+      return std::max(a * 0x1p-11, 0x1p-25);
+    case DType::kBfloat16:
+      return std::max(a * 0x1p-8, 0x1p-134);
+    case DType::kFloat32:
+      return std::max(a * 0x1p-24, 0x1p-150);
+    default:
+      return a * 0x1p-53;
   }
 }
 
 // Counts the elements of a reduction result that are outside the bound. `out` holds `count` elements whose
 // global indices start at `first` (reduce_scatter: this rank's block).
-int64_t CheckReduction(const Generator& gen, const Options& o, int n, const void* out, uint64_t first,
-                       uint64_t count) {
+int64_t CheckReduction(const Generator& gen, const Options& o, int n, const void* out, uint64_t first, uint64_t count) {
   const double acc_eps = o.dtype == DType::kFloat64 ? 0x1p-53 : 0x1p-24;
   int64_t wrong = 0;
   for (uint64_t j = 0; j < count; ++j) {
@@ -218,11 +236,16 @@ int64_t CheckReduction(const Generator& gen, const Options& o, int n, const void
       int64_t acc = o.op == RedOp::kProd ? 1 : 0;
       for (int r = 0; r < n; ++r) {
         auto x = static_cast<int64_t>(gen.Value(r, i));
-        if (r == 0 && (o.op == RedOp::kMax || o.op == RedOp::kMin)) acc = x;
-        else if (o.op == RedOp::kSum || o.op == RedOp::kAvg) acc += x;
-        else if (o.op == RedOp::kProd) acc *= x;
-        else if (o.op == RedOp::kMax) acc = std::max(acc, x);
-        else acc = std::min(acc, x);
+        if (r == 0 && (o.op == RedOp::kMax || o.op == RedOp::kMin))
+          acc = x;
+        else if (o.op == RedOp::kSum || o.op == RedOp::kAvg)
+          acc += x;
+        else if (o.op == RedOp::kProd)
+          acc *= x;
+        else if (o.op == RedOp::kMax)
+          acc = std::max(acc, x);
+        else
+          acc = std::min(acc, x);
       }
       if (o.op == RedOp::kAvg) acc /= n;
       wrong += got != static_cast<double>(acc);
@@ -231,16 +254,22 @@ int64_t CheckReduction(const Generator& gen, const Options& o, int n, const void
     double acc = o.op == RedOp::kProd ? 1.0 : 0.0, abs_sum = 0;
     for (int r = 0; r < n; ++r) {
       double x = gen.Value(r, i);
-      if (r == 0 && (o.op == RedOp::kMax || o.op == RedOp::kMin)) acc = x;
-      else if (o.op == RedOp::kSum || o.op == RedOp::kAvg) acc += x;
-      else if (o.op == RedOp::kProd) acc *= x;
-      else if (o.op == RedOp::kMax) acc = std::max(acc, x);
-      else acc = std::min(acc, x);
+      if (r == 0 && (o.op == RedOp::kMax || o.op == RedOp::kMin))
+        acc = x;
+      else if (o.op == RedOp::kSum || o.op == RedOp::kAvg)
+        acc += x;
+      else if (o.op == RedOp::kProd)
+        acc *= x;
+      else if (o.op == RedOp::kMax)
+        acc = std::max(acc, x);
+      else
+        acc = std::min(acc, x);
       abs_sum += std::fabs(x);
     }
     double bound = 0;  // max and min are exact: inputs are representable
     if (o.op == RedOp::kSum) bound = HalfUlp(o.dtype, std::fabs(acc)) + n * acc_eps * abs_sum;
-    if (o.op == RedOp::kAvg) acc /= n, bound = HalfUlp(o.dtype, std::fabs(acc)) + acc_eps * abs_sum + acc_eps * std::fabs(acc);
+    if (o.op == RedOp::kAvg)
+      acc /= n, bound = HalfUlp(o.dtype, std::fabs(acc)) + acc_eps * abs_sum + acc_eps * std::fabs(acc);
     if (o.op == RedOp::kProd) bound = HalfUlp(o.dtype, std::fabs(acc)) + n * acc_eps * std::fabs(acc);
     if (!(std::fabs(got - acc) <= bound)) ++wrong;  // NaN counts as wrong
   }
@@ -291,8 +320,8 @@ struct BenchError {
 
 void Check(tsrResult_t r, const World& w, const std::string& what) {
   if (r != tsrSuccess)
-    throw BenchError{fmt::format("rank {}: {} failed: {}: {}", w.rank, what, tsrGetErrorString(r),
-                                 tsrGetLastError(w.comm))};
+    throw BenchError{
+        fmt::format("rank {}: {} failed: {}: {}", w.rank, what, tsrGetErrorString(r), tsrGetLastError(w.comm))};
 }
 
 // Per-rank description, allgathered once: island index, vendor and device backend.
@@ -327,8 +356,8 @@ WorldInfo DescribeWorld(const World& w) {
     info.islands += fmt::format("{}{}={}:{}", info.islands.empty() ? "" : ",", all[rs[0]].vendor, backend, rs.size());
     std::string list;
     for (int r : rs) list += fmt::format("{}{}({})", list.empty() ? "" : " ", r, all[r].device);
-    info.lines.push_back(fmt::format("island {} {} ({}): {} rank(s): {}", island, all[rs[0]].vendor, backend,
-                                     rs.size(), list));
+    info.lines.push_back(
+        fmt::format("island {} {} ({}): {} rank(s): {}", island, all[rs[0]].vendor, backend, rs.size(), list));
   }
   return info;
 }
@@ -349,27 +378,32 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, uint64_t byt
   const auto n = static_cast<uint64_t>(w.size);
   const bool blocked = o.coll == Coll::kReduceScatter || o.coll == Coll::kAllGather;
   const uint64_t block = blocked ? bytes / es / n : bytes / es;  // the count passed to the call
-  const uint64_t total = blocked ? block * n : block;             // elements in the whole buffer
+  const uint64_t total = blocked ? block * n : block;            // elements in the whole buffer
   const uint64_t in_elems = o.coll == Coll::kAllGather ? block : total;
   const uint64_t out_elems = o.coll == Coll::kReduceScatter ? block : total;
   Buffer in = Allocate(in_elems * es), out = Allocate(out_elems * es);
-  if (!in || !out) throw BenchError{fmt::format("rank {}: cannot allocate {} bytes for size {}", w.rank,
-                                                (in_elems + out_elems) * es, bytes)};
+  if (!in || !out)
+    throw BenchError{
+        fmt::format("rank {}: cannot allocate {} bytes for size {}", w.rank, (in_elems + out_elems) * es, bytes)};
   for (uint64_t i = 0; i < in_elems; ++i) StoreElement(in.get(), i, o.dtype, gen.Value(w.rank, i));
 
   const auto dt = static_cast<tsrDataType_t>(o.dtype);
   const auto op = static_cast<tsrRedOp_t>(o.op);
   auto call = [&]() -> tsrResult_t {
     switch (o.coll) {
-      case Coll::kAllReduce: return tsrAllReduce(in.get(), out.get(), block, dt, op, w.comm, nullptr);
-      case Coll::kReduceScatter: return tsrReduceScatter(in.get(), out.get(), block, dt, op, w.comm, nullptr);
-      case Coll::kAllGather: return tsrAllGather(in.get(), out.get(), block, dt, w.comm, nullptr);
-      case Coll::kBroadcast: return tsrBroadcast(in.get(), out.get(), block, dt, o.root, w.comm, nullptr);
+      case Coll::kAllReduce:
+        return tsrAllReduce(in.get(), out.get(), block, dt, op, w.comm, nullptr);
+      case Coll::kReduceScatter:
+        return tsrReduceScatter(in.get(), out.get(), block, dt, op, w.comm, nullptr);
+      case Coll::kAllGather:
+        return tsrAllGather(in.get(), out.get(), block, dt, w.comm, nullptr);
+      case Coll::kBroadcast:
+        return tsrBroadcast(in.get(), out.get(), block, dt, o.root, w.comm, nullptr);
     }
     return tsrInternalError;
   };
-  const std::string what = fmt::format("{}(count={}, {}, {})", CollName(o.coll), block, DTypeName(o.dtype),
-                                       RedOpName(o.op));
+  const std::string what =
+      fmt::format("{}(count={}, {}, {})", CollName(o.coll), block, DTypeName(o.dtype), RedOpName(o.op));
   for (int i = 0; i < o.warmup; ++i) Check(call(), w, what);
   std::vector<double> times(static_cast<size_t>(o.iters)), tmax(times.size());
   for (int i = 0; i < o.iters; ++i) {
@@ -398,8 +432,8 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, uint64_t byt
       wrong = CheckReduction(gen, o, w.size, out.get(), static_cast<uint64_t>(w.rank) * block, out_elems);
     } else {
       for (uint64_t i = 0; i < out_elems; ++i) {
-        double want = o.coll == Coll::kAllGather ? gen.Value(static_cast<int>(i / block), i % block)
-                                                 : gen.Value(o.root, i);
+        double want =
+            o.coll == Coll::kAllGather ? gen.Value(static_cast<int>(i / block), i % block) : gen.Value(o.root, i);
         wrong += LoadElement(out.get(), i, o.dtype) != want;
       }
     }
@@ -433,9 +467,10 @@ void PrintRow(const Row& r, const Options& o) {
 // ---- the command ------------------------------------------------------------------------------------
 
 int RunBench(int argc, char** argv) {
-  CLI::App app{"Benchmark collectives like nccl-tests; run every rank under `tessera run`, e.g.\n"
-               "  tessera run --island ascend=host:1 --island nvidia=host:1 -- tessera bench allreduce "
-               "--sizes 16M,64M,256M --check"};
+  CLI::App app{
+      "Benchmark collectives like nccl-tests; run every rank under `tessera run`, e.g.\n"
+      "  tessera run --island ascend=host:1 --island nvidia=host:1 -- tessera bench allreduce "
+      "--sizes 16M,64M,256M --check"};
   app.name("tessera bench");
   Options o;
   std::string coll = "allreduce", sizes = "1K:256M:x4", dtype = "float32", op = "sum";
@@ -462,23 +497,32 @@ int RunBench(int argc, char** argv) {
     std::fprintf(stderr, "tessera bench: %s\n", msg.c_str());
     return 2;
   };
-  if (coll == "allreduce") o.coll = Coll::kAllReduce;
-  else if (coll == "reduce_scatter") o.coll = Coll::kReduceScatter;
-  else if (coll == "allgather") o.coll = Coll::kAllGather;
-  else if (coll == "broadcast") o.coll = Coll::kBroadcast;
-  else return fail(fmt::format("unknown collective '{}' (use allreduce, reduce_scatter, allgather or broadcast)", coll));
+  if (coll == "allreduce")
+    o.coll = Coll::kAllReduce;
+  else if (coll == "reduce_scatter")
+    o.coll = Coll::kReduceScatter;
+  else if (coll == "allgather")
+    o.coll = Coll::kAllGather;
+  else if (coll == "broadcast")
+    o.coll = Coll::kBroadcast;
+  else
+    return fail(fmt::format("unknown collective '{}' (use allreduce, reduce_scatter, allgather or broadcast)", coll));
   auto parsed_sizes = ParseSizes(sizes);
   if (!parsed_sizes.ok()) return fail(parsed_sizes.status().message());
   o.sizes = *parsed_sizes;
   auto d = ParseDType(dtype);
-  if (!d) return fail(fmt::format("--dtype '{}' is not a data type (use int8, uint8, int32, int64, float16, "
-                                  "bfloat16, float32 or float64)", dtype));
+  if (!d)
+    return fail(
+        fmt::format("--dtype '{}' is not a data type (use int8, uint8, int32, int64, float16, "
+                    "bfloat16, float32 or float64)",
+                    dtype));
   o.dtype = *d;
   auto r = ParseRedOp(op);
   if (!r) return fail(fmt::format("--op '{}' is not an operation (use sum, prod, max, min or avg)", op));
   o.op = *r;
   if (o.iters < 1 || o.iters > 1000000) return fail(fmt::format("--iters {} is out of range [1, 1000000]", o.iters));
-  if (o.warmup < 0 || o.warmup > 1000000) return fail(fmt::format("--warmup {} is out of range [0, 1000000]", o.warmup));
+  if (o.warmup < 0 || o.warmup > 1000000)
+    return fail(fmt::format("--warmup {} is out of range [0, 1000000]", o.warmup));
 
   if (!o.json.empty()) {  // fail before the run, not after it
     std::ofstream probe(o.json, std::ios::app);
@@ -501,9 +545,9 @@ int RunBench(int argc, char** argv) {
     const bool lead = w.rank == 0;
     if (lead) {
       const bool reduces = o.coll == Coll::kAllReduce || o.coll == Coll::kReduceScatter;
-      std::printf("# tessera bench %s: %d ranks, islands %s, %s%s%s, iters %d, warmup %d, check %s\n",
-                  CollName(o.coll), w.size, info.islands.c_str(), DTypeName(o.dtype), reduces ? " " : "",
-                  reduces ? RedOpName(o.op) : "", o.iters, o.warmup, o.check ? "on" : "off");
+      std::printf("# tessera bench %s: %d ranks, islands %s, %s%s%s, iters %d, warmup %d, check %s\n", CollName(o.coll),
+                  w.size, info.islands.c_str(), DTypeName(o.dtype), reduces ? " " : "", reduces ? RedOpName(o.op) : "",
+                  o.iters, o.warmup, o.check ? "on" : "off");
       if (o.verbose) {
         for (const auto& line : info.lines) std::printf("#   %s\n", line.c_str());
         std::printf("#   comm: %s\n", tsrCommDescribe(w.comm));
@@ -518,8 +562,8 @@ int RunBench(int argc, char** argv) {
       Row row = RunSize(w, o, gen, bytes);
       if ((row.wrong && *row.wrong) || (row.identical && !*row.identical)) bad = true;
       if (lead) PrintRow(row, o);
-      nlohmann::json j = {{"bytes", row.bytes},      {"count", row.count},         {"time_us", row.time_us},
-                          {"algbw_GBps", row.algbw}, {"busbw_GBps", row.busbw},    {"wrong", nullptr}};
+      nlohmann::json j = {{"bytes", row.bytes},      {"count", row.count},      {"time_us", row.time_us},
+                          {"algbw_GBps", row.algbw}, {"busbw_GBps", row.busbw}, {"wrong", nullptr}};
       if (row.wrong) j["wrong"] = *row.wrong;
       if (row.identical) j["identical"] = *row.identical;
       rows.push_back(j);

@@ -13,9 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace {
 
@@ -61,13 +60,15 @@ class BenchCli : public ::testing::Test {
 const char* kTwoIslands = "--island ascend=host:1 --island nvidia=host:2";
 
 TEST_F(BenchCli, AllReduceEveryTypeAndOpIsCheckedAndBitIdentical) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"f32", "sum"}, {"f16", "sum"}, {"bf16", "sum"}, {"f64", "avg"}, {"i32", "prod"},
-      {"i8", "max"},  {"u8", "min"},  {"i64", "sum"},  {"bf16", "avg"}, {"f32", "prod"}};
+  const std::pair<const char*, const char*> cases[] = {{"f32", "sum"},  {"f16", "sum"}, {"bf16", "sum"}, {"f64", "avg"},
+                                                       {"i32", "prod"}, {"i8", "max"},  {"u8", "min"},   {"i64", "sum"},
+                                                       {"bf16", "avg"}, {"f32", "prod"}};
   for (const auto& [dtype, op] : cases) {
     nlohmann::json j;
-    Proc p = Bench(kTwoIslands, std::string("allreduce --sizes 0,1,7,997,64K --iters 2 --warmup 1 --check --dtype ") +
-                                    dtype + " --op " + op, &j);
+    Proc p = Bench(
+        kTwoIslands,
+        std::string("allreduce --sizes 0,1,7,997,64K --iters 2 --warmup 1 --check --dtype ") + dtype + " --op " + op,
+        &j);
     ASSERT_EQ(p.status, 0) << dtype << " " << op << "\n" << p.out;
     ASSERT_TRUE(j.is_object()) << p.out;
     EXPECT_EQ(j["world_size"], 3);
