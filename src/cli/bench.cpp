@@ -508,8 +508,8 @@ int RunBench(int argc, char** argv) {
         std::printf("#   comm: %s\n", tsrCommDescribe(w.comm));
         if (auto spec = env::Get("TESSERA_ISLANDS")) std::printf("#   TESSERA_ISLANDS=%s\n", spec->c_str());
         std::printf(
-            "#   timing: barrier, %d call(s) and a wait for the stream of device memory per sample; max over ranks, "
-            "median over samples\n",
+            "#   timing: per sample a barrier, %d call(s), then (device memory) a wait for the stream; max over "
+            "ranks, median over samples\n",
             o.batch);
       }
       PrintHeader();
