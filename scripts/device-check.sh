@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # scripts/device-check.sh — the one command for the GPU machine: configure and build from source, run the
 # GPU tests (kernels, hybrid correctness, faults), then benchmark
-#   (a) hybrid allreduce busbw, 1 GPU + 3 host ranks and two GPU islands on one GPU, beside the pinned
-#       D2H/H2D copy bandwidth measured in the same run (and the same jobs on host memory, for context);
+#   (a) hybrid allreduce busbw with `tessera bench` (CUDA ranks on device memory, as nccl-tests), 1 GPU + 3
+#       host ranks and two GPU islands on one GPU, beside the pinned D2H/H2D copy bandwidth measured in the
+#       same run by gpu_bench (and the same jobs with --host-memory, for context);
 #       on a machine with several GPUs also two GPU islands on two GPUs, beside the copy bandwidth of
 #       two GPUs copying at once;
 #   (b) a single NCCL island through Tessera against NCCL called directly (one GPU; and two when there);
 #   (c) numerics: error against f64 for random f16/bf16/f32 gradients, and bit-identity of all ranks.
-# Writes bench/results/gpu-<date>.json (machine, GPU, driver, commit, all rows) — and a copy under $OUT
+# Writes bench/results/gpu-<date>.json (machine, GPU, driver, commit, all rows; each `tessera bench` job one row
+# per size, naming the memory of every rank) — and a copy under $OUT
 # when set — and prints a short table last. Usage: [TESSERA_COMMIT=<hash>] scripts/device-check.sh [BUILD_DIR]
 # (TESSERA_COMMIT names the tree run where the copy's git metadata may lag behind it, as on the lent GPU machine.)
 set -uo pipefail
@@ -38,14 +40,16 @@ cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 grep -E "Tessera|CUDA" "$OUTDIR/configure.log" | head -5
 # Only what this check runs: the library, the launcher binary and the GPU targets (other modules' tests
 # are CI's business, and build on CI's compiler).
-cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_bench ccl_loader_test tessera_fake_ccl \
+cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_bench bench_gpu_test ccl_loader_test tessera_fake_ccl \
   > "$OUTDIR/build.log" 2>&1 || { grep -E "error|FAILED" "$OUTDIR/build.log" | head -30; echo "build FAILED"; exit 1; }
 echo "build ok"
 T=$B/tessera; W=$B/tests/gpu/gpu_worker; BENCH=$B/bench/gpu/gpu_bench
 
 step "GPU tests (ctest -L gpu) and the CCL loader tests"
 TEST_RC=0
-(cd "$B" && timeout 280 ctest -L gpu --output-on-failure --timeout 150 > "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
+(cd "$B" && timeout 280 ctest -L gpu -E '^BenchGpu' --output-on-failure --timeout 150 > "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
+# `tessera bench` on CUDA islands (tests/gpu/bench_gpu_test: dozens of short jobs, so a limit of its own).
+(cd "$B" && timeout 500 ctest -R '^BenchGpu' --output-on-failure --timeout 450 >> "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
 (cd "$B" && timeout 60 ctest -R CclLoader --output-on-failure >> "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
 grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|async:|NUMERICS" "$OUTDIR/ctest-gpu.log" | sed 's/^ *//' | cut -c1-160
 [ $TEST_RC = 0 ] || { echo "GPU TESTS FAILED (log: ctest-gpu.log)"; grep -B2 -A30 "Failure\|FAIL" "$OUTDIR/ctest-gpu.log" | head -60; }
@@ -84,26 +88,31 @@ timeout 60 "$BENCH" copy --mib 256 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 env $ONE_CARD timeout 60 "$BENCH" copy --mib 256 --procs 2 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 [ "$NGPU" -gt 1 ] && timeout 60 "$BENCH" copy --mib 256 --gpus 2 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 SZ=1M,16M,64M,256M
-run_job gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes $SZ --iters 5
-run_job gpu1+host3-hostmem 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes $SZ --iters 5 --host-memory
-run_job gpu1+host3-bf16 90 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes 64M,256M --iters 5 --dtype bf16
-JOBENV=$ONE_CARD run_job gpu+gpu-one-card 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5
-JOBENV=$ONE_CARD run_job gpu+gpu-one-card-hostmem 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes $SZ --iters 5 --host-memory
+# Collectives are `tessera bench`'s (the command users run): CUDA ranks on device memory of their GPU and a
+# stream of their own (--host-memory: host memory, stream NULL), host ranks on host memory. f32 avg in place;
+# a sample = a barrier, 5 calls back to back and a wait for the stream; the slowest rank's time per call,
+# median of 5 samples (what gpu_bench allreduce measured before); one JSON line per job on stdout.
+AR=("$T" bench allreduce --iters 5 --batch 5 --warmup 2 --op avg --in-place --json -)
+run_job gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "${AR[@]}" --sizes $SZ
+run_job gpu1+host3-hostmem 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "${AR[@]}" --sizes $SZ --host-memory
+run_job gpu1+host3-bf16 90 -- --island nvidia=cuda:1 --island ascend=host:3 -- "${AR[@]}" --sizes 64M,256M --dtype bf16
+JOBENV=$ONE_CARD run_job gpu+gpu-one-card 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes $SZ
+JOBENV=$ONE_CARD run_job gpu+gpu-one-card-hostmem 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes $SZ --host-memory
 # The same jobs on the previous bridge (pinned staging + host engine), side by side in this run.
-JOBENV=TESSERA_CUDA_BRIDGE=staged run_job gpu1+host3-staged 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
-JOBENV="$ONE_CARD TESSERA_CUDA_BRIDGE=staged" run_job gpu+gpu-one-card-staged 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+JOBENV=TESSERA_CUDA_BRIDGE=staged run_job gpu1+host3-staged 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "${AR[@]}" --sizes 64M,256M
+JOBENV="$ONE_CARD TESSERA_CUDA_BRIDGE=staged" run_job gpu+gpu-one-card-staged 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
 # Ring and copy size: the device bridge pipelines through the rings, so they bound the bytes in flight
 # (defaults TESSERA_CUDA_RING=64M, TESSERA_CUDA_PIECE=8M; here a quarter and half of that).
-JOBENV="$ONE_CARD TESSERA_CUDA_RING=16M TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-ring16M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
-JOBENV="$ONE_CARD TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+JOBENV="$ONE_CARD TESSERA_CUDA_RING=16M TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-ring16M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
+JOBENV="$ONE_CARD TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
 if [ "$NGPU" -gt 1 ]; then
   # Each island on its own GPU and PCIe link: the layout of a real two-vendor job.
-  run_job gpu+gpu-two-cards 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 16M,64M,256M --iters 5
-  JOBENV="TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-two-cards-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+  run_job gpu+gpu-two-cards 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 16M,64M,256M
+  JOBENV="TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-two-cards-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
 fi
 # One GPU and ONE host rank: the host side is a single process (no island phases), the bridge alone.
-run_job gpu1+host1 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
-run_job host1+host1 150 -- --island a=host:1 --island b=host:1 -- "$BENCH" allreduce --sizes 64M,256M --iters 5
+run_job gpu1+host1 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
+run_job host1+host1 150 -- --island a=host:1 --island b=host:1 -- "${AR[@]}" --sizes 64M,256M
 
 step "bench (b): one NCCL island through Tessera vs NCCL directly"
 run_job single-island 120 -- --island nvidia=cuda:1 -- "$BENCH" direct --sizes 1M,4M,16M,64M,256M --iters 100 --rounds 15
@@ -139,6 +148,33 @@ for line in open(rows_path):
     line = line.strip()
     try: rows.append(json.loads(line))
     except Exception: pass
+# `tessera bench --json -` prints one document per job: one row per size, with the layout it ran on. link =
+# the bytes each GPU rank moves over its link in EACH direction: a GPU rank owning its island's whole buffer
+# sends (k-1)/k of it to the other islands' owners and receives as much (bridge reduce), then the same again
+# for the reduced parts (bridge share): 2(k-1)/k of the buffer each way, summed over the job's GPU ranks
+# (elements of the wire type; 16-bit partials of a multi-rank host island travel as f32 and are not counted).
+def flatten(docs):
+    out = []
+    for d in docs:
+        if "collective" not in d or "rows" not in d:
+            out.append(d)
+            continue
+        ranks = d.get("ranks", [])
+        gpu_ranks = sum(1 for x in ranks if x["device"].startswith("cuda"))
+        k = len({x["island"] for x in ranks}) or 1
+        for row in d["rows"]:
+            t = row["time_us"]
+            link = gpu_ranks * 2.0 * (k - 1) / k * row["bytes"] / (t * 1e-6) / 1e9 if t > 0 else float("nan")
+            out.append({"job": d.get("job", "?"), "bench": d["collective"], "tool": "tessera bench",
+                        "ranks": d["world_size"], "islands": k, "gpu_ranks": gpu_ranks,
+                        "cuda_bridge": d.get("cuda_bridge", "auto"), "dtype": d["dtype"], "op": d["op"],
+                        "in_place": d.get("in_place"), "iters": d.get("iters"), "batch": d.get("batch"),
+                        "memory": d.get("memory"), "memory_by_rank": [x["memory"] for x in ranks],
+                        "gpu_memory": any(x["memory"] == "device" for x in ranks), "bytes": row["bytes"],
+                        "time_us": t, "algbw_GBps": row["algbw_GBps"], "busbw_GBps": row["busbw_GBps"],
+                        "link_GBps_each_way": link, "comm": d.get("comm")})
+    return out
+rows = flatten(rows)
 out = {"machine": {"host": socket.gethostname(), "cores": os.cpu_count(), "gpu": gpu, "driver": driver},
        "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
        "env": {"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")},
@@ -159,7 +195,7 @@ hostmem = {(r["job"].replace("-hostmem", ""), r["bytes"], r["dtype"]): r["time_u
 # card (per card for the two-card jobs), per second — against the copy bandwidth with both directions busy
 # at once (what the bridge does), measured with as many GPUs copying at once as the job uses.
 # "same layout": the copy with as many GPUs and processes (CUDA contexts) as the job has.
-print(f"{'job':28} {'size':>6} {'dtype':>8} {'time us':>10} {'algbw':>7} {'busbw':>7} {'link':>7} {'/bidir copy':>11} {'/same layout':>12} {'host/dev time':>13}")
+print(f"{'job':28} {'size':>6} {'dtype':>8} {'memory':>11} {'time us':>10} {'algbw':>7} {'busbw':>7} {'link':>7} {'/bidir copy':>11} {'/same layout':>12} {'host/dev time':>13}")
 for r in rows:
     if r.get("bench") == "allreduce":
         mib = r["bytes"] >> 20
@@ -172,7 +208,7 @@ for r in rows:
             ref = copy2[0]["bidir_each_GBps"] if copy2 else float("nan")
         elif "one-card" in r["job"]:
             ref = copy1p2[0]["bidir_each_GBps"] if copy1p2 else float("nan")
-        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {link:>7.2f} {link/bidir:>11.0%} {link/ref:>12.0%} {eff}")
+        print(f"{r['job']:28} {str(mib)+'M':>6} {r['dtype']:>8} {r.get('memory') or '':>11} {r['time_us']:>10.0f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {link:>7.2f} {link/bidir:>11.0%} {link/ref:>12.0%} {eff}")
 for r in rows:
     if r.get("bench") == "single_island" and not r["job"].startswith("single-island-small"):
         print(f"single island ({r['ranks']} GPU) {r['bytes']>>20:>4}M: tessera {r['tessera_us']:.2f} us, nccl {r['nccl_us']:.2f} us, overhead {r['overhead_pct']:+.2f}%; a second nccl communicator {r['nccl2_us']:.2f} us, {r['nccl_vs_nccl_pct']:+.2f}%; nccl on tessera's communicator {r['nccl_on_tessera_comm_pct']:+.2f}%; the device rank's full path {r['full_path_pct']:+.2f}% ({r['ccl']})")

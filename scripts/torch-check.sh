@@ -29,7 +29,7 @@ if [ ! -f "$B/build.ninja" ]; then
   cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     > "$OUTDIR/torch-configure.log" 2>&1 || { tail -30 "$OUTDIR/torch-configure.log"; echo "configure FAILED"; exit 1; }
 fi
-cmake --build "$B" -j "$(nproc)" --target libtessera tessera_cli gpu_bench > "$OUTDIR/torch-build.log" 2>&1 \
+cmake --build "$B" -j "$(nproc)" --target libtessera tessera_cli > "$OUTDIR/torch-build.log" 2>&1 \
   || { grep -E "error|FAILED" "$OUTDIR/torch-build.log" | head -30; echo "build FAILED"; exit 1; }
 T=$B/tessera
 
@@ -140,9 +140,10 @@ if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
   for rep in 1 2 3; do
     timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$PY" "$ROOT/bench/torch/allreduce_bench.py" \
       >> "$OUTDIR/torch-bench.log" 2>&1 || echo "allreduce_bench rep $rep failed"
-    # the C API on device memory, same layout and sizes (bench/gpu/gpu_bench; `tessera bench` uses host memory)
-    timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$B/bench/gpu/gpu_bench" allreduce \
-      --sizes 64M,256M --iters 5 >> "$OUTDIR/torch-bench.log" 2>&1 || echo "gpu_bench rep $rep failed"
+    # the C API on device memory, same layout, sizes and timing (`tessera bench`: CUDA ranks on device memory)
+    timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$T" bench allreduce \
+      --sizes 64M,256M --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - \
+      >> "$OUTDIR/torch-bench.log" 2>&1 || echo "tessera bench rep $rep failed"
   done
   grep -o '{.*}' "$OUTDIR/torch-bench.log" > "$ROWS" || true
   cat "$ROWS"

@@ -1,12 +1,10 @@
-// bench/gpu/gpu_bench: the GPU numbers of scripts/device-check.sh, one JSON object per line on stdout.
+// bench/gpu/gpu_bench: the GPU numbers of scripts/device-check.sh that `tessera bench` does not measure, one
+// JSON object per line on stdout. (Collectives on device memory, hybrid jobs included, are `tessera bench`'s:
+// `tessera run --island nvidia=cuda:1 --island ascend=host:3 -- tessera bench allreduce`.)
 //   gpu_bench copy [--mib N] [--gpus N] [--procs P]
 //                                               pinned cudaMemcpyAsync bandwidth D2H, H2D and both at once,
 //                                               per GPU, with the first N GPUs (default 1) copying at once,
 //                                               from P processes at once (default 1; no communicator);
-//   gpu_bench allreduce [--sizes ..] [--iters N] [--dtype f32] [--host-memory]
-//                                               run as every rank of a job: GPU ranks on device memory and
-//                                               their own stream (or host memory with --host-memory), host
-//                                               ranks on host memory; time per call is the slowest rank's;
 //   gpu_bench direct [--sizes ..] [--iters N] [--rounds R] [--nccl-first]
 //                                               a world of one CUDA island (one rank per GPU): tsrAllReduce
 //                                               on a stream against NCCL's allreduce called directly on the
@@ -185,76 +183,6 @@ int Copy(size_t mib, int gpus, int procs) {
   return 0;
 }
 
-int AllReduce(const std::vector<size_t>& sizes, int iters, tessera::DType dt, bool host_memory) {
-  tsrComm_t comm;
-  if (tsrCommInitFromEnv(&comm) != tsrSuccess) Die(std::string("init: ") + tsrGetLastError(nullptr));
-  int rank, size;
-  tsrCommRank(comm, &rank);
-  tsrCommSize(comm, &size);
-  const char* dev = std::getenv("TESSERA_DEVICE");
-  bool gpu = dev && std::strncmp(dev, "cuda:", 5) == 0 && !host_memory;
-  cudaStream_t stream = nullptr;
-  if (gpu) Cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  const size_t esz = tessera::DTypeSize(dt);
-  auto check = [&](tsrResult_t r, const char* what) {
-    if (r != tsrSuccess) Die(std::string(what) + ": " + tsrGetLastError(comm));
-  };
-  // GPU ranks and islands of the job, for the bytes that cross the GPU<->host link.
-  int32_t mine[2] = {dev && std::strncmp(dev, "cuda:", 5) == 0 ? 1 : 0, 0}, sums[2] = {0, 0};
-  tsrCommIsland(comm, &mine[1]);
-  std::vector<int32_t> all_info(2 * size);
-  check(tsrAllGather(mine, all_info.data(), 2, tsrInt32, comm, nullptr), "allgather");
-  for (int r = 0; r < size; ++r) {
-    sums[0] += all_info[2 * r];
-    sums[1] = std::max(sums[1], all_info[2 * r + 1] + 1);
-  }
-  const int gpu_ranks = sums[0], islands = sums[1];
-  const char* bridge = std::getenv("TESSERA_CUDA_BRIDGE");
-  for (size_t bytes : sizes) {
-    size_t count = bytes / esz;
-    std::vector<float> host(bytes / 4 + 1, 0.5f);
-    void* buf = host.data();
-    if (gpu) {
-      Cuda(cudaMalloc(&buf, bytes), "cudaMalloc");
-      Cuda(cudaMemcpy(buf, host.data(), bytes, cudaMemcpyHostToDevice), "fill");
-    }
-    auto run = [&](int n) {
-      for (int i = 0; i < n; ++i)
-        check(tsrAllReduce(buf, buf, count, static_cast<tsrDataType_t>(dt), tsrAvg, comm, gpu ? stream : nullptr),
-              "allreduce");
-      if (gpu) Cuda(cudaStreamSynchronize(stream), "sync");
-    };
-    run(2);
-    std::vector<double> per;
-    for (int rep = 0; rep < 5; ++rep) {
-      check(tsrBarrier(comm), "barrier");
-      double t0 = Now();
-      run(iters);
-      double t = (Now() - t0) / iters;
-      std::vector<double> all(size);
-      check(tsrAllGather(&t, all.data(), 1, tsrFloat64, comm, nullptr), "allgather");
-      per.push_back(*std::max_element(all.begin(), all.end()));
-    }
-    double t = Median(per);
-    double algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (size - 1) / size;
-    // Bytes each GPU rank moves over the link in EACH direction: a GPU rank owning its island's whole
-    // buffer sends (k-1)/k of it to the other islands' owners and receives as much (bridge reduce), then
-    // the same again for the reduced parts (bridge share): 2(k-1)/k of the buffer each way (elements of
-    // the wire type; 16-bit partials of a multi-rank host island travel as f32 and are not counted).
-    double link = gpu_ranks * 2.0 * (islands - 1) / islands * bytes;
-    if (rank == 0)
-      std::printf(
-          "{\"bench\":\"allreduce\",\"ranks\":%d,\"islands\":%d,\"gpu_ranks\":%d,\"cuda_bridge\":\"%s\","
-          "\"dtype\":\"%s\",\"bytes\":%zu,\"gpu_memory\":%s,\"time_us\":%.1f,\"algbw_GBps\":%.3f,"
-          "\"busbw_GBps\":%.3f,\"link_GBps_each_way\":%.3f}\n",
-          size, islands, gpu_ranks, bridge ? bridge : "auto", tessera::DTypeName(dt), bytes, gpu ? "true" : "false",
-          t * 1e6, algbw, busbw, link / t / 1e9);
-    if (gpu) Cuda(cudaFree(buf), "cudaFree");
-  }
-  tsrCommDestroy(comm);
-  return 0;
-}
-
 int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_first) {
   auto lib = tessera::comm::CclLibrary::LoadFromEnv();
   if (!lib.ok()) Die(lib.status().message());
@@ -323,7 +251,10 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
         } else if (which == 4) {
           if (auto st = dev->AllReduce(a, b, count, tsrFloat32, tsrSum, s); !st.ok()) Die(st.message());
         } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0,
-                               which == 1 ? nccl : which == 2 ? nccl2 : mine, s) != 0) {
+                               which == 1   ? nccl
+                               : which == 2 ? nccl2
+                                            : mine,
+                               s) != 0) {
           Die("ncclAllReduce");
         }
       }
@@ -353,13 +284,13 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
     auto pct = [&](double x, double ref) { return 100.0 * (x - ref) / ref; };
     if (rank == 0)
       std::printf(
-        "{\"bench\":\"single_island\",\"ranks\":%d,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
-        "\"overhead_pct\":%.2f,\"nccl2_us\":%.2f,\"nccl_vs_nccl_pct\":%.2f,\"nccl_on_tessera_comm_us\":%.2f,"
-        "\"nccl_on_tessera_comm_pct\":%.2f,\"tessera_full_path_us\":%.2f,\"full_path_pct\":%.2f,"
-        "\"enqueue_us\":{\"tessera\":%.3f,\"nccl\":%.3f,\"nccl2\":%.3f,\"nccl_on_tessera_comm\":%.3f,"
-        "\"tessera_full_path\":%.3f},\"ccl\":\"%s %d\"}\n",
-        size, bytes, m[0], m[1], pct(m[0], m[1]), m[2], pct(m[2], m[1]), m[3], pct(m[3], m[1]), m[4], pct(m[4], m[1]),
-        mq[0], mq[1], mq[2], mq[3], mq[4], L.name().c_str(), L.version());
+          "{\"bench\":\"single_island\",\"ranks\":%d,\"bytes\":%zu,\"tessera_us\":%.2f,\"nccl_us\":%.2f,"
+          "\"overhead_pct\":%.2f,\"nccl2_us\":%.2f,\"nccl_vs_nccl_pct\":%.2f,\"nccl_on_tessera_comm_us\":%.2f,"
+          "\"nccl_on_tessera_comm_pct\":%.2f,\"tessera_full_path_us\":%.2f,\"full_path_pct\":%.2f,"
+          "\"enqueue_us\":{\"tessera\":%.3f,\"nccl\":%.3f,\"nccl2\":%.3f,\"nccl_on_tessera_comm\":%.3f,"
+          "\"tessera_full_path\":%.3f},\"ccl\":\"%s %d\"}\n",
+          size, bytes, m[0], m[1], pct(m[0], m[1]), m[2], pct(m[2], m[1]), m[3], pct(m[3], m[1]), m[4], pct(m[4], m[1]),
+          mq[0], mq[1], mq[2], mq[3], mq[4], L.name().c_str(), L.version());
     Cuda(cudaFree(a), "free");
     Cuda(cudaFree(b), "free");
   }
@@ -373,20 +304,16 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
 
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (argc < 2) Die("usage: gpu_bench copy|allreduce|direct [options]");
+  if (argc < 2) Die("usage: gpu_bench copy|direct [options] (collectives: tessera bench)");
   std::string mode = argv[1];
   std::vector<size_t> sizes = ParseSizes("1M,16M,64M,256M");
   int iters = 10;
   size_t mib = 256;
   int gpus = 1, rounds = 7, procs = 1;
   bool nccl_first = false;
-  bool host_memory = false;
-  tessera::DType dt = tessera::DType::kFloat32;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--host-memory")
-      host_memory = true;
-    else if (a == "--nccl-first")
+    if (a == "--nccl-first")
       nccl_first = true;
     else if (i + 1 < argc && a == "--sizes")
       sizes = ParseSizes(argv[++i]);
@@ -400,18 +327,15 @@ int main(int argc, char** argv) {
       procs = std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--rounds")
       rounds = std::atoi(argv[++i]);
-    else if (i + 1 < argc && a == "--dtype") {
-      auto t = tessera::ParseDType(argv[++i]);
-      if (!t) Die(std::string("unknown --dtype ") + argv[i]);
-      dt = *t;
-    } else
+    else
       Die("unknown argument " + a);
   }
   if (iters < 1 || rounds < 1 || mib < 1)
     Die("--iters " + std::to_string(iters) + ", --rounds " + std::to_string(rounds) + ", --mib " + std::to_string(mib) +
         ": each must be at least 1");
   if (mode == "copy") return Copy(mib, gpus, procs);
-  if (mode == "allreduce") return AllReduce(sizes, iters, dt, host_memory);
+  if (mode == "allreduce")
+    Die("gpu_bench allreduce is now `tessera bench allreduce` (device memory on CUDA ranks; --host-memory, --batch)");
   if (mode == "direct") return Direct(sizes, iters, rounds, nccl_first);
   Die("unknown mode " + mode);
 }

@@ -2,8 +2,10 @@
 
     tessera run --island ascend=cuda:1 --island nvidia=cuda:1 -- python bench/torch/allreduce_bench.py
 
-The same measurement as the C API's GPU benchmark (bench/gpu/gpu_bench allreduce): --iters calls of
-all_reduce on one f32 buffer of each --sizes, after a warm-up, timed as gpu_bench times (host clock around the calls and a sync, the slowest rank); busbw = bytes/time
+The same measurement as the C API's benchmark on device memory (`tessera bench allreduce --iters 5 --batch 5
+--warmup 2 --op avg --in-place`, as scripts/torch-check.sh runs it): --iters calls of all_reduce on one f32
+buffer of each --sizes, after a warm-up, timed as it times (host clock around the calls and a sync, the slowest
+rank, median of --rounds); busbw = bytes/time
 x 2(n-1)/n, as nccl-tests. One JSON row per size from rank 0: {"bench": "torch_allreduce", ...}.
 """
 import argparse
@@ -33,7 +35,7 @@ for s in a.sizes.split(","):
         dist.all_reduce(t)
     torch.cuda.synchronize()
     busbw = []
-    for _ in range(a.rounds):  # as gpu_bench: host clock around --iters calls + a sync, slowest rank's time
+    for _ in range(a.rounds):  # as tessera bench --batch: host clock around --iters calls + a sync, slowest rank's time
         dist.barrier()
         t0 = time.perf_counter()
         for _ in range(a.iters):

@@ -1,0 +1,139 @@
+// cli/bench_memory: host or device buffers of one `tessera bench` rank; see bench_memory.hpp.
+#include "cli/bench_memory.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/env.hpp"
+
+#if defined(TESSERA_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tessera::cli {
+namespace {
+
+size_t Rounded(size_t bytes) { return std::max<size_t>(4096, (bytes + 4095) / 4096 * 4096); }
+
+#if defined(TESSERA_HAVE_CUDA)
+Status CudaCheck(cudaError_t e, int gpu, const std::string& what) {
+  if (e == cudaSuccess) return Status::Ok();
+  return SystemError(
+      fmt::format("cuda:{}: CUDA error '{}' ({}) in {}", gpu, cudaGetErrorString(e), static_cast<int>(e), what));
+}
+#endif
+
+}  // namespace
+
+void BenchMemory::Free::operator()(std::byte* p) const {
+  if (p == nullptr) return;
+  if (gpu < 0) {
+    std::free(p);
+    return;
+  }
+#if defined(TESSERA_HAVE_CUDA)
+  (void)cudaSetDevice(gpu);
+  (void)cudaFree(p);  // the benchmark has synchronized its stream before a buffer goes
+#endif
+}
+
+Result<std::unique_ptr<BenchMemory>> BenchMemory::Open(const std::string& device, bool host_memory) {
+  std::unique_ptr<BenchMemory> m(new BenchMemory());
+  if (host_memory || device.rfind("cuda:", 0) != 0) return m;
+  TSR_ASSIGN_OR_RETURN(int64_t gpu, env::ParseInt("TESSERA_DEVICE", device.substr(5), 0, 9999));
+#if defined(TESSERA_HAVE_CUDA)
+  // The communicator has already made this GPU current on this thread; say so again, explicitly, before
+  // anything is made on it.
+  TSR_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(static_cast<int>(gpu)), static_cast<int>(gpu), "cudaSetDevice"));
+  cudaStream_t s = nullptr;
+  TSR_RETURN_IF_ERROR(CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), static_cast<int>(gpu),
+                                "cudaStreamCreateWithFlags (the benchmark's stream)"));
+  m->gpu_ = static_cast<int>(gpu);
+  m->stream_ = s;
+  return m;
+#else
+  return Unsupported(
+      fmt::format("TESSERA_DEVICE='{}' asks for device memory, but this build has no CUDA "
+                  "(use --host-memory, or build with nvcc present)",
+                  device));
+#endif
+}
+
+BenchMemory::~BenchMemory() {
+#if defined(TESSERA_HAVE_CUDA)
+  if (stream_ != nullptr) {
+    (void)cudaSetDevice(gpu_);
+    (void)cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+    (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  }
+#endif
+}
+
+Result<BenchMemory::Buffer> BenchMemory::Allocate(size_t bytes) {
+  const size_t n = Rounded(bytes);
+  if (!on_device()) {
+    auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, n));
+    if (p == nullptr) return SystemError(fmt::format("cannot allocate {} bytes of host memory", n));
+    std::memset(p, 0, n);  // fault the pages in before timing
+    return Buffer(p, Free{-1});
+  }
+#if defined(TESSERA_HAVE_CUDA)
+  void* p = nullptr;
+  TSR_RETURN_IF_ERROR(CudaCheck(cudaMalloc(&p, n), gpu_, fmt::format("cudaMalloc ({} bytes)", n)));
+  Buffer b(static_cast<std::byte*>(p), Free{gpu_});
+  auto s = static_cast<cudaStream_t>(stream_);
+  TSR_RETURN_IF_ERROR(CudaCheck(cudaMemsetAsync(p, 0, n, s), gpu_, "cudaMemsetAsync"));
+  TSR_RETURN_IF_ERROR(Synchronize());
+  return b;
+#else
+  return InternalError("device memory in a build without CUDA");
+#endif
+}
+
+Status BenchMemory::Upload(std::byte* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  if (!on_device()) {
+    std::memcpy(dst, src, bytes);
+    return Status::Ok();
+  }
+#if defined(TESSERA_HAVE_CUDA)
+  // On the benchmark's stream, not cudaMemcpy: a copy from pageable memory may return before its DMA
+  // is done, and the legacy default stream does not order a non-blocking stream's work.
+  TSR_RETURN_IF_ERROR(
+      CudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)), gpu_,
+                fmt::format("cudaMemcpyAsync (input, {} bytes, host to device)", bytes)));
+  return Synchronize();
+#else
+  return InternalError("device memory in a build without CUDA");
+#endif
+}
+
+Status BenchMemory::Download(void* dst, const std::byte* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  if (!on_device()) {
+    std::memcpy(dst, src, bytes);
+    return Status::Ok();
+  }
+#if defined(TESSERA_HAVE_CUDA)
+  TSR_RETURN_IF_ERROR(
+      CudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream_)), gpu_,
+                fmt::format("cudaMemcpyAsync (result, {} bytes, device to host)", bytes)));
+  return Synchronize();
+#else
+  return InternalError("device memory in a build without CUDA");
+#endif
+}
+
+Status BenchMemory::Synchronize() {
+  if (!on_device()) return Status::Ok();
+#if defined(TESSERA_HAVE_CUDA)
+  return CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), gpu_, "cudaStreamSynchronize");
+#else
+  return Status::Ok();
+#endif
+}
+
+}  // namespace tessera::cli

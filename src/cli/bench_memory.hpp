@@ -1,0 +1,55 @@
+// cli/bench_memory: where `tessera bench` keeps one rank's buffers. A rank of a CUDA island
+// (TESSERA_DEVICE=cuda:N) uses device memory of its GPU and a stream of its own, as nccl-tests does; every
+// other rank, and a CUDA rank given --host-memory, uses host memory and stream NULL. The benchmark fills and
+// reads its buffers only through Upload/Download, so the same code drives both.
+//
+// Device memory: the stream is made on GPU N (cudaSetDevice(N) first, on the calling thread) and is
+// non-blocking, so it is ordered with nothing but itself; Upload, Download and Zero are queued on it and
+// wait for it, so they are ordered after every collective queued there before (a hybrid collective's
+// stream waits for the bridge) and before every one queued after.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "tessera/status.hpp"
+#include "tessera/tessera.h"
+
+namespace tessera::cli {
+
+class BenchMemory {
+ public:
+  // `device` is the rank's TESSERA_DEVICE ("host", "cuda:N"). Host memory unless it names a CUDA GPU
+  // and `host_memory` is false. Device memory in a build without CUDA is Unsupported.
+  static Result<std::unique_ptr<BenchMemory>> Open(const std::string& device, bool host_memory);
+  ~BenchMemory();
+  BenchMemory(const BenchMemory&) = delete;
+  BenchMemory& operator=(const BenchMemory&) = delete;
+
+  bool on_device() const { return gpu_ >= 0; }
+  const char* kind() const { return on_device() ? "device" : "host"; }  // for the output
+  tsrStream_t stream() const { return stream_; }                        // NULL on host memory
+
+  // Frees with the memory it came from.
+  struct Free {
+    int gpu = -1;  // -1: host memory
+    void operator()(std::byte* p) const;
+  };
+  using Buffer = std::unique_ptr<std::byte, Free>;
+
+  // At least `bytes` (rounded up to 4 KiB, never null), zeroed, resident before any timing.
+  Result<Buffer> Allocate(size_t bytes);
+  // Copies between host memory and a buffer of this memory; both wait until the copy is done.
+  Status Upload(std::byte* dst, const void* src, size_t bytes);
+  Status Download(void* dst, const std::byte* src, size_t bytes);
+  // Waits for everything queued on the stream (nothing to wait for on host memory).
+  Status Synchronize();
+
+ private:
+  BenchMemory() = default;
+  int gpu_ = -1;
+  tsrStream_t stream_ = nullptr;
+};
+
+}  // namespace tessera::cli
