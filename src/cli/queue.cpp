@@ -47,7 +47,9 @@ int RunQueue(int argc, char** argv) {
     std::string what;
     if (state == "running" || state == "stopping") {
       what = j.contains("allocation") ? DescribeAllocation(j["allocation"]) : "";
-      if (state == "stopping") what += "  [" + j["reason"].get<std::string>() + "]";
+      // stopping: why; running: what the executor reports, if anything (Slurm: its state and reason).
+      std::string reason = j.value("reason", "");
+      if (!reason.empty()) what += "  [" + reason + "]";
     } else {
       what = j["reason"].get<std::string>();
       if (state == "queued" && what.empty()) what = "being placed";

@@ -109,6 +109,9 @@ Status Daemon::LoadConfig() {
 Status Daemon::Init() {
   if (opts_.self_exe.empty()) opts_.self_exe = SelfExe();
   TSR_ASSIGN_OR_RETURN(identity_, ChooseJobIdentity(opts_.job_user, opts_.insecure_no_job_isolation));
+  if (opts_.executor != "local" && opts_.executor != "slurm")
+    return InvalidArgument(fmt::format("--executor '{}': expected local or slurm", opts_.executor));
+  if (opts_.executor == "slurm") TSR_RETURN_IF_ERROR(CheckSlurmReady());
   // The tenants' areas are reachable by the jobs' identity; the state directory by nobody but the daemon.
   work_dir_ = opts_.work_dir.empty() ? opts_.state_dir + "-work" : opts_.work_dir;
   {

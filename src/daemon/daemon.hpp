@@ -40,6 +40,11 @@ struct DaemonOptions {
   // The launcher command the shim starts (island flags and "-- COMMAND" are appended); default
   // {self_exe, "run"}. Tests may point it elsewhere when `tessera run` is not built.
   std::vector<std::string> launcher;
+  // Where attempts run: "local" (the shim on this host) or "slurm" (one heterogeneous sbatch job per attempt;
+  // daemon/slurm_executor.cpp, docs/daemon.md "Slurm executor").
+  std::string executor = "local";
+  int64_t slurm_poll_ms = 1000;      // how often a Slurm job's state is read (scontrol show job)
+  int64_t slurm_timeout_ms = 20000;  // bound on every Slurm command (sbatch, scontrol, scancel, sacct)
 };
 
 // Runs until SIGINT/SIGTERM. Returns the process exit status; errors are printed to stderr.
