@@ -29,29 +29,38 @@ nodes_idle() {
   [ "$(echo "$out" | grep -c -E ' (idle|mix|alloc)$')" -ge 2 ]
 }
 
-down() {
-  # slurmd first (it ignores TERM while munged is down), then the controller, then munged.
-  for f in "$dir"/run/slurmd-*.pid "$dir"/run/slurmctld.pid "$dir"/run/munged.pid; do
-    [ -f "$f" ] || continue
-    pid=$(cat "$f" 2>/dev/null)
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null
-  done
-  for _ in $(seq 1 50); do
+# Stops the daemons whose pid files are in DIR/run and waits (by pid, not by pid file: slurmctld removes its file
+# before it has stopped) until they are gone: slurmd first (it ignores TERM while munged is down), then the
+# controller, then munged; SIGKILL for any that outlives 10 s.
+stop_pids() {
+  local pids=("$@") p alive
+  ((${#pids[@]})) || return 0
+  kill "${pids[@]}" 2>/dev/null
+  for _ in $(seq 1 100); do
     alive=0
-    for f in "$dir"/run/*.pid; do
-      [ -f "$f" ] || continue
-      pid=$(cat "$f" 2>/dev/null)
-      [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
-    done
-    [ $alive = 0 ] && break
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && return 0
     sleep 0.1
   done
-  for f in "$dir"/run/*.pid; do
+  kill -9 "${pids[@]}" 2>/dev/null
+  return 0
+}
+
+pids_of() {
+  local f pid
+  for f in "$@"; do
     [ -f "$f" ] || continue
     pid=$(cat "$f" 2>/dev/null)
-    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-    rm -f "$f"
+    # Only a process started from this cluster's configuration (a stale file may name a reused pid).
+    [ -n "$pid" ] && grep -qa -e "$dir" "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
   done
+}
+
+down() {
+  stop_pids $(pids_of "$dir"/run/slurmd-*.pid)
+  stop_pids $(pids_of "$dir"/run/slurmctld.pid)
+  stop_pids $(pids_of "$dir"/run/munged.pid)
+  rm -f "$dir"/run/*.pid
   return 0
 }
 

@@ -1,7 +1,6 @@
 // cli/daemon: `tessera daemon` — runs the job daemon (HTTP/JSON API on 127.0.0.1, SQLite state, queue with
 // automatic wake-up, local executor). `tessera daemon shim ...` is the per-attempt shim it starts.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -27,10 +26,11 @@ int RunDaemonCmd(int argc, char** argv) {
   return tessera::cli::kExitUnsupported;
 #else
   if (argc >= 2 && !std::strcmp(argv[1], "shim")) return tessera::daemon::RunShim(argc - 1, argv + 1);
-  CLI::App app{"Run the job daemon: HTTP/JSON API on 127.0.0.1 with bearer tokens, state in SQLite (WAL), queue with "
-               "automatic wake-up, local execution through `tessera run`. Jobs keep running when it stops; a "
-               "restart reconciles with them.",
-               "tessera daemon"};
+  CLI::App app{
+      "Run the job daemon: HTTP/JSON API on 127.0.0.1 with bearer tokens, state in SQLite (WAL), queue with "
+      "automatic wake-up, local execution through `tessera run`. Jobs keep running when it stops; a "
+      "restart reconciles with them.",
+      "tessera daemon"};
   tessera::daemon::DaemonOptions o;
   std::string state, tick = "100ms";
   std::vector<std::string> tenants;

@@ -2,7 +2,6 @@
 // daemon's fleet, with host-emulated cards labelled "emulated", free cards per node and the policy floor —
 // and `tessera fleet import --slurm`, which writes a fleet file from `scontrol show nodes` (daemon/slurm.hpp).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli/command.hpp"
@@ -103,7 +102,8 @@ int RunFleet(int argc, char** argv) {
     std::string text, origin;
     if (!nodes_file.empty()) {
       auto t = ReadFile(nodes_file);
-      if (!t.ok()) return tessera::cli::Fail("fleet import", tessera::NotFound("cannot read --nodes-file " + nodes_file));
+      if (!t.ok())
+        return tessera::cli::Fail("fleet import", tessera::NotFound("cannot read --nodes-file " + nodes_file));
       text = *t;
       origin = nodes_file;
     } else {
@@ -166,7 +166,8 @@ int RunFleet(int argc, char** argv) {
     auto r = (*client)->Put("/v1/fleet", body);
     if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
     std::printf("registered %lld nodes, %lld cards (%lld emulated on this host)\n",
-                static_cast<long long>((*r)["nodes"].get<int64_t>()), static_cast<long long>((*r)["cards"].get<int64_t>()),
+                static_cast<long long>((*r)["nodes"].get<int64_t>()),
+                static_cast<long long>((*r)["cards"].get<int64_t>()),
                 static_cast<long long>((*r)["emulated_cards"].get<int64_t>()));
   } else if (pol->parsed()) {
     auto p = ReadDocument(policy_only);

@@ -80,8 +80,7 @@ class Daemon {
   // Submits the attempt as one heterogeneous job; a failure of sbatch fails the job (naming the command and
   // Slurm's message) and returns Ok, as a failed local launch does.
   Status StartSlurm(const JobRow& job, const AttemptRow& attempt, const LaunchRequest& lr,
-                    const std::vector<Island>& islands, const sched::Placement& placement,
-                    const std::string& own_dir);
+                    const std::vector<Island>& islands, const sched::Placement& placement, const std::string& own_dir);
   void CheckSlurmAttempt(const AttemptOfJob& a, int64_t now);
   void CopySlurmLog(const AttemptOfJob& a, const std::string& output);
   Result<JobSpec> SpecFor(const JobRow& job);
@@ -123,10 +122,10 @@ class Daemon {
   sched::Policy policy_;
   bool have_fleet_ = false;
 
-  std::map<int64_t, JobSpec> specs_;                             // parsed job files by id
-  std::set<pid_t> children_;                                     // shims started by this process (to reap)
-  std::set<std::pair<int64_t, int64_t>> term_sent_, kill_sent_;  // (job, attempt)
-  std::map<std::pair<int64_t, int64_t>, int64_t> slurm_polled_ms_;      // (job, attempt) -> last scontrol
+  std::map<int64_t, JobSpec> specs_;                                 // parsed job files by id
+  std::set<pid_t> children_;                                         // shims started by this process (to reap)
+  std::set<std::pair<int64_t, int64_t>> term_sent_, kill_sent_;      // (job, attempt)
+  std::map<std::pair<int64_t, int64_t>, int64_t> slurm_polled_ms_;   // (job, attempt) -> last scontrol
   std::map<std::pair<int64_t, int64_t>, std::string> slurm_reason_;  // (job, attempt) -> reason last stored
   std::map<int64_t, int64_t> hold_;  // beneficiary job -> its priority, while preemption is in flight
   int64_t last_capacity_ms_ = 0;     // last time capacity became available (an attempt ended, fleet changed)

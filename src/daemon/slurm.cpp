@@ -128,7 +128,8 @@ Result<std::vector<Gres>> ParseGres(const std::string& text) {
         g.count = std::stoll(count) * mult;
         if (parts.size() >= 3) g.type = parts[1];
       } else {
-        if (parts.size() > 2) return InvalidArgument(fmt::format("GRES '{}': '{}' is not NAME[:TYPE][:COUNT]", text, item));
+        if (parts.size() > 2)
+          return InvalidArgument(fmt::format("GRES '{}': '{}' is not NAME[:TYPE][:COUNT]", text, item));
         g.type = parts[1];  // gpu:tesla: one card of a type
       }
     }
@@ -156,8 +157,8 @@ Result<std::vector<Node>> ParseNodes(const std::string& text) {
 
 std::string SlurmNodeOf(const std::string& id) { return id.substr(0, id.find('/')); }
 
-Result<std::string> FleetYaml(const std::vector<Node>& nodes, const sched::Catalog& catalog,
-                              const ImportOptions& o, const std::string& origin) {
+Result<std::string> FleetYaml(const std::vector<Node>& nodes, const sched::Catalog& catalog, const ImportOptions& o,
+                              const std::string& origin) {
   std::string body, notes;
   int64_t count = 0;
   for (const auto& n : nodes) {
@@ -189,8 +190,10 @@ Result<std::string> FleetYaml(const std::vector<Node>& nodes, const sched::Catal
         continue;
       }
       auto it = std::find_if(cards.begin(), cards.end(), [&](const auto& c) { return c.first == match->name; });
-      if (it == cards.end()) cards.emplace_back(match->name, g.count);
-      else it->second += g.count;
+      if (it == cards.end())
+        cards.emplace_back(match->name, g.count);
+      else
+        it->second += g.count;
     }
     for (const auto& [type, k] : cards) {
       std::string id = cards.size() == 1 ? n.name : n.name + "/" + type;
@@ -199,8 +202,8 @@ Result<std::string> FleetYaml(const std::vector<Node>& nodes, const sched::Catal
     }
   }
   if (count == 0)
-    return NotFound(fmt::format("{}: no node has a GRES of a catalog type ({} nodes read)\n{}", origin, nodes.size(),
-                                notes));
+    return NotFound(
+        fmt::format("{}: no node has a GRES of a catalog type ({} nodes read)\n{}", origin, nodes.size(), notes));
   std::string head = fmt::format("# fleet imported from {} by `tessera fleet import --slurm`\n", origin);
   head += "# zone = the node's first Slurm partition; id = the Slurm node (NODE/TYPE when it has several types)\n";
   head += notes;
@@ -287,12 +290,18 @@ Phase PhaseOf(const std::string& s) {
 
 const char* PhaseName(Phase p) {
   switch (p) {
-    case Phase::kPending: return "pending";
-    case Phase::kRunning: return "running";
-    case Phase::kCompleted: return "completed";
-    case Phase::kFailed: return "failed";
-    case Phase::kCancelled: return "cancelled";
-    case Phase::kNodeFail: return "node failure";
+    case Phase::kPending:
+      return "pending";
+    case Phase::kRunning:
+      return "running";
+    case Phase::kCompleted:
+      return "completed";
+    case Phase::kFailed:
+      return "failed";
+    case Phase::kCancelled:
+      return "cancelled";
+    case Phase::kNodeFail:
+      return "node failure";
   }
   return "?";
 }
@@ -311,7 +320,8 @@ JobState Combine(const std::vector<JobRecord>& records) {
   for (const auto& r : records) {
     Phase p = PhaseOf(r.state);
     std::string st = r.state.empty() ? "?" : r.state;
-    if (("+" + s.states + "+").find("+" + st + "+") == std::string::npos) s.states += (s.states.empty() ? "" : "+") + st;
+    if (("+" + s.states + "+").find("+" + st + "+") == std::string::npos)
+      s.states += (s.states.empty() ? "" : "+") + st;
     any_pending |= p == Phase::kPending;
     any_running |= p == Phase::kRunning;
     any_node_fail |= p == Phase::kNodeFail;
@@ -326,19 +336,25 @@ JobState Combine(const std::vector<JobRecord>& records) {
     }
     if (!r.nodes.empty()) s.nodes += (s.nodes.empty() ? "" : ",") + r.nodes;
   }
-  if (any_running) s.phase = Phase::kRunning;
-  else if (any_pending || records.empty()) s.phase = Phase::kPending;
-  else if (any_node_fail) s.phase = Phase::kNodeFail;
-  else if (any_cancel) s.phase = Phase::kCancelled;
-  else if (any_fail) s.phase = Phase::kFailed;
-  else s.phase = Phase::kCompleted;
+  if (any_running)
+    s.phase = Phase::kRunning;
+  else if (any_pending || records.empty())
+    s.phase = Phase::kPending;
+  else if (any_node_fail)
+    s.phase = Phase::kNodeFail;
+  else if (any_cancel)
+    s.phase = Phase::kCancelled;
+  else if (any_fail)
+    s.phase = Phase::kFailed;
+  else
+    s.phase = Phase::kCompleted;
   return s;
 }
 
 Result<std::vector<std::string>> SbatchArgs(const SubmitRequest& r) {
   if (r.components.empty()) return InvalidArgument("a Slurm job needs at least one component");
-  std::vector<std::string> a = {"--parsable",        "--job-name=" + r.job_name, "--chdir=" + r.workdir,
-                                "--output=" + r.output, "--open-mode=append",     "--no-requeue"};
+  std::vector<std::string> a = {"--parsable",           "--job-name=" + r.job_name, "--chdir=" + r.workdir,
+                                "--output=" + r.output, "--open-mode=append",       "--no-requeue"};
   if (r.uid >= 0) {
     a.push_back(fmt::format("--uid={}", r.uid));
     a.push_back(fmt::format("--gid={}", r.gid));
@@ -378,7 +394,8 @@ std::string BatchScript(const std::vector<std::string>& command, size_t componen
   for (size_t i = 0; i < components; ++i) groups += (i ? "," : "") + std::to_string(i);
   std::string s = "#!/bin/sh\n# " + comment + "\n";
   s += "# One step over every component: one task per card, each a `tessera run` launcher of one rank.\n";
-  s += "exec srun --het-group=" + groups + " --kill-on-bad-exit=1";
+  // A job of one component is no heterogeneous job: srun --het-group would find no component to run on.
+  s += components > 1 ? "exec srun --het-group=" + groups + " --kill-on-bad-exit=1" : "exec srun --kill-on-bad-exit=1";
   for (const auto& w : command) s += " " + ShellQuote(w);
   return s + "\n";
 }
@@ -391,13 +408,14 @@ std::string CommandResult::Describe(const std::string& command) const {
     return s;
   };
   std::string msg = trim(err).empty() ? trim(out) : trim(err);
-  if (timed_out) return fmt::format("`{}` did not answer within its time limit (killed){}", command,
-                                    msg.empty() ? "" : ": " + msg);
+  if (timed_out)
+    return fmt::format("`{}` did not answer within its time limit (killed){}", command, msg.empty() ? "" : ": " + msg);
   if (exit_code == 127 && msg.find("cannot start") != std::string::npos) return msg;
   return fmt::format("`{}` failed (exit {}){}", command, exit_code, msg.empty() ? "" : ": " + msg);
 }
 
-CommandResult RunCommand(const std::vector<std::string>& argv, int64_t timeout_ms, const std::vector<std::string>* env) {
+CommandResult RunCommand(const std::vector<std::string>& argv, int64_t timeout_ms,
+                         const std::vector<std::string>* env) {
   CommandResult res;
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -432,8 +450,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv, int64_t timeout_m
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (env) ::execvpe(av[0], av.data(), ev.data());
-    else ::execvp(av[0], av.data());
+    if (env)
+      ::execvpe(av[0], av.data(), ev.data());
+    else
+      ::execvp(av[0], av.data());
     const char* m = "cannot start ";
     ssize_t ignored = ::write(2, m, std::strlen(m));
     ignored = ::write(2, av[0], std::strlen(av[0]));
@@ -460,8 +480,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv, int64_t timeout_m
     for (int k = 0; k < 2; ++k) {
       if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t got = ::read(fds[k].fd, buf, sizeof buf);
-      if (got > 0) (k == 0 ? res.out : res.err).append(buf, static_cast<size_t>(got));
-      else (k == 0 ? open_out : open_err) = false;
+      if (got > 0)
+        (k == 0 ? res.out : res.err).append(buf, static_cast<size_t>(got));
+      else
+        (k == 0 ? open_out : open_err) = false;
     }
   }
   if (res.timed_out) ::kill(-pid, SIGKILL);

@@ -53,9 +53,9 @@ std::string SlurmNodeOf(const std::string& fleet_node_id);
 // One job record (a component of a heterogeneous job is one record).
 struct JobRecord {
   int64_t id = 0;
-  int64_t het_id = 0, het_offset = -1;  // HetJobId / HetJobOffset; 0 / -1 when not a het job
-  std::string state;                    // JobState, e.g. PENDING, RUNNING, COMPLETED, NODE_FAIL
-  std::string reason;                   // Reason ("None" becomes "")
+  int64_t het_id = 0, het_offset = -1;     // HetJobId / HetJobOffset; 0 / -1 when not a het job
+  std::string state;                       // JobState, e.g. PENDING, RUNNING, COMPLETED, NODE_FAIL
+  std::string reason;                      // Reason ("None" becomes "")
   int64_t start_unix = -1, end_unix = -1;  // -1 when Unknown / None
   int exit_code = 0, signal = 0;           // ExitCode=C:S
   std::string nodes;                       // NodeList
@@ -90,23 +90,23 @@ std::vector<JobRecord> RecordsOf(const std::vector<JobRecord>& all, int64_t id);
 
 // One component of the heterogeneous job: the cards of one catalog type.
 struct Component {
-  std::string gres;                         // "gpu", "npu", "gpu:h800"
-  std::string partition;                    // "" = Slurm's default
+  std::string gres;                                    // "gpu", "npu", "gpu:h800"
+  std::string partition;                               // "" = Slurm's default
   std::vector<std::pair<std::string, int64_t>> nodes;  // Slurm node, cards on it
 };
 struct SubmitRequest {
   std::string job_name;
   std::string workdir;
-  std::string output;  // the file the job's output is appended to
-  std::string script;  // path of the batch script
+  std::string output;          // the file the job's output is appended to
+  std::string script;          // path of the batch script
   int64_t uid = -1, gid = -1;  // root daemon: run the job as this user (sbatch --uid/--gid)
   std::vector<Component> components;
 };
 // sbatch's arguments (without "sbatch"): --parsable, the common options, then per component its options,
 // components separated by ":", then the script. Errors name what is wrong (no components, no nodes).
 Result<std::vector<std::string>> SbatchArgs(const SubmitRequest& request);
-// The batch script: one step over all components, `srun --het-group=0,...,k-1 COMMAND...`, exec'd so that the
-// job's exit status is srun's. Every word is quoted for the shell.
+// The batch script: one step over all components, `srun --het-group=0,...,k-1 COMMAND...` (plain srun for one
+// component), exec'd so that the job's exit status is srun's. Every word is quoted for the shell.
 std::string BatchScript(const std::vector<std::string>& command, size_t components, const std::string& comment);
 std::string ShellQuote(const std::string& word);
 

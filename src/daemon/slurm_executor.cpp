@@ -37,8 +37,8 @@ Status Daemon::CheckSlurmReady() {
         "--insecure-no-job-isolation to run jobs as the daemon's user");
   auto r = slurm::RunCommand({"sbatch", "--version"}, opts_.slurm_timeout_ms);
   if (r.exit_code != 0)
-    return Unsupported("--executor slurm: " + r.Describe("sbatch --version") +
-                              " (install Slurm's client, e.g. Debian's slurm-client, and set SLURM_CONF if needed)");
+    return SystemError("--executor slurm: " + r.Describe("sbatch --version") +
+                       " (install Slurm's client, e.g. Debian's slurm-client, and set SLURM_CONF if needed)");
   TSR_LOG_INFO("Slurm executor: {}", r.out.substr(0, r.out.find('\n')));
   return Status::Ok();
 }
@@ -67,9 +67,10 @@ Status Daemon::StartSlurm(const JobRow& job, const AttemptRow& attempt, const La
       std::string sn = slurm::SlurmNodeOf(nc.node);
       auto [it, fresh] = node_type.emplace(sn, isl.type);
       if (!fresh && it->second != isl.type)
-        return fail(fmt::format("types {} and {} are both placed on Slurm node {}: the components of a "
-                                "heterogeneous job need nodes of their own (Slurm does not start it otherwise)",
-                                it->second, isl.type, sn));
+        return fail(
+            fmt::format("types {} and {} are both placed on Slurm node {}: the components of a "
+                        "heterogeneous job need nodes of their own (Slurm does not start it otherwise)",
+                        it->second, isl.type, sn));
       c.nodes.emplace_back(sn, nc.cards);
     }
     req.components.push_back(std::move(c));
@@ -199,8 +200,8 @@ void Daemon::CheckSlurmAttempt(const AttemptOfJob& a, int64_t now) {
       for (const auto& c : sj["components"]) ids += (ids.empty() ? "" : ",") + std::to_string(c.get<int64_t>());
     }
     for (bool jobcomp : {false, true}) {
-      std::vector<std::string> argv = {"sacct", "-n", "-P", "-X", "-j", jobcomp ? ids : sids,
-                                       "-o", "JobID,State,Start,End,ExitCode"};
+      std::vector<std::string> argv = {
+          "sacct", "-n", "-P", "-X", "-j", jobcomp ? ids : sids, "-o", "JobID,State,Start,End,ExitCode"};
       if (jobcomp) argv.insert(argv.begin() + 1, "-c");
       auto q = slurm::RunCommand(argv, opts_.slurm_timeout_ms);
       if (q.exit_code != 0) continue;

@@ -174,8 +174,8 @@ Result<Catalog> ParseCatalog(const std::string& yaml, const std::string& source)
       YAML::Node n = types[i];
       std::string f = Reader::Index("types", i);
       TSR_RETURN_IF_ERROR(r.Map(n, f));
-      TSR_RETURN_IF_ERROR(
-          r.OnlyKeys(n, f, {"name", "vendor", "domestic", "price_per_card_hour", "memory_gib", "throughput", "slurm_gres"}));
+      TSR_RETURN_IF_ERROR(r.OnlyKeys(
+          n, f, {"name", "vendor", "domestic", "price_per_card_hour", "memory_gib", "throughput", "slurm_gres"}));
       AcceleratorType t;
       TSR_ASSIGN_OR_RETURN(t.name, r.Str(n, f, "name"));
       if (!names.insert(t.name).second)
