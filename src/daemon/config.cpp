@@ -181,7 +181,9 @@ Status Daemon::Init() {
   TSR_ASSIGN_OR_RETURN(auto open, store_->OpenAttempts());
   for (const auto& a : open) {
     Event(a.attempt.job_id,
-          fmt::format("daemon restarted: reconciling attempt {} (shim pid {})", a.attempt.n, a.attempt.shim_pid));
+          opts_.executor == "slurm"
+              ? fmt::format("daemon restarted: reconciling attempt {} (its Slurm job)", a.attempt.n)
+              : fmt::format("daemon restarted: reconciling attempt {} (shim pid {})", a.attempt.n, a.attempt.shim_pid));
   }
   last_capacity_ms_ = NowMs();
   return Status::Ok();

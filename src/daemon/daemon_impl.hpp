@@ -127,6 +127,7 @@ class Daemon {
   std::set<std::pair<int64_t, int64_t>> term_sent_, kill_sent_;      // (job, attempt)
   std::map<std::pair<int64_t, int64_t>, int64_t> slurm_polled_ms_;   // (job, attempt) -> last scontrol
   std::map<std::pair<int64_t, int64_t>, std::string> slurm_reason_;  // (job, attempt) -> reason last stored
+  std::set<std::pair<int64_t, int64_t>> slurm_ran_;                  // attempts seen RUNNING in Slurm
   std::map<int64_t, int64_t> hold_;  // beneficiary job -> its priority, while preemption is in flight
   int64_t last_capacity_ms_ = 0;     // last time capacity became available (an attempt ended, fleet changed)
   // Compliance preemption runs when the policy changes (a new policy, or a new floor from its calendar),

@@ -243,6 +243,7 @@ void Daemon::CheckSlurmAttempt(const AttemptOfJob& a, int64_t now) {
       (void)store_->SetRunningReason(job, reason);
       Event(job, reason);
     }
+    if (st.phase == slurm::Phase::kRunning) slurm_ran_.insert(key);
     if (st.phase == slurm::Phase::kRunning && st.start_unix > 0 && a.attempt.started_ms != st.start_unix * 1000)
       (void)store_->SetAttemptStart(job, n, st.start_unix * 1000);
     if (a.stop_intent.empty()) return;
@@ -285,8 +286,11 @@ void Daemon::CheckSlurmAttempt(const AttemptOfJob& a, int64_t now) {
   if (started_ms != a.attempt.started_ms) (void)store_->SetAttemptStart(job, n, started_ms);
   Event(job, fmt::format("Slurm job {} ended {} (exit {}:{}); ran {} to {} by {}", sid, st.states, st.exit_code,
                          st.signal, FormatMs(started_ms), FormatMs(ended_ms), source));
+  // Cancelled before it ever ran (Slurm gives such a job StartTime = EndTime): nothing to bill.
+  bool never_ran = st.phase == slurm::Phase::kCancelled && !slurm_ran_.count(key) && start_s == end_s;
   slurm_polled_ms_.erase(key);
   slurm_reason_.erase(key);
+  slurm_ran_.erase(key);
   AttemptOfJob end = a;
   switch (st.phase) {
     case slurm::Phase::kCompleted:
@@ -311,6 +315,10 @@ void Daemon::CheckSlurmAttempt(const AttemptOfJob& a, int64_t now) {
       break;
     default:
       FinishAttempt(end, st.exit_code == 0 && st.signal == 0 ? 1 : st.exit_code, st.signal, ended_ms, "");
+  }
+  if (never_ran) {
+    if (Status s = store_->MarkBilled(job, n); s.ok())
+      Event(job, fmt::format("not billed: Slurm job {} never ran", sid));
   }
 }
 

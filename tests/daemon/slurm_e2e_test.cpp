@@ -242,6 +242,47 @@ TEST_F(SlurmE2E, CancelThroughTheDaemonAndInSlurm) {
       << Job(b).dump(2);
 }
 
+TEST_F(SlurmE2E, PendingInSlurmShowsTheReasonAndIsCancelledUnbilled) {
+  ImportFleet();
+  // A job outside the daemon holds the gpu node: the daemon's job waits in Slurm with Slurm's reason.
+  std::string out;
+  ASSERT_EQ(Shell("sbatch --parsable -w vm --gres=gpu:2 -n1 --wrap 'sleep 10'", &out), 0) << out;
+  std::string blocker = out.substr(0, out.find_first_of(";\n"));
+  int64_t id = Submit(TrainerJob("pend", 0, 1, "[nvidia]", 10));
+  ASSERT_TRUE(
+      WaitFor([&] { return Job(id).value("reason", "").find("PENDING (Resources)") != std::string::npos; }, 30s))
+      << Job(id).dump(2);
+  std::string queue;
+  ASSERT_EQ(Shell(fmt::format("TESSERA_HOME='{}' '{}' queue", d_->state(), Bin()), &queue), 0);
+  EXPECT_NE(queue.find("PENDING (Resources)"), std::string::npos) << queue;
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", id), json::object()).ok());
+  ASSERT_TRUE(WaitState(id, "cancelled", 30s)) << Job(id).dump(2);
+  std::string ev = Events(id);
+  EXPECT_NE(ev.find("was still pending: cancelled it"), std::string::npos) << ev;
+  EXPECT_NE(ev.find("not billed"), std::string::npos) << ev;
+  Shell("scancel " + blocker);
+  auto ledger = sched::Ledger::Open(d_->state() + "/ledger.db");
+  ASSERT_TRUE(ledger.ok());
+  sched::BillFilter f;
+  f.job = fmt::format("pend#{}", id);
+  EXPECT_TRUE((*ledger)->Query(f)->empty());
+}
+
+TEST_F(SlurmE2E, RestartedDaemonFollowsItsSlurmJobs) {
+  ImportFleet();
+  int64_t id = Submit(TrainerJob("rs", 0, 3, "[ascend, nvidia]", 300));
+  ASSERT_TRUE(WaitFor([&] { return Steps(out_ + "/rs.txt").size() >= 20; }, 60s)) << Log(id);
+  d_->Kill9();
+  d_->Start();
+  admin_ = d_->Admin();
+  ASSERT_TRUE(WaitState(id, "succeeded", 60s)) << Job(id).dump(2);
+  json j = Job(id);
+  EXPECT_EQ(j["attempts_detail"].size(), 1u) << j.dump(2);
+  EXPECT_EQ(Steps(out_ + "/rs.txt").size(), 300u);
+  EXPECT_NE(Events(id).find("reconciling attempt 1 (its Slurm job)"), std::string::npos) << Events(id);
+  EXPECT_NE(Log(id).find("final params fnv1a="), std::string::npos);
+}
+
 TEST_F(SlurmE2E, FailingSbatchIsNamedWithSlurmsMessage) {
   // A zone that is no partition: sbatch refuses the job; the daemon fails it with the command and the message.
   json body = {{"fleet", Doc("fleet.yaml",
