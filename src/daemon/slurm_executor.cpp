@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/log.hpp"
@@ -166,9 +167,10 @@ void Daemon::CheckSlurmAttempt(const AttemptOfJob& a, int64_t now) {
   int64_t sid = sj["job_id"];
   std::string output = sj.value("output", "");
   std::string sids = std::to_string(sid);
-  // Read Slurm's state at most every --slurm-poll (and at once while a stop is due).
+  // Read Slurm's state at most every --slurm-poll (at most every 250 ms while a stop is due).
   auto& polled = slurm_polled_ms_[key];
-  if (now - polled < opts_.slurm_poll_ms && a.stop_intent.empty()) return;
+  int64_t every = a.stop_intent.empty() ? opts_.slurm_poll_ms : std::min<int64_t>(opts_.slurm_poll_ms, 250);
+  if (now - polled < every) return;
   polled = now;
   CopySlurmLog(a, output);
   auto r = slurm::RunCommand({"scontrol", "--oneliner", "show", "job", sids}, opts_.slurm_timeout_ms);
