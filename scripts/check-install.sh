@@ -25,13 +25,13 @@ lib=$(find "$tmp/prefix" -name 'libtessera.so' | head -1)
 [ -z "$(find "$tmp/prefix" -name '*.a')" ] || fail "a static library is installed: $(find "$tmp/prefix" -name '*.a')"
 pc=$(find "$tmp/prefix" -name tessera.pc | head -1)
 [ -n "$pc" ] || fail "no tessera.pc installed"
-find "$tmp/prefix" -name TesseraConfig.cmake | grep -q . || fail "no TesseraConfig.cmake installed"
+find "$tmp/prefix" -name TesseraConfig.cmake | grep . >/dev/null || fail "no TesseraConfig.cmake installed"
 
 # find_package(Tessera) + Tessera::tessera
 cmake -S "$src/tests/structure/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" \
       -DCMAKE_BUILD_TYPE=Release >"$tmp/configure.log" 2>&1 || { cat "$tmp/configure.log"; fail "configure the consumer"; }
 cmake --build "$tmp/consumer" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "build the consumer"; }
-ldd "$tmp/consumer/consumer" | grep -q "$tmp/prefix/.*libtessera.so" ||
+ldd "$tmp/consumer/consumer" | grep "$tmp/prefix/.*libtessera.so" >/dev/null ||
   fail "the consumer does not load the installed libtessera: $(ldd "$tmp/consumer/consumer" | grep tessera)"
 mkdir -p "$tmp/scratch"
 out=$("$tmp/consumer/consumer" "$tmp/scratch") || fail "the find_package consumer: $out"

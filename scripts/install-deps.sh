@@ -18,6 +18,7 @@ PACKAGES=(
   nodejs                                                                      # s3rver (test S3 server)
   prometheus chromium                                                         # promtool (checks /metrics), the web console's browser test
   iproute2 util-linux iperf3                                                  # tests/hosts (namespaces), bench/hosts (iperf3)
+  slurm-wlm munge                                                             # the daemon's Slurm executor tests (a real cluster)
 )
 
 missing=()

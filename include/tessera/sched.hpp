@@ -63,6 +63,8 @@ struct AcceleratorType {
   Money price_per_card_hour = 0;
   int64_t memory_gib = 0;
   std::map<std::string, Throughput> throughput;  // per workload class, per card
+  // The Slurm GRES of one card ("gpu", "npu", or typed "gpu:h800"); "" = by vendor (daemon/slurm.hpp).
+  std::string slurm_gres;
 };
 
 struct Catalog {

@@ -1,10 +1,10 @@
 // cli/daemon: `tessera daemon` — runs the job daemon (HTTP/JSON API on 127.0.0.1, SQLite state, queue with
 // automatic wake-up, local executor). `tessera daemon shim ...` is the per-attempt shim it starts.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <tuple>
 
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
@@ -26,10 +26,11 @@ int RunDaemonCmd(int argc, char** argv) {
   return tessera::cli::kExitUnsupported;
 #else
   if (argc >= 2 && !std::strcmp(argv[1], "shim")) return tessera::daemon::RunShim(argc - 1, argv + 1);
-  CLI::App app{"Run the job daemon: HTTP/JSON API on 127.0.0.1 with bearer tokens, state in SQLite (WAL), queue with "
-               "automatic wake-up, local execution through `tessera run`. Jobs keep running when it stops; a "
-               "restart reconciles with them.",
-               "tessera daemon"};
+  CLI::App app{
+      "Run the job daemon: HTTP/JSON API on 127.0.0.1 with bearer tokens, state in SQLite (WAL), queue with "
+      "automatic wake-up, local execution through `tessera run`. Jobs keep running when it stops; a "
+      "restart reconciles with them.",
+      "tessera daemon"};
   tessera::daemon::DaemonOptions o;
   std::string state, tick = "100ms";
   std::vector<std::string> tenants;
@@ -53,6 +54,14 @@ int RunDaemonCmd(int argc, char** argv) {
                "neither root nor bubblewrap is available)");
   app.add_option("--tick", tick, "Scheduler poll interval (events wake it at once)");
   std::string launcher;
+  std::string slurm_poll = "1s", slurm_timeout = "20s";
+  app.add_option("--executor", o.executor,
+                 "Where jobs run: local (this host, through the shim) or slurm (one heterogeneous sbatch job per "
+                 "attempt; docs/daemon.md)")
+      ->check(CLI::IsMember({"local", "slurm"}));
+  app.add_option("--slurm-poll", slurm_poll, "Slurm executor: how often a job's state is read (scontrol show job)");
+  app.add_option("--slurm-timeout", slurm_timeout,
+                 "Slurm executor: bound on every Slurm command (sbatch, scontrol, scancel, sacct)");
   app.add_option("--launcher", launcher,
                  "Launcher command, space-separated (default: this binary's `run`); islands and -- COMMAND follow");
   try {
@@ -74,6 +83,16 @@ int RunDaemonCmd(int argc, char** argv) {
     return 2;
   }
   o.tick_ms = tk->count();
+  for (auto [flag, text, out] : {std::tuple{"--slurm-poll", &slurm_poll, &o.slurm_poll_ms},
+                                 std::tuple{"--slurm-timeout", &slurm_timeout, &o.slurm_timeout_ms}}) {
+    auto d = tessera::env::ParseDuration(flag, *text);
+    if (!d.ok() || d->count() <= 0) {
+      std::fprintf(stderr, "tessera daemon: %s\n",
+                   d.ok() ? (std::string(flag) + " must be > 0").c_str() : d.status().message().c_str());
+      return tessera::cli::kExitUsage;
+    }
+    *out = d->count();
+  }
   {
     std::istringstream ss(launcher);
     std::string w;

@@ -1,13 +1,16 @@
 // cli/fleet: `tessera fleet show | register FLEET.yaml [--catalog C] [--policy P] | policy P.yaml` — the
-// daemon's fleet, with host-emulated cards labelled "emulated", free cards per node and the policy floor.
+// daemon's fleet, with host-emulated cards labelled "emulated", free cards per node and the policy floor —
+// and `tessera fleet import --slurm`, which writes a fleet file from `scontrol show nodes` (daemon/slurm.hpp).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include "daemon/cli_flags.hpp"
+#include "daemon/daemon.hpp"
+#include "daemon/slurm.hpp"
+#include "daemon/util.hpp"
 #endif
 
 namespace {
@@ -71,14 +74,80 @@ int RunFleet(int argc, char** argv) {
   reg->add_option("--policy", policy, "Policy YAML (domestic-share floor calendar)");
   auto* pol = app.add_subcommand("policy", "Replace the policy; running jobs that break it are preempted");
   pol->add_option("policy", policy_only, "Policy YAML")->required();
+  auto* imp = app.add_subcommand("import", "Write a fleet file from Slurm's nodes (scontrol show nodes)");
+  bool from_slurm = false, emulated = false, include_down = false, do_register = false;
+  std::string imp_catalog, nodes_file, out_file, zone;
+  imp->add_flag("--slurm", from_slurm, "Read the nodes from Slurm (the only source today)")->required();
+  imp->add_option("--catalog", imp_catalog,
+                  "Catalog YAML: which GRES is which card type (slurm_gres, else gpu = nvidia, npu = ascend); "
+                  "default the daemon's embedded catalog");
+  imp->add_option("--nodes-file", nodes_file, "Read this saved `scontrol show nodes` output instead of running it");
+  imp->add_option("--zone", zone, "Put every node in this zone (default: the node's first partition)");
+  imp->add_flag("--emulated", emulated, "Mark the cards emulated (host ranks): test clusters with fake GRES");
+  imp->add_flag("--include-down", include_down, "Keep nodes that are DOWN, DRAINED or FAILED");
+  imp->add_option("-o,--out", out_file, "Write the fleet file here (default: stdout)");
+  imp->add_flag("--register", do_register, "Also register it with the daemon (with --catalog when given)");
   (void)show;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return tessera::cli::ParseExit(app, e);
   }
+  std::string imported;
+  if (imp->parsed()) {
+    namespace slurm = tessera::daemon::slurm;
+    auto cat = imp_catalog.empty() ? tessera::sched::ParseCatalog(kDefaultCatalogYaml, "the embedded catalog")
+                                   : tessera::sched::LoadCatalog(imp_catalog);
+    if (!cat.ok()) return tessera::cli::Fail("fleet import", cat.status());
+    std::string text, origin;
+    if (!nodes_file.empty()) {
+      auto t = ReadFile(nodes_file);
+      if (!t.ok())
+        return tessera::cli::Fail("fleet import", tessera::NotFound("cannot read --nodes-file " + nodes_file));
+      text = *t;
+      origin = nodes_file;
+    } else {
+      auto r = slurm::RunCommand({"scontrol", "show", "nodes"}, 20000);
+      if (r.exit_code != 0)
+        return tessera::cli::Fail("fleet import", tessera::SystemError(r.Describe("scontrol show nodes")));
+      text = r.out;
+      origin = "scontrol show nodes";
+    }
+    auto nodes = slurm::ParseNodes(text);
+    if (!nodes.ok()) return tessera::cli::Fail("fleet import", nodes.status());
+    slurm::ImportOptions io;
+    io.emulated = emulated;
+    io.zone = zone;
+    io.include_down = include_down;
+    auto yaml = slurm::FleetYaml(*nodes, *cat, io, origin);
+    if (!yaml.ok()) return tessera::cli::Fail("fleet import", yaml.status());
+    if (out_file.empty() && !do_register) {
+      std::fputs(yaml->c_str(), stdout);
+      return 0;
+    }
+    if (!out_file.empty()) {
+      if (tessera::Status s = WriteFileAtomic(out_file, *yaml); !s.ok()) return tessera::cli::Fail("fleet import", s);
+      std::fprintf(stderr, "tessera fleet import: wrote %s\n", out_file.c_str());
+    }
+    if (!do_register) return 0;
+    imported = *yaml;
+  }
   auto client = Client::Connect(co);
   if (!client.ok()) return tessera::cli::Fail("fleet", client.status());
+  if (!imported.empty()) {
+    nlohmann::json body;
+    body["fleet"] = {{"source", out_file.empty() ? "slurm-import.yaml" : out_file}, {"yaml", imported}};
+    if (!imp_catalog.empty()) {
+      auto c = ReadDocument(imp_catalog);
+      if (!c.ok()) return tessera::cli::Fail("fleet", c.status());
+      body["catalog"] = *c;
+    }
+    auto r = (*client)->Put("/v1/fleet", body);
+    if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
+    std::printf("registered %lld nodes, %lld cards from Slurm\n", static_cast<long long>((*r)["nodes"].get<int64_t>()),
+                static_cast<long long>((*r)["cards"].get<int64_t>()));
+    return 0;
+  }
   if (reg->parsed()) {
     nlohmann::json body;
     auto f = ReadDocument(fleet);
@@ -97,7 +166,8 @@ int RunFleet(int argc, char** argv) {
     auto r = (*client)->Put("/v1/fleet", body);
     if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
     std::printf("registered %lld nodes, %lld cards (%lld emulated on this host)\n",
-                static_cast<long long>((*r)["nodes"].get<int64_t>()), static_cast<long long>((*r)["cards"].get<int64_t>()),
+                static_cast<long long>((*r)["nodes"].get<int64_t>()),
+                static_cast<long long>((*r)["cards"].get<int64_t>()),
                 static_cast<long long>((*r)["emulated_cards"].get<int64_t>()));
   } else if (pol->parsed()) {
     auto p = ReadDocument(policy_only);

@@ -1,7 +1,6 @@
 // cli/queue: `tessera queue` — the caller's jobs: running ones with their cards, queued ones with their place
 // in the queue and the reason they wait.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli/command.hpp"
@@ -39,15 +38,16 @@ int RunQueue(int argc, char** argv) {
     std::printf("%s\n", r->dump(2).c_str());
     return 0;
   }
-  std::printf("%-5s %-18s %-10s %4s %-10s %4s  %s\n", "ID", "NAME", "TENANT", "PRI", "STATE", "POS",
-              "CARDS / REASON");
+  std::printf("%-5s %-18s %-10s %4s %-10s %4s  %s\n", "ID", "NAME", "TENANT", "PRI", "STATE", "POS", "CARDS / REASON");
   for (const auto& j : (*r)["jobs"]) {
     std::string state = j["state"];
     std::string pos = j["position"].is_null() ? "-" : std::to_string(j["position"].get<int64_t>());
     std::string what;
     if (state == "running" || state == "stopping") {
       what = j.contains("allocation") ? DescribeAllocation(j["allocation"]) : "";
-      if (state == "stopping") what += "  [" + j["reason"].get<std::string>() + "]";
+      // stopping: why; running: what the executor reports, if anything (Slurm: its state and reason).
+      std::string reason = j.value("reason", "");
+      if (!reason.empty()) what += "  [" + reason + "]";
     } else {
       what = j["reason"].get<std::string>();
       if (state == "queued" && what.empty()) what = "being placed";

@@ -128,10 +128,25 @@ Result<std::optional<SlurmTask>> SlurmFromEnv(const std::map<std::string, std::s
   }
   // A heterogeneous job: one world over its components (srun ... : ...), the store on component 0's first node.
   std::optional<std::string> nodes;
-  if (get("SLURM_HET_JOB_ID")) {
+  // A step over several components (srun --het-group=0,1, Slurm 22.05) sets no SLURM_HET_JOB_ID in the tasks:
+  // SLURM_JOB_NODELIST_HET_GROUP_0 says so, the component is found from SLURM_PROCID and the per-group task
+  // counts, and SLURM_STEP_NODELIST is the sorted union of the groups' nodes, whose first need not be task 0's.
+  if (get("SLURM_HET_JOB_ID") || get("SLURM_JOB_NODELIST_HET_GROUP_0")) {
     const char* comp = get("SLURM_HET_JOB_COMPONENT") ? "SLURM_HET_JOB_COMPONENT" : "SLURM_HET_JOB_OFFSET";
     if (get(comp)) {
       TSR_ASSIGN_OR_RETURN(t.het_component, number(comp, 0, 1 << 20));
+    } else if (get("SLURM_NTASKS_HET_GROUP_0")) {
+      int first = 0;
+      for (int g = 0; g < 1 << 10; ++g) {
+        const std::string var = fmt::format("SLURM_NTASKS_HET_GROUP_{}", g);
+        if (!get(var.c_str())) break;
+        TSR_ASSIGN_OR_RETURN(int n, number(var.c_str(), 0, 1 << 20));
+        if (t.procid < first + n) {
+          t.het_component = g;
+          break;
+        }
+        first += n;
+      }
     }
     nodes = get("SLURM_JOB_NODELIST_HET_GROUP_0");
   }

@@ -109,6 +109,9 @@ Status Daemon::LoadConfig() {
 Status Daemon::Init() {
   if (opts_.self_exe.empty()) opts_.self_exe = SelfExe();
   TSR_ASSIGN_OR_RETURN(identity_, ChooseJobIdentity(opts_.job_user, opts_.insecure_no_job_isolation));
+  if (opts_.executor != "local" && opts_.executor != "slurm")
+    return InvalidArgument(fmt::format("--executor '{}': expected local or slurm", opts_.executor));
+  if (opts_.executor == "slurm") TSR_RETURN_IF_ERROR(CheckSlurmReady());
   // The tenants' areas are reachable by the jobs' identity; the state directory by nobody but the daemon.
   work_dir_ = opts_.work_dir.empty() ? opts_.state_dir + "-work" : opts_.work_dir;
   {
@@ -178,7 +181,9 @@ Status Daemon::Init() {
   TSR_ASSIGN_OR_RETURN(auto open, store_->OpenAttempts());
   for (const auto& a : open) {
     Event(a.attempt.job_id,
-          fmt::format("daemon restarted: reconciling attempt {} (shim pid {})", a.attempt.n, a.attempt.shim_pid));
+          opts_.executor == "slurm"
+              ? fmt::format("daemon restarted: reconciling attempt {} (its Slurm job)", a.attempt.n)
+              : fmt::format("daemon restarted: reconciling attempt {} (shim pid {})", a.attempt.n, a.attempt.shim_pid));
   }
   last_capacity_ms_ = NowMs();
   return Status::Ok();

@@ -25,10 +25,10 @@
 namespace tessera::daemon {
 
 struct DaemonOptions {
-  std::string state_dir;                 // required
+  std::string state_dir;  // required
   std::string host = "127.0.0.1";
-  int port = 0;                          // 0: a free port (written to STATE/daemon.json)
-  std::string catalog_path;              // seeds; "" keeps the stored one (or the embedded default catalog)
+  int port = 0;              // 0: a free port (written to STATE/daemon.json)
+  std::string catalog_path;  // seeds; "" keeps the stored one (or the embedded default catalog)
   std::string fleet_path;
   std::string policy_path;
   std::string tenants_file;                // --tenants FILE (daemon/security.hpp); "" = the admin only
@@ -36,10 +36,15 @@ struct DaemonOptions {
   std::string job_user;                    // root daemon: who jobs run as ("" = nobody)
   bool insecure_no_job_isolation = false;  // run jobs with the daemon's rights (refused otherwise when no isolation)
   int64_t tick_ms = 100;
-  std::string self_exe;                  // the tessera binary for shims and `tessera run`
+  std::string self_exe;  // the tessera binary for shims and `tessera run`
   // The launcher command the shim starts (island flags and "-- COMMAND" are appended); default
   // {self_exe, "run"}. Tests may point it elsewhere when `tessera run` is not built.
   std::vector<std::string> launcher;
+  // Where attempts run: "local" (the shim on this host) or "slurm" (one heterogeneous sbatch job per attempt;
+  // daemon/slurm_executor.cpp, docs/daemon.md "Slurm executor").
+  std::string executor = "local";
+  int64_t slurm_poll_ms = 1000;      // how often a Slurm job's state is read (scontrol show job)
+  int64_t slurm_timeout_ms = 20000;  // bound on every Slurm command (sbatch, scontrol, scancel, sacct)
 };
 
 // Runs until SIGINT/SIGTERM. Returns the process exit status; errors are printed to stderr.

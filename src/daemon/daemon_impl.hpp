@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "daemon/daemon.hpp"
+#include "daemon/executor.hpp"
 #include "daemon/http_server.hpp"
 #include "daemon/job_store.hpp"
 #include "daemon/jobspec.hpp"
@@ -74,6 +75,14 @@ class Daemon {
   Result<sched::PlanResult> PlanJob(const JobSpec& spec, const std::vector<sched::RunningJob>& running);
   Status Start(const JobRow& job, const JobSpec& spec, const sched::Placement& placement, int64_t now);
   Status RequestStop(int64_t job_id, const std::string& intent, const std::string& reason);
+  // ---- Slurm executor (slurm_executor.cpp; under mu_)
+  Status CheckSlurmReady();  // at start: Slurm's client answers, jobs can run as their users
+  // Submits the attempt as one heterogeneous job; a failure of sbatch fails the job (naming the command and
+  // Slurm's message) and returns Ok, as a failed local launch does.
+  Status StartSlurm(const JobRow& job, const AttemptRow& attempt, const LaunchRequest& lr,
+                    const std::vector<Island>& islands, const sched::Placement& placement, const std::string& own_dir);
+  void CheckSlurmAttempt(const AttemptOfJob& a, int64_t now);
+  void CopySlurmLog(const AttemptOfJob& a, const std::string& output);
   Result<JobSpec> SpecFor(const JobRow& job);
   void Event(int64_t job_id, const std::string& text);
   void FailJob(int64_t job_id, const std::string& reason);
@@ -113,9 +122,12 @@ class Daemon {
   sched::Policy policy_;
   bool have_fleet_ = false;
 
-  std::map<int64_t, JobSpec> specs_;                             // parsed job files by id
-  std::set<pid_t> children_;                                     // shims started by this process (to reap)
-  std::set<std::pair<int64_t, int64_t>> term_sent_, kill_sent_;  // (job, attempt)
+  std::map<int64_t, JobSpec> specs_;                                 // parsed job files by id
+  std::set<pid_t> children_;                                         // shims started by this process (to reap)
+  std::set<std::pair<int64_t, int64_t>> term_sent_, kill_sent_;      // (job, attempt)
+  std::map<std::pair<int64_t, int64_t>, int64_t> slurm_polled_ms_;   // (job, attempt) -> last scontrol
+  std::map<std::pair<int64_t, int64_t>, std::string> slurm_reason_;  // (job, attempt) -> reason last stored
+  std::set<std::pair<int64_t, int64_t>> slurm_ran_;                  // attempts seen RUNNING in Slurm
   std::map<int64_t, int64_t> hold_;  // beneficiary job -> its priority, while preemption is in flight
   int64_t last_capacity_ms_ = 0;     // last time capacity became available (an attempt ended, fleet changed)
   // Compliance preemption runs when the policy changes (a new policy, or a new floor from its calendar),

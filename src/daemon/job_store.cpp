@@ -294,6 +294,16 @@ Status JobStore::SetShim(int64_t job_id, int64_t n, int64_t shim_pid, int64_t sh
                    fmt::format("record the shim of attempt {} of job {}", n, job_id));
 }
 
+Status JobStore::SetAttemptStart(int64_t job_id, int64_t n, int64_t started_ms) {
+  return db_->Exec("UPDATE attempts SET started_ms=?3 WHERE job_id=?1 AND n=?2", {job_id, n, started_ms},
+                   fmt::format("record the start time of attempt {} of job {}", n, job_id));
+}
+
+Status JobStore::SetRunningReason(int64_t id, const std::string& reason) {
+  return db_->Exec("UPDATE jobs SET reason=?2 WHERE id=?1 AND state='running'", {id, reason},
+                   fmt::format("record what running job {} is doing", id));
+}
+
 Status JobStore::EndUnlaunchedAttempt(int64_t job_id, int64_t n, int64_t ended_ms, const std::string& why) {
   return db_->Exec("UPDATE attempts SET ended_ms=?3, exit_code=127, end_reason=?4 WHERE job_id=?1 AND n=?2",
                    {job_id, n, ended_ms, why},

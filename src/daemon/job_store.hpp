@@ -132,6 +132,11 @@ class JobStore {
   // Records attempt `a` and marks its job running with `a`'s allocation as its plan, in one transaction.
   Status StartAttempt(const AttemptRow& a);
   Status SetShim(int64_t job_id, int64_t n, int64_t shim_pid, int64_t shim_start_ticks);
+  // The real start of an attempt, when the executor learns it later (Slurm: the job left PENDING).
+  Status SetAttemptStart(int64_t job_id, int64_t n, int64_t started_ms);
+  // What a running job is doing, as its executor reports it (Slurm: "Slurm job 12: PENDING (Resources)");
+  // only a job in state running is changed.
+  Status SetRunningReason(int64_t id, const std::string& reason);
   // The shim could not be started: the attempt ends at once (exit 127).
   Status EndUnlaunchedAttempt(int64_t job_id, int64_t n, int64_t ended_ms, const std::string& why);
   // An attempt recorded by a daemon that died before starting it: removed, the job queued again.

@@ -159,6 +159,7 @@ void Daemon::Tick() {
 }
 
 void Daemon::CheckAttempt(const AttemptOfJob& a, int64_t now) {
+  if (opts_.executor == "slurm") return CheckSlurmAttempt(a, now);
   int64_t job = a.attempt.job_id, n = a.attempt.n;
   std::string dir = a.attempt.dir;
   pid_t shim = static_cast<pid_t>(a.attempt.shim_pid);
@@ -415,6 +416,7 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
       std::fclose(f);
     }
   }
+  if (opts_.executor == "slurm") return StartSlurm(job, attempt, lr, islands, placement, own);
   auto pid = Launch(lr);
   if (!pid.ok()) {
     Status s = store_->EndUnlaunchedAttempt(id, n, NowMs(), pid.status().message());

@@ -164,8 +164,8 @@ Result<Catalog> ParseCatalog(const std::string& yaml, const std::string& source)
       YAML::Node n = types[i];
       std::string f = Reader::Index("types", i);
       TSR_RETURN_IF_ERROR(r.Map(n, f));
-      TSR_RETURN_IF_ERROR(
-          r.OnlyKeys(n, f, {"name", "vendor", "domestic", "price_per_card_hour", "memory_gib", "throughput"}));
+      TSR_RETURN_IF_ERROR(r.OnlyKeys(
+          n, f, {"name", "vendor", "domestic", "price_per_card_hour", "memory_gib", "throughput", "slurm_gres"}));
       AcceleratorType t;
       TSR_ASSIGN_OR_RETURN(t.name, r.Str(n, f, "name"));
       if (!names.insert(t.name).second)
@@ -174,6 +174,9 @@ Result<Catalog> ParseCatalog(const std::string& yaml, const std::string& source)
       TSR_ASSIGN_OR_RETURN(t.domestic, r.Bool(n, f, "domestic"));
       TSR_ASSIGN_OR_RETURN(t.price_per_card_hour, r.Fixed(n, f, "price_per_card_hour", ParseMoney));
       TSR_ASSIGN_OR_RETURN(t.memory_gib, r.Int(n, f, "memory_gib", false, 0, 0, 1 << 20));
+      if (n["slurm_gres"]) {
+        TSR_ASSIGN_OR_RETURN(t.slurm_gres, r.Str(n, f, "slurm_gres"));
+      }
       YAML::Node tp = n["throughput"];
       std::string tf = f + ".throughput";
       if (!tp) return r.Err(n, tf, "is required (per-card throughput per workload class, e.g. llm-train: 1.0)");

@@ -767,6 +767,32 @@ TEST(LauncherSlurm, HeterogeneousJobMeetsOnComponentZero) {
   EXPECT_TRUE(Contains((*t)->text, "heterogeneous component 1")) << (*t)->text;
 }
 
+// What a task of `srun --het-group=0,1` sees under Slurm 22.05 (captured on the test cluster of
+// scripts/slurm-test-cluster.sh): no SLURM_HET_JOB_ID, the leader's SLURM_JOB_ID in every component, and a
+// sorted SLURM_STEP_NODELIST whose first host is component 1's. The store must be on component 0's node.
+TEST(LauncherSlurm, HetGroupStepWithoutHetJobIdMeetsOnComponentZero) {
+  std::map<std::string, std::string> env = {{"SLURM_PROCID", "2"},
+                                            {"SLURM_NTASKS", "3"},
+                                            {"SLURM_JOB_ID", "3"},
+                                            {"SLURM_HET_SIZE", "2"},
+                                            {"SLURM_JOB_NODELIST", "localhost,vm"},
+                                            {"SLURM_STEP_NODELIST", "localhost,vm"},
+                                            {"SLURM_JOB_NODELIST_HET_GROUP_0", "vm"},
+                                            {"SLURM_JOB_NODELIST_HET_GROUP_1", "localhost"},
+                                            {"SLURM_NTASKS_HET_GROUP_0", "1"},
+                                            {"SLURM_NTASKS_HET_GROUP_1", "2"}};
+  auto t = SlurmFromEnv(env);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->store_host, "vm");
+  EXPECT_EQ((*t)->store_port, 20000 + 2 * 3);
+  EXPECT_EQ((*t)->het_component, 1);
+  env["SLURM_PROCID"] = "0";
+  t = SlurmFromEnv(env);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->het_component, 0);
+  EXPECT_EQ((*t)->store_host, "vm");
+}
+
 TEST(LauncherSlurm, MalformedVariablesAreNamed) {
   auto a = SlurmFromEnv({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n1"}});
   ASSERT_FALSE(a.ok());
