@@ -190,6 +190,35 @@ TEST(TcpChannel, RecvIntoReturnsBufferedBytesFirst) {
   EXPECT_EQ(rx->WaitFd(), st.conns->fds[0]);
 }
 
+// Every message on a channel starts at a multiple of kChannelAlign bytes of the stream (channel.hpp), so
+// the engine folds elements in place from what Peek returns. After RecvInto took a message whose size
+// is not a multiple of 8 straight from the socket, Peek's buffer starts at that odd stream offset and
+// the next message's first element lies misaligned in it (UBSan: "load of misaligned address" in the
+// folds of comm/reduce). A finding of this test's author, not fixed here (tcp.cpp is another change's);
+// enable it with the fix.
+TEST(TcpChannel, DISABLED_ElementsAfterAnOddDirectReceiveAreAligned) {
+  const size_t chunk = 4096;
+  Streams st(1);
+  auto rx = MakeTcpReceiver(st.conns, chunk);
+  // A 13-byte message, its 3 bytes of padding, then a message of 8-byte elements.
+  std::string wire = Pattern(13, 'o') + std::string(3, '\0') + Pattern(64, 'e');
+  SendAll(st.other[0], wire);
+  char first[13];
+  size_t off = 0;
+  for (auto end = Clock::now() + 5s; off < 13 && Clock::now() < end;) {
+    auto n = rx->RecvInto(first + off, 13 - off);
+    ASSERT_TRUE(n.ok());
+    off += *n;
+  }
+  std::string padding = ReadN(rx.get(), 3);
+  EXPECT_EQ(padding, std::string(3, '\0'));
+  auto p = rx->Peek();
+  ASSERT_TRUE(p.ok());
+  ASSERT_GT(p->second, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p->first) % kChannelAlign, 0u)
+      << "the message at stream offset 16 is handed out at a misaligned address";
+}
+
 TEST(TcpChannel, APeerClosingMidMessageGivesItsBytesThenAnError) {
   const size_t chunk = 4096;
   {
