@@ -8,6 +8,13 @@
 // Allgather and broadcast use the same shape with "select" in place of "reduce"; reduce-scatter routes
 // the reduced parts to the ranks owning each output block in place of phase 3. A world of one island
 // is phases 1 and 3 alone: the island's own library, nothing on top.
+//
+// The class is implemented in several files, one concern each: world.cpp (joining: parameters, the
+// store, the islands; health, timeouts, abort), channels.cpp (the shm and TCP channels to every peer),
+// schedule.{hpp,cpp} (the algorithm's pure arithmetic: shards, segments, owners, peers),
+// hierarchical.cpp (the algorithm's steps), collectives.cpp (the public calls: dispatch to the device
+// backend or the host path, argument checks, failure bookkeeping) and p2p.cpp (send/recv, groups,
+// alltoall).
 #pragma once
 
 #include <atomic>
@@ -21,6 +28,7 @@
 #include "comm/channel.hpp"
 #include "comm/device/device.hpp"
 #include "comm/engine.hpp"
+#include "comm/schedule.hpp"
 #include "comm/store.hpp"
 #include "comm/transport/shm.hpp"
 #include "comm/transport/tcp.hpp"
@@ -48,16 +56,6 @@ struct Island {
   // engines: every rank of the world on its host (every bridge channel is a shm ring the copy engines
   // reach), TESSERA_BRIDGE not tcp, TESSERA_CUDA_BRIDGE not "staged". Set in Comm::Init.
   bool device_bridge = false;
-};
-
-struct Range {
-  size_t lo = 0, hi = 0;
-  size_t len() const { return hi - lo; }
-  Range Intersect(Range o) const {
-    Range r{std::max(lo, o.lo), std::min(hi, o.hi)};
-    if (r.hi < r.lo) r.hi = r.lo;
-    return r;
-  }
 };
 
 enum class CollKind : uint32_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier, kSend, kAllToAll };
@@ -190,11 +188,11 @@ class Comm final : public Communicator, public Links {
   // engines and kernels (allreduce, island of one rank, every bridge channel shm: see DeviceBridgeEligible).
   Status Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,
                       DeviceOps* dev = nullptr);
+  class Collective;  // one call of Hierarchical, step by step (hierarchical.cpp)
   // Whether island `isl`'s allreduce of `dt` runs on the device bridge (Island::device_bridge, floating
   // types). The same answer on every rank.
   bool DeviceBridgeEligible(const Island& isl, DType dt) const { return isl.device_bridge && IsFloat(dt); }
   Status ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers);
-  Range Shard(const Island& isl, int member, size_t total) const;
   void* Scratch(int which, size_t bytes);
 
   int rank_ = 0, size_ = 1, my_island_ = 0, local_ = 0;
@@ -205,6 +203,7 @@ class Comm final : public Communicator, public Links {
   uint64_t split_seq_ = 0;
   std::vector<RankInfo> infos_;
   std::vector<Island> islands_;
+  IslandRanks island_ranks_;            // islands_' ranks: what the schedule (comm/schedule) is computed from
   std::vector<std::string> transport_;  // per peer: "shm", "tcp" or "" (self)
   std::unique_ptr<StoreServer> store_server_;
   std::unique_ptr<StoreClient> store_;

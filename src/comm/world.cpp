@@ -1,0 +1,455 @@
+// comm/world: how a rank joins a communicator and how it learns that the job is failing. Joining: the
+// parameters (TESSERA_* or tsrCommInitRank's), the store (served by rank 0 when no launcher does), every
+// rank's record (island, vendor, device, host identity, pid, bridge address), the islands and their
+// validation, then the channels (channels.cpp); tsrCommSplit's sub-communicators. Failing: the health
+// check while waiting (a posted abort, a dead same-host peer), the explanation of a timeout (the chain of
+// stuck ranks), tsrCommAbort and tsrCommGetAsyncError; names of peers and hosts for error messages.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "comm/comm.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "common/process.hpp"
+
+namespace tessera::comm {
+namespace {
+
+// This machine as the ranks compare it: "UTS hostname/boot id/net namespace/IPC namespace". Ranks with
+// equal identities share memory (shm channels) and see each other's pids; any difference means another
+// host (TCP). Namespaces share the boot id, so the namespace inodes (and the hostname, which `unshare
+// --uts` makes per namespace) tell "hosts" made of network/IPC namespaces on one machine apart.
+std::string HostId() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  std::string id = std::string(name) + "/" + boot;
+  for (const char* ns : {"net", "ipc"}) {
+    struct stat st {};
+    const std::string path = std::string("/proc/self/ns/") + ns;
+    id += fmt::format("/{}:{}", ns, ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0);
+  }
+  return id;
+}
+
+std::vector<std::string> SplitString(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Comm>> Comm::Create(const InitParams& params) {
+  log::Init();
+  std::unique_ptr<Comm> c(new Comm());
+  TSR_RETURN_IF_ERROR(c->Init(params));
+  return c;
+}
+
+Comm::~Comm() = default;
+
+Result<InitParams> Comm::ParamsFromEnv() {
+  InitParams p;
+  TSR_ASSIGN_OR_RETURN(int64_t world, env::RequireInt("TESSERA_WORLD_SIZE", 1, 1 << 20));
+  TSR_ASSIGN_OR_RETURN(int64_t rank, env::RequireInt("TESSERA_RANK", 0, world - 1));
+  TSR_ASSIGN_OR_RETURN(int64_t island, env::Int("TESSERA_ISLAND", 0, world - 1));
+  TSR_ASSIGN_OR_RETURN(p.timeout, env::Duration("TESSERA_TIMEOUT"));
+  p.world = static_cast<int>(world);
+  p.rank = static_cast<int>(rank);
+  p.island = static_cast<int>(island);
+  p.vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or("");
+  p.device = env::GetOrDefault("TESSERA_DEVICE");
+  if (p.device != "host" && p.device.rfind("cuda:", 0) != 0)
+    return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not a device (use host or cuda:N)", p.device));
+  TSR_ASSIGN_OR_RETURN(p.store_addr, env::Require("TESSERA_STORE"));
+  const auto colon = p.store_addr.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return InvalidArgument(fmt::format("TESSERA_STORE='{}' is not host:port", p.store_addr));
+  TSR_ASSIGN_OR_RETURN(p.token, env::Require("TESSERA_TOKEN"));
+  p.serve_store = true;
+  return p;
+}
+
+Status Comm::Init(const InitParams& p) {
+  if (p.world < 1 || p.world > (1 << 20))
+    return InvalidArgument(fmt::format("world size {} is not in [1, {}]", p.world, 1 << 20));
+  if (p.rank < 0 || p.rank >= p.world)
+    return InvalidArgument(fmt::format("rank {} is not in [0, {}) (world size {})", p.rank, p.world, p.world));
+  if (p.island < 0 || p.island >= p.world)
+    return InvalidArgument(fmt::format("rank {}: island index {} is not in [0, {})", p.rank, p.island, p.world));
+  if (p.timeout <= std::chrono::milliseconds::zero())
+    return InvalidArgument(fmt::format("rank {}: timeout {} ms is not positive", p.rank, p.timeout.count()));
+  if (p.vendor.find('|') != std::string::npos || p.device.find('|') != std::string::npos)
+    return InvalidArgument(
+        fmt::format("rank {}: vendor '{}' / device '{}' must not contain '|'", p.rank, p.vendor, p.device));
+  if (p.token.empty()) return InvalidArgument(fmt::format("rank {}: the job token is empty", p.rank));
+  const int island = p.island;
+  timeout_ = p.timeout;
+  ns_ = p.ns;
+  TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", {"auto", "shm", "tcp"}));
+  std::string vendor = p.vendor.empty() ? "island" + std::to_string(island) : p.vendor;
+  std::string device = p.device.empty() ? "host" : p.device;
+  if (device != "host") {
+    if (device.rfind("cuda:", 0) != 0)
+      return InvalidArgument(
+          fmt::format("device '{}' of rank {} is not a device (use host or cuda:N)", device, p.rank));
+    auto dev = OpenDeviceRank(device);  // selects the GPU; Unsupported in a build without CUDA
+    if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", p.rank));
+    cuda_ = std::move(dev).value();
+  }
+  rank_ = p.rank;
+  size_ = p.world;
+  my_island_ = island;
+
+  const std::string& store_addr = p.store_addr;
+  store_addr_ = store_addr;
+  auto colon = store_addr.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return InvalidArgument(fmt::format("store address '{}' (TESSERA_STORE) is not host:port", store_addr));
+  std::string store_host = store_addr.substr(0, colon);
+  TSR_ASSIGN_OR_RETURN(int64_t store_port, env::ParseInt("port of the store address '" + store_addr + "'",
+                                                         store_addr.substr(colon + 1), 1, 65535));
+  token_ = p.token;
+  if (p.serve_store && rank_ == 0 && (store_host == "127.0.0.1" || store_host == "localhost")) {
+    // Rank 0 serves the store when no launcher does (the port is free); otherwise it is a client.
+    auto server = StoreServer::Start(store_host, static_cast<int>(store_port), token_);
+    if (server.ok()) store_server_ = std::move(server).value();
+  }
+  auto store = StoreClient::Connect(store_addr, token_, timeout_);
+  if (!store.ok()) return store.status().WithContext("rank " + std::to_string(rank_) + " joining the job");
+  store_ = PrefixedStore(std::move(store).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
+
+  std::string bridge_host = env::Get("TESSERA_BRIDGE_ADDR").value_or("");
+  if (bridge_host.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    bridge_host = (store_host == "127.0.0.1" || store_host == "localhost") ? "127.0.0.1" : name;
+  }
+  if (bridge != "shm" && size_ > 1) {
+    // The TCP bridge listens on the address it advertises, not on every interface, unless
+    // TESSERA_BRIDGE_LISTEN says otherwise (e.g. 0.0.0.0 behind NAT).
+    std::string listen_host = env::Get("TESSERA_BRIDGE_LISTEN").value_or(bridge_host);
+    const bool loopback_store = store_host == "127.0.0.1" || store_host == "localhost";
+    if (!env::Get("TESSERA_BRIDGE_LISTEN") && !env::Get("TESSERA_BRIDGE_ADDR") && !loopback_store &&
+        ResolvesToLoopback(bridge_host)) {
+      // The host name resolves to a loopback address here (Debian's 127.0.1.1), which ranks on other
+      // hosts cannot reach: listen everywhere, as before, and say how to narrow it.
+      TSR_LOG_WARN(
+          "rank {}: this host's name '{}' resolves to a loopback address; the TCP bridge listens on "
+          "0.0.0.0 (set TESSERA_BRIDGE_ADDR to this host's address to listen there only)",
+          rank_, bridge_host);
+      listen_host = "0.0.0.0";
+    }
+    auto l = TcpListener::Listen(listen_host);
+    if (!l.ok()) return l.status().WithContext(fmt::format("rank {}: TESSERA_BRIDGE_LISTEN/ADDR", rank_));
+    listener_ = std::move(l).value();
+  }
+  std::string me = fmt::format("{}|{}|{}|{}|{}|{}:{}", island, vendor, device, HostId(), getpid(), bridge_host,
+                               listener_ ? listener_->port() : 0);
+  TSR_RETURN_IF_ERROR(store_->Set("rank/" + std::to_string(rank_), me));
+  infos_.resize(size_);
+  for (int r = 0; r < size_; ++r) {
+    auto v = store_->Get("rank/" + std::to_string(r), timeout_);
+    if (!v.ok())
+      return v.status().WithContext(
+          fmt::format("rank {} waiting for rank {} to join (TESSERA_WORLD_SIZE={})", rank_, r, size_));
+    auto f = SplitString(*v, '|');
+    if (f.size() != 6) return RemoteError(fmt::format("malformed record of rank {} in the store: '{}'", r, *v));
+    RankInfo& ri = infos_[r];
+    ri.rank = r;
+    auto isl = env::ParseInt(fmt::format("island of rank {}", r), f[0], 0, size_ - 1);
+    auto pid = env::ParseInt(fmt::format("pid of rank {}", r), f[4], 0, INT32_MAX);
+    if (!isl.ok()) return InvalidArgument(isl.status().message() + " (its record: '" + *v + "')");
+    if (!pid.ok()) return RemoteError(pid.status().message() + " (its record: '" + *v + "')");
+    ri.island = static_cast<int>(*isl);
+    ri.vendor = f[1];
+    ri.device = f[2];
+    ri.host_id = f[3];
+    ri.pid = static_cast<int>(*pid);
+    ri.tcp_addr = f[5];
+  }
+  // Islands: indices 0..k-1, one vendor and one device backend each.
+  std::map<int, Island> by_index;
+  for (const auto& ri : infos_) {
+    Island& isl = by_index[ri.island];
+    std::string backend = ri.device.substr(0, ri.device.find(':'));
+    if (isl.ranks.empty()) {
+      isl.index = ri.island;
+      isl.vendor = ri.vendor;
+      isl.backend = backend;
+    } else if (isl.vendor != ri.vendor || isl.backend != backend) {
+      return InvalidArgument(
+          fmt::format("island {} mixes vendor/device '{}/{}' (rank {}) and '{}/{}' (rank {}): "
+                      "check TESSERA_ISLAND_VENDOR and TESSERA_DEVICE",
+                      ri.island, isl.vendor, isl.backend, isl.ranks.front(), ri.vendor, backend, ri.rank));
+    }
+    isl.ranks.push_back(ri.rank);
+  }
+  int expect = 0;
+  for (auto& [idx, isl] : by_index) {
+    if (idx != expect)
+      return InvalidArgument(
+          fmt::format("TESSERA_ISLAND values must be 0..k-1 without gaps; island {} has no ranks", expect));
+    ++expect;
+    islands_.push_back(isl);
+  }
+  for (const auto& isl : islands_) island_ranks_.push_back(isl.ranks);
+  const auto& mine = islands_[my_island_].ranks;
+  local_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
+  // Device islands on the device bridge: decided once, from the world and the environment, so every rank
+  // reaches the same answer (see Island::device_bridge).
+  TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_CUDA_BRIDGE", {"auto", "staged"}));
+  for (auto& isl : islands_) {
+    const std::string& host = infos_[isl.ranks.front()].host_id;
+    isl.device_bridge =
+        cuda_bridge == "auto" && bridge != "tcp" && isl.backend != "host" && isl.ranks.size() == 1 &&
+        std::all_of(infos_.begin(), infos_.end(), [&](const RankInfo& ri) { return ri.host_id == host; });
+  }
+  TSR_RETURN_IF_ERROR(SetUpChannels());
+  p2p_sent_.assign(size_, 0);
+  p2p_recvd_.assign(size_, 0);
+  bool any_device = false;
+  for (const auto& isl : islands_) any_device |= isl.backend != "host";
+  if (any_device && islands_.size() > 1) {
+    TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_CUDA_CHUNK"));
+    if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
+      return InvalidArgument(
+          fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8", bridge_chunk_bytes_));
+  }
+  if (cuda_) {
+    TSR_RETURN_IF_ERROR(cuda_->Attach(this));
+    direct_ = cuda_->DirectPath();
+  }
+  TSR_RETURN_IF_ERROR(store_->Barrier("init-done", size_, timeout_));
+  TSR_LOG_INFO("rank {}: joined — {}", rank_, Describe());
+  return Status::Ok();
+}
+
+std::string Comm::Describe() const {
+  std::string out = fmt::format("world of {} rank{} in {} island{}:", size_, size_ == 1 ? "" : "s", islands_.size(),
+                                islands_.size() == 1 ? "" : "s");
+  for (const auto& isl : islands_)
+    out += fmt::format(" [{}: {} × {}, ranks {}..{}]", isl.index, isl.vendor, isl.ranks.size(), isl.ranks.front(),
+                       isl.ranks.back());
+  std::set<std::string> bridges, inside;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    (infos_[p].island == my_island_ ? inside : bridges).insert(transport_[p]);
+  }
+  auto join = [](const std::set<std::string>& s) {
+    std::string r;
+    for (const auto& x : s) r += (r.empty() ? "" : "+") + x;
+    return r.empty() ? std::string("none") : r;
+  };
+  out += fmt::format("; island library: host ({}); bridge: {}", join(inside),
+                     islands_.size() == 1 ? "none (single island: direct path)" : join(bridges));
+  if (cuda_) out += "; device: " + cuda_->Describe();
+  return out;
+}
+
+std::string Comm::PeerName(int peer) const {
+  if (peer < 0 || peer >= size_) return "rank " + std::to_string(peer);
+  if (infos_[peer].host_id == infos_[rank_].host_id) return fmt::format("rank {} ({})", peer, infos_[peer].vendor);
+  // On another host: name it (its hostname and the address its bridge listens on).
+  const std::string& id = infos_[peer].host_id;
+  const std::string& addr = infos_[peer].tcp_addr;
+  return fmt::format("rank {} ({}) on host {} ({})", peer, infos_[peer].vendor, id.substr(0, id.find('/')),
+                     addr.substr(0, addr.rfind(':')));
+}
+
+Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
+  if (abort_requested_.load(std::memory_order_acquire))
+    return RemoteError(fmt::format("rank {}: the communicator was aborted (tsrCommAbort)", rank_));
+  auto abort = store_->Get("abort", std::chrono::milliseconds(1));
+  if (abort.ok()) {
+    aborted_by_peer_ = true;
+    return RemoteError("another rank failed — " + *abort);
+  }
+  for (int p : waiting_on) {
+    if (infos_[p].host_id == infos_[rank_].host_id && infos_[p].pid > 0 &&
+        !ProcessAlive(infos_[p].pid))  // same host: shm or tcp
+      return RemoteError(fmt::format("{} (pid {}) exited", PeerName(p), infos_[p].pid));
+  }
+  return Status::Ok();
+}
+
+std::string Comm::StoreSilence(const Status& why) const {
+  // The store is gone too: its host (node 0's) is the likely one that disappeared. Name it.
+  const std::string store_host = store_addr_.substr(0, store_addr_.rfind(':'));
+  std::string where;
+  for (const auto& ri : infos_) {
+    if (ri.host_id != infos_[rank_].host_id && ri.tcp_addr.substr(0, ri.tcp_addr.rfind(':')) == store_host) {
+      where = fmt::format(", on host {} ({}),", ri.host_id.substr(0, ri.host_id.find('/')), store_host);
+      break;
+    }
+  }
+  return fmt::format("; the job's store at {}{} does not answer either ({})", store_addr_, where, why.message());
+}
+
+Status Comm::ExplainTimeout(const std::vector<int>& owed, Status timeout) {
+  // Say that this rank is stuck and on whom ("stuck/R" = "p,q|message"), then give the peers it waits on
+  // a moment (they time out within milliseconds of it when they are stuck themselves) and follow the chain
+  // of stuck ranks to one whose peers are not stuck: its message names the rank (and host) that stopped.
+  std::string list;
+  for (int p : owed) list += (list.empty() ? "" : ",") + std::to_string(p);
+  const std::string mine = fmt::format("rank {}: {}", rank_, timeout.message());
+  const Status posted = store_->Set("stuck/" + std::to_string(rank_), list + "|" + mine);
+  if (!posted.ok()) return Timeout(timeout.message() + StoreSilence(posted));
+  auto stuck = [&](int p) -> std::optional<std::string> {
+    auto v = store_->Get("stuck/" + std::to_string(p), std::chrono::milliseconds(1));
+    if (!v.ok()) return std::nullopt;
+    return *v;
+  };
+  const auto grace = std::min<std::chrono::milliseconds>(timeout_ / 4, std::chrono::seconds(1));
+  const auto end = std::chrono::steady_clock::now() + grace;
+  std::optional<std::string> next;
+  std::set<int> seen = {rank_};
+  do {
+    for (int p : owed)
+      if (!next && (next = stuck(p))) seen.insert(p);
+    if (!next) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (!next && std::chrono::steady_clock::now() < end);
+  if (!next) return timeout;
+  std::string root = *next;
+  for (int hops = 0; hops < size_; ++hops) {  // follow it while the next rank is stuck too
+    std::optional<std::string> further;
+    for (const auto& q : SplitString(root.substr(0, root.find('|')), ',')) {
+      auto r = env::ParseInt("stuck rank", q, 0, size_ - 1);
+      if (!r.ok() || seen.count(static_cast<int>(*r))) continue;
+      if ((further = stuck(static_cast<int>(*r)))) {
+        seen.insert(static_cast<int>(*r));
+        break;
+      }
+    }
+    if (!further) break;
+    root = *further;
+  }
+  return Timeout(fmt::format("{}; they wait themselves — {}", timeout.message(), root.substr(root.find('|') + 1)));
+}
+
+void Comm::SetAsyncError(const Status& s) {
+  if (s.ok()) return;
+  std::lock_guard<std::mutex> l(async_mu_);
+  if (!async_error_.ok()) return;
+  async_error_ = s;
+  async_failed_.store(true, std::memory_order_release);
+}
+
+void Comm::Abort() {
+  if (abort_requested_.exchange(true)) return;
+  const Status s = RemoteError(fmt::format("rank {}: the communicator was aborted (tsrCommAbort)", rank_));
+  SetAsyncError(s);
+  if (direct_ != nullptr) direct_->failed.store(true, std::memory_order_relaxed);
+  if (cuda_) cuda_->Abort();
+  // Tell the other ranks at once. On a connection of its own, so that a call of this communicator that
+  // holds the store's connection cannot delay it; bounded, and best effort.
+  if (!aborted_by_peer_.load()) {
+    auto c = StoreClient::Connect(store_addr_, token_,
+                                  std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(2)));
+    if (c.ok()) {
+      auto st = PrefixedStore(std::move(c).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
+      (void)st->Set("abort", s.message());
+    }
+  }
+  TSR_LOG_INFO("rank {}: communicator aborted", rank_);
+}
+
+Status Comm::AsyncError() {
+  {
+    std::lock_guard<std::mutex> l(async_mu_);
+    if (!async_error_.ok()) return async_error_;
+  }
+  // Healthy so far: look for what a blocked call would notice — a posted failure, a dead same-host peer,
+  // an asynchronous CCL error. Each check is non-blocking (the store's answer is bounded by 1 ms).
+  Status s;
+  auto abort = store_->Get("abort", std::chrono::milliseconds(1));
+  if (abort.ok()) {
+    aborted_by_peer_ = true;
+    s = RemoteError(fmt::format("rank {}: another rank failed — {}", rank_, *abort));
+  }
+  for (int p = 0; s.ok() && p < size_; ++p)
+    if (p != rank_ && infos_[p].host_id == infos_[rank_].host_id && infos_[p].pid > 0 && !ProcessAlive(infos_[p].pid))
+      s = RemoteError(fmt::format("rank {}: {} (pid {}) exited", rank_, PeerName(p), infos_[p].pid));
+  if (s.ok() && cuda_) s = cuda_->AsyncError();
+  SetAsyncError(s);
+  return s;
+}
+
+Result<std::unique_ptr<Comm>> Comm::Split(int color, int key, const std::string& device,
+                                          std::chrono::milliseconds timeout, const Status& local_error) {
+  constexpr int64_t kInvalid = INT64_MIN;  // this rank's call was invalid
+  const int64_t mine[2] = {local_error.ok() ? color : kInvalid, key};
+  std::vector<int64_t> all(2 * static_cast<size_t>(size_));
+  TSR_RETURN_IF_ERROR(AllGather(mine, all.data(), 2, tsrInt64, nullptr));
+  const uint64_t seq = split_seq_++;
+  if (!local_error.ok()) return local_error;
+  for (int r = 0; r < size_; ++r)
+    if (all[2 * r] == kInvalid)
+      return InvalidArgument(fmt::format("tsrCommSplit: rank {}'s call was invalid (its own error says why)", r));
+  for (int r = 0; r < size_; ++r)
+    if (all[2 * r] < 0 && all[2 * r] != TSR_SPLIT_NOCOLOR)
+      return InvalidArgument(
+          fmt::format("tsrCommSplit: rank {} passed color {} (a color is >= 0 or "
+                      "TSR_SPLIT_NOCOLOR)",
+                      r, all[2 * r]));
+  if (color == TSR_SPLIT_NOCOLOR) return std::unique_ptr<Comm>();
+  std::vector<int> members;
+  for (int r = 0; r < size_; ++r)
+    if (all[2 * r] == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  std::set<int> old_islands;
+  for (int r : members) old_islands.insert(infos_[r].island);
+  InitParams p;
+  p.rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  p.world = static_cast<int>(members.size());
+  p.island = static_cast<int>(std::distance(old_islands.begin(), old_islands.find(my_island_)));
+  p.vendor = infos_[rank_].vendor;
+  p.device = device.empty() ? infos_[rank_].device : device;
+  p.store_addr = store_addr_;
+  p.token = token_;
+  p.timeout = timeout > std::chrono::milliseconds::zero() ? timeout : timeout_;
+  p.ns = (ns_.empty() ? "" : ns_ + ".") + fmt::format("s{}.{}", seq, color);
+  auto c = Create(p);
+  if (!c.ok())
+    return c.status().WithContext(
+        fmt::format("tsrCommSplit: rank {} joining color {} as rank {} of {}", rank_, color, p.rank, p.world));
+  return c;
+}
+
+#ifndef TESSERA_HAVE_CUDA
+Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const std::string& device) {
+  return Unsupported(
+      fmt::format("TESSERA_DEVICE='{}': this build has no CUDA device backend (nvcc was not found "
+                  "when it was configured); use TESSERA_DEVICE=host",
+                  device));
+}
+bool IsDevicePointer(const void*) { return false; }
+#endif
+
+}  // namespace tessera::comm
+
+namespace tessera {
+Result<std::unique_ptr<Communicator>> Communicator::FromEnv() {
+  auto params = comm::Comm::ParamsFromEnv();
+  if (!params.ok()) return params.status();
+  auto c = comm::Comm::Create(*params);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<Communicator>(std::move(c).value());
+}
+}  // namespace tessera
