@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "common/file.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
@@ -101,9 +102,8 @@ int RunFleet(int argc, char** argv) {
     if (!cat.ok()) return tessera::cli::Fail("fleet import", cat.status());
     std::string text, origin;
     if (!nodes_file.empty()) {
-      auto t = ReadFile(nodes_file);
-      if (!t.ok())
-        return tessera::cli::Fail("fleet import", tessera::NotFound("cannot read --nodes-file " + nodes_file));
+      auto t = tessera::ReadFile(nodes_file);
+      if (!t.ok()) return tessera::cli::Fail("fleet import", t.status().WithContext("--nodes-file"));
       text = *t;
       origin = nodes_file;
     } else {
@@ -126,7 +126,7 @@ int RunFleet(int argc, char** argv) {
       return 0;
     }
     if (!out_file.empty()) {
-      if (tessera::Status s = WriteFileAtomic(out_file, *yaml); !s.ok()) return tessera::cli::Fail("fleet import", s);
+      if (tessera::Status s = tessera::WriteFileAtomic(out_file, *yaml); !s.ok()) return tessera::cli::Fail("fleet import", s);
       std::fprintf(stderr, "tessera fleet import: wrote %s\n", out_file.c_str());
     }
     if (!do_register) return 0;

@@ -88,7 +88,7 @@ Status Daemon::StartSlurm(const JobRow& job, const AttemptRow& attempt, const La
   for (const auto& c : lr.command) cmd.push_back(c);
   Status w = WriteFileAtomic(
       req.script, slurm::BatchScript(cmd, islands.size(), fmt::format("tessera daemon: job {} attempt {}", id, n)),
-      0700);
+      {.mode = 0700});
   if (!w.ok()) return fail(w.message());
   auto args = slurm::SbatchArgs(req);
   if (!args.ok()) return fail(args.status().message());
