@@ -1,0 +1,316 @@
+// comm/device/cuda_collectives: the CUDA rank's collectives — argument checks, then a world of one island
+// straight to its CCL on the caller's stream, or in a hybrid world a staged job or the device bridge
+// (cuda_rank.cpp). Host-memory calls (stream NULL) run through the worker queue in order.
+#include <fmt/format.h>
+
+#include "comm/device/cuda_rank.hpp"
+#include "comm/reduce.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+
+namespace tessera::comm {
+
+Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                           tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  auto rop = static_cast<RedOp>(op);
+  if (!IsValid(dt))
+    return Host(
+        [=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });  // names the bad type
+  size_t bytes = count * DTypeSize(dt);
+  TSR_RETURN_IF_ERROR(Fail("allreduce", CheckBuffers("allreduce", send, bytes, recv, bytes, stream)));
+  if (stream == nullptr) return Host([=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });
+  if (!IsValid(rop))
+    return Fail("allreduce", InvalidArgument(fmt::format("allreduce: op {} is not a tsrRedOp_t", int(op))));
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("AllReduce",
+                   ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream));
+  }
+  if (!ring_ops_ || !comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt)) {
+    // Pinned staging, in place, one part per bridge chunk (the chunks every rank of the world uses).
+    const size_t esz = DTypeSize(dt);
+    std::byte *hin, *hout;
+    TSR_RETURN_IF_ERROR(Fail("allreduce", StagingFor(bytes, 0, &hin, &hout)));
+    const auto* src = static_cast<const std::byte*>(send);
+    auto* dst = static_cast<std::byte*>(recv);
+    std::vector<Part> parts;
+    for (const Range& c : comm_->BridgeChunks(count, dt)) {
+      std::byte* h = hin + c.lo * esz;
+      const size_t n = c.len();
+      parts.push_back(Part{{Copy{h, src + c.lo * esz, n * esz}},
+                           [this, h, n, dt, rop] {
+                             return comm_->GuardFn("allreduce", [&]() -> Status {
+                               Status st = comm_->Hierarchical(CollKind::kAllReduce, h, h, n, dt, rop, 0);
+                               ++comm_->seq_;
+                               return st;
+                             });
+                           },
+                           {Copy{dst + c.lo * esz, h, n * esz}}});
+    }
+    return SubmitStaged("allreduce", stream, std::move(parts));
+  }
+  // The device bridge. My parts of the segments: at most count/k elements plus one per segment.
+  const size_t k = comm_->islands_.size();
+  const size_t acc_bytes = (count / k + comm_->size_ + 1) * DTypeSize(AccumType(dt));
+  auto grown = ring_ops_->Grow(acc_bytes);
+  if (!grown.ok()) return Fail("allreduce", grown.status());
+  void* acc = *grown;
+  return SubmitDevice("allreduce", stream, [=, this](cudaEvent_t in) {
+    return BridgeAllReduce(in, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, rop, acc,
+                           acc_bytes);
+  });
+}
+
+Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                               tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt))
+    return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
+  size_t rb = recvcount * DTypeSize(dt), sb = rb * comm_->size_;
+  TSR_RETURN_IF_ERROR(Fail("reduce_scatter", CheckBuffers("reduce_scatter", send, sb, recv, rb, stream)));
+  if (stream == nullptr)
+    return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    if (!IsValid(static_cast<RedOp>(op)))
+      return Fail("reduce_scatter", InvalidArgument(fmt::format("reduce_scatter: op {} is not a tsrRedOp_t", int(op))));
+    return CclCall("ReduceScatter",
+                   ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), ccl_->Op(static_cast<RedOp>(op)),
+                                             ccl_->handle(), stream));
+  }
+  return StagedCall("reduce_scatter", stream, send, sb, recv, rb, [=, this](const void* hs, void* hr) {
+    return comm_->HostReduceScatter(hs, hr, recvcount, type, op, nullptr);
+  });
+}
+
+Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt)) return Host([=, this] { return comm_->HostAllGather(send, recv, sendcount, type, nullptr); });
+  size_t sb = sendcount * DTypeSize(dt), rb = sb * comm_->size_;
+  TSR_RETURN_IF_ERROR(Fail("allgather", CheckBuffers("allgather", send, sb, recv, rb, stream)));
+  if (stream == nullptr) return Host([=, this] { return comm_->HostAllGather(send, recv, sendcount, type, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream));
+  }
+  return StagedCall("allgather", stream, send, sb, recv, rb, [=, this](const void* hs, void* hr) {
+    return comm_->HostAllGather(hs, hr, sendcount, type, nullptr);
+  });
+}
+
+Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                           tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt) || root < 0 || root >= comm_->size_)
+    return Host(
+        [=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });  // names the bad argument
+  bool is_root = root == comm_->rank_;
+  size_t b = count * DTypeSize(dt);
+  TSR_RETURN_IF_ERROR(
+      Fail("broadcast", CheckBuffers("broadcast", is_root ? send : nullptr, is_root ? b : 0, recv, b, stream)));
+  if (stream == nullptr)
+    return Host([=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("Broadcast", ccl_->lib().Broadcast(is_root ? send : recv, recv, count, CclDataType(dt), root,
+                                                      ccl_->handle(), stream));
+  }
+  return StagedCall("broadcast", stream, is_root ? send : nullptr, is_root ? b : 0, recv, b,
+                    [=, this](const void* hs, void* hr) {
+                      return comm_->HostBroadcast(is_root ? hs : hr, hr, count, type, root, nullptr);
+                    });
+}
+
+Status CudaRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt) || peer < 0 || peer >= comm_->size_ || peer == comm_->rank_)
+    return Host([=, this] { return comm_->HostSend(send, count, type, peer, nullptr); });
+  size_t b = count * DTypeSize(dt);
+  TSR_RETURN_IF_ERROR(Fail("send", CheckBuffers("send", send, b, nullptr, 0, stream)));
+  if (stream == nullptr) return Host([=, this] { return comm_->HostSend(send, count, type, peer, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("Send", ccl_->lib().Send(send, count, CclDataType(dt), peer, ccl_->handle(), stream));
+  }
+  return StagedCall("send", stream, send, b, nullptr, 0,
+                    [=, this](const void* hs, void*) { return comm_->HostSend(hs, count, type, peer, nullptr); });
+}
+
+Status CudaRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  if (!IsValid(dt) || peer < 0 || peer >= comm_->size_ || peer == comm_->rank_)
+    return Host([=, this] { return comm_->HostRecv(recv, count, type, peer, nullptr); });
+  size_t b = count * DTypeSize(dt);
+  TSR_RETURN_IF_ERROR(Fail("recv", CheckBuffers("recv", nullptr, 0, recv, b, stream)));
+  if (stream == nullptr) return Host([=, this] { return comm_->HostRecv(recv, count, type, peer, nullptr); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    return CclCall("Recv", ccl_->lib().Recv(recv, count, CclDataType(dt), peer, ccl_->handle(), stream));
+  }
+  return StagedCall("recv", stream, nullptr, 0, recv, b,
+                    [=, this](const void*, void* hr) { return comm_->HostRecv(hr, count, type, peer, nullptr); });
+}
+
+Status CudaRank::Barrier() {
+  return Host([this] { return comm_->HostBarrier(); });
+}
+
+void CudaRank::Abort() {
+  if (ccl_) ccl_->Abort();
+  aborted_.store(true, std::memory_order_relaxed);  // a worker waiting for a staged input gives up
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    // Device jobs still queued are skipped (their streams released at once); waits for room end.
+    if (async_error_.ok()) async_error_ = RemoteError("the communicator was aborted (tsrCommAbort)");
+  }
+  cv_.notify_all();
+  done_cv_.notify_all();
+}
+
+Status CudaRank::AsyncError() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!async_error_.ok()) return async_error_;
+  }
+  if (ccl_) return ccl_->AsyncError();
+  return Status::Ok();
+}
+
+Status CudaRank::Group(const std::vector<P2POp>& ops) {
+  if (ops.empty()) return Status::Ok();
+  const tsrStream_t stream = ops.front().stream;
+  std::vector<size_t> bytes(ops.size());
+  bool bad = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& op = ops[i];
+    auto dt = static_cast<DType>(op.type);
+    if (!IsValid(dt) || op.peer < 0 || op.peer >= comm_->size_) bad = true;  // the host path names it
+    if (op.stream != stream)
+      return Fail("group", InvalidArgument(fmt::format("group: {} #{} is on stream {} but the group's first call on "
+                                                       "this communicator is on stream {}: use one stream",
+                                                       op.is_send ? "send" : "recv", i, op.stream, stream)));
+  }
+  if (bad) return Host([ops, this] { return comm_->HostGroup(ops); });  // names the bad argument
+  if (stream == nullptr) {
+    for (const P2POp& op : ops)
+      TSR_RETURN_IF_ERROR(Fail("group", CheckBuffers("group", op.is_send ? op.send : nullptr, 0,
+                                                     op.is_send ? nullptr : op.recv, 0, nullptr)));
+    return Host([ops, this] { return comm_->HostGroup(ops); });
+  }
+  size_t sb = 0, rb = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& op = ops[i];
+    bytes[i] = op.count * DTypeSize(static_cast<DType>(op.type));
+    TSR_RETURN_IF_ERROR(Fail("group", CheckBuffers(op.is_send ? "send (group)" : "recv (group)",
+                                                   op.is_send ? op.send : nullptr, op.is_send ? bytes[i] : 0,
+                                                   op.is_send ? nullptr : op.recv, op.is_send ? 0 : bytes[i], stream)));
+    (op.is_send ? sb : rb) += bytes[i];
+  }
+  if (!hybrid_) {
+    // A world of one CUDA island: the CCL's own group, on the caller's stream.
+    TSR_RETURN_IF_ERROR(Direct());
+    CclLibrary& lib = ccl_->lib();
+    Status s = lib.Check(lib.GroupStart(), "GroupStart");
+    if (!s.ok()) {
+      ccl_->MarkFailed();
+      return comm_->GuardFn("group", [&] { return s; });
+    }
+    for (const P2POp& op : ops) {
+      const int t = CclDataType(static_cast<DType>(op.type));
+      const int r = op.is_send ? lib.Send(op.send, op.count, t, op.peer, ccl_->handle(), stream)
+                               : lib.Recv(op.recv, op.count, t, op.peer, ccl_->handle(), stream);
+      if (s.ok()) s = lib.Check(r, op.is_send ? "Send (group)" : "Recv (group)");
+    }
+    const int end = lib.GroupEnd();  // always closes the CCL's group, even after an error inside it
+    if (!s.ok()) {
+      ccl_->MarkFailed();
+      return comm_->GuardFn("group", [&] { return s; });
+    }
+    return CclCall("GroupEnd", end);
+  }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("group", StagingFor(sb, rb, &hin, &hout)));
+  // Every send buffer down, the host group on staged copies, every receive back up.
+  std::vector<Part> parts(1);
+  std::vector<P2POp> host = ops;
+  size_t so = 0, ro = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    host[i].stream = nullptr;
+    if (ops[i].is_send) {
+      host[i].send = hin + so;
+      parts[0].down.push_back({hin + so, ops[i].send, bytes[i]});
+      so += bytes[i];
+    } else {
+      host[i].recv = hout + ro;
+      parts[0].up.push_back({ops[i].recv, hout + ro, bytes[i]});
+      ro += bytes[i];
+    }
+  }
+  parts[0].host = [this, host = std::move(host)] { return comm_->HostGroup(host); };  // records its failures
+  return SubmitStaged("group", stream, std::move(parts));
+}
+
+Status CudaRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                           const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
+  auto dt = static_cast<DType>(type);
+  const int W = comm_->size_;
+  if (!IsValid(dt) || sendcounts == nullptr || sdispls == nullptr || recvcounts == nullptr || rdispls == nullptr)
+    return Host([=, this] {  // names the bad argument
+      return comm_->HostAllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type);
+    });
+  const std::vector<size_t> sc(sendcounts, sendcounts + W), sd(sdispls, sdispls + W), rc(recvcounts, recvcounts + W),
+      rd(rdispls, rdispls + W);
+  const size_t esz = DTypeSize(dt);
+  size_t sext = 0, rext = 0;
+  for (int p = 0; p < W; ++p) {
+    if (sd[p] > SIZE_MAX / esz || rd[p] > SIZE_MAX / esz || sc[p] > SIZE_MAX / esz - sd[p] ||
+        rc[p] > SIZE_MAX / esz - rd[p])
+      return Fail("alltoall", InvalidArgument(fmt::format("alltoallv: count + displacement of rank {} overflows", p)));
+    if (sc[p] > 0) sext = std::max(sext, sd[p] + sc[p]);
+    if (rc[p] > 0) rext = std::max(rext, rd[p] + rc[p]);
+  }
+  TSR_RETURN_IF_ERROR(Fail("alltoall", CheckBuffers("alltoallv", sext > 0 ? send : nullptr, sext * esz,
+                                                    rext > 0 ? recv : nullptr, rext * esz, stream)));
+  auto host_call = [=, this](const void* hs, void* hr) {
+    return comm_->HostAllToAllv(hs, sc.data(), sd.data(), hr, rc.data(), rd.data(), type);
+  };
+  if (stream == nullptr) return Host([=] { return host_call(send, recv); });
+  if (!hybrid_) {
+    TSR_RETURN_IF_ERROR(Direct());
+    if (sc[comm_->rank_] != rc[comm_->rank_])
+      return Fail("alltoall", InvalidArgument(fmt::format("alltoallv: rank {} sends {} element(s) to itself but "
+                                                          "receives {}",
+                                                          comm_->rank_, sc[comm_->rank_], rc[comm_->rank_])));
+    CclLibrary& lib = ccl_->lib();
+    const int t = CclDataType(dt);
+    Status s = lib.Check(lib.GroupStart(), "GroupStart");
+    if (!s.ok()) {
+      ccl_->MarkFailed();
+      return comm_->GuardFn("alltoall", [&] { return s; });
+    }
+    for (int p = 0; p < W; ++p) {
+      const auto* sp = static_cast<const std::byte*>(send) + sd[p] * esz;
+      auto* rp = static_cast<std::byte*>(recv) + rd[p] * esz;
+      if (s.ok() && sc[p] > 0) s = lib.Check(lib.Send(sp, sc[p], t, p, ccl_->handle(), stream), "Send (alltoall)");
+      if (s.ok() && rc[p] > 0) s = lib.Check(lib.Recv(rp, rc[p], t, p, ccl_->handle(), stream), "Recv (alltoall)");
+    }
+    const int end = lib.GroupEnd();
+    if (!s.ok()) {
+      ccl_->MarkFailed();
+      return comm_->GuardFn("alltoall", [&] { return s; });
+    }
+    return CclCall("GroupEnd (alltoall)", end);
+  }
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("alltoall", StagingFor(sext * esz, rext * esz, &hin, &hout)));
+  // The receive extent goes down too, so that the gaps between the blocks keep their bytes when the whole
+  // extent goes back up.
+  std::vector<Part> parts(1);
+  parts[0].down = {{hin, send, sext * esz}, {hout, recv, rext * esz}};
+  parts[0].up = {{recv, hout, rext * esz}};
+  parts[0].host = [hin, hout, host_call] { return host_call(hin, hout); };
+  return SubmitStaged("alltoall", stream, std::move(parts));
+}
+
+}  // namespace tessera::comm

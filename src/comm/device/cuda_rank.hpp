@@ -1,0 +1,126 @@
+// comm/device/cuda_rank.hpp — the CudaRank class (the CUDA device backend of a rank), shared by
+// cuda_rank.cpp (set-up, the worker queue, staged jobs, the device bridge) and cuda_collectives.cpp (the
+// collectives' entry points). The design is described at the top of cuda_rank.cpp.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "comm/ccl/ccl.hpp"
+#include "comm/comm.hpp"
+#include "comm/device/cuda.hpp"
+#include "comm/device/device.hpp"
+#include "comm/device/ring_ops.hpp"
+
+namespace tessera::comm {
+
+class CudaRank final : public DeviceRank {
+ public:
+  explicit CudaRank(std::unique_ptr<cuda::Device> dev) : dev_(std::move(dev)) {}
+  ~CudaRank() override;
+  Status Attach(Comm* comm) override;
+  std::string Describe() const override;
+  void* CclHandle() const override { return ccl_ ? ccl_->handle() : nullptr; }
+  DirectAllReduce* DirectPath() override { return ccl_ ? &direct_ : nullptr; }
+
+  Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                   tsrStream_t stream) override;
+  Status ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                       tsrStream_t stream) override;
+  Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) override;
+  Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                   tsrStream_t stream) override;
+  Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status Barrier() override;
+  Status Group(const std::vector<P2POp>& ops) override;
+  Status AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                   const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) override;
+  void Abort() override;
+  Status AsyncError() override;
+
+ private:
+  static constexpr int kInEvents = 64;  // queued device jobs before a caller waits
+  static constexpr int kInFlags = 64;   // "input ready" flags, used round-robin by ticket
+
+  struct Job {
+    std::function<Status(cudaEvent_t)> run;
+    cudaEvent_t in = nullptr;                      // recorded on the caller's stream (device-bridge jobs)
+    uint32_t ticket = 0;                           // flag value that releases the caller's stream
+    bool copy_streams = false;                     // the job used d2h_/h2d_ (device bridge)
+    std::shared_ptr<std::promise<Status>> result;  // host jobs: the caller waits on it
+  };
+  // One part of a staged job: device -> pinned copies, the host algorithm, pinned -> device copies.
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  struct Part {
+    std::vector<Copy> down;
+    std::function<Status()> host;
+    std::vector<Copy> up;
+  };
+
+  // Validates buffers for a call on `stream`: device memory of this GPU when a stream is given, host
+  // memory when it is NULL.
+  Status CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
+                      tsrStream_t stream);  // adds what it validates to direct_.allocs
+  // Hybrid: queues a device-bridge job or a staged job (both return at once) or a host job (waits for it).
+  Status SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(cudaEvent_t)> run);
+  Status SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts);
+  // The common staged call: `send_bytes` from send down, host_call(staged in, staged out), `recv_bytes` up.
+  Status StagedCall(const char* what, tsrStream_t stream, const void* send, size_t send_bytes, void* recv,
+                    size_t recv_bytes, std::function<Status(const void*, void*)> host_call);
+  // Under mu_: a job queued on `s` after one queued on another stream waits for that one's end.
+  Status OrderAfterPrevious(cudaStream_t s);
+  void RecordTail(cudaStream_t s);
+  // Worker: waits (host memory only) until the GPU has raised the input flag of `ticket`.
+  Status WaitInput(uint32_t ticket, const char* what);
+  Status SubmitHost(std::function<Status()> run);
+  // Runs a host-path call: on the worker (in order with device jobs) in a hybrid world, else right here.
+  Status Host(std::function<Status()> run) { return hybrid_ ? SubmitHost(std::move(run)) : run(); }
+  void WorkerLoop();
+  // The device bridge's allreduce (worker). `acc`: accumulator scratch reserved by the caller thread.
+  Status BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op,
+                         void* acc, size_t acc_bytes);
+  // On the caller thread, before the job is queued: pinned buffers for a staged job.
+  Status StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout);
+  Status Fail(const char* what, Status s);  // records s through the communicator's Guard
+  Status CclCall(const char* what, int r);
+  Status Direct() const;
+  Status WarmUp();  // world of one island: the CCL's first collective, at init (see its definition)
+
+  std::unique_ptr<cuda::Device> dev_;
+  Comm* comm_ = nullptr;
+  bool hybrid_ = false;
+  std::unique_ptr<CclComm> ccl_;  // world of one island
+  // The lean allreduce path of a world of one island (set up in Attach; its `call` stays null otherwise),
+  // and every rank's cache of validated device allocations.
+  DirectAllReduce direct_;
+  // The device bridge (copy engines straight into the shm rings), when this island qualifies.
+  std::unique_ptr<CudaRingOps> ring_ops_;
+  // Hybrid resources (created in Attach).
+  cudaStream_t d2h_ = nullptr, h2d_ = nullptr;  // the device bridge's copy streams
+  cudaEvent_t in_ev_[kInEvents] = {};
+  cudaEvent_t tail_ev_ = nullptr;  // recorded at the end of the last job queued on a stream
+  cudaStream_t tail_stream_ = nullptr;
+  bool tail_set_ = false;
+  cuda::MappedFlags in_flags_;
+  std::atomic<bool> aborted_{false};
+  cuda::PinnedBuffer whole_in_, whole_out_;
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<Job> queue_;
+  bool stop_ = false;
+  uint32_t submitted_ = 0, completed_ = 0;
+  Status async_error_;
+};
+
+}  // namespace tessera::comm
