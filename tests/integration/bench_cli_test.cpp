@@ -16,26 +16,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/shell.hpp"
+
 namespace {
 
-struct Proc {
-  int status = -1;  // exit status, or 128+signal
-  std::string out;  // stdout and stderr
-};
-
-Proc Shell(const std::string& cmd) {
-  Proc r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-std::string Bin() { return std::getenv("TESSERA_BIN") ? std::getenv("TESSERA_BIN") : "tessera"; }
+using tessera::testing_shell::Bin;
+using tessera::testing_shell::Proc;
+using tessera::testing_shell::Shell;
 
 class BenchCli : public ::testing::Test {
  protected:
