@@ -8,6 +8,21 @@
 namespace tessera::cli::bench {
 namespace {
 
+// One step of the reference reduction: acc (starting at 0 for sums, 1 for products) folds in x.
+template <typename T>
+void FoldInto(T& acc, T x, RedOp op, bool first) {
+  if (first && (op == RedOp::kMax || op == RedOp::kMin))
+    acc = x;
+  else if (op == RedOp::kSum || op == RedOp::kAvg)
+    acc += x;
+  else if (op == RedOp::kProd)
+    acc *= x;
+  else if (op == RedOp::kMax)
+    acc = std::max(acc, x);
+  else
+    acc = std::min(acc, x);
+}
+
 bool IsSigned(DType t) { return t == DType::kInt8 || t == DType::kInt32 || t == DType::kInt64; }
 
 int64_t TypeMax(DType t) {
@@ -64,17 +79,7 @@ int64_t CheckReduction(const Generator& gen, DType t, RedOp op, int n, const voi
     if (!IsFloat(t)) {
       int64_t acc = op == RedOp::kProd ? 1 : 0;
       for (int r = 0; r < n; ++r) {
-        auto x = static_cast<int64_t>(gen.Value(r, i));
-        if (r == 0 && (op == RedOp::kMax || op == RedOp::kMin))
-          acc = x;
-        else if (op == RedOp::kSum || op == RedOp::kAvg)
-          acc += x;
-        else if (op == RedOp::kProd)
-          acc *= x;
-        else if (op == RedOp::kMax)
-          acc = std::max(acc, x);
-        else
-          acc = std::min(acc, x);
+        FoldInto(acc, static_cast<int64_t>(gen.Value(r, i)), op, r == 0);
       }
       if (op == RedOp::kAvg) acc /= n;
       wrong += got != static_cast<double>(acc);
@@ -83,16 +88,7 @@ int64_t CheckReduction(const Generator& gen, DType t, RedOp op, int n, const voi
     double acc = op == RedOp::kProd ? 1.0 : 0.0, abs_sum = 0;
     for (int r = 0; r < n; ++r) {
       double x = gen.Value(r, i);
-      if (r == 0 && (op == RedOp::kMax || op == RedOp::kMin))
-        acc = x;
-      else if (op == RedOp::kSum || op == RedOp::kAvg)
-        acc += x;
-      else if (op == RedOp::kProd)
-        acc *= x;
-      else if (op == RedOp::kMax)
-        acc = std::max(acc, x);
-      else
-        acc = std::min(acc, x);
+      FoldInto(acc, x, op, r == 0);
       abs_sum += std::fabs(x);
     }
     double bound = 0;  // max and min are exact: inputs are representable

@@ -93,7 +93,7 @@ Result<BenchMemory::Buffer> BenchMemory::Allocate(size_t bytes) {
 #endif
 }
 
-Status BenchMemory::Upload(std::byte* dst, const void* src, size_t bytes) {
+Status BenchMemory::Copy(void* dst, const void* src, size_t bytes, bool to_device) {
   if (bytes == 0) return Status::Ok();
   if (!on_device()) {
     std::memcpy(dst, src, bytes);
@@ -103,29 +103,21 @@ Status BenchMemory::Upload(std::byte* dst, const void* src, size_t bytes) {
   // On the benchmark's stream, not cudaMemcpy: a copy from pageable memory may return before its DMA
   // is done, and the legacy default stream does not order a non-blocking stream's work.
   TSR_RETURN_IF_ERROR(
-      CudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)), gpu_,
-                fmt::format("cudaMemcpyAsync (input, {} bytes, host to device)", bytes)));
+      CudaCheck(cudaMemcpyAsync(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                static_cast<cudaStream_t>(stream_)),
+                gpu_,
+                fmt::format("cudaMemcpyAsync ({}, {} bytes, {})", to_device ? "input" : "result", bytes,
+                            to_device ? "host to device" : "device to host")));
   return Synchronize();
 #else
+  (void)to_device;
   return InternalError("device memory in a build without CUDA");
 #endif
 }
 
-Status BenchMemory::Download(void* dst, const std::byte* src, size_t bytes) {
-  if (bytes == 0) return Status::Ok();
-  if (!on_device()) {
-    std::memcpy(dst, src, bytes);
-    return Status::Ok();
-  }
-#if defined(TESSERA_HAVE_CUDA)
-  TSR_RETURN_IF_ERROR(
-      CudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream_)), gpu_,
-                fmt::format("cudaMemcpyAsync (result, {} bytes, device to host)", bytes)));
-  return Synchronize();
-#else
-  return InternalError("device memory in a build without CUDA");
-#endif
-}
+Status BenchMemory::Upload(std::byte* dst, const void* src, size_t bytes) { return Copy(dst, src, bytes, true); }
+
+Status BenchMemory::Download(void* dst, const std::byte* src, size_t bytes) { return Copy(dst, src, bytes, false); }
 
 Status BenchMemory::Synchronize() {
   if (!on_device()) return Status::Ok();

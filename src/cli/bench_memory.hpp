@@ -47,6 +47,7 @@ class BenchMemory {
   Status Synchronize();
 
  private:
+  Status Copy(void* dst, const void* src, size_t bytes, bool to_device);  // Upload and Download
   BenchMemory() = default;
   int gpu_ = -1;
   tsrStream_t stream_ = nullptr;
