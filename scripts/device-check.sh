@@ -40,7 +40,7 @@ cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 grep -E "Tessera|CUDA" "$OUTDIR/configure.log" | head -5
 # Only what this check runs: the library, the launcher binary and the GPU targets (other modules' tests
 # are CI's business, and build on CI's compiler).
-cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_bench bench_gpu_test ccl_loader_test tessera_fake_ccl \
+cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_bench bench_gpu_test framework_gpu_test framework_gpu_worker ccl_loader_test tessera_fake_ccl \
   > "$OUTDIR/build.log" 2>&1 || { grep -E "error|FAILED" "$OUTDIR/build.log" | head -30; echo "build FAILED"; exit 1; }
 echo "build ok"
 T=$B/tessera; W=$B/tests/gpu/gpu_worker; BENCH=$B/bench/gpu/gpu_bench
