@@ -2,11 +2,9 @@
 #include "comm/transport/tcp.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,9 +12,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include "common/log.hpp"
+#include "common/net.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -30,27 +28,14 @@ struct Hello {
   uint32_t token_len;
 };
 
-using Clock = std::chrono::steady_clock;
+using net::Clock;
 
 // Blocking full read/write with a deadline, on a socket that may be non-blocking.
 Status IoFull(int fd, void* buf, size_t len, bool write, Clock::time_point deadline, const std::string& what) {
-  auto* p = static_cast<char*>(buf);
-  while (len > 0) {
-    ssize_t n = write ? ::send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd, p, len, MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0) return RemoteError(what + ": connection closed by the peer");
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError(what, errno);
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return Timeout(what + ": timed out");
-    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
-    ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 100)));
-  }
-  return Status::Ok();
+  int err = 0;
+  const net::Io io =
+      write ? net::WriteFull(fd, buf, len, deadline, -1, &err) : net::ReadFull(fd, buf, len, deadline, -1, &err);
+  return net::IoStatus(io, err, what);
 }
 
 class TcpSender final : public SendChannel {
@@ -157,40 +142,22 @@ TcpConnections::~TcpConnections() {
 }
 
 Status TcpTune(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  net::SetNoDelay(fd);
   int buf = 4 << 20;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-  int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return ErrnoError("fcntl O_NONBLOCK", errno);
+  if (!net::SetNonBlocking(fd, true)) return ErrnoError("fcntl O_NONBLOCK", errno);
   return Status::Ok();
 }
 
 Result<std::unique_ptr<TcpListener>> TcpListener::Listen(const std::string& host) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  const int gai = getaddrinfo(host.c_str(), "0", &hints, &res);
-  if (gai != 0)
-    return InvalidArgument(fmt::format("bridge: cannot resolve the listen address '{}': {}", host, gai_strerror(gai)));
-  sockaddr_in addr{};
-  std::memcpy(&addr, res->ai_addr, std::min<size_t>(sizeof(addr), res->ai_addrlen));
-  freeaddrinfo(res);
-  addr.sin_port = 0;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return ErrnoError("socket", errno);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 1024) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoError(fmt::format("bridge listen on '{}'", host), err);
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  return std::unique_ptr<TcpListener>(new TcpListener(fd, ntohs(addr.sin_port)));
+  int port = 0;
+  net::SocketError e;
+  const int fd = net::Listen(host, 0, AF_INET, &port, &e);
+  if (fd < 0 && e.gai != 0)
+    return InvalidArgument(fmt::format("bridge: cannot resolve the listen address '{}': {}", host, e.Describe()));
+  if (fd < 0) return ErrnoError(fmt::format("bridge listen on '{}'", host), e.err);
+  return std::unique_ptr<TcpListener>(new TcpListener(fd, port));
 }
 
 TcpListener::~TcpListener() { ::close(fd_); }
@@ -204,17 +171,6 @@ bool ResolvesToLoopback(const std::string& host) {
   freeaddrinfo(res);
   return loop;
 }
-
-namespace {
-std::string SocketPeer(int fd) {
-  sockaddr_in a{};
-  socklen_t len = sizeof(a);
-  char buf[INET_ADDRSTRLEN] = "?";
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET) return "?";
-  inet_ntop(AF_INET, &a.sin_addr, buf, sizeof(buf));
-  return fmt::format("{}:{}", buf, ntohs(a.sin_port));
-}
-}  // namespace
 
 Result<std::vector<TcpListener::Incoming>> TcpListener::AcceptHellos(int count, const std::string& token,
                                                                      std::chrono::milliseconds timeout) {
@@ -300,51 +256,38 @@ Result<std::vector<TcpListener::Incoming>> TcpListener::AcceptHellos(int count, 
         if (static_cast<int>(pending.size()) >= kMaxPending)
           drop(pending.front(), "too many connections without a hello");
         std::erase_if(pending, [](const Pending& p) { return p.fd < 0; });
-        pending.push_back({fd, after + hello_bound, {}, SocketPeer(fd)});
+        pending.push_back({fd, after + hello_bound, {}, net::PeerName(fd)});
       }
     }
   }
   cleanup();
   // The accepted sockets were non-blocking for the hello; the set-up that follows expects blocking ones
   // until TcpTune.
-  for (auto& in : out) {
-    const int fl = fcntl(in.fd, F_GETFL);
-    if (fl >= 0) (void)fcntl(in.fd, F_SETFL, fl & ~O_NONBLOCK);
-  }
+  for (auto& in : out) (void)net::SetNonBlocking(in.fd, false);
   return out;
 }
 
 Result<int> TcpConnect(const std::string& address, int my_rank, int stream, const std::string& token,
                        std::chrono::milliseconds timeout) {
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) return InvalidArgument("bridge address '" + address + "' is not host:port");
-  std::string host = address.substr(0, colon), port = address.substr(colon + 1);
-  auto deadline = Clock::now() + timeout;
-  Status last;
-  while (Clock::now() < deadline) {
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
-    if (gai != 0)
-      return InvalidArgument(fmt::format("cannot resolve bridge peer '{}': {}", address, gai_strerror(gai)));
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    if (rc == 0) {
-      Hello h{kHelloMagic, my_rank, stream, static_cast<uint32_t>(token.size())};
-      Status s = IoFull(fd, &h, sizeof(h), true, deadline, "bridge hello to " + address);
-      if (s.ok())
-        s = IoFull(fd, const_cast<char*>(token.data()), token.size(), true, deadline, "bridge hello to " + address);
-      if (s.ok()) return fd;
-      ::close(fd);
-      return s;
-    }
-    last = ErrnoError("connect to bridge peer " + address, errno);
-    ::close(fd);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return Timeout(last.message() + " (gave up after " + std::to_string(timeout.count()) + " ms)");
+  const auto hp = net::SplitHostPort(address);
+  if (!hp) return InvalidArgument("bridge address '" + address + "' is not host:port");
+  const auto deadline = Clock::now() + timeout;
+  // The peer's listener exists before its address is published: a refusal is rare, retried every 20 ms.
+  const net::ConnectRetry retry{AF_INET, std::chrono::milliseconds(20), std::chrono::milliseconds(20), false};
+  net::SocketError last;
+  const int fd = net::ConnectWithRetry(hp->host, hp->port, retry, deadline, &last);
+  if (fd < 0 && last.gai != 0)
+    return InvalidArgument(fmt::format("cannot resolve bridge peer '{}': {}", address, last.Describe()));
+  if (fd < 0)
+    return Timeout(ErrnoError("connect to bridge peer " + address, last.err).message() + " (gave up after " +
+                   std::to_string(timeout.count()) + " ms)");
+  Hello h{kHelloMagic, my_rank, stream, static_cast<uint32_t>(token.size())};
+  Status s = IoFull(fd, &h, sizeof(h), true, deadline, "bridge hello to " + address);
+  if (s.ok())
+    s = IoFull(fd, const_cast<char*>(token.data()), token.size(), true, deadline, "bridge hello to " + address);
+  if (s.ok()) return fd;
+  ::close(fd);
+  return s;
 }
 
 Status TcpSendAck(int fd) {
