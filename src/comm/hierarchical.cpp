@@ -90,6 +90,7 @@ class Comm::Collective {
     if (!reduce_) {
       TSR_RETURN_IF_ERROR(IslandGather());
       if (k_ > 1) TSR_RETURN_IF_ERROR(BridgeSwap());
+      CopyOwn();
     } else {
       TSR_RETURN_IF_ERROR(IslandReduceScatter());
       PlaceOutput();
@@ -116,16 +117,28 @@ class Comm::Collective {
 
   // ---- select: allgather / broadcast. Each element has exactly one contributing rank. ----
 
+  // Where the elements `x` of rank r's contribution are sent from: my own leave straight from the send
+  // buffer (CopyOwn puts them into recv after the exchanges), the others' from where they were received.
+  const std::byte* Source(int r, const Range& x) const {
+    return r == c_.rank_ ? send_ + (x.lo - Contrib(r).lo) * esz_ : recv_ + x.lo * esz_;
+  }
+
+  // Out of place, my own contribution's copy into recv: made last, so that it does not delay the first
+  // byte on the wire (a broadcast root on a TCP bridge copies while the peer drains its socket buffers).
+  void CopyOwn() {
+    const Range own = Contrib(c_.rank_);
+    if (own.len() > 0 && send_ != recv_ + own.lo * esz_) std::memmove(recv_ + own.lo * esz_, send_, own.len() * esz_);
+  }
+
   // Phase 1: gather my shard's contributions from my island (and give them mine).
   Status IslandGather() {
     const Range own = Contrib(c_.rank_);
-    if (own.len() > 0 && send_ != recv_ + own.lo * esz_) std::memmove(recv_ + own.lo * esz_, send_, own.len() * esz_);
     Engine e(&c_);
     for (int j = 0; j < n_; ++j) {
       if (j == local_) continue;
       const int peer = ranks_[j];
       const Range x = own.Intersect(ShardOf(j));
-      e.Send(peer, recv_ + x.lo * esz_, x.len() * esz_);
+      e.Send(peer, Source(c_.rank_, x), x.len() * esz_);
       const Range y = Contrib(peer).Intersect(S_);
       e.RecvCopy(peer, recv_ + y.lo * esz_, y.len() * esz_);
     }
@@ -141,7 +154,7 @@ class Comm::Collective {
         if (J == me_) continue;
         for (int r : ranks_) {
           const Range x = Contrib(r).Intersect(sg.r);
-          e.Send(sg.owner[J], recv_ + x.lo * esz_, x.len() * esz_);
+          e.Send(sg.owner[J], Source(r, x), x.len() * esz_);
         }
         for (int r : c_.island_ranks_[J]) {
           const Range y = Contrib(r).Intersect(sg.r);
