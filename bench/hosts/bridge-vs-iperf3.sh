@@ -5,14 +5,17 @@
 # Two namespaces joined by one veth pair (10.77.0.1 and 10.77.0.2). For each size (64M and 256M), for
 # $ROUNDS rounds, interleaved so that a noisy (shared) machine hurts both sides alike:
 #   iperf3 -P 1 and -P $TESSERA_TCP_STREAMS (4): one way, h0 -> h1, $ITERS x SIZE bytes (the bytes the
-#     Tessera row moves in its timed iterations);
+#     Tessera row moves in its timed iterations), with $IPERF_ARGS ("-w 4M": the 4 MiB SO_SNDBUF/SO_RCVBUF
+#     that the bridge's TcpTune sets, so both sides run with the same socket buffers);
 #   Tessera: `tessera bench broadcast` from rank 0 (island ascend on h0) to rank 1 (island nvidia on h1):
 #     every byte crosses the bridge once, one way, as in iperf3 (checked: the veth counters show SIZE per
 #     broadcast from h0 and nothing back but ACKs) — with the default 4 streams and with
 #     TESSERA_TCP_STREAMS=1; and allreduce (every byte once each way) for context.
-# Prints a table of medians over rounds (GB/s = 1e9 bytes/s) with Tessera / best iperf3, and writes every
-# measurement to bench/results/hosts-bridge-<date>.json.
-# Knobs (environment): BUILD=build SIZES="64M 256M" ROUNDS=5 ITERS=10 WARMUP=2
+# Prints a table of medians over rounds (GB/s = 1e9 bytes/s) with the spread (min-max over rounds), and
+# the ratios Tessera / iperf3 as the median of the per-round ratios (each round's runs are back to back,
+# so they share that moment's load: the paired ratio is steadier than a ratio of medians on a shared
+# machine); writes every measurement to bench/results/hosts-bridge-<date>.json.
+# Knobs (environment): BUILD=build SIZES="64M 256M" ROUNDS=5 ITERS=10 WARMUP=2 IPERF_ARGS="-w 4M"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -20,6 +23,7 @@ SIZES=${SIZES:-"64M 256M"}
 ROUNDS=${ROUNDS:-5}
 ITERS=${ITERS:-10}
 WARMUP=${WARMUP:-2}
+IPERF_ARGS=${IPERF_ARGS:-"-w 4M"}
 NS=scripts/netns-hosts.sh
 TAG=bench$$
 die() { echo "bridge-vs-iperf3: $*" >&2; exit 1; }
@@ -39,7 +43,7 @@ iperf() {  # size streams -> GB/s received
   ip netns exec tsr-$TAG-h1 iperf3 -s -1 -p 5201 -J >"$TMP/iperf-server.json" &
   local srv=$!
   for _ in $(seq 50); do ip netns exec tsr-$TAG-h1 ss -ltn 2>/dev/null | grep -q ':5201 ' && break; sleep 0.05; done
-  ip netns exec tsr-$TAG-h0 iperf3 -c 10.77.0.2 -p 5201 -n "$total" -P "$2" -J >"$TMP/iperf.json"
+  ip netns exec tsr-$TAG-h0 iperf3 -c 10.77.0.2 -p 5201 -n "$total" -P "$2" $IPERF_ARGS -J >"$TMP/iperf.json"
   wait $srv || true
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/8e9)' "$TMP/iperf.json"
 }
@@ -57,7 +61,7 @@ tessera() {  # collective size [VAR=VALUE...] -> GB/s (algbw of the slowest rank
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["rows"] if "rows" in d else d["results"]; print(r[0]["algbw_GBps"])' "$TMP/t0.json"
 }
 
-echo "# $(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds, $ITERS iterations"
+echo "# $(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds, $ITERS iterations; iperf3 $IPERF_ARGS"
 records=()
 for round in $(seq "$ROUNDS"); do
   for size in $SIZES; do
@@ -71,20 +75,28 @@ done
 cat >"$TMP/report.py" <<'PY'
 import json, os, platform, statistics, sys
 rows = [json.loads(l) for l in sys.stdin]
-out = {"machine": {"uname": " ".join(platform.uname()), "cpus": os.cpu_count()}, "rows": rows, "medians": {}}
+out = {"machine": {"uname": " ".join(platform.uname()), "cpus": os.cpu_count()}, "iperf3_args": sys.argv[2],
+       "rows": rows, "medians": {}}
+for r in rows:
+    r["ratio_p4"] = r["tessera_broadcast"] / r["iperf3_p4"]
+    r["ratio_p1"] = r["tessera_broadcast_1stream"] / r["iperf3_p1"]
+    r["ratio_best"] = max(r["tessera_broadcast"], r["tessera_broadcast_1stream"]) / max(r["iperf3_p1"], r["iperf3_p4"])
+print("GB/s: median (min-max) over rounds; ratios: median (min-max) of the per-round ratios")
 print("| size | iperf3 -P1 | iperf3 -P4 | Tessera broadcast, 4 streams (default) | 4 streams / iperf3 -P4 | Tessera broadcast, 1 stream | 1 stream / iperf3 -P1 | best Tessera / best iperf3 | Tessera allreduce |")
 print("|---|---|---|---|---|---|---|---|---|")
+keys = ("iperf3_p1", "iperf3_p4", "tessera_broadcast", "ratio_p4", "tessera_broadcast_1stream", "ratio_p1", "ratio_best", "tessera_allreduce")
 for size in dict.fromkeys(r["size"] for r in rows):
-    m = {k: statistics.median(r[k] for r in rows if r["size"] == size)
-         for k in ("iperf3_p1", "iperf3_p4", "tessera_broadcast", "tessera_broadcast_1stream", "tessera_allreduce")}
-    m["ratio_p4"] = m["tessera_broadcast"] / m["iperf3_p4"]
-    m["ratio_p1"] = m["tessera_broadcast_1stream"] / m["iperf3_p1"]
-    m["ratio_best"] = max(m["tessera_broadcast"], m["tessera_broadcast_1stream"]) / max(m["iperf3_p1"], m["iperf3_p4"])
+    sel = [r for r in rows if r["size"] == size]
+    m = {k: {"median": statistics.median(r[k] for r in sel), "min": min(r[k] for r in sel), "max": max(r[k] for r in sel)} for k in keys}
     out["medians"][size] = m
-    print("| %s | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.0f%% | %.2f GB/s | %.0f%% | %.0f%% | %.2f GB/s |" % (
-        size, m["iperf3_p1"], m["iperf3_p4"], m["tessera_broadcast"], 100 * m["ratio_p4"],
-        m["tessera_broadcast_1stream"], 100 * m["ratio_p1"], 100 * m["ratio_best"], m["tessera_allreduce"]))
+    cells = []
+    for k in keys:
+        if k.startswith("ratio"):
+            cells.append("%.0f%% (%.0f-%.0f)" % (100 * m[k]["median"], 100 * m[k]["min"], 100 * m[k]["max"]))
+        else:
+            cells.append("%.2f (%.2f-%.2f)" % (m[k]["median"], m[k]["min"], m[k]["max"]))
+    print("| %s | %s |" % (size, " | ".join(cells)))
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 PY
-printf '%s\n' "${records[@]}" | python3 "$TMP/report.py" "$OUT"
+printf '%s\n' "${records[@]}" | python3 "$TMP/report.py" "$OUT" "$IPERF_ARGS"
 echo "wrote $OUT"
