@@ -55,6 +55,7 @@ Result<std::unique_ptr<BenchMemory>> BenchMemory::Open(const std::string& device
   m->stream_ = s;
   return m;
 #else
+  (void)gpu;
   return Unsupported(
       fmt::format("TESSERA_DEVICE='{}' asks for device memory, but this build has no CUDA "
                   "(use --host-memory, or build with nvcc present)",

@@ -68,13 +68,21 @@ class TcpSender final : public SendChannel {
 class TcpReceiver final : public RecvChannel {
  public:
   TcpReceiver(std::shared_ptr<TcpConnections> c, size_t chunk)
-      : c_(std::move(c)), chunk_(chunk), left_(chunk), buf_(new std::byte[chunk]), cap_(chunk) {}
+      : c_(std::move(c)),
+        chunk_(chunk),
+        left_(chunk),
+        buf_(new std::byte[chunk + kChannelAlign]),
+        cap_(chunk + kChannelAlign) {}
+  // buf_[i] always holds a byte whose stream offset is i modulo kChannelAlign, so a message (which starts
+  // at a multiple of kChannelAlign on the stream) is handed out at an aligned address, also after
+  // RecvInto took an odd number of bytes straight from the socket.
   Result<std::pair<const std::byte*, size_t>> Peek() override {
-    if (consumed_ == len_) consumed_ = len_ = 0;
-    if (len_ == cap_ && consumed_ > 0) {  // keep a partial element: move it to the front
-      std::memmove(buf_.get(), buf_.get() + consumed_, len_ - consumed_);
-      len_ -= consumed_;
-      consumed_ = 0;
+    if (consumed_ == len_) consumed_ = len_ = static_cast<size_t>(taken_ % kChannelAlign);
+    if (len_ == cap_ && consumed_ >= kChannelAlign) {  // keep a partial element: move it to the front
+      const size_t to = consumed_ % kChannelAlign;
+      std::memmove(buf_.get() + to, buf_.get() + consumed_, len_ - consumed_);
+      len_ = to + (len_ - consumed_);
+      consumed_ = to;
     }
     if (len_ < cap_) {
       size_t want = std::min(cap_ - len_, left_);
@@ -88,6 +96,7 @@ class TcpReceiver final : public RecvChannel {
         return RemoteError(fmt::format("tcp receive failed: {}", std::strerror(errno)));
       if (r > 0) {
         len_ += static_cast<size_t>(r);
+        taken_ += static_cast<uint64_t>(r);
         left_ -= static_cast<size_t>(r);
         if (left_ == 0) {
           left_ = chunk_;
@@ -107,13 +116,14 @@ class TcpReceiver final : public RecvChannel {
       consumed_ += n;
       return n;
     }
-    consumed_ = len_ = 0;
+    consumed_ = len_ = 0;  // Peek realigns from taken_
     const ssize_t r = ::recv(c_->fds[cur_], dst, std::min(bytes, left_), MSG_DONTWAIT);
     if (r == 0) return RemoteError("tcp connection closed by the peer (did the peer rank exit?)");
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
       return RemoteError(fmt::format("tcp receive failed: {}", std::strerror(errno)));
     }
+    taken_ += static_cast<uint64_t>(r);
     left_ -= static_cast<size_t>(r);
     if (left_ == 0) {
       left_ = chunk_;
@@ -133,6 +143,7 @@ class TcpReceiver final : public RecvChannel {
   size_t cap_;
   size_t len_ = 0;
   size_t consumed_ = 0;
+  uint64_t taken_ = 0;  // bytes taken from the streams so far
 };
 
 }  // namespace
