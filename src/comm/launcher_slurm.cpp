@@ -10,29 +10,11 @@
 
 #include "comm/launcher.hpp"
 #include "common/env.hpp"
+#include "common/text.hpp"
 
 namespace tessera::comm::launcher {
 
 namespace {
-
-// Splits at commas that are not inside [...].
-std::vector<std::string> SplitTopLevel(const std::string& s) {
-  std::vector<std::string> out;
-  int depth = 0;
-  std::string cur;
-  for (char c : s) {
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c == ',' && depth == 0) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
 
 bool AllDigits(const std::string& s) {
   return !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -46,7 +28,7 @@ Result<std::vector<std::string>> ExpandHostList(const std::string& list) {
     return InvalidArgument(fmt::format("Slurm node list '{}': {}", list, why));
   };
   if (list.empty()) return bad("empty");
-  for (const std::string& item : SplitTopLevel(list)) {
+  for (const std::string& item : SplitOutsideBrackets(list, ',')) {
     if (item.empty()) return bad("an empty name");
     // Expand the first [...] group, then the rest of the item recursively (a name may have several).
     const size_t open = item.find('[');
@@ -82,7 +64,7 @@ Result<std::vector<std::string>> ExpandHostList(const std::string& list) {
 
 Result<std::vector<int>> ExpandTasksPerNode(const std::string& text) {
   std::vector<int> out;
-  for (const std::string& item : SplitTopLevel(text)) {
+  for (const std::string& item : SplitOutsideBrackets(text, ',')) {
     const size_t paren = item.find("(x");
     const std::string n = item.substr(0, paren);
     std::string times = "1";

@@ -16,6 +16,8 @@
 #include <ctime>
 #include <set>
 
+#include "common/text.hpp"
+
 namespace tessera::daemon::slurm {
 
 std::string GresOf(const sched::AcceleratorType& type) {
@@ -29,25 +31,6 @@ namespace {
 
 bool Digits(const std::string& s) {
   return !s.empty() && s.size() <= 15 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Splits at `sep` outside (...) and [...].
-std::vector<std::string> SplitOutside(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  int depth = 0;
-  for (char c : s) {
-    if (c == '(' || c == '[') ++depth;
-    if (c == ')' || c == ']') --depth;
-    if (c == sep && depth == 0) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
 }
 
 // A word that starts a new Key=Value pair: a key of letters, digits and _:/() before the first '='.
@@ -107,11 +90,11 @@ void ParseExit(const std::string& text, int* code, int* sig) {
 Result<std::vector<Gres>> ParseGres(const std::string& text) {
   std::vector<Gres> out;
   if (text.empty() || text == "(null)" || text == "N/A") return out;
-  for (std::string item : SplitOutside(text, ',')) {
+  for (std::string item : SplitOutsideBrackets(text, ',')) {
     size_t paren = item.find('(');
     if (paren != std::string::npos) item = item.substr(0, paren);  // (S:0-1): socket affinity
     if (item.empty()) continue;
-    auto parts = SplitOutside(item, ':');
+    auto parts = SplitOutsideBrackets(item, ':');
     Gres g;
     g.name = parts[0];
     if (g.name.empty()) return InvalidArgument(fmt::format("GRES '{}': '{}' has no name", text, item));
@@ -145,7 +128,7 @@ Result<std::vector<Node>> ParseNodes(const std::string& text) {
     n.name = Get(r, "NodeName");
     if (n.name.empty()) return InvalidArgument("scontrol show nodes: a record has an empty NodeName");
     n.state = Get(r, "State");
-    for (const auto& p : SplitOutside(Get(r, "Partitions"), ','))
+    for (const auto& p : SplitOutsideBrackets(Get(r, "Partitions"), ','))
       if (!p.empty()) n.partitions.push_back(p);
     auto g = ParseGres(Get(r, "Gres"));
     if (!g.ok()) return g.status().WithContext("scontrol show nodes: node " + n.name);
@@ -250,7 +233,7 @@ Result<std::vector<JobRecord>> ParseSacct(const std::string& text) {
     std::string line = text.substr(start, nl - start);
     start = nl + 1;
     if (line.empty() || line.find('|') == std::string::npos) continue;  // sacct -c's "error: Unknown type" lines
-    auto f = SplitOutside(line, '|');
+    auto f = SplitOutsideBrackets(line, '|');
     if (f.size() < 4) return InvalidArgument(fmt::format("sacct: '{}' has fewer than 4 fields", line));
     std::string id = f[0];
     if (id.find('.') != std::string::npos) continue;  // a step
