@@ -21,6 +21,24 @@ std::string Units(ShareUnit u, i128 v) {
   return fmt::format("{} domestic throughput-weighted units", FormatThroughput(static_cast<int64_t>(v)));
 }
 
+// The largest v in [lo, hi] for which fits(v) holds, where fitting is monotone (true up to some value,
+// false above it), by bisection; `none` when no value fits. fits returns Result<bool>.
+template <typename T, typename F>
+Result<T> LargestFitting(T lo, T hi, T none, F&& fits) {
+  T found = none;
+  while (lo <= hi) {
+    const T mid = lo + (hi - lo) / 2;
+    TSR_ASSIGN_OR_RETURN(bool ok, fits(mid));
+    if (ok) {
+      found = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return found;
+}
+
 }  // namespace
 
 // Names the binding constraint and what would make the job fit; called when Optimise found nothing.
@@ -128,18 +146,10 @@ Result<Infeasible> Diagnose(const Model& m, const Job& job, ShareUnit unit) {
   } else {
     // A placement reaching a target reaches every smaller one: fitting is monotone in the target.
     Model t = m;
-    int64_t lo = 1, hi = m.target - 1, found = -1;
-    while (lo <= hi) {
-      int64_t mid = lo + (hi - lo) / 2;
-      t.target = mid;
-      TSR_ASSIGN_OR_RETURN(bool fits, Feasible(t));
-      if (fits) {
-        found = mid;
-        lo = mid + 1;
-      } else {
-        hi = mid - 1;
-      }
-    }
+    TSR_ASSIGN_OR_RETURN(int64_t found, LargestFitting<int64_t>(1, m.target - 1, -1, [&](int64_t v) {
+                           t.target = v;
+                           return Feasible(t);
+                         }));
     if (found > 0)
       fixes.push_back(fmt::format("would fit with a throughput target of at most {}", FormatThroughput(found)));
   }
@@ -149,18 +159,10 @@ Result<Infeasible> Diagnose(const Model& m, const Job& job, ShareUnit unit) {
     t.floor = 0;
     TSR_ASSIGN_OR_RETURN(bool fits_without, Feasible(t));
     if (fits_without) {
-      Ppm lo = 0, hi = m.floor - 1, found = 0;
-      while (lo <= hi) {
-        Ppm mid = lo + (hi - lo) / 2;
-        t.floor = mid;
-        TSR_ASSIGN_OR_RETURN(bool fits, Feasible(t));
-        if (fits) {
-          found = mid;
-          lo = mid + 1;
-        } else {
-          hi = mid - 1;
-        }
-      }
+      TSR_ASSIGN_OR_RETURN(Ppm found, LargestFitting<Ppm>(0, m.floor - 1, 0, [&](Ppm v) {
+                             t.floor = v;
+                             return Feasible(t);
+                           }));
       // Round down to 0.1% for display so that the printed floor really fits.
       Ppm shown = found / 1000 * 1000;
       fixes.push_back(fmt::format("would fit under a floor of at most {}", FormatShare(shown)));
