@@ -10,7 +10,8 @@
 #   4. gradient synchronisation error against an f64 reference, per dtype
 #   5. cost: `tessera plan` with the measured throughputs at the brief's prices
 # Needs torch (the GPU machine); run scripts/torch-check.sh BUILD install first (or it does it).
-# Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs
+# Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs,
+# TSTEPS (60) steps per throughput run, LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ OUTDIR=${OUT:-$ROOT/bench/results}; mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-60}
 T=$B/tessera
-LM="$PY $ROOT/examples/torch/train_lm.py"
+LM="$PY $ROOT/examples/torch/train_lm.py ${LM_ARGS:-}"
 W=$OUTDIR/lm-weights.json
 ISL="--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=$SLOW --sm-share nvidia=$FAST"
 step() { echo; echo "=== $* ($(date +%T))"; }
