@@ -11,7 +11,8 @@
 #   5. cost: `tessera plan` with the measured throughputs at the brief's prices
 # Needs torch (the GPU machine); run scripts/torch-check.sh BUILD install first (or it does it).
 # Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs,
-# TSTEPS (60) steps per throughput run, LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run)
+# TSTEPS (20) optimizer steps per throughput run, ACCUM (8) micro-batches per step in calibration and throughput
+# runs (loss parity runs one per step), LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ ROOT=$PWD
 B=${1:-build-gpu}; case $B in /*) ;; *) B=$ROOT/$B ;; esac
 OUTDIR=${OUT:-$ROOT/bench/results}; mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
-STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-60}
+STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-20}; ACCUM=${ACCUM:-8}
 T=$B/tessera
 LM="$PY $ROOT/examples/torch/train_lm.py ${LM_ARGS:-}"
 W=$OUTDIR/lm-weights.json
@@ -33,14 +34,14 @@ run() {  # run LABEL tessera-run-args -- program...
 }
 
 step "calibration (each island alone on its SM share)"
-run calibrate $ISL -- $LM --mode calibrate --weights-file "$W"
+run calibrate $ISL -- $LM --mode calibrate --accum "$ACCUM" --weights-file "$W"
 cat "$W"
 
-step "throughput: independent (sum of the parts) vs hybrid, $REPS reps of $TSTEPS steps"
+step "throughput: independent (sum of the parts) vs hybrid, $REPS reps of $TSTEPS steps of $ACCUM micro-batches"
 for rep in $(seq "$REPS"); do
-  run indep-$rep $ISL -- $LM --mode independent --steps "$TSTEPS" --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
-  run hybrid-$rep $ISL -- $LM --mode hybrid --steps "$TSTEPS" --weights-file "$W" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
-  run even-$rep $ISL -- $LM --mode hybrid --split even --steps "$TSTEPS" --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
+  run indep-$rep $ISL -- $LM --mode independent --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
+  run hybrid-$rep $ISL -- $LM --mode hybrid --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
+  run even-$rep $ISL -- $LM --mode hybrid --split even --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
 done
 
 step "loss parity: hybrid vs one island, $STEPS steps, same global batch and seed"

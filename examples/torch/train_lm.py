@@ -24,6 +24,7 @@ Prints tokens/s per island and in total, and the loss; --log FILE writes one JSO
 summary (rank 0). Islands run on an SM share (tessera run --sm-share) are labelled as emulated.
 """
 import argparse
+import contextlib
 import glob
 import json
 import math
@@ -45,7 +46,9 @@ def parse():
     p.add_argument("--mode", choices=["hybrid", "independent", "calibrate", "grad-error"], default="hybrid")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup-steps", type=int, default=10, help="steps left out of the tokens/s figures")
-    p.add_argument("--global-batch", type=int, default=32, help="sequences per step, over all ranks")
+    p.add_argument("--global-batch", type=int, default=32, help="sequences per micro-batch, over all ranks")
+    p.add_argument("--accum", type=int, default=1,
+                   help="micro-batches per optimizer step (gradient accumulation; DDP syncs on the last one)")
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--dim", type=int, default=1024)
@@ -71,9 +74,70 @@ class Block(nn.Module):
     def forward(self, x):
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        with attention_kernels():
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+ATTENTION = None  # None: torch's choice of SDPA kernel; else a list of SDPBackend (choose_attention)
+
+
+def attention_kernels():
+    if ATTENTION is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import sdpa_kernel
+    return sdpa_kernel(ATTENTION)
+
+
+def choose_attention(model, data, dev, rank):
+    """One forward and backward of two sequences before training: if torch's default SDPA kernel gives a
+    non-finite loss or gradient here, name the first module whose output is not finite and use the first
+    SDPA kernel that gives finite numbers (every rank takes the same: the largest index any rank needs)."""
+    global ATTENTION
+    from torch.nn.attention import SDPBackend
+    choices = [None, [SDPBackend.FLASH_ATTENTION], [SDPBackend.EFFICIENT_ATTENTION], [SDPBackend.MATH]]
+    batch = data[:2].to(dev)
+
+    def finite_with(choice, name_first_bad=False):
+        global ATTENTION
+        ATTENTION = choice
+        bad, hooks = [], []
+        if name_first_bad:
+            for name, mod in model.named_modules():
+                hooks.append(mod.register_forward_hook(
+                    lambda m, i, o, name=name: bad.append(name)
+                    if (torch.is_tensor(o) and not torch.isfinite(o).all() and not bad) else None))
+        try:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(batch[:, :-1]).float().reshape(-1, 256), batch[:, 1:].reshape(-1))
+            loss.backward()
+            ok = bool(torch.isfinite(loss)) and all(
+                torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+        except RuntimeError as e:  # a kernel that does not support these shapes
+            ok, bad = False, [f"(error: {str(e).splitlines()[0][:120]})"]
+        finally:
+            for h in hooks:
+                h.remove()
+            model.zero_grad(set_to_none=True)
+        return ok, bad
+
+    pick = 0
+    ok, _ = finite_with(None)
+    if not ok:
+        _, bad = finite_with(None, name_first_bad=True)
+        pick = next((i for i, c in enumerate(choices[1:], 1) if finite_with(c)[0]), -1)
+        print(f"rank {rank}: attention: torch's default SDPA kernel gives a non-finite loss or gradient "
+              f"(first non-finite output: {bad[0] if bad else 'none in the forward: the backward'}); "
+              f"{'no SDPA kernel gives finite numbers' if pick < 0 else 'using ' + str(choices[pick])}",
+              flush=True)
+        if pick < 0:
+            raise SystemExit("train_lm: the model's numbers are not finite with any attention kernel")
+    t = torch.tensor([pick], device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    ATTENTION = choices[int(t.item())]
+    if rank == 0 and ATTENTION is not None:
+        print(f"attention kernel: {ATTENTION} on every rank", flush=True)
 
 
 class LM(nn.Module):
@@ -145,6 +209,7 @@ def main():
     torch.manual_seed(args.seed)
     model = LM(args.layers, args.dim, args.heads, args.seq).to(dev)
     nparams = sum(p.numel() for p in model.parameters())
+    choose_attention(model, data, dev, rank)
     if rank == 0:
         print(f"model {nparams / 1e6:.1f}M parameters; corpus {nbytes / 2**20:.1f} MiB of {root}/**/*.py, "
               f"{data.shape[0]} sequences of {args.seq + 1} bytes; mode {args.mode}", flush=True)
@@ -173,6 +238,18 @@ def main():
     for turn in turns:
         active = turn is None or turn == isl
         it = iter(torch.utils.data.DataLoader(data, batch_size=sampler.batch_size, sampler=sampler, drop_last=True))
+        epoch = [0]
+
+        def next_batch():
+            nonlocal it
+            try:
+                return next(it)
+            except StopIteration:
+                epoch[0] += 1
+                sampler.set_epoch(epoch[0])
+                it = iter(torch.utils.data.DataLoader(data, batch_size=sampler.batch_size, sampler=sampler,
+                                                      drop_last=True))
+                return next(it)
         steps = args.steps if turn is None else min(args.steps, 30)
         tokens, t0, log = 0, None, []
         if turn is not None:
@@ -181,22 +258,26 @@ def main():
             if step == args.warmup_steps:
                 torch.cuda.synchronize()
                 t0, tokens = time.perf_counter(), 0
-            try:
-                batch = next(it)
-            except StopIteration:
-                sampler.set_epoch(step)
-                it = iter(torch.utils.data.DataLoader(data, batch_size=sampler.batch_size, sampler=sampler))
-                batch = next(it)
-            batch = batch.to(dev, non_blocking=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = (model if turn is not None else ddp)(batch[:, :-1])
-                loss = F.cross_entropy(logits.float().reshape(-1, 256), batch[:, 1:].reshape(-1))
+            batch = next_batch()
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss = 0.0
+            for micro in range(args.accum):
+                if micro > 0:
+                    batch = next_batch()
+                batch = batch.to(dev, non_blocking=True)
+                # DDP synchronises the gradient once per step, on the last micro-batch
+                last = micro == args.accum - 1
+                quiet = ddp.no_sync() if (turn is None and not last and hasattr(ddp, "no_sync")) else contextlib.nullcontext()
+                with quiet:
+                    with torch.autocast("cuda", dtype=torch.bfloat16):
+                        logits = (model if turn is not None else ddp)(batch[:, :-1])
+                        part = F.cross_entropy(logits.float().reshape(-1, 256), batch[:, 1:].reshape(-1)) / args.accum
+                    part.backward()
+                loss = loss + part.detach()
+                tokens += batch.shape[0] * args.seq
             if turn is None:
                 opt.step()
                 sched.step()
-            tokens += batch.shape[0] * args.seq
             if turn is None and args.mode == "hybrid":
                 # the loss of the whole global batch: the ranks' means weighted by their shares
                 lt = (loss.detach() * sampler.fraction).float()
@@ -253,13 +334,14 @@ def report(args, everyone, losses, rank, world, nparams, sampler):
         # batch over the step time; the per-rank figures above are already that (same step time)
         pass
     summary = {"mode": args.mode, "split": args.split, "optimizer": args.optimizer, "world": world,
-               "params": nparams, "global_batch": args.global_batch, "seq": args.seq, "steps": args.steps,
+               "params": nparams, "global_batch": args.global_batch, "accum": args.accum, "seq": args.seq,
+               "steps": args.steps, "attention": str(ATTENTION) if ATTENTION is not None else "default",
                "islands": per_island, "tokens_per_s": round(total, 1), "shares": sampler.shares,
                "final_loss_mean_last50": (sum(losses[-50:]) / len(losses[-50:])) if losses else None,
                "losses": losses}
     if rank == 0:
         for v, d in per_island.items():
-            print(f"island {d['label']}: {d['ranks']} rank(s), {d['batch']} sequences/step, "
+            print(f"island {d['label']}: {d['ranks']} rank(s), {d['batch']} sequences/micro-batch x {args.accum}, "
                   f"{d['tokens_per_s']:.0f} tokens/s", flush=True)
         last = summary["final_loss_mean_last50"]
         print(f"total {total:.0f} tokens/s; loss {losses[0] if losses else float('nan'):.4f} -> "

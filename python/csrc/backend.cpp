@@ -8,9 +8,10 @@
 //     sees every write the caller queued before it;
 //   * the tensors are recorded on the communication stream with the caching allocator, so their memory
 //     is not reused before the collective has finished with it;
-//   * Work::wait() makes the caller's current stream wait for the collective's end event and returns at
-//     once (the host does not block); Work::getFuture() is a CUDA-aware future completed on the
-//     communication stream, so DDP comm hooks chain on it correctly.
+//   * CUDA's legacy default stream (torch's default stream) is never made to wait for a collective that
+//     has not finished (see Completer): Work::getFuture() is a CUDA-aware future completed on the host
+//     once the call's end event has happened; Work::wait() on the legacy stream blocks the host until
+//     then, and on any other stream makes that stream wait for the end event and returns at once.
 // Everything a call needs besides the tensors (island, device, token, timeout, unique id) comes from
 // python/tessera/torch/_backend.py, which does the rendezvous through the process group's store.
 // Errors: every failed Tessera call raises RuntimeError with Tessera's message (it names the rank, peer or
@@ -38,13 +39,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -187,6 +192,126 @@ struct CommRef {
   }
 };
 
+#ifdef TESSERA_TORCH_CUDA
+// Completes the futures of CUDA calls on the host, once a call's end event has happened, and so keeps
+// CUDA's legacy default stream (torch's default stream) from ever waiting for a collective still running.
+// Why: a copy to pageable memory on the legacy stream (`t.cpu()`, `.item()`) holds up every other
+// thread's kernel launches, copies and event records for as long as it waits (bench/gpu/
+// stream_lock_probe.cu, measured on the H200; copies on other streams, to pinned memory, and
+// cudaStreamSynchronize/cudaDeviceSynchronize hold nothing). If that copy waited for a collective, the
+// device bridge's worker, which queues the collective's copies as the peers' rings free up, would wait
+// for the copy: a deadlock. This thread makes no call but cudaEventQuery (never held) and, when it
+// completes a future, the future's own event record on a stream that holds no work, so those events have
+// happened when they are recorded. A call that fails (the communicator's asynchronous error) completes
+// its future with that error; one whose end does not come within the group's timeout (twice, plus 5 s:
+// Tessera's own timeout raises first) with a timeout error.
+class Completer {
+ public:
+  Completer(c10::DeviceIndex device, std::chrono::milliseconds timeout, std::shared_ptr<CommRef> comm)
+      : state_(std::make_shared<State>()) {
+    state_->device = device;
+    state_->timeout = timeout * 2 + std::chrono::seconds(5);
+    state_->comm = std::move(comm);
+    cudaStream_t idle = nullptr;
+    TSR_CHECK(cudaStreamCreateWithFlags(&idle, cudaStreamNonBlocking) == cudaSuccess,
+              "tessera: cudaStreamCreate for the completion stream failed");
+    state_->idle = c10::cuda::getStreamFromExternal(idle, device);
+    // Detached, owning its state: shutdown never waits for it (it may be running a Python callback that
+    // needs the GIL the caller holds); it drains what was queued and ends.
+    std::thread([st = state_] { Loop(*st); }).detach();
+  }
+  ~Completer() { Stop(); }
+
+  void Add(std::shared_ptr<at::cuda::CUDAEvent> end, c10::intrusive_ptr<c10::ivalue::Future> fut, c10::IValue value,
+           std::string title) {
+    {
+      std::lock_guard<std::mutex> l(state_->mu);
+      state_->queue.push_back({std::move(end), std::move(fut), std::move(value), std::move(title),
+                               std::chrono::steady_clock::now() + state_->timeout});
+    }
+    state_->cv.notify_one();
+  }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> l(state_->mu);
+      state_->stop = true;
+    }
+    state_->cv.notify_one();
+  }
+
+ private:
+  struct Item {
+    std::shared_ptr<at::cuda::CUDAEvent> end;
+    c10::intrusive_ptr<c10::ivalue::Future> fut;
+    c10::IValue value;
+    std::string title;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Item> queue;
+    bool stop = false;
+    c10::DeviceIndex device = 0;
+    std::chrono::milliseconds timeout{0};
+    std::shared_ptr<CommRef> comm;
+    std::optional<c10::cuda::CUDAStream> idle;
+  };
+  static void Fail(Item& it, const std::string& why) {
+    try {
+      it.fut->setError(std::make_exception_ptr(std::runtime_error("tessera: " + it.title + " failed: " + why)));
+    } catch (...) {
+    }
+  }
+  static void Loop(State& st) {
+    try {
+      c10::cuda::CUDAGuard guard(st.device);
+      for (;;) {
+        Item it;
+        {
+          std::unique_lock<std::mutex> l(st.mu);
+          st.cv.wait(l, [&] { return st.stop || !st.queue.empty(); });
+          if (st.queue.empty()) return;
+          it = std::move(st.queue.front());
+          st.queue.pop_front();
+        }
+        bool happened = false;
+        try {
+          for (int spins = 0; !(happened = it.end->query()); ++spins) {
+            if (std::chrono::steady_clock::now() > it.deadline) break;
+            if (spins < 200)
+              std::this_thread::yield();
+            else
+              std::this_thread::sleep_for(std::chrono::microseconds(50));
+          }
+        } catch (const std::exception& e) {
+          Fail(it, e.what());
+          continue;
+        }
+        if (!happened) {
+          Fail(it, "its end on the GPU did not come within the process group's timeout");
+          continue;
+        }
+        const auto [err, message] = st.comm->Error();
+        if (err != tsrSuccess) {
+          Fail(it, std::string(tsrGetErrorString(err)) + ": " + message);
+          continue;
+        }
+        try {
+          c10::cuda::CUDAStreamGuard on_idle(*st.idle);
+          it.fut->markCompleted(std::move(it.value));
+        } catch (const std::exception& e) {
+          Fail(it, e.what());
+        }
+      }
+    } catch (...) {
+      // the process is going down (the CUDA context with it)
+    }
+  }
+  std::shared_ptr<State> state_;
+};
+#endif
+
 // The Work of one call. CPU calls are complete when the Work is made; CUDA calls complete when `end_`
 // (recorded on the communication stream after the call) has.
 class Work : public c10d::Work {
@@ -210,7 +335,15 @@ class Work : public c10d::Work {
   void synchronize() override { (void)wait(std::chrono::milliseconds(0)); }
   bool wait(std::chrono::milliseconds /*timeout: every Tessera wait is bounded by the group's timeout*/) override {
 #ifdef TESSERA_TORCH_CUDA
-    if (end_) end_->block(at::cuda::getCurrentCUDAStream(device_index_));
+    if (end_ && !end_->query()) {
+      const auto current = at::cuda::getCurrentCUDAStream(device_index_);
+      if (current == c10::cuda::getDefaultCUDAStream(device_index_)) {
+        future_->wait();  // the legacy stream never waits for a running collective (Completer)
+        TSR_CHECK(!future_->hasError(), future_->tryRetrieveErrorMessage());
+      } else {
+        end_->block(current);
+      }
+    }
 #endif
     const auto [err, message] = comm_->Error();
     TSR_CHECK(err == tsrSuccess, "tessera: ", profiling_title_, " failed: ", tsrGetErrorString(err), ": ", message);
@@ -250,7 +383,13 @@ class Backend : public c10d::Backend {
       cuda_ = true;
       device_index_ = static_cast<c10::DeviceIndex>(std::stoi(device_.substr(5)));
       c10::cuda::CUDAGuard guard(device_index_);
-      stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_index_);
+      // A stream of our own, not one of torch's pool (which hands its streams out round-robin, so a
+      // future's callback could run on it and chain onto later collectives).
+      cudaStream_t comm_stream = nullptr;
+      TSR_CHECK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking) == cudaSuccess,
+                "tessera: cudaStreamCreate for the communication stream failed on ", device_);
+      stream_ = c10::cuda::getStreamFromExternal(comm_stream, device_index_);
+      completer_ = std::make_unique<Completer>(device_index_, std::chrono::milliseconds(timeout_ms), ref_);
 #else
       TSR_CHECK(false, "tessera: device ", device_, " needs a CUDA build of torch and of tessera._C");
 #endif
@@ -273,6 +412,9 @@ class Backend : public c10d::Backend {
     if (comm_ != nullptr) (void)tsrCommAbort(comm_);
   }
   void shutdown() override {
+#ifdef TESSERA_TORCH_CUDA
+    if (completer_) completer_->Stop();
+#endif
     ref_->Destroy();
     comm_ = nullptr;
   }
@@ -727,10 +869,7 @@ class Backend : public c10d::Backend {
       auto fut =
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                    std::vector<c10::Device>{c10::Device(c10::kCUDA, device_index_)});
-      {
-        c10::cuda::CUDAStreamGuard on_comm(stream_);
-        fut->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
-      }
+      completer_->Add(end, fut, c10::IValue(std::vector<at::Tensor>{}), title);
       auto w = c10::make_intrusive<Work>(rank_, c10d::OpType::COALESCED, title, std::vector<at::Tensor>{},
                                          std::move(fut), ref_);
       w->end_ = std::move(end);
@@ -794,10 +933,7 @@ class Backend : public c10d::Backend {
     end->record(stream_);
     auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                         std::vector<c10::Device>{*dev});
-    {
-      c10::cuda::CUDAStreamGuard on_comm(stream_);
-      fut->markCompleted(c10::IValue(outputs));
-    }
+    completer_->Add(end, fut, c10::IValue(outputs), title);
     auto w = c10::make_intrusive<Work>(rank_, type, title, outputs, std::move(fut), ref_);
     w->end_ = std::move(end);
     w->device_index_ = device_index_;
@@ -817,6 +953,7 @@ class Backend : public c10d::Backend {
   bool cuda_ = false;
   c10::DeviceIndex device_index_ = 0;
   c10::cuda::CUDAStream stream_ = c10::cuda::getDefaultCUDAStream();
+  std::unique_ptr<Completer> completer_;
 #endif
 };
 

@@ -118,12 +118,11 @@ def _create(dist_opts, backend_options):
     if os.environ.get("TESSERA_TIMEOUT"):
         timeout_ms = min(timeout_ms, parse_duration_ms(os.environ["TESSERA_TIMEOUT"]))
     options = backend_options if isinstance(backend_options, Options) else None
-    # The GPU<->host bridge of hybrid CUDA worlds: "staged" (pinned buffers + the host engine) unless the
-    # user chose. Its worker thread makes no CUDA call, so nothing the training threads do in CUDA (torch's
-    # synchronous copies on the legacy default stream) can stall a collective; the copy-engine device
-    # bridge's worker does make CUDA calls (docs/torch.md, "Known problems"). Every rank sets the same
-    # value, as Tessera requires.
-    os.environ.setdefault("TESSERA_CUDA_BRIDGE", "staged")
+    # The GPU<->host bridge of hybrid CUDA worlds is Tessera's default (the copy-engine device bridge where
+    # the ranks share a host, TESSERA_CUDA_BRIDGE to choose). Its worker thread queues CUDA copies while a
+    # collective runs; the backend keeps torch's legacy default stream from waiting for a running
+    # collective, which is what made a synchronous copy there deadlock with it (python/csrc/backend.cpp,
+    # Completer; docs/torch.md, "Streams").
     device = _device(options)
     isl, vendor = _declared_island(options)
     kind = "host" if device == "host" else "cuda"

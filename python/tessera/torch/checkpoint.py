@@ -19,11 +19,18 @@ asks a rank to write becomes a tensor of that rank's shard:
 Loading reshards through DCP's planner (any world size or island layout). A step without DCP metadata
 (e.g. one made by `tessera ckpt import` from Hugging Face files) loads too: its tensors are described from
 Tessera's manifest. A step only in the warm (S3) or cold tier is staged back to hot (verified) first.
+
+dcp.async_save: TesseraWriter is its own stager (DCP's AsyncStager protocol). It copies the state into
+pinned host memory that is kept for the next save of the same shapes (one copy per process, like DCP's
+`cache_staged_state_dict`), so the training loop is blocked for about one GPU-to-pinned copy; the write
+runs in DCP's thread. A save still writing from those buffers is never overwritten: the next one then
+stages into fresh buffers. `release_staging()` frees them.
 """
 import io
 import os
 import pickle
 import re
+import threading
 
 import torch
 import torch.distributed as dist
@@ -33,7 +40,7 @@ from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkSt
 from torch.distributed.checkpoint.planner import LoadItemType, WriteItemType
 from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
 
-__all__ = ["TesseraWriter", "TesseraReader", "resume", "latest_step", "parse_resume_from"]
+__all__ = ["TesseraWriter", "TesseraReader", "resume", "latest_step", "parse_resume_from", "release_staging"]
 
 _META = "__dcp_metadata__"
 _DTYPES = {"int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64,
@@ -91,8 +98,65 @@ def _dist():
     return 0, 1
 
 
+class _Staging:
+    """The pinned host copy of a state that async saves reuse (TesseraWriter.stage)."""
+    lock = threading.Lock()
+    state = None  # the staged state dict (pinned tensors), or None
+    free = threading.Event()  # set while no save is writing from `state`
+
+
+def release_staging():
+    """Frees the pinned buffers async saves keep between saves (TesseraWriter.stage)."""
+    with _Staging.lock:
+        _Staging.state = None
+        _Staging.free.clear()
+
+
 class TesseraWriter(StorageWriter):
-    """DCP StorageWriter into Tessera's hot tier `root`, as step `step`."""
+    """DCP StorageWriter into Tessera's hot tier `root`, as step `step`; its own stager for async_save."""
+
+    # DCP's AsyncStager protocol: stage() returns a finished host copy (nothing to synchronise later)
+    _synchronize_after_execute = False
+
+    @property
+    def should_synchronize_after_execute(self):
+        return False
+
+    def stage(self, state_dict):
+        """dcp.async_save: the state copied into pinned host memory (kept for the next save of the same
+        shapes); returns when the copy is complete, so training may change the state right after."""
+        from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+        with _Staging.lock:
+            staged = _Staging.state if _Staging.free.is_set() else None
+            _Staging.free.clear()
+            _Staging.state = None
+        copied = None
+        if staged is not None:
+            try:
+                copied = _copy_state_dict(state_dict, staged, non_blocking=True)
+            except (ValueError, RuntimeError, KeyError, TypeError, AssertionError):
+                copied = None  # other shapes than last time: stage into fresh buffers
+        if copied is None:
+            staged = _create_cpu_state_dict(state_dict, pin_memory=torch.cuda.is_available())
+            copied = _copy_state_dict(state_dict, staged, non_blocking=True)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self._staged = copied
+        return copied
+
+    def synchronize_staging(self):
+        pass
+
+    def close(self):
+        pass
+
+    def _release_staged(self):
+        """The save is over (committed or failed): its staged buffers may serve the next save."""
+        staged, self._staged = getattr(self, "_staged", None), None
+        if staged is not None:
+            with _Staging.lock:
+                _Staging.state = staged
+                _Staging.free.set()
 
     def __init__(self, root, step, warm="", cold=""):
         super().__init__()
@@ -175,8 +239,10 @@ class TesseraWriter(StorageWriter):
             else:
                 self._writer.save(self.step, items)
                 self._writer.wait()
+                self._release_staged()
             fut.set_result(results)
         except Exception as e:  # noqa: BLE001 - handed to DCP, which raises it on every rank
+            self._release_staged()
             fut.set_exception(e)
         return fut
 
@@ -188,9 +254,12 @@ class TesseraWriter(StorageWriter):
         metadata.storage_data = storage
         blob = pickle.dumps(metadata)
         meta = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
-        self._writer.save(self.step, self._pending + [(_META, meta, 0, meta.numel())])
-        self._writer.wait()  # the manifest is committed once every rank's part is durable
-        self._pending = []
+        try:
+            self._writer.save(self.step, self._pending + [(_META, meta, 0, meta.numel())])
+            self._writer.wait()  # the manifest is committed once every rank's part is durable
+        finally:
+            self._pending = []
+            self._release_staged()
 
 
 class TesseraReader(StorageReader):
