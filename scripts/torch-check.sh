@@ -145,6 +145,14 @@ if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
       --sizes 64M,256M --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - \
       >> "$OUTDIR/torch-bench.log" 2>&1 || echo "tessera bench rep $rep failed"
   done
+  # torch.distributed.checkpoint: FileSystemWriter/Reader against TesseraWriter/Reader, one process, ~2 GiB state
+  # (bench/torch/dcp_bench.py; DCP_BENCH_DIR picks the disk). Its JSON rows join the others; its table goes to
+  # torch-dcp-bench.err.
+  if [ -f "$ROOT/bench/torch/dcp_bench.py" ]; then
+    timeout 400 "$PY" "$ROOT/bench/torch/dcp_bench.py" --dir "${DCP_BENCH_DIR:-/tmp/tsr-dcp-bench}" \
+      >> "$OUTDIR/torch-bench.log" 2> "$OUTDIR/torch-dcp-bench.err" || echo "dcp_bench failed (exit $?; torch-dcp-bench.err)"
+    grep -vE "^\s*$" "$OUTDIR/torch-dcp-bench.err" | tail -n 20
+  fi
   grep -o '{.*}' "$OUTDIR/torch-bench.log" > "$ROWS" || true
   cat "$ROWS"
 fi
