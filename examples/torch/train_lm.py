@@ -4,7 +4,8 @@
         python examples/torch/train_lm.py --steps 300 --weights-file lm-weights.json
 
 Model: plain torch, random initialisation (default 12 layers, d_model 1024, 16 heads, sequence 512:
-about 151M parameters), AdamW, bf16 autocast, a fixed seed. Data: the Python standard library's own sources
+about 151M parameters, GPT-2's N(0, 0.02) embeddings), AdamW, bf16 autocast (--precision: tf32 or f32
+matmuls instead), a fixed seed. Data: the Python standard library's own sources
 (a real text corpus already on every machine with Python), tokenised at byte level (vocabulary 256), cut
 into sequences of --seq + 1 bytes. DDP through backend "tessera", HeteroDistributedSampler with the islands'
 measured speeds (--weights-file from --mode calibrate, else TESSERA_ISLAND_WEIGHTS, else equal) and
@@ -58,6 +59,10 @@ def parse():
     p.add_argument("--split", choices=["speed", "even"], default="speed")
     p.add_argument("--weights-file", default=None, help="calibration output; read in hybrid/independent")
     p.add_argument("--optimizer", choices=["zero", "adamw"], default="zero")
+    p.add_argument("--precision", choices=["bf16", "tf32", "f32"], default="bf16",
+                   help="bf16: autocast; tf32: f32 weights and activations, TF32 tensor-core matmuls; f32: no TF32. "
+                        "On an MPS share of an H200 some SM counts give wrong 16-bit GEMMs "
+                        "(bench/gpu/mps_matmul_probe.py): scripts/lm-experiment.sh uses tf32")
     p.add_argument("--corpus-mb", type=int, default=48)
     p.add_argument("--log", default=None)
     return p.parse_args()
@@ -78,6 +83,15 @@ class Block(nn.Module):
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+PRECISION = "bf16"
+
+
+def amp():
+    if PRECISION == "bf16":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 ATTENTION = None  # None: torch's choice of SDPA kernel; else a list of SDPBackend (choose_attention)
@@ -109,7 +123,7 @@ def choose_attention(model, data, dev, rank):
                     lambda m, i, o, name=name: bad.append(name)
                     if (torch.is_tensor(o) and not torch.isfinite(o).all() and not bad) else None))
         try:
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with amp():
                 loss = F.cross_entropy(model(batch[:, :-1]).float().reshape(-1, 256), batch[:, 1:].reshape(-1))
             loss.backward()
             ok = bool(torch.isfinite(loss)) and all(
@@ -148,6 +162,8 @@ class LM(nn.Module):
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
         self.head.weight = self.tok.weight
+        nn.init.normal_(self.tok.weight, std=0.02)
+        nn.init.normal_(self.pos.weight, std=0.02)
 
     def forward(self, idx):
         x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
@@ -199,6 +215,10 @@ def gather_objects(obj):
 
 def main():
     args = parse()
+    global PRECISION
+    PRECISION = args.precision
+    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     dev = torch.device(os.environ.get("TESSERA_DEVICE", "cuda:0"))
     torch.cuda.set_device(dev)
     dist.init_process_group("tessera")
@@ -269,7 +289,7 @@ def main():
                 last = micro == args.accum - 1
                 quiet = ddp.no_sync() if (turn is None and not last and hasattr(ddp, "no_sync")) else contextlib.nullcontext()
                 with quiet:
-                    with torch.autocast("cuda", dtype=torch.bfloat16):
+                    with amp():
                         logits = (model if turn is not None else ddp)(batch[:, :-1])
                         part = F.cross_entropy(logits.float().reshape(-1, 256), batch[:, 1:].reshape(-1)) / args.accum
                     part.backward()
@@ -333,7 +353,8 @@ def report(args, everyone, losses, rank, world, nparams, sampler):
         # one synchronised job: every rank does its share of every step, so the job's rate is the global
         # batch over the step time; the per-rank figures above are already that (same step time)
         pass
-    summary = {"mode": args.mode, "split": args.split, "optimizer": args.optimizer, "world": world,
+    summary = {"mode": args.mode, "split": args.split, "optimizer": args.optimizer, "precision": args.precision,
+               "world": world,
                "params": nparams, "global_batch": args.global_batch, "accum": args.accum, "seq": args.seq,
                "steps": args.steps, "attention": str(ATTENTION) if ATTENTION is not None else "default",
                "islands": per_island, "tokens_per_s": round(total, 1), "shares": sampler.shares,
@@ -355,7 +376,7 @@ def grad_error(model, data, args, dev, rank, world):
     g = torch.Generator().manual_seed(args.seed + rank)
     idx = torch.randint(0, data.shape[0], (max(1, args.global_batch // world),), generator=g)
     batch = data[idx].to(dev)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with amp():
         loss = F.cross_entropy(model(batch[:, :-1]).float().reshape(-1, 256), batch[:, 1:].reshape(-1))
     loss.backward()
     flat = torch.cat([p.grad.reshape(-1).float() for p in model.parameters()])
