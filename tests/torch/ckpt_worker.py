@@ -60,13 +60,20 @@ def same(a, b):
 
 
 def trained(dev, seed):
-    m = model(seed).to(dev)
+    """A model and its AdamW state after 3 steps, trained on the CPU so that every rank holds the same bits
+    (DCP saves a plain tensor once, as replicated), then moved to `dev` (the optimizer state with it)."""
+    m = model(seed)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
     for s in range(3):
-        x = torch.randn(16, 32, generator=torch.Generator().manual_seed(seed + s)).to(dev)
+        x = torch.randn(16, 32, generator=torch.Generator().manual_seed(seed + s))
         m(x).square().mean().backward()
         opt.step()
         opt.zero_grad()
+    m.to(dev)
+    for st in opt.state.values():
+        for k, v in st.items():
+            if torch.is_tensor(v) and v.dim() > 0:
+                st[k] = v.to(dev)
     return m, opt
 
 
@@ -75,7 +82,9 @@ def roundtrip(root, dev, rank):
     tensors["scalar"] = torch.tensor(3.25, device=dev)
     m, opt = trained(dev, 1)
     ddp = nn.parallel.DistributedDataParallel(model(2).to(dev)) if dist.is_initialized() else None
-    extra = {"step": 1234, "rng": torch.get_rng_state(), "sampler": {"epoch": 3, "offset": 4096}, "name": "run-a"}
+    # the same on every rank (replicated state): a generator's state, not this process's RNG
+    extra = {"step": 1234, "rng": torch.Generator().manual_seed(77).get_state(), "sampler": {"epoch": 3, "offset": 4096},
+             "name": "run-a"}
     state = {"tensors": tensors, "model": m.state_dict(), "optim": opt.state_dict(), "extra": extra}
     if ddp is not None:
         state["ddp"] = ddp.module.state_dict()
@@ -83,7 +92,8 @@ def roundtrip(root, dev, rank):
     fresh = {"tensors": {k: torch.zeros_like(v) for k, v in tensors.items()},
              "model": model(9).to(dev).state_dict(),
              "optim": trained(dev, 7)[1].state_dict(),
-             "extra": {"step": 0, "rng": torch.zeros_like(extra["rng"]), "sampler": {}, "name": ""}}
+             "extra": {"step": 0, "rng": torch.zeros_like(extra["rng"]), "sampler": {"epoch": 0, "offset": 0},
+                       "name": ""}}  # DCP loads the keys the target names
     if ddp is not None:
         fresh["ddp"] = {k: torch.zeros_like(v) for k, v in ddp.module.state_dict().items()}
     dcp.load(fresh, storage_reader=TesseraReader(root, 1))
@@ -112,7 +122,7 @@ def full_digest(m, opt):
             for kk, t in items:
                 if isinstance(t, torch.Tensor):
                     h.update(f"{k}.{kk}".encode())
-                    h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+                    h.update(t.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 
@@ -161,12 +171,12 @@ def plain_digest(m, opt):
     h = hashlib.sha256()
     for k, v in sorted(m.state_dict().items()):
         h.update(k.encode())
-        h.update(v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        h.update(v.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
     for pid, st in sorted(opt.state_dict()["state"].items()):
         for k, v in sorted(st.items()):
             if isinstance(v, torch.Tensor):
                 h.update(f"{pid}.{k}".encode())
-                h.update(v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+                h.update(v.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 
@@ -250,7 +260,7 @@ from tessera.torch.checkpoint import TesseraWriter
 dcp.save({{"w": torch.full((1024, 1024), 1.0)}}, storage_writer=TesseraWriter({root!r}, 1))
 w = TesseraWriter({root!r}, 2)
 orig = w.finish
-def finish(md, res):
+def finish(metadata, results):
     w._writer.save(w.step, w._pending)   # the shard starts persisting in the background ...
     os._exit(9)                            # ... and the process dies before the step is committed
 w.finish = finish

@@ -270,11 +270,13 @@ class TesseraReader(StorageReader):
         self.root, self.warm, self.cold = os.fspath(root), warm, cold
         self.step = step
         self.storage_data = None
+        self._error = None
 
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
             self.root, self.step = parse_resume_from(os.fspath(checkpoint_id))
         self.storage_data = None
+        self._error = None
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
@@ -290,7 +292,19 @@ class TesseraReader(StorageReader):
             _stage(hot, warm, cold, self.step)
         return hot
 
-    def read_metadata(self):
+    def read_metadata(self, *args, **kwargs):
+        """DCP's metadata of the step. A failure (a damaged manifest or shard, a missing step) is kept and
+        raised by set_up_storage_reader: DCP (torch 2.11) swallows read_metadata's exceptions and then fails
+        with "metadata is None", which would lose the message naming the file."""
+        try:
+            return self._read_metadata()
+        except Exception as e:  # noqa: BLE001 - re-raised in set_up_storage_reader
+            self._error = e
+            md = Metadata(state_dict_metadata={})
+            md.storage_data = {}
+            return md
+
+    def _read_metadata(self):
         hot = self._resolve()
         c = _ckpt()
         _, _, _, tensors = c.describe(hot, self.step)
@@ -327,6 +341,8 @@ class TesseraReader(StorageReader):
         return md
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
+        if self._error is not None:
+            raise self._error
         self.storage_data = metadata.storage_data
         sm = getattr(metadata, "storage_meta", None)
         if self.step is None and sm is not None and getattr(sm, "checkpoint_id", None):
