@@ -106,7 +106,7 @@ Result<Config> Config::Load(const std::string& bucket) {
   c.payload_rule = https      ? "default over https"
                    : loopback ? "default on a loopback endpoint"
                               : "default over plain http";
-  c.multipart_threshold = loopback ? kMaxSinglePut : uint64_t{64} << 20;
+  c.multipart_threshold = loopback ? kMaxSinglePut : kRemoteMultipartThreshold;
   if (auto v = pick("TESSERA_S3_SIGN_PAYLOAD", "sign_payload")) {
     TSR_ASSIGN_OR_RETURN(c.sign_payload, env::ParseBool(v->what, v->value));
     c.payload_rule = "set by " + v->what;

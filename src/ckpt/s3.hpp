@@ -17,27 +17,33 @@
 #include <string>
 #include <vector>
 
+#include "common/env.hpp"
 #include "tessera/ckpt.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::ckpt::s3 {
 
 inline constexpr uint64_t kMaxSinglePut = uint64_t{5} << 30;  // S3's limit for one PUT (and for one part)
+// The multipart threshold of an endpoint that is not loopback (Config::Load; TESSERA_S3_MULTIPART_THRESHOLD's
+// documented default, which a test compares with this).
+inline constexpr uint64_t kRemoteMultipartThreshold = uint64_t{64} << 20;
 
 // True when the endpoint's host is loopback: localhost, *.localhost, 127.0.0.0/8 or ::1.
 bool IsLoopbackEndpoint(const std::string& endpoint);
 
 struct Config {
   std::string endpoint;  // "http://127.0.0.1:4568", "https://s3.eu-central-1.amazonaws.com"
-  std::string region = "us-east-1";
+  // region, virtual_host, part_size, concurrency and retries default to the declared defaults of
+  // TESSERA_S3_REGION, _ADDRESSING, _PART_SIZE, _CONCURRENCY and _RETRIES (common/env_vars.inc).
+  std::string region = env::DeclaredString("TESSERA_S3_REGION");
   std::string bucket;
   std::string access_key, secret_key, session_token;
-  bool virtual_host = false;             // bucket.host/key instead of host/bucket/key
-  uint64_t part_size = uint64_t{16} << 20;           // size of multipart parts (and of download ranges)
-  uint64_t multipart_threshold = uint64_t{64} << 20;  // objects above this go up as multipart uploads
-                                                      // (Load: 5 GiB on a loopback endpoint, else 64 MiB)
-  int concurrency = 4;                   // parts (or ranges) in flight per object
-  int retries = 5;                       // extra attempts after a 5xx/429 or a dropped connection
+  bool virtual_host = env::DeclaredString("TESSERA_S3_ADDRESSING") == "virtual";  // bucket.host/key (not host/bucket)
+  uint64_t part_size = env::DeclaredBytes("TESSERA_S3_PART_SIZE");  // multipart parts (and download ranges)
+  uint64_t multipart_threshold = kRemoteMultipartThreshold;  // objects above this go up as multipart uploads
+                                                             // (Load: kMaxSinglePut on a loopback endpoint)
+  int concurrency = static_cast<int>(env::DeclaredInt("TESSERA_S3_CONCURRENCY"));  // parts/ranges in flight
+  int retries = static_cast<int>(env::DeclaredInt("TESSERA_S3_RETRIES"));  // extra attempts: 5xx/429, drops
   int backoff_ms = 100;                  // first backoff; doubles each attempt (with jitter)
   bool sign_payload = true;              // SHA-256 of every body; false sends UNSIGNED-PAYLOAD
                                          // (Load: unsigned over https, as botocore, and on a loopback

@@ -59,7 +59,8 @@ int RunRun(int argc, char** argv) {
       ->allow_extra_args(false);
   app.add_option("--timeout", timeout_text,
                  "TESSERA_TIMEOUT for the ranks (e.g. 30s, 2m), and how long the other ranks get to exit after one "
-                 "fails. Default: the caller's TESSERA_TIMEOUT, else 60s.")
+                 "fails. Default: the caller's TESSERA_TIMEOUT, else " +
+                     tessera::env::DeclaredString("TESSERA_TIMEOUT") + ".")
       ->type_name("DURATION");
   app.add_option("--sm-share", sm_shares,
                  "Run a cuda island's ranks on PERCENT% of their GPU's SMs (NVIDIA MPS), e.g. ascend=40: a model of a "

@@ -33,6 +33,7 @@
 #include "comm/transport/shm.hpp"
 #include "comm/transport/tcp.hpp"
 #include "common/dtype.hpp"
+#include "common/env.hpp"
 #include "tessera/comm.hpp"
 
 namespace tessera::comm {
@@ -64,16 +65,17 @@ const char* CollName(CollKind k);
 // Everything a rank needs to join a communicator (Comm::Create). FromEnv fills it from TESSERA_*;
 // tsrCommInitRank from its arguments and tsrConfig_t; Comm::Split from the parent. The bridge's tuning
 // variables (TESSERA_BRIDGE, TESSERA_SHM_RING, TESSERA_TCP_*, TESSERA_CUDA_*) are still read from the
-// environment, with their defaults.
+// environment, with their defaults. The defaults of island, device and timeout are the declared ones of
+// TESSERA_ISLAND, TESSERA_DEVICE and TESSERA_TIMEOUT (common/env_vars.inc).
 struct InitParams {
   int rank = 0;
   int world = 1;
-  int island = 0;
-  std::string vendor;           // empty: "island<N>"
-  std::string device = "host";  // "host" or "cuda:N"
-  std::string store_addr;       // host:port of the rendezvous store
-  std::string token;            // job token
-  std::chrono::milliseconds timeout{60000};
+  int island = static_cast<int>(env::DeclaredInt("TESSERA_ISLAND"));
+  std::string vendor;                                          // empty: "island<N>"
+  std::string device = env::DeclaredString("TESSERA_DEVICE");  // "host" or "cuda:N"
+  std::string store_addr;                                      // host:port of the rendezvous store
+  std::string token;                                           // job token
+  std::chrono::milliseconds timeout = env::DeclaredDuration("TESSERA_TIMEOUT");
   // Key namespace of this communicator: its store keys, shm segment names and CCL ids are distinct from
   // every other communicator of the job. "" for the job's first communicator; Split makes
   // "<parent>.s<seq>.<color>".
@@ -196,7 +198,7 @@ class Comm final : public Communicator, public Links {
   void* Scratch(int which, size_t bytes);
 
   int rank_ = 0, size_ = 1, my_island_ = 0, local_ = 0;
-  std::chrono::milliseconds timeout_{60000};
+  std::chrono::milliseconds timeout_ = env::DeclaredDuration("TESSERA_TIMEOUT");  // Init: the params'
   std::string token_;
   std::string store_addr_;
   std::string ns_;

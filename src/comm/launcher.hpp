@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/env.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::comm::launcher {
@@ -120,7 +121,8 @@ std::string SignalName(int sig);
 struct Options {
   std::vector<IslandSpec> islands;
   std::vector<std::string> program;            // PROGRAM ARGS...
-  std::chrono::milliseconds timeout{60000};    // TESSERA_TIMEOUT for the ranks; also the grace after a failure
+  // TESSERA_TIMEOUT for the ranks; also the grace after a failure. Default: its declared one.
+  std::chrono::milliseconds timeout = env::DeclaredDuration("TESSERA_TIMEOUT");
   std::chrono::milliseconds kill_after{2000};  // from SIGTERM to SIGKILL when stopping ranks
   bool dry_run = false;                        // print the rank table, start nothing
   // --sm-share VENDOR=PERCENT: the cuda island VENDOR runs on PERCENT% of its GPU's SMs (MPS; sm_share.hpp).

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/env.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::comm {
@@ -27,8 +28,9 @@ namespace tessera::comm {
 struct StoreLimits {
   static constexpr uint32_t kMaxFrame = 16u << 20;
   static constexpr int kMaxPending = 512;
-  std::chrono::milliseconds handshake_timeout{60000};
-  int max_connections = 4096;
+  // Defaults: the declared ones of TESSERA_TIMEOUT and TESSERA_STORE_MAX_CONNS (common/env_vars.inc).
+  std::chrono::milliseconds handshake_timeout = env::DeclaredDuration("TESSERA_TIMEOUT");
+  int max_connections = static_cast<int>(env::DeclaredInt("TESSERA_STORE_MAX_CONNS"));
   // handshake_timeout from TESSERA_TIMEOUT, max_connections from TESSERA_STORE_MAX_CONNS (defaults on
   // bad values, with a warning).
   static StoreLimits FromEnv();

@@ -104,7 +104,7 @@ Status Comm::Init(const InitParams& p) {
   ns_ = p.ns;
   TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", {"auto", "shm", "tcp"}));
   std::string vendor = p.vendor.empty() ? "island" + std::to_string(island) : p.vendor;
-  std::string device = p.device.empty() ? "host" : p.device;
+  std::string device = p.device.empty() ? env::DeclaredString("TESSERA_DEVICE") : p.device;
   if (device != "host") {
     if (device.rfind("cuda:", 0) != 0)
       return InvalidArgument(

@@ -5,6 +5,8 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -139,6 +141,32 @@ Result<std::string> DeclaredDefault(const char* name) {
   if (v == nullptr || v->value == nullptr)
     return InternalError(fmt::format("{} has no declared default (common/env_vars.inc)", name));
   return std::string(v->value);
+}
+
+namespace {
+template <typename T>
+T DeclaredOrAbort(const char* name, const Result<T>& r) {
+  if (r.ok()) return *r;
+  std::fprintf(stderr, "tessera: bug: the declared default of %s: %s\n", name, r.status().message().c_str());
+  std::abort();
+}
+}  // namespace
+
+std::string DeclaredString(const char* name) { return DeclaredOrAbort(name, DeclaredDefault(name)); }
+
+int64_t DeclaredInt(const char* name) {
+  auto d = DeclaredDefault(name);
+  return DeclaredOrAbort(name, d.ok() ? ParseInt(name, *d, INT64_MIN, INT64_MAX) : Result<int64_t>(d.status()));
+}
+
+uint64_t DeclaredBytes(const char* name) {
+  auto d = DeclaredDefault(name);
+  return DeclaredOrAbort(name, d.ok() ? ParseBytes(name, *d) : Result<uint64_t>(d.status()));
+}
+
+std::chrono::milliseconds DeclaredDuration(const char* name) {
+  auto d = DeclaredDefault(name);
+  return DeclaredOrAbort(name, d.ok() ? ParseDuration(name, *d) : Result<std::chrono::milliseconds>(d.status()));
 }
 
 std::string GetOrDefault(const char* name) {

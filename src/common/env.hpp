@@ -41,6 +41,14 @@ Result<uint64_t> Bytes(const char* name);
 Result<std::string> Choice(const char* name, std::initializer_list<const char*> choices);
 // The declared default of `name` (common/env_vars.inc), or InternalError naming it.
 Result<std::string> DeclaredDefault(const char* name);
+// The same, read as its parser reads it, for a struct's member initialisers, so that the struct's default is
+// the declaration's and not a second copy: `int max_connections = env::DeclaredInt("TESSERA_STORE_MAX_CONNS");`.
+// A name without a declared default, or a default its parser refuses, is a bug in Tessera that the EnvRegistry
+// tests catch; should one get past them, these print why (naming `name`) and abort.
+std::string DeclaredString(const char* name);
+int64_t DeclaredInt(const char* name);
+uint64_t DeclaredBytes(const char* name);
+std::chrono::milliseconds DeclaredDuration(const char* name);
 
 // Parsers shared with CLI flags and config files; `what` names the source in the error.
 Result<int64_t> ParseInt(const std::string& what, const std::string& text, int64_t min, int64_t max);

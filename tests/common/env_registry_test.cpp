@@ -1,14 +1,18 @@
 // The TESSERA_* registry (common/env_vars.inc) against the documentation and the code: README.md's two
 // variable tables list exactly the variables declared as documented there, with the same defaults and
 // docs; a variable documented on another page is named there; every "TESSERA_..." name in src/ is declared;
-// every declared default parses and is the documented one; no env:: lookup in src/ passes a default of its own.
+// every declared default parses and is the documented one (on a page other than README.md, its table's default
+// cell too); no env:: lookup in src/ passes a default of its own, and no member initialiser in src/ repeats a
+// declared default as a literal (env_defaults_test.cpp checks that the structs' defaults are the declared ones).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -98,6 +102,26 @@ TEST(EnvRegistry, VariablesDocumentedElsewhereAreNamedOnTheirPage) {
   }
 }
 
+// A page's table row `| `NAME` | meaning | default |` states the declared default (its last cell).
+TEST(EnvRegistry, OtherPagesTablesStateTheDeclaredDefaults) {
+  int rows = 0;
+  for (const auto& v : env::Variables()) {
+    if (std::string(v.documented_in) == "README.md") continue;
+    std::istringstream in(Read(SourceDir() / v.documented_in));
+    const std::string start = std::string("| `") + v.name + "` |";
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind(start, 0) != 0) continue;
+      ++rows;
+      const size_t end = line.find_last_not_of(" |"), begin = line.rfind(" | ", end);
+      ASSERT_NE(begin, std::string::npos) << line;
+      EXPECT_EQ(line.substr(begin + 3, end + 1 - begin - 3), v.default_text)
+          << v.name << ": the default in " << v.documented_in << "'s table differs from the declaration";
+    }
+  }
+  EXPECT_GE(rows, 8);
+}
+
 TEST(EnvRegistry, EveryVariableTheCodeNamesIsDeclared) {
   const std::regex literal("\"(TESSERA_[A-Z0-9_]+)\"");
   int files = 0;
@@ -183,9 +207,11 @@ TEST(EnvRegistry, DeclaredDefaultsParseAndAreTheDocumentedOnes) {
 
 // A default belongs to the declaration: env::Get("TESSERA_X").value_or(...) for a variable with a declared
 // default, or the getters' fallback forms (Int with 4 arguments, Duration/Bytes with 2, Choice with 3) on a
-// TESSERA_* name, pass one of their own. The forms without a fallback need a declared default.
+// TESSERA_* name, pass one of their own. The forms without a fallback, and the Declared* accessors of member
+// initialisers, need a declared default.
 TEST(EnvRegistry, CodeTakesDefaultsFromTheDeclarations) {
-  const std::regex call(R"(env::(Get|GetOrDefault|Int|Duration|Bytes|Choice)\()");
+  const std::regex call(
+      R"(env::(Get|GetOrDefault|Int|Duration|Bytes|Choice|DeclaredDefault|DeclaredString|DeclaredInt|DeclaredBytes|DeclaredDuration)\()");
   const std::map<std::string, size_t> fallback_arity{{"Int", 4}, {"Duration", 2}, {"Bytes", 2}, {"Choice", 3}};
   int calls = 0;
   for (const auto& e : fs::recursive_directory_iterator(SourceDir() / "src")) {
@@ -221,6 +247,103 @@ TEST(EnvRegistry, CodeTakesDefaultsFromTheDeclarations) {
     }
   }
   EXPECT_GT(calls, 20);
+}
+
+// A literal member initialiser's value: a number (`4096`, `16u << 20`, `uint64_t{16} << 20`), a duration in ms
+// (a `milliseconds`/`seconds`/`minutes` member: `{60000}`, `= std::chrono::seconds(60)`, `60s`) or a string
+// literal ("\"host\""); nullopt for anything else (a call, a name, an expression).
+std::optional<std::string> LiteralValue(const std::string& type, std::string init) {
+  std::smatch m;
+  if (std::regex_match(init, m, std::regex(R"re("([^"\\]*)")re"))) return "\"" + m[1].str() + "\"";
+  int64_t scale = 1;
+  if (type.find("seconds") != std::string::npos) scale = type.find("milliseconds") != std::string::npos ? 1 : 1000;
+  if (type.find("minutes") != std::string::npos) scale = 60000;
+  if (std::regex_match(init, m, std::regex(R"((?:std::chrono::)?(milliseconds|seconds|minutes)[({](\d+)[)}])")))
+    return std::to_string(std::stoll(m[2]) * (m[1] == "milliseconds" ? 1 : m[1] == "seconds" ? 1000 : 60000));
+  if (std::regex_match(init, m, std::regex(R"((\d+)(ms|s|min))")))
+    return std::to_string(std::stoll(m[1]) * (m[2] == "ms" ? 1 : m[2] == "s" ? 1000 : 60000));
+  if (std::regex_match(init, m, std::regex(R"((?:\w+\{)?(\d+)[uUlL]*\}?(?:\s*<<\s*(\d+))?)"))) {
+    uint64_t v = std::stoull(m[1]) << (m[2].matched ? std::stoi(m[2]) : 0);
+    return std::to_string(scale == 1 ? v : v * scale);
+  }
+  return std::nullopt;
+}
+
+// A declared default as LiteralValue writes it: durations in ms, byte sizes and integers as numbers, strings
+// quoted.
+std::string DeclaredLiteral(const env::Variable& v) {
+  const std::string value = v.value;
+  switch (v.parser) {
+    case env::Parser::kDuration:
+      return std::to_string(env::ParseDuration(v.name, value).value().count());
+    case env::Parser::kBytes:
+      return std::to_string(env::ParseBytes(v.name, value).value());
+    case env::Parser::kInt:
+      return std::to_string(env::ParseInt(v.name, value, INT64_MIN, INT64_MAX).value());
+    default:
+      return "\"" + value + "\"";
+  }
+}
+
+// A struct's default for a declared variable comes from the declaration (env::DeclaredInt(...) and the like in
+// its member initialiser, or a FromEnv that reads it), never from a literal copy that can drift. Flags a literal
+// member initialiser in src/ or include/ headers that equals a declared default: any duration, byte size or
+// integer of 100 or more; a small integer or a string when the member's name contains the variable's last
+// word (`retries` for TESSERA_S3_RETRIES) or its line names the variable. Zero (plain zero-initialisation) and
+// named constants (kName) are not defaults. The known exception is listed with its reason.
+TEST(EnvRegistry, NoMemberInitialiserRepeatsADeclaredDefault) {
+  // file: member. Each one is set before it is used; left alone here (the files belong to other work).
+  const std::set<std::string> allowed{
+      "src/comm/device/ring_ops.hpp: timeout_",  // RingOps::Create sets it from its argument (the comm's timeout)
+  };
+  const std::regex member(R"(^\s*((?:(?:static|inline|const|constexpr|mutable)\s+)*[A-Za-z_][\w:<>]*)\s+(\w+)\s*)"
+                          R"((?:=\s*(.+?)|\{(.*)\})\s*;\s*(//.*)?$)");
+  struct Declared {
+    const env::Variable* var;
+    std::string literal, word;
+  };
+  std::vector<Declared> declared;
+  for (const auto& v : env::Variables()) {
+    if (v.value == nullptr) continue;
+    std::string name = v.name, word = name.substr(name.rfind('_') + 1);
+    for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    declared.push_back({&v, DeclaredLiteral(v), word});
+  }
+  int members = 0;
+  std::set<std::string> seen;
+  for (const char* dir : {"src", "include"}) {
+    for (const auto& e : fs::recursive_directory_iterator(SourceDir() / dir)) {
+      std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".hpp" && ext != ".h" && ext != ".cuh")) continue;
+      const std::string file = fs::relative(e.path(), SourceDir()).string();
+      std::istringstream in(Read(e.path()));
+      std::string line;
+      for (int n = 1; std::getline(in, line); ++n) {
+        std::smatch m;
+        if (!std::regex_match(line, m, member)) continue;
+        const std::string type = m[1], name = m[2], init = m[3].matched ? m[3].str() : m[4].str();
+        if (type == "return" || type == "using" || (name.size() > 1 && name[0] == 'k' && std::isupper(name[1])))
+          continue;
+        const auto value = LiteralValue(type, Trim(init));
+        if (!value || *value == "0") continue;
+        ++members;
+        for (const auto& d : declared) {
+          if (d.literal != *value) continue;
+          const bool big = (*value)[0] != '"' && std::stoull(*value) >= 100;
+          const bool named = name.find(d.word) != std::string::npos || line.find(d.var->name) != std::string::npos;
+          if (!big && !named) continue;
+          seen.insert(file + ": " + name);
+          EXPECT_TRUE(allowed.count(file + ": " + name) != 0)
+              << file << ":" << n << ": member '" << name << "' is initialised to " << Trim(init) << ", the declared "
+              << "default of " << d.var->name << " ('" << d.var->value << "'): take it from the declaration (env::"
+              << "DeclaredInt/DeclaredBytes/DeclaredDuration/DeclaredString), or, if the two are unrelated, use a "
+              << "named constant";
+        }
+      }
+    }
+  }
+  EXPECT_GT(members, 20);
+  for (const auto& a : allowed) EXPECT_TRUE(seen.count(a) != 0) << "'" << a << "' is fixed: drop it from `allowed`";
 }
 
 TEST(EnvRegistry, LookupFindsDeclarations) {
