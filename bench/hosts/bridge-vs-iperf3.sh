@@ -15,7 +15,10 @@
 # the ratios Tessera / iperf3 as the median of the per-round ratios (each round's runs are back to back,
 # so they share that moment's load: the paired ratio is steadier than a ratio of medians on a shared
 # machine); writes every measurement to bench/results/hosts-bridge-<date>.json.
-# Knobs (environment): BUILD=build SIZES="64M 256M" ROUNDS=5 ITERS=10 WARMUP=2 IPERF_ARGS="-w 4M"
+# BEFORE=DIR: a second build (e.g. of the code before a change) whose broadcasts (4 streams and 1) run in
+# the same rounds, the two builds in alternating order from round to round; a second table compares them,
+# each against the same round's iperf3. Every round records the 1-minute load average.
+# Knobs (environment): BUILD=build SIZES="64M 256M" ROUNDS=5 ITERS=10 WARMUP=2 IPERF_ARGS="-w 4M" BEFORE=
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -24,6 +27,7 @@ ROUNDS=${ROUNDS:-5}
 ITERS=${ITERS:-10}
 WARMUP=${WARMUP:-2}
 IPERF_ARGS=${IPERF_ARGS:-"-w 4M"}
+BEFORE=${BEFORE:-}
 NS=scripts/netns-hosts.sh
 TAG=bench$$
 die() { echo "bridge-vs-iperf3: $*" >&2; exit 1; }
@@ -31,6 +35,10 @@ $NS check || die "cannot make network namespaces here"
 command -v iperf3 >/dev/null || die "iperf3 is missing (scripts/install-deps.sh installs it)"
 [ -x "$BUILD/tessera" ] || die "$BUILD/tessera is missing: build it first (cmake --build $BUILD --target tessera_cli)"
 BIN=$(realpath "$BUILD/tessera")
+if [ -n "$BEFORE" ]; then
+  [ -x "$BEFORE/tessera" ] || die "$BEFORE/tessera is missing"
+  BIN_BEFORE=$(realpath "$BEFORE/tessera")
+fi
 OUT=bench/results/hosts-bridge-$(date -u +%Y-%m-%dT%H%M).json
 TMP=$(mktemp -d)
 trap '$NS down $TAG; rm -rf $TMP' EXIT
@@ -49,7 +57,7 @@ iperf() {  # size streams -> GB/s received
 }
 
 tessera() {  # collective size [VAR=VALUE...] -> GB/s (algbw of the slowest rank, as tessera bench reports it)
-  local coll=$1 size=$2
+  local coll=$1 size=$2 BIN=${TBIN:-$BIN}
   shift 2
   for i in 0 1; do
     env "$@" $NS exec $TAG $i "$BIN" run --nnodes 2 --node-rank $i --store 10.77.0.1:29400 --timeout 120s \
@@ -65,11 +73,24 @@ echo "# $(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $RO
 records=()
 for round in $(seq "$ROUNDS"); do
   for size in $SIZES; do
-    a=$(iperf "$size" 1); b=$(iperf "$size" 4); c=$(tessera broadcast "$size")
-    e=$(tessera broadcast "$size" TESSERA_TCP_STREAMS=1); d=$(tessera allreduce "$size")
-    printf 'round %s %s: iperf3 -P1 %.2f  -P4 %.2f  tessera broadcast %.2f (1 stream %.2f)  allreduce %.2f GB/s\n' \
-      "$round" "$size" "$a" "$b" "$c" "$e" "$d"
-    records+=("{\"round\":$round,\"size\":\"$size\",\"iperf3_p1\":$a,\"iperf3_p4\":$b,\"tessera_broadcast\":$c,\"tessera_broadcast_1stream\":$e,\"tessera_allreduce\":$d}")
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    a=$(iperf "$size" 1); b=$(iperf "$size" 4)
+    if [ -n "$BEFORE" ] && [ $((round % 2)) = 0 ]; then  # even rounds: the other build first
+      bc=$(TBIN=$BIN_BEFORE tessera broadcast "$size"); be=$(TBIN=$BIN_BEFORE tessera broadcast "$size" TESSERA_TCP_STREAMS=1)
+    fi
+    c=$(tessera broadcast "$size"); e=$(tessera broadcast "$size" TESSERA_TCP_STREAMS=1)
+    if [ -n "$BEFORE" ] && [ $((round % 2)) = 1 ]; then
+      bc=$(TBIN=$BIN_BEFORE tessera broadcast "$size"); be=$(TBIN=$BIN_BEFORE tessera broadcast "$size" TESSERA_TCP_STREAMS=1)
+    fi
+    d=$(tessera allreduce "$size")
+    printf 'round %s %s (load %s): iperf3 -P1 %.2f  -P4 %.2f  tessera broadcast %.2f (1 stream %.2f)  allreduce %.2f GB/s\n' \
+      "$round" "$size" "$load" "$a" "$b" "$c" "$e" "$d"
+    extra=""
+    if [ -n "$BEFORE" ]; then
+      printf '  %s: broadcast %.2f (1 stream %.2f) GB/s\n' "$BEFORE" "$bc" "$be"
+      extra=",\"before_broadcast\":$bc,\"before_broadcast_1stream\":$be"
+    fi
+    records+=("{\"round\":$round,\"size\":\"$size\",\"load1\":$load,\"iperf3_p1\":$a,\"iperf3_p4\":$b,\"tessera_broadcast\":$c,\"tessera_broadcast_1stream\":$e,\"tessera_allreduce\":$d$extra}")
   done
 done
 cat >"$TMP/report.py" <<'PY'
@@ -96,7 +117,33 @@ for size in dict.fromkeys(r["size"] for r in rows):
         else:
             cells.append("%.2f (%.2f-%.2f)" % (m[k]["median"], m[k]["min"], m[k]["max"]))
     print("| %s | %s |" % (size, " | ".join(cells)))
+if all("before_broadcast" in r for r in rows):
+    out["before"] = sys.argv[3]
+    for r in rows:
+        r["before_ratio_p4"] = r["before_broadcast"] / r["iperf3_p4"]
+        r["before_ratio_p1"] = r["before_broadcast_1stream"] / r["iperf3_p1"]
+        r["after_over_before"] = r["tessera_broadcast"] / r["before_broadcast"]
+        r["after_over_before_1stream"] = r["tessera_broadcast_1stream"] / r["before_broadcast_1stream"]
+    print()
+    print("This build against %s, in the same rounds (broadcast GB/s; ratios per round as above):" % sys.argv[3])
+    print("| size | load | iperf3 -P4 | before, 4 streams | after, 4 streams | before / -P4 | after / -P4 | after / before | iperf3 -P1 | before, 1 stream | after, 1 stream | before / -P1 | after / -P1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    keys = ("load1", "iperf3_p4", "before_broadcast", "tessera_broadcast", "before_ratio_p4", "ratio_p4", "after_over_before",
+            "iperf3_p1", "before_broadcast_1stream", "tessera_broadcast_1stream", "before_ratio_p1", "ratio_p1")
+    for size in dict.fromkeys(r["size"] for r in rows):
+        sel = [r for r in rows if r["size"] == size]
+        cells = []
+        for k in keys:
+            v = [r[k] for r in sel]
+            med, lo, hi = statistics.median(v), min(v), max(v)
+            if k == "load1":
+                cells.append("%.1f-%.1f" % (lo, hi))
+            elif "ratio" in k or "over" in k:
+                cells.append("%.0f%% (%.0f-%.0f)" % (100 * med, 100 * lo, 100 * hi))
+            else:
+                cells.append("%.2f (%.2f-%.2f)" % (med, lo, hi))
+        print("| %s | %s |" % (size, " | ".join(cells)))
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 PY
-printf '%s\n' "${records[@]}" | python3 "$TMP/report.py" "$OUT" "$IPERF_ARGS"
+printf '%s\n' "${records[@]}" | python3 "$TMP/report.py" "$OUT" "$IPERF_ARGS" "$BEFORE"
 echo "wrote $OUT"

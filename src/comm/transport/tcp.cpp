@@ -65,85 +65,149 @@ class TcpSender final : public SendChannel {
   size_t cur_ = 0;
 };
 
+// Receives the round-robin byte stream from whichever stream has data, not one stream at a time.
+//
+// Chunk k of the byte stream (bytes [k*chunk, (k+1)*chunk)) travels on stream k % streams, so each
+// stream knows where its next bytes belong: next_[s]. pos_ is the stream offset of the next byte handed
+// out. Bytes read ahead of pos_ wait in a window of window_ bytes, the byte at stream offset g at
+// win_[g % window_] (window_ a multiple of kChannelAlign, so a message, which starts at a multiple of
+// kChannelAlign on the stream, is handed out aligned, also after RecvInto took an odd number of bytes).
+// A stream may read ahead as long as its bytes fall in [pos_, pos_ + window_): with window_ = streams *
+// chunk (at most kMaxWindow, at least one chunk), every other stream can take its next chunk while the
+// stream that holds pos_ is late.
+// Peek reads every stream that poll() says is ready (one poll for all of them, timeout 0) into the window
+// and hands out the contiguous bytes at pos_. RecvInto copies what the window holds at pos_ first, then
+// reads the stream that holds pos_ straight into the destination (no extra copy while that stream keeps
+// up), and only when that stream has nothing reads the other ready streams ahead, so a late stream does
+// not leave the others' data in the kernel (their windows closing) while the receiver waits.
+// A stream that ended (EOF or an error) is no longer read; the error is returned when the bytes at pos_
+// are needed from it, after everything read before it was handed out (as before).
 class TcpReceiver final : public RecvChannel {
  public:
   TcpReceiver(std::shared_ptr<TcpConnections> c, size_t chunk)
       : c_(std::move(c)),
         chunk_(chunk),
-        left_(chunk),
-        buf_(new std::byte[chunk + kChannelAlign]),
-        cap_(chunk + kChannelAlign) {}
-  // buf_[i] always holds a byte whose stream offset is i modulo kChannelAlign, so a message (which starts
-  // at a multiple of kChannelAlign on the stream) is handed out at an aligned address, also after
-  // RecvInto took an odd number of bytes straight from the socket.
-  Result<std::pair<const std::byte*, size_t>> Peek() override {
-    if (consumed_ == len_) consumed_ = len_ = static_cast<size_t>(taken_ % kChannelAlign);
-    if (len_ == cap_ && consumed_ >= kChannelAlign) {  // keep a partial element: move it to the front
-      const size_t to = consumed_ % kChannelAlign;
-      std::memmove(buf_.get() + to, buf_.get() + consumed_, len_ - consumed_);
-      len_ = to + (len_ - consumed_);
-      consumed_ = to;
-    }
-    if (len_ < cap_) {
-      size_t want = std::min(cap_ - len_, left_);
-      ssize_t r = ::recv(c_->fds[cur_], buf_.get() + len_, want, MSG_DONTWAIT);
-      if (r == 0) {
-        // The peer closed after sending: hand out what is buffered first, fail only when it is gone.
-        if (len_ > consumed_) return std::pair<const std::byte*, size_t>(buf_.get() + consumed_, len_ - consumed_);
-        return RemoteError("tcp connection closed by the peer (did the peer rank exit?)");
-      }
-      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        return RemoteError(fmt::format("tcp receive failed: {}", std::strerror(errno)));
-      if (r > 0) {
-        len_ += static_cast<size_t>(r);
-        taken_ += static_cast<uint64_t>(r);
-        left_ -= static_cast<size_t>(r);
-        if (left_ == 0) {
-          left_ = chunk_;
-          cur_ = (cur_ + 1) % c_->fds.size();
-        }
-      }
-    }
-    return std::pair<const std::byte*, size_t>(buf_.get() + consumed_, len_ - consumed_);
+        streams_(c_->fds.size()),
+        window_(PadToChannel(std::max(chunk, std::min(chunk * streams_, kMaxWindow)))),
+        next_(streams_),
+        ended_(streams_, 0) {
+    for (size_t s = 0; s < streams_; ++s) next_[s] = s * chunk_;
   }
-  void Consume(size_t bytes) override { consumed_ += bytes; }
+  Result<std::pair<const std::byte*, size_t>> Peek() override {
+    TSR_RETURN_IF_ERROR(ReadReady());
+    const uint64_t end = ReadyEnd();
+    if (end == pos_) {
+      TSR_RETURN_IF_ERROR(EndedError(Holder()));
+      return std::pair<const std::byte*, size_t>(nullptr, 0);
+    }
+    const size_t at = pos_ % window_;
+    return std::pair<const std::byte*, size_t>(win_.get() + at, std::min<uint64_t>(end - pos_, window_ - at));
+  }
+  void Consume(size_t bytes) override { pos_ += bytes; }
   const char* transport() const override { return "tcp"; }
   bool direct() const override { return true; }
   Result<size_t> RecvInto(void* dst, size_t bytes) override {
-    if (len_ > consumed_) {  // what Peek buffered comes first
-      const size_t n = std::min(bytes, len_ - consumed_);
-      std::memcpy(dst, buf_.get() + consumed_, n);
-      consumed_ += n;
+    if (bytes == 0) return size_t{0};
+    const uint64_t end = ReadyEnd();
+    if (end > pos_) {  // what was read ahead comes first
+      const size_t at = pos_ % window_;
+      const size_t n = std::min<uint64_t>({bytes, end - pos_, window_ - at});
+      std::memcpy(dst, win_.get() + at, n);
+      pos_ += n;
       return n;
     }
-    consumed_ = len_ = 0;  // Peek realigns from taken_
-    const ssize_t r = ::recv(c_->fds[cur_], dst, std::min(bytes, left_), MSG_DONTWAIT);
-    if (r == 0) return RemoteError("tcp connection closed by the peer (did the peer rank exit?)");
-    if (r < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
-      return RemoteError(fmt::format("tcp receive failed: {}", std::strerror(errno)));
+    const size_t s = Holder();  // nothing read ahead at pos_, so next_[s] == pos_
+    TSR_RETURN_IF_ERROR(EndedError(s));
+    const ssize_t r = ::recv(c_->fds[s], dst, std::min<uint64_t>(bytes, ChunkEnd(pos_) - pos_), MSG_DONTWAIT);
+    if (r > 0) {
+      pos_ += static_cast<uint64_t>(r);
+      Advance(s, static_cast<size_t>(r));
+      return static_cast<size_t>(r);
     }
-    taken_ += static_cast<uint64_t>(r);
-    left_ -= static_cast<size_t>(r);
-    if (left_ == 0) {
-      left_ = chunk_;
-      cur_ = (cur_ + 1) % c_->fds.size();
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      TSR_RETURN_IF_ERROR(ReadReady());  // the stream it needs is late: read ahead on the others
+      return size_t{0};
     }
-    return static_cast<size_t>(r);
+    ended_[s] = r == 0 ? kClosed : errno;
+    return EndedError(s);
   }
-  // With bytes still buffered the engine is waiting on something else: no fd to sleep on then.
-  int WaitFd() const override { return len_ > consumed_ ? -1 : c_->fds[cur_]; }
+  // With bytes at pos_ already read the engine is waiting on something else: no fd to sleep on then.
+  // Otherwise the stream that holds pos_ (the others can only run ahead).
+  int WaitFd() const override { return ReadyEnd() > pos_ ? -1 : c_->fds[Holder()]; }
 
  private:
+  static constexpr size_t kMaxWindow = 8 << 20;
+  static constexpr int kClosed = -1;  // ended_[s]: 0 open, kClosed at EOF, else the errno of a failed recv
+
+  uint64_t ChunkEnd(uint64_t g) const { return (g / chunk_ + 1) * chunk_; }
+  size_t Holder() const { return static_cast<size_t>((pos_ / chunk_) % streams_); }  // the stream of pos_
+  void Advance(size_t s, size_t n) {  // n bytes of stream s arrived (never past the end of its chunk)
+    next_[s] += n;
+    if (next_[s] % chunk_ == 0) next_[s] += (streams_ - 1) * chunk_;  // its next chunk
+  }
+  // The end of the contiguous bytes from pos_ on that are in the window.
+  uint64_t ReadyEnd() const {
+    uint64_t g = pos_;
+    for (;;) {
+      const uint64_t n = next_[(g / chunk_) % streams_];
+      if (n <= g) return g;  // the byte at g has not arrived
+      const uint64_t e = ChunkEnd(g);
+      if (n < e) return n;  // partway through g's chunk
+      g = e;
+    }
+  }
+  Status EndedError(size_t s) const {
+    if (ended_[s] == 0) return Status::Ok();
+    if (ended_[s] == kClosed) return RemoteError("tcp connection closed by the peer (did the peer rank exit?)");
+    return RemoteError(fmt::format("tcp receive failed: {}", std::strerror(ended_[s])));
+  }
+  // One recv on stream s into the window, as far as its chunk and the window allow; records its end.
+  void ReadAhead(size_t s) {
+    const uint64_t g = next_[s];
+    const size_t at = g % window_;
+    const size_t want = std::min<uint64_t>({ChunkEnd(g) - g, pos_ + window_ - g, window_ - at});
+    if (!win_) win_.reset(new std::byte[window_]);  // operator new[]: aligned to at least kChannelAlign
+    const ssize_t r = ::recv(c_->fds[s], win_.get() + at, want, MSG_DONTWAIT);
+    if (r > 0) {
+      Advance(s, static_cast<size_t>(r));
+    } else if (r == 0) {
+      ended_[s] = kClosed;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      ended_[s] = errno;
+    }
+  }
+  // Reads ahead every open stream with room in the window that has data now: one poll() for them all
+  // (none when only one stream could read), without blocking.
+  Status ReadReady() {
+    pfds_.clear();
+    ids_.clear();
+    for (size_t s = 0; s < streams_; ++s) {
+      if (ended_[s] != 0 || next_[s] >= pos_ + window_) continue;
+      pfds_.push_back({c_->fds[s], POLLIN, 0});
+      ids_.push_back(s);
+    }
+    if (ids_.size() == 1) {
+      ReadAhead(ids_[0]);
+      return Status::Ok();
+    }
+    if (ids_.empty()) return Status::Ok();
+    const int n = ::poll(pfds_.data(), pfds_.size(), 0);
+    if (n < 0 && errno != EINTR) return ErrnoError("poll on the tcp streams", errno);
+    for (size_t i = 0; i < ids_.size() && n > 0; ++i)
+      if (pfds_[i].revents != 0) ReadAhead(ids_[i]);
+    return Status::Ok();
+  }
+
   std::shared_ptr<TcpConnections> c_;
   size_t chunk_;
-  size_t left_;
-  size_t cur_ = 0;
-  std::unique_ptr<std::byte[]> buf_;
-  size_t cap_;
-  size_t len_ = 0;
-  size_t consumed_ = 0;
-  uint64_t taken_ = 0;  // bytes taken from the streams so far
+  size_t streams_;
+  size_t window_;
+  std::unique_ptr<std::byte[]> win_;  // allocated on the first read ahead
+  std::vector<uint64_t> next_;        // per stream: the stream offset its next byte belongs at
+  std::vector<int> ended_;
+  uint64_t pos_ = 0;  // stream offset of the next byte handed out
+  std::vector<pollfd> pfds_;
+  std::vector<size_t> ids_;
 };
 
 }  // namespace
