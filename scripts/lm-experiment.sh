@@ -11,7 +11,7 @@
 #   5. cost: `tessera plan` with the measured throughputs at the brief's prices
 # Needs torch (the GPU machine); run scripts/torch-check.sh BUILD install first (or it does it).
 # Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs,
-# PRECISION (tf32), TSTEPS (20) optimizer steps per throughput run, ACCUM (8) micro-batches per step in calibration and throughput
+# PRECISION (tf32), OPTIMIZER (adamw; zero for ZeroRedundancyOptimizer), TSTEPS (20) optimizer steps per throughput run, ACCUM (8) micro-batches per step in calibration and throughput
 # runs (loss parity runs one per step), LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -25,7 +25,11 @@ T=$B/tessera
 # TF32 matmuls, not bf16: on an MPS share of the H200 (35%, 40%, 60%, 65%, 80% measured), cuBLAS's bf16 and
 # f16 GEMMs give wrong results (finite or not) while TF32 and f32 are right (bench/gpu/mps_matmul_probe.py)
 PRECISION=${PRECISION:-tf32}
-LM="$PY $ROOT/examples/torch/train_lm.py --precision $PRECISION ${LM_ARGS:-}"
+# plain DDP + AdamW: two islands of one device type keep identical replicas with it (train_lm checks at the
+# end); ZeroRedundancyOptimizer broadcasts every parameter each step, and broadcast goes through the staged
+# bridge (docs/benchmarks.md, "Language model across two islands")
+OPTIMIZER=${OPTIMIZER:-adamw}
+LM="$PY $ROOT/examples/torch/train_lm.py --precision $PRECISION --optimizer $OPTIMIZER ${LM_ARGS:-}"
 W=$OUTDIR/lm-weights.json
 ISL="--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=$SLOW --sm-share nvidia=$FAST"
 step() { echo; echo "=== $* ($(date +%T))"; }

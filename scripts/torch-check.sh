@@ -137,13 +137,19 @@ if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
         >> "$OUTDIR/torch-bench.log" 2>&1 || echo "ddp_bench $be rep $rep failed"
     done
   done
+  # torch's synchronous calls against the C API one call at a time (--batch 1), and torch's async calls
+  # waited together against the C API's batch of 5: like for like (docs/benchmarks.md, PyTorch backend)
   for rep in 1 2 3; do
-    timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$PY" "$ROOT/bench/torch/allreduce_bench.py" \
-      >> "$OUTDIR/torch-bench.log" 2>&1 || echo "allreduce_bench rep $rep failed"
+    for mode in "" --async; do
+      timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$PY" "$ROOT/bench/torch/allreduce_bench.py" \
+        $mode >> "$OUTDIR/torch-bench.log" 2>&1 || echo "allreduce_bench $mode rep $rep failed"
+    done
     # the C API on device memory, same layout, sizes and timing (`tessera bench`: CUDA ranks on device memory)
-    timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$T" bench allreduce \
-      --sizes 64M,256M --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - \
-      >> "$OUTDIR/torch-bench.log" 2>&1 || echo "tessera bench rep $rep failed"
+    for batch in 1 5; do
+      timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$T" bench allreduce \
+        --sizes 64M,256M --iters 5 --batch $batch --warmup 2 --op avg --in-place --json - \
+        >> "$OUTDIR/torch-bench.log" 2>&1 || echo "tessera bench --batch $batch rep $rep failed"
+    done
   done
   # torch.distributed.checkpoint: FileSystemWriter/Reader against TesseraWriter/Reader, one process, ~2 GiB state
   # (bench/torch/dcp_bench.py; DCP_BENCH_DIR picks the disk). Its JSON rows join the others; its table goes to

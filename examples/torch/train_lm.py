@@ -334,7 +334,7 @@ def main():
             for i, l in enumerate(summary.pop("losses")):
                 f.write(json.dumps({"step": i, "loss": l}) + "\n")
             f.write(json.dumps(summary) + "\n")
-    if args.mode == "hybrid" and args.optimizer == "zero":
+    if args.mode == "hybrid":
         bad = tt.check_replicas(model)
         if rank == 0:
             print(f"replicas: {'bit-identical on every rank' if not bad else f'{len(bad)} tensors differ'}", flush=True)

@@ -72,7 +72,7 @@ class CudaRingOps final : public DeviceOps {
   std::vector<void*> retired_;
   void* use_ = nullptr;  // the current job's (worker thread)
   size_t use_bytes_ = 0;
-  std::chrono::milliseconds timeout_{60000};
+  std::chrono::milliseconds timeout_{};  // set by Create: the communicator's timeout
   size_t piece_ = 1 << 20;
 };
 
