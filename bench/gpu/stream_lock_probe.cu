@@ -32,21 +32,20 @@ void Die(const char* what, int e) {
   std::fprintf(stderr, "%s failed: %d\n", what, e);
   std::exit(2);
 }
-#define CK(x)                                \
-  do {                                       \
-    auto e_ = (x);                           \
+#define CK(x)                                                     \
+  do {                                                            \
+    auto e_ = (x);                                                \
     if (static_cast<int>(e_) != 0) Die(#x, static_cast<int>(e_)); \
   } while (0)
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s legacy|side|legacy-event|side-event pageable|pinned|devsync|streamsync [CALL]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s legacy|side|legacy-event|side-event pageable|pinned|devsync|streamsync [CALL]\n",
+                 argv[0]);
     return 64;
   }
   const std::string mode = argv[1], dst_kind = argv[2];
@@ -132,9 +131,14 @@ int main(int argc, char** argv) {
   CK(cudaSetDevice(0));
   timed("cudaEventRecord", [&] { CK(cudaEventRecord(eb, sb)); });
   timed("cudaEventQuery", [&] { (void)cudaEventQuery(eb); });
-  timed("cudaMemcpyAsync H2D (registered)", [&] { CK(cudaMemcpyAsync(dev, reg_buf.data(), 1 << 20, cudaMemcpyHostToDevice, sb)); });
-  timed("cudaMemcpyAsync D2H (registered)", [&] { CK(cudaMemcpyAsync(reg_buf.data(), dev, 1 << 20, cudaMemcpyDeviceToHost, sb)); });
-  timed("kernel launch", [&] { Touch<<<1, 32, 0, sb>>>(scratch); CK(cudaGetLastError()); });
+  timed("cudaMemcpyAsync H2D (registered)",
+        [&] { CK(cudaMemcpyAsync(dev, reg_buf.data(), 1 << 20, cudaMemcpyHostToDevice, sb)); });
+  timed("cudaMemcpyAsync D2H (registered)",
+        [&] { CK(cudaMemcpyAsync(reg_buf.data(), dev, 1 << 20, cudaMemcpyDeviceToHost, sb)); });
+  timed("kernel launch", [&] {
+    Touch<<<1, 32, 0, sb>>>(scratch);
+    CK(cudaGetLastError());
+  });
   timed("cudaMemcpyAsync D2D", [&] { CK(cudaMemcpyAsync(scratch, dev, 4096, cudaMemcpyDeviceToDevice, sb)); });
   timed("cudaStreamWaitEvent", [&] { CK(cudaStreamWaitEvent(sb, eb, 0)); });
   timed("cuStreamWriteValue32", [&] {
@@ -145,8 +149,8 @@ int main(int argc, char** argv) {
   release();
   watch.join();
   a.join();
-  std::printf("mode=%s dst=%s: thread A's copy+sync returned %.0f ms after it began\n", mode.c_str(),
-              dst_kind.c_str(), (t_a1 - t_a0) * 1e3);
+  std::printf("mode=%s dst=%s: thread A's copy+sync returned %.0f ms after it began\n", mode.c_str(), dst_kind.c_str(),
+              (t_a1 - t_a0) * 1e3);
   for (const auto& r : rows)
     std::printf("  %-36s %9.3f ms%s\n", r.call, r.ms, r.held ? "  HELD (returned only after the watchdog)" : "");
   return 0;
