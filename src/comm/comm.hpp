@@ -187,7 +187,8 @@ class Comm final : public Communicator, public Links {
   Status Guard(const std::string& what, F&& body);
   Status GuardFn(const std::string& what, const std::function<Status()>& body);  // Guard for other files
   // With `dev`, send and recv are device memory of this rank's GPU and the bridge steps run on its copy
-  // engines and kernels (allreduce, island of one rank, every bridge channel shm: see DeviceBridgeEligible).
+  // engines and kernels (allreduce, broadcast, allgather; island of one rank, every bridge channel shm: see
+  // DeviceBridgeEligible).
   Status Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,
                       DeviceOps* dev = nullptr);
   class Collective;  // one call of Hierarchical, step by step (hierarchical.cpp)

@@ -56,6 +56,9 @@ class DeviceOps {
   virtual Result<void*> Mirror(const void* inbox_byte, size_t bytes) = 0;
   virtual Status Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first) = 0;
   virtual Status Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) = 0;
+  // Device memory to device memory, on the fold queue (a broadcast root's or an allgather rank's own
+  // contribution into its output, out of place).
+  virtual Status Copy(void* dev_dst, const void* dev_src, size_t bytes) = 0;
   virtual Result<Ticket> Mark(Queue q) = 0;
   virtual Result<bool> Done(Queue q, Ticket t) = 0;
   // Makes work issued on the send queue from now on wait for all work issued so far on the fold queue

@@ -1,6 +1,6 @@
 // comm/hierarchical: the three-phase algorithm of DESIGN §3 that serves every collective of host memory
-// (and a device island's allreduce on the device bridge), as named steps of one call (Comm::Collective)
-// over the schedule that comm/schedule computes:
+// (and a one-rank device island's allreduce, broadcast and allgather on the device bridge), as named steps of one call
+// (Comm::Collective) over the schedule that comm/schedule computes:
 //   headers       every rank exchanges its call's header with the peers of its schedule;
 //   select        (allgather, broadcast) IslandGather, then BridgeSwap between segment owners;
 //   reduce        (allreduce, reduce-scatter, barrier) IslandReduceScatter into an accumulator, then
@@ -10,7 +10,9 @@
 // Also the header exchange itself (Comm::ExchangeHeaders).
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "comm/call_header.hpp"
 #include "comm/comm.hpp"
@@ -82,15 +84,18 @@ class Comm::Collective {
         what_(fmt::format("{} #{}", CollName(kind), c.seq_)) {}
 
   Status Run() {
-    if (dev_ != nullptr && (kind_ != CollKind::kAllReduce || n_ != 1 || k_ < 2))
-      return InternalError(fmt::format("{}: the device bridge serves allreduce from an island of one rank", what_));
+    const bool bridged =
+        kind_ == CollKind::kAllReduce || kind_ == CollKind::kBroadcast || kind_ == CollKind::kAllGather;
+    if (dev_ != nullptr && (!bridged || n_ != 1 || k_ < 2))
+      return InternalError(fmt::format(
+          "{}: the device bridge serves allreduce, broadcast and allgather from an island of one rank", what_));
     segs_ = Segments(c_.island_ranks_, C_);
     TSR_RETURN_IF_ERROR(ExchangeHeaders());
     if (C_ == 0) return Status::Ok();
     if (!reduce_) {
       TSR_RETURN_IF_ERROR(IslandGather());
       if (k_ > 1) TSR_RETURN_IF_ERROR(BridgeSwap());
-      CopyOwn();
+      TSR_RETURN_IF_ERROR(CopyOwn());
     } else {
       TSR_RETURN_IF_ERROR(IslandReduceScatter());
       PlaceOutput();
@@ -125,9 +130,27 @@ class Comm::Collective {
 
   // Out of place, my own contribution's copy into recv: made last, so that it does not delay the first
   // byte on the wire (a broadcast root on a TCP bridge copies while the peer drains its socket buffers).
-  void CopyOwn() {
+  // On the device bridge the copy runs on the device (its fold queue) and this waits for it.
+  Status CopyOwn() {
     const Range own = Contrib(c_.rank_);
-    if (own.len() > 0 && send_ != recv_ + own.lo * esz_) std::memmove(recv_ + own.lo * esz_, send_, own.len() * esz_);
+    if (own.len() == 0 || send_ == recv_ + own.lo * esz_) return Status::Ok();
+    if (dev_ == nullptr) {
+      std::memmove(recv_ + own.lo * esz_, send_, own.len() * esz_);
+      return Status::Ok();
+    }
+    TSR_RETURN_IF_ERROR(dev_->Copy(recv_ + own.lo * esz_, send_, own.len() * esz_));
+    TSR_ASSIGN_OR_RETURN(DeviceOps::Ticket t, dev_->Mark(DeviceOps::kFoldQueue));
+    const auto deadline = std::chrono::steady_clock::now() + c_.timeout_;
+    for (;;) {
+      TSR_ASSIGN_OR_RETURN(bool done, dev_->Done(DeviceOps::kFoldQueue, t));
+      if (done) return Status::Ok();
+      if (std::chrono::steady_clock::now() > deadline)
+        return Timeout(
+            fmt::format("{}: the device's copy of this rank's own part did not finish within "
+                        "TESSERA_TIMEOUT ({} ms)",
+                        what_, c_.timeout_.count()));
+      std::this_thread::yield();
+    }
   }
 
   // Phase 1: gather my shard's contributions from my island (and give them mine).
@@ -145,9 +168,10 @@ class Comm::Collective {
     return e.Run(what_ + " (island gather)");
   }
 
-  // Phase 2: the owners of each segment swap what their islands contributed to it.
+  // Phase 2: the owners of each segment swap what their islands contributed to it (on the device bridge,
+  // straight between device memory and the peers' rings).
   Status BridgeSwap() {
-    Engine e(&c_);
+    Engine e(&c_, dev_);
     for (const auto& sg : segs_) {
       if (sg.owner[me_] != c_.rank_) continue;
       for (int J = 0; J < k_; ++J) {

@@ -1,6 +1,7 @@
 // comm/device/cuda_collectives: the CUDA rank's collectives — argument checks, then a world of one island
 // straight to its CCL on the caller's stream, or in a hybrid world a staged job or the device bridge
-// (cuda_rank.cpp). Host-memory calls (stream NULL) run through the worker queue in order.
+// (cuda_rank.cpp; allreduce, and — not yet run on a GPU — broadcast and allgather). Host-memory calls (stream NULL) run
+// through the worker queue in order.
 #include <fmt/format.h>
 
 #include "comm/device/cuda_rank.hpp"
@@ -94,6 +95,11 @@ Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDa
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream));
   }
+  if (SelectOnDevice())
+    return SubmitDevice("allgather", stream, [=, this](cudaEvent_t in) {
+      return BridgeSelect(in, CollKind::kAllGather, "allgather", static_cast<const std::byte*>(send),
+                          static_cast<std::byte*>(recv), sendcount, dt, 0);
+    });
   return StagedCall("allgather", stream, send, sb, recv, rb, [=, this](const void* hs, void* hr) {
     return comm_->HostAllGather(hs, hr, sendcount, type, nullptr);
   });
@@ -116,6 +122,11 @@ Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataTy
     return CclCall("Broadcast", ccl_->lib().Broadcast(is_root ? send : recv, recv, count, CclDataType(dt), root,
                                                       ccl_->handle(), stream));
   }
+  if (SelectOnDevice())
+    return SubmitDevice("broadcast", stream, [=, this](cudaEvent_t in) {
+      return BridgeSelect(in, CollKind::kBroadcast, "broadcast", static_cast<const std::byte*>(is_root ? send : recv),
+                          static_cast<std::byte*>(recv), count, dt, root);
+    });
   return StagedCall("broadcast", stream, is_root ? send : nullptr, is_root ? b : 0, recv, b,
                     [=, this](const void* hs, void* hr) {
                       return comm_->HostBroadcast(is_root ? hs : hr, hr, count, type, root, nullptr);

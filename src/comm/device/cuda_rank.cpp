@@ -406,6 +406,18 @@ Status CudaRank::BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byt
   });
 }
 
+Status CudaRank::BridgeSelect(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
+                              size_t count, DType dt, int root) {
+  return comm_->GuardFn(what, [&]() -> Status {
+    ring_ops_->Use(nullptr, 0);  // no accumulators: nothing is folded
+    TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
+    TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(h2d_, in, 0), "cudaStreamWaitEvent (input)"));
+    Status st = comm_->Hierarchical(kind, send, recv, count, dt, RedOp::kSum, root, ring_ops_.get());
+    ++comm_->seq_;
+    return st;
+  });
+}
+
 Status CudaRank::StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout) {
   TSR_ASSIGN_OR_RETURN(*hin, whole_in_.Get(send_bytes));
   TSR_ASSIGN_OR_RETURN(*hout, whole_out_.Get(recv_bytes));

@@ -89,6 +89,15 @@ class CudaRank final : public DeviceRank {
   // The device bridge's allreduce (worker). `acc`: accumulator scratch reserved by the caller thread.
   Status BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op,
                          void* acc, size_t acc_bytes);
+  // The device bridge's broadcast or allgather (worker): copies only, any type. NOT YET RUN ON A GPU; the
+  // algorithm is tested on an emulated device (tests/comm/device_emu_worker.cpp).
+  Status BridgeSelect(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
+                      size_t count, DType dt, int root);
+  // Whether broadcast/allgather take the device bridge: the rings are registered (ring_ops_) and this
+  // island's bridge channels are all shm (what DeviceBridgeEligible says for floating types).
+  bool SelectOnDevice() const {
+    return ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], DType::kFloat32);
+  }
   // On the caller thread, before the job is queued: pinned buffers for a staged job.
   Status StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout);
   Status Fail(const char* what, Status s);  // records s through the communicator's Guard

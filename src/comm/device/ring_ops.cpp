@@ -84,6 +84,11 @@ Status CudaRingOps::Finalize(void* out, const void* acc, size_t n, DType dtype, 
   return Check(kernels::Finalize(out, acc, n, dtype, op, divisor, stream_[kFoldQueue]), "the finalize kernel");
 }
 
+Status CudaRingOps::Copy(void* dev_dst, const void* dev_src, size_t bytes) {
+  return Check(cudaMemcpyAsync(dev_dst, dev_src, bytes, cudaMemcpyDeviceToDevice, stream_[kFoldQueue]),
+               "cudaMemcpyAsync (device to device: this rank's own contribution into its output)");
+}
+
 Result<DeviceOps::Ticket> CudaRingOps::Mark(Queue q) {
   if (issued_[q] - done_[q] == kEvents) {  // every event in use: wait for the oldest
     auto t0 = std::chrono::steady_clock::now();
@@ -91,8 +96,8 @@ Result<DeviceOps::Ticket> CudaRingOps::Mark(Queue q) {
       TSR_ASSIGN_OR_RETURN(bool d, Done(q, done_[q] + 1));
       if (d) break;
       if (std::chrono::steady_clock::now() - t0 > timeout_)
-        return Timeout(fmt::format("device bridge: a copy did not finish within TESSERA_TIMEOUT ({} ms)",
-                                   timeout_.count()));
+        return Timeout(
+            fmt::format("device bridge: a copy did not finish within TESSERA_TIMEOUT ({} ms)", timeout_.count()));
       std::this_thread::yield();
     }
   }
@@ -120,15 +125,16 @@ Status CudaRingOps::SendAfterFolds() {
 
 Result<void*> CudaRingOps::Scratch(size_t bytes) {
   if (bytes > use_bytes_)
-    return InternalError(fmt::format("device bridge: {} bytes of accumulator needed, {} reserved at submission",
-                                     bytes, use_bytes_));
+    return InternalError(
+        fmt::format("device bridge: {} bytes of accumulator needed, {} reserved at submission", bytes, use_bytes_));
   return use_;
 }
 
 Result<void*> CudaRingOps::Grow(size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
   void* p = nullptr;
-  TSR_RETURN_IF_ERROR(Check(cudaMalloc(&p, bytes), fmt::format("cudaMalloc of {} bytes of accumulator", bytes).c_str()));
+  TSR_RETURN_IF_ERROR(
+      Check(cudaMalloc(&p, bytes), fmt::format("cudaMalloc of {} bytes of accumulator", bytes).c_str()));
   if (scratch_ != nullptr) retired_.push_back(scratch_);  // a queued job may still use it
   scratch_ = p;
   scratch_bytes_ = bytes;

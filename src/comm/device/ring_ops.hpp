@@ -15,8 +15,8 @@
 #include <memory>
 #include <vector>
 
-#include "comm/engine.hpp"
 #include "comm/device/cuda.hpp"
+#include "comm/engine.hpp"
 
 namespace tessera::comm {
 
@@ -39,6 +39,7 @@ class CudaRingOps final : public DeviceOps {
   Result<void*> Mirror(const void* inbox_byte, size_t bytes) override;
   Status Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first) override;
   Status Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor) override;
+  Status Copy(void* dev_dst, const void* dev_src, size_t bytes) override;
   Result<Ticket> Mark(Queue q) override;
   Result<bool> Done(Queue q, Ticket t) override;
   Status SendAfterFolds() override;
