@@ -84,11 +84,11 @@ class Comm::Collective {
         what_(fmt::format("{} #{}", CollName(kind), c.seq_)) {}
 
   Status Run() {
-    const bool bridged =
-        kind_ == CollKind::kAllReduce || kind_ == CollKind::kBroadcast || kind_ == CollKind::kAllGather;
+    const bool bridged = kind_ != CollKind::kBarrier && kind_ != CollKind::kSend && kind_ != CollKind::kAllToAll;
     if (dev_ != nullptr && (!bridged || n_ != 1 || k_ < 2))
       return InternalError(fmt::format(
-          "{}: the device bridge serves allreduce, broadcast and allgather from an island of one rank", what_));
+          "{}: the device bridge serves allreduce, reduce-scatter, broadcast and allgather from an island of one rank",
+          what_));
     segs_ = Segments(c_.island_ranks_, C_);
     TSR_RETURN_IF_ERROR(ExchangeHeaders());
     if (C_ == 0) return Status::Ok();
@@ -98,7 +98,7 @@ class Comm::Collective {
       TSR_RETURN_IF_ERROR(CopyOwn());
     } else {
       TSR_RETURN_IF_ERROR(IslandReduceScatter());
-      PlaceOutput();
+      TSR_RETURN_IF_ERROR(PlaceOutput());
       if (k_ > 1)
         TSR_RETURN_IF_ERROR(BridgeReduce());
       else
@@ -139,6 +139,12 @@ class Comm::Collective {
       return Status::Ok();
     }
     TSR_RETURN_IF_ERROR(dev_->Copy(recv_ + own.lo * esz_, send_, own.len() * esz_));
+    return WaitForFolds();
+  }
+
+  // Device bridge: waits (bounded by TESSERA_TIMEOUT) for everything issued so far on the fold queue — the
+  // device-to-device copies of this rank's own part, which no engine run tracks.
+  Status WaitForFolds() {
     TSR_ASSIGN_OR_RETURN(DeviceOps::Ticket t, dev_->Mark(DeviceOps::kFoldQueue));
     const auto deadline = std::chrono::steady_clock::now() + c_.timeout_;
     for (;;) {
@@ -230,15 +236,23 @@ class Comm::Collective {
     return Status::Ok();
   }
 
-  // Where final values of my shard go: recv for allreduce, a staging buffer for reduce-scatter.
-  void PlaceOutput() {
-    if (kind_ == CollKind::kReduceScatter) {
-      out_ = static_cast<std::byte*>(c_.Scratch(1, S_.len() * esz_));
-      obase_ = S_.lo;
-    } else {
+  // Where final values of my shard go: recv for allreduce, a staging buffer for reduce-scatter (on the
+  // device bridge, at the start of the device scratch; the accumulators follow it).
+  Status PlaceOutput() {
+    if (kind_ != CollKind::kReduceScatter) {
       out_ = recv_;
       obase_ = 0;
+      return Status::Ok();
     }
+    obase_ = S_.lo;
+    if (dev_ == nullptr) {
+      out_ = static_cast<std::byte*>(c_.Scratch(1, S_.len() * esz_));
+      return Status::Ok();
+    }
+    dev_used_ = (S_.len() * esz_ + 255) / 256 * 256;
+    TSR_ASSIGN_OR_RETURN(void* d, dev_->Scratch(dev_used_));
+    out_ = static_cast<std::byte*>(d);
+    return Status::Ok();
   }
 
   // Phase 2: for each of my segments, send the other islands' parts, reduce mine in island order
@@ -318,8 +332,8 @@ class Comm::Collective {
       if (job.acc == nullptr) need += job.n * asz_;
     std::byte* accs;
     if (dev_ != nullptr) {
-      TSR_ASSIGN_OR_RETURN(void* d, dev_->Scratch(need));
-      accs = static_cast<std::byte*>(d);
+      TSR_ASSIGN_OR_RETURN(void* d, dev_->Scratch(dev_used_ + need));
+      accs = static_cast<std::byte*>(d) + dev_used_;
     } else {
       accs = static_cast<std::byte*>(c_.Scratch(2, need));
     }
@@ -344,7 +358,7 @@ class Comm::Collective {
 
   // Phase 3 (reduce-scatter): route every reduced part to the rank whose output block holds it.
   Status ScatterToBlocks() {
-    Engine e(&c_);
+    Engine e(&c_, dev_);
     const int rank = c_.rank_;
     const Range block{count_ * rank, count_ * (rank + 1)};
     for (const auto& sg : segs_) {
@@ -357,7 +371,9 @@ class Comm::Collective {
             const Range x = p.Intersect({count_ * b, count_ * (b + 1)});
             if (x.len() == 0) continue;
             const std::byte* src = out_ + (x.lo - obase_) * esz_;
-            if (static_cast<int>(b) == rank)
+            if (static_cast<int>(b) == rank && dev_ != nullptr)
+              TSR_RETURN_IF_ERROR(dev_->Copy(recv_ + (x.lo - block.lo) * esz_, src, x.len() * esz_));
+            else if (static_cast<int>(b) == rank)
               std::memcpy(recv_ + (x.lo - block.lo) * esz_, src, x.len() * esz_);
             else
               e.Send(static_cast<int>(b), src, x.len() * esz_);
@@ -368,7 +384,8 @@ class Comm::Collective {
         }
       }
     }
-    return e.Run(what_ + " (scatter)");
+    TSR_RETURN_IF_ERROR(e.Run(what_ + " (scatter)"));
+    return dev_ != nullptr ? WaitForFolds() : Status::Ok();
   }
 
   // Phase 3: island allgather of the shards.
@@ -412,6 +429,7 @@ class Comm::Collective {
   size_t pbase_ = 0;  // element index that partial_[0] stands for
   std::byte* out_ = nullptr;
   size_t obase_ = 0;
+  size_t dev_used_ = 0;  // device bridge: bytes at the start of the device scratch taken by out_
 };
 
 Status Comm::Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,

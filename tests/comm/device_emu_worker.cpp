@@ -10,8 +10,8 @@
 //   * the fold queue (ring -> device copies, folds, finalizes) runs one operation per query, so the
 //     engine sees work "in flight" and its not-yet-done paths run.
 //
-// Allreduce of every floating type and op, and broadcast (every root) and allgather of floating and integer
-// types, in and out of place; results checked against a reference and bit-identical on every rank.
+// Allreduce and reduce-scatter of every floating type and op, and broadcast (every root) and allgather of floating and
+// integer types, in and out of place; results checked against a reference and bit-identical on every rank.
 //
 //   device_emu_worker [--sizes 0,1,...] [--piece BYTES] [--emulate all|even] [--no-gate]
 // --emulate even: only even ranks use the emulated device; odd ranks take the host path (a hybrid job).
@@ -35,8 +35,9 @@ namespace tessera::comm {
 
 // Test access to the communicator's internals (a friend of Comm).
 struct CommTestAccess {
-  static Status AllReduce(Comm& c, const void* send, void* recv, size_t count, DType dt, RedOp op, DeviceOps* dev) {
-    Status s = c.Hierarchical(CollKind::kAllReduce, send, recv, count, dt, op, 0, dev);
+  static Status Reduce(Comm& c, CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op,
+                       DeviceOps* dev) {
+    Status s = c.Hierarchical(kind, send, recv, count, dt, op, 0, dev);
     ++c.seq_;
     return s;
   }
@@ -50,7 +51,8 @@ struct CommTestAccess {
 
 class EmulatedDevice final : public DeviceOps {
  public:
-  EmulatedDevice(size_t piece, bool gate) : piece_(piece), gate_(gate) {}
+  // Scratch is one reservation, as on a GPU rank (reserved at submission there): 64 MiB here.
+  EmulatedDevice(size_t piece, bool gate) : piece_(piece), gate_(gate), scratch_(64u << 20) {}
 
   Status ToHost(void* host_dst, const void* dev_src, size_t bytes) override {
     Push(kSendQueue, [=] { std::memcpy(host_dst, dev_src, bytes); });
@@ -88,7 +90,8 @@ class EmulatedDevice final : public DeviceOps {
     return Status::Ok();
   }
   Result<void*> Scratch(size_t bytes) override {
-    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    if (scratch_.size() < bytes)
+      return InternalError("emulated device: " + std::to_string(bytes) + " bytes of scratch, 64 MiB reserved");
     return static_cast<void*>(scratch_.data());
   }
   size_t piece() const override { return piece_; }
@@ -202,8 +205,9 @@ int main(int argc, char** argv) {
           std::vector<unsigned char> in(count * esz + 1), out(count * esz + 1, 0xAB);
           for (size_t i = 0; i < count; ++i) tessera::StoreElement(in.data(), i, t, Value(seed, g_rank, i, t, op));
           void* dst = inplace ? in.data() : out.data();
-          tessera::Status s = tessera::comm::CommTestAccess::AllReduce(
-              *comm, in.data(), dst, count, t, static_cast<tessera::RedOp>(op), emulated ? &device : nullptr);
+          tessera::Status s =
+              tessera::comm::CommTestAccess::Reduce(*comm, tessera::comm::CollKind::kAllReduce, in.data(), dst, count,
+                                                    t, static_cast<tessera::RedOp>(op), emulated ? &device : nullptr);
           if (!s.ok()) Fail("allreduce: " + s.ToString());
           std::string what = std::string(tessera::DTypeName(t)) + " op " + std::to_string(op) + " count " +
                              std::to_string(count) + (inplace ? " in place" : "");
@@ -219,6 +223,26 @@ int main(int argc, char** argv) {
           if (!comm->AllGather(&h, all.data(), 1, tsrInt64, nullptr).ok()) Fail("allgather of hashes");
           for (int r = 0; r < world; ++r)
             if (all[r] != all[0]) Fail(what + ": result bits differ between rank 0 and rank " + std::to_string(r));
+          ++cases;
+          // Reduce-scatter of count elements per rank: my block of the reduced count*world elements.
+          ++seed;
+          std::vector<unsigned char> rin(count * world * esz + 1), rout(count * esz + 1, 0xAB);
+          for (size_t i = 0; i < count * world; ++i)
+            tessera::StoreElement(rin.data(), i, t, Value(seed, g_rank, i, t, op));
+          void* rdst = inplace ? static_cast<void*>(rin.data() + g_rank * count * esz) : rout.data();
+          s = tessera::comm::CommTestAccess::Reduce(*comm, tessera::comm::CollKind::kReduceScatter, rin.data(), rdst,
+                                                    count, t, static_cast<tessera::RedOp>(op),
+                                                    emulated ? &device : nullptr);
+          if (!s.ok()) Fail("reduce-scatter: " + s.ToString());
+          for (size_t j = 0; j < count; ++j) {
+            const size_t i = g_rank * count + j;
+            double abs_sum, ref = Reference(seed, i, t, op, world, &abs_sum);
+            double got = tessera::LoadElement(rdst, j, t);
+            if (!WithinBound(got, ref, abs_sum, t, world))
+              Fail("reduce-scatter " + what + ": element " + std::to_string(i) + " = " + std::to_string(got) +
+                   ", f64 reference " + std::to_string(ref));
+          }
+          if (!inplace && rout[count * esz] != 0xAB) Fail("reduce-scatter " + what + ": wrote past the end");
           ++cases;
         }
   // Broadcast from every root, and allgather: each element has one contributor, so the result is its bits.
@@ -267,7 +291,7 @@ int main(int argc, char** argv) {
         if (out[bytes * world] != 0xAB) Fail("allgather " + what + ": wrote past the end");
         ++select_cases;
       }
-  std::printf("OK rank %d: %zu allreduce cases and %zu broadcast/allgather cases on the %s\n", g_rank, cases,
-              select_cases, emulated ? "emulated device bridge" : "host path");
+  std::printf("OK rank %d: %zu allreduce/reduce-scatter cases and %zu broadcast/allgather cases on the %s\n", g_rank,
+              cases, select_cases, emulated ? "emulated device bridge" : "host path");
   return 0;
 }

@@ -1,7 +1,7 @@
 // comm/device/cuda_collectives: the CUDA rank's collectives — argument checks, then a world of one island
 // straight to its CCL on the caller's stream, or in a hybrid world a staged job or the device bridge
-// (cuda_rank.cpp; allreduce, and — not yet run on a GPU — broadcast and allgather). Host-memory calls (stream NULL) run
-// through the worker queue in order.
+// (cuda_rank.cpp; allreduce, and — not yet run on a GPU — reduce-scatter, broadcast and allgather). Host-memory calls
+// (stream NULL) run through the worker queue in order.
 #include <fmt/format.h>
 
 #include "comm/device/cuda_rank.hpp"
@@ -51,15 +51,13 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
     }
     return SubmitStaged("allreduce", stream, std::move(parts));
   }
-  // The device bridge. My parts of the segments: at most count/k elements plus one per segment.
-  const size_t k = comm_->islands_.size();
-  const size_t acc_bytes = (count / k + comm_->size_ + 1) * DTypeSize(AccumType(dt));
-  auto grown = ring_ops_->Grow(acc_bytes);
-  if (!grown.ok()) return Fail("allreduce", grown.status());
-  void* acc = *grown;
-  return SubmitDevice("allreduce", stream, [=, this](cudaEvent_t in) {
-    return BridgeAllReduce(in, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, rop, acc,
-                           acc_bytes);
+  // The device bridge.
+  size_t acc_bytes = 0;
+  auto acc = ReduceScratch("allreduce", count, dt, 0, &acc_bytes);
+  if (!acc.ok()) return acc.status();
+  return SubmitDevice("allreduce", stream, [=, this, scratch = *acc](cudaEvent_t in) {
+    return BridgeCall(in, CollKind::kAllReduce, "allreduce", static_cast<const std::byte*>(send),
+                      static_cast<std::byte*>(recv), count, dt, rop, 0, scratch, acc_bytes);
   });
 }
 
@@ -80,6 +78,18 @@ Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, t
                    ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), ccl_->Op(static_cast<RedOp>(op)),
                                              ccl_->handle(), stream));
   }
+  if (ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt) &&
+      IsValid(static_cast<RedOp>(op))) {
+    // The device bridge: the whole reduced buffer is staged in device scratch (it is my shard), then routed.
+    const size_t out_bytes = (sb + 255) / 256 * 256;
+    size_t scratch_bytes = 0;
+    auto scratch = ReduceScratch("reduce_scatter", recvcount * comm_->size_, dt, out_bytes, &scratch_bytes);
+    if (!scratch.ok()) return scratch.status();
+    return SubmitDevice("reduce_scatter", stream, [=, this, p = *scratch](cudaEvent_t in) {
+      return BridgeCall(in, CollKind::kReduceScatter, "reduce_scatter", static_cast<const std::byte*>(send),
+                        static_cast<std::byte*>(recv), recvcount, dt, static_cast<RedOp>(op), 0, p, scratch_bytes);
+    });
+  }
   return StagedCall("reduce_scatter", stream, send, sb, recv, rb, [=, this](const void* hs, void* hr) {
     return comm_->HostReduceScatter(hs, hr, recvcount, type, op, nullptr);
   });
@@ -97,8 +107,8 @@ Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDa
   }
   if (SelectOnDevice())
     return SubmitDevice("allgather", stream, [=, this](cudaEvent_t in) {
-      return BridgeSelect(in, CollKind::kAllGather, "allgather", static_cast<const std::byte*>(send),
-                          static_cast<std::byte*>(recv), sendcount, dt, 0);
+      return BridgeCall(in, CollKind::kAllGather, "allgather", static_cast<const std::byte*>(send),
+                        static_cast<std::byte*>(recv), sendcount, dt, RedOp::kSum, 0, nullptr, 0);
     });
   return StagedCall("allgather", stream, send, sb, recv, rb, [=, this](const void* hs, void* hr) {
     return comm_->HostAllGather(hs, hr, sendcount, type, nullptr);
@@ -124,8 +134,8 @@ Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataTy
   }
   if (SelectOnDevice())
     return SubmitDevice("broadcast", stream, [=, this](cudaEvent_t in) {
-      return BridgeSelect(in, CollKind::kBroadcast, "broadcast", static_cast<const std::byte*>(is_root ? send : recv),
-                          static_cast<std::byte*>(recv), count, dt, root);
+      return BridgeCall(in, CollKind::kBroadcast, "broadcast", static_cast<const std::byte*>(is_root ? send : recv),
+                        static_cast<std::byte*>(recv), count, dt, RedOp::kSum, root, nullptr, 0);
     });
   return StagedCall("broadcast", stream, is_root ? send : nullptr, is_root ? b : 0, recv, b,
                     [=, this](const void* hs, void* hr) {

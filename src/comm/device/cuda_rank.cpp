@@ -394,28 +394,25 @@ void CudaRank::WorkerLoop() {
   }
 }
 
-Status CudaRank::BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt,
-                                 RedOp op, void* acc, size_t acc_bytes) {
-  return comm_->GuardFn("allreduce", [&]() -> Status {
-    ring_ops_->Use(acc, acc_bytes);
+Status CudaRank::BridgeCall(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
+                            size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes) {
+  return comm_->GuardFn(what, [&]() -> Status {
+    ring_ops_->Use(scratch, scratch_bytes);
     TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
     TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(h2d_, in, 0), "cudaStreamWaitEvent (input)"));
-    Status st = comm_->Hierarchical(CollKind::kAllReduce, send, recv, count, dt, op, 0, ring_ops_.get());
+    Status st = comm_->Hierarchical(kind, send, recv, count, dt, op, root, ring_ops_.get());
     ++comm_->seq_;
     return st;
   });
 }
 
-Status CudaRank::BridgeSelect(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
-                              size_t count, DType dt, int root) {
-  return comm_->GuardFn(what, [&]() -> Status {
-    ring_ops_->Use(nullptr, 0);  // no accumulators: nothing is folded
-    TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
-    TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(h2d_, in, 0), "cudaStreamWaitEvent (input)"));
-    Status st = comm_->Hierarchical(kind, send, recv, count, dt, RedOp::kSum, root, ring_ops_.get());
-    ++comm_->seq_;
-    return st;
-  });
+Result<void*> CudaRank::ReduceScratch(const char* what, size_t elements, DType dt, size_t extra, size_t* bytes) {
+  // My parts of the segments: at most elements/k plus one per segment (hierarchical.cpp), after `extra`.
+  const size_t k = comm_->islands_.size();
+  *bytes = extra + (elements / k + comm_->size_ + 1) * DTypeSize(AccumType(dt));
+  auto grown = ring_ops_->Grow(*bytes);
+  if (!grown.ok()) return Fail(what, grown.status());
+  return grown;
 }
 
 Status CudaRank::StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout) {

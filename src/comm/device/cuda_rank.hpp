@@ -86,13 +86,14 @@ class CudaRank final : public DeviceRank {
   // Runs a host-path call: on the worker (in order with device jobs) in a hybrid world, else right here.
   Status Host(std::function<Status()> run) { return hybrid_ ? SubmitHost(std::move(run)) : run(); }
   void WorkerLoop();
-  // The device bridge's allreduce (worker). `acc`: accumulator scratch reserved by the caller thread.
-  Status BridgeAllReduce(cudaEvent_t in, const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op,
-                         void* acc, size_t acc_bytes);
-  // The device bridge's broadcast or allgather (worker): copies only, any type. NOT YET RUN ON A GPU; the
-  // algorithm is tested on an emulated device (tests/comm/device_emu_worker.cpp).
-  Status BridgeSelect(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
-                      size_t count, DType dt, int root);
+  // One collective on the device bridge (worker): allreduce, and — NOT YET RUN ON A GPU; the algorithm is
+  // tested on an emulated device (tests/comm/device_emu_worker.cpp) — reduce-scatter, broadcast and
+  // allgather. `scratch`: device scratch reserved by the caller thread (accumulators; for reduce-scatter
+  // its staged output first), null for broadcast/allgather.
+  Status BridgeCall(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
+                    size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes);
+  // On the caller thread: device scratch for a reducing call's accumulators (and `extra` bytes before them).
+  Result<void*> ReduceScratch(const char* what, size_t elements, DType dt, size_t extra, size_t* bytes);
   // Whether broadcast/allgather take the device bridge: the rings are registered (ring_ops_) and this
   // island's bridge channels are all shm (what DeviceBridgeEligible says for floating types).
   bool SelectOnDevice() const {
