@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
           if (got[bytes] != (inplace ? in[bytes] : 0xAB)) Fail("broadcast " + what + ": wrote past the end");
           ++select_cases;
         }
-        std::vector<unsigned char> in(bytes), out(bytes * world + 1, 0xAB);
+        std::vector<unsigned char> in(bytes + 1), out(bytes * world + 1, 0xAB);  // + 1: never empty
         for (size_t b = 0; b < bytes; ++b) in[b] = pattern(g_rank, b / esz, esz, b);
         std::byte* dst = reinterpret_cast<std::byte*>(out.data());
         const void* src = in.data();
