@@ -197,6 +197,10 @@ class Comm final : public Communicator, public Links {
   bool DeviceBridgeEligible(const Island& isl, DType dt) const { return isl.device_bridge && IsFloat(dt); }
   Status ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers);
   void* Scratch(int which, size_t bytes);
+  // Device bridge (hierarchical.cpp): the device scratch one call of `kind` needs — for reduce-scatter its
+  // reduced shard (the whole buffer, on an island of one rank) and then the accumulators of this rank's parts,
+  // for allreduce the accumulators, nothing for broadcast/allgather. The caller reserves it at submission.
+  size_t DeviceScratchBytes(CollKind kind, size_t count, DType dt) const;
 
   int rank_ = 0, size_ = 1, my_island_ = 0, local_ = 0;
   std::chrono::milliseconds timeout_ = env::DeclaredDuration("TESSERA_TIMEOUT");  // Init: the params'

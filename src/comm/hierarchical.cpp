@@ -1,6 +1,6 @@
 // comm/hierarchical: the three-phase algorithm of DESIGN §3 that serves every collective of host memory
-// (and a one-rank device island's allreduce, broadcast and allgather on the device bridge), as named steps of one call
-// (Comm::Collective) over the schedule that comm/schedule computes:
+// (and a one-rank device island's allreduce, reduce-scatter, broadcast and allgather on the device bridge), as
+// named steps of one call (Comm::Collective) over the schedule that comm/schedule computes:
 //   headers       every rank exchanges its call's header with the peers of its schedule;
 //   select        (allgather, broadcast) IslandGather, then BridgeSwap between segment owners;
 //   reduce        (allreduce, reduce-scatter, barrier) IslandReduceScatter into an accumulator, then
@@ -55,6 +55,11 @@ Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, in
   return Status::Ok();
 }
 
+namespace {
+// The reduced shard's bytes at the start of the device scratch, rounded so the accumulators after it align.
+size_t DeviceOutputBytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
+}  // namespace
+
 // One call of the hierarchical algorithm: its arguments, its schedule, and what one step leaves for the
 // next (the island's partial sums, where final values go).
 class Comm::Collective {
@@ -84,7 +89,8 @@ class Comm::Collective {
         what_(fmt::format("{} #{}", CollName(kind), c.seq_)) {}
 
   Status Run() {
-    const bool bridged = kind_ != CollKind::kBarrier && kind_ != CollKind::kSend && kind_ != CollKind::kAllToAll;
+    const bool bridged = kind_ == CollKind::kAllReduce || kind_ == CollKind::kReduceScatter ||
+                         kind_ == CollKind::kAllGather || kind_ == CollKind::kBroadcast;
     if (dev_ != nullptr && (!bridged || n_ != 1 || k_ < 2))
       return InternalError(fmt::format(
           "{}: the device bridge serves allreduce, reduce-scatter, broadcast and allgather from an island of one rank",
@@ -134,12 +140,16 @@ class Comm::Collective {
   Status CopyOwn() {
     const Range own = Contrib(c_.rank_);
     if (own.len() == 0 || send_ == recv_ + own.lo * esz_) return Status::Ok();
-    if (dev_ == nullptr) {
-      std::memmove(recv_ + own.lo * esz_, send_, own.len() * esz_);
-      return Status::Ok();
-    }
-    TSR_RETURN_IF_ERROR(dev_->Copy(recv_ + own.lo * esz_, send_, own.len() * esz_));
-    return WaitForFolds();
+    TSR_RETURN_IF_ERROR(CopyLocal(recv_ + own.lo * esz_, send_, own.len() * esz_));
+    return dev_ != nullptr ? WaitForFolds() : Status::Ok();
+  }
+
+  // A copy within this rank's buffers: on the device's fold queue on the device bridge (WaitForFolds then
+  // waits for it), else right here.
+  Status CopyLocal(std::byte* dst, const std::byte* src, size_t bytes) {
+    if (dev_ != nullptr) return dev_->Copy(dst, src, bytes);
+    std::memmove(dst, src, bytes);
+    return Status::Ok();
   }
 
   // Device bridge: waits (bounded by TESSERA_TIMEOUT) for everything issued so far on the fold queue — the
@@ -249,7 +259,7 @@ class Comm::Collective {
       out_ = static_cast<std::byte*>(c_.Scratch(1, S_.len() * esz_));
       return Status::Ok();
     }
-    dev_used_ = (S_.len() * esz_ + 255) / 256 * 256;
+    dev_used_ = DeviceOutputBytes(S_.len() * esz_);
     TSR_ASSIGN_OR_RETURN(void* d, dev_->Scratch(dev_used_));
     out_ = static_cast<std::byte*>(d);
     return Status::Ok();
@@ -371,10 +381,8 @@ class Comm::Collective {
             const Range x = p.Intersect({count_ * b, count_ * (b + 1)});
             if (x.len() == 0) continue;
             const std::byte* src = out_ + (x.lo - obase_) * esz_;
-            if (static_cast<int>(b) == rank && dev_ != nullptr)
-              TSR_RETURN_IF_ERROR(dev_->Copy(recv_ + (x.lo - block.lo) * esz_, src, x.len() * esz_));
-            else if (static_cast<int>(b) == rank)
-              std::memcpy(recv_ + (x.lo - block.lo) * esz_, src, x.len() * esz_);
+            if (static_cast<int>(b) == rank)
+              TSR_RETURN_IF_ERROR(CopyLocal(recv_ + (x.lo - block.lo) * esz_, src, x.len() * esz_));
             else
               e.Send(static_cast<int>(b), src, x.len() * esz_);
           }
@@ -431,6 +439,14 @@ class Comm::Collective {
   size_t obase_ = 0;
   size_t dev_used_ = 0;  // device bridge: bytes at the start of the device scratch taken by out_
 };
+
+size_t Comm::DeviceScratchBytes(CollKind kind, size_t count, DType dt) const {
+  if (kind != CollKind::kAllReduce && kind != CollKind::kReduceScatter) return 0;
+  const size_t elements = kind == CollKind::kReduceScatter ? count * static_cast<size_t>(size_) : count;
+  const size_t out = kind == CollKind::kReduceScatter ? DeviceOutputBytes(elements * DTypeSize(dt)) : 0;
+  // My parts of the segments (BridgeReduce): at most elements/k plus one per segment.
+  return out + (elements / island_ranks_.size() + size_ + 1) * DTypeSize(AccumType(dt));
+}
 
 Status Comm::Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,
                           DeviceOps* dev) {

@@ -41,6 +41,10 @@ struct CommTestAccess {
     ++c.seq_;
     return s;
   }
+  // What a GPU rank reserves at submission (Comm::DeviceScratchBytes): the emulated device gets exactly that.
+  static size_t ScratchBytes(const Comm& c, CollKind kind, size_t count, DType dt) {
+    return c.DeviceScratchBytes(kind, count, dt);
+  }
   static Status Select(Comm& c, CollKind kind, const void* send, void* recv, size_t count, DType dt, int root,
                        DeviceOps* dev) {
     Status s = c.Hierarchical(kind, send, recv, count, dt, RedOp::kSum, root, dev);
@@ -51,8 +55,11 @@ struct CommTestAccess {
 
 class EmulatedDevice final : public DeviceOps {
  public:
-  // Scratch is one reservation, as on a GPU rank (reserved at submission there): 64 MiB here.
-  EmulatedDevice(size_t piece, bool gate) : piece_(piece), gate_(gate), scratch_(64u << 20) {}
+  EmulatedDevice(size_t piece, bool gate) : piece_(piece), gate_(gate) {}
+
+  // Scratch is one reservation per call, as on a GPU rank (CudaRank reserves it at submission): a call that
+  // needs more than Comm::DeviceScratchBytes said fails.
+  void Reserve(size_t bytes) { scratch_.assign(bytes, std::byte{0}); }
 
   Status ToHost(void* host_dst, const void* dev_src, size_t bytes) override {
     Push(kSendQueue, [=] { std::memcpy(host_dst, dev_src, bytes); });
@@ -91,7 +98,8 @@ class EmulatedDevice final : public DeviceOps {
   }
   Result<void*> Scratch(size_t bytes) override {
     if (scratch_.size() < bytes)
-      return InternalError("emulated device: " + std::to_string(bytes) + " bytes of scratch, 64 MiB reserved");
+      return InternalError("emulated device: " + std::to_string(bytes) + " bytes of scratch needed, " +
+                           std::to_string(scratch_.size()) + " reserved");
     return static_cast<void*>(scratch_.data());
   }
   size_t piece() const override { return piece_; }
@@ -192,6 +200,13 @@ int main(int argc, char** argv) {
   const int world = comm->size();
   const bool emulated = emulate == "all" || (emulate == "even" && g_rank % 2 == 0);
   tessera::comm::EmulatedDevice device(piece, gate);
+  using tessera::comm::CollKind;
+  // The device for one call (null on the host path), its scratch reserved as a GPU rank reserves it.
+  auto on_device = [&](CollKind kind, size_t count, DType t) -> tessera::comm::DeviceOps* {
+    if (!emulated) return nullptr;
+    device.Reserve(tessera::comm::CommTestAccess::ScratchBytes(*comm, kind, count, t));
+    return &device;
+  };
   const DType types[] = {DType::kFloat16, DType::kBfloat16, DType::kFloat32, DType::kFloat64};
   const tsrRedOp_t ops[] = {tsrSum, tsrProd, tsrMax, tsrMin, tsrAvg};
   uint64_t seed = 101;
@@ -205,9 +220,9 @@ int main(int argc, char** argv) {
           std::vector<unsigned char> in(count * esz + 1), out(count * esz + 1, 0xAB);
           for (size_t i = 0; i < count; ++i) tessera::StoreElement(in.data(), i, t, Value(seed, g_rank, i, t, op));
           void* dst = inplace ? in.data() : out.data();
-          tessera::Status s =
-              tessera::comm::CommTestAccess::Reduce(*comm, tessera::comm::CollKind::kAllReduce, in.data(), dst, count,
-                                                    t, static_cast<tessera::RedOp>(op), emulated ? &device : nullptr);
+          tessera::Status s = tessera::comm::CommTestAccess::Reduce(*comm, CollKind::kAllReduce, in.data(), dst, count,
+                                                                    t, static_cast<tessera::RedOp>(op),
+                                                                    on_device(CollKind::kAllReduce, count, t));
           if (!s.ok()) Fail("allreduce: " + s.ToString());
           std::string what = std::string(tessera::DTypeName(t)) + " op " + std::to_string(op) + " count " +
                              std::to_string(count) + (inplace ? " in place" : "");
@@ -230,9 +245,9 @@ int main(int argc, char** argv) {
           for (size_t i = 0; i < count * world; ++i)
             tessera::StoreElement(rin.data(), i, t, Value(seed, g_rank, i, t, op));
           void* rdst = inplace ? static_cast<void*>(rin.data() + g_rank * count * esz) : rout.data();
-          s = tessera::comm::CommTestAccess::Reduce(*comm, tessera::comm::CollKind::kReduceScatter, rin.data(), rdst,
-                                                    count, t, static_cast<tessera::RedOp>(op),
-                                                    emulated ? &device : nullptr);
+          s = tessera::comm::CommTestAccess::Reduce(*comm, CollKind::kReduceScatter, rin.data(), rdst, count, t,
+                                                    static_cast<tessera::RedOp>(op),
+                                                    on_device(CollKind::kReduceScatter, count, t));
           if (!s.ok()) Fail("reduce-scatter: " + s.ToString());
           for (size_t j = 0; j < count; ++j) {
             const size_t i = g_rank * count + j;
@@ -263,8 +278,8 @@ int main(int argc, char** argv) {
           std::vector<unsigned char> in(bytes + 1), out(bytes + 1, 0xAB);
           for (size_t b = 0; b < bytes; ++b) in[b] = pattern(g_rank, b / esz, esz, b);
           void* dst = inplace ? in.data() : out.data();
-          tessera::Status s = tessera::comm::CommTestAccess::Select(
-              *comm, tessera::comm::CollKind::kBroadcast, in.data(), dst, count, t, root, emulated ? &device : nullptr);
+          tessera::Status s = tessera::comm::CommTestAccess::Select(*comm, CollKind::kBroadcast, in.data(), dst, count,
+                                                                    t, root, on_device(CollKind::kBroadcast, count, t));
           if (!s.ok()) Fail("broadcast root " + std::to_string(root) + " " + what + ": " + s.ToString());
           const auto* got = static_cast<const unsigned char*>(dst);
           for (size_t b = 0; b < bytes; ++b)
@@ -281,8 +296,8 @@ int main(int argc, char** argv) {
           std::memcpy(out.data() + g_rank * bytes, in.data(), bytes);
           src = out.data() + g_rank * bytes;
         }
-        tessera::Status s = tessera::comm::CommTestAccess::Select(*comm, tessera::comm::CollKind::kAllGather, src, dst,
-                                                                  count, t, 0, emulated ? &device : nullptr);
+        tessera::Status s = tessera::comm::CommTestAccess::Select(*comm, CollKind::kAllGather, src, dst, count, t, 0,
+                                                                  on_device(CollKind::kAllGather, count, t));
         if (!s.ok()) Fail("allgather " + what + ": " + s.ToString());
         for (int r = 0; r < world; ++r)
           for (size_t b = 0; b < bytes; ++b)

@@ -53,7 +53,7 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
   }
   // The device bridge.
   size_t acc_bytes = 0;
-  auto acc = ReduceScratch("allreduce", count, dt, 0, &acc_bytes);
+  auto acc = ReduceScratch("allreduce", CollKind::kAllReduce, count, dt, &acc_bytes);
   if (!acc.ok()) return acc.status();
   return SubmitDevice("allreduce", stream, [=, this, scratch = *acc](cudaEvent_t in) {
     return BridgeCall(in, CollKind::kAllReduce, "allreduce", static_cast<const std::byte*>(send),
@@ -81,9 +81,8 @@ Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, t
   if (ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt) &&
       IsValid(static_cast<RedOp>(op))) {
     // The device bridge: the whole reduced buffer is staged in device scratch (it is my shard), then routed.
-    const size_t out_bytes = (sb + 255) / 256 * 256;
     size_t scratch_bytes = 0;
-    auto scratch = ReduceScratch("reduce_scatter", recvcount * comm_->size_, dt, out_bytes, &scratch_bytes);
+    auto scratch = ReduceScratch("reduce_scatter", CollKind::kReduceScatter, recvcount, dt, &scratch_bytes);
     if (!scratch.ok()) return scratch.status();
     return SubmitDevice("reduce_scatter", stream, [=, this, p = *scratch](cudaEvent_t in) {
       return BridgeCall(in, CollKind::kReduceScatter, "reduce_scatter", static_cast<const std::byte*>(send),

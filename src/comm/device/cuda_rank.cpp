@@ -406,10 +406,8 @@ Status CudaRank::BridgeCall(cudaEvent_t in, CollKind kind, const char* what, con
   });
 }
 
-Result<void*> CudaRank::ReduceScratch(const char* what, size_t elements, DType dt, size_t extra, size_t* bytes) {
-  // My parts of the segments: at most elements/k plus one per segment (hierarchical.cpp), after `extra`.
-  const size_t k = comm_->islands_.size();
-  *bytes = extra + (elements / k + comm_->size_ + 1) * DTypeSize(AccumType(dt));
+Result<void*> CudaRank::ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes) {
+  *bytes = comm_->DeviceScratchBytes(kind, count, dt);
   auto grown = ring_ops_->Grow(*bytes);
   if (!grown.ok()) return Fail(what, grown.status());
   return grown;

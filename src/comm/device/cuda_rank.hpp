@@ -92,8 +92,8 @@ class CudaRank final : public DeviceRank {
   // its staged output first), null for broadcast/allgather.
   Status BridgeCall(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
                     size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes);
-  // On the caller thread: device scratch for a reducing call's accumulators (and `extra` bytes before them).
-  Result<void*> ReduceScratch(const char* what, size_t elements, DType dt, size_t extra, size_t* bytes);
+  // On the caller thread: the device scratch a reducing call of `kind` needs (Comm::DeviceScratchBytes).
+  Result<void*> ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes);
   // Whether broadcast/allgather take the device bridge: the rings are registered (ring_ops_) and this
   // island's bridge channels are all shm (what DeviceBridgeEligible says for floating types).
   bool SelectOnDevice() const {
