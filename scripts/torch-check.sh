@@ -44,7 +44,8 @@ RC=0
 # (TESSERA_TORCH_CRASH_TRACE, resolved with addr2line at the end); a hang-dump at TESSERA_TEST_HANG_S, after
 # Tessera's own timeout (TCHK_TIMEOUT) has had the chance to raise; native stacks of all threads of a rank
 # still running then (gdb or eu-stack, where the machine has one) in torch-LABEL.stacks.
-# TCHK_ONLY="label ..." runs only those jobs (to spend GPU time on what is being debugged).
+# TCHK_ONLY="label ..." runs only those jobs (to spend GPU time on what is being debugged); TCHK_BENCH_REPS
+# (3) repetitions of each benchmark.
 TCHK_TIMEOUT=${TCHK_TIMEOUT:-30s}
 export PYTHONFAULTHANDLER=1 TESSERA_TORCH_CRASH_TRACE=1
 export TESSERA_TEST_HANG_S=${TESSERA_TEST_HANG_S:-$(( $(echo "$TCHK_TIMEOUT" | tr -dc 0-9) * 2 + 10 ))}
@@ -131,7 +132,8 @@ fi
 if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
   step "benchmarks (bench/torch)"
   ROWS=$OUTDIR/torch-bench.jsonl; : > "$ROWS"
-  for rep in 1 2 3; do
+  REPS=$(seq "${TCHK_BENCH_REPS:-3}")
+  for rep in $REPS; do
     for be in nccl tessera; do
       timeout 300 "$T" run --island nvidia=cuda:1 -- "$PY" "$ROOT/bench/torch/ddp_bench.py" --backend $be \
         >> "$OUTDIR/torch-bench.log" 2>&1 || echo "ddp_bench $be rep $rep failed"
@@ -139,7 +141,7 @@ if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
   done
   # torch's synchronous calls against the C API one call at a time (--batch 1), and torch's async calls
   # waited together against the C API's batch of 5: like for like (docs/benchmarks.md, PyTorch backend)
-  for rep in 1 2 3; do
+  for rep in $REPS; do
     for mode in "" --async; do
       timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$PY" "$ROOT/bench/torch/allreduce_bench.py" \
         $mode >> "$OUTDIR/torch-bench.log" 2>&1 || echo "allreduce_bench $mode rep $rep failed"

@@ -10,8 +10,9 @@
 //     is not reused before the collective has finished with it;
 //   * CUDA's legacy default stream (torch's default stream) is never made to wait for a collective that
 //     has not finished (see Completer): Work::getFuture() is a CUDA-aware future completed on the host
-//     once the call's end event has happened; Work::wait() on the legacy stream blocks the host until
-//     then, and on any other stream makes that stream wait for the end event and returns at once.
+//     once the call's end event has happened; Work::wait() blocks the host until then, on any stream (a
+//     side stream made to wait instead could be waited for by the legacy stream later: FSDP2 does this
+//     with its all-gather and reduce-scatter streams, and hung the device bridge so on 2026-12-01).
 // Everything a call needs besides the tensors (island, device, token, timeout, unique id) comes from
 // python/tessera/torch/_backend.py, which does the rendezvous through the process group's store.
 // Errors: every failed Tessera call raises RuntimeError with Tessera's message (it names the rank, peer or
@@ -336,13 +337,12 @@ class Work : public c10d::Work {
   bool wait(std::chrono::milliseconds /*timeout: every Tessera wait is bounded by the group's timeout*/) override {
 #ifdef TESSERA_TORCH_CUDA
     if (end_ && !end_->query()) {
-      const auto current = at::cuda::getCurrentCUDAStream(device_index_);
-      if (current == c10::cuda::getDefaultCUDAStream(device_index_)) {
-        future_->wait();  // the legacy stream never waits for a running collective (Completer)
-        TSR_CHECK(!future_->hasError(), future_->tryRetrieveErrorMessage());
-      } else {
-        end_->block(current);
-      }
+      // On every stream, not only the legacy one: a stream made to wait here could later be waited for by
+      // the legacy stream (FSDP2 waits on its all-gather stream, then the default stream waits for that
+      // stream's event), and a pageable copy there would then wait for a running collective.
+      future_->wait();  // completed on the host once the end event has happened (Completer)
+      TSR_CHECK(!future_->hasError(), future_->tryRetrieveErrorMessage());
+      end_->block(at::cuda::getCurrentCUDAStream(device_index_));  // has happened: orders nothing, costs nothing
     }
 #endif
     const auto [err, message] = comm_->Error();

@@ -23,6 +23,7 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 import torch.nn as nn
 
 import tessera.torch  # noqa: F401
@@ -238,7 +239,7 @@ def corrupt(root, dev, rank):
     try:
         dcp.load(out, storage_reader=TesseraReader(root, 2))
         check(False, "corrupt: loading the damaged step 2 succeeded")
-    except Exception as e:  # noqa: BLE001
+    except (Exception, CheckpointException) as e:  # noqa: BLE001 - DCP wraps every rank's error in a BaseException
         msg = str(e)
         check(".safetensors" in msg, f"corrupt: the error does not name the shard file: {msg[:300]}")
         if rank == 0:

@@ -407,18 +407,26 @@ class TesseraReader(StorageReader):
 def resume(state_dict, root=None, warm="", cold=""):
     """Loads `state_dict` in place from TESSERA_RESUME_FROM (set by the daemon: the newest committed good
     step) and returns that step; returns None on a fresh start (variable unset). If that step fails to load
-    (damaged since), falls back to the newest older good step. Collective under a process group."""
+    (damaged since), falls back to the newest older good step; raises RuntimeError if none loads (the
+    variable names a committed step, so starting afresh would lose work). Collective under a process group."""
     value = os.environ.get("TESSERA_RESUME_FROM", "")
     if not value:
         return None
     from torch.distributed import checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
+
     r_root, step = parse_resume_from(value)
     root = root or r_root
+    tried = []
     while step is not None:
         try:
             dcp.load(state_dict, storage_reader=TesseraReader(root, step, warm, cold))
             return step
-        except Exception as e:  # noqa: BLE001 - any failure of this step: try the previous good one
-            print(f"tessera checkpoint: step {step} failed to load ({e}); trying the previous good step", flush=True)
+        except (Exception, CheckpointException) as e:  # noqa: BLE001 - any failure of this step: try the one before
+            first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            print(f"tessera checkpoint: step {step} failed to load ({first}); trying the previous good step", flush=True)
+            tried.append(f"{step}: {first}")
             step = latest_step(root, warm, cold, below=step)
-    return None
+    # TESSERA_RESUME_FROM names a committed step, so a fresh start here would silently throw work away.
+    raise RuntimeError(f"tessera checkpoint: TESSERA_RESUME_FROM={value}: no good step under {root} loads "
+                       f"(tried {'; '.join(tried) or 'none'}); unset it to start from scratch")
