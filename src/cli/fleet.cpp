@@ -42,8 +42,9 @@ int Show(tessera::daemon::Client& c) {
                   n["zone"].get<std::string>().c_str(), n["type"].get<std::string>().c_str(),
                   static_cast<long long>(n["cards"].get<int64_t>()), static_cast<long long>(n["used"].get<int64_t>()),
                   static_cast<long long>(n["free"].get<int64_t>()),
-                  n["emulated"].get<bool>() ? ("emulated (" + tessera::daemon::EmulationKind(n.value("sm_share", 0)) + ")").c_str()
-                                            : "real");
+                  n["emulated"].get<bool>()
+                      ? ("emulated (" + tessera::daemon::EmulationKind(n.value("sm_share", 0)) + ")").c_str()
+                      : "real");
   }
   std::printf("policy (%s): domestic floor today %s, measured in %s", f["policy_source"].get<std::string>().c_str(),
               f["floor_today"].get<std::string>().c_str(), f["unit"].get<std::string>().c_str());

@@ -58,7 +58,7 @@ int RunSubmit(int argc, char** argv) {
       std::printf("  %-14s %3lld cards  %-8s %s  %s %s/h\n", t["type"].get<std::string>().c_str(),
                   static_cast<long long>(t["cards"].get<int64_t>()), t["vendor"].get<std::string>().c_str(),
                   t["domestic"].get<bool>() ? "domestic" : "imported",
-                  !t["emulated"].get<bool>()    ? "[real]"
+                  !t["emulated"].get<bool>()   ? "[real]"
                   : t.value("sm_share", 0) > 0 ? ("[emulated on " + EmulationKind(t.value("sm_share", 0)) + "]").c_str()
                                                : "[emulated on host]",
                   t["cost_per_hour"].get<std::string>().c_str());

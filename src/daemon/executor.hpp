@@ -30,7 +30,7 @@ struct Island {
   std::string device;  // "host" for emulated cards, "cuda" for real NVIDIA cards and cards on an SM share
   int64_t count = 0;
   bool emulated = false;
-  int sm_share = 0;  // 1..100: emulated on that percentage of the GPU's SMs (--sm-share); 0: none
+  int sm_share = 0;              // 1..100: emulated on that percentage of the GPU's SMs (--sm-share); 0: none
   sched::Throughput weight = 0;  // per-card throughput for the job's workload class (speed weight)
 };
 nlohmann::json IslandsToJson(const std::vector<Island>& islands);

@@ -221,7 +221,7 @@ namespace {
 // The daemon's keys of one place (the top level or one node entry), with where they were written.
 struct EmulationKeys {
   std::optional<bool> emulated;
-  int sm_share = 0;  // 0: not given
+  int sm_share = 0;   // 0: not given
   std::string where;  // "fleet.yaml:4" of the sm_share key
 };
 
@@ -308,8 +308,7 @@ Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& sou
             l.replace(from, to - from, std::string(to - from, ' '));
           } else {
             return InvalidArgument(fmt::format("{}: nodes[].{}: write it as '{}: {}' on one line",
-                                               Where(source, kv.first), key, key,
-                                               key == "emulated" ? "true" : "35"));
+                                               Where(source, kv.first), key, key, key == "emulated" ? "true" : "35"));
           }
         }
       }

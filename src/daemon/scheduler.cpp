@@ -413,11 +413,11 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
     std::string header =
         fmt::format("=== tessera daemon: job {} ({}) attempt {} at {} on", id, spec.job.name, n, FormatMs(now));
     for (const auto& i : islands)
-      header += fmt::format(" {}x{}{}", i.count, i.type,
-                            !i.emulated      ? ""
-                            : i.sm_share > 0 ? fmt::format(" (emulated: {}, not real {} hardware)",
-                                                           EmulationKind(i.sm_share), i.vendor)
-                                             : " (emulated on host)");
+      header += fmt::format(
+          " {}x{}{}", i.count, i.type,
+          !i.emulated      ? ""
+          : i.sm_share > 0 ? fmt::format(" (emulated: {}, not real {} hardware)", EmulationKind(i.sm_share), i.vendor)
+                           : " (emulated on host)");
     header += resume.empty() ? "; fresh start" : "; resuming from " + resume;
     header += " ===\n";
     FILE* f = std::fopen(lr.log_path.c_str(), "ab");

@@ -156,10 +156,10 @@ Status CheckNoSmShare(const FleetSpec& fleet) {
 Status CheckNoSmShare(const std::vector<Island>& islands) {
   for (const auto& i : islands) {
     if (i.sm_share <= 0) continue;
-    return Unsupported(fmt::format(
-        "island {} ({}) is emulated on an SM share of {}% of a GPU, which the Slurm executor cannot run (a "
-        "single-host emulation through one launcher's NVIDIA MPS); use the local executor",
-        i.vendor, i.type, i.sm_share));
+    return Unsupported(
+        fmt::format("island {} ({}) is emulated on an SM share of {}% of a GPU, which the Slurm executor cannot run (a "
+                    "single-host emulation through one launcher's NVIDIA MPS); use the local executor",
+                    i.vendor, i.type, i.sm_share));
   }
   return Status::Ok();
 }

@@ -352,8 +352,8 @@ TEST_F(DaemonE2E, SmShareJobGetsTheShareArgumentsOfTesseraRun) {
   WriteText(rec, "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"" + out_ + "/argv\"\n");
   ASSERT_EQ(::chmod(rec.c_str(), 0755), 0);
   d_.reset();
-  d_ = std::make_unique<DaemonProcess>(dir_ + "/state2",
-                                       std::vector<std::string>{"--tenants", dir_ + "/tenants.yaml", "--launcher", rec});
+  d_ = std::make_unique<DaemonProcess>(
+      dir_ + "/state2", std::vector<std::string>{"--tenants", dir_ + "/tenants.yaml", "--launcher", rec});
   d_->Start();
   admin_ = d_->Admin();
   ASSERT_TRUE(admin_);

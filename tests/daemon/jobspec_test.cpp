@@ -2,6 +2,8 @@
 // grace, env, emulated, sm_share) are read, blanked without moving the planner's line numbers, and errors name
 // the file, the line and the key — and the islands a placement on such a fleet becomes (IslandsFor, IslandArgs,
 // the job rows' JSON), with the example fleet examples/fleet-gpu-sm-share.yaml.
+#include "daemon/jobspec.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 
 #include "daemon/cli_flags.hpp"
 #include "daemon/executor.hpp"
-#include "daemon/jobspec.hpp"
 
 namespace tessera::daemon {
 namespace {
@@ -119,7 +120,6 @@ nodes:
   EXPECT_NE(h.status().message().find("f.yaml:2"), std::string::npos) << h.status().message();
 }
 
-
 // ---- SM shares --------------------------------------------------------------------------------------------
 
 const char* kCatalog = R"(currency: CNY
@@ -195,9 +195,10 @@ nodes:
 
 TEST(FleetSpec, SmShareBlankingKeepsThePlannersLineNumbers) {
   // The planner's error on line 4 (cards: x) keeps its line after sm_share keys on lines 1 and 3 are blanked.
-  auto f = ParseFleetSpec("sm_share: 30\nnodes:\n  - {id: a, zone: z, type: t, cards: 1, sm_share: 20}\n"
-                          "  - {id: b, zone: z, type: t, cards: x}\n",
-                          "f.yaml");
+  auto f = ParseFleetSpec(
+      "sm_share: 30\nnodes:\n  - {id: a, zone: z, type: t, cards: 1, sm_share: 20}\n"
+      "  - {id: b, zone: z, type: t, cards: x}\n",
+      "f.yaml");
   ASSERT_FALSE(f.ok());
   EXPECT_NE(Message(f.status()).find("f.yaml:4"), std::string::npos) << Message(f.status());
 }
@@ -236,9 +237,10 @@ TEST(FleetSpec, NodesOfOneTypeAndZoneMustShareOneWay) {
 )",
                           "fleet.yaml");
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(Message(f.status()).find("fleet.yaml:3: node 'b' (type nvidia-h800, zone z) is emulated on an SM share "
-                                     "of 65%, but node 'a' of the same type and zone (fleet.yaml:2) is emulated on "
-                                     "an SM share of 35%"),
+  EXPECT_NE(Message(f.status())
+                .find("fleet.yaml:3: node 'b' (type nvidia-h800, zone z) is emulated on an SM share "
+                      "of 65%, but node 'a' of the same type and zone (fleet.yaml:2) is emulated on "
+                      "an SM share of 35%"),
             std::string::npos)
       << Message(f.status());
   EXPECT_NE(Message(f.status()).find("same sm_share"), std::string::npos);
@@ -282,9 +284,10 @@ TEST(Islands, SmShareNodesBecomeCudaIslandsWithTheirShare) {
   EXPECT_EQ(IslandWeights(*islands), "0.5,1");
 
   // Host-emulated nodes are unchanged: no --sm-share at all.
-  auto h = ParseFleetSpec("emulated: true\nnodes:\n  - {id: a, zone: z, type: ascend-910b, cards: 2}\n"
-                          "  - {id: b, zone: z, type: nvidia-h800, cards: 2}\n",
-                          "f.yaml");
+  auto h = ParseFleetSpec(
+      "emulated: true\nnodes:\n  - {id: a, zone: z, type: ascend-910b, cards: 2}\n"
+      "  - {id: b, zone: z, type: nvidia-h800, cards: 2}\n",
+      "f.yaml");
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   auto hi = IslandsFor(PlaceOnNodes(*h, {{"a", 2}, {"b", 2}}), *catalog, *h, "mlp-train");
   ASSERT_TRUE(hi.ok()) << hi.status().ToString();
@@ -307,8 +310,7 @@ TEST(Islands, ATypeOnNodesThatRunDifferentlyIsRefused) {
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   auto mixed = IslandsFor(PlaceOnNodes(*f, {{"real", 1}, {"emu", 1}}), *catalog, *f, "mlp-train");
   ASSERT_FALSE(mixed.ok());
-  EXPECT_NE(Message(mixed.status()).find("both emulated and real nodes"), std::string::npos)
-      << Message(mixed.status());
+  EXPECT_NE(Message(mixed.status()).find("both emulated and real nodes"), std::string::npos) << Message(mixed.status());
   auto real_only = IslandsFor(PlaceOnNodes(*f, {{"real", 1}}), *catalog, *f, "mlp-train");
   ASSERT_TRUE(real_only.ok()) << real_only.status().ToString();
   EXPECT_EQ((*real_only)[0].sm_share, 0);

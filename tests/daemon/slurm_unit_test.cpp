@@ -297,10 +297,12 @@ TEST(SlurmSmShare, RefusedForTheFleetAndForIslands) {
 TEST(SlurmSmShare, DaemonRefusesAnSmShareFleetAtStart) {
   std::string dir = testing::MakeTempDir("slurm-smshare");
   // An sbatch that answers --version is all the daemon checks before it reads the fleet.
-  testing::Shell(fmt::format("mkdir -p '{0}/bin' && printf '#!/bin/sh\\necho slurm 22.05.8\\n' > '{0}/bin/sbatch' && "
-                             "chmod +x '{0}/bin/sbatch'",
-                             dir));
-  testing::WriteText(dir + "/fleet.yaml", "nodes:\n  - {id: g1, zone: main, type: nvidia-h800, cards: 1, sm_share: 65}\n");
+  testing::Shell(
+      fmt::format("mkdir -p '{0}/bin' && printf '#!/bin/sh\\necho slurm 22.05.8\\n' > '{0}/bin/sbatch' && "
+                  "chmod +x '{0}/bin/sbatch'",
+                  dir));
+  testing::WriteText(dir + "/fleet.yaml",
+                     "nodes:\n  - {id: g1, zone: main, type: nvidia-h800, cards: 1, sm_share: 65}\n");
   std::string out;
   int rc = testing::Shell(fmt::format("env PATH='{0}/bin':\"$PATH\" '{1}' daemon --executor slurm --state-dir '{0}/s' "
                                       "--fleet '{0}/fleet.yaml' 2>&1",
