@@ -416,7 +416,7 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
       header += fmt::format(
           " {}x{}{}", i.count, i.type,
           !i.emulated      ? ""
-          : i.sm_share > 0 ? fmt::format(" (emulated: {}, not real {} hardware)", EmulationKind(i.sm_share), i.vendor)
+          : i.sm_share > 0 ? fmt::format(" (emulated: {}, not real {} hardware)", EmulationKind(i.sm_share), i.type)
                            : " (emulated on host)");
     header += resume.empty() ? "; fresh start" : "; resuming from " + resume;
     header += " ===\n";

@@ -334,7 +334,7 @@ TEST_F(DaemonE2E, SmShareNodesRunAsCudaIslandsOnShares) {
       << Events(j);
   auto log = admin_->GetText(fmt::format("/v1/jobs/{}/logs", j));
   ASSERT_TRUE(log.ok()) << log.status().ToString();
-  EXPECT_NE(log->find("1xascend-910b (emulated: SM share 35% of a GPU, not real ascend hardware)"), std::string::npos)
+  EXPECT_NE(log->find("1xascend-910b (emulated: SM share 35% of a GPU, not real ascend-910b hardware)"), std::string::npos)
       << *log;
   if (State(j) == "failed") {
     // No GPU or no MPS here: the launcher's reason is in the log, and the job failed with its exit status.
