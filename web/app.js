@@ -85,15 +85,17 @@ async function api(path, opts) {
 async function pageFleet() {
   const [f, cost] = await Promise.all([api('/v1/fleet'), api('/v1/cost')]);
   const costOf = new Map(cost.by_type.map((t) => [t.type, t.cost_per_hour]));
-  const groups = new Map();  // type|zone -> {type, zone, cards, used, free, emulated}
+  const groups = new Map();  // type|zone -> {type, zone, cards, used, free, emulated, sm_share}
   for (const n of f.nodes) {
     const k = n.type + '|' + n.zone;
-    const g = groups.get(k) || {type: n.type, zone: n.zone, cards: 0, used: 0, free: 0, emulated: true, nodes: 0};
+    const g = groups.get(k) ||
+        {type: n.type, zone: n.zone, cards: 0, used: 0, free: 0, emulated: true, sm_share: n.sm_share || 0, nodes: 0};
     g.cards += n.cards;
     g.used += n.used;
     g.free += n.free;
     g.nodes += 1;
     g.emulated = g.emulated && n.emulated;
+    g.sm_share = Math.max(g.sm_share, n.sm_share || 0);  // one share per type and zone (the fleet file's rule)
     groups.set(k, g);
   }
   const price = new Map(f.catalog.map((t) => [t.name, t]));
@@ -107,8 +109,11 @@ async function pageFleet() {
         svg('rect', {x: 0, y: 0, width: w, height: 12, fill: '#16a34a', opacity: 0.35}),
         svg('rect', {x: 0, y: 0, width: u, height: 12, fill: '#d97706'}));
   };
-  const emuTag = (e) =>
-      (e ? el('span', {class: 'tag emulated'}, 'emulated (host ranks)') : el('span', {class: 'tag'}, 'real'));
+  // sm_share: cards emulated on that share of a GPU's SMs (0: host ranks).
+  const emuTag = (e, share) =>
+      (e ? el('span', {class: 'tag emulated'},
+              share ? 'emulated (SM share ' + share + '% of a GPU)' : 'emulated (host ranks)') :
+           el('span', {class: 'tag'}, 'real'));
   return [
     el('h1', {}, 'Fleet'),
     el('div', {class: 'cards'}, card('cards busy', totals.used + ' / ' + totals.cards, 'fleet-busy'),
@@ -129,7 +134,7 @@ async function pageFleet() {
                                    cells: [
                                      g.type, g.zone, (price.get(g.type) || {}).vendor || '',
                                      (price.get(g.type) || {}).domestic ? 'yes' : 'no', g.nodes, g.cards, g.used,
-                                     g.free, busyBar(g.used, g.cards), emuTag(g.emulated)
+                                     g.free, busyBar(g.used, g.cards), emuTag(g.emulated, g.sm_share)
                                    ],
                                  })),
         [4, 5, 6, 7]),
@@ -139,7 +144,9 @@ async function pageFleet() {
         f.nodes.map(
             (n) => ({
               attrs: {'data-node': n.id},
-              cells: [n.id, n.zone, n.type, n.cards, n.used, n.free, busyBar(n.used, n.cards), emuTag(n.emulated)]
+              cells: [
+                n.id, n.zone, n.type, n.cards, n.used, n.free, busyBar(n.used, n.cards), emuTag(n.emulated, n.sm_share)
+              ]
             })),
         [3, 4, 5]),
     el('h2', {}, 'Catalog (' + f.currency + ', ' + (f.price_version || 'no price version') + ')'),
@@ -155,9 +162,15 @@ async function pageFleet() {
   ];
 }
 
+// " (emulated)", " (emulated, SM share 35% of a GPU)" or "" (as the CLI writes it).
+function emulatedNote(o) {
+  if (!o.emulated) return '';
+  return o.sm_share ? ' (emulated, SM share ' + o.sm_share + '% of a GPU)' : ' (emulated)';
+}
+
 function allocText(j) {
   if (!j.allocation || !j.allocation.by_type) return '';
-  return j.allocation.by_type.map((t) => t.cards + '× ' + t.type + (t.emulated ? ' (emulated)' : '')).join(' + ');
+  return j.allocation.by_type.map((t) => t.cards + '× ' + t.type + emulatedNote(t)).join(' + ');
 }
 
 async function pageQueue() {
@@ -222,19 +235,18 @@ async function pageJob(id) {
     table(
         'job-attempts-table',
         ['#', 'started', 'ended', 'exit', 'how it ended', 'resumed from', 'wake-up', 'billed', 'islands'],
-        atts.map(
-            (a) => ({
-              attrs: {'data-attempt': a.n},
-              cells: [
-                a.n, fmtMs(a.started_ms), fmtMs(a.ended_ms),
-                a.exit_signal            ? 'signal ' + a.exit_signal :
-                    a.exit_code === null ? '-' :
-                                           a.exit_code,
-                a.end_reason || '', a.resume_from || 'fresh start',
-                a.wake_latency_ms === null ? '-' : a.wake_latency_ms + ' ms', a.billed ? 'yes' : 'no',
-                (a.islands || []).map((i) => i.count + '× ' + i.type + (i.emulated ? ' (emulated)' : '')).join(' + ')
-              ]
-            })),
+        atts.map((a) => ({
+                   attrs: {'data-attempt': a.n},
+                   cells: [
+                     a.n, fmtMs(a.started_ms), fmtMs(a.ended_ms),
+                     a.exit_signal            ? 'signal ' + a.exit_signal :
+                         a.exit_code === null ? '-' :
+                                                a.exit_code,
+                     a.end_reason || '', a.resume_from || 'fresh start',
+                     a.wake_latency_ms === null ? '-' : a.wake_latency_ms + ' ms', a.billed ? 'yes' : 'no',
+                     (a.islands || []).map((i) => i.count + '× ' + i.type + emulatedNote(i)).join(' + ')
+                   ]
+                 })),
         [0]),
     el('h2', {}, 'Checkpoints'),
     table(

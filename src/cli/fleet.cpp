@@ -42,7 +42,9 @@ int Show(tessera::daemon::Client& c) {
                   n["zone"].get<std::string>().c_str(), n["type"].get<std::string>().c_str(),
                   static_cast<long long>(n["cards"].get<int64_t>()), static_cast<long long>(n["used"].get<int64_t>()),
                   static_cast<long long>(n["free"].get<int64_t>()),
-                  n["emulated"].get<bool>() ? "emulated (host ranks)" : "real");
+                  n["emulated"].get<bool>()
+                      ? ("emulated (" + tessera::daemon::EmulationKind(n.value("sm_share", 0)) + ")").c_str()
+                      : "real");
   }
   std::printf("policy (%s): domestic floor today %s, measured in %s", f["policy_source"].get<std::string>().c_str(),
               f["floor_today"].get<std::string>().c_str(), f["unit"].get<std::string>().c_str());
@@ -70,7 +72,10 @@ int RunFleet(int argc, char** argv) {
   auto* show = app.add_subcommand("show", "Show catalog, nodes (emulated ones labelled), free cards, policy");
   auto* reg = app.add_subcommand("register", "Register (replace) the fleet; optionally the catalog and policy too");
   std::string fleet, catalog, policy, policy_only;
-  reg->add_option("fleet", fleet, "Fleet YAML (nodes; 'emulated: true' for host-emulated cards)")->required();
+  reg->add_option("fleet", fleet,
+                  "Fleet YAML (nodes; 'emulated: true' for host-emulated cards, 'sm_share: P' for cards emulated on "
+                  "P% of the GPU's SMs)")
+      ->required();
   reg->add_option("--catalog", catalog, "Catalog YAML (accelerator types and prices)");
   reg->add_option("--policy", policy, "Policy YAML (domestic-share floor calendar)");
   auto* pol = app.add_subcommand("policy", "Replace the policy; running jobs that break it are preempted");

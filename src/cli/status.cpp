@@ -75,7 +75,7 @@ int RunStatus(int argc, char** argv) {
     std::string islands;
     for (const auto& i : a["islands"])
       islands += fmt::format("{}{}x{}{}", islands.empty() ? "" : " + ", i["count"].get<int64_t>(),
-                             i["type"].get<std::string>(), i["emulated"].get<bool>() ? " (emulated)" : "");
+                             i["type"].get<std::string>(), EmulatedNote(i));
     std::string end = a["ended_ms"].is_null() ? "running" : FormatMs(a["ended_ms"].get<int64_t>());
     std::printf("  attempt %lld: %s .. %s on %s", static_cast<long long>(a["n"].get<int64_t>()),
                 FormatMs(a["started_ms"].get<int64_t>()).c_str(), end.c_str(), islands.c_str());

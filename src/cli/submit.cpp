@@ -58,12 +58,14 @@ int RunSubmit(int argc, char** argv) {
       std::printf("  %-14s %3lld cards  %-8s %s  %s %s/h\n", t["type"].get<std::string>().c_str(),
                   static_cast<long long>(t["cards"].get<int64_t>()), t["vendor"].get<std::string>().c_str(),
                   t["domestic"].get<bool>() ? "domestic" : "imported",
-                  t["emulated"].get<bool>() ? "[emulated on host]" : "[real]",
+                  !t["emulated"].get<bool>()   ? "[real]"
+                  : t.value("sm_share", 0) > 0 ? ("[emulated on " + EmulationKind(t.value("sm_share", 0)) + "]").c_str()
+                                               : "[emulated on host]",
                   t["cost_per_hour"].get<std::string>().c_str());
     for (const auto& n : p["by_node"])
       std::printf("  node %-12s %3lld x %s%s\n", n["node"].get<std::string>().c_str(),
                   static_cast<long long>(n["cards"].get<int64_t>()), n["type"].get<std::string>().c_str(),
-                  n["emulated"].get<bool>() ? " (emulated)" : "");
+                  EmulatedNote(n).c_str());
     std::printf("  cost %s %s/h; domestic share %s -> %s (floor %s, by %s)\n",
                 p["cost_per_hour"].get<std::string>().c_str(), p["currency"].get<std::string>().c_str(),
                 p["share_before"].get<std::string>().c_str(), p["share_after"].get<std::string>().c_str(),

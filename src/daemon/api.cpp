@@ -451,7 +451,8 @@ void Daemon::Routes() {
                          {"cards", n.cards},
                          {"used", used[n.id]},
                          {"free", n.cards - used[n.id]},
-                         {"emulated", fleet_.IsEmulated(n.id)}});
+                         {"emulated", fleet_.IsEmulated(n.id)},
+                         {"sm_share", fleet_.SmShare(n.id)}});
     json out = {{"catalog", types},
                 {"currency", catalog_.currency},
                 {"price_version", catalog_.price_version},

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "daemon/client.hpp"
+#include "daemon/jobspec.hpp"
 
 namespace tessera::daemon {
 
@@ -22,6 +23,14 @@ inline int Fail(const char* cmd, const Status& s) {
   return 1;
 }
 
+// " (emulated)", " (emulated, SM share 35% of a GPU)" or "" for an object with "emulated" (and "sm_share",
+// absent from daemons and job rows older than SM shares).
+inline std::string EmulatedNote(const nlohmann::json& o) {
+  if (!o.value("emulated", false)) return "";
+  int share = o.value("sm_share", 0);
+  return share > 0 ? " (emulated, " + EmulationKind(share) + ")" : " (emulated)";
+}
+
 // "2 x ascend-910b (emulated)" lines of an allocation object (PlacementToJson in scheduler.cpp).
 inline std::string DescribeAllocation(const nlohmann::json& a) {
   std::string s;
@@ -29,7 +38,7 @@ inline std::string DescribeAllocation(const nlohmann::json& a) {
   for (const auto& t : a["by_type"]) {
     if (!s.empty()) s += " + ";
     s += std::to_string(t["cards"].get<int64_t>()) + " x " + t["type"].get<std::string>();
-    if (t.value("emulated", false)) s += " (emulated)";
+    s += EmulatedNote(t);
   }
   return s;
 }

@@ -12,6 +12,7 @@
 #include "common/log.hpp"
 #include "daemon/daemon_impl.hpp"
 #include "daemon/executor.hpp"
+#include "daemon/slurm.hpp"
 #include "daemon/util.hpp"
 
 namespace tessera::daemon {
@@ -63,6 +64,7 @@ Status Daemon::ApplyConfig(const std::string& catalog_src, const std::string& ca
   bool have_fleet = !fleet_yaml.empty();
   if (have_fleet) {
     TSR_ASSIGN_OR_RETURN(fleet, ParseFleetSpec(fleet_yaml, fleet_src));
+    if (opts_.executor == "slurm") TSR_RETURN_IF_ERROR(slurm::CheckNoSmShare(fleet));
   }
   if (have_fleet) {
     std::vector<sched::RunningJob> running;

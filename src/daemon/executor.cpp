@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "daemon/util.hpp"
@@ -22,9 +23,15 @@ namespace tessera::daemon {
 
 nlohmann::json IslandsToJson(const std::vector<Island>& islands) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& i : islands)
-    a.push_back({{"type", i.type}, {"vendor", i.vendor}, {"device", i.device}, {"count", i.count},
-                 {"emulated", i.emulated}, {"weight", i.weight}});
+  for (const auto& i : islands) {
+    a.push_back({{"type", i.type},
+                 {"vendor", i.vendor},
+                 {"device", i.device},
+                 {"count", i.count},
+                 {"emulated", i.emulated},
+                 {"sm_share", i.sm_share},
+                 {"weight", i.weight}});
+  }
   return a;
 }
 
@@ -38,6 +45,7 @@ std::vector<Island> IslandsFromJson(const nlohmann::json& j) {
     i.count = e.value("count", int64_t{0});
     i.emulated = e.value("emulated", false);
     i.weight = e.value("weight", int64_t{0});
+    i.sm_share = e.value("sm_share", 0);  // absent in rows written before SM shares
     out.push_back(i);
   }
   return out;
@@ -48,6 +56,11 @@ std::vector<std::string> IslandArgs(const std::vector<Island>& islands) {
   for (const auto& i : islands) {
     a.push_back("--island");
     a.push_back(fmt::format("{}={}:{}", i.vendor, i.device, i.count));
+  }
+  for (const auto& i : islands) {
+    if (i.sm_share <= 0) continue;
+    a.push_back("--sm-share");
+    a.push_back(fmt::format("{}={}", i.vendor, i.sm_share));
   }
   return a;
 }
@@ -69,10 +82,13 @@ Result<std::vector<Island>> IslandsFor(const sched::Placement& placement, const 
     const auto* t = catalog.Find(ta.type);
     if (!t) return InternalError(fmt::format("placement names type '{}', which is not in the catalog", ta.type));
     bool any_real = false, any_emulated = false;
+    std::map<int, std::string> shares;  // how the emulated nodes run (0: host ranks) -> one such node
     for (const auto& nc : placement.by_node) {
       const auto* n = fleet.fleet.Find(nc.node);
-      if (!n || n->type != ta.type) continue;
-      (fleet.IsEmulated(n->id) ? any_emulated : any_real) = true;
+      if (!n || n->type != ta.type || nc.cards <= 0) continue;
+      bool emu = fleet.IsEmulated(n->id);
+      (emu ? any_emulated : any_real) = true;
+      if (emu) shares.emplace(fleet.SmShare(n->id), n->id);
     }
     Island i;
     i.type = t->name;
@@ -82,14 +98,27 @@ Result<std::vector<Island>> IslandsFor(const sched::Placement& placement, const 
     if (any_real && any_emulated)
       return Unsupported(fmt::format("type '{}' is placed on both emulated and real nodes; one island needs one kind",
                                      ta.type));
-    if (i.emulated) {
+    if (shares.size() > 1) {
+      std::string list;
+      for (const auto& [p, node] : shares)
+        list += fmt::format("{}node '{}' {}", list.empty() ? "" : ", ", node, EmulationKind(p));
+      return Unsupported(fmt::format(
+          "type '{}' is placed on emulated nodes that run differently ({}); one island has one share: give the "
+          "type's nodes in zone {} the same sm_share in the fleet file",
+          ta.type, list, placement.zone));
+    }
+    if (i.emulated && !shares.empty() && shares.begin()->first > 0) {
+      i.device = "cuda";
+      i.sm_share = shares.begin()->first;
+    } else if (i.emulated) {
       i.device = "host";
     } else if (t->vendor == "nvidia") {
       i.device = "cuda";
     } else {
       return Unsupported(fmt::format(
           "type '{}' (vendor {}) is on real nodes, but this local executor drives only host (emulated) and cuda "
-          "devices; mark the nodes 'emulated: true' in the fleet file to run them as host ranks",
+          "devices; mark the nodes 'emulated: true' in the fleet file to run them as host ranks (or 'sm_share: "
+          "PERCENT' to emulate them on a share of this host's GPU)",
           ta.type, t->vendor));
     }
     auto it = t->throughput.find(workload_class);

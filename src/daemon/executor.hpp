@@ -27,20 +27,24 @@ namespace tessera::daemon {
 struct Island {
   std::string type;    // catalog type, "ascend-910b"
   std::string vendor;  // island vendor for `tessera run --island VENDOR=...`
-  std::string device;  // "host" for emulated cards, "cuda" for real NVIDIA cards
+  std::string device;  // "host" for emulated cards, "cuda" for real NVIDIA cards and cards on an SM share
   int64_t count = 0;
   bool emulated = false;
+  int sm_share = 0;              // 1..100: emulated on that percentage of the GPU's SMs (--sm-share); 0: none
   sched::Throughput weight = 0;  // per-card throughput for the job's workload class (speed weight)
 };
 nlohmann::json IslandsToJson(const std::vector<Island>& islands);
 std::vector<Island> IslandsFromJson(const nlohmann::json& j);
-// "--island ascend=host:2 --island nvidia=host:2" as argv items.
+// "--island ascend=host:2 --island nvidia=host:2" as argv items; the islands on an SM share follow with
+// "--sm-share ascend=35" after all the islands.
 std::vector<std::string> IslandArgs(const std::vector<Island>& islands);
 // "1.0,0.5": the islands' speed weights in island order (TESSERA_ISLAND_WEIGHTS).
 std::string IslandWeights(const std::vector<Island>& islands);
 
 // Maps a placement to islands, one per accelerator type, in catalog order. Cards on emulated nodes run as
-// host ranks; real NVIDIA cards as cuda ranks; other real cards are Unsupported on this executor.
+// host ranks, or as cuda ranks on an SM share of the GPU for nodes with sm_share; real NVIDIA cards as cuda
+// ranks; other real cards are Unsupported on this executor, and so is a type placed on nodes that run
+// differently (real and emulated, or two shares).
 Result<std::vector<Island>> IslandsFor(const sched::Placement& placement, const sched::Catalog& catalog,
                                        const FleetSpec& fleet, const std::string& workload_class);
 

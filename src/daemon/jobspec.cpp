@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -206,6 +207,43 @@ bool FleetSpec::IsEmulated(const std::string& node) const {
   return std::find(emulated.begin(), emulated.end(), node) != emulated.end();
 }
 
+int FleetSpec::SmShare(const std::string& node) const {
+  auto it = sm_share.find(node);
+  return it == sm_share.end() ? 0 : it->second;
+}
+
+std::string EmulationKind(int sm_share) {
+  return sm_share > 0 ? fmt::format("SM share {}% of a GPU", sm_share) : "host ranks";
+}
+
+namespace {
+
+// The daemon's keys of one place (the top level or one node entry), with where they were written.
+struct EmulationKeys {
+  std::optional<bool> emulated;
+  int sm_share = 0;   // 0: not given
+  std::string where;  // "fleet.yaml:4" of the sm_share key
+};
+
+Result<bool> ReadEmulated(const YAML::Node& e, const std::string& what, const std::string& source) {
+  if (!e.IsScalar() || (e.as<std::string>() != "true" && e.as<std::string>() != "false"))
+    return InvalidArgument(fmt::format("{}: {}: must be true or false", Where(source, e), what));
+  return e.as<bool>();
+}
+
+Result<int> ReadSmShare(const YAML::Node& e, const std::string& what, const std::string& source) {
+  std::string text = e.IsScalar() ? e.as<std::string>() : "";
+  bool digits = !text.empty() && text.size() <= 3 && text.find_first_not_of("0123456789") == std::string::npos;
+  int v = digits ? std::stoi(text) : 0;
+  if (!digits || v < 1 || v > 100)
+    return InvalidArgument(fmt::format(
+        "{}: {}: must be a whole percentage 1..100 of the GPU's SMs (e.g. {}: 35), not '{}'", Where(source, e), what,
+        what.substr(what.rfind('.') + 1), e.IsScalar() ? text : std::string("a ") + (e.IsMap() ? "mapping" : "list")));
+  return v;
+}
+
+}  // namespace
+
 Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& source) {
   YAML::Node root;
   try {
@@ -215,27 +253,47 @@ Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& sou
   }
   if (!root.IsMap()) return InvalidArgument(fmt::format("{}: a fleet file must be a YAML mapping", source));
   TSR_RETURN_IF_ERROR(yaml::CheckNoDuplicateKeys(root, source));
-  bool all = false;
-  std::set<std::string> per_node_true, per_node_false;
+  EmulationKeys top;
+  std::map<std::string, EmulationKeys> per_node;  // by the entry's id
   auto lines = Lines(yaml);
   try {
     if (auto e = root["emulated"]) {
-      if (!e.IsScalar() || (e.as<std::string>() != "true" && e.as<std::string>() != "false"))
-        return InvalidArgument(fmt::format("{}: emulated: must be true or false", Where(source, e)));
-      all = e.as<bool>();
+      TSR_ASSIGN_OR_RETURN(top.emulated, ReadEmulated(e, "emulated", source));
+    }
+    if (auto e = root["sm_share"]) {
+      TSR_ASSIGN_OR_RETURN(top.sm_share, ReadSmShare(e, "sm_share", source));
+      top.where = Where(source, e);
+      if (top.emulated == false)
+        return InvalidArgument(fmt::format(
+            "{}: sm_share: {} runs the cards emulated on a share of the GPU, but the file also says 'emulated: "
+            "false'; drop one of them",
+            top.where, top.sm_share));
     }
     if (auto nodes = root["nodes"]; nodes && nodes.IsSequence()) {
       for (const auto& n : nodes) {
         if (!n.IsMap()) continue;
         auto e = n["emulated"];
-        if (!e) continue;
-        if (!e.IsScalar() || (e.as<std::string>() != "true" && e.as<std::string>() != "false"))
-          return InvalidArgument(fmt::format("{}: nodes[].emulated: must be true or false", Where(source, e)));
+        auto s = n["sm_share"];
+        if (!e && !s) continue;
         std::string id = n["id"] && n["id"].IsScalar() ? n["id"].as<std::string>() : "";
-        (e.as<bool>() ? per_node_true : per_node_false).insert(id);
-        // Blank the `emulated: X` text on its line, keeping the line count.
+        EmulationKeys k;
+        if (e) {
+          TSR_ASSIGN_OR_RETURN(k.emulated, ReadEmulated(e, "nodes[].emulated", source));
+        }
+        if (s) {
+          TSR_ASSIGN_OR_RETURN(k.sm_share, ReadSmShare(s, "nodes[].sm_share", source));
+          k.where = Where(source, s);
+          if (k.emulated == false)
+            return InvalidArgument(fmt::format(
+                "{}: nodes[].sm_share: {} runs node '{}' emulated on a share of the GPU, but the node also says "
+                "'emulated: false'; drop one of them",
+                k.where, k.sm_share, id));
+        }
+        per_node[id] = k;
+        // Blank the `emulated: X` and `sm_share: P` text on its line, keeping the line count.
         for (const auto& kv : n) {
-          if (kv.first.as<std::string>() != "emulated") continue;
+          auto key = kv.first.as<std::string>();
+          if (key != "emulated" && key != "sm_share") continue;
           auto km = kv.first.Mark();
           auto vm = kv.second.Mark();
           if (km.line >= 0 && static_cast<size_t>(km.line) < lines.size() && km.line == vm.line) {
@@ -249,8 +307,8 @@ Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& sou
             if (to < l.size() && l[to] == ',') ++to;
             l.replace(from, to - from, std::string(to - from, ' '));
           } else {
-            return InvalidArgument(fmt::format("{}: nodes[].emulated: write it as 'emulated: true' on one line",
-                                               Where(source, kv.first)));
+            return InvalidArgument(fmt::format("{}: nodes[].{}: write it as '{}: {}' on one line",
+                                               Where(source, kv.first), key, key, key == "emulated" ? "true" : "35"));
           }
         }
       }
@@ -258,20 +316,41 @@ Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& sou
   } catch (const YAML::Exception& e) {
     return InvalidArgument(fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
   }
-  std::string rest = BlankTopLevelKeys(Join(lines), {"emulated"});
+  std::string rest = BlankTopLevelKeys(Join(lines), {"emulated", "sm_share"});
   auto fleet = sched::ParseFleet(rest, source);
   if (!fleet.ok()) return fleet.status();
   FleetSpec spec;
   spec.fleet = std::move(fleet).value();
   // A node entry with `count: N` expands to ids "<id>-0" ... "<id>-(N-1)".
-  auto in = [](const std::set<std::string>& ids, const std::string& id) {
-    if (ids.count(id)) return true;
+  auto entry = [&](const std::string& id) -> const EmulationKeys* {
+    if (auto it = per_node.find(id); it != per_node.end()) return &it->second;
     auto dash = id.rfind('-');
-    return dash != std::string::npos && ids.count(id.substr(0, dash)) > 0;
+    if (dash == std::string::npos) return nullptr;
+    auto it = per_node.find(id.substr(0, dash));
+    return it != per_node.end() ? &it->second : nullptr;
   };
+  // The first emulated node of each (type, zone), to refuse a second one that runs another way.
+  std::map<std::pair<std::string, std::string>, const sched::Node*> first;
+  auto at = [&](const sched::Node& n) { return n.line > 0 ? fmt::format("{}:{}", source, n.line) : source; };
   for (const auto& n : spec.fleet.nodes) {
-    bool emu = in(per_node_true, n.id) ? true : in(per_node_false, n.id) ? false : all;
-    if (emu) spec.emulated.push_back(n.id);
+    const EmulationKeys* own = entry(n.id);
+    int share = own && own->sm_share > 0 ? own->sm_share : 0;
+    if (share == 0 && own && own->emulated == false) continue;  // a real node, also under a top-level sm_share
+    if (share == 0) share = top.sm_share;
+    bool emu = share > 0 || (own && own->emulated.has_value() ? *own->emulated : top.emulated.value_or(false));
+    if (!emu) continue;
+    spec.emulated.push_back(n.id);
+    if (share > 0) spec.sm_share[n.id] = share;
+    auto [it, fresh] = first.emplace(std::make_pair(n.type, n.zone), &n);
+    if (fresh) continue;
+    int other = spec.SmShare(it->second->id);
+    if (other == share) continue;
+    auto how = [](int p) { return p > 0 ? fmt::format("on an SM share of {}%", p) : std::string("as host ranks"); };
+    return InvalidArgument(fmt::format(
+        "{}: node '{}' (type {}, zone {}) is emulated {}, but node '{}' of the same type and zone ({}) is emulated "
+        "{}: a job's cards of one type form one island, which has one share; give these nodes the same sm_share "
+        "(or put them in different zones)",
+        at(n), n.id, n.type, n.zone, how(share), it->second->id, at(*it->second), how(other)));
   }
   return spec;
 }

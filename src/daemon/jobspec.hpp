@@ -48,13 +48,23 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
 // with unchanged line numbers. Exposed for the fleet's `emulated:` keys and for tests.
 std::string BlankTopLevelKeys(const std::string& yaml, const std::vector<std::string>& keys);
 
-// The fleet file the daemon accepts: the planner's fleet YAML plus `emulated: true|false` at the top level
-// (all nodes) or per node. Returns the planner's fleet and the ids of the emulated nodes.
+// The fleet file the daemon accepts: the planner's fleet YAML plus, at the top level (all nodes) or per node,
+//   emulated: true|false   true: the node's cards are emulated as host ranks (--island VENDOR=host:N)
+//   sm_share: PERCENT      1..100: the cards are emulated on PERCENT% of the SMs of this host's GPU
+//                          (--island VENDOR=cuda:N --sm-share VENDOR=PERCENT, through NVIDIA MPS)
+// A node's own key wins over the top level's; a node's `emulated: false` opts it out of a top-level sm_share,
+// and `sm_share` with `emulated: false` on one node (or both at the top level) is refused. The emulated nodes of
+// one type in one zone must run one way (all host ranks, or all one share): a placement's island has one share.
+// Returns the planner's fleet, the ids of the emulated nodes and the shares.
 struct FleetSpec {
   sched::Fleet fleet;
-  std::vector<std::string> emulated;  // node ids whose cards are emulated on the host
+  std::vector<std::string> emulated;    // node ids whose cards are emulated (host ranks or an SM share)
+  std::map<std::string, int> sm_share;  // node id -> percent, for the emulated nodes on an SM share of the GPU
   bool IsEmulated(const std::string& node) const;
+  int SmShare(const std::string& node) const;  // 0: not on an SM share
 };
+// How emulated cards run, for every label: "host ranks", or "SM share 35% of a GPU" for sm_share 35.
+std::string EmulationKind(int sm_share);
 Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& source);
 
 }  // namespace tessera::daemon

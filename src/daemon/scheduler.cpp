@@ -26,9 +26,11 @@ json PlacementToJson(const sched::Placement& p, const sched::Catalog& catalog, c
   json types = json::array(), nodes = json::array();
   for (const auto& t : p.by_type) {
     bool emu = true;
+    int share = 0;  // the share of the type's emulated nodes (IslandsFor refuses two different ones)
     for (const auto& nc : p.by_node) {
       const auto* n = fleet.fleet.Find(nc.node);
       if (n && n->type == t.type && !fleet.IsEmulated(n->id)) emu = false;
+      if (n && n->type == t.type) share = std::max(share, fleet.SmShare(n->id));
     }
     const auto* ct = catalog.Find(t.type);
     types.push_back({{"type", t.type},
@@ -36,12 +38,16 @@ json PlacementToJson(const sched::Placement& p, const sched::Catalog& catalog, c
                      {"domestic", t.domestic},
                      {"cards", t.cards},
                      {"emulated", emu},
+                     {"sm_share", emu ? share : 0},
                      {"cost_per_hour", sched::FormatMoney(t.cost_per_hour)}});
   }
   for (const auto& nc : p.by_node) {
     const auto* n = fleet.fleet.Find(nc.node);
-    nodes.push_back(
-        {{"node", nc.node}, {"cards", nc.cards}, {"type", n ? n->type : ""}, {"emulated", fleet.IsEmulated(nc.node)}});
+    nodes.push_back({{"node", nc.node},
+                     {"cards", nc.cards},
+                     {"type", n ? n->type : ""},
+                     {"emulated", fleet.IsEmulated(nc.node)},
+                     {"sm_share", fleet.SmShare(nc.node)}});
   }
   return {{"zone", p.zone},
           {"by_type", types},
@@ -407,7 +413,11 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
     std::string header =
         fmt::format("=== tessera daemon: job {} ({}) attempt {} at {} on", id, spec.job.name, n, FormatMs(now));
     for (const auto& i : islands)
-      header += fmt::format(" {}x{}{}", i.count, i.type, i.emulated ? " (emulated on host)" : "");
+      header += fmt::format(
+          " {}x{}{}", i.count, i.type,
+          !i.emulated      ? ""
+          : i.sm_share > 0 ? fmt::format(" (emulated: {}, not real {} hardware)", EmulationKind(i.sm_share), i.type)
+                           : " (emulated on host)");
     header += resume.empty() ? "; fresh start" : "; resuming from " + resume;
     header += " ===\n";
     FILE* f = std::fopen(lr.log_path.c_str(), "ab");
@@ -431,7 +441,10 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
   if (Status s = store_->SetShim(id, n, *pid, ProcessStartTicks(*pid)); !s.ok()) TSR_LOG_ERROR("{}", s.ToString());
   std::string where;
   for (const auto& i : islands)
-    where += fmt::format("{}{}x{}{}", where.empty() ? "" : " + ", i.count, i.type, i.emulated ? " (emulated)" : "");
+    where += fmt::format("{}{}x{}{}", where.empty() ? "" : " + ", i.count, i.type,
+                         !i.emulated      ? ""
+                         : i.sm_share > 0 ? " (emulated, " + EmulationKind(i.sm_share) + ")"
+                                          : " (emulated)");
   Event(id, fmt::format("attempt {} started on {} in zone {} (shim pid {}){}{}", n, where, placement.zone, *pid,
                         resume.empty() ? "" : ", resuming from " + resume,
                         latency ? fmt::format(", {} ms after capacity became available", *latency) : ""));

@@ -140,6 +140,30 @@ Result<std::vector<Node>> ParseNodes(const std::string& text) {
 
 std::string SlurmNodeOf(const std::string& id) { return id.substr(0, id.find('/')); }
 
+Status CheckNoSmShare(const FleetSpec& fleet) {
+  for (const auto& n : fleet.fleet.nodes) {
+    int p = fleet.SmShare(n.id);
+    if (p <= 0) continue;
+    return Unsupported(fmt::format(
+        "{}: node '{}' has sm_share {}, but the Slurm executor cannot run cards on an SM share of a GPU (a "
+        "single-host emulation through one launcher's NVIDIA MPS); drop sm_share (emulated: true runs them as host "
+        "ranks) or use the local executor",
+        n.line > 0 ? fmt::format("{}:{}", fleet.fleet.source, n.line) : fleet.fleet.source, n.id, p));
+  }
+  return Status::Ok();
+}
+
+Status CheckNoSmShare(const std::vector<Island>& islands) {
+  for (const auto& i : islands) {
+    if (i.sm_share <= 0) continue;
+    return Unsupported(
+        fmt::format("island {} ({}) is emulated on an SM share of {}% of a GPU, which the Slurm executor cannot run (a "
+                    "single-host emulation through one launcher's NVIDIA MPS); use the local executor",
+                    i.vendor, i.type, i.sm_share));
+  }
+  return Status::Ok();
+}
+
 Result<std::string> FleetYaml(const std::vector<Node>& nodes, const sched::Catalog& catalog, const ImportOptions& o,
                               const std::string& origin) {
   std::string body, notes;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/executor.hpp"
+#include "daemon/jobspec.hpp"
 #include "tessera/sched.hpp"
 #include "tessera/status.hpp"
 
@@ -49,6 +51,12 @@ Result<std::string> FleetYaml(const std::vector<Node>& nodes, const sched::Catal
                               const ImportOptions& options, const std::string& origin);
 // The Slurm node of a fleet node id (the part before '/').
 std::string SlurmNodeOf(const std::string& fleet_node_id);
+
+// Cards emulated on an SM share of a GPU (`sm_share:` in the fleet file) are a single-host emulation: one
+// launcher starts the MPS daemon that shares its GPU, which a job spread by Slurm over nodes does not have.
+// Unsupported, naming the first such node (at fleet registration) or island (at an attempt's start).
+Status CheckNoSmShare(const FleetSpec& fleet);
+Status CheckNoSmShare(const std::vector<Island>& islands);
 
 // One job record (a component of a heterogeneous job is one record).
 struct JobRecord {

@@ -54,6 +54,7 @@ Status Daemon::StartSlurm(const JobRow& job, const AttemptRow& attempt, const La
     FailJob(id, "could not start: " + why);
     return Status::Ok();
   };
+  if (Status s = slurm::CheckNoSmShare(islands); !s.ok()) return fail(s.message());
   // One component per island (catalog order), on the Slurm nodes the planner chose for its type.
   slurm::SubmitRequest req;
   std::map<std::string, std::string> node_type;

@@ -1,7 +1,8 @@
 // tests/daemon/e2e_test: the job daemon end to end on loopback, with real processes: queue and automatic
 // wake-up in priority order with backfill, wake-up when the fleet grows, preemption for priority and for a
 // policy change, cancel escalating to SIGKILL, kill -9 of the daemon and reconciliation on restart
-// (no job and no billing record lost), bad job files, and tenant isolation. Jobs are
+// (no job and no billing record lost), bad job files, tenant isolation, and jobs on cards emulated on SM
+// shares of a GPU (cuda islands with --sm-share; without a GPU the launcher's refusal reaches the job). Jobs are
 // tests/daemon/sleep_job.sh under the real `tessera run`. All waits are bounded; no test asserts a duration.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -297,6 +298,77 @@ TEST_F(DaemonE2E, BadJobSpecsGetClearErrors) {
   auto list = admin_->Get("/v1/jobs?all=1");
   ASSERT_TRUE(list.ok());
   EXPECT_TRUE((*list)["jobs"].empty());
+}
+
+// A job on cards emulated on SM shares of one GPU (examples/fleet-gpu-sm-share.yaml) gets cuda islands with
+// --sm-share, and every output labels the cards. Without a GPU and NVIDIA MPS the launcher refuses to start
+// (exit 2), and that refusal reaches the job's log and its failed state; with them the job runs.
+TEST_F(DaemonE2E, SmShareNodesRunAsCudaIslandsOnShares) {
+  std::string fleet = ReadText(SourceDir() + "/examples/fleet-gpu-sm-share.yaml");
+  json body = {{"fleet", Doc("fleet-gpu-sm-share.yaml", fleet)},
+               {"catalog", Doc("catalog.yaml", kCatalog)},
+               {"policy", Doc("policy.yaml", "floor: 0\n")}};
+  auto reg = admin_->Put("/v1/fleet", body);
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  EXPECT_EQ((*reg)["emulated_cards"], 2);
+  auto f = admin_->Get("/v1/fleet");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ((*f)["nodes"].size(), 2u);
+  EXPECT_EQ((*f)["nodes"][0]["emulated"], true);
+  EXPECT_EQ((*f)["nodes"][0]["sm_share"], 35);
+  EXPECT_EQ((*f)["nodes"][1]["sm_share"], 65);
+
+  int64_t j = Submit(*admin_, SleepJobYaml("shares", 0, 2, 1, out_ + "/", "[ascend, nvidia]"));
+  ASSERT_TRUE(WaitFor([&] { return State(j) == "failed" || State(j) == "succeeded"; }, 60s)) << Events(j);
+  json job = Job(j);
+  ASSERT_GE(job["attempts_detail"].size(), 1u) << job.dump();
+  const auto& islands = job["attempts_detail"][0]["islands"];
+  ASSERT_EQ(islands.size(), 2u) << job.dump();
+  EXPECT_EQ(islands[0]["device"], "cuda");
+  EXPECT_EQ(islands[0]["sm_share"], 35);
+  EXPECT_EQ(islands[1]["device"], "cuda");
+  EXPECT_EQ(islands[1]["sm_share"], 65);
+  EXPECT_NE(Events(j).find("1xascend-910b (emulated, SM share 35% of a GPU) + 1xnvidia-h800 (emulated, SM share "
+                           "65% of a GPU)"),
+            std::string::npos)
+      << Events(j);
+  auto log = admin_->GetText(fmt::format("/v1/jobs/{}/logs", j));
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_NE(log->find("1xascend-910b (emulated: SM share 35% of a GPU, not real ascend-910b hardware)"), std::string::npos)
+      << *log;
+  if (State(j) == "failed") {
+    // No GPU or no MPS here: the launcher's reason is in the log, and the job failed with its exit status.
+    EXPECT_TRUE(log->find("tessera run: ") != std::string::npos &&
+                (log->find("CUDA") != std::string::npos || log->find("MPS") != std::string::npos))
+        << *log;
+    EXPECT_EQ(job["attempts_detail"][0]["end_reason"], "exit code 2") << job.dump();
+    EXPECT_NE(job["reason"].get<std::string>().find("exit code 2 (see `tessera logs"), std::string::npos) << job.dump();
+  }
+}
+
+// The launcher command line of a job on SM-share cards, recorded by a stand-in launcher (--launcher).
+TEST_F(DaemonE2E, SmShareJobGetsTheShareArgumentsOfTesseraRun) {
+  std::string rec = dir_ + "/record-launcher.sh";
+  WriteText(rec, "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"" + out_ + "/argv\"\n");
+  ASSERT_EQ(::chmod(rec.c_str(), 0755), 0);
+  d_.reset();
+  d_ = std::make_unique<DaemonProcess>(
+      dir_ + "/state2", std::vector<std::string>{"--tenants", dir_ + "/tenants.yaml", "--launcher", rec});
+  d_->Start();
+  admin_ = d_->Admin();
+  ASSERT_TRUE(admin_);
+  json body = {{"fleet", Doc("fleet.yaml", ReadText(SourceDir() + "/examples/fleet-gpu-sm-share.yaml"))},
+               {"catalog", Doc("catalog.yaml", kCatalog)},
+               {"policy", Doc("policy.yaml", "floor: 0\n")}};
+  ASSERT_TRUE(admin_->Put("/v1/fleet", body).ok());
+  int64_t j = Submit(*admin_, SleepJobYaml("argv", 0, 2, 1, out_ + "/", "[ascend, nvidia]"));
+  ASSERT_TRUE(WaitState(j, "succeeded")) << Events(j);
+  std::string argv = ReadText(out_ + "/argv");
+  std::string line;
+  for (char c : argv) line += c == '\n' ? ' ' : c;
+  EXPECT_EQ(line, "--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=35 --sm-share nvidia=65 -- " +
+                      SourceDir() + "/tests/daemon/sleep_job.sh 1 ")
+      << argv;
 }
 
 TEST_F(DaemonE2E, AuthRefusesMissingTokenAndIsolatesTenants) {

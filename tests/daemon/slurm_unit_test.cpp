@@ -1,7 +1,8 @@
 // tests/daemon/slurm_unit_test: the Slurm executor's pure parts on text captured from Slurm 22.05 (Debian 12,
 // the cluster of scripts/slurm-test-cluster.sh): `scontrol show nodes` and the fleet file it makes, the records
 // of a heterogeneous job from `scontrol show job` and `sacct -c`, the state mapping, the sbatch command line and
-// batch script, the bounded command runner, and the daemon refusing --executor slurm without sbatch.
+// batch script, the bounded command runner, the daemon refusing --executor slurm without sbatch, and the Slurm
+// executor refusing cards emulated on an SM share of a GPU (a single-host emulation).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -262,6 +263,54 @@ TEST(SlurmDaemon, RefusesToStartWithoutSbatch) {
       &out);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("--executor slurm: cannot start sbatch"), std::string::npos) << out;
+  testing::Shell("rm -rf '" + dir + "'");
+}
+
+// Cards on an SM share of a GPU are a single-host emulation (one launcher's MPS daemon): the Slurm executor
+// refuses them, at registration (the fleet) and at an attempt's start (the islands), saying so.
+TEST(SlurmSmShare, RefusedForTheFleetAndForIslands) {
+  auto fleet = ParseFleetSpec(
+      "nodes:\n  - {id: g1, zone: main, type: nvidia-h800, cards: 1}\n"
+      "  - {id: g2, zone: main, type: ascend-910b, cards: 1, sm_share: 35}\n",
+      "fleet.yaml");
+  ASSERT_TRUE(fleet.ok()) << fleet.status().ToString();
+  Status s = CheckNoSmShare(*fleet);
+  EXPECT_EQ(s.code(), Code::kUnsupported);
+  EXPECT_NE(s.message().find("fleet.yaml:3: node 'g2' has sm_share 35, but the Slurm executor cannot run cards on an "
+                             "SM share of a GPU"),
+            std::string::npos)
+      << s.message();
+  auto host = ParseFleetSpec("emulated: true\nnodes:\n  - {id: g1, zone: main, type: nvidia-h800, cards: 1}\n", "f");
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_TRUE(CheckNoSmShare(*host).ok());
+  Island share{"ascend-910b", "ascend", "cuda", 1, true, 35, 0};
+  Island plain{"nvidia-h800", "nvidia", "host", 1, true, 0, 0};
+  EXPECT_TRUE(CheckNoSmShare(std::vector<Island>{plain}).ok());
+  Status i = CheckNoSmShare(std::vector<Island>{plain, share});
+  EXPECT_EQ(i.code(), Code::kUnsupported);
+  EXPECT_NE(i.message().find("island ascend (ascend-910b) is emulated on an SM share of 35% of a GPU, which the Slurm "
+                             "executor cannot run"),
+            std::string::npos)
+      << i.message();
+}
+
+TEST(SlurmSmShare, DaemonRefusesAnSmShareFleetAtStart) {
+  std::string dir = testing::MakeTempDir("slurm-smshare");
+  // An sbatch that answers --version is all the daemon checks before it reads the fleet.
+  testing::Shell(
+      fmt::format("mkdir -p '{0}/bin' && printf '#!/bin/sh\\necho slurm 22.05.8\\n' > '{0}/bin/sbatch' && "
+                  "chmod +x '{0}/bin/sbatch'",
+                  dir));
+  testing::WriteText(dir + "/fleet.yaml",
+                     "nodes:\n  - {id: g1, zone: main, type: nvidia-h800, cards: 1, sm_share: 65}\n");
+  std::string out;
+  int rc = testing::Shell(fmt::format("env PATH='{0}/bin':\"$PATH\" '{1}' daemon --executor slurm --state-dir '{0}/s' "
+                                      "--fleet '{0}/fleet.yaml' 2>&1",
+                                      dir, testing::Bin()),
+                          &out);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("fleet.yaml:2: node 'g1' has sm_share 65, but the Slurm executor cannot run"), std::string::npos)
+      << out;
   testing::Shell("rm -rf '" + dir + "'");
 }
 
