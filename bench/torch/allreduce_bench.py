@@ -36,12 +36,13 @@ for s in a.sizes.split(","):
     for _ in range(2):
         dist.all_reduce(t)
     torch.cuda.synchronize()
-    busbw = []
+    busbw, issue_us = [], []
     for _ in range(a.rounds):  # as tessera bench --batch: host clock around --iters calls + a sync, slowest rank's time
         dist.barrier()
         t0 = time.perf_counter()
         if a.asynchronous:
             works = [dist.all_reduce(t, async_op=True) for _ in range(a.iters)]
+            issue_us.append((time.perf_counter() - t0) / a.iters * 1e6)  # host time to queue one call
             for w in works:
                 w.wait()
         else:
@@ -55,5 +56,6 @@ for s in a.sizes.split(","):
         print(json.dumps({"bench": "torch_allreduce", "calls": "async" if a.asynchronous else "sync",
                           "bytes": nbytes, "dtype": "f32", "world": n,
                           "layout": os.environ.get("TESSERA_ISLANDS", ""), "busbw_GBps": round(statistics.median(busbw), 3),
-                          "min": round(min(busbw), 3), "max": round(max(busbw), 3)}), flush=True)
+                          "min": round(min(busbw), 3), "max": round(max(busbw), 3),
+                          **({"issue_us": round(statistics.median(issue_us), 1)} if issue_us else {})}), flush=True)
 dist.destroy_process_group()

@@ -121,6 +121,29 @@ void Restore(const std::string& root, int64_t step, const std::string& name, at:
   Ok(ck::Restore(root, step, {slot}), "restore");
 }
 
+// Many tensors in one call (one manifest read and check, the pieces read in parallel): `items` =
+// [(name, out, row_begin, rows)], each `out` as in Restore. On a checksum failure nothing is trusted.
+void RestoreMany(const std::string& root, int64_t step, const pybind11::list& items) {
+  std::vector<ck::TensorSlot> slots;
+  std::vector<at::Tensor> keep;  // the tensors stay alive while the GIL is released
+  for (const auto& h : items) {
+    auto t = h.cast<pybind11::tuple>();
+    TSR_CHECK(t.size() == 4, "tessera checkpoint: restore_many items are (name, tensor, row_begin, rows)");
+    ck::TensorSlot slot;
+    slot.name = t[0].cast<std::string>();
+    at::Tensor out = t[1].cast<at::Tensor>();
+    TSR_CHECK(out.is_contiguous(), "tessera checkpoint: restore target for ", slot.name, " is not contiguous");
+    slot.data = out.data_ptr();
+    slot.bytes = static_cast<size_t>(out.numel()) * out.element_size();
+    slot.row_begin = t[2].cast<int64_t>();
+    slot.rows = t[3].cast<int64_t>();
+    slots.push_back(std::move(slot));
+    keep.push_back(std::move(out));
+  }
+  pybind11::gil_scoped_release nogil;
+  Ok(ck::Restore(root, step, slots), "restore");
+}
+
 // (step or -1, warnings)
 pybind11::tuple Latest(const std::string& root) {
   auto l = ck::Latest(root);
@@ -187,6 +210,7 @@ void BindCheckpoint(pybind11::module& m) {
       .def("last_snapshot_seconds", &Writer::LastSnapshotSeconds);
   c.def("describe", &Describe);
   c.def("restore", &Restore);
+  c.def("restore_many", &RestoreMany);
   c.def("latest", &Latest);
   c.def("verify", &Verify);
   c.def("steps", &Steps);

@@ -135,13 +135,15 @@ def _create(dist_opts, backend_options):
     for r in range(size):
         f = store.get(f"{ns}/member/{r}").decode().split("|")
         records.append((int(f[0]), f[1], f[2]))
-    my_island, my_vendor = island_layout(records)[rank]
+    layout = island_layout(records)
+    my_island, my_vendor = layout[rank]
+    hybrid = len({isl for isl, _ in layout}) > 1
     if rank == 0:
         store.set(f"{ns}/uid", _C.unique_id())
     uid = store.get(f"{ns}/uid")
     if device.startswith("cuda:"):
         torch.cuda.set_device(int(device[5:]))
-    return _C.Backend(uid, rank, size, my_island, my_vendor, device, timeout_ms)
+    return _C.Backend(uid, rank, size, my_island, my_vendor, device, timeout_ms, hybrid)
 
 
 def register():

@@ -27,6 +27,7 @@ runs in DCP's thread. A save still writing from those buffers is never overwritt
 stages into fresh buffers. `release_staging()` frees them.
 """
 import io
+import math
 import os
 import pickle
 import re
@@ -134,8 +135,8 @@ class TesseraWriter(StorageWriter):
         if staged is not None:
             try:
                 copied = _copy_state_dict(state_dict, staged, non_blocking=True)
-            except (ValueError, RuntimeError, KeyError, TypeError, AssertionError):
-                copied = None  # other shapes than last time: stage into fresh buffers
+            except Exception:  # noqa: BLE001 - e.g. CompanionMismatch: other keys or shapes than last time
+                copied = None  # stage into fresh buffers
         if copied is None:
             staged = _create_cpu_state_dict(state_dict, pin_memory=torch.cuda.is_available())
             copied = _copy_state_dict(state_dict, staged, non_blocking=True)
@@ -364,40 +365,80 @@ class TesseraReader(StorageReader):
             raise KeyError(f"tessera checkpoint step {self.step}: no stored data for {index.fqn} at {index.offset}")
         return sd
 
+    # Bytes of temporary (staging) buffers read per restore call: bounds the extra memory of a load.
+    _BATCH_BYTES = 512 << 20
+
     def read_data(self, plan, planner):
+        """Reads the plan's items in batches (one restore call each: one manifest check, pieces read in
+        parallel). A CPU target whose stored rows are contiguous in it is read straight into; a CUDA one is
+        read into pinned host memory and copied up asynchronously; anything else (a narrowed column range, a
+        bool tensor) through a temporary, then narrowed and copied."""
         c = _ckpt()
-        hot = self.root
         fut = Future()
+        pending, staged = [], [0]
+        cuda_copies = []
+
+        def flush():
+            if not pending:
+                return
+            c.restore_many(self.root, self.step, [(p["name"], p["src"], p["row0"], p["rows"]) for p in pending])
+            for p in pending:
+                req, src, target = p["req"], p["src"], p["target"]
+                if target is None:  # BYTE_IO
+                    planner.load_bytes(req, io.BytesIO(src.numpy().tobytes()))
+                    continue
+                if p["copy"]:
+                    if p["bool"]:
+                        src = src.view(torch.bool)
+                    for d in range(1, len(p["lens"])):
+                        src = src.narrow(d, p["offs"][d], p["lens"][d])
+                    nb = target.device.type == "cuda" and src.is_pinned()
+                    target.copy_(src.reshape(target.shape), non_blocking=nb)
+                    if nb:
+                        cuda_copies.append(target.device)
+                planner.commit_tensor(req, target)
+            pending.clear()
+            staged[0] = 0
+
         try:
             for req in plan.items:
                 sd = self._find(req.storage_index)
                 if req.type == LoadItemType.BYTE_IO:
                     n = sd["bytes"]
-                    buf = torch.empty(n, dtype=torch.uint8)
-                    if n:
-                        c.restore(hot, self.step, sd["name"], buf, 0, -1)
-                    planner.load_bytes(req, io.BytesIO(buf.numpy().tobytes()))
-                    continue
-                target = planner.resolve_tensor(req).detach()
-                if target.numel() == 0:
-                    planner.commit_tensor(req, target)
-                    continue
-                offs = list(req.storage_offsets) or [0]
-                lens = list(req.lengths) or [1]
-                shape = list(sd["shape"])
-                # rows [row0 + offs[0], + lens[0]) of the stored tensor, all other dims; then narrow them
-                rows = [lens[0]] + shape[1:]
-                dt = torch.uint8 if sd["bool"] else target.dtype
-                src = torch.empty(rows, dtype=dt, device=target.device if target.device.type == "cuda" else "cpu")
-                c.restore(hot, self.step, sd["name"], src, sd["row0"] + offs[0], lens[0])
-                if sd["bool"]:
-                    src = src.view(torch.bool)
-                for d in range(1, len(lens)):
-                    src = src.narrow(d, offs[d], lens[d])
-                if sd.get("scalar"):
-                    src = src.reshape(target.shape)
-                target.copy_(src.reshape(target.shape))
-                planner.commit_tensor(req, target)
+                    if not n:
+                        planner.load_bytes(req, io.BytesIO(b""))
+                        continue
+                    pending.append({"req": req, "name": sd["name"], "src": torch.empty(n, dtype=torch.uint8),
+                                    "row0": 0, "rows": -1, "target": None})
+                    staged[0] += n
+                else:
+                    target = planner.resolve_tensor(req).detach()
+                    if target.numel() == 0:
+                        planner.commit_tensor(req, target)
+                        continue
+                    offs = list(req.storage_offsets) or [0]
+                    lens = list(req.lengths) or [1]
+                    shape = list(sd["shape"])
+                    # rows [row0 + offs[0], + lens[0]) of the stored tensor, all other dims; then narrowed
+                    rows = [lens[0]] + shape[1:]
+                    whole_rows = all(offs[d] == 0 and lens[d] == shape[d] for d in range(1, len(lens)))
+                    direct = (target.device.type == "cpu" and not sd["bool"] and whole_rows and target.is_contiguous()
+                              and target.numel() == math.prod(rows))
+                    if direct:
+                        src = target.view(rows)
+                    else:
+                        dt = torch.uint8 if sd["bool"] else target.dtype
+                        pin = target.device.type == "cuda" and torch.cuda.is_available()
+                        src = torch.empty(rows, dtype=dt, pin_memory=pin)
+                        staged[0] += src.numel() * src.element_size()
+                    pending.append({"req": req, "name": sd["name"], "src": src, "row0": sd["row0"] + offs[0],
+                                    "rows": lens[0], "target": target, "copy": not direct, "bool": sd["bool"],
+                                    "offs": offs, "lens": lens})
+                if staged[0] >= self._BATCH_BYTES:
+                    flush()
+            flush()
+            for d in set(cuda_copies):  # the pinned sources may be reused once their copies are done
+                torch.cuda.current_stream(d).synchronize()
             fut.set_result(None)
         except Exception as e:  # noqa: BLE001 - DCP raises it
             fut.set_exception(e)
