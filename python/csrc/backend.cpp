@@ -1041,8 +1041,7 @@ PYBIND11_MODULE(_C, m) {
   py::class_<tessera_torch::Backend, c10d::Backend, c10::intrusive_ptr<tessera_torch::Backend>>(m, "Backend")
       .def(py::init<const std::string&, int, int, int, const std::string&, const std::string&, int64_t, bool>(),
            py::arg("unique_id"), py::arg("rank"), py::arg("size"), py::arg("island"), py::arg("vendor"),
-           py::arg("device"), py::arg("timeout_ms"), py::arg("hybrid") = true,
-           py::call_guard<py::gil_scoped_release>())
+           py::arg("device"), py::arg("timeout_ms"), py::arg("hybrid") = true, py::call_guard<py::gil_scoped_release>())
       .def("describe", &tessera_torch::Backend::describe)
       .def_property_readonly("device", &tessera_torch::Backend::device);
   m.def("unique_id", []() {

@@ -452,7 +452,7 @@ Status RestoreWithProgress(const std::string& root, int64_t step, const std::vec
   TSR_ASSIGN_OR_RETURN(Manifest m, LoadManifest(root, step));
   std::string dir = JoinPath(root, StepDirName(step));
   TSR_RETURN_IF_ERROR(VerifyDir(m, dir, VerifyOptions{false}, {}));  // presence, sizes, headers
-  return RestoreFrom(m, dir, slots, 4, progress);  // as many readers as the writer's io_threads
+  return RestoreFrom(m, dir, slots, 4, progress);                    // as many readers as the writer's io_threads
 }
 
 Status Remove(const std::string& root, int64_t step) {
