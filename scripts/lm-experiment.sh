@@ -12,7 +12,8 @@
 # Needs torch (the GPU machine); run scripts/torch-check.sh BUILD install first (or it does it).
 # Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs,
 # PRECISION (tf32), OPTIMIZER (adamw; zero for ZeroRedundancyOptimizer), TSTEPS (20) optimizer steps per throughput run, ACCUM (8) micro-batches per step in calibration and throughput
-# runs (loss parity runs one per step), LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run)
+# runs (loss parity runs one per step), LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run),
+# PHASES (default "calibrate throughput parity grad report"; a subset runs only those, in that order)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 cd "$(dirname "$0")/.."
@@ -32,6 +33,8 @@ OPTIMIZER=${OPTIMIZER:-adamw}
 LM="$PY $ROOT/examples/torch/train_lm.py --precision $PRECISION --optimizer $OPTIMIZER ${LM_ARGS:-}"
 W=$OUTDIR/lm-weights.json
 ISL="--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=$SLOW --sm-share nvidia=$FAST"
+PHASES=" ${PHASES:-calibrate throughput parity grad report} "
+phase() { [[ "$PHASES" == *" $1 "* ]]; }
 step() { echo; echo "=== $* ($(date +%T))"; }
 run() {  # run LABEL tessera-run-args -- program...
   local label=$1; shift
@@ -40,24 +43,33 @@ run() {  # run LABEL tessera-run-args -- program...
   [ $rc = 0 ] || { echo "$label: exit $rc"; tail -15 "$OUTDIR/lm-$label.log"; }
 }
 
+if phase calibrate; then
 step "calibration (each island alone on its SM share)"
 run calibrate $ISL -- $LM --mode calibrate --accum "$ACCUM" --weights-file "$W"
 cat "$W"
+fi
 
+if phase throughput; then
 step "throughput: independent (sum of the parts) vs hybrid, $REPS reps of $TSTEPS steps of $ACCUM micro-batches"
 for rep in $(seq "$REPS"); do
   run indep-$rep $ISL -- $LM --mode independent --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
   run hybrid-$rep $ISL -- $LM --mode hybrid --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
   run even-$rep $ISL -- $LM --mode hybrid --split even --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
 done
+fi
 
+if phase parity; then
 step "loss parity: hybrid vs one island, $STEPS steps, same global batch and seed"
 run parity-hybrid $ISL -- $LM --mode hybrid --steps "$STEPS" --weights-file "$W" --log "$OUTDIR/lm-parity-hybrid.jsonl"
 run parity-single-a --island nvidia=cuda:1 -- $LM --mode hybrid --steps "$STEPS" --log "$OUTDIR/lm-parity-single-a.jsonl"
 run parity-single-b --island nvidia=cuda:1 -- $LM --mode hybrid --steps "$STEPS" --log "$OUTDIR/lm-parity-single-b.jsonl"
+fi
 
+if phase grad; then
 step "gradient synchronisation error"
 run grad-error $ISL -- $LM --mode grad-error --log "$OUTDIR/lm-grad-error.json"
+fi
 
+phase report || exit 0
 step "summary, cost and plots"
 "$PY" "$ROOT/scripts/lm_report.py" "$OUTDIR" "$T" "$ROOT" | tee "$OUTDIR/lm-summary.txt"
