@@ -405,6 +405,8 @@ def main():
               "global_batch": args.global_batch, "accum": args.accum, "shares": sampler.shares,
               "optimizer": args.optimizer, "lr": args.lr, "corpus_sequences": int(data.shape[0])}
     ckpt_on = args.mode == "hybrid" and bool(args.ckpt_dir)
+    if ckpt_on:
+        os.makedirs(args.ckpt_dir, exist_ok=True)  # the daemon creates it; a direct run may name a new one
     step0, prev_losses, epoch0, pos0, rng0 = 0, [], 0, 0, None
     if args.mode == "hybrid":
         got = restore(model, opt, sched, rank, dev, config)
