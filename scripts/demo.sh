@@ -21,16 +21,9 @@ if [ ! -x "$BUILD/examples/trainer" ]; then
   echo "demo: $BUILD/examples/trainer is missing (build first: make build)" >&2
   exit 1
 fi
-# As root, the daemon runs jobs as the unprivileged user nobody (docs/daemon.md, Security model): nobody
-# must be able to reach the tessera binary and the trainer, i.e. every parent directory must be
-# world-traversable. Say so now instead of failing inside the first job.
-if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && \
-   ! setpriv --reuid=nobody --regid=nogroup --clear-groups test -x "$TESSERA" 2>/dev/null; then
-  echo "demo: running as root, the daemon runs jobs as the unprivileged user 'nobody', which cannot reach" >&2
-  echo "      $TESSERA (a parent directory is not world-traversable, e.g. /root is 0700)." >&2
-  echo "      Clone Tessera under /opt, /srv or /home, or allow traversal: chmod o+x on each parent directory." >&2
-  exit 1
-fi
+# shellcheck source=scripts/demo-lib.sh
+. "$ROOT/scripts/demo-lib.sh"
+demo_check_nobody "$TESSERA" "$BUILD/examples/trainer"
 export PATH="$BUILD/examples:$PATH"   # the job files run `trainer`
 STATE=$(mktemp -d /tmp/tessera-demo-XXXXXX)
 export TESSERA_HOME=$STATE            # the daemon's state and the CLI's way to find it
@@ -38,47 +31,8 @@ export TESSERA_LEDGER=$STATE/ledger.db
 DAEMON_PID=""
 T0=$(date +%s)
 
-cleanup() {
-  set +e
-  if [ -n "$DAEMON_PID" ]; then kill "$DAEMON_PID" 2>/dev/null; wait "$DAEMON_PID" 2>/dev/null; fi
-  # Jobs run in their own sessions (they outlive a daemon crash by design): stop the demo's ones.
-  for f in "$STATE"/jobs/*/attempt-*/pid.json; do
-    [ -f "$f" ] || continue
-    [ -f "$(dirname "$f")/exit.json" ] && continue
-    sid=$(sed 's/.*"shim":\([0-9]*\).*/\1/' "$f")
-    pkill -KILL -s "$sid" 2>/dev/null
-  done
-  echo
-  echo "demo: state, logs and checkpoints are in $STATE (remove it when done)"
-}
-trap cleanup EXIT
+trap demo_cleanup EXIT
 trap 'exit 130' INT TERM
-
-step() { printf '\n\033[1m== %s\033[0m  (t=%ds)\n' "$*" "$(($(date +%s) - T0))"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
-state_of() { "$TESSERA" status "$1" --json | sed -n 's/^  "state": "\(.*\)",$/\1/p'; }
-wait_state() {  # job, state, timeout seconds
-  local i
-  for ((i = 0; i < $3 * 5; i++)); do
-    [ "$(state_of "$1")" = "$2" ] && return 0
-    sleep 0.2
-  done
-  echo "demo: job $1 did not reach '$2' within $3 s" >&2
-  "$TESSERA" status "$1" >&2
-  exit 1
-}
-progress_of() { "$TESSERA" status "$1" --json | tr -d '\n ' | sed -n 's/.*"progress":{[^}]*"step":\([0-9]*\).*/\1/p'; }
-wait_progress() {  # job, step, timeout seconds
-  local i
-  for ((i = 0; i < $3 * 5; i++)); do
-    local s
-    s=$(progress_of "$1")
-    [ -n "$s" ] && [ "$s" -ge "$2" ] && return 0
-    sleep 0.2
-  done
-  echo "demo: job $1 did not reach step $2 within $3 s" >&2
-  exit 1
-}
 
 step "0. The collective underneath: one allreduce across an Ascend island and an NVIDIA island (host ranks)"
 if "$TESSERA" bench --help >/dev/null 2>&1; then
@@ -94,14 +48,7 @@ if ! "$TESSERA" daemon --help >/dev/null 2>&1; then
 fi
 
 step "1. Start the job daemon with its embedded defaults (SQLite in WAL mode under $STATE)"
-"$TESSERA" daemon --state-dir "$STATE" >"$STATE/daemon.log" 2>&1 &
-DAEMON_PID=$!
-for ((i = 0; i < 100; i++)); do [ -f "$STATE/daemon.json" ] && break; sleep 0.1; done
-[ -f "$STATE/daemon.json" ] || { cat "$STATE/daemon.log" >&2; exit 1; }
-head -1 "$STATE/daemon.log"
-ADDR=$(sed 's/.*"address":"\([^"]*\)".*/\1/' "$STATE/daemon.json")
-printf '\033[1mweb console: http://%s/\033[0m  (log in with the admin token: cat %s/token)\n' "$ADDR" "$STATE"
-echo "metrics: http://$ADDR/metrics"
+demo_start_daemon
 
 step "2. Register the example fleet: host-emulated Ascend 910B and NVIDIA H800 cards, the brief's prices"
 run "$TESSERA" fleet register "$ROOT/examples/demo/fleet.yaml" --catalog "$ROOT/examples/demo/catalog.yaml" \
@@ -145,17 +92,7 @@ if [ -n "$HASH_DAEMON" ] && [ "$HASH_DAEMON" = "$HASH_STRAIGHT" ]; then echo "  
   echo "demo: the resumed run differs from the uninterrupted one" >&2; exit 1; fi
 
 step "6. The bill (per second, fixed-point money) and the compliance report"
-run "$TESSERA" bill --by job
-run "$TESSERA" bill --by type
-run "$TESSERA" bill compliance --day "$(date -u +%F)" --policy "$ROOT/examples/demo/policy.yaml"
-echo "the same from the daemon's /metrics (what Prometheus scrapes; docs/daemon.md lists every series):"
-curl -s -H "Authorization: Bearer $(cat "$STATE/token")" "http://$ADDR/metrics" |
-  grep -E '^tessera_(billed_amount_total|job_(starts|resumes|preemptions)_total|domestic_(share|floor))' || true
-if [ "${KEEP:-0}" = 1 ]; then
-  echo "KEEP=1: the daemon and its web console stay up at http://$ADDR/ until Ctrl-C"
-  while kill -0 "$DAEMON_PID" 2>/dev/null; do sleep 1; done
-else
-  echo "(KEEP=1 make demo keeps the daemon and its console up after this step, until Ctrl-C)"
-fi
+demo_bill "$ROOT/examples/demo/policy.yaml"
+demo_keep "make demo"
 
 step "Done in $(($(date +%s) - T0)) s"

@@ -23,13 +23,28 @@ Modes:
                for the gradient cast to f32, bf16 and f16 before the allreduce
 Prints tokens/s per island and in total, and the loss; --log FILE writes one JSON line per step and a
 summary (rank 0). Islands run on an SM share (tessera run --sm-share) are labelled as emulated.
+
+Checkpoints and resume (--mode hybrid, any number of islands; NOT YET RUN ON A GPU): with --ckpt-dir DIR
+(default $TESSERA_CKPT_ROOT, which the job daemon sets) the whole training state is saved through
+torch.distributed.checkpoint into Tessera's store (tessera.torch.checkpoint.TesseraWriter) as step N = the
+number of optimizer steps done: every --ckpt-every N steps (default $TESSERA_CKPT_EVERY, else 0: none on the
+way), on SIGTERM and at the end. On SIGTERM every rank finishes the current step, the ranks agree (an
+all_reduce MAX of the flag after every step) to stop after the same step, save it and exit 143, as the C++
+example trainer does (the daemon then queues the job again). A start with TESSERA_RESUME_FROM (set by the
+daemon) restores that step (tessera.torch.checkpoint.resume) and continues with the next global batch, so
+the resumed run sees the same data as an uninterrupted one. Rank 0 prints `step N/M loss L` every
+--print-every steps (the daemon's `tessera status` shows the last such line as the job's progress).
 """
 import argparse
+import base64
 import contextlib
 import glob
+import itertools
 import json
 import math
 import os
+import pickle
+import signal
 import sys
 import sysconfig
 import time
@@ -64,8 +79,71 @@ def parse():
                         "On an MPS share of an H200 some SM counts give wrong 16-bit GEMMs "
                         "(bench/gpu/mps_matmul_probe.py): scripts/lm-experiment.sh uses tf32")
     p.add_argument("--corpus-mb", type=int, default=48)
-    p.add_argument("--log", default=None)
-    return p.parse_args()
+    p.add_argument("--log", default=None,
+                   help="rank 0: one JSON line per step ({\"step\": i, \"loss\": L}, i from 0) and a summary line at the "
+                        "end; a resumed run keeps the lines of the steps before its checkpoint and appends")
+    p.add_argument("--print-every", type=int, default=10, help="rank 0 prints `step N/M loss L` every N steps")
+    p.add_argument("--ckpt-dir", default=os.environ.get("TESSERA_CKPT_ROOT") or None,
+                   help="--mode hybrid: checkpoint directory (Tessera's hot tier); default $TESSERA_CKPT_ROOT, "
+                        "else no checkpoints")
+    p.add_argument("--ckpt-every", type=int, default=int(os.environ.get("TESSERA_CKPT_EVERY") or 0),
+                   help="checkpoint every N optimizer steps; default $TESSERA_CKPT_EVERY, else 0: only on SIGTERM "
+                        "and at the end")
+    a = p.parse_args()
+    if a.ckpt_every < 0 or a.print_every < 1:
+        p.error("--ckpt-every must be >= 0 and --print-every >= 1")
+    return a
+
+
+# SIGTERM (preemption or cancel by the job daemon, forwarded by `tessera run`): set here, acted on by every
+# rank at the end of the same step (an all_reduce MAX of the flag), as the C++ example trainer does.
+STOP = [False]
+
+
+def on_sigterm(signum, frame):
+    STOP[0] = True
+
+
+class _Skip(torch.utils.data.Sampler):
+    """`sampler` without its first `n` indices: HeteroDistributedSampler has no way to start at a given
+    global batch, so a resumed run skips the batches already consumed in the current epoch (the order
+    itself is a function of seed + epoch only, so this is deterministic)."""
+
+    def __init__(self, sampler, n):
+        self.sampler, self.n = sampler, n
+
+    def __len__(self):
+        return max(0, len(self.sampler) - self.n)
+
+    def __iter__(self):
+        return itertools.islice(iter(self.sampler), self.n, None)
+
+
+class BatchStream:
+    """This rank's micro-batches, epoch after epoch, with its position (epoch, micro-batches consumed in
+    it): a resumed run starts at the saved position and so sees the same batches as an uninterrupted one."""
+
+    def __init__(self, data, sampler, epoch=0, pos=0, resumed=False):
+        self.data, self.sampler, self.epoch, self.pos = data, sampler, epoch, pos
+        if resumed:
+            sampler.set_epoch(epoch)
+        self.it = self._iter(pos)
+
+    def _iter(self, skip):
+        s = _Skip(self.sampler, skip * self.sampler.batch_size) if skip else self.sampler
+        return iter(torch.utils.data.DataLoader(self.data, batch_size=self.sampler.batch_size, sampler=s,
+                                                drop_last=True))
+
+    def next(self):
+        try:
+            b = next(self.it)
+        except StopIteration:
+            self.epoch, self.pos = self.epoch + 1, 0
+            self.sampler.set_epoch(self.epoch)
+            self.it = self._iter(0)
+            b = next(self.it)
+        self.pos += 1
+        return b
 
 
 class Block(nn.Module):
@@ -213,8 +291,79 @@ def gather_objects(obj):
     return out
 
 
+def local_optimizer(opt):
+    """The optimizer whose state this rank holds: ZeroRedundancyOptimizer's own (its partition), else `opt`."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    return opt.optim if isinstance(opt, ZeroRedundancyOptimizer) else opt
+
+
+def init_optim_state(optim):
+    """Creates the optimizer's state tensors (one step with zero gradients at learning rate 0, which changes
+    no parameter) so that DCP has tensors to load into; the load then overwrites them."""
+    if optim.state:
+        return
+    lrs = [g["lr"] for g in optim.param_groups]
+    for g in optim.param_groups:
+        g["lr"] = torch.zeros_like(g["lr"]) if torch.is_tensor(g["lr"]) else 0.0
+        for q in g["params"]:
+            if q.requires_grad:
+                q.grad = torch.zeros_like(q)
+    optim.step()
+    for g, lr in zip(optim.param_groups, lrs):
+        g["lr"] = lr
+    optim.zero_grad(set_to_none=True)
+
+
+def train_state(model, opt, sched, rank, dev, step, epoch, pos, losses, config):
+    """What a checkpoint holds (dcp.save / dcp.load of this dict):
+      model        the model's state_dict (DDP's module; replicated: DCP writes it once)
+      optim        the optimizer's state_dict (plain AdamW: replicated), or with ZeroRedundancyOptimizer
+                   optim_rank<R>: each rank's own partition (so a resume needs the same world size)
+      rng_rank<R>  this rank's CPU and CUDA generator states
+      meta         replicated plain Python values: step, data position (epoch, micro-batches consumed in it),
+                   the learning rates in force, the LR scheduler's state, the loss of every step so far
+                   (the loss log continues) and the run's configuration (checked on resume)."""
+    lopt = local_optimizer(opt)
+    meta = {"step": int(step), "epoch": int(epoch), "pos": int(pos),
+            "lrs": json.dumps([float(g["lr"]) for g in opt.param_groups]),
+            "sched": base64.b64encode(pickle.dumps(sched.state_dict())).decode(),
+            "losses": json.dumps(losses), "config": json.dumps(config, sort_keys=True)}
+    state = {"model": model.state_dict(), "meta": meta,
+             f"rng_rank{rank}": {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state(dev)}}
+    state[f"optim_rank{rank}" if lopt is not opt else "optim"] = lopt.state_dict()
+    return state
+
+
+def restore(model, opt, sched, rank, dev, config):
+    """TESSERA_RESUME_FROM set: loads that step (tessera.torch.checkpoint.resume; an older good step if it is
+    damaged) and applies it. Returns (step, meta, rng) or None on a fresh start. Collective."""
+    if not os.environ.get("TESSERA_RESUME_FROM"):
+        return None
+    from tessera.torch.checkpoint import resume
+    lopt = local_optimizer(opt)
+    init_optim_state(lopt)
+    state = train_state(model, opt, sched, rank, dev, 0, 0, 0, [], config)
+    step = resume(state)
+    if step is None:
+        return None
+    meta = state["meta"]
+    saved = json.loads(meta["config"])
+    if saved != config:
+        diff = {k: (saved.get(k), config.get(k)) for k in sorted(set(saved) | set(config)) if saved.get(k) != config.get(k)}
+        raise SystemExit(f"train_lm: checkpoint step {step} was made by a run with other settings "
+                         f"(saved, now): {diff}; resuming would not continue the same run")
+    model.load_state_dict(state["model"])
+    lopt.load_state_dict(state[f"optim_rank{rank}" if lopt is not opt else "optim"])
+    sched.load_state_dict(pickle.loads(base64.b64decode(meta["sched"])))
+    for g, lr in zip(opt.param_groups, json.loads(meta["lrs"])):
+        g["lr"] = lr  # ZeroRedundancyOptimizer's own groups (its partition's optimizer is synced from them)
+    return step, meta, state[f"rng_rank{rank}"]
+
+
 def main():
     args = parse()
+    if args.mode == "hybrid" and args.ckpt_dir:
+        signal.signal(signal.SIGTERM, on_sigterm)  # early: a SIGTERM during the start-up is acted on too
     global PRECISION
     PRECISION = args.precision
     torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
@@ -252,38 +401,108 @@ def main():
     else:
         opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50))
+    config = {"seq": args.seq, "layers": args.layers, "dim": args.dim, "heads": args.heads, "seed": args.seed,
+              "global_batch": args.global_batch, "accum": args.accum, "shares": sampler.shares,
+              "optimizer": args.optimizer, "lr": args.lr, "corpus_sequences": int(data.shape[0])}
+    ckpt_on = args.mode == "hybrid" and bool(args.ckpt_dir)
+    if ckpt_on:
+        os.makedirs(args.ckpt_dir, exist_ok=True)  # the daemon creates it; a direct run may name a new one
+    step0, prev_losses, epoch0, pos0, rng0 = 0, [], 0, 0, None
+    if args.mode == "hybrid":
+        got = restore(model, opt, sched, rank, dev, config)
+        if got is not None:
+            step0, meta, rng0 = got
+            prev_losses = json.loads(meta["losses"])[:step0]
+            epoch0, pos0 = meta["epoch"], meta["pos"]
+            if rank == 0:
+                print(f"train_lm: resumed from {os.environ['TESSERA_RESUME_FROM']}: {step0} of {args.steps} "
+                      f"steps done, data at epoch {epoch0} micro-batch {pos0}", flush=True)
+    elif os.environ.get("TESSERA_RESUME_FROM") and rank == 0:
+        print(f"train_lm: TESSERA_RESUME_FROM is ignored in mode {args.mode} (checkpoints: --mode hybrid)", flush=True)
+    if rank == 0:
+        wenv = os.environ.get("TESSERA_ISLAND_WEIGHTS")
+        print(f"batch split: {sampler.shares} of {args.global_batch} sequences per micro-batch "
+              f"(TESSERA_ISLAND_WEIGHTS={wenv if wenv else 'unset'}; split {args.split}"
+              f"{', weights file ' + args.weights_file if args.weights_file and os.path.exists(args.weights_file) else ''})",
+              flush=True)
+        if ckpt_on:
+            every = f"every {args.ckpt_every} steps, " if args.ckpt_every else ""
+            print(f"checkpoints: {args.ckpt_dir}, {every}on SIGTERM and at the end", flush=True)
+        elif args.mode == "hybrid" and args.ckpt_every:
+            print("train_lm: --ckpt-every without --ckpt-dir (or TESSERA_CKPT_ROOT): no checkpoints", flush=True)
+    log_file = None
+    if rank == 0 and args.log and args.mode != "calibrate":
+        # a resumed run keeps the lines of the steps before its checkpoint (a killed attempt may have
+        # written later ones, and no summary belongs in the middle) and appends from there
+        kept = []
+        if step0 and os.path.exists(args.log):
+            with open(args.log) as f:
+                for line in f:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(row, dict) and set(row) == {"step", "loss"} and row["step"] < step0:
+                        kept.append(line if line.endswith("\n") else line + "\n")
+        if step0 and [json.loads(line)["step"] for line in kept] != list(range(step0)):
+            # no usable earlier log (missing, or not the steps 0..step0-1 once each): the checkpoint's losses
+            kept = [json.dumps({"step": i, "loss": l}) + "\n" for i, l in enumerate(prev_losses)]
+        log_file = open(args.log, "w")
+        log_file.writelines(kept)
+        log_file.flush()
     # calibrate: island i trains alone in turn; the others wait at a barrier
     turns = islands if args.mode == "calibrate" else [None]
     results = {}
+    stopped = False
     for turn in turns:
         active = turn is None or turn == isl
-        it = iter(torch.utils.data.DataLoader(data, batch_size=sampler.batch_size, sampler=sampler, drop_last=True))
-        epoch = [0]
-
-        def next_batch():
-            nonlocal it
-            try:
-                return next(it)
-            except StopIteration:
-                epoch[0] += 1
-                sampler.set_epoch(epoch[0])
-                it = iter(torch.utils.data.DataLoader(data, batch_size=sampler.batch_size, sampler=sampler,
-                                                      drop_last=True))
-                return next(it)
+        start = step0 if turn is None else 0
+        stream = BatchStream(data, sampler, epoch0, pos0, resumed=start > 0) if turn is None else BatchStream(data, sampler)
+        if rng0 is not None and turn is None:  # after the stream: making a DataLoader iterator draws a seed
+            torch.set_rng_state(rng0["cpu"])
+            torch.cuda.set_rng_state(rng0["cuda"], dev)
         steps = args.steps if turn is None else min(args.steps, 30)
         tokens, t0, log = 0, None, []
+        losses_done = list(prev_losses) if turn is None else []  # floats of the steps before log[0]
+        saved_step = start if start > 0 else None
+
+        def all_losses():
+            losses_done.extend(x.item() for x in log)
+            log.clear()
+            return losses_done
+
+        def flush_log():
+            if log_file is not None:
+                done = all_losses()
+                have = flush_log.written
+                for i in range(have, len(done)):
+                    log_file.write(json.dumps({"step": i, "loss": done[i]}) + "\n")
+                log_file.flush()
+                flush_log.written = len(done)
+        flush_log.written = len(losses_done)
+
+        def save(n):
+            t = time.perf_counter()
+            import torch.distributed.checkpoint as dcp
+            from tessera.torch.checkpoint import TesseraWriter
+            state = train_state(model, opt, sched, rank, dev, n, stream.epoch, stream.pos, all_losses(), config)
+            dcp.save(state, storage_writer=TesseraWriter(args.ckpt_dir, n))
+            flush_log()
+            if rank == 0:
+                print(f"checkpoint: step {n} committed in {time.perf_counter() - t:.1f} s", flush=True)
+
         if turn is not None:
             dist.barrier()
-        for step in range(steps if active else 0):
-            if step == args.warmup_steps:
+        for step in range(start, steps if active else start):
+            if step - start == args.warmup_steps:
                 torch.cuda.synchronize()
                 t0, tokens = time.perf_counter(), 0
-            batch = next_batch()
+            batch = stream.next()
             opt.zero_grad(set_to_none=True)
             loss = 0.0
             for micro in range(args.accum):
                 if micro > 0:
-                    batch = next_batch()
+                    batch = stream.next()
                 batch = batch.to(dev, non_blocking=True)
                 # DDP synchronises the gradient once per step, on the last micro-batch
                 last = micro == args.accum - 1
@@ -305,7 +524,25 @@ def main():
                 log.append(lt)
             elif turn is None:
                 log.append(loss.detach().float())
+            if turn is None:
+                done = step + 1  # optimizer steps done: the number printed and the checkpoint's step
+                if rank == 0 and (done % args.print_every == 0 or done == steps):
+                    print(f"step {done}/{steps} loss {log[-1].item():.6f}", flush=True)
+                if ckpt_on:
+                    flag = torch.tensor([1 if STOP[0] else 0], device=dev)
+                    dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # every rank stops after the same step
+                    stop = bool(flag.item())
+                    if stop or (args.ckpt_every and done % args.ckpt_every == 0 and done < steps):
+                        save(done)
+                        saved_step = done
+                    if stop:
+                        stopped = True
+                        break
+        if stopped:
+            break
         torch.cuda.synchronize()
+        if ckpt_on and turn is None and steps > (saved_step or 0):
+            save(steps)
         elapsed = time.perf_counter() - t0 if t0 else float("nan")
         mine = {"rank": rank, "island": isl, "vendor": vendor, "label": label, "batch": sampler.batch_size,
                 "tokens_per_s": tokens / elapsed if active and t0 else 0.0}
@@ -315,8 +552,19 @@ def main():
             results[vend] = sum(e["tokens_per_s"] for e in everyone if e["island"] == turn) / max(
                 1, sum(1 for e in everyone if e["island"] == turn))
         else:
-            losses = [x.item() for x in log]
+            flush_log()
+            losses = all_losses()
             summary = report(args, everyone, losses, rank, world, nparams, sampler)
+            summary["resumed_from_step"] = step0 or None
+    if stopped:
+        # the C++ example trainer's convention: 143 (128 + SIGTERM) after a committed checkpoint; the daemon
+        # queues a preempted job again whatever its status, but a 0 would read as "succeeded" after a cancel
+        if rank == 0:
+            print(f"train_lm: SIGTERM: checkpoint of step {done} committed; exiting to be resumed", flush=True)
+        if log_file is not None:
+            log_file.close()
+        dist.destroy_process_group()
+        return 143
     if args.mode == "calibrate":
         if rank == 0:
             order = [next(e["vendor"] for e in everyone if e["island"] == i) for i in islands]
@@ -329,11 +577,10 @@ def main():
             if args.weights_file:
                 with open(args.weights_file, "w") as f:
                     json.dump(out, f, indent=1)
-    elif rank == 0 and args.log:
-        with open(args.log, "w") as f:
-            for i, l in enumerate(summary.pop("losses")):
-                f.write(json.dumps({"step": i, "loss": l}) + "\n")
-            f.write(json.dumps(summary) + "\n")
+    elif log_file is not None:
+        summary.pop("losses")
+        log_file.write(json.dumps(summary) + "\n")
+        log_file.close()
     if args.mode == "hybrid":
         bad = tt.check_replicas(model)
         if rank == 0:
