@@ -10,7 +10,7 @@
 #   Tessera: `tessera bench broadcast` from rank 0 (island ascend on h0) to rank 1 (island nvidia on h1):
 #     every byte crosses the bridge once, one way, as in iperf3 (checked: the veth counters show SIZE per
 #     broadcast from h0 and nothing back but ACKs) — with the default 4 streams and with
-#     TESSERA_TCP_STREAMS=1; and allreduce (every byte once each way) for context.
+#     TESSERA_TCP_STREAMS=1; and allreduce (every byte once each way) for context (with BEFORE: both builds).
 # Prints a table of medians over rounds (GB/s = 1e9 bytes/s) with the spread (min-max over rounds), and
 # the ratios Tessera / iperf3 as the median of the per-round ratios (each round's runs are back to back,
 # so they share that moment's load: the paired ratio is steadier than a ratio of medians on a shared
@@ -83,12 +83,13 @@ for round in $(seq "$ROUNDS"); do
       bc=$(TBIN=$BIN_BEFORE tessera broadcast "$size"); be=$(TBIN=$BIN_BEFORE tessera broadcast "$size" TESSERA_TCP_STREAMS=1)
     fi
     d=$(tessera allreduce "$size")
+    [ -n "$BEFORE" ] && bd=$(TBIN=$BIN_BEFORE tessera allreduce "$size")
     printf 'round %s %s (load %s): iperf3 -P1 %.2f  -P4 %.2f  tessera broadcast %.2f (1 stream %.2f)  allreduce %.2f GB/s\n' \
       "$round" "$size" "$load" "$a" "$b" "$c" "$e" "$d"
     extra=""
     if [ -n "$BEFORE" ]; then
-      printf '  %s: broadcast %.2f (1 stream %.2f) GB/s\n' "$BEFORE" "$bc" "$be"
-      extra=",\"before_broadcast\":$bc,\"before_broadcast_1stream\":$be"
+      printf '  %s: broadcast %.2f (1 stream %.2f)  allreduce %.2f GB/s\n' "$BEFORE" "$bc" "$be" "$bd"
+      extra=",\"before_broadcast\":$bc,\"before_broadcast_1stream\":$be,\"before_allreduce\":$bd"
     fi
     records+=("{\"round\":$round,\"size\":\"$size\",\"load1\":$load,\"iperf3_p1\":$a,\"iperf3_p4\":$b,\"tessera_broadcast\":$c,\"tessera_broadcast_1stream\":$e,\"tessera_allreduce\":$d$extra}")
   done
@@ -124,12 +125,14 @@ if all("before_broadcast" in r for r in rows):
         r["before_ratio_p1"] = r["before_broadcast_1stream"] / r["iperf3_p1"]
         r["after_over_before"] = r["tessera_broadcast"] / r["before_broadcast"]
         r["after_over_before_1stream"] = r["tessera_broadcast_1stream"] / r["before_broadcast_1stream"]
+        r["allreduce_after_over_before"] = r["tessera_allreduce"] / r["before_allreduce"]
     print()
     print("This build against %s, in the same rounds (broadcast GB/s; ratios per round as above):" % sys.argv[3])
-    print("| size | load | iperf3 -P4 | before, 4 streams | after, 4 streams | before / -P4 | after / -P4 | after / before | iperf3 -P1 | before, 1 stream | after, 1 stream | before / -P1 | after / -P1 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| size | load | iperf3 -P4 | before, 4 streams | after, 4 streams | before / -P4 | after / -P4 | after / before | iperf3 -P1 | before, 1 stream | after, 1 stream | before / -P1 | after / -P1 | allreduce before | allreduce after | after / before |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     keys = ("load1", "iperf3_p4", "before_broadcast", "tessera_broadcast", "before_ratio_p4", "ratio_p4", "after_over_before",
-            "iperf3_p1", "before_broadcast_1stream", "tessera_broadcast_1stream", "before_ratio_p1", "ratio_p1")
+            "iperf3_p1", "before_broadcast_1stream", "tessera_broadcast_1stream", "before_ratio_p1", "ratio_p1",
+            "before_allreduce", "tessera_allreduce", "allreduce_after_over_before")
     for size in dict.fromkeys(r["size"] for r in rows):
         sel = [r for r in rows if r["size"] == size]
         cells = []

@@ -28,6 +28,9 @@ class SendChannel {
   // A file descriptor that becomes writable when TrySend can take more (TCP: the stream it writes next),
   // so that an idle engine can sleep in poll() instead of spinning; -1 when there is none (shm).
   virtual int WaitFd() const { return -1; }
+  // How many ready bytes TrySend should be handed at once even past the engine's per-turn step (TCP: its
+  // streams' chunks, so that streams after a full one can send ahead); 0: the step is enough.
+  virtual size_t Lookahead() const { return 0; }
 
   // Zero-copy writing, for a device's copy engine (shared-memory rings only; see dma()): Reserve hands
   // out up to `max` contiguous writable bytes after those already reserved (none when the ring is full),

@@ -134,7 +134,13 @@ Status Engine::Run(const std::string& what) {
   FuseLocalPairs();
   while (pending_ > 0) {
     bool progress = false;
-    // Sends: push as much as each channel takes (bounded per turn so every channel gets its turn).
+    // Sends: push as much as each channel takes (bounded per turn so every channel gets its turn). A rank
+    // that receives nothing meanwhile (a broadcast's root) hands a channel up to its Lookahead() at once:
+    // on TCP that lets the streams after a full one send ahead (2026-12-01: +36-71% for a 2-host broadcast
+    // on veth); while receiving, the step stays small so that folds keep up (measured: an allreduce lost
+    // 10-18% with the larger step).
+    bool receiving = false;
+    for (const auto& q : recvs_) receiving |= !q.empty();
     for (size_t p = 0; p < sends_.size(); ++p) {
       auto& q = sends_[p];
       if (q.empty()) continue;
@@ -145,7 +151,7 @@ Status Engine::Run(const std::string& what) {
       }
       SendChannel* ch = links_->send(static_cast<int>(p));
       SendOp& op = q.front();
-      size_t budget = kStep;
+      size_t budget = receiving ? kStep : std::max(kStep, ch->Lookahead());
       const size_t ready = op.Ready();
       while (budget > 0 && op.off < op.padded && (op.off < ready || op.off >= op.bytes)) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;

@@ -1,6 +1,7 @@
 // tests/comm/tcp_channel_test: comm/transport/tcp through its public interface — the channels over
 // socket pairs (so the test holds the other end of every stream) and the connection set-up over loopback:
-// chunks are dealt round-robin over the streams; a receiver hands out partial chunks as they arrive and
+// chunks are dealt round-robin over the streams, and a stream whose socket is full does not hold up the
+// others' chunks; a receiver hands out partial chunks as they arrive and
 // keeps an unconsumed tail when its buffer is full; RecvInto returns buffered bytes first; a receiver
 // waiting for a late stream reads the other streams' data out of the kernel meanwhile, and streams
 // written in any skewed order come out in stream order, aligned; a stream that ended early gives the
@@ -104,8 +105,8 @@ TEST(TcpChannel, ChunksAreDealtRoundRobinOverTheStreams) {
   while (off < msg.size()) {
     auto n = tx->TrySend(msg.data() + off, msg.size() - off);
     ASSERT_TRUE(n.ok()) << n.status().ToString();
-    ASSERT_GT(*n, 0u);     // socket buffers hold all of it
-    EXPECT_LE(*n, chunk);  // never past the end of a chunk in one call
+    ASSERT_GT(*n, 0u);         // socket buffers hold all of it
+    EXPECT_LE(*n, 3 * chunk);  // never further than one chunk per stream ahead in one call
     off += *n;
   }
   for (int s = 0; s < 3; ++s) {
@@ -115,6 +116,44 @@ TEST(TcpChannel, ChunksAreDealtRoundRobinOverTheStreams) {
   }
   // The next byte goes to stream 7 % 3 = 1, after the tail's chunk is filled.
   EXPECT_EQ(tx->WaitFd(), st.conns->fds[1]);
+}
+
+TEST(TcpChannel, AFullStreamDoesNotHoldUpTheOthers) {
+  const size_t chunk = 4096;
+  Streams st(3);
+  int small = 4096;
+  ::setsockopt(st.conns->fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  // Stream 0's socket full of earlier bytes (the test's own), so its next chunk cannot go.
+  const std::string junk(1024, 'J');
+  size_t filled = 0;
+  for (ssize_t r; (r = ::send(st.conns->fds[0], junk.data(), junk.size(), MSG_DONTWAIT | MSG_NOSIGNAL)) > 0;)
+    filled += static_cast<size_t>(r);
+  ASSERT_GT(filled, 0u);
+  auto tx = MakeTcpSender(st.conns, chunk);
+  const std::string msg = Pattern(6 * chunk, 'z');
+  auto n = tx->TrySend(msg.data(), msg.size());
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 0u) << "chunk 0 cannot have gone: its stream is full";
+  EXPECT_EQ(tx->WaitFd(), st.conns->fds[0]);  // the stream that holds the others up
+  // Streams 1 and 2 sent their chunks of the range ahead.
+  std::vector<std::string> got(3);
+  got[1] = Drain(st.other[1]);
+  got[2] = Drain(st.other[2]);
+  EXPECT_EQ(got[1], msg.substr(chunk, chunk));
+  EXPECT_EQ(got[2], msg.substr(2 * chunk, chunk));
+  // Room again on stream 0: the rest goes, and nothing is sent twice.
+  size_t off = 0;
+  for (int i = 0; off < msg.size() && i < 10000; ++i) {
+    got[0] += Drain(st.other[0]);
+    auto k = tx->TrySend(msg.data() + off, msg.size() - off);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    off += *k;
+  }
+  ASSERT_EQ(off, msg.size());
+  for (int s = 0; s < 3; ++s) got[s] += Drain(st.other[s]);
+  EXPECT_EQ(got[0], std::string(filled, 'J') + msg.substr(0, chunk) + msg.substr(3 * chunk, chunk));
+  EXPECT_EQ(got[1], msg.substr(chunk, chunk) + msg.substr(4 * chunk, chunk));
+  EXPECT_EQ(got[2], msg.substr(2 * chunk, chunk) + msg.substr(5 * chunk, chunk));
 }
 
 TEST(TcpChannel, AReceiverReassemblesTheStreamsInOrder) {

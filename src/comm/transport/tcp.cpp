@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "common/log.hpp"
 #include "common/net.hpp"
@@ -38,31 +39,55 @@ Status IoFull(int fd, void* buf, size_t len, bool write, Clock::time_point deadl
   return net::IoStatus(io, err, what);
 }
 
+// Sends the round-robin byte stream (chunk k on stream k % streams, as TcpReceiver reads it) on whichever
+// stream has room. next_[s] is the stream offset of stream s's next byte; pos_, the first byte not yet
+// sent, is the least of them. TrySend(src, bytes) is handed bytes [pos_, pos_ + bytes): a stream whose
+// socket is full does not hold up the others, which send their chunks of that range ahead, up to
+// streams * chunk bytes past pos_ (the receiver's read-ahead window); the call returns how far pos_ moved.
+// Bytes sent ahead are the same bytes the next call is handed again (the engine passes the stream in
+// order), so they are skipped then.
 class TcpSender final : public SendChannel {
  public:
-  TcpSender(std::shared_ptr<TcpConnections> c, size_t chunk) : c_(std::move(c)), chunk_(chunk), left_(chunk) {}
+  TcpSender(std::shared_ptr<TcpConnections> c, size_t chunk)
+      : c_(std::move(c)), chunk_(chunk), streams_(c_->fds.size()), next_(streams_) {
+    for (size_t s = 0; s < streams_; ++s) next_[s] = s * chunk_;
+  }
   Result<size_t> TrySend(const void* src, size_t bytes) override {
-    size_t n = std::min(bytes, left_);
-    ssize_t r = ::send(c_->fds[cur_], src, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (r < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
-      return RemoteError(fmt::format("tcp send failed: {} (the peer closed its connection)", std::strerror(errno)));
+    const auto* base = static_cast<const std::byte*>(src);
+    const uint64_t end = pos_ + std::min<uint64_t>(bytes, streams_ * chunk_);
+    // The holder of pos_ first, then the others in stream order.
+    const size_t first = Holder();
+    for (size_t i = 0; i < streams_; ++i) {
+      const size_t st = (first + i) % streams_;
+      while (next_[st] < end) {
+        const uint64_t g = next_[st];
+        const size_t n = static_cast<size_t>(std::min<uint64_t>((g / chunk_ + 1) * chunk_, end) - g);
+        ssize_t r = ::send(c_->fds[st], base + (g - pos_), n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r < 0) {
+          if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+          return RemoteError(fmt::format("tcp send failed: {} (the peer closed its connection)", std::strerror(errno)));
+        }
+        next_[st] += static_cast<uint64_t>(r);
+        if (next_[st] % chunk_ == 0) next_[st] += (streams_ - 1) * chunk_;  // its next chunk
+        if (static_cast<size_t>(r) < n) break;                              // its socket is full
+      }
     }
-    left_ -= static_cast<size_t>(r);
-    if (left_ == 0) {
-      left_ = chunk_;
-      cur_ = (cur_ + 1) % c_->fds.size();
-    }
-    return static_cast<size_t>(r);
+    const uint64_t before = pos_;
+    pos_ = *std::min_element(next_.begin(), next_.end());
+    return static_cast<size_t>(pos_ - before);
   }
   const char* transport() const override { return "tcp"; }
-  int WaitFd() const override { return c_->fds[cur_]; }
+  // Beyond the engine's step: the streams after a full one can only send ahead within what they are handed.
+  size_t Lookahead() const override { return streams_ * chunk_; }
+  int WaitFd() const override { return c_->fds[Holder()]; }  // the stream that holds pos_ up
 
  private:
+  size_t Holder() const { return static_cast<size_t>((pos_ / chunk_) % streams_); }
   std::shared_ptr<TcpConnections> c_;
   size_t chunk_;
-  size_t left_;
-  size_t cur_ = 0;
+  size_t streams_;
+  std::vector<uint64_t> next_;
+  uint64_t pos_ = 0;
 };
 
 // Receives the round-robin byte stream from whichever stream has data, not one stream at a time.
