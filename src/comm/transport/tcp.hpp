@@ -3,11 +3,11 @@
 // A pair of ranks shares `streams` connections (both directions use them). The byte stream is cut into
 // chunks of `chunk` bytes dealt round-robin over the connections, so a large message moves on all of
 // them at once; the kernel's socket buffers pipeline the chunks. The sender writes whichever stream has
-// room, each stream's chunks in order, up to one chunk per stream ahead of the first unsent byte (so a full
-// socket does not hold up the others); the receiver reads whichever stream has data (one poll() over them) into that
-// stream's place in a read-ahead window of about `streams` chunks, so a late stream does not hold the others' data in
-// the kernel, and hands the bytes out in stream order. Connections open with a hello carrying the job token, so a stray
-// process cannot join.
+// room, each stream's chunks in order, up to one chunk per stream ahead of the first unsent byte (a full
+// socket does not hold up the others); the receiver reads whichever stream has data (one poll() over
+// them) into that stream's place in a read-ahead window of about `streams` chunks, so a late stream does
+// not hold the others' data in the kernel, and hands the bytes out in stream order. Connections open
+// with a hello carrying the job token, so a stray process cannot join.
 #pragma once
 
 #include <chrono>
