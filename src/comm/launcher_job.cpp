@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "comm/launcher.hpp"
 #include "comm/launcher_internal.hpp"
@@ -258,6 +259,7 @@ class Job {
     }
     Loop();
     CloseStreams();
+    if (multi && store_ && exit_code_ != 0) LingerForOtherNodes();
     return exit_code_;
   }
 
@@ -274,6 +276,17 @@ class Job {
     std::string prefix;
     std::string partial;
   };
+
+  // Node 0 of a job that failed keeps the store up a little longer: the other nodes' ranks read from it
+  // which rank failed first and why (the failure their own messages name). Without it, a rank that saw
+  // only a closed connection to a node-0 rank, because that rank had already exited, could name node 0
+  // instead of the host that was lost (seen in Hosts.AHostWhoseProcessesAreKilledMakesEveryRankFailNamingIt).
+  void LingerForOtherNodes() {
+    const auto linger = std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2));
+    Say(fmt::format("the job failed: keeping its store up for {} so that the other nodes' ranks can read why",
+                    FormatDuration(linger)));
+    std::this_thread::sleep_for(linger);
+  }
 
   int Fail(int code, const std::string& message) {
     std::fprintf(stderr, "tessera run: %s\n", message.c_str());
