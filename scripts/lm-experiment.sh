@@ -13,7 +13,9 @@
 # Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs,
 # PRECISION (tf32), OPTIMIZER (adamw; zero for ZeroRedundancyOptimizer), TSTEPS (20) optimizer steps per throughput run, ACCUM (8) micro-batches per step in calibration and throughput
 # runs (loss parity runs one per step), LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run),
-# PHASES (default "calibrate throughput parity grad report"; a subset runs only those, in that order)
+# PHASES (default "calibrate throughput parity grad report"; a subset runs only those, in that order),
+# ISLANDS (the tessera run island arguments instead of the two SM shares), HANG_S (100: seconds after which a
+# job still running gets its ranks' Python stacks in its log)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 cd "$(dirname "$0")/.."
@@ -32,13 +34,25 @@ PRECISION=${PRECISION:-tf32}
 OPTIMIZER=${OPTIMIZER:-adamw}
 LM="$PY $ROOT/examples/torch/train_lm.py --precision $PRECISION --optimizer $OPTIMIZER ${LM_ARGS:-}"
 W=$OUTDIR/lm-weights.json
-ISL="--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=$SLOW --sm-share nvidia=$FAST"
+# ISLANDS replaces the layout, e.g. ISLANDS="--island ascend=cuda:1 --island nvidia=cuda:1" (no MPS)
+ISL=${ISLANDS:-"--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=$SLOW --sm-share nvidia=$FAST"}
 PHASES=" ${PHASES:-calibrate throughput parity grad report} "
 phase() { [[ "$PHASES" == *" $1 "* ]]; }
 step() { echo; echo "=== $* ($(date +%T))"; }
 run() {  # run LABEL tessera-run-args -- program...
   local label=$1; shift
-  timeout 580 "$T" run --timeout 120s "$@" > "$OUTDIR/lm-$label.log" 2>&1; local rc=$?
+  timeout 580 "$T" run --timeout 120s "$@" > "$OUTDIR/lm-$label.log" 2>&1 &
+  local pid=$! waited=0
+  # A job still running HANG_S seconds in gets its ranks' Python stacks (train_lm's SIGUSR1 handler) in
+  # its log, once: where each rank waits, before Tessera's timeout (120 s) ends the job.
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1; waited=$((waited + 1))
+    if [ "$waited" = "${HANG_S:-100}" ]; then
+      echo "lm-experiment: $label still running after ${HANG_S:-100} s: the ranks' stacks follow" >> "$OUTDIR/lm-$label.log"
+      pkill -USR1 -f "examples/torch/train_lm.py" || true
+    fi
+  done
+  wait "$pid"; local rc=$?
   grep -E "island |total |calibration|replicas|grad_error|emulated|Error|FAIL" "$OUTDIR/lm-$label.log" | grep -v "^\s*$" | head -8
   [ $rc = 0 ] || { echo "$label: exit $rc"; tail -15 "$OUTDIR/lm-$label.log"; }
 }

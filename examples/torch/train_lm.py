@@ -38,6 +38,7 @@ the resumed run sees the same data as an uninterrupted one. Rank 0 prints `step 
 import argparse
 import base64
 import contextlib
+import faulthandler
 import glob
 import itertools
 import json
@@ -362,6 +363,8 @@ def restore(model, opt, sched, rank, dev, config):
 
 def main():
     args = parse()
+    # `kill -USR1` prints every thread's Python stack (scripts/lm-experiment.sh does it to a job that hangs)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     if args.mode == "hybrid" and args.ckpt_dir:
         signal.signal(signal.SIGTERM, on_sigterm)  # early: a SIGTERM during the start-up is acted on too
     global PRECISION
