@@ -107,9 +107,8 @@ pybind11::tuple Describe(const std::string& root, int64_t step) {
   return pybind11::make_tuple(info->step, info->world, info->dir, tensors);
 }
 
-// Fills `out` (contiguous, CPU or CUDA) with rows [row_begin, row_begin + rows) of tensor `name`.
-void Restore(const std::string& root, int64_t step, const std::string& name, at::Tensor out, int64_t row_begin,
-             int64_t rows) {
+// The slot that fills `out` (contiguous, CPU or CUDA) with rows [row_begin, row_begin + rows) of `name`.
+ck::TensorSlot SlotFor(const std::string& name, const at::Tensor& out, int64_t row_begin, int64_t rows) {
   TSR_CHECK(out.is_contiguous(), "tessera checkpoint: restore target for ", name, " is not contiguous");
   ck::TensorSlot slot;
   slot.name = name;
@@ -117,28 +116,27 @@ void Restore(const std::string& root, int64_t step, const std::string& name, at:
   slot.bytes = static_cast<size_t>(out.numel()) * out.element_size();
   slot.row_begin = row_begin;
   slot.rows = rows;
+  return slot;
+}
+
+// Fills `out` with rows [row_begin, row_begin + rows) of tensor `name` (SlotFor).
+void Restore(const std::string& root, int64_t step, const std::string& name, at::Tensor out, int64_t row_begin,
+             int64_t rows) {
+  ck::TensorSlot slot = SlotFor(name, out, row_begin, rows);
   pybind11::gil_scoped_release nogil;
   Ok(ck::Restore(root, step, {slot}), "restore");
 }
 
 // Many tensors in one call (one manifest read and check, the pieces read in parallel): `items` =
-// [(name, out, row_begin, rows)], each `out` as in Restore. On a checksum failure nothing is trusted.
+// [(name, out, row_begin, rows)], each as in Restore. On a checksum failure nothing is trusted.
 void RestoreMany(const std::string& root, int64_t step, const pybind11::list& items) {
   std::vector<ck::TensorSlot> slots;
   std::vector<at::Tensor> keep;  // the tensors stay alive while the GIL is released
   for (const auto& h : items) {
     auto t = h.cast<pybind11::tuple>();
     TSR_CHECK(t.size() == 4, "tessera checkpoint: restore_many items are (name, tensor, row_begin, rows)");
-    ck::TensorSlot slot;
-    slot.name = t[0].cast<std::string>();
-    at::Tensor out = t[1].cast<at::Tensor>();
-    TSR_CHECK(out.is_contiguous(), "tessera checkpoint: restore target for ", slot.name, " is not contiguous");
-    slot.data = out.data_ptr();
-    slot.bytes = static_cast<size_t>(out.numel()) * out.element_size();
-    slot.row_begin = t[2].cast<int64_t>();
-    slot.rows = t[3].cast<int64_t>();
-    slots.push_back(std::move(slot));
-    keep.push_back(std::move(out));
+    keep.push_back(t[1].cast<at::Tensor>());
+    slots.push_back(SlotFor(t[0].cast<std::string>(), keep.back(), t[2].cast<int64_t>(), t[3].cast<int64_t>()));
   }
   pybind11::gil_scoped_release nogil;
   Ok(ck::Restore(root, step, slots), "restore");

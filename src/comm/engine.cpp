@@ -136,7 +136,7 @@ Status Engine::Run(const std::string& what) {
     bool progress = false;
     // Sends: push as much as each channel takes (bounded per turn so every channel gets its turn). A rank
     // that receives nothing meanwhile (a broadcast's root) hands a channel up to its Lookahead() at once:
-    // on TCP that lets the streams after a full one send ahead (2026-12-01: +36-71% for a 2-host broadcast
+    // on TCP that lets the streams after a full one send ahead (2026-12-01: +26-48% for a 2-host broadcast
     // on veth); while receiving, the step stays small so that folds keep up (measured: an allreduce lost
     // 10-18% with the larger step).
     bool receiving = false;

@@ -3,8 +3,6 @@
 // first, so the planner's errors keep their line numbers.
 #include "daemon/jobspec.hpp"
 
-#include "common/yaml.hpp"
-
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -14,6 +12,7 @@
 #include <sstream>
 
 #include "common/env.hpp"
+#include "common/yaml.hpp"
 #include "daemon/security.hpp"
 
 namespace tessera::daemon {
@@ -130,8 +129,8 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
       for (const auto& kv : c) {
         auto key = kv.first.as<std::string>();
         if (key != "dir" && key != "every")
-          return InvalidArgument(fmt::format("{}: checkpoint.{}: unknown key (use dir, every)",
-                                             Where(source, kv.first), key));
+          return InvalidArgument(
+              fmt::format("{}: checkpoint.{}: unknown key (use dir, every)", Where(source, kv.first), key));
       }
       if (auto d = c["dir"]) {
         if (!d.IsScalar() || d.as<std::string>().empty())
@@ -144,8 +143,8 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
         }
       }
       if (auto e = c["every"]) {
-        auto v = env::ParseInt(fmt::format("{}: checkpoint.every", Where(source, e)), e.as<std::string>(), 1,
-                               1'000'000'000);
+        auto v =
+            env::ParseInt(fmt::format("{}: checkpoint.every", Where(source, e)), e.as<std::string>(), 1, 1'000'000'000);
         if (!v.ok()) return v.status();
         run.ckpt_every = *v;
       }
@@ -242,6 +241,27 @@ Result<int> ReadSmShare(const YAML::Node& e, const std::string& what, const std:
   return v;
 }
 
+// The keys `emulated` and `sm_share` of one mapping: the top level (prefix "") or a node entry
+// ("nodes[]."). `cards` and `holder` word a conflict between them ("the cards" / "the file", "node 'a1'" /
+// "the node").
+Result<EmulationKeys> ReadEmulationKeys(const YAML::Node& m, const std::string& prefix, const std::string& cards,
+                                        const std::string& holder, const std::string& source) {
+  EmulationKeys k;
+  if (auto e = m["emulated"]) {
+    TSR_ASSIGN_OR_RETURN(k.emulated, ReadEmulated(e, prefix + "emulated", source));
+  }
+  if (auto e = m["sm_share"]) {
+    TSR_ASSIGN_OR_RETURN(k.sm_share, ReadSmShare(e, prefix + "sm_share", source));
+    k.where = Where(source, e);
+    if (k.emulated == false)
+      return InvalidArgument(fmt::format(
+          "{}: {}sm_share: {} runs {} emulated on a share of the GPU, but {} also says 'emulated: false'; drop one "
+          "of them",
+          k.where, prefix, k.sm_share, cards, holder));
+  }
+  return k;
+}
+
 }  // namespace
 
 Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& source) {
@@ -257,39 +277,13 @@ Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& sou
   std::map<std::string, EmulationKeys> per_node;  // by the entry's id
   auto lines = Lines(yaml);
   try {
-    if (auto e = root["emulated"]) {
-      TSR_ASSIGN_OR_RETURN(top.emulated, ReadEmulated(e, "emulated", source));
-    }
-    if (auto e = root["sm_share"]) {
-      TSR_ASSIGN_OR_RETURN(top.sm_share, ReadSmShare(e, "sm_share", source));
-      top.where = Where(source, e);
-      if (top.emulated == false)
-        return InvalidArgument(fmt::format(
-            "{}: sm_share: {} runs the cards emulated on a share of the GPU, but the file also says 'emulated: "
-            "false'; drop one of them",
-            top.where, top.sm_share));
-    }
+    TSR_ASSIGN_OR_RETURN(top, ReadEmulationKeys(root, "", "the cards", "the file", source));
     if (auto nodes = root["nodes"]; nodes && nodes.IsSequence()) {
       for (const auto& n : nodes) {
         if (!n.IsMap()) continue;
-        auto e = n["emulated"];
-        auto s = n["sm_share"];
-        if (!e && !s) continue;
+        if (!n["emulated"] && !n["sm_share"]) continue;
         std::string id = n["id"] && n["id"].IsScalar() ? n["id"].as<std::string>() : "";
-        EmulationKeys k;
-        if (e) {
-          TSR_ASSIGN_OR_RETURN(k.emulated, ReadEmulated(e, "nodes[].emulated", source));
-        }
-        if (s) {
-          TSR_ASSIGN_OR_RETURN(k.sm_share, ReadSmShare(s, "nodes[].sm_share", source));
-          k.where = Where(source, s);
-          if (k.emulated == false)
-            return InvalidArgument(fmt::format(
-                "{}: nodes[].sm_share: {} runs node '{}' emulated on a share of the GPU, but the node also says "
-                "'emulated: false'; drop one of them",
-                k.where, k.sm_share, id));
-        }
-        per_node[id] = k;
+        TSR_ASSIGN_OR_RETURN(per_node[id], ReadEmulationKeys(n, "nodes[].", "node '" + id + "'", "the node", source));
         // Blank the `emulated: X` and `sm_share: P` text on its line, keeping the line count.
         for (const auto& kv : n) {
           auto key = kv.first.as<std::string>();

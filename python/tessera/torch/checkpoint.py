@@ -376,7 +376,7 @@ class TesseraReader(StorageReader):
         c = _ckpt()
         fut = Future()
         pending, staged = [], [0]
-        cuda_copies = []
+        cuda_devices = set()  # devices with asynchronous copies from pinned staging in flight
 
         def flush():
             if not pending:
@@ -395,7 +395,7 @@ class TesseraReader(StorageReader):
                     nb = target.device.type == "cuda" and src.is_pinned()
                     target.copy_(src.reshape(target.shape), non_blocking=nb)
                     if nb:
-                        cuda_copies.append(target.device)
+                        cuda_devices.add(target.device)
                 planner.commit_tensor(req, target)
             pending.clear()
             staged[0] = 0
@@ -437,7 +437,7 @@ class TesseraReader(StorageReader):
                 if staged[0] >= self._BATCH_BYTES:
                     flush()
             flush()
-            for d in set(cuda_copies):  # the pinned sources may be reused once their copies are done
+            for d in cuda_devices:  # the pinned sources may be reused once their copies are done
                 torch.cuda.current_stream(d).synchronize()
             fut.set_result(None)
         except Exception as e:  # noqa: BLE001 - DCP raises it

@@ -39,6 +39,31 @@ Status IoFull(int fd, void* buf, size_t len, bool write, Clock::time_point deadl
   return net::IoStatus(io, err, what);
 }
 
+// The round-robin dealing both ends share: chunk k of the byte stream (bytes [k*chunk, (k+1)*chunk))
+// travels on stream k % streams. next_[s] is the stream offset of stream s's next byte (sent, or
+// arrived); pos_ is the end's own position in the byte stream (the first byte not yet sent, or not yet
+// handed out).
+class DealtStreams {
+ protected:
+  DealtStreams(std::shared_ptr<TcpConnections> c, size_t chunk)
+      : c_(std::move(c)), chunk_(chunk), streams_(c_->fds.size()), next_(streams_) {
+    for (size_t s = 0; s < streams_; ++s) next_[s] = s * chunk_;
+  }
+  uint64_t ChunkEnd(uint64_t g) const { return (g / chunk_ + 1) * chunk_; }
+  size_t StreamOf(uint64_t g) const { return static_cast<size_t>((g / chunk_) % streams_); }
+  size_t Holder() const { return StreamOf(pos_); }  // the stream of pos_
+  void Advance(size_t s, size_t n) {                // n bytes of stream s went (never past the end of its chunk)
+    next_[s] += n;
+    if (next_[s] % chunk_ == 0) next_[s] += (streams_ - 1) * chunk_;  // its next chunk
+  }
+
+  std::shared_ptr<TcpConnections> c_;
+  size_t chunk_;
+  size_t streams_;
+  std::vector<uint64_t> next_;
+  uint64_t pos_ = 0;
+};
+
 // Sends the round-robin byte stream (chunk k on stream k % streams, as TcpReceiver reads it) on whichever
 // stream has room. next_[s] is the stream offset of stream s's next byte; pos_, the first byte not yet
 // sent, is the least of them. TrySend(src, bytes) is handed bytes [pos_, pos_ + bytes): a stream whose
@@ -46,12 +71,9 @@ Status IoFull(int fd, void* buf, size_t len, bool write, Clock::time_point deadl
 // streams * chunk bytes past pos_ (the receiver's read-ahead window); the call returns how far pos_ moved.
 // Bytes sent ahead are the same bytes the next call is handed again (the engine passes the stream in
 // order), so they are skipped then.
-class TcpSender final : public SendChannel {
+class TcpSender final : public SendChannel, private DealtStreams {
  public:
-  TcpSender(std::shared_ptr<TcpConnections> c, size_t chunk)
-      : c_(std::move(c)), chunk_(chunk), streams_(c_->fds.size()), next_(streams_) {
-    for (size_t s = 0; s < streams_; ++s) next_[s] = s * chunk_;
-  }
+  TcpSender(std::shared_ptr<TcpConnections> c, size_t chunk) : DealtStreams(std::move(c), chunk) {}
   Result<size_t> TrySend(const void* src, size_t bytes) override {
     const auto* base = static_cast<const std::byte*>(src);
     const uint64_t end = pos_ + std::min<uint64_t>(bytes, streams_ * chunk_);
@@ -61,15 +83,14 @@ class TcpSender final : public SendChannel {
       const size_t st = (first + i) % streams_;
       while (next_[st] < end) {
         const uint64_t g = next_[st];
-        const size_t n = static_cast<size_t>(std::min<uint64_t>((g / chunk_ + 1) * chunk_, end) - g);
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(ChunkEnd(g), end) - g);
         ssize_t r = ::send(c_->fds[st], base + (g - pos_), n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r < 0) {
           if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
           return RemoteError(fmt::format("tcp send failed: {} (the peer closed its connection)", std::strerror(errno)));
         }
-        next_[st] += static_cast<uint64_t>(r);
-        if (next_[st] % chunk_ == 0) next_[st] += (streams_ - 1) * chunk_;  // its next chunk
-        if (static_cast<size_t>(r) < n) break;                              // its socket is full
+        Advance(st, static_cast<size_t>(r));
+        if (static_cast<size_t>(r) < n) break;  // its socket is full
       }
     }
     const uint64_t before = pos_;
@@ -80,14 +101,6 @@ class TcpSender final : public SendChannel {
   // Beyond the engine's step: the streams after a full one can only send ahead within what they are handed.
   size_t Lookahead() const override { return streams_ * chunk_; }
   int WaitFd() const override { return c_->fds[Holder()]; }  // the stream that holds pos_ up
-
- private:
-  size_t Holder() const { return static_cast<size_t>((pos_ / chunk_) % streams_); }
-  std::shared_ptr<TcpConnections> c_;
-  size_t chunk_;
-  size_t streams_;
-  std::vector<uint64_t> next_;
-  uint64_t pos_ = 0;
 };
 
 // Receives the round-robin byte stream from whichever stream has data, not one stream at a time.
@@ -107,17 +120,12 @@ class TcpSender final : public SendChannel {
 // not leave the others' data in the kernel (their windows closing) while the receiver waits.
 // A stream that ended (EOF or an error) is no longer read; the error is returned when the bytes at pos_
 // are needed from it, after everything read before it was handed out (as before).
-class TcpReceiver final : public RecvChannel {
+class TcpReceiver final : public RecvChannel, private DealtStreams {
  public:
   TcpReceiver(std::shared_ptr<TcpConnections> c, size_t chunk)
-      : c_(std::move(c)),
-        chunk_(chunk),
-        streams_(c_->fds.size()),
+      : DealtStreams(std::move(c), chunk),
         window_(PadToChannel(std::max(chunk, std::min(chunk * streams_, kMaxWindow)))),
-        next_(streams_),
-        ended_(streams_, 0) {
-    for (size_t s = 0; s < streams_; ++s) next_[s] = s * chunk_;
-  }
+        ended_(streams_, 0) {}
   Result<std::pair<const std::byte*, size_t>> Peek() override {
     TSR_RETURN_IF_ERROR(ReadReady());
     const uint64_t end = ReadyEnd();
@@ -164,17 +172,11 @@ class TcpReceiver final : public RecvChannel {
   static constexpr size_t kMaxWindow = 8 << 20;
   static constexpr int kClosed = -1;  // ended_[s]: 0 open, kClosed at EOF, else the errno of a failed recv
 
-  uint64_t ChunkEnd(uint64_t g) const { return (g / chunk_ + 1) * chunk_; }
-  size_t Holder() const { return static_cast<size_t>((pos_ / chunk_) % streams_); }  // the stream of pos_
-  void Advance(size_t s, size_t n) {  // n bytes of stream s arrived (never past the end of its chunk)
-    next_[s] += n;
-    if (next_[s] % chunk_ == 0) next_[s] += (streams_ - 1) * chunk_;  // its next chunk
-  }
   // The end of the contiguous bytes from pos_ on that are in the window.
   uint64_t ReadyEnd() const {
     uint64_t g = pos_;
     for (;;) {
-      const uint64_t n = next_[(g / chunk_) % streams_];
+      const uint64_t n = next_[StreamOf(g)];
       if (n <= g) return g;  // the byte at g has not arrived
       const uint64_t e = ChunkEnd(g);
       if (n < e) return n;  // partway through g's chunk
@@ -223,14 +225,9 @@ class TcpReceiver final : public RecvChannel {
     return Status::Ok();
   }
 
-  std::shared_ptr<TcpConnections> c_;
-  size_t chunk_;
-  size_t streams_;
   size_t window_;
   std::unique_ptr<std::byte[]> win_;  // allocated on the first read ahead
-  std::vector<uint64_t> next_;        // per stream: the stream offset its next byte belongs at
   std::vector<int> ended_;
-  uint64_t pos_ = 0;  // stream offset of the next byte handed out
   std::vector<pollfd> pfds_;
   std::vector<size_t> ids_;
 };
