@@ -15,7 +15,8 @@
 # runs (loss parity runs one per step), LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run),
 # PHASES (default "calibrate throughput parity grad report"; a subset runs only those, in that order),
 # ISLANDS (the tessera run island arguments instead of the two SM shares), HANG_S (100: seconds after which a
-# job still running gets its ranks' Python stacks in its log)
+# job still running gets its ranks' Python stacks in its log, and their native stacks in lm-LABEL.stacks),
+# LM_TIMEOUT (120s: tessera run --timeout), TKINDS ("indep hybrid even": the throughput runs made)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 cd "$(dirname "$0")/.."
@@ -37,11 +38,14 @@ W=$OUTDIR/lm-weights.json
 # ISLANDS replaces the layout, e.g. ISLANDS="--island ascend=cuda:1 --island nvidia=cuda:1" (no MPS)
 ISL=${ISLANDS:-"--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=$SLOW --sm-share nvidia=$FAST"}
 PHASES=" ${PHASES:-calibrate throughput parity grad report} "
+# shellcheck source=scripts/stacks-lib.sh
+source "$ROOT/scripts/stacks-lib.sh"
 phase() { [[ "$PHASES" == *" $1 "* ]]; }
 step() { echo; echo "=== $* ($(date +%T))"; }
+RANKS="^[^ ]*python[0-9.]* [^ ]*examples/torch/train_lm.py"
 run() {  # run LABEL tessera-run-args -- program...
   local label=$1; shift
-  timeout 580 "$T" run --timeout 120s "$@" > "$OUTDIR/lm-$label.log" 2>&1 &
+  timeout 580 "$T" run --timeout "${LM_TIMEOUT:-120s}" "$@" > "$OUTDIR/lm-$label.log" 2>&1 &
   local pid=$! waited=0
   # A job still running HANG_S seconds in gets its ranks' Python stacks (train_lm's SIGUSR1 handler) in
   # its log, once: where each rank waits, before Tessera's timeout (120 s) ends the job.
@@ -49,7 +53,9 @@ run() {  # run LABEL tessera-run-args -- program...
     sleep 1; waited=$((waited + 1))
     if [ "$waited" = "${HANG_S:-100}" ]; then
       echo "lm-experiment: $label still running after ${HANG_S:-100} s: the ranks' stacks follow" >> "$OUTDIR/lm-$label.log"
-      pkill -USR1 -f "examples/torch/train_lm.py" || true
+      # the ranks only (anchored at the interpreter): SIGUSR1 would end the launcher, whose command line names the script too
+      pkill -USR1 -f "$RANKS" || true
+      sleep 2; native_stacks "$RANKS" > "$OUTDIR/lm-$label.stacks" 2>&1
     fi
   done
   wait "$pid"; local rc=$?
@@ -65,10 +71,11 @@ fi
 
 if phase throughput; then
 step "throughput: independent (sum of the parts) vs hybrid, $REPS reps of $TSTEPS steps of $ACCUM micro-batches"
+TKINDS=" ${TKINDS:-indep hybrid even} "
 for rep in $(seq "$REPS"); do
-  run indep-$rep $ISL -- $LM --mode independent --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
-  run hybrid-$rep $ISL -- $LM --mode hybrid --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
-  run even-$rep $ISL -- $LM --mode hybrid --split even --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
+  [[ "$TKINDS" == *" indep "* ]] && run indep-$rep $ISL -- $LM --mode independent --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
+  [[ "$TKINDS" == *" hybrid "* ]] && run hybrid-$rep $ISL -- $LM --mode hybrid --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
+  [[ "$TKINDS" == *" even "* ]] && run even-$rep $ISL -- $LM --mode hybrid --split even --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
 done
 fi
 

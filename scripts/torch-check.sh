@@ -50,26 +50,15 @@ TCHK_TIMEOUT=${TCHK_TIMEOUT:-30s}
 export PYTHONFAULTHANDLER=1 TESSERA_TORCH_CRASH_TRACE=1
 export TESSERA_TEST_HANG_S=${TESSERA_TEST_HANG_S:-$(( $(echo "$TCHK_TIMEOUT" | tr -dc 0-9) * 2 + 10 ))}
 selected() { [ -z "${TCHK_ONLY:-}" ] || [[ " $TCHK_ONLY " == *" $1 "* ]]; }
-native_stacks() {  # native_stacks LABEL: every python rank of this job still running
-  local p
-  for p in $(pgrep -f "$ROOT/tests/torch/" || true); do
-    echo "=== pid $p: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-160)"
-    if command -v gdb >/dev/null; then
-      timeout 60 gdb -p "$p" -batch -ex "thread apply all bt 30" 2>&1 | grep -vE "^\[(New|Thread) " | head -400
-    elif command -v eu-stack >/dev/null; then
-      timeout 60 eu-stack -p "$p" 2>&1 | head -400
-    else
-      for t in /proc/$p/task/*; do echo "task ${t##*/}: $(cat "$t/comm") wchan=$(cat "$t/wchan" 2>/dev/null)"; done
-    fi
-  done
-}
+# shellcheck source=scripts/stacks-lib.sh
+source "$ROOT/scripts/stacks-lib.sh"
 job() {  # job LABEL TIMEOUT tessera-run-args... -- program...
   local label=$1 lim=$2; shift 2
   selected "$label" || return 0
   echo "--- $label: tessera run $*"
   timeout "$lim" "$T" run --timeout "$TCHK_TIMEOUT" "$@" > "$OUTDIR/torch-$label.log" 2>&1 &
   local pid=$! watcher
-  ( sleep $((TESSERA_TEST_HANG_S - 3)); kill -0 $pid 2>/dev/null && native_stacks > "$OUTDIR/torch-$label.stacks" 2>&1 ) &
+  ( sleep $((TESSERA_TEST_HANG_S - 3)); kill -0 $pid 2>/dev/null && native_stacks "$ROOT/tests/torch/" > "$OUTDIR/torch-$label.stacks" 2>&1 ) &
   watcher=$!
   wait $pid; local rc=$?
   kill $watcher 2>/dev/null; wait $watcher 2>/dev/null
@@ -97,6 +86,8 @@ if [ "$WHAT" != bench ]; then
   job gpu-plus-3cpu 200 --island nvidia=cuda:1 --island ascend=host:3 -- $W
   job three-cpu 200 --island ascend=host:2 --island moore=host:1 -- $W
   job one-gpu 200 --island nvidia=cuda:1 -- $W
+  # gradient-sized all_reduce of every floating type, element by element (the bridge's chunks and rings)
+  job large-floats 200 --island ascend=cuda:1 --island nvidia=cuda:1 -- $PY $ROOT/tests/torch/large_worker.py
 
   step "training (tests/torch/train_worker.py)"
   TW="$PY $ROOT/tests/torch/train_worker.py"

@@ -635,7 +635,7 @@ def grad_error(model, data, args, dev, rank, world):
     ref = everyone.view(world, -1).double().sum(0)
     rows = []
     for dt in (torch.float32, torch.bfloat16, torch.float16):
-        t = flat.to(dt)
+        t = flat.to(dt, copy=True)  # a copy: all_reduce is in place, and flat must stay this rank's gradient
         dist.all_reduce(t)
         # the floor: the same per-rank gradients cast to dt, summed exactly, rounded once to dt
         cast = everyone.view(world, -1).to(dt).double().sum(0)
