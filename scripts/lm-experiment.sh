@@ -11,7 +11,9 @@
 #   5. cost: `tessera plan` with the measured throughputs at the brief's prices
 # Needs torch (the GPU machine); run scripts/torch-check.sh BUILD install first (or it does it).
 # Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs,
-# PRECISION (tf32), OPTIMIZER (adamw; zero for ZeroRedundancyOptimizer), TSTEPS (20) optimizer steps per throughput run, ACCUM (8) micro-batches per step in calibration and throughput
+# PRECISION (tf32), OPTIMIZER (adamw; zero for ZeroRedundancyOptimizer), TSTEPS (6) optimizer steps per throughput run
+# (the first TWARM (2) not timed), ACCUM (32) micro-batches of 32 sequences of 512 per step in the throughput runs
+# (524,288 tokens: GPT-2's batch), CAL_ACCUM (8) in calibration
 # runs (loss parity runs one per step), LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run),
 # PHASES (default "calibrate throughput parity grad report"; a subset runs only those, in that order),
 # ISLANDS (the tessera run island arguments instead of the two SM shares), HANG_S (100: seconds after which a
@@ -24,14 +26,13 @@ ROOT=$PWD
 B=${1:-build-gpu}; case $B in /*) ;; *) B=$ROOT/$B ;; esac
 OUTDIR=${OUT:-$ROOT/bench/results}; mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
-STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-20}; ACCUM=${ACCUM:-8}
+STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-6}; TWARM=${TWARM:-2}; ACCUM=${ACCUM:-32}; CAL_ACCUM=${CAL_ACCUM:-8}
 T=$B/tessera
 # TF32 matmuls, not bf16: on an MPS share of the H200 (35%, 40%, 60%, 65%, 80% measured), cuBLAS's bf16 and
 # f16 GEMMs give wrong results (finite or not) while TF32 and f32 are right (bench/gpu/mps_matmul_probe.py)
 PRECISION=${PRECISION:-tf32}
 # plain DDP + AdamW: two islands of one device type keep identical replicas with it (train_lm checks at the
-# end); ZeroRedundancyOptimizer broadcasts every parameter each step, and broadcast goes through the staged
-# bridge (docs/benchmarks.md, "Language model across two islands")
+# end); ZeroRedundancyOptimizer adds a broadcast of every parameter to each step's gradient allreduce
 OPTIMIZER=${OPTIMIZER:-adamw}
 LM="$PY $ROOT/examples/torch/train_lm.py --precision $PRECISION --optimizer $OPTIMIZER ${LM_ARGS:-}"
 W=$OUTDIR/lm-weights.json
@@ -65,7 +66,7 @@ run() {  # run LABEL tessera-run-args -- program...
 
 if phase calibrate; then
 step "calibration (each island alone on its SM share)"
-run calibrate $ISL -- $LM --mode calibrate --accum "$ACCUM" --weights-file "$W"
+run calibrate $ISL -- $LM --mode calibrate --accum "$CAL_ACCUM" --weights-file "$W"
 cat "$W"
 fi
 
@@ -73,9 +74,9 @@ if phase throughput; then
 step "throughput: independent (sum of the parts) vs hybrid, $REPS reps of $TSTEPS steps of $ACCUM micro-batches"
 TKINDS=" ${TKINDS:-indep hybrid even} "
 for rep in $(seq "$REPS"); do
-  [[ "$TKINDS" == *" indep "* ]] && run indep-$rep $ISL -- $LM --mode independent --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
-  [[ "$TKINDS" == *" hybrid "* ]] && run hybrid-$rep $ISL -- $LM --mode hybrid --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
-  [[ "$TKINDS" == *" even "* ]] && run even-$rep $ISL -- $LM --mode hybrid --split even --steps "$TSTEPS" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
+  [[ "$TKINDS" == *" indep "* ]] && run indep-$rep $ISL -- $LM --mode independent --steps "$TSTEPS" --warmup-steps "$TWARM" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
+  [[ "$TKINDS" == *" hybrid "* ]] && run hybrid-$rep $ISL -- $LM --mode hybrid --steps "$TSTEPS" --warmup-steps "$TWARM" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
+  [[ "$TKINDS" == *" even "* ]] && run even-$rep $ISL -- $LM --mode hybrid --split even --steps "$TSTEPS" --warmup-steps "$TWARM" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
 done
 fi
 

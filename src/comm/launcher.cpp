@@ -342,15 +342,7 @@ int Run(const Options& options) {
                    "tessera run: island %s: %s, through NVIDIA MPS (a model of a slower card, not real %s "
                    "hardware)\n",
                    options.islands[i].vendor.c_str(), label.c_str(), options.islands[i].vendor.c_str());
-      island_env[static_cast<int>(i)] = {{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(it->second)},
-                                         {"TESSERA_SM_SHARE", std::to_string(it->second)},
-                                         {"TESSERA_EMULATED", label}};
-      // MPS clients share one pool of hardware work queues, so streams alias onto fewer queues than
-      // without MPS: a stream waiting for the bridge then also held up the bridge's own copies queued
-      // behind it on the same queue (the hybrid LM hung in its first allreduce at the default; it trained
-      // with 32, the most CUDA allows). A value the user set is kept.
-      if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr)
-        island_env[static_cast<int>(i)].push_back({"CUDA_DEVICE_MAX_CONNECTIONS", "32"});
+      island_env[static_cast<int>(i)] = SmShareEnvironment(it->second, label);
     }
   }
   std::fflush(stdout);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -34,15 +35,24 @@ Result<std::map<std::string, int>> ParseSmShares(const std::vector<std::string>&
     for (const auto& i : islands)
       if (i.vendor == vendor) island = &i;
     if (island == nullptr)
-      return InvalidArgument(fmt::format("--sm-share '{}': there is no island '{}' (give it with --island)", text,
-                                         vendor));
+      return InvalidArgument(
+          fmt::format("--sm-share '{}': there is no island '{}' (give it with --island)", text, vendor));
     if (island->device != DeviceKind::kCuda)
-      return InvalidArgument(fmt::format("--sm-share '{}': island '{}' is {}, not a cuda island", text, vendor,
-                                         island->text));
+      return InvalidArgument(
+          fmt::format("--sm-share '{}': island '{}' is {}, not a cuda island", text, vendor, island->text));
     if (!out.emplace(vendor, static_cast<int>(*pct)).second)
       return InvalidArgument(fmt::format("--sm-share for '{}' is given twice", vendor));
   }
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> SmShareEnvironment(int percent, const std::string& label) {
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(percent)},
+      {"TESSERA_SM_SHARE", std::to_string(percent)},
+      {"TESSERA_EMULATED", label}};
+  if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) env.emplace_back("CUDA_DEVICE_MAX_CONNECTIONS", "32");
+  return env;
 }
 
 std::string EmulatedLabel(const std::string& gpu_name, int percent) {
@@ -93,8 +103,9 @@ std::string FindOnPath(const std::string& name) {
 Result<std::unique_ptr<MpsDaemon>> MpsDaemon::Start() {
   std::string control = FindOnPath("nvidia-cuda-mps-control");
   if (control.empty())
-    return Unsupported("--sm-share needs NVIDIA MPS, but nvidia-cuda-mps-control is not on PATH (it comes with the "
-                       "NVIDIA driver); without MPS an island cannot be limited to a share of a GPU");
+    return Unsupported(
+        "--sm-share needs NVIDIA MPS, but nvidia-cuda-mps-control is not on PATH (it comes with the "
+        "NVIDIA driver); without MPS an island cannot be limited to a share of a GPU");
   char tmpl[] = "/tmp/tessera-mps-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) return SystemError(fmt::format("mkdtemp for MPS: {}", std::strerror(errno)));
   std::unique_ptr<MpsDaemon> d(new MpsDaemon());

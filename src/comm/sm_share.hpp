@@ -25,6 +25,14 @@ Result<std::map<std::string, int>> ParseSmShares(const std::vector<std::string>&
 // The label every output carries for an emulated island: "emulated on an SM share of NVIDIA H200 (40%)".
 std::string EmulatedLabel(const std::string& gpu_name, int percent);
 
+// The variables of each rank of an island on `percent` of the SMs: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,
+// TESSERA_SM_SHARE, TESSERA_EMULATED (`label`) and CUDA_DEVICE_MAX_CONNECTIONS=32 unless the environment
+// sets it. Why the last: MPS clients share one pool of hardware work queues, so streams alias onto fewer
+// queues than without MPS, and a stream waiting for the device bridge then held up the bridge's own copies
+// queued behind it on the same queue (the hybrid LM hung in its first allreduce on the H200 at the
+// default; it trained with 32, the most CUDA takes).
+std::vector<std::pair<std::string, std::string>> SmShareEnvironment(int percent, const std::string& label);
+
 // The name of CUDA device `n` as this process sees it ("NVIDIA H200"); "GPU n" without CUDA.
 std::string CudaDeviceName(int n);
 

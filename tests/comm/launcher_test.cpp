@@ -628,6 +628,28 @@ TEST(LauncherSmShare, ParsesSharesOfCudaIslandsAndNamesBadValues) {
   EXPECT_EQ(EmulatedLabel("NVIDIA H200", 40), "emulated on an SM share of NVIDIA H200 (40%)");
 }
 
+TEST(LauncherSmShare, EachRankGetsItsShareLabelAndMoreWorkQueuesUnlessSet) {
+  const char* old = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const std::string saved = old ? old : "";
+  auto value = [](const std::vector<std::pair<std::string, std::string>>& env, const std::string& k) {
+    for (const auto& [key, v] : env)
+      if (key == k) return v;
+    return std::string("<unset>");
+  };
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  auto env = SmShareEnvironment(35, "emulated on an SM share of NVIDIA H200 (35%)");
+  EXPECT_EQ(value(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "35");
+  EXPECT_EQ(value(env, "TESSERA_SM_SHARE"), "35");
+  EXPECT_EQ(value(env, "TESSERA_EMULATED"), "emulated on an SM share of NVIDIA H200 (35%)");
+  EXPECT_EQ(value(env, "CUDA_DEVICE_MAX_CONNECTIONS"), "32");
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4", 1);  // the user's value is kept (the rank inherits it)
+  EXPECT_EQ(value(SmShareEnvironment(65, "x"), "CUDA_DEVICE_MAX_CONNECTIONS"), "<unset>");
+  if (old)
+    ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1);
+  else
+    ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+}
+
 TEST(LauncherSmShare, RefusesClearlyWithoutMps) {
   // No nvidia-cuda-mps-control on this PATH: the daemon cannot start, and the error says what is missing.
   const char* old = std::getenv("PATH");

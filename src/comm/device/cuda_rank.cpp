@@ -73,6 +73,8 @@ Status CudaRank::Attach(Comm* comm) {
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&tail_ev_, cudaEventDisableTiming), "cudaEventCreate"));
+  for (auto& e : copies_ev_)
+    TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
   TSR_RETURN_IF_ERROR(in_flags_.Allocate(kInFlags));
   for (auto& e : in_ev_)
     TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
@@ -107,6 +109,8 @@ CudaRank::~CudaRank() {
   if (h2d_) (void)cudaStreamSynchronize(h2d_);
   ring_ops_.reset();  // unregisters the rings while they are still mapped
   if (tail_ev_) (void)cudaEventDestroy(tail_ev_);
+  for (auto e : copies_ev_)
+    if (e) (void)cudaEventDestroy(e);
   for (auto e : in_ev_)
     if (e) (void)cudaEventDestroy(e);
   if (d2h_) (void)cudaStreamDestroy(d2h_);
@@ -381,8 +385,8 @@ void CudaRank::WorkerLoop() {
     }
     // Device job: (device bridge) make sure no copy of it is still in flight, then release the caller's stream.
     if (job.copy_streams) {
-      (void)cudaStreamSynchronize(d2h_);
-      (void)cudaStreamSynchronize(h2d_);
+      Status c = CopiesDone();
+      if (s.ok() && !c.ok()) s = comm_->GuardFn("the device bridge", [&] { return c; });  // the peers hear of it
     }
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -392,6 +396,27 @@ void CudaRank::WorkerLoop() {
     dev_->SetFlag(job.ticket);
     done_cv_.notify_all();
   }
+}
+
+// Bounded, unlike cudaStreamSynchronize, which waited forever when the copies could not run: under NVIDIA MPS
+// the bridge's streams shared a hardware work queue with the caller's stream, which waits (cuStreamWaitValue32)
+// for this very job (the hybrid LM hung so on the H200). Raising the flag after the timeout releases that
+// stream, so the copies behind it drain before the communicator is destroyed.
+Status CudaRank::CopiesDone() {
+  cudaStream_t streams[2] = {d2h_, h2d_};
+  for (int i = 0; i < 2; ++i) {
+    TSR_RETURN_IF_ERROR(
+        cuda::Check(cudaEventRecord(copies_ev_[i], streams[i]), "cudaEventRecord (the bridge's copies)"));
+    Status w = dev_->WaitEvent(copies_ev_[i], comm_->timeout_, "the device bridge's copies");
+    if (!w.ok())
+      return Timeout(fmt::format(
+          "{}; a copy stream that does not move while its collective waits may share a hardware work queue with "
+          "the stream waiting for it: under NVIDIA MPS give each process more queues with "
+          "CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts (tessera run does so for --sm-share islands), or "
+          "use TESSERA_CUDA_BRIDGE=staged",
+          w.message()));
+  }
+  return Status::Ok();
 }
 
 Status CudaRank::BridgeCall(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,

@@ -104,7 +104,8 @@ class CudaRank final : public DeviceRank {
   Status Fail(const char* what, Status s);  // records s through the communicator's Guard
   Status CclCall(const char* what, int r);
   Status Direct() const;
-  Status WarmUp();  // world of one island: the CCL's first collective, at init (see its definition)
+  Status WarmUp();      // world of one island: the CCL's first collective, at init (see its definition)
+  Status CopiesDone();  // worker: a device-bridge job's copies have finished, or TESSERA_TIMEOUT has passed
 
   std::unique_ptr<cuda::Device> dev_;
   Comm* comm_ = nullptr;
@@ -119,6 +120,7 @@ class CudaRank final : public DeviceRank {
   cudaStream_t d2h_ = nullptr, h2d_ = nullptr;  // the device bridge's copy streams
   cudaEvent_t in_ev_[kInEvents] = {};
   cudaEvent_t tail_ev_ = nullptr;  // recorded at the end of the last job queued on a stream
+  cudaEvent_t copies_ev_[2] = {};  // the end of a device-bridge job's copies on d2h_ and h2d_ (CopiesDone)
   cudaStream_t tail_stream_ = nullptr;
   bool tail_set_ = false;
   cuda::MappedFlags in_flags_;
