@@ -12,8 +12,10 @@
 # Needs torch (the GPU machine); run scripts/torch-check.sh BUILD install first (or it does it).
 # Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs,
 # PRECISION (tf32), OPTIMIZER (adamw; zero for ZeroRedundancyOptimizer), TSTEPS (6) optimizer steps per throughput run
-# (the first TWARM (2) not timed), ACCUM (32) micro-batches of 32 sequences of 512 per step in the throughput runs
-# (524,288 tokens: GPT-2's batch), CAL_ACCUM (8) in calibration
+# (the first TWARM (2) not timed), ACCUM (16) micro-batches of GB (64) sequences of 512 per step in the
+# throughput runs (524,288 tokens: GPT-2's batch; 64 sequences split 23 : 41 where 32 could only split 12 : 20),
+# CAL_ACCUM (8) in calibration, SPLIT_FROM (concurrent: the hybrid runs' speed split from the islands' rates in
+# the independent run just before, both islands at once as in the hybrid job; calibration: each alone)
 # runs (loss parity runs one per step), LM_ARGS (extra train_lm.py arguments, e.g. "--layers 2" for a smoke run),
 # PHASES (default "calibrate throughput parity grad report"; a subset runs only those, in that order),
 # ISLANDS (the tessera run island arguments instead of the two SM shares), HANG_S (100: seconds after which a
@@ -26,7 +28,7 @@ ROOT=$PWD
 B=${1:-build-gpu}; case $B in /*) ;; *) B=$ROOT/$B ;; esac
 OUTDIR=${OUT:-$ROOT/bench/results}; mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
-STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-6}; TWARM=${TWARM:-2}; ACCUM=${ACCUM:-32}; CAL_ACCUM=${CAL_ACCUM:-8}
+STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-6}; TWARM=${TWARM:-2}; ACCUM=${ACCUM:-16}; GB=${GB:-64}; SPLIT_FROM=${SPLIT_FROM:-concurrent}; CAL_ACCUM=${CAL_ACCUM:-8}
 T=$B/tessera
 # TF32 matmuls, not bf16: on an MPS share of the H200 (35%, 40%, 60%, 65%, 80% measured), cuBLAS's bf16 and
 # f16 GEMMs give wrong results (finite or not) while TF32 and f32 are right (bench/gpu/mps_matmul_probe.py)
@@ -73,10 +75,18 @@ fi
 if phase throughput; then
 step "throughput: independent (sum of the parts) vs hybrid, $REPS reps of $TSTEPS steps of $ACCUM micro-batches"
 TKINDS=" ${TKINDS:-indep hybrid even} "
+TB="--steps $TSTEPS --warmup-steps $TWARM --accum $ACCUM --global-batch $GB"
 for rep in $(seq "$REPS"); do
-  [[ "$TKINDS" == *" indep "* ]] && run indep-$rep $ISL -- $LM --mode independent --steps "$TSTEPS" --warmup-steps "$TWARM" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
-  [[ "$TKINDS" == *" hybrid "* ]] && run hybrid-$rep $ISL -- $LM --mode hybrid --steps "$TSTEPS" --warmup-steps "$TWARM" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
-  [[ "$TKINDS" == *" even "* ]] && run even-$rep $ISL -- $LM --mode hybrid --split even --steps "$TSTEPS" --warmup-steps "$TWARM" --accum "$ACCUM" --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
+  [[ "$TKINDS" == *" indep "* ]] && run indep-$rep $ISL -- $LM --mode independent $TB --weights-file "$W" --log "$OUTDIR/lm-indep-$rep.jsonl"
+  # SPLIT_FROM=concurrent: the speed split from the islands' rates in this repetition's independent run
+  # (both at once, as in the hybrid job) instead of the calibration's (each alone)
+  WH=$W
+  if [ "$SPLIT_FROM" = concurrent ] && [ -f "$OUTDIR/lm-indep-$rep.jsonl" ]; then
+    WH=$OUTDIR/lm-weights-concurrent-$rep.json
+    "$PY" "$ROOT/scripts/lm_report.py" --weights-from "$OUTDIR/lm-indep-$rep.jsonl" "$W" > "$WH" || WH=$W
+  fi
+  [[ "$TKINDS" == *" hybrid "* ]] && run hybrid-$rep $ISL -- $LM --mode hybrid $TB --weights-file "$WH" --log "$OUTDIR/lm-hybrid-$rep.jsonl"
+  [[ "$TKINDS" == *" even "* ]] && run even-$rep $ISL -- $LM --mode hybrid --split even $TB --weights-file "$W" --log "$OUTDIR/lm-even-$rep.jsonl"
 done
 fi
 

@@ -1,7 +1,11 @@
 """scripts/lm_report.py OUTDIR TESSERA ROOT — the summary of scripts/lm-experiment.sh: throughput against
 the sum of the parts, loss parity against one island (with the A/A spread), gradient error, the cost of the
 mix from `tessera plan` with the measured throughputs, and two plots (lm-loss.png, lm-throughput.png).
-Prints a table and writes lm-summary.json."""
+Prints a table and writes lm-summary.json.
+
+scripts/lm_report.py --weights-from INDEP.jsonl CALIBRATION.json — prints a weights file like the
+calibration's (train_lm --weights-file) whose per-rank speeds are the islands' tokens/s in an independent
+run (both islands at once), for the hybrid runs' speed split."""
 import glob
 import json
 import os
@@ -9,6 +13,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+if len(sys.argv) == 4 and sys.argv[1] == "--weights-from":
+    with open(sys.argv[2]) as f:
+        last = [json.loads(l) for l in f if l.strip()][-1]
+    with open(sys.argv[3]) as f:
+        cal = json.load(f)
+    per_rank = {v: d["tokens_per_s"] / d["ranks"] for v, d in last["islands"].items()}
+    order = list(cal["islands"].keys())  # island order, as in the calibration's weights
+    top = max(per_rank.values())
+    print(json.dumps({**cal, "islands": {v: round(per_rank[v], 1) for v in order},
+                      "weights": ",".join(f"{per_rank[v] / top:.4f}" for v in order),
+                      "source": f"independent run {os.path.basename(sys.argv[2])} (both islands at once)"}, indent=1))
+    sys.exit(0)
 
 out, tessera, root = sys.argv[1], sys.argv[2], sys.argv[3]
 
