@@ -21,14 +21,15 @@
 # (the tessera binary in build-gpu/, the tessera Python package installed into the Python that has torch).
 # Refuses (exit 2, saying why) without an NVIDIA GPU, without nvidia-cuda-mps-control, or without a Python
 # that imports torch (with CUDA) and tessera.torch.
-# Usage: scripts/demo-gpu.sh [path/to/tessera]    env: PYTHON (python3), LOSS_TOL (0.01), KEEP=1 (keep the
+# Usage: scripts/demo-gpu.sh [path/to/tessera or its build directory]    env: PYTHON (python3), LOSS_TOL (0.01), KEEP=1 (keep the
 # daemon and its web console up at the end, until Ctrl-C)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 refuse() { echo "demo-gpu: $*" >&2; exit 2; }
 
 TESSERA=${1:-$ROOT/build-gpu/tessera}
-[ -x "$TESSERA" ] || refuse "no tessera binary at $TESSERA (build it: scripts/torch-check.sh build-gpu install)"
+[ -d "$TESSERA" ] && TESSERA=$TESSERA/tessera  # a build directory names its binary
+[ -f "$TESSERA" ] && [ -x "$TESSERA" ] || refuse "no tessera binary at $TESSERA (build it: scripts/torch-check.sh build-gpu install)"
 TESSERA=$(realpath "$TESSERA")
 GPUS=$(nvidia-smi -L 2>/dev/null || true)   # (no `| grep -q` under pipefail: an early exit is a SIGPIPE)
 [[ "$GPUS" == *"GPU "* ]] ||
@@ -43,7 +44,7 @@ assert torch.cuda.is_available(), "torch sees no CUDA device"' 2>"/tmp/demo-gpu-
 }
 rm -f "/tmp/demo-gpu-python-check.$$"
 "$TESSERA" daemon --help >/dev/null 2>&1 ||
-  refuse "this build has no job daemon (it needs libsqlite3-dev and libcpp-httplib-dev at configure time)"
+  refuse "this build has no job daemon (it needs libsqlite3-dev and libcpp-httplib-dev at configure time; on the GPU image, carry the kit of scripts/gpu-kit.sh as .deps/gpu-kit and let scripts/torch-check.sh configure)"
 
 # shellcheck source=scripts/demo-lib.sh
 . "$ROOT/scripts/demo-lib.sh"

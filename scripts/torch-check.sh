@@ -25,8 +25,12 @@ fi
 
 step "build libtessera + tessera"
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
+# The kit of scripts/gpu-kit.sh, when it was carried here: the daemon and the planner then build on the GPU
+# image too (it lacks SQLite's headers, cpp-httplib and GLPK), for scripts/demo-gpu.sh.
+KIT=()
+[ -f "$ROOT/.deps/gpu-kit/sqlite/sqlite3.c" ] && KIT=(-DTESSERA_KIT="$ROOT/.deps/gpu-kit")
 if [ ! -f "$B/build.ninja" ]; then
-  cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${KIT[@]}" \
     > "$OUTDIR/torch-configure.log" 2>&1 || { tail -30 "$OUTDIR/torch-configure.log"; echo "configure FAILED"; exit 1; }
 fi
 cmake --build "$B" -j "$(nproc)" --target libtessera tessera_cli > "$OUTDIR/torch-build.log" 2>&1 \

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# scripts/gpu-kit.sh — run on the development machine (Debian 12): gathers into .deps/gpu-kit (ignored by
+# git; carried to the GPU machine with the device tool's `carry`) what the GPU image lacks to build the job
+# daemon and the planner, which `scripts/demo-gpu.sh` needs there: the SQLite amalgamation (source, public
+# domain; from npm's better-sqlite3 package, whose deps/ ship it), cpp-httplib as Debian builds it (its
+# split header and libcpp-httplib.so, MIT) and GLPK (glpk.h and libglpk.so with the libraries it needs that
+# Ubuntu names differently, GPL-3: carried for test runs, not distributed). A build configured with
+# -DTESSERA_KIT=.deps/gpu-kit compiles SQLite from the amalgamation when no SQLite is installed, finds the
+# rest there, and records the kit's lib/ as RPATH (transitive), so nothing needs LD_LIBRARY_PATH.
+# scripts/torch-check.sh passes the kit on when .deps/gpu-kit exists. Usage: scripts/gpu-kit.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+K=.deps/gpu-kit
+SQLITE_NPM=${SQLITE_NPM:-better-sqlite3@12.11.1}
+LIBDIR=/usr/lib/x86_64-linux-gnu
+die() { echo "gpu-kit: $*" >&2; exit 1; }
+for f in /usr/include/httplib.h $LIBDIR/libcpp-httplib.so /usr/include/glpk.h $LIBDIR/libglpk.so; do
+  [ -e "$f" ] || die "$f is missing (scripts/install-deps.sh installs libcpp-httplib-dev and libglpk-dev)"
+done
+command -v npm >/dev/null || die "npm is missing (scripts/install-deps.sh installs it)"
+rm -rf "$K"; mkdir -p "$K/include" "$K/lib/pkgconfig" "$K/sqlite"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+(cd "$tmp" && npm pack --silent "$SQLITE_NPM" > /dev/null) || die "npm pack $SQLITE_NPM failed"
+tar xzf "$tmp"/better-sqlite3-*.tgz -C "$tmp" package/deps/sqlite3/sqlite3.c package/deps/sqlite3/sqlite3.h
+cp "$tmp"/package/deps/sqlite3/sqlite3.{c,h} "$K/sqlite/"
+cp /usr/include/httplib.h /usr/include/glpk.h "$K/include/"
+# A library, under its soname, and its development name; then the libraries it needs, except those every
+# Linux with OpenSSL 3 has (glibc's, libstdc++, libgcc_s, libssl, libcrypto, zlib).
+keep() {  # keep FILE
+  local real soname
+  real=$(readlink -f "$1"); soname=$(objdump -p "$real" | awk '/SONAME/ {print $2}')
+  cp "$real" "$K/lib/$soname"
+  case $(basename "$1") in *.so) ln -sf "$soname" "$K/lib/$(basename "$1")" ;; esac
+}
+for l in libcpp-httplib.so libglpk.so; do
+  keep "$LIBDIR/$l"
+  ldd "$LIBDIR/$l" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+    case $name in libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libstdc++*|libgcc_s*|libssl*|libcrypto*|libz.so*) ;;
+      *) [ -e "$K/lib/$name" ] || keep "$path" ;;
+    esac
+  done
+done
+# pkg-config for the definitions Debian's build of cpp-httplib was made with (they change its classes'
+# layout); without its Requires.private, which name .pc files the GPU image may not have
+flags=$(pkg-config --cflags-only-other cpp-httplib 2>/dev/null || echo "-DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT")
+cat > "$K/lib/pkgconfig/cpp-httplib.pc" <<PC
+Name: cpp-httplib
+Description: Debian's cpp-httplib, carried by scripts/gpu-kit.sh
+Version: $(pkg-config --modversion cpp-httplib 2>/dev/null || echo 0.11)
+Libs: -lcpp-httplib
+Cflags: $flags
+PC
+du -sh "$K" | awk '{print "gpu-kit: " $1 " in '"$K"'"}'
+ls "$K/lib"
