@@ -87,6 +87,9 @@ timeout 60 "$BENCH" copy --mib 256 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 # Two processes copying on one card at once: two CUDA contexts, as the two GPU ranks of the one-card jobs.
 env $ONE_CARD timeout 60 "$BENCH" copy --mib 256 --procs 2 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 [ "$NGPU" -gt 1 ] && timeout 60 "$BENCH" copy --mib 256 --gpus 2 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
+# Where a CUDA rank's bridge is TCP its received bytes land in host memory: fold them there, or copy them
+# to the GPU and fold there? (issue #19; docs/benchmarks.md, "16-bit folds")
+timeout 120 "$BENCH" folds --mib 64 | sed 's/^{/{"job":"folds",/' | tee -a "$ROWS"
 SZ=1M,16M,64M,256M
 # Collectives are `tessera bench`'s (the command users run): CUDA ranks on device memory of their GPU and a
 # stream of their own (--host-memory: host memory, stream NULL), host ranks on host memory. f32 avg in place;

@@ -17,6 +17,13 @@
 //                                               time spent in the calls (the slowest rank's per round);
 //                                               --nccl-first (a world of one rank): the first direct
 //                                               communicator is made before Tessera's, not after.
+//   gpu_bench folds [--mib N] [--iters N]        where a CUDA rank's bridge is TCP, the bytes it receives
+//                                               arrive in host memory: folding them there (the host engine's
+//                                               fold, one thread, the CPU's fastest path) against copying
+//                                               them to the GPU and folding there (pinned H2D copy + the
+//                                               device fold kernel, timed together with events; and the
+//                                               kernel alone), f32/bf16/f16 sum into an f32 accumulator of
+//                                               N MiB of elements (default 64), medians of N calls (10)
 // Sizes are in bytes with K/M/G suffixes.
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -36,6 +43,8 @@
 #include "comm/ccl/ccl.hpp"
 #include "comm/comm.hpp"
 #include "comm/device/device.hpp"
+#include "comm/kernels/kernels.hpp"
+#include "comm/reduce.hpp"
 #include "common/dtype.hpp"
 #include "tessera/tessera.h"
 
@@ -300,17 +309,76 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
   return 0;
 }
 
+// See the usage above. Prints one JSON line per type: GB/s of element bytes folded (n * sizeof(dtype)).
+int Folds(size_t mib, int iters) {
+  using tessera::DType;
+  using tessera::RedOp;
+  Cuda(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t s;
+  Cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  cudaEvent_t e0, e1, e2;
+  for (cudaEvent_t* e : {&e0, &e1, &e2}) Cuda(cudaEventCreate(e), "cudaEventCreate");
+  Cuda(tessera::comm::kernels::Preload(), "loading the fold kernels");
+  for (DType t : {DType::kFloat32, DType::kBfloat16, DType::kFloat16}) {
+    const size_t esz = tessera::DTypeSize(t), n = (mib << 20) / esz;
+    void *src_h = nullptr, *src_d = nullptr, *acc_d = nullptr;
+    Cuda(cudaHostAlloc(&src_h, n * esz, cudaHostAllocDefault), "cudaHostAlloc");
+    Cuda(cudaMalloc(&src_d, n * esz), "cudaMalloc");
+    Cuda(cudaMalloc(&acc_d, n * sizeof(float)), "cudaMalloc");
+    std::vector<float> acc_h(n);
+    for (size_t i = 0; i < n; ++i) {  // values in [-1, 1): no denormals, no overflow over the calls
+      const float v = static_cast<float>((i * 2654435761u) % 2000) / 1000.0f - 1.0f;
+      tessera::StoreElement(src_h, i, t, v);
+      acc_h[i] = v;
+    }
+    Cuda(cudaMemcpy(acc_d, acc_h.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    std::vector<double> host, both, kernel;
+    for (int it = 0; it < iters + 1; ++it) {  // the first of each is a warm-up
+      double t0 = Now();
+      tessera::comm::Fold(acc_h.data(), src_h, n, t, t, RedOp::kSum, false);
+      double th = Now() - t0;
+      Cuda(cudaEventRecord(e0, s), "cudaEventRecord");
+      Cuda(cudaMemcpyAsync(src_d, src_h, n * esz, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+      Cuda(cudaEventRecord(e1, s), "cudaEventRecord");
+      Cuda(tessera::comm::kernels::Fold(acc_d, src_d, n, t, t, RedOp::kSum, false, s), "the fold kernel");
+      Cuda(cudaEventRecord(e2, s), "cudaEventRecord");
+      Cuda(cudaEventSynchronize(e2), "cudaEventSynchronize");
+      float ms_all = 0, ms_kernel = 0;
+      Cuda(cudaEventElapsedTime(&ms_all, e0, e2), "cudaEventElapsedTime");
+      Cuda(cudaEventElapsedTime(&ms_kernel, e1, e2), "cudaEventElapsedTime");
+      if (it == 0) continue;
+      host.push_back(th);
+      both.push_back(ms_all / 1e3);
+      kernel.push_back(ms_kernel / 1e3);
+    }
+    // The same sums on both sides: the accumulators must agree bit for bit (same element rules).
+    std::vector<float> back(n);
+    Cuda(cudaMemcpy(back.data(), acc_d, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    const bool same = std::memcmp(back.data(), acc_h.data(), n * sizeof(float)) == 0;
+    const double bytes = static_cast<double>(n * esz);
+    std::printf(
+        "{\"bench\":\"fold_choice\",\"dtype\":\"%s\",\"bytes\":%.0f,\"host_path\":\"%s\",\"host_GBps\":%.2f,"
+        "\"gpu_copy_and_fold_GBps\":%.2f,\"gpu_fold_only_GBps\":%.2f,\"same_bits\":%s}\n",
+        tessera::DTypeName(t), bytes, tessera::comm::FoldPathName(tessera::comm::ActiveFoldPath()),
+        bytes / Median(host) / 1e9, bytes / Median(both) / 1e9, bytes / Median(kernel) / 1e9, same ? "true" : "false");
+    Cuda(cudaFreeHost(src_h), "cudaFreeHost");
+    Cuda(cudaFree(src_d), "cudaFree");
+    Cuda(cudaFree(acc_d), "cudaFree");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (argc < 2) Die("usage: gpu_bench copy|direct [options] (collectives: tessera bench)");
+  if (argc < 2) Die("usage: gpu_bench copy|direct|folds [options] (collectives: tessera bench)");
   std::string mode = argv[1];
   std::vector<size_t> sizes = ParseSizes("1M,16M,64M,256M");
   int iters = 10;
   size_t mib = 256;
   int gpus = 1, rounds = 7, procs = 1;
-  bool nccl_first = false;
+  bool nccl_first = false, mib_given = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--nccl-first")
@@ -320,7 +388,7 @@ int main(int argc, char** argv) {
     else if (i + 1 < argc && a == "--iters")
       iters = std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--mib")
-      mib = std::stoull(argv[++i]);
+      mib = std::stoull(argv[++i]), mib_given = true;
     else if (i + 1 < argc && a == "--gpus")
       gpus = std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--procs")
@@ -334,6 +402,7 @@ int main(int argc, char** argv) {
     Die("--iters " + std::to_string(iters) + ", --rounds " + std::to_string(rounds) + ", --mib " + std::to_string(mib) +
         ": each must be at least 1");
   if (mode == "copy") return Copy(mib, gpus, procs);
+  if (mode == "folds") return Folds(mib == 256 && !mib_given ? 64 : mib, iters);
   if (mode == "allreduce")
     Die("gpu_bench allreduce is now `tessera bench allreduce` (device memory on CUDA ranks; --host-memory, --batch)");
   if (mode == "direct") return Direct(sizes, iters, rounds, nccl_first);
