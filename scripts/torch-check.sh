@@ -49,7 +49,7 @@ RC=0
 # Tessera's own timeout (TCHK_TIMEOUT) has had the chance to raise; native stacks of all threads of a rank
 # still running then (gdb or eu-stack, where the machine has one) in torch-LABEL.stacks.
 # TCHK_ONLY="label ..." runs only those jobs (to spend GPU time on what is being debugged); TCHK_BENCH_REPS
-# (3) repetitions of each benchmark.
+# (3) repetitions of each benchmark; TCHK_TRACE=1 adds the bridge's per-job traces of torch and the C API.
 TCHK_TIMEOUT=${TCHK_TIMEOUT:-30s}
 export PYTHONFAULTHANDLER=1 TESSERA_TORCH_CRASH_TRACE=1
 export TESSERA_TEST_HANG_S=${TESSERA_TEST_HANG_S:-$(( $(echo "$TCHK_TIMEOUT" | tr -dc 0-9) * 2 + 10 ))}
@@ -148,6 +148,15 @@ if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
         >> "$OUTDIR/torch-bench.log" 2>&1 || echo "tessera bench --batch $batch rep $rep failed"
     done
   done
+  # TCHK_TRACE=1: one async torch run and one C API --batch 5 run with the bridge's per-job trace
+  # (TESSERA_CUDA_TRACE: submission, worker start, run end, copies end), to see where torch's calls lose time
+  if [ -n "${TCHK_TRACE:-}" ]; then
+    TESSERA_CUDA_TRACE=$OUTDIR/trace-torch timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- \
+      "$PY" "$ROOT/bench/torch/allreduce_bench.py" --async --sizes 64M --rounds 3 >> "$OUTDIR/torch-bench.log" 2>&1
+    TESSERA_CUDA_TRACE=$OUTDIR/trace-capi timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- \
+      "$T" bench allreduce --sizes 64M --iters 3 --batch 5 --warmup 2 --op avg --in-place >> "$OUTDIR/torch-bench.log" 2>&1
+    ls "$OUTDIR"/trace-* 2>/dev/null
+  fi
   # torch.distributed.checkpoint: FileSystemWriter/Reader against TesseraWriter/Reader, one process, ~2 GiB state
   # (bench/torch/dcp_bench.py; DCP_BENCH_DIR picks the disk). Its JSON rows join the others; its table goes to
   # torch-dcp-bench.err.

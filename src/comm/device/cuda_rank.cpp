@@ -32,6 +32,10 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "comm/reduce.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -70,6 +74,8 @@ Status CudaRank::Attach(Comm* comm) {
     direct_.report = [](void* self, int r) { return static_cast<CudaRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
   }
+  trace_prefix_ = env::Get("TESSERA_CUDA_TRACE").value_or("");
+  trace_rank_ = comm->rank_;
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&tail_ev_, cudaEventDisableTiming), "cudaEventCreate"));
@@ -107,6 +113,17 @@ CudaRank::~CudaRank() {
   }
   if (d2h_) (void)cudaStreamSynchronize(d2h_);
   if (h2d_) (void)cudaStreamSynchronize(h2d_);
+  if (!trace_prefix_.empty()) {
+    const std::string path = fmt::format("{}.rank{}", trace_prefix_, trace_rank_);
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fprintf(f, "ticket submitted_us started_us ran_us copied_us\n");
+      for (const TraceRow& r : trace_)
+        std::fprintf(f, "%u %.1f %.1f %.1f %.1f\n", r.ticket, r.submitted_us, r.started_us, r.ran_us, r.copied_us);
+      std::fclose(f);
+    } else {
+      TSR_LOG_WARN("TESSERA_CUDA_TRACE: cannot write {}: {}", path, std::strerror(errno));
+    }
+  }
   ring_ops_.reset();  // unregisters the rings while they are still mapped
   if (tail_ev_) (void)cudaEventDestroy(tail_ev_);
   for (auto e : copies_ev_)
@@ -223,6 +240,7 @@ Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::functio
                   fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
   uint32_t ticket = ++submitted_;
   Job job;
+  if (!trace_prefix_.empty()) job.submitted_us = SinceStartUs();
   job.in = in_ev_[ticket % kInEvents];
   job.ticket = ticket;
   job.copy_streams = true;
@@ -296,6 +314,7 @@ Status CudaRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<
   if (s.ok()) RecordTail(user);
   Job job;
   job.ticket = last;
+  if (!trace_prefix_.empty()) job.submitted_us = SinceStartUs();
   if (!s.ok()) {
     // Keep the ticket sequence whole: the worker records the failure and raises the done flag past it.
     job.run = [this, s, what](cudaEvent_t) { return Fail(what, s); };
@@ -378,16 +397,19 @@ void CudaRank::WorkerLoop() {
       std::lock_guard<std::mutex> l(mu_);
       if (job.result == nullptr && !async_error_.ok()) s = async_error_;  // device jobs after a failure: skip
     }
+    const double started = trace_prefix_.empty() ? 0 : SinceStartUs();
     if (s.ok()) s = job.run(job.in);
     if (job.result) {
       job.result->set_value(s);
       continue;
     }
+    const double ran = trace_prefix_.empty() ? 0 : SinceStartUs();
     // Device job: (device bridge) make sure no copy of it is still in flight, then release the caller's stream.
     if (job.copy_streams) {
       Status c = CopiesDone();
       if (s.ok() && !c.ok()) s = comm_->GuardFn("the device bridge", [&] { return c; });  // the peers hear of it
     }
+    if (!trace_prefix_.empty()) trace_.push_back({job.ticket, job.submitted_us, started, ran, SinceStartUs()});
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!s.ok() && async_error_.ok()) async_error_ = s;
@@ -396,6 +418,10 @@ void CudaRank::WorkerLoop() {
     dev_->SetFlag(job.ticket);
     done_cv_.notify_all();
   }
+}
+
+double CudaRank::SinceStartUs() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
 }
 
 // Bounded, unlike cudaStreamSynchronize, which waited forever when the copies could not run: under NVIDIA MPS

@@ -4,12 +4,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/ccl/ccl.hpp"
 #include "comm/comm.hpp"
@@ -54,7 +57,14 @@ class CudaRank final : public DeviceRank {
     uint32_t ticket = 0;                           // flag value that releases the caller's stream
     bool copy_streams = false;                     // the job used d2h_/h2d_ (device bridge)
     std::shared_ptr<std::promise<Status>> result;  // host jobs: the caller waits on it
+    double submitted_us = 0;                       // TESSERA_CUDA_TRACE: when the caller queued it
   };
+  // TESSERA_CUDA_TRACE: one row per device job, written to PREFIX.rankN by the destructor.
+  struct TraceRow {
+    uint32_t ticket;
+    double submitted_us, started_us, ran_us, copied_us;
+  };
+  double SinceStartUs() const;
   // One part of a staged job: device -> pinned copies, the host algorithm, pinned -> device copies.
   struct Copy {
     void* dst;
@@ -133,6 +143,10 @@ class CudaRank final : public DeviceRank {
   bool stop_ = false;
   uint32_t submitted_ = 0, completed_ = 0;
   Status async_error_;
+  std::string trace_prefix_;  // TESSERA_CUDA_TRACE; empty: no trace
+  int trace_rank_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::vector<TraceRow> trace_;  // the worker's
 };
 
 }  // namespace tessera::comm
