@@ -67,6 +67,7 @@ export NCCL_NVLS_ENABLE=0   # as scripts/lm-experiment.sh (NVLink multicast off)
 STATE=$(mktemp -d /tmp/tessera-demo-gpu-XXXXXX)
 export TESSERA_HOME=$STATE            # the daemon's state and the CLI's way to find it
 export TESSERA_LEDGER=$STATE/ledger.db
+# shellcheck disable=SC2034  # read by demo_cleanup (scripts/demo-lib.sh)
 DAEMON_PID=""
 T0=$(date +%s)
 trap demo_cleanup EXIT

@@ -23,7 +23,7 @@
 # LM_TIMEOUT (120s: tessera run --timeout), TKINDS ("indep hybrid even": the throughput runs made)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 B=${1:-build-gpu}; case $B in /*) ;; *) B=$ROOT/$B ;; esac
 OUTDIR=${OUT:-$ROOT/bench/results}; mkdir -p "$OUTDIR"

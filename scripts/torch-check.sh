@@ -8,7 +8,7 @@
 # Without a python that imports torch it says so and exits 77 (ctest's SKIPPED: how CI and the dev machine skip).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 B=${1:-build-gpu}
 WHAT=${2:-all}
