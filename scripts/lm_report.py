@@ -19,8 +19,13 @@ if len(sys.argv) == 4 and sys.argv[1] == "--weights-from":
         last = [json.loads(l) for l in f if l.strip()][-1]
     with open(sys.argv[3]) as f:
         cal = json.load(f)
+    if "islands" not in last:
+        sys.exit(f"lm_report: {sys.argv[2]}: its last line has no per-island rates (not a finished independent run?)")
     per_rank = {v: d["tokens_per_s"] / d["ranks"] for v, d in last["islands"].items()}
     order = list(cal["islands"].keys())  # island order, as in the calibration's weights
+    missing = [v for v in order if v not in per_rank]
+    if missing:
+        sys.exit(f"lm_report: {sys.argv[2]} has no rate for island(s) {', '.join(missing)} of {sys.argv[3]}")
     top = max(per_rank.values())
     print(json.dumps({**cal, "islands": {v: round(per_rank[v], 1) for v in order},
                       "weights": ",".join(f"{per_rank[v] / top:.4f}" for v in order),

@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
     Die("--iters " + std::to_string(iters) + ", --rounds " + std::to_string(rounds) + ", --mib " + std::to_string(mib) +
         ": each must be at least 1");
   if (mode == "copy") return Copy(mib, gpus, procs);
-  if (mode == "folds") return Folds(mib == 256 && !mib_given ? 64 : mib, iters);
+  if (mode == "folds") return Folds(mib_given ? mib : 64, iters);
   if (mode == "allreduce")
     Die("gpu_bench allreduce is now `tessera bench allreduce` (device memory on CUDA ranks; --host-memory, --batch)");
   if (mode == "direct") return Direct(sizes, iters, rounds, nccl_first);

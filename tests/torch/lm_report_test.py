@@ -38,6 +38,13 @@ with tempfile.TemporaryDirectory() as tmp:
         check(list(w["islands"]) == ["ascend", "nvidia"], f"island order of the calibration, got {list(w['islands'])}")
         check(w["seq"] == 512 and "independent run" in w["source"], "other keys kept, source named")
 
+    # An independent run that lacks an island of the calibration: a clear error naming it, no weights.
+    with open(indep, "w") as f:
+        f.write(json.dumps({"islands": {"nvidia": {"ranks": 1, "tokens_per_s": 100000.0}}}) + "\n")
+    out = subprocess.run([sys.executable, report, "--weights-from", indep, cal], capture_output=True, text=True)
+    check(out.returncode != 0 and "ascend" in out.stderr and not out.stdout,
+          f"a missing island is refused by name (got {out.returncode}: {out.stderr.strip()})")
+
     # The summary of a real run: the figures docs/benchmarks.md quotes.
     run = os.path.join(tmp, "run")
     shutil.copytree(os.path.join(root, "bench", "results", "lm-20261201T1812Z"), run,

@@ -434,6 +434,7 @@ Status CudaRank::CopiesDone() {
     TSR_RETURN_IF_ERROR(
         cuda::Check(cudaEventRecord(copies_ev_[i], streams[i]), "cudaEventRecord (the bridge's copies)"));
     Status w = dev_->WaitEvent(copies_ev_[i], comm_->timeout_, "the device bridge's copies");
+    if (!w.ok() && w.code() != Code::kTimeout) return w;  // a CUDA error: its own message
     if (!w.ok())
       return Timeout(fmt::format(
           "{}; a copy stream that does not move while its collective waits may share a hardware work queue with "
