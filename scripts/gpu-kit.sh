@@ -3,7 +3,7 @@
 # git; carried to the GPU machine with the device tool's `carry`) what the GPU image lacks to build the job
 # daemon and the planner, which `scripts/demo-gpu.sh` needs there: the SQLite amalgamation (source, public
 # domain; from npm's better-sqlite3 package, whose deps/ ship it), cpp-httplib as Debian builds it (its
-# split header and libcpp-httplib.so, MIT) and GLPK (glpk.h and libglpk.so with the libraries it needs that
+# split header and libcpp-httplib.so, MIT, with brotli's headers it includes, MIT) and GLPK (glpk.h and libglpk.so with the libraries it needs that
 # Ubuntu names differently, GPL-3: carried for test runs, not distributed). A build configured with
 # -DTESSERA_KIT=.deps/gpu-kit compiles SQLite from the amalgamation when no SQLite is installed, finds the
 # rest there, and records the kit's lib/ as RPATH (transitive), so nothing needs LD_LIBRARY_PATH.
@@ -24,6 +24,10 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 tar xzf "$tmp"/better-sqlite3-*.tgz -C "$tmp" package/deps/sqlite3/sqlite3.c package/deps/sqlite3/sqlite3.h
 cp "$tmp"/package/deps/sqlite3/sqlite3.{c,h} "$K/sqlite/"
 cp /usr/include/httplib.h /usr/include/glpk.h "$K/include/"
+# httplib.h includes brotli's headers (Debian builds it with CPPHTTPLIB_BROTLI_SUPPORT); the GPU image has
+# OpenSSL's and zlib's but not brotli's (MIT)
+[ -e /usr/include/brotli/decode.h ] || die "/usr/include/brotli/decode.h is missing (apt install libbrotli-dev)"
+cp -r /usr/include/brotli "$K/include/"
 # A library, under its soname, and its development name; then the libraries it needs, except those every
 # Linux with OpenSSL 3 has (glibc's, libstdc++, libgcc_s, libssl, libcrypto, zlib).
 keep() {  # keep FILE

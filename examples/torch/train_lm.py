@@ -24,7 +24,7 @@ Modes:
 Prints tokens/s per island and in total, and the loss; --log FILE writes one JSON line per step and a
 summary (rank 0). Islands run on an SM share (tessera run --sm-share) are labelled as emulated.
 
-Checkpoints and resume (--mode hybrid, any number of islands; NOT YET RUN ON A GPU): with --ckpt-dir DIR
+Checkpoints and resume (--mode hybrid, any number of islands; run on the H200 by scripts/demo-gpu.sh): with --ckpt-dir DIR
 (default $TESSERA_CKPT_ROOT, which the job daemon sets) the whole training state is saved through
 torch.distributed.checkpoint into Tessera's store (tessera.torch.checkpoint.TesseraWriter) as step N = the
 number of optimizer steps done: every --ckpt-every N steps (default $TESSERA_CKPT_EVERY, else 0: none on the

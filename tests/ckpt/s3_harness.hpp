@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -73,8 +74,7 @@ class S3rver {
     if (pid_ == 0) {
       std::string port = std::to_string(port_);
       std::string log = dir_ / "s3rver.log";
-      freopen(log.c_str(), "w", stdout);
-      freopen(log.c_str(), "a", stderr);
+      if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(log.c_str(), "a", stderr)) ::_exit(126);
       ::execl(bin.c_str(), bin.c_str(), "-d", (dir_ / "data").c_str(), "-a", "127.0.0.1", "-p", port.c_str(), "--silent",
               "--service-endpoint", "localhost", static_cast<char*>(nullptr));
       ::_exit(127);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "daemon/security.hpp"
@@ -78,7 +79,10 @@ class DaemonConfine : public ::testing::Test {
     ASSERT_EQ(::mkdir((area_ + "/in").c_str(), 0755), 0);
     ASSERT_EQ(::symlink((area_ + "/in").c_str(), (area_ + "/alias").c_str()), 0);
   }
-  void TearDown() override { (void)std::system(("rm -rf '" + root_ + "'").c_str()); }
+  void TearDown() override {
+    std::error_code ec;  // best effort, as rm -rf
+    std::filesystem::remove_all(root_, ec);
+  }
   std::string root_, area_;
 };
 

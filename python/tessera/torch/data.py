@@ -2,8 +2,8 @@
 
 HeteroDistributedSampler is a drop-in for torch.utils.data.DistributedSampler. Per step, the global
 batch of B samples is cut into one contiguous run per rank; rank r's run has n_r samples, with n_r
-proportional to its island's per-card speed w_r (largest-remainder rounding, so sum n_r = B exactly and
-every rank has at least one sample). Use it with `DataLoader(ds, batch_size=sampler.batch_size,
+proportional to its island's per-card speed w_r (tessera.split.apportion: the integer split with the
+shortest step, max n_r / w_r; sum n_r = B exactly and every rank has at least one sample). Use it with `DataLoader(ds, batch_size=sampler.batch_size,
 sampler=sampler)`.
 
 With uneven n_r, plain DDP averages the ranks' mean gradients with equal weights: (1/W) sum_r g_r, where
@@ -18,6 +18,8 @@ import os
 import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
+
+from ..split import apportion  # noqa: F401  (re-exported: tessera.torch.data.apportion)
 
 
 def island_weights_per_rank(world_size=None, weights=None, layout=None):
@@ -45,21 +47,6 @@ def island_weights_per_rank(world_size=None, weights=None, layout=None):
     if world_size is not None and len(per_rank) != world_size:
         raise ValueError(f"TESSERA_ISLANDS={layout!r} has {len(per_rank)} ranks, the group has {world_size}")
     return per_rank
-
-
-def apportion(total, weights):
-    """Largest-remainder split of `total` into len(weights) parts proportional to weights, each >= 1."""
-    if any((not math.isfinite(w)) or w <= 0 for w in weights):
-        raise ValueError(f"speeds must be positive numbers, got {weights}")
-    if total < len(weights):
-        raise ValueError(f"a global batch of {total} cannot give each of {len(weights)} ranks a sample")
-    s = sum(weights)
-    exact = [1 + (total - len(weights)) * w / s for w in weights]
-    parts = [math.floor(x) for x in exact]
-    rest = total - sum(parts)
-    for i in sorted(range(len(weights)), key=lambda i: (-(exact[i] - parts[i]), i))[:rest]:
-        parts[i] += 1
-    return parts
 
 
 class HeteroDistributedSampler(Sampler):
