@@ -116,6 +116,12 @@ fi
 # One GPU and ONE host rank: the host side is a single process (no island phases), the bridge alone.
 run_job gpu1+host1 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
 run_job host1+host1 150 -- --island a=host:1 --island b=host:1 -- "${AR[@]}" --sizes 64M,256M
+# The bridge over TCP (as between hosts; here on this host, TESSERA_BRIDGE=tcp): the CUDA rank's received
+# bytes folded on the host (pinned staging: `auto`'s choice over TCP) or on the GPU through TCP links
+# relayed into host rings (TESSERA_CUDA_BRIDGE=device), beside two host ranks over the same TCP (issue #19).
+JOBENV="TESSERA_BRIDGE=tcp" run_job gpu1+host1-tcp-staged 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
+JOBENV="TESSERA_BRIDGE=tcp TESSERA_CUDA_BRIDGE=device" run_job gpu1+host1-tcp-device 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
+JOBENV="TESSERA_BRIDGE=tcp" run_job host1+host1-tcp 150 -- --island a=host:1 --island b=host:1 -- "${AR[@]}" --sizes 64M,256M
 
 step "bench (b): one NCCL island through Tessera vs NCCL directly"
 run_job single-island 120 -- --island nvidia=cuda:1 -- "$BENCH" direct --sizes 1M,4M,16M,64M,256M --iters 100 --rounds 15

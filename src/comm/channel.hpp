@@ -3,7 +3,8 @@
 // Every collective is a fixed schedule of messages, known to both ends, so channels carry no framing:
 // messages follow each other, each padded to a multiple of kChannelAlign bytes so that elements never
 // straddle a ring's wrap. Two transports implement it: `shm` (a ring in shared memory, same host) and
-// `tcp` (several parallel TCP streams, chunks dealt round-robin across them).
+// `tcp` (several parallel TCP streams, chunks dealt round-robin across them); a GPU rank's device bridge
+// sees its TCP links through `relay` (host rings in front of TCP, as shm's).
 #pragma once
 
 #include <cstddef>
@@ -39,6 +40,8 @@ class SendChannel {
   virtual bool dma() const { return false; }
   virtual std::pair<std::byte*, size_t> Reserve(size_t /*max*/) { return {nullptr, 0}; }
   virtual void Publish(size_t /*bytes*/) {}
+  // An error the channel has seen outside a call (a relay's pump thread: transport/relay.hpp); Ok otherwise.
+  virtual Status Health() const { return Status::Ok(); }
 };
 
 class RecvChannel {
@@ -63,6 +66,8 @@ class RecvChannel {
   // straddle the wrap); Consume releases claimed bytes oldest first once the device has read them.
   virtual bool dma() const { return false; }
   virtual std::pair<const std::byte*, size_t> Claim(size_t /*max*/, size_t /*unit*/) { return {nullptr, 0}; }
+  // As SendChannel::Health.
+  virtual Status Health() const { return Status::Ok(); }
 };
 
 }  // namespace tessera::comm

@@ -2,9 +2,11 @@
 // shared memory for a peer on this host (each rank creates an inbox with one ring per sender, maps its
 // peers' inboxes, then unlinks its own name), TESSERA_TCP_STREAMS TCP connections for a peer on another
 // host (or across islands with TESSERA_BRIDGE=tcp): lower ranks connect to higher ones with a hello
-// carrying the job token, and every connection is acknowledged before use.
+// carrying the job token, and every connection is acknowledged before use. A device-bridge GPU rank's TCP
+// links to other islands go through a TcpRelay (transport/relay.hpp), whose host rings its copy engines use.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -112,8 +114,23 @@ Status Comm::SetUpChannels() {
     }
     send_[p] = MakeTcpSender(conns, chunk);
     recv_[p] = MakeTcpReceiver(conns, chunk);
+    // A device-bridge rank's copy engines need ring ends on its links to other islands.
+    if (device_rank(rank_) && infos_[p].island != me.island) TSR_RETURN_IF_ERROR(RelayThroughRings(p, cuda_ring));
   }
   listener_.reset();
+  return Status::Ok();
+}
+
+Status Comm::RelayThroughRings(int peer, size_t ring_bytes) {
+  if (transport_[peer] != "tcp")
+    return InternalError(fmt::format("relay: the link to {} is {}, not tcp", PeerName(peer), transport_[peer]));
+  relays_.resize(size_);
+  if (relays_[peer]) return Status::Ok();
+  TSR_ASSIGN_OR_RETURN(relays_[peer],
+                       TcpRelay::Create(std::move(send_[peer]), std::move(recv_[peer]), ring_bytes, PeerName(peer)));
+  relays_[peer]->SetDrainTimeout(std::min(timeout_, std::chrono::milliseconds(10000)));
+  send_[peer] = relays_[peer]->Writer();
+  recv_[peer] = relays_[peer]->Reader();
   return Status::Ok();
 }
 

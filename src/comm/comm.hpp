@@ -30,6 +30,7 @@
 #include "comm/engine.hpp"
 #include "comm/schedule.hpp"
 #include "comm/store.hpp"
+#include "comm/transport/relay.hpp"
 #include "comm/transport/shm.hpp"
 #include "comm/transport/tcp.hpp"
 #include "common/dtype.hpp"
@@ -54,8 +55,9 @@ struct Island {
   std::string backend;     // "host" or "cuda"
   std::vector<int> ranks;  // sorted
   // A device island of one rank whose floating-point allreduce crosses the bridge on the GPU's copy
-  // engines: every rank of the world on its host (every bridge channel is a shm ring the copy engines
-  // reach), TESSERA_BRIDGE not tcp, TESSERA_CUDA_BRIDGE not "staged". Set in Comm::Init.
+  // engines. TESSERA_CUDA_BRIDGE=auto: where every rank of the world is on its host and TESSERA_BRIDGE is
+  // not tcp (every bridge channel a shm ring the copy engines reach); =device: also over TCP (its TCP
+  // links relayed through host rings, transport/relay.hpp); =staged: never. Set in Comm::Init.
   bool device_bridge = false;
 };
 
@@ -178,6 +180,12 @@ class Comm final : public Communicator, public Links {
   // otherwise one chunk. Deterministic from count and type.
   std::vector<Range> BridgeChunks(size_t count, DType dt) const;
   Status SetUpChannels();
+  // Puts the TCP link to `peer` behind a TcpRelay (host rings of `ring_bytes` per direction), so that a
+  // device bridge can copy into and out of it; done by SetUpChannels for a device-bridge rank's TCP links
+  // to other islands, and by tests/comm/device_emu_worker. Bytes already buffered are kept.
+  Status RelayThroughRings(int peer, size_t ring_bytes);
+  // The relay of the link to `peer`, if it has one.
+  const TcpRelay* relay(int peer) const { return relays_.empty() ? nullptr : relays_[peer].get(); }
   // Validates arguments common to all collectives; `what` names the call.
   Status CheckArgs(const char* what, const void* send, const void* recv, size_t count, tsrDataType_t type,
                    tsrStream_t stream, DType* dt);
@@ -217,6 +225,7 @@ class Comm final : public Communicator, public Links {
   std::unique_ptr<TcpListener> listener_;
   std::unique_ptr<ShmInbox> inbox_;
   std::vector<std::unique_ptr<ShmInbox>> peer_inboxes_;
+  std::vector<std::unique_ptr<TcpRelay>> relays_;  // per peer, or null; outlives send_/recv_, which use it
   std::vector<std::unique_ptr<SendChannel>> send_;
   std::vector<std::unique_ptr<RecvChannel>> recv_;
   std::vector<std::unique_ptr<std::byte[]>> scratch_{3};

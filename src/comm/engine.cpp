@@ -351,6 +351,8 @@ Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
     op.off += n;
     progress = true;
   }
+  // A relayed TCP link's failure, seen by its pump thread: only when this send is stuck on it.
+  if (!progress && op.off < op.padded) TSR_RETURN_IF_ERROR(ch->Health());
   if (dq.send_done == op.padded) {
     dq.send_done = 0;
     q.pop_front();
@@ -398,6 +400,7 @@ Result<bool> Engine::StepDeviceRecv(int peer, std::deque<RecvOp>& q) {
     op.off += n;
     progress = true;
   }
+  if (!progress) TSR_RETURN_IF_ERROR(ch->Health());  // Ok while bytes that arrived before a failure remain
   if (dq.recv_done == op.padded) {
     dq.recv_done = 0;
     q.pop_front();

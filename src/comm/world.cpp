@@ -214,12 +214,15 @@ Status Comm::Init(const InitParams& p) {
   local_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
   // Device islands on the device bridge: decided once, from the world and the environment, so every rank
   // reaches the same answer (see Island::device_bridge).
-  TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_CUDA_BRIDGE", {"auto", "staged"}));
+  // `auto`: where every link is shm; `device`: also over TCP (the rank's TCP links then go through a
+  // TcpRelay, whose host rings its copy engines use).
+  TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_CUDA_BRIDGE", {"auto", "staged", "device"}));
   for (auto& isl : islands_) {
     const std::string& host = infos_[isl.ranks.front()].host_id;
-    isl.device_bridge =
-        cuda_bridge == "auto" && bridge != "tcp" && isl.backend != "host" && isl.ranks.size() == 1 &&
-        std::all_of(infos_.begin(), infos_.end(), [&](const RankInfo& ri) { return ri.host_id == host; });
+    const bool all_shm = bridge != "tcp" && std::all_of(infos_.begin(), infos_.end(),
+                                                        [&](const RankInfo& ri) { return ri.host_id == host; });
+    isl.device_bridge = isl.backend != "host" && isl.ranks.size() == 1 &&
+                        (cuda_bridge == "device" || (cuda_bridge == "auto" && all_shm));
   }
   TSR_RETURN_IF_ERROR(SetUpChannels());
   p2p_sent_.assign(size_, 0);

@@ -7,6 +7,7 @@
 // count mismatch, a rank that dies, a rank that stalls, a wrong token, an unreachable store and
 // malformed variables — each giving a clear error on every rank within the bound.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <chrono>
@@ -14,7 +15,6 @@
 #include <cstdlib>
 #include <regex>
 #include <string>
-#include <sys/wait.h>
 
 #include "comm/store.hpp"
 
@@ -48,7 +48,8 @@ std::string Worker() {
 std::string Islands(const std::vector<int>& sizes) {
   static const char* kVendors[] = {"ascend", "nvidia", "moore", "iluvatar"};
   std::string s;
-  for (size_t i = 0; i < sizes.size(); ++i) s += " --island " + std::string(kVendors[i]) + "=host:" + std::to_string(sizes[i]);
+  for (size_t i = 0; i < sizes.size(); ++i)
+    s += " --island " + std::string(kVendors[i]) + "=host:" + std::to_string(sizes[i]);
   return s;
 }
 
@@ -68,7 +69,7 @@ class Layouts : public ::testing::TestWithParam<std::vector<int>> {};
 TEST_P(Layouts, EveryCollectiveTypeAndOpIsExactAndBitIdentical) {
   auto sizes = GetParam();
   Proc r = Shell("TESSERA_TIMEOUT=60s " + Bin() + " run" + Islands(sizes) + " -- " + Worker() +
-                " check --sizes 0,1,2,7,13,97,1000,4099");
+                 " check --sizes 0,1,2,7,13,97,1000,4099");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), World(sizes)) << r.out;
   EXPECT_EQ(Count(r.out, "FAIL"), 0) << r.out;
@@ -85,14 +86,14 @@ INSTANTIATE_TEST_SUITE_P(Comm, Layouts,
 
 TEST(Comm, LargeAndOddCountsOverTcpBridge) {
   Proc r = Shell("TESSERA_BRIDGE=tcp TESSERA_TCP_CHUNK=64K " + Bin() + " run" + Islands({2, 1, 2}) + " -- " + Worker() +
-                " check --sizes 1,4099,262147 --dtype bf16");
+                 " check --sizes 1,4099,262147 --dtype bf16");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 5) << r.out;
 }
 
 TEST(Comm, LargeCountsOverShm) {
   Proc r = Shell("TESSERA_SHM_RING=64K " + Bin() + " run" + Islands({2, 2}) + " -- " + Worker() +
-                " check --sizes 262147 --dtype f16");
+                 " check --sizes 262147 --dtype f16");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 4) << r.out;
 }
@@ -116,6 +117,30 @@ TEST(DeviceBridgeEmulated, ExactAndBitIdenticalOnAnEmulatedDevice) {
     EXPECT_EQ(Count(r.out, "OK rank"), 3) << who << "\n" << r.out;
     EXPECT_EQ(Count(r.out, "on the emulated device bridge"), std::string(who) == "all" ? 3 : 2) << r.out;
   }
+}
+
+// The device bridge over TCP (TESSERA_CUDA_BRIDGE=device where the bridge is TCP): the emulated ranks'
+// TCP links to other islands go through TcpRelays with 64 KiB rings (wrapping many times per call), the
+// host path's calls (the hash allgathers) through the same rings; beside host ranks on plain TCP.
+TEST(DeviceBridgeEmulated, ExactAndBitIdenticalOverRelayedTcpLinks) {
+  for (const char* who : {"all", "even"}) {
+    Proc r = Shell("TESSERA_TIMEOUT=30s TESSERA_BRIDGE=tcp TESSERA_SHM_RING=65536 " + Bin() + " run" +
+                   Islands({1, 1, 1}) + " -- " + EmuWorker() + " --emulate " + who + " --relay 65536");
+    EXPECT_EQ(r.status, 0) << who << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "OK rank"), 3) << who << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "on the emulated device bridge, over 2 relayed TCP links"),
+              std::string(who) == "all" ? 3 : 2)
+        << r.out;
+  }
+}
+
+// A peer that leaves: the relayed ranks fail at once, naming the relayed link to it, not after TESSERA_TIMEOUT.
+TEST(DeviceBridgeEmulated, APeerGoneFailsTheRelayedRanksNamingIt) {
+  Proc r = Shell("TESSERA_TIMEOUT=30s TESSERA_BRIDGE=tcp " + Bin() + " run" + Islands({1, 1, 1}) + " -- " +
+                 EmuWorker() + " --emulate all --relay 65536 --quit-rank 1");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "FAIL rank [02]: .*the TCP link to rank 1 .*relayed for the device bridge"), 2) << r.out;
+  EXPECT_LT(r.seconds, 20) << r.out;
 }
 
 // The emulated device runs a copy as soon as it is issued unless SendAfterFolds gates it: with the gate
@@ -154,7 +179,8 @@ TEST(CommFaults, StalledRankGivesTimeoutAndTheLauncherStopsIt) {
 }
 
 // A rank started by hand, without the launcher, against a store it is not allowed into.
-std::string Env(int rank, int world, const std::string& store, const std::string& token, const std::string& extra = "") {
+std::string Env(int rank, int world, const std::string& store, const std::string& token,
+                const std::string& extra = "") {
   return "env TESSERA_RANK=" + std::to_string(rank) + " TESSERA_WORLD_SIZE=" + std::to_string(world) +
          " TESSERA_STORE=" + store + " TESSERA_TOKEN=" + token + " TESSERA_TIMEOUT=2s " + extra + " ";
 }
@@ -206,7 +232,7 @@ TEST(CommFaults, MalformedVariablesAreNamedWithTheirValue) {
   };
   for (const auto& c : cases) {
     Proc r = Shell("env -i PATH=/usr/bin:/bin TESSERA_STORE=127.0.0.1:1 TESSERA_TOKEN=t TESSERA_TIMEOUT=1s " + c.env +
-                  " " + Worker() + " check");
+                   " " + Worker() + " check");
     EXPECT_EQ(r.status, 3) << c.env << "\n" << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.env << "\n" << r.out;
   }

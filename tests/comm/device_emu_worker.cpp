@@ -13,10 +13,16 @@
 // Allreduce and reduce-scatter of every floating type and op, and broadcast (every root) and allgather of floating and
 // integer types, in and out of place; results checked against a reference and bit-identical on every rank.
 //
-//   device_emu_worker [--sizes 0,1,...] [--piece BYTES] [--emulate all|even] [--no-gate]
+//   device_emu_worker [--sizes 0,1,...] [--piece BYTES] [--emulate all|even] [--no-gate] [--relay BYTES]
 // --emulate even: only even ranks use the emulated device; odd ranks take the host path (a hybrid job).
 // --no-gate: SendAfterFolds does nothing — a planted bug the test expects to be caught.
+// --quit-rank R: rank R leaves right after joining (_exit(0), its sockets closed by the kernel), to see the
+// others fail naming it instead of waiting for TESSERA_TIMEOUT.
+// --relay BYTES: the emulated ranks put their TCP links to other islands (TESSERA_BRIDGE=tcp) behind
+// TcpRelays with rings of BYTES, as a GPU rank with TESSERA_CUDA_BRIDGE=device does: the device bridge over TCP.
 // Prints "OK rank R: N cases" or "FAIL rank R: why" (exit 1).
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +50,17 @@ struct CommTestAccess {
   // What a GPU rank reserves at submission (Comm::DeviceScratchBytes): the emulated device gets exactly that.
   static size_t ScratchBytes(const Comm& c, CollKind kind, size_t count, DType dt) {
     return c.DeviceScratchBytes(kind, count, dt);
+  }
+  // What SetUpChannels does for a GPU rank of the device bridge: its TCP links to other islands behind
+  // TcpRelays (host rings of `ring_bytes`). Returns how many links it relayed.
+  static Result<int> RelayTcpLinks(Comm& c, size_t ring_bytes) {
+    int n = 0;
+    for (int p = 0; p < c.size_; ++p) {
+      if (p == c.rank_ || c.transport_[p] != "tcp" || c.infos_[p].island == c.infos_[c.rank_].island) continue;
+      TSR_RETURN_IF_ERROR(c.RelayThroughRings(p, ring_bytes));
+      ++n;
+    }
+    return n;
   }
   static Status Select(Comm& c, CollKind kind, const void* send, void* recv, size_t count, DType dt, int root,
                        DeviceOps* dev) {
@@ -165,6 +182,8 @@ int main(int argc, char** argv) {
   size_t piece = 16 << 10;
   std::string emulate = "all";
   bool gate = true;
+  size_t relay = 0;
+  int quit_rank = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--no-gate") {
@@ -178,6 +197,10 @@ int main(int argc, char** argv) {
       }
     } else if (i + 1 < argc && a == "--piece") {
       piece = std::strtoull(argv[++i], nullptr, 10);
+    } else if (i + 1 < argc && a == "--quit-rank") {
+      quit_rank = std::atoi(argv[++i]);
+    } else if (i + 1 < argc && a == "--relay") {
+      relay = std::strtoull(argv[++i], nullptr, 10);
     } else if (i + 1 < argc && a == "--emulate") {
       emulate = argv[++i];
     } else {
@@ -200,6 +223,13 @@ int main(int argc, char** argv) {
   const int world = comm->size();
   const bool emulated = emulate == "all" || (emulate == "even" && g_rank % 2 == 0);
   tessera::comm::EmulatedDevice device(piece, gate);
+  int relayed = 0;
+  if (emulated && relay > 0) {
+    auto n = tessera::comm::CommTestAccess::RelayTcpLinks(*comm, relay);
+    if (!n.ok()) Fail("relaying the TCP links: " + n.status().ToString());
+    relayed = *n;
+  }
+  if (g_rank == quit_rank) _exit(0);
   using tessera::comm::CollKind;
   // The device for one call (null on the host path), its scratch reserved as a GPU rank reserves it.
   auto on_device = [&](CollKind kind, size_t count, DType t) -> tessera::comm::DeviceOps* {
@@ -306,7 +336,8 @@ int main(int argc, char** argv) {
         if (out[bytes * world] != 0xAB) Fail("allgather " + what + ": wrote past the end");
         ++select_cases;
       }
-  std::printf("OK rank %d: %zu allreduce/reduce-scatter cases and %zu broadcast/allgather cases on the %s\n", g_rank,
-              cases, select_cases, emulated ? "emulated device bridge" : "host path");
+  std::printf("OK rank %d: %zu allreduce/reduce-scatter cases and %zu broadcast/allgather cases on the %s%s\n", g_rank,
+              cases, select_cases, emulated ? "emulated device bridge" : "host path",
+              relayed > 0 ? (", over " + std::to_string(relayed) + " relayed TCP links").c_str() : "");
   return 0;
 }

@@ -268,6 +268,21 @@ TEST(GpuHybrid, DeviceBridgeThroughSmallRingsWrapsCorrectly) {
   ExpectAllOk(outs);
 }
 
+// TESSERA_CUDA_BRIDGE=device with a TCP bridge: the GPU rank's links to the host ranks go through TcpRelays
+// (host rings registered with CUDA, a pump thread per link), with default and with small rings: same bits.
+TEST(GpuHybrid, DeviceBridgeOverRelayedTcpLinksAgreesBitForBit) {
+  REQUIRE_GPU();
+  for (const char* ring : {"67108864", "65536"}) {
+    auto outs = RunWorld(kOneGpuThreeHost, {"check", "--sizes", "7,4099,300001,2000003"}, 150, "20s",
+                         {{"TESSERA_BRIDGE", "tcp"},
+                          {"TESSERA_CUDA_BRIDGE", "device"},
+                          {"TESSERA_CUDA_RING", ring},
+                          {"TESSERA_CUDA_PIECE", "16384"}});
+    ExpectAllOk(outs);
+    EXPECT_NE(outs[0].out.find("3 TCP links relayed through host rings"), std::string::npos) << Dump(outs);
+  }
+}
+
 // TESSERA_CUDA_BRIDGE=staged keeps the pinned-staging pipeline (chunked host allreduce): same bits.
 TEST(GpuHybrid, StagedBridgeAgreesBitForBit) {
   REQUIRE_GPU();

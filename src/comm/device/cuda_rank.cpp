@@ -85,16 +85,26 @@ Status CudaRank::Attach(Comm* comm) {
   for (auto& e : in_ev_)
     TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
   if (comm->DeviceBridgeEligible(comm->islands_[comm->my_island_], DType::kFloat32)) {
-    std::vector<const ShmInbox*> peers;
-    for (const auto& box : comm->peer_inboxes_) peers.push_back(box.get());
-    std::vector<int> bridge_peers;
-    for (int p = 0; p < comm->size_; ++p)
-      if (comm->infos_[p].island != comm->my_island_) bridge_peers.push_back(p);
+    // The host rings of every link to another island: shm inboxes on this host, a TcpRelay's otherwise.
+    std::vector<CudaRingOps::Rings> links;
+    for (int p = 0; p < comm->size_; ++p) {
+      if (comm->infos_[p].island == comm->my_island_) continue;
+      if (const TcpRelay* r = comm->relay(p)) {
+        ++relayed_links_;
+        links.push_back({r->ring(TcpRelay::kIn), r->ring_bytes(TcpRelay::kIn), r->ring(TcpRelay::kOut),
+                         r->ring_bytes(TcpRelay::kOut)});
+      } else if (comm->inbox_ && comm->peer_inboxes_[p]) {
+        const ShmInbox& mine = *comm->inbox_;
+        const ShmInbox& theirs = *comm->peer_inboxes_[p];
+        links.push_back({mine.ring(p), mine.ring_bytes(p), theirs.ring(comm->rank_), theirs.ring_bytes(comm->rank_)});
+      } else {
+        return InternalError(fmt::format("device bridge: no host ring on the link to rank {}", p));
+      }
+    }
     TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_CUDA_PIECE"));
     if (piece < 4096 || piece % 8 != 0)
       return InvalidArgument(fmt::format("TESSERA_CUDA_PIECE={} must be at least 4096 and a multiple of 8", piece));
-    auto ops =
-        CudaRingOps::Create(d2h_, h2d_, comm->rank_, comm->inbox_.get(), peers, bridge_peers, comm->timeout_, piece);
+    auto ops = CudaRingOps::Create(d2h_, h2d_, links, comm->timeout_, piece);
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", comm->rank_));
     ring_ops_ = std::move(ops).value();
   }
@@ -140,10 +150,13 @@ std::string CudaRank::Describe() const {
   if (ccl_)
     return fmt::format("cuda:{} ({}), {} {} on the caller's stream", dev_->index(), dev_->name(), ccl_->lib().name(),
                        ccl_->lib().version());
-  return fmt::format(
-      "cuda:{} ({}), GPU<->host bridge: {}, stream wait: {}", dev_->index(), dev_->name(),
-      ring_ops_ ? "copy engines straight into the shm rings, folds on the GPU (floating types)" : "pinned staging",
-      dev_->wait_mode());
+  std::string bridge = "pinned staging";
+  if (ring_ops_)
+    bridge = fmt::format(
+        "copy engines straight into the shm rings{}, folds on the GPU (floating types)",
+        relayed_links_ > 0 ? fmt::format(" ({} TCP links relayed through host rings)", relayed_links_) : std::string());
+  return fmt::format("cuda:{} ({}), GPU<->host bridge: {}, stream wait: {}", dev_->index(), dev_->name(), bridge,
+                     dev_->wait_mode());
 }
 
 Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,

@@ -126,6 +126,7 @@ class CudaRank final : public DeviceRank {
   DirectAllReduce direct_;
   // The device bridge (copy engines straight into the shm rings), when this island qualifies.
   std::unique_ptr<CudaRingOps> ring_ops_;
+  int relayed_links_ = 0;  // of ring_ops_'s links, those that are TCP behind a TcpRelay
   // Hybrid resources (created in Attach).
   cudaStream_t d2h_ = nullptr, h2d_ = nullptr;  // the device bridge's copy streams
   cudaEvent_t in_ev_[kInEvents] = {};

@@ -6,16 +6,13 @@
 #include <thread>
 
 #include "comm/kernels/kernels.hpp"
-#include "comm/transport/shm.hpp"
 
 namespace tessera::comm {
 
 using cuda::Check;
 
-Result<std::unique_ptr<CudaRingOps>> CudaRingOps::Create(cudaStream_t send, cudaStream_t fold, int me,
-                                                         const ShmInbox* inbox,
-                                                         const std::vector<const ShmInbox*>& peers,
-                                                         const std::vector<int>& bridge_peers,
+Result<std::unique_ptr<CudaRingOps>> CudaRingOps::Create(cudaStream_t send, cudaStream_t fold,
+                                                         const std::vector<Rings>& links,
                                                          std::chrono::milliseconds timeout, size_t piece) {
   TSR_RETURN_IF_ERROR(Check(kernels::Preload(), "loading the fold kernels"));
   std::unique_ptr<CudaRingOps> ops(new CudaRingOps());
@@ -30,19 +27,17 @@ Result<std::unique_ptr<CudaRingOps>> CudaRingOps::Create(cudaStream_t send, cuda
   }
   auto reg = [&](std::byte* p, size_t bytes) -> Status {
     TSR_RETURN_IF_ERROR(Check(cudaHostRegister(p, bytes, cudaHostRegisterDefault),
-                              fmt::format("cudaHostRegister of a shared-memory ring ({} bytes)", bytes).c_str()));
+                              fmt::format("cudaHostRegister of a bridge ring ({} bytes)", bytes).c_str()));
     ops->registered_.push_back(p);
     return Status::Ok();
   };
-  for (int p : bridge_peers) {
-    if (inbox == nullptr || p >= static_cast<int>(peers.size()) || peers[p] == nullptr)
-      return InternalError(fmt::format("device bridge: no shared-memory ring with rank {}", p));
-    TSR_RETURN_IF_ERROR(reg(inbox->ring(p), inbox->ring_bytes(p)));
-    TSR_RETURN_IF_ERROR(reg(peers[p]->ring(me), peers[p]->ring_bytes(me)));
+  for (const Rings& l : links) {
+    TSR_RETURN_IF_ERROR(reg(l.in, l.in_bytes));
+    TSR_RETURN_IF_ERROR(reg(l.out, l.out_bytes));
     void* m = nullptr;
-    TSR_RETURN_IF_ERROR(Check(cudaMalloc(&m, inbox->ring_bytes(p)),
-                              fmt::format("cudaMalloc of a ring's mirror ({} bytes)", inbox->ring_bytes(p)).c_str()));
-    ops->mirrors_.push_back({inbox->ring(p), inbox->ring_bytes(p), static_cast<std::byte*>(m)});
+    TSR_RETURN_IF_ERROR(
+        Check(cudaMalloc(&m, l.in_bytes), fmt::format("cudaMalloc of a ring's mirror ({} bytes)", l.in_bytes).c_str()));
+    ops->mirrors_.push_back({l.in, l.in_bytes, static_cast<std::byte*>(m)});
   }
   return ops;
 }

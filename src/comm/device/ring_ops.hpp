@@ -1,12 +1,12 @@
 // comm/device/ring_ops: the device bridge of a GPU rank — DeviceOps (comm/engine.hpp) on CUDA.
 //
-// The shared-memory rings of this rank's bridge channels (its own inbox, and the inboxes of the peers it
-// writes to) are registered with CUDA once, when the communicator is made, so the GPU's copy engines
-// move bytes straight between device memory and the rings: a message leaves device memory with one
-// D2H copy into the peer's ring, and arrives with one H2D copy out of this rank's ring (into the
-// destination, or into a device mirror of the ring where a kernel folds it). No CPU copy, no staging.
-// Sends go on one stream (copy engine D2H), receives and folds on another (copy engine H2D + kernels),
-// so both directions of the PCIe link run at once. Completion is tracked with pools of events.
+// The host rings of this rank's bridge channels (shm: its own inbox, and the inboxes of the peers it
+// writes to; TCP: a TcpRelay's two rings, comm/transport/relay.hpp) are registered with CUDA once, when the
+// communicator is made, so the GPU's copy engines move bytes straight between device memory and the rings: a message
+// leaves device memory with one D2H copy into the peer's ring, and arrives with one H2D copy out of this rank's ring
+// (into the destination, or into a device mirror of the ring where a kernel folds it). No CPU copy, no staging. Sends
+// go on one stream (copy engine D2H), receives and folds on another (copy engine H2D + kernels), so both directions of
+// the PCIe link run at once. Completion is tracked with pools of events.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,18 +20,22 @@
 
 namespace tessera::comm {
 
-class ShmInbox;
-
 class CudaRingOps final : public DeviceOps {
  public:
-  // `send` and `fold` are the rank's bridge streams. For each bridge peer p (the ranks of other islands),
-  // the ring p writes into this rank's `inbox` (slot p) and the ring this rank writes into p's inbox
-  // (peers[p], slot `me`) are registered, and the former gets a device mirror. `piece`: bytes per copy
-  // (TESSERA_CUDA_PIECE).
-  static Result<std::unique_ptr<CudaRingOps>> Create(cudaStream_t send, cudaStream_t fold, int me,
-                                                     const ShmInbox* inbox, const std::vector<const ShmInbox*>& peers,
-                                                     const std::vector<int>& bridge_peers,
-                                                     std::chrono::milliseconds timeout, size_t piece);
+  // The host rings of one bridge link: `in`, where the peer's bytes arrive (this rank's inbox slot, or a
+  // TCP relay's inbound ring), and `out`, where this rank's bytes leave (the peer's inbox slot, or the
+  // relay's outbound ring).
+  struct Rings {
+    std::byte* in;
+    size_t in_bytes;
+    std::byte* out;
+    size_t out_bytes;
+  };
+  // `send` and `fold` are the rank's bridge streams. Every ring is registered with CUDA, and each `in`
+  // ring gets a device mirror. `piece`: bytes per copy (TESSERA_CUDA_PIECE).
+  static Result<std::unique_ptr<CudaRingOps>> Create(cudaStream_t send, cudaStream_t fold,
+                                                     const std::vector<Rings>& links, std::chrono::milliseconds timeout,
+                                                     size_t piece);
   ~CudaRingOps() override;
 
   Status ToHost(void* host_dst, const void* dev_src, size_t bytes) override;

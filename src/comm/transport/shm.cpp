@@ -138,6 +138,17 @@ Result<std::unique_ptr<ShmInbox>> ShmInbox::Create(const std::string& name, cons
   return std::unique_ptr<ShmInbox>(new ShmInbox(name, *p, size, ring_bytes, true));
 }
 
+Result<std::unique_ptr<ShmInbox>> ShmInbox::CreatePrivate(const std::vector<size_t>& ring_bytes) {
+  size_t size = TotalBytes(ring_bytes);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return ErrnoError(fmt::format("mmap of {} bytes of rings", size), errno);
+  auto* ctl = static_cast<RingCtl*>(p);
+  for (size_t i = 0; i < ring_bytes.size(); ++i) new (&ctl[i]) RingCtl{};
+  auto box = std::unique_ptr<ShmInbox>(new ShmInbox("", p, size, ring_bytes, false));
+  box->unlinked_ = true;
+  return box;
+}
+
 Result<std::unique_ptr<ShmInbox>> ShmInbox::Open(const std::string& name, const std::vector<size_t>& ring_bytes) {
   size_t size = TotalBytes(ring_bytes);
   int fd = shm_open(name.c_str(), O_RDWR, 0600);

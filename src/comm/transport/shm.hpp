@@ -19,6 +19,9 @@ class ShmInbox {
   // Creates the inbox of one ring per slot, ring_bytes[slot] bytes each (multiples of 4096; a ring may
   // be larger where a device's copy engines use it).
   static Result<std::unique_ptr<ShmInbox>> Create(const std::string& name, const std::vector<size_t>& ring_bytes);
+  // Rings of the same layout in this process's memory only (no name; page-aligned, so a device can
+  // register them): for threads of one process, as TcpRelay's.
+  static Result<std::unique_ptr<ShmInbox>> CreatePrivate(const std::vector<size_t>& ring_bytes);
   // Maps a peer's inbox created under `name` with the same ring sizes.
   static Result<std::unique_ptr<ShmInbox>> Open(const std::string& name, const std::vector<size_t>& ring_bytes);
   ~ShmInbox();
