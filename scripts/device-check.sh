@@ -14,7 +14,7 @@
 # (TESSERA_COMMIT names the tree run where the copy's git metadata may lag behind it, as on the lent GPU machine.)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
 ROOT=$PWD
 B=${1:-build-gpu}
 OUTDIR=${OUT:-$ROOT/bench/results}
