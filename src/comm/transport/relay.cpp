@@ -83,14 +83,13 @@ Result<std::unique_ptr<TcpRelay>> TcpRelay::Create(std::unique_ptr<SendChannel> 
 }
 
 TcpRelay::~TcpRelay() {
-  // Whatever the engine published is owed to the peer: let the pump hand it to TCP first.
-  auto until = std::chrono::steady_clock::now() + drain_;
-  while (!failed_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
-    auto head = out_reader_->Peek();
-    if (!head.ok() || head->second == 0) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  // Whatever the engine published is owed to the peer: the pump hands it to TCP, then returns (it alone
+  // reads the outbound ring; this thread only waits, up to `drain_`, and then makes it give up).
   stop_.store(true, std::memory_order_release);
+  auto until = std::chrono::steady_clock::now() + drain_;
+  while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  abandon_.store(true, std::memory_order_release);
   if (pump_.joinable()) pump_.join();
 }
 
@@ -112,12 +111,17 @@ void TcpRelay::Fail(const Status& s) {
 }
 
 void TcpRelay::Pump() {
+  struct Done {
+    std::atomic<bool>* flag;
+    ~Done() { flag->store(true, std::memory_order_release); }
+  } done{&done_};
   int idle = 0;
-  while (!stop_.load(std::memory_order_acquire)) {
+  while (!abandon_.load(std::memory_order_acquire)) {
     bool progress = false;
     // Outbound: what the engine (its copy engine) published, into the TCP streams.
     auto out = out_reader_->Peek();
     size_t pending_out = out.ok() ? out->second : 0;
+    if (pending_out == 0 && stop_.load(std::memory_order_acquire)) return;  // drained
     if (pending_out > 0) {
       auto n = tcp_send_->TrySend(out->first, out->second);
       if (!n.ok()) return Fail(n.status());

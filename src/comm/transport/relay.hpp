@@ -61,7 +61,9 @@ class TcpRelay {
   std::unique_ptr<SendChannel> in_writer_;   // the pump's end of the inbound ring
   std::string peer_;
   std::chrono::milliseconds drain_{10000};
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false};     // the owner is going: drain the outbound ring, then return
+  std::atomic<bool> abandon_{false};  // return now (the drain took too long)
+  std::atomic<bool> done_{false};     // the pump has returned
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> delivered_{0};
   mutable std::mutex mu_;
