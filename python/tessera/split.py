@@ -13,9 +13,9 @@ def apportion(total, weights):
 
     Each rank first gets one sample; every further sample goes to the rank that would finish its share
     soonest with it, the smallest (n_r + 1) / w_r; on a tie, to the rank with less work so far (n_r / w_r),
-    then to the lower rank. Giving unit tasks one at a time
-    to the machine that completes them earliest is optimal for the makespan on machines of different
-    speeds, and the parts are within one sample of total * w_r / sum(w)."""
+    then to the lower rank. Giving unit tasks one at a time to the machine that completes them earliest is
+    optimal for the makespan on machines of different speeds, and the parts are within one sample of
+    total * w_r / sum(w)."""
     if isinstance(total, bool) or not isinstance(total, int):
         raise ValueError(f"the global batch must be an integer number of samples, got {total!r}")
     if not weights:

@@ -114,24 +114,26 @@ Status Comm::SetUpChannels() {
     }
     send_[p] = MakeTcpSender(conns, chunk);
     recv_[p] = MakeTcpReceiver(conns, chunk);
-    // A device-bridge rank's copy engines need ring ends on its links to other islands.
-    if (device_rank(rank_) && infos_[p].island != me.island) TSR_RETURN_IF_ERROR(RelayThroughRings(p, cuda_ring));
   }
   listener_.reset();
+  // A device-bridge rank's copy engines need ring ends on its links to other islands.
+  if (device_rank(rank_)) TSR_RETURN_IF_ERROR(RelayBridgeLinks(cuda_ring).status());
   return Status::Ok();
 }
 
-Status Comm::RelayThroughRings(int peer, size_t ring_bytes) {
-  if (transport_[peer] != "tcp")
-    return InternalError(fmt::format("relay: the link to {} is {}, not tcp", PeerName(peer), transport_[peer]));
+Result<int> Comm::RelayBridgeLinks(size_t ring_bytes) {
   relays_.resize(size_);
-  if (relays_[peer]) return Status::Ok();
-  TSR_ASSIGN_OR_RETURN(relays_[peer],
-                       TcpRelay::Create(std::move(send_[peer]), std::move(recv_[peer]), ring_bytes, PeerName(peer)));
-  relays_[peer]->SetDrainTimeout(std::min(timeout_, std::chrono::milliseconds(10000)));
-  send_[peer] = relays_[peer]->Writer();
-  recv_[peer] = relays_[peer]->Reader();
-  return Status::Ok();
+  int n = 0;
+  for (int p = 0; p < size_; ++p) {
+    if (transport_[p] != "tcp" || infos_[p].island == infos_[rank_].island) continue;
+    ++n;
+    if (relays_[p]) continue;
+    TSR_ASSIGN_OR_RETURN(relays_[p], TcpRelay::Create(std::move(send_[p]), std::move(recv_[p]), ring_bytes, PeerName(p),
+                                                      std::min(timeout_, std::chrono::milliseconds(10000))));
+    send_[p] = relays_[p]->Writer();
+    recv_[p] = relays_[p]->Reader();
+  }
+  return n;
 }
 
 }  // namespace tessera::comm

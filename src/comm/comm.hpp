@@ -180,10 +180,10 @@ class Comm final : public Communicator, public Links {
   // otherwise one chunk. Deterministic from count and type.
   std::vector<Range> BridgeChunks(size_t count, DType dt) const;
   Status SetUpChannels();
-  // Puts the TCP link to `peer` behind a TcpRelay (host rings of `ring_bytes` per direction), so that a
-  // device bridge can copy into and out of it; done by SetUpChannels for a device-bridge rank's TCP links
-  // to other islands, and by tests/comm/device_emu_worker. Bytes already buffered are kept.
-  Status RelayThroughRings(int peer, size_t ring_bytes);
+  // Puts every TCP link of this rank to another island behind a TcpRelay (host rings of `ring_bytes` per
+  // direction), so that a device bridge can copy into and out of them; returns how many there are. Done by
+  // SetUpChannels for a device-bridge rank, and by tests/comm/device_emu_worker. Buffered bytes are kept.
+  Result<int> RelayBridgeLinks(size_t ring_bytes);
   // The relay of the link to `peer`, if it has one.
   const TcpRelay* relay(int peer) const { return relays_.empty() ? nullptr : relays_[peer].get(); }
   // Validates arguments common to all collectives; `what` names the call.

@@ -3,8 +3,8 @@
 HeteroDistributedSampler is a drop-in for torch.utils.data.DistributedSampler. Per step, the global
 batch of B samples is cut into one contiguous run per rank; rank r's run has n_r samples, with n_r
 proportional to its island's per-card speed w_r (tessera.split.apportion: the integer split with the
-shortest step, max n_r / w_r; sum n_r = B exactly and every rank has at least one sample). Use it with `DataLoader(ds, batch_size=sampler.batch_size,
-sampler=sampler)`.
+shortest step, max n_r / w_r; sum n_r = B exactly and every rank has at least one sample). Use it with
+`DataLoader(ds, batch_size=sampler.batch_size, sampler=sampler)`.
 
 With uneven n_r, plain DDP averages the ranks' mean gradients with equal weights: (1/W) sum_r g_r, where
 g_r is rank r's mean gradient over its n_r samples. The mean gradient of the whole global batch is

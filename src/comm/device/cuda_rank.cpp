@@ -75,7 +75,6 @@ Status CudaRank::Attach(Comm* comm) {
     return WarmUp();
   }
   trace_prefix_ = env::Get("TESSERA_CUDA_TRACE").value_or("");
-  trace_rank_ = comm->rank_;
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&tail_ev_, cudaEventDisableTiming), "cudaEventCreate"));
@@ -124,7 +123,7 @@ CudaRank::~CudaRank() {
   if (d2h_) (void)cudaStreamSynchronize(d2h_);
   if (h2d_) (void)cudaStreamSynchronize(h2d_);
   if (!trace_prefix_.empty()) {
-    const std::string path = fmt::format("{}.rank{}", trace_prefix_, trace_rank_);
+    const std::string path = fmt::format("{}.rank{}", trace_prefix_, comm_->rank_);
     if (FILE* f = std::fopen(path.c_str(), "w")) {
       std::fprintf(f, "ticket submitted_us started_us ran_us copied_us\n");
       for (const TraceRow& r : trace_)

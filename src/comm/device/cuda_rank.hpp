@@ -145,7 +145,6 @@ class CudaRank final : public DeviceRank {
   uint32_t submitted_ = 0, completed_ = 0;
   Status async_error_;
   std::string trace_prefix_;  // TESSERA_CUDA_TRACE; empty: no trace
-  int trace_rank_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::vector<TraceRow> trace_;  // the worker's
 };

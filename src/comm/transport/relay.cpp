@@ -67,7 +67,7 @@ class RelayRecv final : public RecvChannel {
 
 Result<std::unique_ptr<TcpRelay>> TcpRelay::Create(std::unique_ptr<SendChannel> tcp_send,
                                                    std::unique_ptr<RecvChannel> tcp_recv, size_t ring_bytes,
-                                                   std::string peer) {
+                                                   std::string peer, std::chrono::milliseconds drain) {
   if (ring_bytes < 4096 || ring_bytes % 4096 != 0)
     return InvalidArgument(
         fmt::format("relay to {}: ring of {} bytes is not a positive multiple of 4096", peer, ring_bytes));
@@ -75,6 +75,7 @@ Result<std::unique_ptr<TcpRelay>> TcpRelay::Create(std::unique_ptr<SendChannel> 
   r->tcp_send_ = std::move(tcp_send);
   r->tcp_recv_ = std::move(tcp_recv);
   r->peer_ = std::move(peer);
+  r->drain_ = drain;
   TSR_ASSIGN_OR_RETURN(r->rings_, ShmInbox::CreatePrivate({ring_bytes, ring_bytes}));
   r->out_reader_ = r->rings_->Reader(kOut);
   r->in_writer_ = r->rings_->Writer(kIn);

@@ -29,14 +29,14 @@ namespace tessera::comm {
 class TcpRelay {
  public:
   // Takes over a TCP channel pair (which may already hold buffered bytes: they are relayed first).
-  // `ring_bytes` (a multiple of 4096) per direction; `peer` names the other end in errors.
+  // `ring_bytes` (a multiple of 4096) per direction; `peer` names the other end in errors; `drain` bounds
+  // how long the destructor lets the pump hand the last published bytes to TCP.
   static Result<std::unique_ptr<TcpRelay>> Create(std::unique_ptr<SendChannel> tcp_send,
                                                   std::unique_ptr<RecvChannel> tcp_recv, size_t ring_bytes,
-                                                  std::string peer);
+                                                  std::string peer, std::chrono::milliseconds drain);
   // Stops the pump after it has handed every published outbound byte to TCP (or the link failed, or
   // `drain` passed).
   ~TcpRelay();
-  void SetDrainTimeout(std::chrono::milliseconds drain) { drain_ = drain; }
 
   // The engine's ends; valid while the relay lives.
   std::unique_ptr<SendChannel> Writer();
@@ -60,7 +60,7 @@ class TcpRelay {
   std::unique_ptr<RecvChannel> out_reader_;  // the pump's end of the outbound ring
   std::unique_ptr<SendChannel> in_writer_;   // the pump's end of the inbound ring
   std::string peer_;
-  std::chrono::milliseconds drain_{10000};
+  std::chrono::milliseconds drain_{0};
   std::atomic<bool> stop_{false};     // the owner is going: drain the outbound ring, then return
   std::atomic<bool> abandon_{false};  // return now (the drain took too long)
   std::atomic<bool> done_{false};     // the pump has returned
