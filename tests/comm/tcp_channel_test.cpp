@@ -9,7 +9,10 @@
 // closes mid-message gives its buffered bytes and then RemoteError, and a send to it RemoteError (no
 // SIGPIPE); a full socket makes TrySend return 0 instead of blocking; the hello carries rank and stream
 // for any order of connections; and every wait of the set-up (no peer, no acknowledgement, nobody
-// listening, a refused token) ends with an error within its timeout instead of hanging.
+// listening, a refused token) ends with an error within its timeout instead of hanging. And
+// comm/transport/relay over the same socket pairs: bytes cross both ways through its rings (ring ends and
+// copy calls alike), what was published before the relay goes is still sent, and a closed link is
+// reported only after the bytes that arrived before it have been taken.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/ioctl.h>
@@ -25,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/transport/relay.hpp"
 #include "comm/transport/tcp.hpp"
 #include "common/log.hpp"
 
@@ -564,6 +568,108 @@ TEST(TcpSetUp, ConnectingToNobodyGivesUpAtTheTimeout) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("no-port-here"), std::string::npos) << bad.status().ToString();
+}
+
+// The test's end of a relayed link: TCP channels over the other ends of the socket pairs (which it then owns).
+struct PeerEnd {
+  PeerEnd(Streams& st, size_t chunk) : conns(std::make_shared<TcpConnections>()) {
+    for (int& fd : st.other) {
+      conns->fds.push_back(fd);
+      fd = -1;
+    }
+    tx = MakeTcpSender(conns, chunk);
+    rx = MakeTcpReceiver(conns, chunk);
+  }
+  void SendAllOf(const std::string& bytes) {
+    size_t off = 0;
+    for (auto end = Clock::now() + 5s; off < bytes.size() && Clock::now() < end;) {
+      auto n = tx->TrySend(bytes.data() + off, bytes.size() - off);
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      off += *n;
+    }
+    ASSERT_EQ(off, bytes.size());
+  }
+  std::shared_ptr<TcpConnections> conns;
+  std::unique_ptr<SendChannel> tx;
+  std::unique_ptr<RecvChannel> rx;
+};
+
+// Claims (the device bridge's way of reading) and consumes until `want` bytes came or 5 s passed.
+std::string ClaimN(RecvChannel* ch, size_t want) {
+  std::string out;
+  for (auto end = Clock::now() + 5s; out.size() < want && Clock::now() < end;) {
+    auto [p, n] = ch->Claim(want - out.size(), 1);
+    out.append(reinterpret_cast<const char*>(p), n);
+    ch->Consume(n);
+  }
+  return out;
+}
+
+TEST(TcpRelay, BytesCrossBothWaysThroughItsRingsAndWhatWasPublishedIsSentAtTheEnd) {
+  const size_t chunk = 4096, ring = 16384;
+  Streams st(2);
+  auto relay = TcpRelay::Create(MakeTcpSender(st.conns, chunk), MakeTcpReceiver(st.conns, chunk), ring, "rank 9", 5s);
+  ASSERT_TRUE(relay.ok()) << relay.status().ToString();
+  PeerEnd peer(st, chunk);
+  auto out = (*relay)->Writer();
+  auto in = (*relay)->Reader();
+  EXPECT_TRUE(out->dma() && in->dma());
+  // Outbound: a copy call, then ring ends written in place (as a copy engine does), 5 rings' worth in all.
+  const std::string msg = Pattern(5 * ring, 'o');
+  size_t off = 0;
+  for (auto end = Clock::now() + 5s; off < 4096 && Clock::now() < end;) {
+    auto n = out->TrySend(msg.data() + off, 4096 - off);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    off += *n;
+  }
+  std::string got;
+  for (auto end = Clock::now() + 5s; off < msg.size() && Clock::now() < end;) {
+    auto [p, n] = out->Reserve(msg.size() - off);
+    std::memcpy(p, msg.data() + off, n);
+    out->Publish(n);
+    off += n;
+    got += ReadN(peer.rx.get(), msg.size() - got.size(), 1ms);  // what has come so far
+  }
+  ASSERT_EQ(off, msg.size());
+  // Inbound, through the wrap of the inbound ring several times.
+  const std::string back = Pattern(3 * ring + 8, 'i');
+  std::thread sender([&] { peer.SendAllOf(back); });
+  EXPECT_EQ(ClaimN(in.get(), back.size()), back);
+  sender.join();
+  // The last outbound bytes may still be in the ring: the relay's end hands them to TCP before it goes.
+  in.reset();
+  out.reset();
+  relay->reset();
+  got += ReadN(peer.rx.get(), msg.size() - got.size());
+  EXPECT_EQ(got, msg);
+  EXPECT_TRUE(Drain(peer.conns->fds[0]).empty() && Drain(peer.conns->fds[1]).empty());
+}
+
+TEST(TcpRelay, AClosedLinkIsReportedAfterTheBytesThatArrivedBeforeIt) {
+  const size_t chunk = 4096;
+  Streams st(1);
+  auto relay = TcpRelay::Create(MakeTcpSender(st.conns, chunk), MakeTcpReceiver(st.conns, chunk), 16384, "rank 9", 5s);
+  ASSERT_TRUE(relay.ok()) << relay.status().ToString();
+  auto out = (*relay)->Writer();
+  auto in = (*relay)->Reader();
+  SendAll(st.other[0], "half a mess");
+  st.CloseOther(0);
+  // The pump delivers the bytes, then meets the end of the stream.
+  for (auto end = Clock::now() + 5s; (*relay)->Health().ok() && Clock::now() < end;) std::this_thread::sleep_for(1ms);
+  ASSERT_FALSE((*relay)->Health().ok());
+  EXPECT_EQ((*relay)->delivered(), 11u);
+  EXPECT_TRUE(in->Health().ok()) << "bytes that arrived before the close are still to be read";
+  EXPECT_EQ(ClaimN(in.get(), 11), "half a mess");
+  Status s = in->Health();
+  EXPECT_EQ(s.code(), Code::kRemoteError) << s.ToString();
+  EXPECT_NE(s.message().find("the TCP link to rank 9 (relayed for the device bridge)"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("closed by the peer"), std::string::npos) << s.ToString();
+  EXPECT_EQ(out->Health().code(), Code::kRemoteError);
+  auto n = out->TrySend("x", 1);
+  EXPECT_FALSE(n.ok());
+  auto p = in->Peek();
+  EXPECT_FALSE(p.ok());
 }
 
 }  // namespace
