@@ -25,6 +25,10 @@ p.add_argument("--iters", type=int, default=5)
 p.add_argument("--rounds", type=int, default=5)
 p.add_argument("--async", dest="asynchronous", action="store_true",
                help="queue the --iters calls with async_op=True and wait for them together (as the C API's --batch)")
+p.add_argument("--phases", type=int, default=0,
+               help="then N more calls per size, each timed in phases on the monotonic clock (of TESSERA_CUDA_TRACE): "
+                    "issued, its end seen by polling Work.is_completed(), wait() returned, torch.cuda.synchronize() "
+                    "returned; one row per rank")
 a = p.parse_args()
 dev = torch.device(os.environ.get("TESSERA_DEVICE", "cuda:0"))
 torch.cuda.set_device(dev)
@@ -58,4 +62,24 @@ for s in a.sizes.split(","):
                           "layout": os.environ.get("TESSERA_ISLANDS", ""), "busbw_GBps": round(statistics.median(busbw), 3),
                           "min": round(min(busbw), 3), "max": round(max(busbw), 3),
                           **({"issue_us": round(statistics.median(issue_us), 1)} if issue_us else {})}), flush=True)
+    if a.phases:  # where a synchronous call's time goes between the bridge's end and the caller's return
+        us = lambda: time.perf_counter() * 1e6  # noqa: E731  CLOCK_MONOTONIC on Linux, as the trace's
+        calls = []
+        for i in range(a.phases):
+            dist.barrier()
+            torch.cuda.synchronize()
+            c = {"start": us()}
+            w = dist.all_reduce(t, async_op=True)
+            c["issued"] = us()
+            if i % 2 == 0:  # every other call also polls for its end on the GPU, before wait()
+                while not w.is_completed():
+                    pass
+                c["completed"] = us()
+            w.wait()
+            c["waited"] = us()
+            torch.cuda.synchronize()
+            c["synced"] = us()
+            calls.append({k: round(v, 1) for k, v in c.items()})
+        print(json.dumps({"bench": "torch_allreduce_phases", "rank": dist.get_rank(), "bytes": nbytes,
+                          "calls": calls}), flush=True)
 dist.destroy_process_group()

@@ -148,8 +148,10 @@ TESSERA_API tsrResult_t tsrCommDestroy(tsrComm_t comm);
  * NCCL's business, as with ncclCommAbort.) */
 TESSERA_API tsrResult_t tsrCommAbort(tsrComm_t comm);
 /* *error = tsrSuccess while comm is healthy; else the result that failed it (an earlier call's error, a
- * peer's posted failure seen while idle, an abort, an asynchronous CCL error). Does not block beyond a
- * short non-blocking check. Safe from any thread, concurrently with any call on comm. */
+ * peer's posted failure seen while idle, an abort, an asynchronous CCL error). Cheap enough to call after
+ * every collective: it never waits, and looks at the store and the same-host peers at most once every
+ * 50 ms (a failure seen only there is reported up to 50 ms later). Safe from any thread, concurrently
+ * with any call on comm. */
 TESSERA_API tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error);
 /* Safe from any thread while comm exists. */
 TESSERA_API tsrResult_t tsrCommRank(tsrComm_t comm, int* rank);

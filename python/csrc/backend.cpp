@@ -210,9 +210,13 @@ struct CommRef {
 // Tessera's own timeout raises first) with a timeout error.
 class Completer {
  public:
-  Completer(c10::DeviceIndex device, std::chrono::milliseconds timeout, std::shared_ptr<CommRef> comm)
+  // `trace`: a file for TESSERA_CUDA_TRACE's rows of this rank's completions (empty: none).
+  Completer(c10::DeviceIndex device, std::chrono::milliseconds timeout, std::shared_ptr<CommRef> comm,
+            const std::string& trace)
       : state_(std::make_shared<State>()) {
     state_->device = device;
+    if (!trace.empty() && (state_->trace = std::fopen(trace.c_str(), "a")) != nullptr)
+      std::fprintf(state_->trace, "call end_seen_us completed_us\n");
     state_->timeout = timeout * 2 + std::chrono::seconds(5);
     state_->comm = std::move(comm);
     cudaStream_t idle = nullptr;
@@ -259,7 +263,14 @@ class Completer {
     std::chrono::milliseconds timeout{0};
     std::shared_ptr<CommRef> comm;
     std::optional<c10::cuda::CUDAStream> idle;
+    FILE* trace = nullptr;  // TESSERA_CUDA_TRACE: when each end was seen and its future completed
+    ~State() {
+      if (trace != nullptr) std::fclose(trace);
+    }
   };
+  static double MonotonicUs() {  // the clock of the bridge's own trace rows and of Python's perf_counter
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
   static void Fail(Item& it, const std::string& why) {
     try {
       it.fut->setError(std::make_exception_ptr(std::runtime_error("tessera: " + it.title + " failed: " + why)));
@@ -300,11 +311,16 @@ class Completer {
           Fail(it, std::string(tsrGetErrorString(err)) + ": " + message);
           continue;
         }
+        const double seen_us = st.trace != nullptr ? MonotonicUs() : 0;
         try {
           c10::cuda::CUDAStreamGuard on_idle(*st.idle);
           it.fut->markCompleted(std::move(it.value));
         } catch (const std::exception& e) {
           Fail(it, e.what());
+        }
+        if (st.trace != nullptr) {
+          std::fprintf(st.trace, "%s %.1f %.1f\n", it.title.c_str(), seen_us, MonotonicUs());
+          std::fflush(st.trace);
         }
       }
     } catch (...) {
@@ -396,7 +412,10 @@ class Backend : public c10d::Backend {
       TSR_CHECK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking) == cudaSuccess,
                 "tessera: cudaStreamCreate for the communication stream failed on ", device_);
       stream_ = c10::cuda::getStreamFromExternal(comm_stream, device_index_);
-      completer_ = std::make_unique<Completer>(device_index_, std::chrono::milliseconds(timeout_ms), ref_);
+      const char* trace = std::getenv("TESSERA_CUDA_TRACE");  // the bridge writes PREFIX.rankN, this PREFIX.completer.rankN
+      completer_ = std::make_unique<Completer>(
+          device_index_, std::chrono::milliseconds(timeout_ms), ref_,
+          trace != nullptr && *trace != '\0' ? std::string(trace) + ".completer.rank" + std::to_string(rank) : "");
 #else
       TSR_CHECK(false, "tessera: device ", device_, " needs a CUDA build of torch and of tessera._C");
 #endif

@@ -117,6 +117,8 @@ class Comm final : public Communicator, public Links {
   // Thread-safe (tsrCommAbort): pending and future calls fail promptly, the peers are told.
   void Abort();
   // Thread-safe (tsrCommGetAsyncError): OK while healthy, else the error that failed (or will fail) it.
+  // Cheap enough to ask after every call: the store and the same-host peers are looked at once every
+  // kHealthInterval at most, so a failure they show is seen up to that much later.
   Status AsyncError();
 
   int rank() const override { return rank_; }
@@ -237,7 +239,11 @@ class Comm final : public Communicator, public Links {
   std::atomic<bool> abort_requested_{false};  // tsrCommAbort (any thread)
   std::atomic<bool> async_failed_{false};     // async_error_ is set
   std::mutex async_mu_;
-  Status async_error_;             // guarded by async_mu_
+  Status async_error_;  // guarded by async_mu_
+  // AsyncError's look at the store and the peers: at most one every kHealthInterval (under health_mu_).
+  static constexpr std::chrono::milliseconds kHealthInterval{50};
+  std::mutex health_mu_;
+  std::chrono::steady_clock::time_point health_checked_{};
   size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
   // This rank's device backend (TESSERA_DEVICE=cuda:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.

@@ -252,7 +252,7 @@ Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::functio
                   fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
   uint32_t ticket = ++submitted_;
   Job job;
-  if (!trace_prefix_.empty()) job.submitted_us = SinceStartUs();
+  if (!trace_prefix_.empty()) job.submitted_us = MonotonicUs();
   job.in = in_ev_[ticket % kInEvents];
   job.ticket = ticket;
   job.copy_streams = true;
@@ -326,7 +326,7 @@ Status CudaRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<
   if (s.ok()) RecordTail(user);
   Job job;
   job.ticket = last;
-  if (!trace_prefix_.empty()) job.submitted_us = SinceStartUs();
+  if (!trace_prefix_.empty()) job.submitted_us = MonotonicUs();
   if (!s.ok()) {
     // Keep the ticket sequence whole: the worker records the failure and raises the done flag past it.
     job.run = [this, s, what](cudaEvent_t) { return Fail(what, s); };
@@ -409,19 +409,19 @@ void CudaRank::WorkerLoop() {
       std::lock_guard<std::mutex> l(mu_);
       if (job.result == nullptr && !async_error_.ok()) s = async_error_;  // device jobs after a failure: skip
     }
-    const double started = trace_prefix_.empty() ? 0 : SinceStartUs();
+    const double started = trace_prefix_.empty() ? 0 : MonotonicUs();
     if (s.ok()) s = job.run(job.in);
     if (job.result) {
       job.result->set_value(s);
       continue;
     }
-    const double ran = trace_prefix_.empty() ? 0 : SinceStartUs();
+    const double ran = trace_prefix_.empty() ? 0 : MonotonicUs();
     // Device job: (device bridge) make sure no copy of it is still in flight, then release the caller's stream.
     if (job.copy_streams) {
       Status c = CopiesDone();
       if (s.ok() && !c.ok()) s = comm_->GuardFn("the device bridge", [&] { return c; });  // the peers hear of it
     }
-    if (!trace_prefix_.empty()) trace_.push_back({job.ticket, job.submitted_us, started, ran, SinceStartUs()});
+    if (!trace_prefix_.empty()) trace_.push_back({job.ticket, job.submitted_us, started, ran, MonotonicUs()});
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!s.ok() && async_error_.ok()) async_error_ = s;
@@ -432,8 +432,9 @@ void CudaRank::WorkerLoop() {
   }
 }
 
-double CudaRank::SinceStartUs() const {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+double CudaRank::MonotonicUs() {
+  // steady_clock is CLOCK_MONOTONIC on Linux: the clock of Python's time.perf_counter and time.monotonic.
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Bounded, unlike cudaStreamSynchronize, which waited forever when the copies could not run: under NVIDIA MPS

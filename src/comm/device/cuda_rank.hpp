@@ -64,7 +64,7 @@ class CudaRank final : public DeviceRank {
     uint32_t ticket;
     double submitted_us, started_us, ran_us, copied_us;
   };
-  double SinceStartUs() const;
+  static double MonotonicUs();  // TESSERA_CUDA_TRACE's clock
   // One part of a staged job: device -> pinned copies, the host algorithm, pinned -> device copies.
   struct Copy {
     void* dst;
@@ -144,8 +144,7 @@ class CudaRank final : public DeviceRank {
   bool stop_ = false;
   uint32_t submitted_ = 0, completed_ = 0;
   Status async_error_;
-  std::string trace_prefix_;  // TESSERA_CUDA_TRACE; empty: no trace
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::string trace_prefix_;     // TESSERA_CUDA_TRACE; empty: no trace
   std::vector<TraceRow> trace_;  // the worker's
 };
 
