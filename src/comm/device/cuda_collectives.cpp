@@ -1,7 +1,7 @@
 // comm/device/cuda_collectives: the CUDA rank's collectives — argument checks, then a world of one island
 // straight to its CCL on the caller's stream, or in a hybrid world a staged job or the device bridge
-// (cuda_rank.cpp; allreduce, and — not yet run on a GPU — reduce-scatter, broadcast and allgather). Host-memory calls
-// (stream NULL) run through the worker queue in order.
+// (cuda_rank.cpp; allreduce, reduce-scatter, broadcast and allgather). Host-memory calls (stream NULL) run
+// through the worker queue in order.
 #include <fmt/format.h>
 
 #include "comm/device/cuda_rank.hpp"

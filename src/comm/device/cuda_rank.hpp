@@ -96,9 +96,9 @@ class CudaRank final : public DeviceRank {
   // Runs a host-path call: on the worker (in order with device jobs) in a hybrid world, else right here.
   Status Host(std::function<Status()> run) { return hybrid_ ? SubmitHost(std::move(run)) : run(); }
   void WorkerLoop();
-  // One collective on the device bridge (worker): allreduce, and — NOT YET RUN ON A GPU; the algorithm is
-  // tested on an emulated device (tests/comm/device_emu_worker.cpp) — reduce-scatter, broadcast and
-  // allgather. `scratch`: device scratch reserved by the caller thread (accumulators; for reduce-scatter
+  // One collective on the device bridge (worker): allreduce, reduce-scatter, broadcast and allgather (run
+  // on the H200; the algorithm is also tested on an emulated device, tests/comm/device_emu_worker.cpp).
+  // `scratch`: device scratch reserved by the caller thread (accumulators; for reduce-scatter
   // its staged output first), null for broadcast/allgather.
   Status BridgeCall(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
                     size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes);
