@@ -150,8 +150,9 @@ TESSERA_API tsrResult_t tsrCommAbort(tsrComm_t comm);
 /* *error = tsrSuccess while comm is healthy; else the result that failed it (an earlier call's error, a
  * peer's posted failure seen while idle, an abort, an asynchronous CCL error). Cheap enough to call after
  * every collective: it never waits, and looks at the store and the same-host peers at most once every
- * 50 ms (a failure seen only there is reported up to 50 ms later). Safe from any thread, concurrently
- * with any call on comm. */
+ * 50 ms (a failure seen only there is reported up to 50 ms later). When it reports a failure,
+ * tsrGetLastError(comm) on the same thread names the cause. Safe from any thread, concurrently with any
+ * call on comm. */
 TESSERA_API tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error);
 /* Safe from any thread while comm exists. */
 TESSERA_API tsrResult_t tsrCommRank(tsrComm_t comm, int* rank);
@@ -218,8 +219,9 @@ TESSERA_API const char* tsrCommDescribe(tsrComm_t comm);
 
 /* A static string for any value (thread-safe). */
 TESSERA_API const char* tsrGetErrorString(tsrResult_t result);
-/* The message of the last failed call on comm (on this thread's last failed init or group error when comm
- * is NULL); "" when there was none. Valid until the next call on comm, on the thread that made it. */
+/* The message of this thread's last failed call on comm, or of the failure its last tsrCommGetAsyncError
+ * reported (this thread's last failed init or group error when comm is NULL); "" when there was none.
+ * Per thread: another thread's failures never change it. Valid until this thread's next call on comm. */
 TESSERA_API const char* tsrGetLastError(tsrComm_t comm);
 
 #ifdef __cplusplus

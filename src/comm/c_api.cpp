@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -23,9 +26,17 @@
 #include "common/log.hpp"
 #include "tessera/tessera.h"
 
+namespace {
+uint64_t NextCommId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 struct tsrComm {
   std::unique_ptr<tessera::Communicator> impl;
-  std::string last_error;
+  // Names this communicator in each thread's table of last errors (never reused, unlike its address).
+  const uint64_t id = NextCommId();
   std::string description;
   // A world of one device island: the lean allreduce path (comm/device/device.hpp), called from here
   // directly so that a taken call reads no more than this handle and that path's data.
@@ -36,6 +47,11 @@ struct tsrComm {
 namespace {
 using tessera::ToResult;
 thread_local std::string g_init_error;
+// Each thread's message of its last failed call on each communicator (tsrComm::id): what tsrGetLastError
+// returns. Per thread, so a failure reported on one thread (a watchdog's tsrCommGetAsyncError, a worker's
+// call) never changes a string another thread is reading.
+thread_local std::unordered_map<uint64_t, std::string> g_last_errors;
+void SetLastError(tsrComm_t comm, std::string message) { g_last_errors[comm->id] = std::move(message); }
 // tsrGroupStart/End: nesting depth and the queued sends/receives of this thread.
 thread_local int g_group_depth = 0;
 thread_local std::vector<std::pair<tsrComm_t, tessera::comm::P2POp>> g_group_ops;
@@ -50,10 +66,10 @@ tsrResult_t Call(tsrComm_t comm, F&& f) {
   }
   try {
     tessera::Status s = f(*comm->impl);
-    if (!s.ok()) comm->last_error = s.message();
+    if (!s.ok()) SetLastError(comm, s.message());
     return ToResult(s);
   } catch (const std::exception& e) {
-    comm->last_error = std::string("internal error: ") + e.what();
+    SetLastError(comm, std::string("internal error: ") + e.what());
     return tsrInternalError;
   }
 }
@@ -63,7 +79,7 @@ template <typename F>
 tsrResult_t CallOutsideGroup(const char* name, tsrComm_t comm, F&& f) {
   if (g_group_depth > 0) {
     const std::string msg = fmt::format("{} {}", name, kInGroup);
-    if (comm != nullptr) comm->last_error = msg;
+    if (comm != nullptr) SetLastError(comm, msg);
     g_init_error = msg;
     return tsrInvalidArgument;
   }
@@ -326,7 +342,7 @@ tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm) {
 
 tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm, const tsrConfig_t* config) {
   if (newcomm == nullptr) {
-    if (comm != nullptr) comm->last_error = "tsrCommSplit: newcomm is NULL";
+    if (comm != nullptr) SetLastError(comm, "tsrCommSplit: newcomm is NULL");
     g_init_error = "tsrCommSplit: newcomm is NULL";
     return tsrInvalidArgument;
   }
@@ -358,7 +374,9 @@ tsrResult_t tsrCommAbort(tsrComm_t comm) {
 tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error) {
   if (comm == nullptr || comm->core == nullptr || error == nullptr) return tsrInvalidArgument;
   try {
-    *error = ToResult(comm->core->AsyncError());
+    const tessera::Status s = comm->core->AsyncError();
+    *error = ToResult(s);
+    if (!s.ok()) SetLastError(comm, s.message());  // the cause, for this thread's tsrGetLastError
     return tsrSuccess;
   } catch (const std::exception&) {
     return tsrInternalError;
@@ -369,6 +387,7 @@ tsrResult_t tsrCommDestroy(tsrComm_t comm) {
   if (comm == nullptr) return tsrSuccess;
   // Sends and receives of this thread's open group on comm cannot run any more.
   std::erase_if(g_group_ops, [&](const auto& e) { return e.first == comm; });
+  g_last_errors.erase(comm->id);  // (other threads' entries stay: a few strings, never read again)
   try {
     delete comm;
   } catch (const std::exception&) {
@@ -542,7 +561,8 @@ const char* tsrGetErrorString(tsrResult_t result) {
 
 const char* tsrGetLastError(tsrComm_t comm) {
   if (comm == nullptr) return g_init_error.c_str();
-  return comm->last_error.c_str();
+  const auto it = g_last_errors.find(comm->id);
+  return it == g_last_errors.end() ? "" : it->second.c_str();
 }
 
 }  // extern "C"

@@ -14,7 +14,8 @@
 //   alltoall  tsrAllToAll and tsrAllToAllv (zero and uneven counts, gaps kept) for every type;
 //   abort     rank 0 blocks in a recv that nothing matches; another thread aborts: the recv fails with
 //             tsrRemoteError (not tsrTimeout), so do later calls; the other ranks hear of it;
-//   asyncerr  the last rank exits; the others see tsrCommGetAsyncError turn to tsrRemoteError;
+//   asyncerr  the last rank exits; the others see tsrCommGetAsyncError turn to tsrRemoteError, and this
+//             thread's tsrGetLastError names an exited peer (another thread's stays empty);
 //   pairs     two disjoint communicators made at the same moment from two ids of ONE job token (even ranks
 //             and odd ranks, as a DeviceMesh's subgroups are), each with its own rank 0: both work.
 // Prints "OK rank R: ..." on success, "FAIL rank R: why" and exits 1 otherwise.
@@ -517,6 +518,15 @@ int RunAsyncErr(const std::vector<tsrUniqueId>& ids) {
     if (e == tsrSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (e != tsrRemoteError) Fail("tsrCommGetAsyncError after a peer died: " + std::to_string(e));
+  // The cause, on this thread, without a failed call first (a GPU rank's failures arrive this way): a
+  // peer that exited — the last rank, or one that saw it first and has already finished.
+  const std::string cause = tsrGetLastError(c);
+  if (cause.find("exited") == std::string::npos || cause.find("(pid ") == std::string::npos)
+    Fail("tsrGetLastError after tsrCommGetAsyncError does not name a peer that exited: '" + cause + "'");
+  // Only this thread's: another thread sees none (its own calls have not failed).
+  std::string other = "unset";
+  std::thread([&] { other = tsrGetLastError(c); }).join();
+  if (!other.empty()) Fail("another thread's tsrGetLastError: '" + other + "'");
   int one = 1;
   tsrResult_t r = tsrAllReduce(&one, &one, 1, tsrInt32, tsrSum, c, nullptr);
   if (r != tsrRemoteError) Fail(std::string("the next call: ") + tsrGetErrorString(r));
