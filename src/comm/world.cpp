@@ -279,7 +279,7 @@ std::string Comm::PeerName(int peer) const {
 Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
   if (abort_requested_.load(std::memory_order_acquire))
     return RemoteError(fmt::format("rank {}: the communicator was aborted (tsrCommAbort)", rank_));
-  auto abort = store_->Get("abort", std::chrono::milliseconds(1));
+  auto abort = store_->Get("abort", std::chrono::milliseconds(0));  // an absent key: answered at once
   if (abort.ok()) {
     aborted_by_peer_ = true;
     return RemoteError("another rank failed — " + *abort);
@@ -378,26 +378,24 @@ Status Comm::AsyncError() {
     std::lock_guard<std::mutex> l(async_mu_);
     if (!async_error_.ok()) return async_error_;
   }
-  // Healthy so far: look for what a blocked call would notice — a posted failure, a dead same-host peer,
-  // an asynchronous CCL error. None of them waits. The first two cost a store round trip and a look at
-  // each peer, so one caller at most every kHealthInterval makes them and the others go by its answer:
-  // torch's backend asks at the end of every collective (twice), and when every call asked the store,
-  // with a 1 ms wait for the absent key, a 64 MiB all_reduce took 2.6 ms longer than its bridge work.
+  // Healthy so far: look for what a blocked call would notice (CheckHealth on every peer: a posted
+  // failure, a dead same-host peer), then an asynchronous CCL error. None of them waits. The first costs a
+  // store round trip and a look at each peer, so one caller at most every kHealthInterval makes it and the
+  // others go by its answer: torch's backend asks at the end of every collective (twice), and when every
+  // call asked the store, with a 1 ms wait for the absent key, a 64 MiB all_reduce took 2.6 ms longer
+  // than its bridge work.
   Status s;
-  std::unique_lock<std::mutex> check(health_mu_, std::try_to_lock);
-  const auto now = std::chrono::steady_clock::now();
-  if (check.owns_lock() && now - health_checked_ >= kHealthInterval) {
-    health_checked_ = now;
-    auto abort = store_->Get("abort", std::chrono::milliseconds(0));  // an absent key: answered at once
-    if (abort.ok()) {
-      aborted_by_peer_ = true;
-      s = RemoteError(fmt::format("rank {}: another rank failed — {}", rank_, *abort));
+  {
+    std::unique_lock<std::mutex> check(health_mu_, std::try_to_lock);
+    const auto now = std::chrono::steady_clock::now();
+    if (check.owns_lock() && now - health_checked_ >= kHealthInterval) {
+      health_checked_ = now;
+      std::vector<int> peers;
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_) peers.push_back(p);
+      s = CheckHealth(peers).WithContext(fmt::format("rank {}", rank_));
     }
-    for (int p = 0; s.ok() && p < size_; ++p)
-      if (p != rank_ && infos_[p].host_id == infos_[rank_].host_id && infos_[p].pid > 0 && !ProcessAlive(infos_[p].pid))
-        s = RemoteError(fmt::format("rank {}: {} (pid {}) exited", rank_, PeerName(p), infos_[p].pid));
   }
-  if (check.owns_lock()) check.unlock();
   if (s.ok() && cuda_) s = cuda_->AsyncError();
   SetAsyncError(s);
   return s;
