@@ -30,6 +30,8 @@ p.add_argument("--phases", type=int, default=0,
                     "issued, its end seen by polling Work.is_completed(), wait() returned, torch.cuda.synchronize() "
                     "returned; one row per rank")
 a = p.parse_args()
+if a.phases < 0 or a.iters < 1 or a.rounds < 1:
+    p.error(f"--phases must be >= 0 and --iters, --rounds >= 1 (got {a.phases}, {a.iters}, {a.rounds})")
 dev = torch.device(os.environ.get("TESSERA_DEVICE", "cuda:0"))
 torch.cuda.set_device(dev)
 dist.init_process_group("tessera")

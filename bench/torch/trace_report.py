@@ -20,10 +20,14 @@ def jobs(path):
 
 def main(d):
     d = pathlib.Path(d)
+    if not (d / "phases.jsonl").is_file():
+        sys.exit(f"trace_report: {d / 'phases.jsonl'} is missing (the rows of allreduce_bench.py --phases)")
     lat = {"polled": [], "waited": [], "synced": []}
     for line in (d / "phases.jsonl").read_text().splitlines():
         row = json.loads(line)
         rank = row["rank"]
+        if not (d / f"trace-torch.rank{rank}").is_file():
+            sys.exit(f"trace_report: {d / f'trace-torch.rank{rank}'} is missing (TESSERA_CUDA_TRACE=DIR/trace-torch)")
         trace = jobs(d / f"trace-torch.rank{rank}")
         print(f"rank {rank}: {len(row['calls'])} calls of {row['bytes'] >> 20} MiB")
         for c in row["calls"]:
