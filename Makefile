@@ -1,4 +1,6 @@
 # Tessera quick start: `make demo` and `make test` install what is missing, build, then run.
+# `make demo` installs and builds only what the demo runs (the CLI and the example trainer); `make test`
+# installs the rest (test tools, PyTorch in .venv) and builds every target.
 # Other targets: build, test-fast (no sanitizers), test-sanitize, bench, clean, format, format-check,
 # install (PREFIX=/usr/local).
 BUILD ?= build
@@ -6,19 +8,29 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 TESSERA := $(BUILD)/tessera
 
-.PHONY: all deps build demo test test-fast test-sanitize bench clean format format-check install
+DEMO_TARGETS := tessera_cli tessera_example_trainer
+
+.PHONY: all deps deps-demo build build-demo demo test test-fast test-sanitize bench clean format format-check install
 all: build
 
 deps:
 	@scripts/install-deps.sh
 
+deps-demo:
+	@scripts/install-deps.sh --demo
+
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
 
+# Configured again after deps: a tree first configured by `make demo` then finds the test tools.
 build: deps $(BUILD)/build.ninja
+	cmake -S . -B $(BUILD) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+build-demo: deps-demo $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target $(DEMO_TARGETS)
+
+demo: build-demo
 	@scripts/demo.sh $(TESSERA)
 
 test-fast: build

@@ -1,29 +1,23 @@
 #!/usr/bin/env bash
 # scripts/gpu-kit.sh — run on the development machine (Debian 12): gathers into .deps/gpu-kit (ignored by
 # git; carried to the GPU machine with the device tool's `carry`) what the GPU image lacks to build the job
-# daemon and the planner, which `scripts/demo-gpu.sh` needs there: the SQLite amalgamation (source, public
-# domain; from npm's better-sqlite3 package, whose deps/ ship it), cpp-httplib as Debian builds it (its
-# split header and libcpp-httplib.so, MIT, with brotli's headers it includes, MIT) and GLPK (glpk.h and libglpk.so with the libraries it needs that
-# Ubuntu names differently, GPL-3: carried for test runs, not distributed). A build configured with
-# -DTESSERA_KIT=.deps/gpu-kit compiles SQLite from the amalgamation when no SQLite is installed, finds the
-# rest there, and records the kit's lib/ as RPATH (transitive), so nothing needs LD_LIBRARY_PATH.
+# daemon and the planner, which `scripts/demo-gpu.sh` needs there: Debian's SQLite (sqlite3.h and
+# libsqlite3.so from libsqlite3-dev, public domain), cpp-httplib as Debian builds it (its split header and
+# libcpp-httplib.so, MIT, with brotli's headers it includes, MIT) and GLPK (glpk.h and libglpk.so with the
+# libraries it needs that Ubuntu names differently, GPL-3: carried for test runs, not distributed). A build
+# configured with -DTESSERA_KIT=.deps/gpu-kit finds them there first and records the kit's lib/ as RPATH
+# (transitive), so nothing needs LD_LIBRARY_PATH.
 # scripts/torch-check.sh passes the kit on when .deps/gpu-kit exists. Usage: scripts/gpu-kit.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 K=.deps/gpu-kit
-SQLITE_NPM=${SQLITE_NPM:-better-sqlite3@12.11.1}
 LIBDIR=/usr/lib/x86_64-linux-gnu
 die() { echo "gpu-kit: $*" >&2; exit 1; }
-for f in /usr/include/httplib.h $LIBDIR/libcpp-httplib.so /usr/include/glpk.h $LIBDIR/libglpk.so; do
-  [ -e "$f" ] || die "$f is missing (scripts/install-deps.sh installs libcpp-httplib-dev and libglpk-dev)"
+for f in /usr/include/sqlite3.h $LIBDIR/libsqlite3.so /usr/include/httplib.h $LIBDIR/libcpp-httplib.so /usr/include/glpk.h $LIBDIR/libglpk.so; do
+  [ -e "$f" ] || die "$f is missing (scripts/install-deps.sh installs libsqlite3-dev, libcpp-httplib-dev and libglpk-dev)"
 done
-command -v npm >/dev/null || die "npm is missing (scripts/install-deps.sh installs it)"
-rm -rf "$K"; mkdir -p "$K/include" "$K/lib/pkgconfig" "$K/sqlite"
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && npm pack --silent "$SQLITE_NPM" > /dev/null) || die "npm pack $SQLITE_NPM failed"
-tar xzf "$tmp"/better-sqlite3-*.tgz -C "$tmp" package/deps/sqlite3/sqlite3.c package/deps/sqlite3/sqlite3.h
-cp "$tmp"/package/deps/sqlite3/sqlite3.{c,h} "$K/sqlite/"
-cp /usr/include/httplib.h /usr/include/glpk.h "$K/include/"
+rm -rf "$K"; mkdir -p "$K/include" "$K/lib/pkgconfig"
+cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h /usr/include/httplib.h /usr/include/glpk.h "$K/include/"
 # httplib.h includes brotli's headers (Debian builds it with CPPHTTPLIB_BROTLI_SUPPORT); the GPU image has
 # OpenSSL's and zlib's but not brotli's (MIT)
 [ -e /usr/include/brotli/decode.h ] || die "/usr/include/brotli/decode.h is missing (apt install libbrotli-dev)"
@@ -36,7 +30,7 @@ keep() {  # keep FILE
   cp "$real" "$K/lib/$soname"
   case $(basename "$1") in *.so) ln -sf "$soname" "$K/lib/$(basename "$1")" ;; esac
 }
-for l in libcpp-httplib.so libglpk.so; do
+for l in libsqlite3.so libcpp-httplib.so libglpk.so; do
   keep "$LIBDIR/$l"
   ldd "$LIBDIR/$l" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
     case $name in libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libstdc++*|libgcc_s*|libssl*|libcrypto*|libz.so*) ;;
