@@ -1,5 +1,5 @@
-// Tests of the `tessera plan` and `tessera bill` commands on the shipped examples: output, JSON, exit codes
-// and error messages for bad files.
+// Tests of the `tessera plan`, `tessera bill` and `tessera predict` commands on the shipped examples: output,
+// JSON, exit codes and error messages for bad files (predict: the seed's configuration of docs/model.md).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
+#include "sched/perf_model.hpp"
 #include "tessera/sched.hpp"
 
 // The source tree: $TESSERA_SOURCE_DIR, else the path CMake compiled in.
@@ -181,3 +183,89 @@ TEST(SchedCli, BillRecordReportAndCompliance) {
   EXPECT_TRUE(Has(bad.out, "--by 'week'")) << bad.out;
   fs::remove_all(dir);
 }
+
+namespace {
+
+// docs/model.md's seed configuration: 64 + 64 cards on 8-card hosts, 130B, ZeRO-3 with offload, RoCE 200 Gb/s.
+const std::string kSeed =
+    "predict --island ascend-910b=64@8 --island nvidia-h800=64@8 --tflops ascend-910b=320 --tflops nvidia-h800=989 "
+    "--mfu ascend-910b=0.4 --mfu nvidia-h800=0.4 --fabric-gbs ascend-910b=196 --fabric-gbs nvidia-h800=200 "
+    "--params 130B --zero 3 --offload --host-adam-gbs 200 --seq 2048 --batch 512 --accum 8 --overlap 1 "
+    "--net-gbps 200 --shm-gbs 2 --pcie-gbs 25 --latency-us 20 --catalog " +
+    Ex("brief/catalog-equal.yaml");
+
+TEST(PredictCli, TheSeedConfigurationInJsonMatchesTheModel) {
+  Out r = Tessera(kSeed + " --island-ccl --versus nvidia-h800 --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  // The same scenario through the C++ API.
+  using namespace tessera::sched::perf;
+  Scenario s;
+  for (auto [type, tf, fabric, price, dom] : {std::tuple{"ascend-910b", 320.0, 196.0, 2'400'000, true},
+                                              std::tuple{"nvidia-h800", 989.0, 200.0, 6'800'000, false}}) {
+    IslandSpec is;
+    is.type = type;
+    is.cards = 64;
+    is.tflops = tf;
+    is.mfu = 0.4;
+    is.fabric_gbs = fabric;
+    is.price_per_card_hour = price;
+    is.domestic = dom;
+    s.islands.push_back(is);
+  }
+  s.model.params = 130e9;
+  s.model.zero = 3;
+  s.model.offload = true;
+  s.model.host_adam_gbs = 200;
+  s.model.seq = 2048;
+  s.model.batch = 512;
+  s.model.accum = 8;
+  s.model.overlap = 1;
+  s.links = {2, 25, 0, 25, 20e-6, 0};
+  s.island_ccl = true;
+  auto p = Predict(s);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_DOUBLE_EQ(j["tokens_per_s"].get<double>(), p->tokens_per_s);
+  EXPECT_EQ(j["binding"], p->binding);
+  EXPECT_EQ(j["cost_per_hour"], "588.80");  // 64 x 2.4 + 64 x 6.8
+  EXPECT_DOUBLE_EQ(j["domestic_card_share"].get<double>(), 0.5);
+  EXPECT_EQ(j["islands"][0]["samples_per_micro_batch"], p->split[0]);
+  // --versus: all 128 cards H800s, the cost per hour of 128 x 6.8.
+  EXPECT_EQ(j["versus"]["cost_per_hour"], "870.40");
+  EXPECT_EQ(j["versus"]["islands"][0]["cards"], 128);
+  EXPECT_DOUBLE_EQ(j["versus_tokens_ratio"].get<double>(), p->tokens_per_s / j["versus"]["tokens_per_s"].get<double>());
+}
+
+TEST(PredictCli, TextNamesEveryTermAndTheBindingOne) {
+  Out r = Tessera(kSeed);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* part : {"split per micro-batch of 512 sequences:", "compute:", "communication:",
+                           "parameter allgather (forward and backward) x16", "island allgather",
+                           "optimizer:", "sum of parts:", "cost:           588.80 CNY/h",
+                           "domestic share: 50.0% of the cards", "binding term:   communication"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+}
+
+TEST(PredictCli, BadInputIsNamed) {
+  struct Case {
+    std::string args, says;
+  } cases[] = {
+      {"predict --island a=0 --rate a=1 --params 1M --seq 8 --batch 8",
+       "--island a: cards '0' is not a positive integer"},
+      {"predict --island a=8 --rate b=1 --params 1M --seq 8 --batch 8",
+       "--rate: type 'b' is not one of the --island types"},
+      {"predict --island a=8 --rate a=fast --params 1M --seq 8 --batch 8",
+       "--rate a: 'fast' is not a non-negative number"},
+      {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --grad-dtype f8", "--grad-dtype: 'f8'"},
+      {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --overlap 2", "overlap 2 is not in [0, 1]"},
+      {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --catalog " + Ex("brief/catalog-equal.yaml"),
+       "type 'a' is not in the catalog"},
+  };
+  for (const auto& c : cases) {
+    Out r = Tessera(c.args);
+    EXPECT_EQ(r.rc, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+}  // namespace

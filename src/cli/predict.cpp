@@ -1,0 +1,336 @@
+// cli/predict: `tessera predict` — the performance model's step of a hybrid data-parallel job (sched/perf_model,
+// docs/model.md): the split, compute, every collective's phases and the link that bounds each, overlap, the
+// optimizer; tokens/s, hybrid against the sum of its parts, cost per million tokens, domestic share, the
+// binding term, and with --versus the same job on one card type alone. Exit status: 0, or 2 on bad input.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "cli/exit_code.hpp"
+#include "sched/perf_model.hpp"
+
+namespace {
+
+using namespace tessera::sched;
+using tessera::Result;
+using tessera::Status;
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "tessera predict: %s\n", s.ToString().c_str());
+  return tessera::cli::ExitCodeOf(s);
+}
+
+// "1.5e11", "151943168", "130B", "7.5M", "512K" -> a positive number.
+Result<double> Number(const std::string& what, const std::string& text) {
+  double scale = 1;
+  std::string t = text;
+  if (!t.empty()) {
+    const char u = t.back();
+    if (u == 'K' || u == 'k') scale = 1e3;
+    if (u == 'M') scale = 1e6;
+    if (u == 'B' || u == 'G') scale = 1e9;
+    if (scale != 1) t.pop_back();
+  }
+  char* end = nullptr;
+  const double v = t.empty() ? NAN : std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v) || v < 0)
+    return tessera::InvalidArgument(fmt::format("{}: '{}' is not a non-negative number", what, text));
+  return v * scale;
+}
+
+// TYPE=VALUE pairs of a repeated option, by type.
+Result<std::map<std::string, double>> PerType(const std::string& flag, const std::vector<std::string>& items) {
+  std::map<std::string, double> out;
+  for (const auto& item : items) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return tessera::InvalidArgument(fmt::format("{}: '{}' is not TYPE=VALUE", flag, item));
+    TSR_ASSIGN_OR_RETURN(double v, Number(flag + " " + item.substr(0, eq), item.substr(eq + 1)));
+    out[item.substr(0, eq)] = v;
+  }
+  return out;
+}
+
+// --island TYPE=CARDS or TYPE=CARDS@PER_NODE.
+Result<perf::IslandSpec> IslandOf(const std::string& item) {
+  perf::IslandSpec is;
+  const size_t eq = item.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return tessera::InvalidArgument(fmt::format("--island: '{}' is not TYPE=CARDS[@CARDS_PER_NODE]", item));
+  is.type = item.substr(0, eq);
+  std::string cards = item.substr(eq + 1), per_node;
+  if (const size_t at = cards.find('@'); at != std::string::npos) {
+    per_node = cards.substr(at + 1);
+    cards = cards.substr(0, at);
+  }
+  auto whole = [&](const std::string& text, const char* what) -> Result<int64_t> {
+    TSR_ASSIGN_OR_RETURN(double v, Number(fmt::format("--island {}: {}", is.type, what), text));
+    if (v < 1 || v != std::floor(v))
+      return tessera::InvalidArgument(
+          fmt::format("--island {}: {} '{}' is not a positive integer", is.type, what, text));
+    return static_cast<int64_t>(v);
+  };
+  TSR_ASSIGN_OR_RETURN(is.cards, whole(cards, "cards"));
+  if (!per_node.empty()) {
+    TSR_ASSIGN_OR_RETURN(is.cards_per_node, whole(per_node, "cards per node"));
+  }
+  return is;
+}
+
+int Bytes(const std::string& flag, const std::string& dtype, int* out) {
+  if (dtype == "bf16" || dtype == "f16" || dtype == "bfloat16" || dtype == "float16") {
+    *out = 2;
+  } else if (dtype == "f32" || dtype == "float32") {
+    *out = 4;
+  } else {
+    std::fprintf(stderr, "tessera predict: %s: '%s' is not bf16, f16 or f32\n", flag.c_str(), dtype.c_str());
+    return tessera::cli::kExitUsage;
+  }
+  return 0;
+}
+
+std::string Seconds(double s) {
+  if (s >= 1) return fmt::format("{:.2f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+nlohmann::json Json(const perf::Scenario& s, const perf::Prediction& p, const std::string& currency) {
+  nlohmann::json j;
+  auto& isl = j["islands"] = nlohmann::json::array();
+  for (size_t i = 0; i < s.islands.size(); ++i)
+    isl.push_back({{"type", s.islands[i].type},
+                   {"cards", s.islands[i].cards},
+                   {"domestic", s.islands[i].domestic},
+                   {"samples_per_micro_batch", p.split[i]},
+                   {"tokens_per_s", p.island_tokens_per_s[i]}});
+  j["compute_s"] = p.compute_s;
+  j["comm_s"] = p.comm_s;
+  j["hidden_s"] = p.hidden_s;
+  j["exposed_comm_s"] = p.exposed_comm_s;
+  j["optimizer_s"] = p.optimizer_s;
+  j["step_s"] = p.step_s;
+  j["tokens_per_step"] = p.tokens_per_step;
+  j["tokens_per_s"] = p.tokens_per_s;
+  j["sum_of_parts_tokens_per_s"] = p.sum_of_parts_tokens_per_s;
+  j["hybrid_over_parts"] = p.hybrid_over_parts;
+  j["currency"] = currency;
+  j["cost_per_hour"] = FormatMoney(p.cost_per_hour, 2);
+  j["cost_per_million_tokens"] = p.cost_per_million_tokens;
+  j["domestic_card_share"] = p.domestic_card_share;
+  j["domestic_compute_share"] = p.domestic_compute_share;
+  j["binding"] = p.binding;
+  j["binding_detail"] = p.binding_detail;
+  auto& cs = j["collectives"] = nlohmann::json::array();
+  for (const auto& c : p.collectives) {
+    nlohmann::json cj{{"name", c.name},   {"kind", perf::CollName(c.kind)}, {"bytes", c.bytes},
+                      {"calls", c.calls}, {"seconds", c.seconds},           {"staging_s", c.staging_s}};
+    auto& ph = cj["phases"] = nlohmann::json::array();
+    for (const auto& x : c.phases) ph.push_back({{"name", x.name}, {"seconds", x.seconds}, {"bound", x.bound}});
+    cs.push_back(std::move(cj));
+  }
+  return j;
+}
+
+void Print(const perf::Scenario& s, const perf::Prediction& p, const std::string& currency) {
+  std::string mix;
+  for (const auto& is : s.islands) mix += fmt::format("{}{} {}", mix.empty() ? "" : " + ", is.cards, is.type);
+  std::printf("predicted step: %s, %.4g parameters, ZeRO-%d%s, %lld tokens a step\n\n", mix.c_str(), s.model.params,
+              s.model.zero, s.model.offload ? " with offload" : "", static_cast<long long>(p.tokens_per_step));
+  std::printf("  split per micro-batch of %lld sequences:", static_cast<long long>(s.model.batch));
+  for (size_t i = 0; i < s.islands.size(); ++i)
+    std::printf("%s %s %lld", i ? "," : "", s.islands[i].type.c_str(), static_cast<long long>(p.split[i]));
+  std::printf("\n  compute:        %s (slowest rank: island %s)\n", Seconds(p.compute_s).c_str(),
+              s.islands[p.slowest_island].type.c_str());
+  std::printf("  communication:  %s, of it %s hidden behind compute, %s exposed\n", Seconds(p.comm_s).c_str(),
+              Seconds(p.hidden_s).c_str(), Seconds(p.exposed_comm_s).c_str());
+  for (const auto& c : p.collectives) {
+    std::printf("    %s x%lld: %s a call (%.4g bytes)", c.name.c_str(), static_cast<long long>(c.calls),
+                Seconds(c.seconds).c_str(), c.bytes);
+    if (c.staging_s > 0) std::printf(", staging %s", Seconds(c.staging_s).c_str());
+    std::printf("\n");
+    for (const auto& x : c.phases)
+      std::printf("      %-40s %12s  %s\n", x.name.c_str(), Seconds(x.seconds).c_str(), x.bound.c_str());
+  }
+  std::printf("  optimizer:      %s\n", Seconds(p.optimizer_s).c_str());
+  std::printf("  step:           %s\n", Seconds(p.step_s).c_str());
+  std::printf("  tokens/s:       %.0f (", p.tokens_per_s);
+  for (size_t i = 0; i < s.islands.size(); ++i)
+    std::printf("%s%s %.0f", i ? ", " : "", s.islands[i].type.c_str(), p.island_tokens_per_s[i]);
+  std::printf(")\n  sum of parts:   %.0f tokens/s (each island a job of its own): hybrid / parts %.1f%%\n",
+              p.sum_of_parts_tokens_per_s, 100 * p.hybrid_over_parts);
+  if (p.cost_per_hour > 0)
+    std::printf("  cost:           %s %s/h, %.4f %s per million tokens\n", FormatMoney(p.cost_per_hour).c_str(),
+                currency.c_str(), p.cost_per_million_tokens, currency.c_str());
+  std::printf("  domestic share: %.1f%% of the cards, %.1f%% of the compute\n", 100 * p.domestic_card_share,
+              100 * p.domestic_compute_share);
+  std::printf("  binding term:   %s: %s\n", p.binding.c_str(), p.binding_detail.c_str());
+}
+
+int RunPredict(int argc, char** argv) {
+  CLI::App app{"Predict one training step of a hybrid data-parallel job (docs/model.md)", "tessera predict"};
+  std::vector<std::string> islands, rates, weights, tflops, mfus, fabrics, hbms, hosts;
+  std::string catalog_path, params_text, grad_dtype = "bf16", param_dtype = "bf16", versus;
+  int zero = 0;
+  bool offload = false, json = false, one_host = false, no_device_bridge = false, island_ccl = false;
+  int64_t seq = 0, batch = 0, accum = 1, cores = 0;
+  double overlap = 0, shm_gbs = 0, net_gbps = 0, device_gbs = 0, pcie_gbs = 0, latency_us = 0, host_adam_gbs = 0;
+  app.add_option("--island", islands, "TYPE=CARDS[@CARDS_PER_NODE] (default 8 per node), in rank order")->required();
+  app.add_option("--catalog", catalog_path, "catalog (YAML): prices and domesticity of the types");
+  app.add_option("--rate", rates, "TYPE=TOKENS_PER_S per card, measured (else --tflops and --mfu)");
+  app.add_option("--split-weight", weights, "TYPE=W: the speed the sampler splits by (default: the cards' rate)");
+  app.add_option("--tflops", tflops, "TYPE=TFLOPS: dense 16-bit peak per card");
+  app.add_option("--mfu", mfus, "TYPE=FRACTION: model FLOP utilisation of that type's cards");
+  app.add_option("--fabric-gbs", fabrics, "TYPE=GB/s: island fabric per card (NVLink, HCCS), for the vendor ring");
+  app.add_option("--hbm-gbs", hbms, "TYPE=GB/s: card memory bandwidth (the optimizer on the card)");
+  app.add_option("--host-ranks", hosts, "TYPE: that island's ranks are host (CPU) ranks");
+  app.add_option("--params", params_text, "parameters (151943168, 1.3e11, 130B)")->required();
+  app.add_option("--grad-dtype", grad_dtype, "gradient type: bf16, f16 or f32 (default bf16)");
+  app.add_option("--param-dtype", param_dtype, "parameter type on the cards, for ZeRO's allgathers (default bf16)");
+  app.add_option("--zero", zero, "ZeRO stage 0-3 (default 0: plain data parallel)");
+  app.add_flag("--offload", offload, "optimizer on the host (ZeRO-Offload)");
+  app.add_option("--host-adam-gbs", host_adam_gbs, "offload: host memory bandwidth per node for the optimizer, GB/s");
+  app.add_option("--seq", seq, "tokens per sequence")->required();
+  app.add_option("--batch", batch, "sequences per micro-batch, the whole job (what the speed split divides)")
+      ->required();
+  app.add_option("--accum", accum, "micro-batches per step (default 1)");
+  app.add_option("--overlap", overlap, "part of the communication hidden behind compute, 0-1 (default 0)");
+  app.add_option("--shm-gbs", shm_gbs, "shared-memory transfers per host, GB/s");
+  app.add_option("--net-gbps", net_gbps, "network per host between hosts, Gb/s (RoCE 200 Gb/s: 200)");
+  app.add_option("--device-gbs", device_gbs, "device bridge per card, GB/s");
+  app.add_option("--pcie-gbs", pcie_gbs, "pinned host<->device copies per card, GB/s");
+  app.add_option("--latency-us", latency_us, "per message on shm and network, microseconds");
+  app.add_option("--cores-per-host", cores, "host ranks beyond this many per host share the cores (default: no limit)");
+  app.add_flag("--one-host", one_host, "every rank on one host");
+  app.add_flag("--no-device-bridge", no_device_bridge, "stage one-card device islands through host memory");
+  app.add_flag("--island-ccl", island_ccl, "what-if: island phases on each island's vendor library");
+  app.add_option("--versus", versus, "TYPE: also predict the same job on as many cards of TYPE alone");
+  app.add_flag("--json", json, "print JSON");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return tessera::cli::ParseExit(app, e);
+  }
+  perf::Scenario s;
+  for (const auto& item : islands) {
+    auto is = IslandOf(item);
+    if (!is.ok()) return Fail(is.status());
+    s.islands.push_back(*is);
+  }
+  struct {
+    const char* flag;
+    std::vector<std::string>* items;
+    double perf::IslandSpec::*field;
+  } per_type[] = {{"--rate", &rates, &perf::IslandSpec::tokens_per_s},
+                  {"--split-weight", &weights, &perf::IslandSpec::split_weight},
+                  {"--tflops", &tflops, &perf::IslandSpec::tflops},
+                  {"--mfu", &mfus, &perf::IslandSpec::mfu},
+                  {"--fabric-gbs", &fabrics, &perf::IslandSpec::fabric_gbs},
+                  {"--hbm-gbs", &hbms, &perf::IslandSpec::hbm_gbs}};
+  for (const auto& pt : per_type) {
+    auto values = PerType(pt.flag, *pt.items);
+    if (!values.ok()) return Fail(values.status());
+    for (const auto& [type, v] : *values) {
+      bool found = false;
+      for (auto& is : s.islands)
+        if (is.type == type) {
+          is.*pt.field = v;
+          found = true;
+        }
+      if (!found && type != versus)
+        return Fail(
+            tessera::InvalidArgument(fmt::format("{}: type '{}' is not one of the --island types", pt.flag, type)));
+    }
+  }
+  for (const auto& h : hosts) {
+    bool found = false;
+    for (auto& is : s.islands)
+      if (is.type == h) {
+        is.device = false;
+        found = true;
+      }
+    if (!found)
+      return Fail(tessera::InvalidArgument(fmt::format("--host-ranks: type '{}' is not one of the --island types", h)));
+  }
+  auto params = Number("--params", params_text);
+  if (!params.ok()) return Fail(params.status());
+  s.model.params = *params;
+  if (int rc = Bytes("--grad-dtype", grad_dtype, &s.model.grad_bytes)) return rc;
+  if (int rc = Bytes("--param-dtype", param_dtype, &s.model.param_bytes)) return rc;
+  s.model.zero = zero;
+  s.model.offload = offload;
+  s.model.host_adam_gbs = host_adam_gbs;
+  s.model.seq = seq;
+  s.model.batch = batch;
+  s.model.accum = accum;
+  s.model.overlap = overlap;
+  s.links = {shm_gbs, net_gbps / 8, device_gbs, pcie_gbs, latency_us * 1e-6, cores};
+  s.one_host = one_host;
+  s.device_bridge = !no_device_bridge;
+  s.island_ccl = island_ccl;
+  std::string currency = "CNY";
+  Catalog catalog;
+  if (!catalog_path.empty()) {
+    auto c = LoadCatalog(catalog_path);
+    if (!c.ok()) return Fail(c.status());
+    catalog = std::move(*c);
+    currency = catalog.currency;
+    if (auto st = perf::FillFromCatalog(catalog, &s); !st.ok()) return Fail(tessera::InvalidArgument(st.message()));
+  }
+  auto p = perf::Predict(s);
+  if (!p.ok()) return Fail(p.status());
+
+  // The same job on one type alone: as many cards, packed as that type's island is.
+  std::optional<perf::Prediction> ref;
+  perf::Scenario alone = s;
+  if (!versus.empty()) {
+    const perf::IslandSpec* like = nullptr;
+    int64_t cards = 0;
+    for (const auto& is : s.islands) {
+      cards += is.cards;
+      if (is.type == versus) like = &is;
+    }
+    if (like == nullptr)
+      return Fail(
+          tessera::InvalidArgument(fmt::format("--versus: type '{}' is not one of the --island types", versus)));
+    perf::IslandSpec one = *like;
+    one.cards = cards;
+    alone.islands = {one};
+    auto r = perf::Predict(alone);
+    if (!r.ok()) return Fail(r.status());
+    ref = *r;
+  }
+  if (json) {
+    nlohmann::json j = Json(s, *p, currency);
+    if (ref) {
+      j["versus"] = Json(alone, *ref, currency);
+      j["versus_tokens_ratio"] = p->tokens_per_s / ref->tokens_per_s;
+      if (ref->cost_per_million_tokens > 0)
+        j["versus_cost_per_million_ratio"] = p->cost_per_million_tokens / ref->cost_per_million_tokens;
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  Print(s, *p, currency);
+  if (ref) {
+    std::printf("\n  versus %lld %s alone: %.0f tokens/s (hybrid %+.1f%%), binding %s",
+                static_cast<long long>(alone.islands[0].cards), versus.c_str(), ref->tokens_per_s,
+                100 * (p->tokens_per_s / ref->tokens_per_s - 1), ref->binding.c_str());
+    if (ref->cost_per_hour > 0)
+      std::printf("; %s %s/h (hybrid %+.1f%%), %.4f per million tokens (hybrid %+.1f%%)",
+                  FormatMoney(ref->cost_per_hour).c_str(), currency.c_str(),
+                  100 * (static_cast<double>(p->cost_per_hour) / static_cast<double>(ref->cost_per_hour) - 1),
+                  ref->cost_per_million_tokens, 100 * (p->cost_per_million_tokens / ref->cost_per_million_tokens - 1));
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+TESSERA_COMMAND(predict, "Predict a hybrid job's step: split, compute, collectives per link, binding term", RunPredict);
