@@ -3,8 +3,11 @@
 Where libtessera comes from (first that applies):
   TESSERA_PREFIX     an installed tree (include/tessera/tessera.h, lib/libtessera.so)
   TESSERA_BUILD_DIR  a CMake build tree of this repository (default: ../build next to this file)
-The extension is linked with an rpath to that library. CUDA support is compiled in when torch has CUDA
-and nvcc's toolkit is found (CUDA_HOME); without it the backend serves CPU tensors only.
+The extension is linked with an rpath to that library.
+CUDA support (TESSERA_TORCH_CUDA=auto|1|0, default auto) is compiled in when torch is a CUDA build and a
+CUDA toolkit of the same major version is found (CUDA_HOME, else nvcc on PATH); otherwise the backend
+serves CPU tensors only, and the setup says why. 1 requires it (an error naming what is missing); 0 builds
+the CPU-only extension.
 """
 import os
 import re
@@ -38,12 +41,48 @@ def tessera_paths():
     return str(inc), str(lib)
 
 
+def toolkit_major(cuda_home):
+    """The major version of the toolkit's nvcc ("release 13.0" -> 13), or None."""
+    import subprocess
+
+    try:
+        out = subprocess.run([str(Path(cuda_home) / "bin" / "nvcc"), "--version"], capture_output=True, text=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    m = re.search(r"release (\d+)\.", out)
+    return int(m.group(1)) if m else None
+
+
+def want_cuda(torch, cpp_extension):
+    mode = os.environ.get("TESSERA_TORCH_CUDA", "auto")
+    if mode not in ("auto", "0", "1"):
+        sys.exit(f"tessera setup: TESSERA_TORCH_CUDA={mode!r} is not auto, 1 or 0")
+    if mode == "0":
+        return False
+    why = None
+    if torch.version.cuda is None:
+        why = f"torch {torch.__version__} is not a CUDA build"
+    elif cpp_extension.CUDA_HOME is None:
+        why = "no CUDA toolkit found (set CUDA_HOME)"
+    else:
+        have, need = toolkit_major(cpp_extension.CUDA_HOME), int(torch.version.cuda.split(".")[0])
+        if have != need:
+            why = f"the toolkit at {cpp_extension.CUDA_HOME} is CUDA {have}, torch was built with CUDA {torch.version.cuda}"
+    if why is None:
+        return True
+    if mode == "1":
+        sys.exit(f"tessera setup: TESSERA_TORCH_CUDA=1 but {why}")
+    print(f"tessera setup: building the CPU-only extension: {why}", file=sys.stderr)
+    return False
+
+
 def extension():
     import torch
     from torch.utils import cpp_extension
 
     inc, lib = tessera_paths()
-    cuda = torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+    cuda = want_cuda(torch, cpp_extension)
     kind = cpp_extension.CUDAExtension if cuda else cpp_extension.CppExtension
     return kind(
         name="tessera._C",

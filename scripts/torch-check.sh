@@ -1,46 +1,74 @@
 #!/usr/bin/env bash
-# scripts/torch-check.sh — the PyTorch backend on a machine with torch (the GPU machine): build libtessera,
-# install the `tessera` Python package offline (pip install --no-build-isolation ./python), then run the
-# torch tests under `tessera run` in the worlds docs/torch.md lists, and the torch benchmarks.
-# Usage: scripts/torch-check.sh [BUILD_DIR] [tests|bench|all|install]   (default build-gpu, all; install: build
-# and install only)
+# scripts/torch-check.sh — the PyTorch backend on any machine with torch: build libtessera, install the
+# `tessera` Python package offline (pip install --no-build-isolation ./python; skipped when nothing it is
+# built from changed), then run the torch tests under `tessera run` in the worlds docs/torch.md lists, and
+# the torch benchmarks. Without a GPU (CI, the development machine) the worlds are CPU ranks only (1, 2, 3
+# and 5 ranks in 1-3 islands); with one, GPU and CPU ranks mixed as well as CPU ranks with the GPU hidden.
+# Usage: scripts/torch-check.sh [BUILD_DIR] [tests|bench|all|install] [GROUP]
+#   default build-gpu, all; install: build and install only; GROUP: ops, train, ckpt, faults or init (the
+#   tests of one group only; default all of them)
 # Writes torch-*.log (and bench rows torch-bench.jsonl) under $OUT when set, else bench/results/.
-# Without a python that imports torch it says so and exits 77 (ctest's SKIPPED: how CI and the dev machine skip).
+# PYTHON picks the interpreter (default: the project's .venv/bin/python, else python3). Without one that
+# imports torch it says so and exits 77 (ctest's SKIPPED).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 B=${1:-build-gpu}
 WHAT=${2:-all}
+GROUP=${3:-all}
+case $WHAT in tests|bench|all|install) ;; *) echo "torch-check: '$WHAT' is not tests, bench, all or install" >&2; exit 2 ;; esac
+case $GROUP in all|ops|train|ckpt|faults|init) ;; *) echo "torch-check: group '$GROUP' is not ops, train, ckpt, faults, init or all" >&2; exit 2 ;; esac
 OUTDIR=${OUT:-$ROOT/bench/results}
 mkdir -p "$OUTDIR"
-PY=${PYTHON:-python3}
+PY=${PYTHON:-}
+[ -z "$PY" ] && { [ -x "$ROOT/.venv/bin/python" ] && PY=$ROOT/.venv/bin/python || PY=python3; }
 step() { echo; echo "=== $* ($(date +%T))"; }
 
 if ! "$PY" -c 'import torch' 2>/dev/null; then
-  echo "torch-check: SKIPPED: $PY cannot import torch (PyTorch is not installed here; the GPU machine has it)"
+  echo "torch-check: SKIPPED: $PY cannot import torch (scripts/install-deps.sh installs it into .venv)"
   exit 77
 fi
+NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
 
-step "build libtessera + tessera"
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
-# The kit of scripts/gpu-kit.sh, when it was carried here: the daemon and the planner then build on the GPU
-# image too (it lacks SQLite's headers, cpp-httplib and GLPK), for scripts/demo-gpu.sh.
-KIT=()
-[ -f "$ROOT/.deps/gpu-kit/sqlite/sqlite3.c" ] && KIT=(-DTESSERA_KIT="$ROOT/.deps/gpu-kit")
-if [ ! -f "$B/build.ninja" ]; then
-  cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${KIT[@]}" \
-    > "$OUTDIR/torch-configure.log" 2>&1 || { tail -30 "$OUTDIR/torch-configure.log"; echo "configure FAILED"; exit 1; }
-fi
-cmake --build "$B" -j "$(nproc)" --target libtessera tessera_cli > "$OUTDIR/torch-build.log" 2>&1 \
-  || { grep -E "error|FAILED" "$OUTDIR/torch-build.log" | head -30; echo "build FAILED"; exit 1; }
 T=$B/tessera
-
-step "pip install --no-build-isolation ./python (offline)"
-TESSERA_BUILD_DIR=$B "$PY" -m pip install --no-build-isolation --no-index --no-deps -q ./python \
-  > "$OUTDIR/torch-pip.log" 2>&1 || { grep -E "error|Error" "$OUTDIR/torch-pip.log" | head -40; echo "pip install FAILED"; exit 1; }
-(cd /tmp && "$PY" -c 'import torch, torch.distributed as d, tessera._C as c; print("tessera._C", c.version(), "registered:", "TESSERA" in d.Backend._plugins)')
+# tessera._C is rebuilt only when what it is built from changed (its sources, the package, the C API's
+# headers, libtessera, torch): the stamp in the build tree holds their hash.
+stamp=$B/tessera-python.stamp
+want_stamp() {
+  (cd "$ROOT" && cat python/setup.py python/pyproject.toml python/csrc/* python/tessera/*.py python/tessera/torch/*.py \
+     include/tessera/*.h; sha256sum "$B"/libtessera.so* 2>/dev/null; "$PY" -c 'import torch; print(torch.__version__)') \
+    | sha256sum | cut -c1-16
+}
+up_to_date() { [ -x "$T" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(want_stamp)" ] && (cd /tmp && "$PY" -c 'import tessera._C') 2>/dev/null; }
+# `tests` on an installed, current tessera._C touches no build (ctest runs the groups side by side after
+# torch_install); otherwise build libtessera and tessera, then install.
+if [ "$WHAT" != tests ] || ! up_to_date; then
+  step "build libtessera + tessera"
+  # The kit of scripts/gpu-kit.sh, when it was carried here: the daemon and the planner then build on the GPU
+  # image too (it lacks SQLite's headers, cpp-httplib and GLPK), for scripts/demo-gpu.sh.
+  KIT=()
+  [ -f "$ROOT/.deps/gpu-kit/include/sqlite3.h" ] && KIT=(-DTESSERA_KIT="$ROOT/.deps/gpu-kit")
+  if [ ! -f "$B/build.ninja" ]; then
+    cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${KIT[@]}" \
+      > "$OUTDIR/torch-configure.log" 2>&1 || { tail -30 "$OUTDIR/torch-configure.log"; echo "configure FAILED"; exit 1; }
+  fi
+  cmake --build "$B" -j "$(nproc)" --target libtessera tessera_cli > "$OUTDIR/torch-build.log" 2>&1 \
+    || { grep -E "error|FAILED" "$OUTDIR/torch-build.log" | head -30; echo "build FAILED"; exit 1; }
+  if up_to_date; then
+    step "tessera._C is up to date (pip install skipped)"
+  else
+    step "pip install --no-build-isolation ./python (offline)"
+    t0=$SECONDS
+    TESSERA_BUILD_DIR=$B "$PY" -m pip install --no-build-isolation --no-index --no-deps -q ./python \
+      > "$OUTDIR/torch-pip.log" 2>&1 || { grep -E "error|Error" "$OUTDIR/torch-pip.log" | head -40; echo "pip install FAILED"; exit 1; }
+    want_stamp > "$stamp"
+    echo "built and installed in $((SECONDS - t0)) s"
+  fi
+fi
+(cd /tmp && "$PY" -c 'import torch, torch.distributed as d, tessera._C as c; print("tessera._C", c.version(), "cuda build:", c.cuda_build, "registered:", "TESSERA" in d.Backend._plugins)')
 
 [ "$WHAT" = install ] && exit 0
 RC=0
@@ -69,6 +97,14 @@ job() {  # job LABEL TIMEOUT tessera-run-args... -- program...
   grep -E "FAIL|checks,|passed|FAILED|raised|replicas|uneven:|fsdp:|Error|fatal signal" "$OUTDIR/torch-$label.log" | head -12
   if [ $rc = 0 ]; then echo "$label: ok"; else echo "$label: FAILED (exit $rc)"; tail -20 "$OUTDIR/torch-$label.log"; RC=1; fi
 }
+plain() {  # plain LABEL TIMEOUT program...: a job started without `tessera run`
+  local label=$1 lim=$2; shift 2
+  selected "$label" || return 0
+  echo "--- $label: $*"
+  (cd /tmp && timeout "$lim" "$@") > "$OUTDIR/torch-$label.log" 2>&1; local rc=$?
+  grep -E "FAIL|passed|FAILED|Error" "$OUTDIR/torch-$label.log" | head -8
+  if [ $rc = 0 ]; then echo "$label: ok"; else echo "$label: FAILED (exit $rc)"; tail -20 "$OUTDIR/torch-$label.log"; RC=1; fi
+}
 expect_fail() {  # a job whose ranks must all raise (fault injection): exit status != 0, no hang
   local label=$1 lim=$2; shift 2
   selected "$label" || return 0
@@ -81,47 +117,87 @@ expect_fail() {  # a job whose ranks must all raise (fault injection): exit stat
   grep -q "FAIL " "$OUTDIR/torch-$label.log" && RC=1
 }
 
+in_group() { [ "$GROUP" = all ] || [ "$GROUP" = "$1" ]; }
 if [ "$WHAT" != bench ]; then
-  step "operations x types x reduce ops (tests/torch/ops_worker.py)"
   W="$PY $ROOT/tests/torch/ops_worker.py"
-  job two-islands-one-gpu 200 --island ascend=cuda:1 --island nvidia=cuda:1 -- $W
-  # the same with the ranks' work on a side stream of their own instead of torch's legacy default stream
-  TESSERA_TEST_SIDE_STREAM=1 job two-islands-side 200 --island ascend=cuda:1 --island nvidia=cuda:1 -- $W
-  job gpu-plus-3cpu 200 --island nvidia=cuda:1 --island ascend=host:3 -- $W
-  job three-cpu 200 --island ascend=host:2 --island moore=host:1 -- $W
-  job one-gpu 200 --island nvidia=cuda:1 -- $W
-  # gradient-sized all_reduce of every floating type, element by element (the bridge's chunks and rings)
-  job large-floats 200 --island ascend=cuda:1 --island nvidia=cuda:1 -- $PY $ROOT/tests/torch/large_worker.py
-
-  step "training (tests/torch/train_worker.py)"
   TW="$PY $ROOT/tests/torch/train_worker.py"
-  job ddp-mixed 300 --island nvidia=cuda:1 --island ascend=host:2 -- $TW ddp
-  job ddp-cpu 300 --island ascend=host:2 --island moore=host:1 -- $TW ddp
-  job replicas-mixed 300 --island nvidia=cuda:1 --island ascend=host:1 -- $TW replicas
-  job uneven 300 --island nvidia=cuda:1 --island ascend=host:2 -- $TW uneven
-  job fsdp-two-islands 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $TW fsdp
-  step "checkpoints (tests/torch/ckpt_worker.py)"
-  CW="$PY $ROOT/tests/torch/ckpt_worker.py"; CK=$(mktemp -d /tmp/tsr-ckpt-XXXXXX)
+  CW="$PY $ROOT/tests/torch/ckpt_worker.py"
+  IW="$PY $ROOT/tests/torch/init_worker.py"
   export TESSERA_BIN=$T
-  job ckpt-roundtrip 300 --island nvidia=cuda:1 --island ascend=host:1 -- $CW roundtrip $CK/rt
-  job ckpt-fsdp2-save 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $CW fsdp-save $CK/fsdp
-  job ckpt-fsdp1-load 300 --island nvidia=cuda:1 -- $CW fsdp-load $CK/fsdp
-  job ckpt-fsdp1-save 300 --island nvidia=cuda:1 -- $CW fsdp-save $CK/fsdp1
-  job ckpt-fsdp2-load 300 --island ascend=cuda:1 --island nvidia=cuda:1 -- $CW fsdp-load $CK/fsdp1
-  job ckpt-mixed-save 300 --island nvidia=cuda:1 --island ascend=host:1 -- $CW ddp-save $CK/mixed
-  job ckpt-gpu-load 300 --island nvidia=cuda:1 -- $CW ddp-load $CK/mixed
-  job ckpt-corrupt 300 --island nvidia=cuda:1 --island ascend=host:1 -- $CW corrupt $CK/corrupt
-  for m in killed tiers hf; do
-    selected "ckpt-$m" || continue
-    echo "--- ckpt-$m (one process)"
-    (cd /tmp && timeout 300 "$PY" "$ROOT/tests/torch/ckpt_worker.py" $m $CK/$m > "$OUTDIR/torch-ckpt-$m.log" 2>&1) \
-      && echo "ckpt-$m: ok" || { echo "ckpt-$m: FAILED"; tail -15 "$OUTDIR/torch-ckpt-$m.log"; RC=1; }
-    grep -E "^(killed|tiers|hf):|FAIL" "$OUTDIR/torch-ckpt-$m.log" | head -4
-  done
-  rm -rf "$CK"
-
-  expect_fail fault 120 --island nvidia=cuda:1 --island ascend=host:2 -- $TW fault
-  expect_fail mismatch 120 --island nvidia=cuda:1 --island ascend=host:1 -- $TW mismatch
+  if ((NGPU > 0)); then
+    # GPU ranks (each on this machine's first GPU; several islands share it) beside CPU ranks
+    G1=(--island nvidia=cuda:1) GG=(--island ascend=cuda:1 --island nvidia=cuda:1)
+    MIX1=(--island nvidia=cuda:1 --island ascend=host:1) MIX2=(--island nvidia=cuda:1 --island ascend=host:2)
+  else
+    # CPU ranks only: the same jobs in worlds of host islands
+    G1=(--island nvidia=host:1) GG=(--island ascend=host:1 --island nvidia=host:1)
+    MIX1=(--island nvidia=host:1 --island ascend=host:1) MIX2=(--island nvidia=host:2 --island ascend=host:1)
+  fi
+  if in_group ops; then
+    step "operations x types x reduce ops (tests/torch/ops_worker.py)"
+    if ((NGPU > 0)); then
+      job two-islands-one-gpu 200 "${GG[@]}" -- $W
+      # the same with the ranks' work on a side stream of their own instead of torch's legacy default stream
+      TESSERA_TEST_SIDE_STREAM=1 job two-islands-side 200 "${GG[@]}" -- $W
+      job gpu-plus-3cpu 200 --island nvidia=cuda:1 --island ascend=host:3 -- $W
+      job one-gpu 200 "${G1[@]}" -- $W
+      # gradient-sized all_reduce of every floating type, element by element (the bridge's chunks and rings)
+      job large-floats 200 "${GG[@]}" -- $PY $ROOT/tests/torch/large_worker.py
+    else
+      job one-cpu 200 --island ascend=host:1 -- $W
+      job two-cpu-one-island 200 --island ascend=host:2 -- $W
+      job two-cpu-two-islands 200 "${GG[@]}" -- $W
+      job five-cpu-three-islands 400 --island ascend=host:2 --island nvidia=host:2 --island moore=host:1 -- $W
+      # up to 48M elements on CPU ranks (the 160M of a GPU run is minutes of f64 references on 2 cores)
+      TESSERA_TEST_LARGE=${TESSERA_TEST_LARGE:-$((48 << 20))} job large-floats 300 "${GG[@]}" -- $PY $ROOT/tests/torch/large_worker.py
+    fi
+    job three-cpu 200 --island ascend=host:2 --island moore=host:1 -- $W
+  fi
+  if in_group train; then
+    step "training (tests/torch/train_worker.py)"
+    job ddp-mixed 300 "${MIX2[@]}" -- $TW ddp
+    job ddp-cpu 300 --island ascend=host:2 --island moore=host:1 -- $TW ddp
+    job replicas-mixed 300 "${MIX1[@]}" -- $TW replicas
+    job uneven 300 "${MIX2[@]}" -- $TW uneven
+    job fsdp-two-islands 300 "${GG[@]}" -- $TW fsdp
+  fi
+  if in_group ckpt; then
+    step "checkpoints (tests/torch/ckpt_worker.py)"
+    CK=$(mktemp -d /tmp/tsr-ckpt-XXXXXX)
+    job ckpt-roundtrip 300 "${MIX1[@]}" -- $CW roundtrip $CK/rt
+    job ckpt-fsdp2-save 300 "${GG[@]}" -- $CW fsdp-save $CK/fsdp
+    job ckpt-fsdp1-load 300 "${G1[@]}" -- $CW fsdp-load $CK/fsdp
+    job ckpt-fsdp1-save 300 "${G1[@]}" -- $CW fsdp-save $CK/fsdp1
+    job ckpt-fsdp2-load 300 "${GG[@]}" -- $CW fsdp-load $CK/fsdp1
+    job ckpt-mixed-save 300 "${MIX1[@]}" -- $CW ddp-save $CK/mixed
+    job ckpt-gpu-load 300 "${G1[@]}" -- $CW ddp-load $CK/mixed
+    job ckpt-corrupt 300 "${MIX1[@]}" -- $CW corrupt $CK/corrupt
+    for m in killed tiers hf; do
+      selected "ckpt-$m" || continue
+      echo "--- ckpt-$m (one process)"
+      (cd /tmp && timeout 300 "$PY" "$ROOT/tests/torch/ckpt_worker.py" $m $CK/$m > "$OUTDIR/torch-ckpt-$m.log" 2>&1) \
+        && echo "ckpt-$m: ok" || { echo "ckpt-$m: FAILED"; tail -15 "$OUTDIR/torch-ckpt-$m.log"; RC=1; }
+      grep -E "^(killed|tiers|hf):|FAIL" "$OUTDIR/torch-ckpt-$m.log" | head -4
+    done
+    rm -rf "$CK"
+  fi
+  if in_group faults; then
+    step "faults: a rank gone, ranks calling different collectives"
+    expect_fail fault 120 "${MIX2[@]}" -- $TW fault
+    expect_fail mismatch 120 "${MIX1[@]}" -- $TW mismatch
+  fi
+  if in_group init; then
+    step "init_process_group without tessera run: env://, tcp://, file://, torchrun (tests/torch/init_worker.py)"
+    # With a GPU, the same ranks with CUDA hidden: a CUDA build of torch on a host without a usable GPU.
+    HIDE=(); ((NGPU > 0)) && HIDE=(env CUDA_VISIBLE_DEVICES=)
+    for m in env tcp file; do
+      plain "init-$m" 150 "${HIDE[@]}" $IW launch $m 2
+    done
+    plain init-file-3 150 "${HIDE[@]}" $IW launch file 3
+    UNSET=(); for v in $(compgen -e | grep '^TESSERA_'); do UNSET+=(-u "$v"); done  # torchrun's ranks: no TESSERA_*
+    plain init-torchrun 150 env "${UNSET[@]}" "${HIDE[@]}" "$PY" -m torch.distributed.run --standalone \
+      --nproc-per-node 2 "$ROOT/tests/torch/init_worker.py" torchrun
+  fi
 fi
 
 if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then

@@ -50,6 +50,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <thread>
@@ -434,6 +435,12 @@ class Backend : public c10d::Backend {
   std::string describe() const { return comm_ ? tsrCommDescribe(comm_) : "(shut down)"; }
   const std::string& device() const { return device_; }
 
+  // c10d's sequence number of the group (torch checks it across ranks to spot desynchronised calls): the
+  // number of calls this backend has run. Every rank's backend starts at 0, so setting the group's
+  // initial number needs no exchange; the counts agree while the ranks make the same calls.
+  void setSequenceNumberForGroup() override { sequence_ = 0; }
+  uint64_t getSequenceNumberForGroup() override { return sequence_; }
+
   void abort() override {
     if (comm_ != nullptr) (void)tsrCommAbort(comm_);
   }
@@ -554,25 +561,31 @@ class Backend : public c10d::Backend {
     });
   }
 
+  // outputs[r][i] receives rank r's inputs[i] (c10d's layout, as ProcessGroupGloo::allgather_coalesced).
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& /*opts*/) override {
-    TSR_CHECK(outputs.size() == inputs.size(), "tessera: allgather_coalesced needs one output list per input");
+    TSR_CHECK(static_cast<int>(outputs.size()) == size_, "tessera: allgather_coalesced needs ", size_,
+              " output lists (one per rank), got ", outputs.size());
     std::vector<at::Tensor> all_out;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      CheckDense(inputs[i], "allgather_coalesced");
-      TSR_CHECK(static_cast<int>(outputs[i].size()) == size_, "tessera: allgather_coalesced needs lists of ", size_,
-                " outputs");
-      for (auto& o : outputs[i]) all_out.push_back(o);
+    for (const auto& in : inputs) CheckDense(in, "allgather_coalesced");
+    for (int r = 0; r < size_; ++r) {
+      TSR_CHECK(outputs[r].size() == inputs.size(), "tessera: allgather_coalesced: output list ", r, " has ",
+                outputs[r].size(), " tensors, expected one per input (", inputs.size(), ")");
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        TSR_CHECK(outputs[r][i].numel() == inputs[i].numel() && outputs[r][i].scalar_type() == inputs[i].scalar_type(),
+                  "tessera: allgather_coalesced: output [", r, "][", i, "] does not match input ", i, " in size or dtype");
+        all_out.push_back(outputs[r][i]);
+      }
     }
     return Run(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", inputs, all_out, [&](tsrStream_t s) {
       for (size_t i = 0; i < inputs.size(); ++i) {
-        const at::Tensor& in = inputs[i];
+        const at::Tensor in = inputs[i].contiguous();
         at::Tensor flat = at::empty({in.numel() * size_}, in.options());
         Check(tsrAllGather(in.data_ptr(), flat.data_ptr(), Count(in), TypeOf(in, "allgather_coalesced"), comm_, s),
               "allgather_coalesced");
         for (int r = 0; r < size_; ++r)
-          outputs[i][r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view_as(outputs[i][r]));
+          outputs[r][i].copy_(flat.narrow(0, r * in.numel(), in.numel()).view_as(outputs[r][i]));
       }
     });
   }
@@ -891,7 +904,7 @@ class Backend : public c10d::Backend {
     if (cuda_) {
       c10::cuda::CUDAGuard guard(device_index_);
       auto end = std::make_shared<at::cuda::CUDAEvent>();
-      end->record(stream_);
+      end->record(*stream_);
       return CudaWork(c10d::OpType::COALESCED, title, {}, std::move(end), c10::Device(c10::kCUDA, device_index_));
     }
 #endif
@@ -912,7 +925,7 @@ class Backend : public c10d::Backend {
     if (hybrid_) {
       completer_->Add(end, fut, c10::IValue(outputs), title);
     } else {
-      c10::cuda::CUDAStreamGuard on_comm(stream_);  // the future's events are recorded on the comm stream
+      c10::cuda::CUDAStreamGuard on_comm(*stream_);  // the future's events are recorded on the comm stream
       fut->markCompleted(c10::IValue(outputs));
     }
     auto w = c10::make_intrusive<Work>(rank_, type, title, std::move(outputs), std::move(fut), ref_);
@@ -939,6 +952,7 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& outputs, F&& body) {
     TSR_CHECK(comm_ != nullptr, "tessera: ", title, " on a process group that was shut down");
+    ++sequence_;
     // Inside a coalescing block a collective runs at once (torch's fast path hands whole coalesced calls
     // here); only after queued sends/receives would it be out of order, so that is refused.
     TSR_CHECK(!coalescing_ || type == c10d::OpType::COALESCED || pending_.empty(), "tessera: ", title,
@@ -965,15 +979,15 @@ class Backend : public c10d::Backend {
     c10::cuda::CUDAGuard guard(device_index_);
     at::cuda::CUDAEvent ready;
     ready.record(at::cuda::getCurrentCUDAStream(device_index_));
-    ready.block(stream_);
+    ready.block(*stream_);
     for (const auto* list : {&inputs, &outputs})
-      for (const auto& t : *list) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
+      for (const auto& t : *list) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), *stream_);
     {
-      c10::cuda::CUDAStreamGuard on_comm(stream_);  // temporaries and copies in `body` run on the comm stream
-      body(static_cast<tsrStream_t>(stream_.stream()));
+      c10::cuda::CUDAStreamGuard on_comm(*stream_);  // temporaries and copies in `body` run on the comm stream
+      body(static_cast<tsrStream_t>(stream_->stream()));
     }
     auto end = std::make_shared<at::cuda::CUDAEvent>();
-    end->record(stream_);
+    end->record(*stream_);
     return CudaWork(type, title, outputs, std::move(end), *dev);
 #else
     TSR_CHECK(false, "tessera: ", title, " got a CUDA tensor, but tessera._C was built without CUDA");
@@ -985,11 +999,14 @@ class Backend : public c10d::Backend {
   std::string device_;
   bool coalescing_ = false;
   std::vector<P2P> pending_;
+  std::atomic<uint64_t> sequence_{0};  // calls run (getSequenceNumberForGroup)
 #ifdef TESSERA_TORCH_CUDA
   bool cuda_ = false;
   bool hybrid_ = true;  // the group has ranks in several islands
   c10::DeviceIndex device_index_ = 0;
-  c10::cuda::CUDAStream stream_ = c10::cuda::getDefaultCUDAStream();
+  // Made in the constructor for a CUDA rank only: a default of getDefaultCUDAStream() here initialised CUDA
+  // in every rank, and so failed on a host rank of a machine without a GPU ("no CUDA-capable device").
+  std::optional<c10::cuda::CUDAStream> stream_;
   std::unique_ptr<Completer> completer_;
 #endif
 };
@@ -1069,6 +1086,11 @@ PYBIND11_MODULE(_C, m) {
     TSR_CHECK(r == tsrSuccess, "tessera: tsrGetUniqueId failed: ", tsrGetLastError(nullptr));
     return py::bytes(id.internal, sizeof(id.internal));
   });
+#ifdef TESSERA_TORCH_CUDA
+  m.attr("cuda_build") = true;  // this tessera._C serves CUDA tensors (the setup found torch's CUDA and nvcc)
+#else
+  m.attr("cuda_build") = false;
+#endif
   tessera_torch::BindCheckpoint(m);
   tessera_torch::InstallCrashTrace();
   m.def("version", []() {

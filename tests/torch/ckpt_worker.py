@@ -283,6 +283,22 @@ dcp.save({{"w": torch.full((4096, 4096), 2.0)}}, storage_writer=w)
     print("killed: a save killed before its commit left step 1 the newest, intact and loadable", flush=True)
 
 
+def s3_server():
+    """A local S3 server in this process: moto's when installed, else fake_s3's. .endpoint, .kind, .stop()."""
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        from fake_s3 import FakeS3
+        srv = FakeS3()
+        srv.kind = "fake_s3"
+        return srv
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    host, port = moto.get_host_and_port()
+    moto.endpoint, moto.kind = f"http://{host}:{port}", "moto"
+    return moto
+
+
 def tiers(root, dev):
     from tessera import _C
     cold = root + "-cold"
@@ -295,12 +311,12 @@ def tiers(root, dev):
     dcp.load(out, storage_reader=TesseraReader(root, cold=cold))
     check(same(s, out), "tiers: the step loaded from the cold tier differs")
     print("tiers: a step only in the cold tier loaded through TesseraReader (staged back, verified)", flush=True)
-    # The warm tier: S3, served by tests/torch/fake_s3.py (no S3 server can be installed on the GPU machine;
-    # the C++ tests run the same client against s3rver)
+    # The warm tier: S3, served by moto's S3 server where the project's .venv has it (CI, the development
+    # machine), else by tests/torch/fake_s3.py (the GPU machine, where nothing can be installed). The C++
+    # tests (tests/ckpt/s3_test.cpp) run the same client against moto with its signature checks.
     import urllib.request
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from fake_s3 import FakeS3
-    srv = FakeS3()
+    srv = s3_server()
     try:
         os.environ.update({"TESSERA_S3_ENDPOINT": srv.endpoint, "AWS_ACCESS_KEY_ID": "test",
                            "AWS_SECRET_ACCESS_KEY": "test"})
@@ -314,8 +330,8 @@ def tiers(root, dev):
         out2 = {"w": torch.zeros(257, 33), "n": torch.zeros(5, dtype=torch.int32)}
         dcp.load(out2, storage_reader=TesseraReader(root, 8, warm=warm))
         check(same(s2, out2), "tiers: the step loaded from the warm (S3) tier differs")
-        print("tiers: a step only in the warm tier (S3) loaded through TesseraReader (staged back, verified)",
-              flush=True)
+        print(f"tiers: a step only in the warm tier (S3, {srv.kind}) loaded through TesseraReader (staged back, "
+              "verified)", flush=True)
     finally:
         srv.stop()
 

@@ -240,6 +240,12 @@ def run_all(group, label):
         for t in ts:
             dist.all_reduce(t, group=group)
     record(all(close(t, r, torch.float32)[0] for t, r in zip(ts, refs)), f"[{label}] coalesced all_reduce")
+    # all_gather_coalesced: outs[r][i] is rank r's input i (three inputs, whatever the group's size)
+    ins = [make(members[rank], k, torch.int32, seed=3).to(DEV) for k in (4, 9, 1)]
+    outs = [[torch.empty_like(t) for t in ins] for _ in range(size)]
+    dist.all_gather_coalesced(outs, ins, group=group)
+    record(all(torch.equal(outs[r][i].cpu(), make(members[r], k, torch.int32, seed=3))
+               for r in range(size) for i, k in enumerate((4, 9, 1))), f"[{label}] all_gather_coalesced")
     dist.barrier(group=group)
     record(True, f"[{label}] barrier")
 
