@@ -4,8 +4,10 @@
 // InvalidArgument naming the file, the line and the field ("fleet.yaml:12: nodes[3].cards: 'x' is not
 // ..."). Plan() chooses, for one job, how many cards of each accepted type to take in one zone so that the
 // cost per unit of work is lowest while the fleet-wide domestic-share floor in force keeps holding (an
-// integer program solved with GLPK). The Ledger stores immutable usage intervals in SQLite (WAL) and rates
-// them per second. Money is fixed point (int64 micro-units of the catalog currency), never floating point.
+// integer program solved with GLPK); a job that names its model (Job::model) is placed instead by the
+// performance model's predicted tokens/s per unit of money under the same constraints (docs/sched.md). The
+// Ledger stores immutable usage intervals in SQLite (WAL) and rates them per second. Money is fixed point
+// (int64 micro-units of the catalog currency), never floating point.
 //
 // Built without GLPK, Plan() returns Unsupported; built without SQLite, Ledger::Open() returns
 // Unsupported. Everything else works in both builds.
@@ -56,6 +58,23 @@ std::string FormatTime(int64_t unix_seconds);  // "2026-03-01T12:00:00Z"
 
 // ---- inputs --------------------------------------------------------------------------------------
 
+// The performance model's figures (sched/perf_model, docs/model.md), optional in the catalog: a job that names
+// its model (Job::model) is placed by the model's predicted tokens/s per unit of money, and then needs them.
+struct CardFigures {      // one card of a type (catalog `types[i].model`)
+  double tflops = 0;      // dense 16-bit peak, TFLOP/s
+  double mfu = 0;         // model FLOP utilisation, (0, 1]
+  double fabric_gbs = 0;  // island fabric per card (NVLink, HCCS), GB/s each way
+  double hbm_gbs = 0;     // card memory bandwidth, GB/s (the optimizer on the card)
+  int64_t cards_per_node = 8;
+};
+struct HostFigures {         // the hosts and the network between them (catalog `model`)
+  double net_gbps = 0;       // network per node between nodes, Gb/s each way (RoCE 200 Gb/s: 200)
+  double pcie_gbs = 0;       // pinned host<->device copies per card, GB/s
+  double shm_gbs = 0;        // shared-memory transfers per host rank, GB/s
+  double latency_us = 0;     // per message
+  double host_adam_gbs = 0;  // host memory per node for an offloaded optimizer, GB/s
+};
+
 struct AcceleratorType {
   std::string name;    // "ascend-910b"
   std::string vendor;  // "ascend"
@@ -65,6 +84,7 @@ struct AcceleratorType {
   std::map<std::string, Throughput> throughput;  // per workload class, per card
   // The Slurm GRES of one card ("gpu", "npu", or typed "gpu:h800"); "" = by vendor (daemon/slurm.hpp).
   std::string slurm_gres;
+  std::optional<CardFigures> model;  // the performance model's figures (optional)
 };
 
 struct Catalog {
@@ -72,6 +92,7 @@ struct Catalog {
   std::string currency = "CNY";
   std::string price_version;  // recorded with every ledger row
   std::vector<AcceleratorType> types;
+  std::optional<HostFigures> model;  // the performance model's host and network figures (optional)
   const AcceleratorType* Find(const std::string& name) const;
 };
 
@@ -123,6 +144,14 @@ struct TypeBounds {
   int line = 0;  // 1-based line of its key under `bounds:` in the job file (0: not loaded from a file)
 };
 
+// The model a job trains (job `model:`): its size and its class, one of the training setups the performance
+// model knows (perf::ModelClasses(): ZeRO stage, offload, sequence, batch per card, overlap).
+struct JobModel {
+  double params = 0;        // parameters, > 0
+  std::string model_class;  // "dp", "zero1", "zero2", "zero3", "zero3-offload"
+  int line = 0;             // 1-based line of `model:` in the job file (0: not loaded from a file)
+};
+
 struct Job {
   std::string source;
   std::string name;
@@ -133,6 +162,9 @@ struct Job {
   Throughput throughput_target = 0;          // sum of per-card throughput (same unit as the catalog)
   std::vector<std::string> compatible;       // vendor names or type names
   std::map<std::string, TypeBounds> bounds;  // per type name
+  // Set: the job is placed by the performance model's predicted tokens/s per unit of money of the mix (needs
+  // `cards`); unset: by the sum of the catalog's per-card throughputs.
+  std::optional<JobModel> model;
   bool Accepts(const AcceleratorType& t) const;
 };
 
@@ -192,6 +224,19 @@ struct TypeAlloc {
   Throughput throughput = 0;  // cards x per-card throughput for the job's class
 };
 
+// The performance model's step of a placed mix (a job that names its model).
+struct PredictedStep {
+  double step_s = 0, compute_s = 0, exposed_comm_s = 0, optimizer_s = 0;
+  double tokens_per_s = 0;
+  double sum_of_parts_tokens_per_s = 0;  // each type's cards a job of their own, added
+  double hybrid_over_parts = 0;
+  double cost_per_million_tokens = 0;  // in the catalog currency
+  std::string binding;                 // "compute", "communication", "optimizer"
+  std::string binding_detail;          // e.g. "gradient allreduce: bridge phase, bound by net (host 3 out)"
+  int64_t mixes_evaluated = 0;         // predictions the search made
+  int64_t lattice_step = 1;            // 1: every mix was evaluated; > 1: a lattice, then local moves
+};
+
 struct Placement {
   std::string zone;
   std::vector<TypeAlloc> by_type;  // types with cards > 0, catalog order
@@ -203,10 +248,11 @@ struct Placement {
   // hour), rounded half up. The exact value is cost_per_hour * kThroughputScale / total_throughput.
   Money cost_per_work_hour = 0;
   ShareUnit unit = ShareUnit::kCards;
-  Ppm floor = 0;          // in force on the request's day
-  Ppm share_before = 0;   // fleet-wide domestic share of running jobs (kPpmScale when nothing runs)
-  Ppm share_after = 0;    // counting this placement
-  int solver_rounds = 0;  // MILPs solved (Dinkelbach rounds for a card count)
+  Ppm floor = 0;                           // in force on the request's day
+  Ppm share_before = 0;                    // fleet-wide domestic share of running jobs (kPpmScale when nothing runs)
+  Ppm share_after = 0;                     // counting this placement
+  int solver_rounds = 0;                   // MILPs solved (Dinkelbach rounds for a card count)
+  std::optional<PredictedStep> predicted;  // set for a job that names its model
 };
 
 enum class Binding {

@@ -1,9 +1,10 @@
 // cli/plan: `tessera plan` — places one job on the fleet at the lowest cost per unit of work while keeping the
-// domestic-share floor in force on --at, and prints the allocation (or why the job cannot be placed).
+// domestic-share floor in force on --at, and prints the allocation (or why the job cannot be placed); for a job
+// that names its model (docs/sched.md), the performance model's predicted step and its binding term too.
 // Exit status: 0 placed, 1 cannot be placed, 2 bad input or a build without GLPK.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -53,6 +54,22 @@ nlohmann::json PlacementJson(const Catalog& catalog, const Job& job, const Place
                      {"throughput", FormatThroughput(t.throughput)}});
   auto& nodes = j["by_node"] = nlohmann::json::array();
   for (const auto& n : p.by_node) nodes.push_back({{"node", n.node}, {"cards", n.cards}});
+  if (const auto& s = p.predicted) {
+    j["predicted"] = {{"model_params", job.model->params},
+                      {"model_class", job.model->model_class},
+                      {"step_s", s->step_s},
+                      {"compute_s", s->compute_s},
+                      {"exposed_comm_s", s->exposed_comm_s},
+                      {"optimizer_s", s->optimizer_s},
+                      {"tokens_per_s", s->tokens_per_s},
+                      {"sum_of_parts_tokens_per_s", s->sum_of_parts_tokens_per_s},
+                      {"hybrid_over_parts", s->hybrid_over_parts},
+                      {"cost_per_million_tokens", s->cost_per_million_tokens},
+                      {"binding", s->binding},
+                      {"binding_detail", s->binding_detail},
+                      {"mixes_evaluated", s->mixes_evaluated},
+                      {"lattice_step", s->lattice_step}};
+  }
   return j;
 }
 
@@ -70,10 +87,25 @@ void PrintPlacement(const Catalog& catalog, const Job& job, const Placement& p, 
   std::printf("  cost per hour:         %s %s\n", FormatMoney(p.cost_per_hour).c_str(), cur.c_str());
   std::printf("  cost per unit of work: %s %s per throughput-hour (class %s)\n",
               FormatMoney(p.cost_per_work_hour, 4).c_str(), cur.c_str(), job.workload_class.c_str());
-  std::printf("  domestic share:        %s of the fleet's allocated %s after placement (before: %s; floor in "
-              "force: %s)\n",
-              FormatShare(p.share_after).c_str(), p.unit == ShareUnit::kCards ? "cards" : "throughput",
-              had_running ? FormatShare(p.share_before).c_str() : "nothing running", FormatShare(p.floor).c_str());
+  std::printf(
+      "  domestic share:        %s of the fleet's allocated %s after placement (before: %s; floor in "
+      "force: %s)\n",
+      FormatShare(p.share_after).c_str(), p.unit == ShareUnit::kCards ? "cards" : "throughput",
+      had_running ? FormatShare(p.share_before).c_str() : "nothing running", FormatShare(p.floor).c_str());
+  if (const auto& s = p.predicted) {
+    std::printf(
+        "  predicted step:        %.3f s (model %.4g parameters, class %s): compute %.3f s, exposed "
+        "communication %.3f s, optimizer %.3f s\n",
+        s->step_s, job.model->params, job.model->model_class.c_str(), s->compute_s, s->exposed_comm_s, s->optimizer_s);
+    std::printf("  predicted throughput:  %.0f tokens/s (hybrid / sum of parts %.1f%%), %.4f %s per million tokens\n",
+                s->tokens_per_s, 100 * s->hybrid_over_parts, s->cost_per_million_tokens, cur.c_str());
+    std::printf("  binding term:          %s: %s\n", s->binding.c_str(), s->binding_detail.c_str());
+    std::printf("  placed by:             predicted tokens/s per %s (%lld mix%s predicted%s)\n", cur.c_str(),
+                static_cast<long long>(s->mixes_evaluated), s->mixes_evaluated == 1 ? "" : "es",
+                s->lattice_step > 1
+                    ? fmt::format(", on a lattice of step {} then moves between types", s->lattice_step).c_str()
+                    : ": every mix");
+  }
   std::printf("\n  nodes (%zu, cards per node):\n", p.by_node.size());
   for (size_t i = 0; i < p.by_node.size(); ++i) {
     std::string cell = fmt::format("{} {}", p.by_node[i].node, p.by_node[i].cards);

@@ -25,24 +25,6 @@ int Fail(const Status& s) {
   return tessera::cli::ExitCodeOf(s);
 }
 
-// "1.5e11", "151943168", "130B", "7.5M", "512K" -> a positive number.
-Result<double> Number(const std::string& what, const std::string& text) {
-  double scale = 1;
-  std::string t = text;
-  if (!t.empty()) {
-    const char u = t.back();
-    if (u == 'K' || u == 'k') scale = 1e3;
-    if (u == 'M') scale = 1e6;
-    if (u == 'B' || u == 'G') scale = 1e9;
-    if (scale != 1) t.pop_back();
-  }
-  char* end = nullptr;
-  const double v = t.empty() ? NAN : std::strtod(t.c_str(), &end);
-  if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v) || v < 0)
-    return tessera::InvalidArgument(fmt::format("{}: '{}' is not a non-negative number", what, text));
-  return v * scale;
-}
-
 // TYPE=VALUE pairs of a repeated option, by type.
 Result<std::map<std::string, double>> PerType(const std::string& flag, const std::vector<std::string>& items) {
   std::map<std::string, double> out;
@@ -50,7 +32,7 @@ Result<std::map<std::string, double>> PerType(const std::string& flag, const std
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
       return tessera::InvalidArgument(fmt::format("{}: '{}' is not TYPE=VALUE", flag, item));
-    TSR_ASSIGN_OR_RETURN(double v, Number(flag + " " + item.substr(0, eq), item.substr(eq + 1)));
+    TSR_ASSIGN_OR_RETURN(double v, perf::ParseQuantity(flag + " " + item.substr(0, eq), item.substr(eq + 1)));
     out[item.substr(0, eq)] = v;
   }
   return out;
@@ -69,7 +51,7 @@ Result<perf::IslandSpec> IslandOf(const std::string& item) {
     cards = cards.substr(0, at);
   }
   auto whole = [&](const std::string& text, const char* what) -> Result<int64_t> {
-    TSR_ASSIGN_OR_RETURN(double v, Number(fmt::format("--island {}: {}", is.type, what), text));
+    TSR_ASSIGN_OR_RETURN(double v, perf::ParseQuantity(fmt::format("--island {}: {}", is.type, what), text));
     if (v < 1 || v != std::floor(v))
       return tessera::InvalidArgument(
           fmt::format("--island {}: {} '{}' is not a positive integer", is.type, what, text));
@@ -257,7 +239,7 @@ int RunPredict(int argc, char** argv) {
     if (!found)
       return Fail(tessera::InvalidArgument(fmt::format("--host-ranks: type '{}' is not one of the --island types", h)));
   }
-  auto params = Number("--params", params_text);
+  auto params = perf::ParseQuantity("--params", params_text);
   if (!params.ok()) return Fail(params.status());
   s.model.params = *params;
   if (int rc = Bytes("--grad-dtype", grad_dtype, &s.model.grad_bytes)) return rc;

@@ -11,6 +11,7 @@
 #include "common/file.hpp"
 #include "common/yaml.hpp"
 #include "sched/inputs_internal.hpp"
+#include "sched/perf_model.hpp"
 #include "tessera/sched.hpp"
 
 namespace tessera::sched {
@@ -103,6 +104,18 @@ class Reader {
     return r;
   }
 
+  // A number (perf::ParseQuantity: "989", "0.4", "130B"), > 0 (or >= 0 with `zero_ok`); 0 when optional and absent.
+  Result<double> Quantity(const YAML::Node& parent, const std::string& pfield, const char* key, bool required,
+                          bool zero_ok) const {
+    TSR_ASSIGN_OR_RETURN(auto v, Scalar(parent, pfield, key, required));
+    if (!v) return 0.0;
+    auto q = perf::ParseQuantity("x", *v);
+    if (!q.ok() || (!zero_ok && *q == 0))
+      return Err(parent[key], Join(pfield, key),
+                 fmt::format("'{}' is not a {} number", *v, zero_ok ? "non-negative" : "positive"));
+    return *q;
+  }
+
   static std::string Join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
   static std::string Index(const std::string& a, size_t i) { return fmt::format("{}[{}]", a, i); }
   const std::string& source() const { return source_; }
@@ -123,6 +136,33 @@ Result<YAML::Node> ParseYaml(const std::string& text, const std::string& source)
 }
 
 std::string Basename(const std::string& path) { return path; }
+
+// The performance model's figures of one card type (catalog `types[i].model`).
+Result<CardFigures> ReadCardFigures(const Reader& r, const YAML::Node& n, const std::string& f) {
+  TSR_RETURN_IF_ERROR(r.Map(n, f));
+  TSR_RETURN_IF_ERROR(r.OnlyKeys(n, f, {"tflops", "mfu", "fabric_gbs", "hbm_gbs", "cards_per_node"}));
+  CardFigures c;
+  TSR_ASSIGN_OR_RETURN(c.tflops, r.Quantity(n, f, "tflops", true, false));
+  TSR_ASSIGN_OR_RETURN(c.mfu, r.Quantity(n, f, "mfu", true, false));
+  if (c.mfu > 1) return r.Err(n["mfu"], f + ".mfu", fmt::format("'{}' is not in (0, 1]", n["mfu"].Scalar()));
+  TSR_ASSIGN_OR_RETURN(c.fabric_gbs, r.Quantity(n, f, "fabric_gbs", true, false));
+  TSR_ASSIGN_OR_RETURN(c.hbm_gbs, r.Quantity(n, f, "hbm_gbs", true, false));
+  TSR_ASSIGN_OR_RETURN(c.cards_per_node, r.Int(n, f, "cards_per_node", false, 8, 1, 1 << 16));
+  return c;
+}
+
+// The performance model's host and network figures (catalog `model`).
+Result<HostFigures> ReadHostFigures(const Reader& r, const YAML::Node& n) {
+  TSR_RETURN_IF_ERROR(r.Map(n, "model"));
+  TSR_RETURN_IF_ERROR(r.OnlyKeys(n, "model", {"net_gbps", "pcie_gbs", "shm_gbs", "latency_us", "host_adam_gbs"}));
+  HostFigures h;
+  TSR_ASSIGN_OR_RETURN(h.net_gbps, r.Quantity(n, "model", "net_gbps", true, false));
+  TSR_ASSIGN_OR_RETURN(h.pcie_gbs, r.Quantity(n, "model", "pcie_gbs", true, false));
+  TSR_ASSIGN_OR_RETURN(h.shm_gbs, r.Quantity(n, "model", "shm_gbs", true, false));
+  TSR_ASSIGN_OR_RETURN(h.latency_us, r.Quantity(n, "model", "latency_us", false, true));
+  TSR_ASSIGN_OR_RETURN(h.host_adam_gbs, r.Quantity(n, "model", "host_adam_gbs", false, true));
+  return h;
+}
 
 // Wraps a yaml-cpp exception thrown while walking a parsed tree (e.g. a bad conversion).
 template <typename F>
@@ -149,12 +189,15 @@ Result<Catalog> ParseCatalog(const std::string& yaml, const std::string& source)
   return Guard(source, [&]() -> Result<Catalog> {
     Reader r(source);
     TSR_RETURN_IF_ERROR(r.Map(root, ""));
-    TSR_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"currency", "price_version", "types"}));
+    TSR_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"currency", "price_version", "types", "model"}));
     Catalog c;
     c.source = source;
     TSR_ASSIGN_OR_RETURN(auto cur, r.Scalar(root, "", "currency", false));
     if (cur) c.currency = *cur;
     TSR_ASSIGN_OR_RETURN(c.price_version, r.Str(root, "", "price_version"));
+    if (YAML::Node m = root["model"]) {
+      TSR_ASSIGN_OR_RETURN(c.model, ReadHostFigures(r, m));
+    }
     YAML::Node types = root["types"];
     if (!types) return r.Err(root, "types", "is required (a list of accelerator types)");
     TSR_RETURN_IF_ERROR(r.Seq(types, "types"));
@@ -165,7 +208,8 @@ Result<Catalog> ParseCatalog(const std::string& yaml, const std::string& source)
       std::string f = Reader::Index("types", i);
       TSR_RETURN_IF_ERROR(r.Map(n, f));
       TSR_RETURN_IF_ERROR(r.OnlyKeys(
-          n, f, {"name", "vendor", "domestic", "price_per_card_hour", "memory_gib", "throughput", "slurm_gres"}));
+          n, f,
+          {"name", "vendor", "domestic", "price_per_card_hour", "memory_gib", "throughput", "slurm_gres", "model"}));
       AcceleratorType t;
       TSR_ASSIGN_OR_RETURN(t.name, r.Str(n, f, "name"));
       if (!names.insert(t.name).second)
@@ -176,6 +220,9 @@ Result<Catalog> ParseCatalog(const std::string& yaml, const std::string& source)
       TSR_ASSIGN_OR_RETURN(t.memory_gib, r.Int(n, f, "memory_gib", false, 0, 0, 1 << 20));
       if (n["slurm_gres"]) {
         TSR_ASSIGN_OR_RETURN(t.slurm_gres, r.Str(n, f, "slurm_gres"));
+      }
+      if (YAML::Node m = n["model"]) {
+        TSR_ASSIGN_OR_RETURN(t.model, ReadCardFigures(r, m, f + ".model"));
       }
       YAML::Node tp = n["throughput"];
       std::string tf = f + ".throughput";
@@ -360,8 +407,8 @@ Result<Job> ParseJob(const std::string& yaml, const std::string& source) {
   return Guard(source, [&]() -> Result<Job> {
     Reader r(source);
     TSR_RETURN_IF_ERROR(r.Map(root, ""));
-    TSR_RETURN_IF_ERROR(
-        r.OnlyKeys(root, "", {"name", "tenant", "priority", "class", "cards", "throughput", "compatible", "bounds"}));
+    TSR_RETURN_IF_ERROR(r.OnlyKeys(
+        root, "", {"name", "tenant", "priority", "class", "cards", "throughput", "compatible", "bounds", "model"}));
     Job j;
     j.source = source;
     TSR_ASSIGN_OR_RETURN(j.name, r.Str(root, "", "name"));
@@ -376,6 +423,20 @@ Result<Job> ParseJob(const std::string& yaml, const std::string& source) {
     } else {
       TSR_ASSIGN_OR_RETURN(j.throughput_target, r.Fixed(root, "", "throughput", ParseThroughput));
       if (j.throughput_target <= 0) return r.Err(root["throughput"], "throughput", "must be > 0");
+    }
+    if (YAML::Node mn = root["model"]) {
+      TSR_RETURN_IF_ERROR(r.Map(mn, "model"));
+      TSR_RETURN_IF_ERROR(r.OnlyKeys(mn, "model", {"params", "class"}));
+      JobModel jm;
+      jm.line = mn.Mark().line + 1;
+      TSR_ASSIGN_OR_RETURN(jm.params, r.Quantity(mn, "model", "params", true, false));
+      TSR_ASSIGN_OR_RETURN(jm.model_class, r.Str(mn, "model", "class"));
+      if (auto c = perf::FindModelClass(jm.model_class); !c.ok())
+        return r.Err(mn["class"], "model.class", c.status().message());
+      if (!has_cards)
+        return r.Err(mn, "model",
+                     "a job that names its model is placed by a card count: give 'cards', not 'throughput'");
+      j.model = jm;
     }
     YAML::Node comp = root["compatible"];
     if (!comp) return r.Err(root, "compatible", "is required (vendors or types, e.g. [ascend, nvidia])");

@@ -503,6 +503,7 @@ Result<Prediction> Predict(const Scenario& s) {
       static_cast<double>(p.cost_per_hour) / static_cast<double>(kMoneyScale) / (p.tokens_per_s * 3600) * 1e6;
 
   // The sum of the parts: each island a job of its own, on its share of the batch.
+  if (!s.sum_of_parts) return p;
   if (s.islands.size() == 1) {
     p.sum_of_parts_tokens_per_s = p.tokens_per_s;
   } else {
@@ -526,6 +527,95 @@ Status FillFromCatalog(const Catalog& catalog, Scenario* s) {
     is.domestic = t->domestic;
   }
   return Status::Ok();
+}
+
+Result<double> ParseQuantity(const std::string& what, const std::string& text) {
+  double scale = 1;
+  std::string t = text;
+  if (!t.empty()) {
+    const char u = t.back();
+    if (u == 'K' || u == 'k') scale = 1e3;
+    if (u == 'M') scale = 1e6;
+    if (u == 'B' || u == 'G') scale = 1e9;
+    if (scale != 1) t.pop_back();
+  }
+  char* end = nullptr;
+  const double v = t.empty() ? NAN : std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v) || v < 0)
+    return InvalidArgument(fmt::format("{}: '{}' is not a non-negative number", what, text));
+  return v * scale;
+}
+
+const std::vector<ModelClass>& ModelClasses() {
+  // 2,048-token sequences, 4 per card per micro-batch, 8 micro-batches a step (docs/model.md's extrapolation).
+  // Overlap: none for one allreduce after the backward pass (what the LM runs measured), all of it for
+  // ZeRO-2/3 (bucketed reduce-scatters and prefetched allgathers over the whole step).
+  static const std::vector<ModelClass> classes = {
+      {"dp", 0, false, 0, 2048, 4, 8},    {"zero1", 1, false, 0, 2048, 4, 8},        {"zero2", 2, false, 1, 2048, 4, 8},
+      {"zero3", 3, false, 1, 2048, 4, 8}, {"zero3-offload", 3, true, 1, 2048, 4, 8},
+  };
+  return classes;
+}
+
+Result<ModelClass> FindModelClass(const std::string& name) {
+  std::string known;
+  for (const auto& c : ModelClasses()) {
+    if (name == c.name) return c;
+    known += (known.empty() ? "" : ", ") + std::string(c.name);
+  }
+  return InvalidArgument(fmt::format("'{}' is not a model class (one of: {})", name, known));
+}
+
+Result<Scenario> MixScenario(const Catalog& catalog, const JobModel& model,
+                             const std::vector<const AcceleratorType*>& types, const std::vector<int64_t>& cards) {
+  TSR_ASSIGN_OR_RETURN(ModelClass mc, FindModelClass(model.model_class));
+  if (!Positive(model.params))
+    return InvalidArgument(fmt::format("model size {} is not a positive number of parameters", model.params));
+  if (!catalog.model)
+    return InvalidArgument(fmt::format(
+        "the catalog {} has no host figures (model: net_gbps, pcie_gbs, shm_gbs, host_adam_gbs) for the job's model",
+        catalog.source));
+  Scenario s;
+  int64_t total = 0;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (cards[i] == 0) continue;
+    const AcceleratorType& t = *types[i];
+    if (!t.model)
+      return InvalidArgument(
+          fmt::format("type '{}' has no model figures in the catalog {} (model: tflops, mfu, fabric_gbs, hbm_gbs)",
+                      t.name, catalog.source));
+    IslandSpec is;
+    is.type = t.name;
+    is.cards = cards[i];
+    is.cards_per_node = t.model->cards_per_node;
+    is.tflops = t.model->tflops;
+    is.mfu = t.model->mfu;
+    is.fabric_gbs = t.model->fabric_gbs;
+    is.hbm_gbs = t.model->hbm_gbs;
+    is.price_per_card_hour = t.price_per_card_hour;
+    is.domestic = t.domestic;
+    s.islands.push_back(is);
+    total += cards[i];
+  }
+  s.model.params = model.params;
+  s.model.zero = mc.zero;
+  s.model.offload = mc.offload;
+  s.model.overlap = mc.overlap;
+  s.model.seq = mc.seq;
+  s.model.batch = mc.seqs_per_card * total;
+  s.model.accum = mc.accum;
+  const HostFigures& h = *catalog.model;
+  if (mc.offload && !Positive(h.host_adam_gbs))
+    return InvalidArgument(
+        fmt::format("model class '{}' offloads the optimizer to the host: the catalog {} needs model.host_adam_gbs",
+                    mc.name, catalog.source));
+  s.device_bridge = false;  // every island on nodes of its own: a hybrid world's device ranks stage through the host
+  s.model.host_adam_gbs = h.host_adam_gbs;
+  s.links.net_gbs = h.net_gbps / 8;
+  s.links.pcie_gbs = h.pcie_gbs;
+  s.links.shm_gbs = h.shm_gbs;
+  s.links.latency_s = h.latency_us * 1e-6;
+  return s;
 }
 
 }  // namespace tessera::sched::perf

@@ -123,6 +123,7 @@ struct Scenario {
   bool one_host = false;      // every rank on one host (the H200 experiment, the CPU jobs)
   bool device_bridge = true;  // one-card device islands on one host use the device bridge
   bool island_ccl = false;    // what-if: island phases of a hybrid world on the vendor library's ring
+  bool sum_of_parts = true;   // false: leave Prediction::sum_of_parts_tokens_per_s and hybrid_over_parts 0
 };
 
 // One collective of the step: what it moves and how long it takes; `phases` in order.
@@ -183,5 +184,32 @@ Result<Prediction> Predict(const Scenario& s);
 // Prices and domesticity from the catalog for islands whose `type` names a catalog type; NotFound naming
 // the type otherwise.
 Status FillFromCatalog(const Catalog& catalog, Scenario* s);
+
+// ---- the planner's use: a job that names its model ----------------------------------------------------
+
+// "1.5e11", "151943168", "130B", "7.5M", "512K" -> a non-negative number; InvalidArgument "`what`: 'text' is
+// not a non-negative number" otherwise.
+Result<double> ParseQuantity(const std::string& what, const std::string& text);
+
+// A training setup a job can name (job `model.class`): everything of ModelSpec but the parameters (the job's
+// `model.params`) and the micro-batch (seqs_per_card x the job's cards). bf16 gradients and parameters.
+struct ModelClass {
+  const char* name;
+  int zero;
+  bool offload;
+  double overlap;
+  int64_t seq;            // tokens per sequence
+  int64_t seqs_per_card;  // sequences per card per micro-batch
+  int64_t accum;          // micro-batches per step
+};
+const std::vector<ModelClass>& ModelClasses();  // dp, zero1, zero2, zero3, zero3-offload
+// InvalidArgument "'NAME' is not a model class (one of: dp, ...)" for an unknown name.
+Result<ModelClass> FindModelClass(const std::string& name);
+
+// The scenario of cards[i] cards of *types[i] (islands in that order; types with 0 cards left out), each
+// type's cards on nodes of their own, training `model` with the catalog's figures (types[i]->model, catalog
+// .model). InvalidArgument naming the type without figures, or the catalog without host figures.
+Result<Scenario> MixScenario(const Catalog& catalog, const JobModel& model,
+                             const std::vector<const AcceleratorType*>& types, const std::vector<int64_t>& cards);
 
 }  // namespace tessera::sched::perf

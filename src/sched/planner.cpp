@@ -13,6 +13,9 @@
 // placement can miss the floor by less) an exact integer search decides (ExactSearch). Between equal optima,
 // TieBreak() takes the most domestic share units, then the lowest cost per hour, then the first zone.
 //
+// A job that names its model (Job::model) is placed instead by the performance model's predicted tokens/s per
+// unit of money of the mix, under the same constraints (planner_perf.cpp); the rest is shared.
+//
 // This file: the inputs → Model (candidate types, free cards per zone, running jobs' share) and the placement
 // on nodes; the integer program is planner_milp.cpp, the exact search planner_exact.cpp, the suggestions when
 // nothing fits planner_suggest.cpp (their shared model: planner_model.hpp).
@@ -248,7 +251,17 @@ Result<PlanResult> Plan(const PlanRequest& req) {
   return Unsupported("tessera was built without GLPK (install libglpk-dev and rebuild): the planner needs it");
 #else
   int rounds = 0;
-  TSR_ASSIGN_OR_RETURN(std::optional<Alloc> best, internal::Optimise(m, &rounds));
+  std::optional<Alloc> best;
+  std::optional<PredictedStep> predicted;
+  if (job.model) {  // by the performance model's predicted tokens/s per unit of money (planner_perf.cpp)
+    TSR_ASSIGN_OR_RETURN(auto choice, internal::OptimiseByModel(m, catalog, job, &rounds));
+    if (choice) {
+      best = choice->alloc;
+      predicted = choice->step;
+    }
+  } else {
+    TSR_ASSIGN_OR_RETURN(best, internal::Optimise(m, &rounds));
+  }
   if (!best) {
     TSR_ASSIGN_OR_RETURN(out.infeasible, internal::Diagnose(m, job, policy.unit));
     return out;
@@ -297,6 +310,7 @@ Result<PlanResult> Plan(const PlanRequest& req) {
   p.total_throughput = static_cast<Throughput>(work);
   p.cost_per_work_hour = work > 0 ? static_cast<Money>((cost * kThroughputScale * 2 + work) / (2 * work)) : 0;
   p.share_after = ShareOf(m.run_dom + dom, m.run_total + tot);
+  p.predicted = std::move(predicted);
   out.placement = std::move(p);
   return out;
 #endif

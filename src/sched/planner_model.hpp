@@ -1,7 +1,8 @@
 // sched/planner_model: the planner's integer model, shared by its pieces (internal to src/sched):
 // planner.cpp (inputs → Model, the placement on nodes, the public Plan/FleetShare), planner_milp.cpp (the
 // integer program in GLPK and its Dinkelbach rounds), planner_exact.cpp (the exact integer search near the
-// floor, and the tie-break among optima) and planner_suggest.cpp (why a job does not fit and what would).
+// floor, and the tie-break among optima), planner_perf.cpp (the search by the performance model's prediction,
+// for a job that names its model) and planner_suggest.cpp (why a job does not fit and what would).
 // The solver pieces exist only in a build with GLPK (TESSERA_HAVE_GLPK); Plan() reports Unsupported without.
 #pragma once
 
@@ -116,6 +117,16 @@ Result<std::optional<Alloc>> Optimise(const Model& m, int* rounds);
 Result<bool> Feasible(const Model& m);
 // The largest card count in [lo, hi] that fits, or -1.
 Result<int64_t> LargestFittingCards(const Model& m, int64_t lo, int64_t hi);
+
+// ---- planner_perf.cpp (GLPK builds) ---------------------------------------------------------------------
+// A job that names its model (job.model, a card count): the mix of the lowest cost per hour over the
+// performance model's predicted tokens/s under every constraint of `m`, with that prediction; nullopt when
+// nothing fits (decided by Optimise, which also seeds the search; `rounds` counts its MILPs).
+struct ModelChoice {
+  Alloc alloc;
+  PredictedStep step;
+};
+Result<std::optional<ModelChoice>> OptimiseByModel(const Model& m, const Catalog& catalog, const Job& job, int* rounds);
 
 // ---- planner_suggest.cpp (GLPK builds) ------------------------------------------------------------------
 // Names the binding constraint and what would make the job fit; called when Optimise found nothing.

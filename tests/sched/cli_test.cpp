@@ -99,6 +99,63 @@ TEST(SchedCli, PlanExplainsWhyAJobCannotBePlaced) {
   EXPECT_TRUE(Has(j["fix"], "at most 798 cards")) << j.dump();
 }
 
+// A job that names its model, in the brief's third scenario (910B at 0.3 x an H800, 960 free of each, 50%
+// floor) with the performance model's figures of docs/model.md: the sum of the catalog's throughputs places
+// 480 + 480; the model predicts that mix and places the one of the most predicted tokens per CNY instead.
+TEST(SchedCli, PlanByTheModelShowsThePredictedStep) {
+  if (!tessera::sched::HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  fs::path dir = fs::temp_directory_path() / ("tessera-cli-model-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "catalog.yaml")
+      << "currency: CNY\nprice_version: v\nmodel: {net_gbps: 200, pcie_gbs: 25, shm_gbs: 2, latency_us: 20, "
+         "host_adam_gbs: 200}\ntypes:\n"
+         "  - {name: ascend-910b, vendor: ascend, domestic: true, price_per_card_hour: 2.4, throughput: {llm-train: "
+         "0.3}, model: {tflops: 320, mfu: 0.4, fabric_gbs: 196, hbm_gbs: 1600}}\n"
+         "  - {name: nvidia-h800, vendor: nvidia, domestic: false, price_per_card_hour: 6.8, throughput: {llm-train: "
+         "1.0}, model: {tflops: 989, mfu: 0.4, fabric_gbs: 200, hbm_gbs: 3350}}\n";
+  std::ofstream(dir / "job.yaml") << "name: m\ntenant: t\nclass: llm-train\ncards: 960\ncompatible: [ascend, "
+                                     "nvidia]\nmodel: {params: 7B, class: dp}\n";
+  const std::string args = "plan --catalog " + (dir / "catalog.yaml").string() + " --fleet " +
+                           Ex("brief/pool-960-960.yaml") + " --policy " + Ex("brief/policy-50.yaml") + " --job ";
+  Out text = Tessera(args + (dir / "job.yaml").string());
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_TRUE(Has(text.out, "predicted step:")) << text.out;
+  EXPECT_TRUE(Has(text.out, "binding term:          compute: ")) << text.out;
+  Out r = Tessera(args + (dir / "job.yaml").string() + " --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  const auto& p = j["predicted"];
+  EXPECT_EQ(p["model_class"], "dp");
+  EXPECT_NEAR(p["step_s"].get<double>(),
+              p["compute_s"].get<double>() + p["exposed_comm_s"].get<double>() + p["optimizer_s"].get<double>(), 1e-9);
+  EXPECT_FALSE(p["binding_detail"].get<std::string>().empty());
+  // The linear planner's 480 + 480 (the same job without its model), predicted: more CNY per million tokens.
+  std::ofstream(dir / "plain.yaml")
+      << "name: m\ntenant: t\nclass: llm-train\ncards: 960\ncompatible: [ascend, nvidia]\n";
+  Out plain = Tessera(args + (dir / "plain.yaml").string() + " --json");
+  ASSERT_EQ(plain.rc, 0) << plain.out;
+  auto pj = nlohmann::json::parse(plain.out);
+  EXPECT_FALSE(pj.contains("predicted"));
+  ASSERT_EQ(pj["by_type"].size(), 2u);
+  EXPECT_EQ(pj["by_type"][0]["cards"], 480);
+  auto catalog = tessera::sched::LoadCatalog((dir / "catalog.yaml").string());
+  ASSERT_TRUE(catalog.ok());
+  auto s =
+      tessera::sched::perf::MixScenario(*catalog, {7e9, "dp", 0}, {&catalog->types[0], &catalog->types[1]}, {480, 480});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto linear = tessera::sched::perf::Predict(*s);
+  ASSERT_TRUE(linear.ok());
+  EXPECT_LT(p["cost_per_million_tokens"].get<double>(), linear->cost_per_million_tokens) << r.out;
+  EXPECT_NE(j["by_type"], pj["by_type"]) << "the model places another mix here";
+  // Bad model input: named with its value.
+  std::ofstream(dir / "bad.yaml") << "name: m\ntenant: t\nclass: llm-train\ncards: 8\ncompatible: [ascend]\n"
+                                     "model: {params: 7B, class: moe}\n";
+  Out bad = Tessera(args + (dir / "bad.yaml").string());
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_TRUE(Has(bad.out, "bad.yaml:6: model.class: 'moe' is not a model class (one of: dp,")) << bad.out;
+  fs::remove_all(dir);
+}
+
 TEST(SchedCli, PlanRejectsBadFilesWithFileLineField) {
   fs::path dir = fs::temp_directory_path() / ("tessera-cli-" + std::to_string(getpid()));
   fs::create_directories(dir);

@@ -166,6 +166,53 @@ TEST(SchedInputs, Job) {
               {"job.yaml:6:", "priorty", "unknown field"});
 }
 
+TEST(SchedInputs, JobModelAndTheCatalogsModelFigures) {
+  const std::string job = "name: x\ntenant: t\nclass: c\ncards: 4\ncompatible: [a]\n";
+  auto j = ParseJob(job + "model: {params: 130B, class: zero3-offload}\n", "job.yaml");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  ASSERT_TRUE(j->model.has_value());
+  EXPECT_EQ(j->model->params, 130e9);
+  EXPECT_EQ(j->model->model_class, "zero3-offload");
+  EXPECT_EQ(j->model->line, 6);
+  EXPECT_FALSE(ParseJob(job, "job.yaml")->model.has_value());
+  ExpectError(ParseJob(job + "model: {params: 7e9, class: zero4}\n", "job.yaml"),
+              {"job.yaml:6:", "model.class",
+               "'zero4' is not a model class (one of: dp, zero1, zero2, zero3, "
+               "zero3-offload)"});
+  ExpectError(ParseJob(job + "model: {params: 0, class: dp}\n", "job.yaml"),
+              {"job.yaml:6:", "model.params", "'0' is not a positive number"});
+  ExpectError(ParseJob(job + "model: {params: -7B, class: dp}\n", "job.yaml"),
+              {"job.yaml:6:", "model.params", "'-7B' is not a positive number"});
+  ExpectError(ParseJob(job + "model: {class: dp}\n", "job.yaml"), {"job.yaml:6:", "model.params", "is required"});
+  ExpectError(ParseJob(job + "model: {params: 7B, class: dp, seq: 4}\n", "job.yaml"),
+              {"job.yaml:6:", "model.seq", "unknown field"});
+  ExpectError(ParseJob("name: x\ntenant: t\nclass: c\nthroughput: 4\ncompatible: [a]\nmodel: {params: 7B, class: dp}\n",
+                       "job.yaml"),
+              {"job.yaml:6:", "model", "give 'cards', not 'throughput'"});
+
+  const std::string figures =
+      "  - {name: a, vendor: a, domestic: true, price_per_card_hour: 2.4, throughput: {c: 1},\n"
+      "     model: {tflops: 320, mfu: 0.4, fabric_gbs: 196, hbm_gbs: 1600}}\n";
+  auto c = ParseCatalog("price_version: v\nmodel: {net_gbps: 200, pcie_gbs: 25, shm_gbs: 2}\ntypes:\n" + figures,
+                        "cat.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->model && c->types[0].model);
+  EXPECT_EQ(c->model->net_gbps, 200);
+  EXPECT_EQ(c->model->latency_us, 0);
+  EXPECT_EQ(c->types[0].model->tflops, 320);
+  EXPECT_EQ(c->types[0].model->cards_per_node, 8);
+  EXPECT_FALSE(ParseCatalog(kCatalog, "cat.yaml")->types[0].model.has_value());
+  ExpectError(ParseCatalog("price_version: v\ntypes:\n" + Replace(figures, "mfu: 0.4", "mfu: 1.5"), "cat.yaml"),
+              {"cat.yaml:4:", "types[0].model.mfu", "'1.5' is not in (0, 1]"});
+  ExpectError(ParseCatalog("price_version: v\ntypes:\n" + Replace(figures, "tflops: 320", "tflops: fast"), "cat.yaml"),
+              {"cat.yaml:4:", "types[0].model.tflops", "'fast' is not a positive number"});
+  ExpectError(ParseCatalog("price_version: v\ntypes:\n" + Replace(figures, ", hbm_gbs: 1600", ""), "cat.yaml"),
+              {"types[0].model.hbm_gbs", "is required"});
+  ExpectError(
+      ParseCatalog("price_version: v\nmodel: {net_gbps: 0, pcie_gbs: 25, shm_gbs: 2}\ntypes:\n" + figures, "cat.yaml"),
+      {"cat.yaml:2:", "model.net_gbps", "'0' is not a positive number"});
+}
+
 TEST(SchedInputs, RunningAndCrossChecks) {
   auto cat = ParseCatalog(kCatalog, "cat.yaml");
   auto fleet = ParseFleet("nodes:\n  - {id: n, zone: z, type: ascend-910b, cards: 8, count: 2}\n", "fleet.yaml");

@@ -1,6 +1,7 @@
 // Tests of the planner: on random small instances its optimum equals a brute-force enumeration (same
 // feasibility, same objective exactly); placements respect every constraint; infeasible jobs name the
-// binding constraint and a fix that really fits.
+// binding constraint and a fix that really fits. A job that names its model: the same against a brute force
+// that predicts every mix (sched/perf_model), and the search's lattice against every mix on a larger fleet.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "sched/perf_model.hpp"
 #include "sched/planner_internal.hpp"
 #include "tessera/sched.hpp"
 
@@ -92,10 +94,12 @@ Instance RandomInstance(std::mt19937_64& rng) {
   return in;
 }
 
-// An independent enumeration of every allocation in every zone.
+// An independent enumeration of every allocation in every zone. A job that names its model: the best is the
+// lowest predicted cost per million tokens (each mix predicted by sched/perf_model).
 struct Brute {
   bool feasible = false;
   i128 cost = 0, work = 0;  // of the best
+  double cost_per_million_tokens = 0;
 };
 
 Brute BruteForce(const Instance& in) {
@@ -144,15 +148,28 @@ Brute BruteForce(const Instance& in) {
       if (in.job.cards > 0 && n != in.job.cards) ok = false;
       if (in.job.throughput_target > 0 && work < in.job.throughput_target) ok = false;
       if ((rdom + dom) * kPpmScale < static_cast<i128>(floor) * (rtot + tot)) ok = false;
+      double cpm = 0;
+      if (ok && n > 0 && in.job.model) {
+        std::vector<const AcceleratorType*> ct;
+        for (int t : cand) ct.push_back(&types[t]);
+        auto sc = tessera::sched::perf::MixScenario(in.catalog, *in.job.model, ct, x);
+        EXPECT_TRUE(sc.ok()) << sc.status().ToString();
+        sc->sum_of_parts = false;  // not needed for the cost per token
+        auto pr = tessera::sched::perf::Predict(*sc);
+        EXPECT_TRUE(pr.ok()) << pr.status().ToString();
+        cpm = pr->cost_per_million_tokens;
+      }
       if (ok && n > 0) {
         bool better;
         if (!best.feasible)
           better = true;
+        else if (in.job.model)
+          better = cpm < best.cost_per_million_tokens;
         else if (in.job.cards > 0)
           better = cost * best.work < best.cost * work;
         else
           better = cost < best.cost;
-        if (better) best = {true, cost, work};
+        if (better) best = {true, cost, work, cpm};
       }
       size_t c = 0;
       while (c < cand.size() && x[c] == fr[c]) x[c++] = 0;
@@ -933,4 +950,150 @@ TEST(SchedPlanner, EqualOptimaFollowTheDocumentedOrderOnRandomInstances) {
     ++checked;
   }
   EXPECT_GT(checked, 1000);
+}
+
+// ---- a job that names its model -------------------------------------------------------------------------
+
+namespace {
+
+// The performance model's figures on every type of `in` (random ones) and a model on its job (a card count).
+void AddModel(Instance& in, std::mt19937_64& rng) {
+  auto uni = [&](int64_t a, int64_t b) { return std::uniform_int_distribution<int64_t>(a, b)(rng); };
+  for (auto& t : in.catalog.types)
+    t.model = CardFigures{static_cast<double>(uni(50, 1000)), 0.4, static_cast<double>(uni(50, 400)),
+                          static_cast<double>(uni(800, 3400)), uni(1, 4)};
+  in.catalog.model = HostFigures{static_cast<double>(uni(1, 16) * 25), 25, 2, 20, 200};
+  const auto& classes = tessera::sched::perf::ModelClasses();
+  static const double kParams[] = {1e8, 7e9, 1.3e11};
+  in.job.model = JobModel{kParams[uni(0, 2)], classes[uni(0, classes.size() - 1)].name, 0};
+  if (in.job.cards == 0) {
+    in.job.throughput_target = 0;
+    in.job.cards = uni(1, 10);
+  }
+}
+
+}  // namespace
+
+TEST(SchedPlanner, ModelJobsMatchBruteForceOnRandomInstances) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  std::mt19937_64 rng(20261202);
+  int placed = 0, infeasible = 0, with_floor = 0, differs = 0;
+  for (int i = 0; i < 600; ++i) {
+    Instance in = RandomInstance(rng);
+    AddModel(in, rng);
+    SCOPED_TRACE(fmt::format("instance {} (model {:.3g}, {})", i, in.job.model->params, in.job.model->model_class));
+    auto r = Plan(Request(in));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    Brute b = BruteForce(in);
+    ASSERT_EQ(r->placed(), b.feasible) << Describe(in);
+    ++(b.feasible ? placed : infeasible);
+    if (!b.feasible) continue;  // the diagnosis is the linear planner's (ModelJobThatDoesNotFitIsDiagnosedAsBefore)
+    with_floor += in.policy.FloorAt(0) > 0;
+    const Placement& p = *r->placement;
+    CheckPlacement(in, p);
+    EXPECT_GE(p.share_after, p.floor);
+    ASSERT_TRUE(p.predicted.has_value());
+    EXPECT_EQ(p.predicted->lattice_step, 1) << "small fleets: every mix";
+    EXPECT_NEAR(p.predicted->cost_per_million_tokens, b.cost_per_million_tokens, 1e-9 * b.cost_per_million_tokens)
+        << Describe(in);
+    // The reported prediction is the model's for the placed mix.
+    std::vector<const AcceleratorType*> types;
+    std::vector<int64_t> cards;
+    for (const auto& t : p.by_type) {
+      types.push_back(in.catalog.Find(t.type));
+      cards.push_back(t.cards);
+    }
+    auto pr =
+        tessera::sched::perf::Predict(*tessera::sched::perf::MixScenario(in.catalog, *in.job.model, types, cards));
+    ASSERT_TRUE(pr.ok());
+    EXPECT_DOUBLE_EQ(p.predicted->tokens_per_s, pr->tokens_per_s);
+    EXPECT_EQ(p.predicted->binding, pr->binding);
+    // How often the model's choice differs from the sum of the catalog's throughputs.
+    Instance linear = in;
+    linear.job.model.reset();
+    auto lr = Plan(Request(linear));
+    ASSERT_TRUE(lr.ok() && lr->placed());
+    if (lr->placement->cost_per_hour != p.cost_per_hour || lr->placement->total_throughput != p.total_throughput)
+      ++differs;
+  }
+  EXPECT_GT(placed, 150);
+  EXPECT_GT(infeasible, 30);
+  EXPECT_GT(with_floor, 80);
+  EXPECT_GT(differs, 20) << "the model should change some placements";
+}
+
+TEST(SchedPlanner, ModelSearchOnALatticeFindsTheBestMixOfALargerFleet) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  // 2 types, 400 cards: more mixes than the search predicts one by one, so a lattice and then moves. Against
+  // every mix predicted (the brute force), for four classes and sizes.
+  const std::pair<const char*, double> jobs[] = {
+      {"dp", 7e9}, {"zero1", 1.3e11}, {"zero3", 7e9}, {"zero3-offload", 1.3e11}};
+  for (const auto& [name, params] : jobs) {
+    SCOPED_TRACE(fmt::format("{} {:.3g}", name, params));
+    Instance in = Simple({{"z", "d", 400}, {"z", "n", 400}}, 250'000, 400);
+    in.catalog.types[0].model = CardFigures{320, 0.4, 196, 1600, 8};
+    in.catalog.types[1].model = CardFigures{989, 0.4, 200, 3350, 8};
+    in.catalog.model = HostFigures{200, 25, 2, 20, 200};
+    in.job.model = JobModel{params, name, 0};
+    auto r = Plan(Request(in));
+    ASSERT_TRUE(r.ok() && r->placed()) << (r.ok() ? r->infeasible->reason : r.status().ToString());
+    const PredictedStep& st = *r->placement->predicted;
+    EXPECT_GT(st.lattice_step, 1);
+    EXPECT_LT(st.mixes_evaluated, 301) << "fewer predictions than mixes";
+    Brute b = BruteForce(in);
+    ASSERT_TRUE(b.feasible);
+    EXPECT_NEAR(st.cost_per_million_tokens, b.cost_per_million_tokens, 1e-9 * b.cost_per_million_tokens);
+  }
+}
+
+TEST(SchedPlanner, ModelJobsNeedTheCatalogsFigures) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in = Simple({{"z", "d", 8}, {"z", "n", 8}}, 500'000, 8);
+  in.job.source = "job.yaml";
+  in.job.model = JobModel{7e9, "dp", 6};
+  auto r = Plan(Request(in));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("job.yaml:6: model: the catalog <catalog> has no host figures"),
+            std::string::npos)
+      << r.status().ToString();
+  in.catalog.model = HostFigures{200, 25, 2, 20, 200};
+  in.catalog.types[0].model = CardFigures{320, 0.4, 196, 1600, 8};
+  r = Plan(Request(in));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("type 'n' has no model figures"), std::string::npos) << r.status().ToString();
+  in.catalog.types[1].model = CardFigures{989, 0.4, 200, 3350, 8};
+  in.job.model->model_class = "zero4";  // built in code, past the loader's check
+  r = Plan(Request(in));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'zero4' is not a model class (one of: dp, zero1"), std::string::npos)
+      << r.status().ToString();
+  in.job.model->model_class = "zero3";
+  in.job.model->params = 0;
+  r = Plan(Request(in));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model size 0 is not a positive number"), std::string::npos)
+      << r.status().ToString();
+  in.job.model->params = 7e9;
+  in.job.cards = 0;
+  in.job.throughput_target = 8000;
+  r = Plan(Request(in));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("placed by a card count"), std::string::npos) << r.status().ToString();
+}
+
+TEST(SchedPlanner, ModelJobThatDoesNotFitIsDiagnosedAsBefore) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  Instance in = Simple({{"a", "d", 3}, {"a", "n", 10}}, 600'000, 10);
+  in.catalog.model = HostFigures{200, 25, 2, 20, 200};
+  in.catalog.types[0].model = CardFigures{320, 0.4, 196, 1600, 8};
+  in.catalog.types[1].model = CardFigures{989, 0.4, 200, 3350, 8};
+  Instance with = in;
+  with.job.model = JobModel{7e9, "dp", 0};
+  auto a = Plan(Request(in)), b = Plan(Request(with));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_FALSE(a->placed());
+  ASSERT_FALSE(b->placed());
+  EXPECT_EQ(b->infeasible->binding, a->infeasible->binding);
+  EXPECT_EQ(b->infeasible->reason, a->infeasible->reason);
+  EXPECT_EQ(b->infeasible->fix, a->infeasible->fix);
 }

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""bench/sched/plot_model: docs/model-extrapolation.png from `tessera predict --json` — hybrid / sum of the parts and
+CNY per million tokens against cards (128 -> 1,024) and domestic share (25, 50, 75% Ascend 910B), for the seed's
+configuration of docs/model.md (130B, ZeRO-3 + offload, one 200 Gb/s RoCE port a node), as built and with the
+island phases on each vendor's library (--island-ccl), beside all H800 (--versus). Every point is a model output.
+
+  python3 bench/sched/plot_model.py [--tessera build/tessera] [--out docs/model-extrapolation.png] [--json FILE]
+
+--json FILE writes the predictions (one `tessera predict --json` object a line, with the point's cards, share
+and variant); --from FILE plots such a file instead of running tessera. Needs matplotlib.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CARDS = [128, 256, 512, 1024]
+SHARES = [0.25, 0.5, 0.75]
+# docs/model.md, "Extrapolation": public specs and the assumed setup.
+SEED = ("--tflops ascend-910b=320 --tflops nvidia-h800=989 --mfu ascend-910b=0.4 --mfu nvidia-h800=0.4 "
+        "--fabric-gbs ascend-910b=196 --fabric-gbs nvidia-h800=200 --params 130B --zero 3 --offload "
+        "--host-adam-gbs 200 --seq 2048 --accum 8 --overlap 1 --net-gbps 200 --shm-gbs 2 --pcie-gbs 25 "
+        "--latency-us 20 --versus nvidia-h800").split()
+
+
+def predict(tessera, cards, share, ccl):
+    dom = int(round(cards * share))
+    args = [tessera, "predict", "--island", f"ascend-910b={dom}@8", "--island", f"nvidia-h800={cards - dom}@8",
+            "--batch", str(4 * cards), "--catalog",
+            os.path.join(ROOT, "examples/fleet/brief/catalog-equal.yaml"), "--json"] + SEED
+    if ccl:
+        args.append("--island-ccl")
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    j = json.loads(out)
+    j["point"] = {"cards": cards, "share": share, "variant": "ccl" if ccl else "as built"}
+    return j
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tessera", default=os.path.join(ROOT, "build/tessera"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs/model-extrapolation.png"))
+    ap.add_argument("--json", help="write the predictions here (JSON lines)")
+    ap.add_argument("--from", dest="source", help="plot these predictions (JSON lines) instead of running tessera")
+    a = ap.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        sys.exit("plot_model.py: needs matplotlib (pip install matplotlib, e.g. into a virtual environment)")
+    if a.source:
+        with open(a.source) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    else:
+        if not os.access(a.tessera, os.X_OK):
+            sys.exit(f"plot_model.py: {a.tessera} is not an executable tessera (build it, or give --tessera)")
+        rows = [predict(a.tessera, c, s, ccl) for ccl in (False, True) for s in SHARES for c in CARDS]
+    if a.json:
+        with open(a.json, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    colors = {0.25: "tab:blue", 0.5: "tab:orange", 0.75: "tab:green"}
+    for variant, style in (("ccl", "-"), ("as built", "--")):
+        for share in SHARES:
+            pts = sorted((r for r in rows if r["point"]["variant"] == variant and r["point"]["share"] == share),
+                         key=lambda r: r["point"]["cards"])
+            if not pts:
+                continue
+            cards = [r["point"]["cards"] for r in pts]
+            label = f"{share:.0%} 910B, {variant}"
+            left.plot(cards, [100 * r["hybrid_over_parts"] for r in pts], style, marker="o", color=colors[share],
+                      label=label)
+            right.plot(cards, [r["cost_per_million_tokens"] for r in pts], style, marker="o", color=colors[share],
+                       label=label)
+    ref = sorted((r for r in rows if r["point"]["variant"] == "ccl" and r["point"]["share"] == SHARES[0]),
+                 key=lambda r: r["point"]["cards"])
+    if ref and "versus" in ref[0]:
+        right.plot([r["point"]["cards"] for r in ref], [r["versus"]["cost_per_million_tokens"] for r in ref], ":",
+                   marker="s", color="black", label="all H800 (NCCL)")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(CARDS, [str(c) for c in CARDS])
+        ax.set_xlabel("cards (8 a node)")
+        ax.grid(True, alpha=0.3)
+    left.set_ylabel("hybrid / sum of the parts (%)")
+    left.set_title("Hybrid against its parts (model output)")
+    right.set_ylabel("CNY per million tokens")
+    right.set_yscale("log")
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    right.yaxis.set_major_formatter(plain)
+    right.yaxis.set_minor_formatter(plain)
+    right.set_title("Cost per million tokens (model output)")
+    right.legend(fontsize=8, loc="center right")
+    fig.suptitle("130B, ZeRO-3 + offload, 200 Gb/s RoCE a node: as built (dashed) and island phases on the CCL "
+                 "(solid)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(a.out, dpi=110)
+    print(f"wrote {a.out} ({len(rows)} predictions)")
+
+
+if __name__ == "__main__":
+    main()
