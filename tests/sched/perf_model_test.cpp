@@ -3,6 +3,8 @@
 // term of the step, bad input, and the validation rows of docs/model.md reproduced from the committed result
 // files (bench/results/): the link figures calibrated from the device check of cfa4078, then the LM runs'
 // tokens/s predicted and compared with what was measured.
+// Also the host-rank allreduces of the 2-core VM (scripts/bench-comm.sh) and of the namespaced TCP hosts
+// (bench/hosts/bridge-vs-iperf3.sh), each calibrated from one row of its file and checked on the others.
 #include "sched/perf_model.hpp"
 
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 namespace {
 
@@ -258,6 +261,70 @@ TEST(PerfModelStep, CommunicationIsTheSchedulesBytesOverTheLink) {
   EXPECT_DOUBLE_EQ(Predict(s)->comm_s, 2 * 1e8 * 4 / 1e9);
 }
 
+TEST(PerfModelStep, HostRanksBeyondTheCoresShareThem) {
+  // One island of n host ranks on one host: each phase of the allreduce has every rank send (n-1)/n of the
+  // buffer on shm. With cores_per_host c < n the ranks share the cores: each runs at c/n of shm_gbs; with
+  // n <= c, or c = 0 (the term off), at shm_gbs.
+  for (int64_t n : {2, 3, 4, 8})
+    for (int64_t cores : {0, 1, 2, 4, 8}) {
+      Scenario s;
+      IslandSpec is;
+      is.type = "cpu";
+      is.cards = n;
+      is.device = false;
+      s.islands = {is};
+      s.one_host = true;
+      s.links.shm_gbs = 2;
+      s.links.cores_per_host = cores;
+      const size_t count = 1000 * static_cast<size_t>(n);
+      auto c = CallCost(s, Coll::kAllReduce, count, 4);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      const double share = cores > 0 && n > cores ? static_cast<double>(cores) / static_cast<double>(n) : 1.0;
+      const double want = 2 * (n - 1.0) / n * count * 4 / (2e9 * share);
+      EXPECT_NEAR(c->seconds, want, 1e-12 * want) << n << " ranks on " << cores << " cores";
+    }
+  // Counted per host: an island of 8 host ranks, 4 per host, on 4 cores each shares nothing; on 2 cores each
+  // host's 4 ranks run at half (the network left fast, so shm binds: 3 of 8 shards to the host's peers).
+  Scenario two;
+  IslandSpec is;
+  is.type = "cpu";
+  is.cards = 8;
+  is.cards_per_node = 4;
+  is.device = false;
+  two.islands = {is};
+  two.links.shm_gbs = 1;
+  two.links.net_gbs = 1e6;
+  const size_t count = 8000;
+  for (int64_t cores : {4, 2}) {
+    two.links.cores_per_host = cores;
+    auto c = CallCost(two, Coll::kAllReduce, count, 4);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const double want = 2 * (3.0 / 8 * count * 4) / (1e9 * (cores == 4 ? 1.0 : 0.5));
+    EXPECT_NEAR(c->seconds, want, 1e-9 * want) << cores << " cores per host";
+    EXPECT_EQ(c->phases[0].bound.rfind("shm", 0), 0u) << c->phases[0].bound;
+  }
+  // A rank on the device bridge (a one-GPU island) is not a host rank: beside 2 host ranks on 2 cores nothing
+  // is shared; on 1 core the two host ranks are.
+  Scenario mixed;
+  IslandSpec gpu;
+  gpu.type = "gpu";
+  gpu.cards = 1;
+  IslandSpec host = gpu;
+  host.type = "host";
+  host.cards = 2;
+  host.device = false;
+  mixed.islands = {gpu, host};
+  mixed.one_host = true;
+  mixed.links.shm_gbs = 1;
+  mixed.links.device_gbs = 10;
+  auto at = [&](int64_t cores) {
+    mixed.links.cores_per_host = cores;
+    return CallCost(mixed, Coll::kAllReduce, 6000, 4)->seconds;
+  };
+  EXPECT_DOUBLE_EQ(at(2), at(0));
+  EXPECT_GT(at(1), at(0) * 1.5);
+}
+
 TEST(PerfModelStep, OverlapHidesCommunicationUpToItsWindow) {
   Scenario s = TwoCards(1000, 3000);
   s.model.overlap = 1;
@@ -490,6 +557,179 @@ TEST(PerfModelValidation, TheDeviceChecksAllreducesFromTheSchedule) {
       Print(row);
       EXPECT_LT(std::fabs(row.Error()), job.tolerance) << row.what;
     }
+}
+
+// ---- validation: host-rank jobs of the 2-core development VM ------------------------------------------
+
+// An allreduce world of host-rank islands on one host ("ascend=host:2,nvidia=host:2"), every rank's copies at
+// shm_gbs, shared when more ranks than cores.
+Scenario HostRanks(const std::string& islands, double shm_gbs, int64_t cores) {
+  Scenario s;
+  std::stringstream ss(islands);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    IslandSpec is;
+    is.type = part.substr(0, part.find('='));
+    is.cards = std::stoll(part.substr(part.rfind(':') + 1));
+    is.device = false;
+    s.islands.push_back(is);
+  }
+  s.one_host = true;
+  s.links.shm_gbs = shm_gbs;
+  s.links.cores_per_host = cores;
+  return s;
+}
+
+// The busbw (algbw x 2(n-1)/n, as scripts/bench-comm.sh reports it) the model predicts for `series` of
+// `run` at `bytes`, f32.
+double PredictedBusbw(const json& run, const std::string& series, double bytes, double shm_gbs, int64_t cores) {
+  const json& se = run.at("series").at(series);
+  Scenario s = HostRanks(se.at("islands"), shm_gbs, cores);
+  auto c = CallCost(s, Coll::kAllReduce, static_cast<size_t>(bytes) / 4, 4);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  const double n = se.at("world_size");
+  return bytes / c->seconds / 1e9 * 2 * (n - 1) / n;
+}
+
+const json& RowAt(const json& run, const std::string& series, double bytes) {
+  for (const auto& r : run.at("series").at(series).at("rows"))
+    if (r.at("bytes").get<double>() == bytes) return r;
+  ADD_FAILURE() << series << " has no row of " << bytes << " bytes";
+  static const json none = json::object();
+  return none;
+}
+
+TEST(PerfModelValidation, TheCpuHostRankAllreducesOfTheTwoCoreVm) {
+  // scripts/bench-comm.sh on the 2-core VM (docs/benchmarks.md), f32 sum, 256 MiB. Each run calibrates shm_gbs
+  // from its own "Tessera 1+1 islands" row (two one-rank islands: each rank sends the whole buffer once, half as
+  // parts, half as results, so algbw = shm_gbs) and the cores from the file's machine; the model then predicts
+  // the run's other layouts from the schedule's bytes: 1 island x2, 2+2 islands and 1 island x4 (4 ranks on 2
+  // cores: the cores-per-host term). Stated tolerance for these collectives: ±10% (the ±5% target is met by the
+  // rows docs/model.md marks; the others are its misses).
+  const double bytes = 268435456;
+  std::printf("CPU host-rank allreduce busbw (GB/s), 256 MiB, shm from the same run's 1+1 row:\n");
+  for (const auto& [file, commit] : std::vector<std::pair<std::string, std::string>>{
+           {"cpu-allreduce-2026-11-29-1824.json", "33ee866"}, {"cpu-allreduce-2026-11-29-1706.json", "64e52e6"}}) {
+    const json run = ReadJson(Results(file));
+    EXPECT_EQ(run.at("commit").get<std::string>().substr(0, 7), commit);
+    const int64_t cores = run.at("machine").at("cores");
+    EXPECT_EQ(cores, 2);
+    const double shm = RowAt(run, "t11", bytes).at("algbw_GBps");
+    for (const char* series : {"th2", "t22", "th4"}) {
+      Row r{fmt::format("{} {} ({})", commit, series, run.at("series").at(series).at("islands").get<std::string>()),
+            RowAt(run, series, bytes).at("busbw_GBps"), PredictedBusbw(run, series, bytes, shm, cores)};
+      Print(r);
+      EXPECT_LT(std::fabs(r.Error()), 0.10) << r.what;
+      if (run.at("series").at(series).at("world_size") == 4) {
+        // Without the cores term the 4-rank rows would be predicted at twice the busbw.
+        const double free = PredictedBusbw(run, series, bytes, shm, 0);
+        EXPECT_GT(free / r.measured - 1, 0.8) << r.what;
+      }
+    }
+  }
+}
+
+TEST(PerfModelValidation, WhereTheCoresTermIsWrongOnTheCpu) {
+  // Documented misses. (1) The long 16 MiB run of c725fac (5 rounds x 20 iterations, the steadiest CPU run):
+  // 4 ranks on 2 cores lose more than the cores' share (busbw 0.38-0.43 of the 2-rank layouts, the model
+  // 0.5): each of a call's phases waits for all four ranks, two of which are off a core at any moment, and at
+  // 16 MiB a call (13 ms) is a few scheduler slices. The model over-predicts by more than 20%.
+  // (2) The run of 13152ab under a load of 8-22 from other work on the same 2 cores: the cores term counts the
+  // job's own ranks only, so every layout is over-predicted by more than 10%.
+  const json quick = ReadJson(Results("cpu-allreduce-2026-11-29-1831.json"));
+  EXPECT_EQ(quick.at("commit").get<std::string>().substr(0, 7), "c725fac");
+  const double b16 = 16777216;
+  const double shm16 = RowAt(quick, "t11", b16).at("algbw_GBps");
+  std::printf("CPU host-rank allreduce busbw (GB/s), documented misses:\n");
+  for (const char* series : {"t22", "th4"}) {
+    Row r{fmt::format("c725fac {} at 16 MiB", series), RowAt(quick, series, b16).at("busbw_GBps"),
+          PredictedBusbw(quick, series, b16, shm16, 2)};
+    Print(r);
+    EXPECT_GT(r.Error(), 0.20) << r.what;
+  }
+  const json loaded = ReadJson(Results("cpu-allreduce-2026-11-29.json"));
+  EXPECT_EQ(loaded.at("commit").get<std::string>().substr(0, 7), "13152ab");
+  const double b256 = 268435456;
+  const double shm = RowAt(loaded, "t11", b256).at("algbw_GBps");
+  for (const char* series : {"th2", "t22", "th4"}) {
+    Row r{fmt::format("13152ab {} at 256 MiB, load 8-22", series), RowAt(loaded, series, b256).at("busbw_GBps"),
+          PredictedBusbw(loaded, series, b256, shm, 2)};
+    Print(r);
+    EXPECT_GT(r.Error(), 0.10) << r.what;
+  }
+}
+
+// ---- validation: the namespaced TCP hosts ------------------------------------------------------------
+
+// bench/hosts/bridge-vs-iperf3.sh: two hosts (network namespaces on one veth pair of the 2-vCPU VM), one host
+// rank each (ascend=host:1 on h0, nvidia=host:1 on h1), f32 allreduce: each host sends the whole buffer over
+// the network and receives it (half as parts, half as results), so the model's algbw is net_gbs.
+double PredictedTcpAlgbw(double net_gbs, double bytes) {
+  Scenario s;
+  for (const char* name : {"ascend", "nvidia"}) {
+    IslandSpec is;
+    is.type = name;
+    is.cards = 1;
+    is.cards_per_node = 1;
+    is.device = false;
+    s.islands.push_back(is);
+  }
+  s.links.net_gbs = net_gbs;
+  s.links.shm_gbs = 1;
+  auto w = WorldOf(s);
+  EXPECT_EQ(w->hosts, 2);
+  auto c = CallCost(s, Coll::kAllReduce, static_cast<size_t>(bytes) / 4, 4);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->phases.at(1).bound.rfind("net", 0), 0u) << c->phases.at(1).bound;  // the bridge phase
+  return bytes / c->seconds / 1e9;
+}
+
+double Median(const std::string& file, const std::string& size, const std::string& what) {
+  return ReadJson(Results(file)).at("medians").at(size).at(what).at("median");
+}
+
+TEST(PerfModelValidation, TheNamespacedTcpHostsAllreduce) {
+  // net_gbs is calibrated from one point: the 256 MiB allreduce of hosts-bridge-2026-12-01T1706.json (median of
+  // 5 rounds, the sender of 638a4b2). Every other allreduce row of that run and of the runs after it on the same
+  // bridge code (T1707, and T1855 / T1857 on the final tree of 077f842), and of the earlier run T1631 (tree
+  // 43f2cf5; that sender change left the allreduce at 98-102%), is predicted from it. Target ±5%; T1631 at
+  // 256 MiB misses (below).
+  const double net = Median("hosts-bridge-2026-12-01T1706.json", "256M", "tessera_allreduce");
+  std::printf("namespaced TCP hosts, allreduce algbw (GB/s), net %.3f GB/s from T1706 at 256 MiB:\n", net);
+  const std::vector<std::tuple<std::string, std::string, bool>> rows = {
+      {"T1706", "64M", true},  {"T1707", "64M", true}, {"T1707", "256M", true}, {"T1855", "64M", true},
+      {"T1855", "256M", true}, {"T1857", "64M", true}, {"T1631", "64M", true},  {"T1631", "256M", false}};
+  for (const auto& [run, size, calibrated] : rows) {
+    const std::string file = fmt::format("hosts-bridge-2026-12-01{}.json", run);
+    const double bytes = size == "64M" ? 67108864 : 268435456;
+    Row r{fmt::format("{} {}", run, size), Median(file, size, "tessera_allreduce"), PredictedTcpAlgbw(net, bytes)};
+    Print(r);
+    if (calibrated) {
+      EXPECT_LT(std::fabs(r.Error()), 0.05) << r.what;
+    } else {
+      // Two of its five rounds ran at 0.92 and 0.77 GB/s (other work on the 2 vCPUs): the median is 12% under
+      // the other runs', and the model, with no load term, over-predicts it.
+      EXPECT_GT(r.Error(), 0.05) << r.what;
+      EXPECT_LT(r.Error(), 0.20) << r.what;
+    }
+  }
+}
+
+TEST(PerfModelValidation, TheVethIsNotAFullDuplexLink) {
+  // Documented miss: the model's network is full duplex (net_gbs each direction at once). Taken from the same
+  // run's one-way broadcast (4 streams, every byte once from h0 to h1), net_gbs predicts the allreduce at the
+  // broadcast's rate; measured, the allreduce (every byte once each way, and folded) runs at 0.4-0.6 of it: the
+  // veth's two directions, both TCP stacks and the folds share the same 2 vCPUs. So the figure of one traffic
+  // pattern does not carry to another here; the model over-predicts by more than 50%.
+  std::printf("namespaced TCP hosts, allreduce from the one-way broadcast (documented miss):\n");
+  for (const char* run : {"T1631", "T1706", "T1707", "T1855"}) {
+    const std::string file = fmt::format("hosts-bridge-2026-12-01{}.json", run);
+    const double bcast = Median(file, "256M", "tessera_broadcast");
+    Row r{fmt::format("{} 256M, net = broadcast {:.2f}", run, bcast), Median(file, "256M", "tessera_allreduce"),
+          PredictedTcpAlgbw(bcast, 268435456)};
+    Print(r);
+    EXPECT_GT(r.Error(), 0.5) << r.what;
+  }
 }
 
 }  // namespace
