@@ -62,6 +62,12 @@ for be in gloo tessera tessera-as-gloo; do
     echo "torch-conformance: $be ran past --budget $BUDGET s (log $log)"; exit 1
   fi
   [ -s "$xml" ] || { echo "torch-conformance: $be wrote no report (log $log)"; tail -20 "$log"; exit 1; }
+  # pytest: 0 all passed, 1 some failed — both are results; 2-5 (collection error, interrupted, internal or
+  # usage error, no tests) are not, whatever the report holds
+  if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then
+    echo "torch-conformance: $be: pytest exited $rc, which is no test result (log $log):"
+    grep -E "Error|error|Interrupted" "$log" | head -5; exit 1
+  fi
   reports+=("$be=$xml")
 done
 DOCARGS=()
