@@ -44,9 +44,11 @@ def check_replicas(module_or_tensors, group=None):
     dev = items[0][1].device
     mine = torch.stack([digest(t).to(dev) for _, t in items])  # [n, 2]
     world = dist.get_world_size(group)
-    out = torch.empty((world,) + tuple(mine.shape), dtype=mine.dtype, device=dev)
+    # the output as the concatenation along dim 0 ([world * n, 2]), the form every backend takes (gloo
+    # refuses the stacked [world, n, 2] that NCCL and tessera also accept)
+    out = torch.empty((world * mine.shape[0],) + tuple(mine.shape[1:]), dtype=mine.dtype, device=dev)
     dist.all_gather_into_tensor(out, mine.contiguous(), group=group)
-    out = out.cpu()
+    out = out.view((world,) + tuple(mine.shape)).cpu()
     report = {}
     for i, (name, _) in enumerate(items):
         bad = [r for r in range(1, world) if not torch.equal(out[r, i], out[0, i])]

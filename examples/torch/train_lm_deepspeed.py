@@ -1,0 +1,200 @@
+"""examples/torch/train_lm.py's language model trained with DeepSpeed (ZeRO stage 3, optimizer state offloaded
+to the CPU with DeepSpeed's CPUAdam, mixed precision) on backend "tessera" (or nccl, gloo: --backend).
+
+    tessera run --island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=35 --sm-share nvidia=65 -- \
+        python examples/torch/train_lm_deepspeed.py --steps 300 --precision f32 --weights-file lm-weights.json
+    tessera run --island nvidia=cuda:1 -- python examples/torch/train_lm_deepspeed.py --backend nccl --steps 300
+    tessera run --island ascend=host:1 --island nvidia=host:1 -- python examples/torch/train_lm_deepspeed.py --cpu
+
+The backend: deepspeed.init_distributed(dist_backend=BACKEND) before deepspeed.initialize() (initialize()
+alone asks its accelerator, which names nccl on CUDA, gloo/ccl on CPU; it keeps a backend already set up).
+The model, corpus (the standard library's sources, bytes) and seed are train_lm.py's; the global batch is
+split by the islands' speeds (HeteroDistributedSampler, --weights-file from train_lm.py --mode calibrate,
+else TESSERA_ISLAND_WEIGHTS, else equal; --split even), and each rank's loss is scaled by n_r * W / B so that
+DeepSpeed's mean over ranks is the whole global batch's mean gradient (docs/torch.md, Heterogeneous batches).
+--precision: bf16 or fp16 (DeepSpeed's mixed precision: 16-bit parameters and activations, f32 master weights
+in the optimizer; fp16 with dynamic loss scaling), tf32 or f32 (f32 weights; tf32 lets matmuls use TF32).
+On MPS shares of the H200 16-bit GEMMs were measured wrong (bench/gpu/mps_matmul_probe.py): there use tf32.
+--offload cpu (default): "offload_optimizer": {"device": "cpu"}, DeepSpeed's CPUAdam (its cpu_adam op is
+JIT-built on first use). Prints tokens/s per island, the loss, the share of the step time spent in
+engine.step() (with offload: the gradient copy to the CPU, CPUAdam, the parameter copy back), and whether the
+parameters, gathered after the last step (deepspeed.zero.GatheredParameters), are bit-identical on every rank.
+--log FILE (rank 0): one {"step", "loss"} line per step and a summary line, as train_lm.py.
+--cpu: a smoke run on CPU ranks (DeepSpeed's CPU accelerator, f32, a 2-layer model, 6 steps).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+if "--cpu" in sys.argv:
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import tessera.torch as tt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train_lm  # noqa: E402  (the model, the corpus, the islands' weights)
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", default="tessera")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--warmup-steps", type=int, default=10, help="steps left out of the tokens/s figures")
+    p.add_argument("--global-batch", type=int, default=32, help="sequences per micro-batch, over all ranks")
+    p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--dim", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--split", choices=["speed", "even"], default="speed")
+    p.add_argument("--weights-file", default=None)
+    p.add_argument("--precision", choices=["bf16", "fp16", "tf32", "f32"], default="bf16")
+    p.add_argument("--offload", choices=["cpu", "none"], default="cpu")
+    p.add_argument("--corpus-mb", type=int, default=48)
+    p.add_argument("--log", default=None)
+    p.add_argument("--print-every", type=int, default=10)
+    p.add_argument("--cpu", action="store_true", help="smoke run on CPU ranks: f32, 2 layers of 128, seq 64, 6 steps")
+    a = p.parse_args()
+    if a.cpu:
+        a.precision, a.layers, a.dim, a.heads, a.seq, a.global_batch, a.corpus_mb = "f32", 2, 128, 4, 64, 8, 2
+        a.steps, a.warmup_steps = min(a.steps, 6), min(a.warmup_steps, 2)
+    return a
+
+
+def ds_config(args, per_rank):
+    zero = {"stage": 3, "overlap_comm": True, "contiguous_gradients": True,
+            "stage3_param_persistence_threshold": 0}  # every parameter partitioned: each rank owns a shard
+    if args.offload == "cpu":
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": not args.cpu}
+    cfg = {"train_micro_batch_size_per_gpu": per_rank, "gradient_accumulation_steps": args.accum,
+           "optimizer": {"type": "AdamW", "params": {"lr": args.lr, "weight_decay": 0.1, "betas": [0.9, 0.95],
+                                                     "eps": 1e-8}},
+           "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": args.lr,
+                                                        "warmup_num_steps": 50, "warmup_type": "linear"}},
+           "gradient_clipping": 1.0, "zero_optimization": zero, "steps_per_print": 1 << 30,
+           "wall_clock_breakdown": False}
+    if args.offload != "cpu" and args.cpu:
+        cfg["optimizer"]["params"]["torch_adam"] = True  # no FusedAdam on the CPU accelerator
+    if args.precision == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    elif args.precision == "fp16":
+        cfg["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
+    return cfg
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def main():
+    args = parse()
+    import deepspeed
+    dev = torch.device("cpu") if args.cpu else torch.device(os.environ.get("TESSERA_DEVICE", "cuda:0"))
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+        torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    deepspeed.init_distributed(dist_backend=args.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    isl, vendor, emulated = train_lm.island_info()
+    label = vendor + (f" ({emulated})" if emulated else "")
+    data, root, nbytes = train_lm.corpus(args.seq, args.corpus_mb)
+    weights = train_lm.per_rank_weights(args, world)
+    sampler = tt.HeteroDistributedSampler(data, args.global_batch, weights=weights, seed=args.seed, shuffle=True)
+    scale = sampler.fraction * world  # n_r * W / B: DeepSpeed's mean over ranks becomes the global batch's mean
+    torch.manual_seed(args.seed)
+    model = train_lm.LM(args.layers, args.dim, args.heads, args.seq)
+    model.head.weight = torch.nn.Parameter(model.tok.weight.detach().clone())  # untied: one owner per tensor
+    nparams = sum(p.numel() for p in model.parameters())
+    engine, opt, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                             config=ds_config(args, max(1, args.global_batch // world)))
+    if rank == 0:
+        print(f"model {nparams / 1e6:.1f}M parameters; corpus {nbytes / 2**20:.1f} MiB, {data.shape[0]} sequences; "
+              f"deepspeed {deepspeed.__version__} ZeRO-3, offload {args.offload}, precision {args.precision}, "
+              f"backend {dist.get_backend()}, world {world}; optimizer {type(opt.optimizer).__name__}; "
+              f"batch split {sampler.shares} of {args.global_batch}", flush=True)
+    stream = train_lm.BatchStream(data, sampler)
+    losses, tokens, t0, t_opt, t_all = [], 0, None, 0.0, 0.0
+    for step in range(args.steps):
+        if step == args.warmup_steps:
+            sync(dev)
+            t0, tokens, t_opt = time.perf_counter(), 0, 0.0
+        total = torch.zeros((), device=dev)
+        for micro in range(args.accum):
+            batch = stream.next().to(dev, non_blocking=True)
+            logits = engine(batch[:, :-1])
+            loss = F.cross_entropy(logits.float().reshape(-1, 256), batch[:, 1:].reshape(-1))
+            engine.backward(loss * scale)  # DeepSpeed divides by accum itself
+            total += loss.detach().float() * sampler.fraction / args.accum
+            tokens += batch.shape[0] * args.seq
+            if micro < args.accum - 1:
+                engine.step()  # at a micro-batch that is not the boundary DeepSpeed only accumulates
+        sync(dev)
+        ts = time.perf_counter()
+        engine.step()
+        sync(dev)
+        if t0 is not None:
+            t_opt += time.perf_counter() - ts
+        dist.all_reduce(total)
+        losses.append(total.item())
+        if rank == 0 and ((step + 1) % args.print_every == 0 or step + 1 == args.steps):
+            print(f"step {step + 1}/{args.steps} loss {losses[-1]:.6f}", flush=True)
+    sync(dev)
+    elapsed = time.perf_counter() - t0 if t0 else float("nan")
+    params = list(engine.module.named_parameters())
+    with deepspeed.zero.GatheredParameters([p for _, p in params]):
+        gathered = {n: p.detach().clone() for n, p in params}
+    bad = tt.check_replicas(gathered) if dist.get_backend() == "tessera" else None
+    mine = {"island": isl, "vendor": vendor, "label": label, "batch": sampler.batch_size,
+            "tokens_per_s": tokens / elapsed if t0 else 0.0, "opt_share": t_opt / elapsed if t0 else 0.0}
+    everyone = [None] * world
+    dist.all_gather_object(everyone, mine)
+    if rank == 0:
+        per = {}
+        for e in everyone:
+            d = per.setdefault(e["vendor"], {"label": e["label"], "ranks": 0, "tokens_per_s": 0.0, "batch": 0})
+            d["ranks"] += 1
+            d["tokens_per_s"] += e["tokens_per_s"]
+            d["batch"] += e["batch"]
+        total_tps = sum(d["tokens_per_s"] for d in per.values())
+        share = max(e["opt_share"] for e in everyone)
+        for d in per.values():
+            print(f"island {d['label']}: {d['ranks']} rank(s), {d['batch']} sequences/micro-batch x {args.accum}, "
+                  f"{d['tokens_per_s']:.0f} tokens/s", flush=True)
+        last = losses[-50:]
+        print(f"total {total_tps:.0f} tokens/s; loss {losses[0]:.4f} -> {losses[-1]:.4f} (mean of the last 50: "
+              f"{sum(last) / len(last):.6f}); engine.step() (offload {args.offload}: optimizer and copies) "
+              f"{share:.1%} of the step time", flush=True)
+        if bad is None:
+            verdict = f"not checked (backend {dist.get_backend()})"
+        else:
+            verdict = "bit-identical on every rank" if not bad else f"{len(bad)} tensors differ"
+        print(f"replicas: {verdict}", flush=True)
+        if args.log:
+            with open(args.log, "w") as f:
+                for i, l in enumerate(losses):
+                    f.write(json.dumps({"step": i, "loss": l}) + "\n")
+                f.write(json.dumps({"mode": "deepspeed", "backend": dist.get_backend(), "precision": args.precision,
+                                    "offload": args.offload, "world": world, "params": nparams,
+                                    "global_batch": args.global_batch, "accum": args.accum, "seq": args.seq,
+                                    "steps": args.steps, "islands": per, "tokens_per_s": round(total_tps, 1),
+                                    "shares": sampler.shares, "step_share_engine_step": share,
+                                    "replicas_identical": None if bad is None else not bad,
+                                    "final_loss_mean_last50": sum(last) / len(last)}) + "\n")
+    ok = not bad
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

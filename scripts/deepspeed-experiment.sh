@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# scripts/deepspeed-experiment.sh — issue 36 on the GPU machine: DeepSpeed (ZeRO-3, optimizer offloaded to the
+# CPU with CPUAdam) on backend "tessera" across two islands on SM shares of one GPU (tessera run --sm-share, as
+# scripts/lm-experiment.sh) against DeepSpeed on nccl with one island, and a Hugging Face Trainer on tessera.
+# Needs the wheels of scripts/deepspeed-wheels.sh in .whl/ (carried) and a build (scripts/torch-check.sh BUILD
+# install, done here when tessera._C does not import). Phases (PHASES, default all, in this order):
+#   tests       tests/torch/deepspeed_worker.py zero3 and zero3-offload on the two GPU islands (no SM caps), on
+#               tessera and, one island, nccl; tests/torch/hf_trainer_worker.py on two GPU islands (+ DCP save)
+#   calibrate   each island alone on its SM share (train_lm_deepspeed.py, one-island tessera jobs in turn):
+#               its tokens/s -> the weights of the speed split, and their sum = the sum of the parts (each alone;
+#               not both at once as lm-experiment.sh's `independent` runs: DeepSpeed takes the whole world)
+#   throughput  REPS x: hybrid (two islands, tessera) and nccl (one island, whole GPU)
+#   parity      STEPS steps: hybrid against nccl one island, twice (A/A spread)
+#   fp16        fp16 ZeRO-3 + CPUAdam on two islands WITHOUT SM caps (16-bit GEMMs are wrong on MPS shares)
+#   summary     one line per run from the --log summaries
+# Usage: scripts/deepspeed-experiment.sh [BUILD_DIR] [--cpu]
+#   --cpu: a smoke run of the phases on CPU ranks (this machine too): tiny model, few steps, no MPS
+# env: STEPS (300), REPS (3), SLOW (35), FAST (65), PRECISION (tf32 on the MPS shares), TSTEPS (8), TWARM (3),
+#   ACCUM (4), GB (32), LM_ARGS (extra train_lm_deepspeed.py arguments), PHASES, OUT (bench/results/ds-<time>)
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+B=build-gpu; CPU=0
+for a in "$@"; do case $a in --cpu) CPU=1 ;; *) B=$a ;; esac; done
+case $B in /*) ;; *) B=$ROOT/$B ;; esac
+T=${TESSERA:-$B/tessera}
+OUTDIR=${OUT:-$ROOT/bench/results/ds-$(date -u +%Y%m%dT%H%MZ)}; mkdir -p "$OUTDIR"
+PY=${PYTHON:-python3}
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/tessera-ds-ext}  # DeepSpeed's JIT-built ops (cpu_adam)
+if [ -d "$ROOT/.whl" ] && ! "$PY" -c 'import deepspeed' 2>/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$ROOT"/.whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+"$PY" -c 'import deepspeed, transformers; print("deepspeed", deepspeed.__version__, "transformers", transformers.__version__)' || {
+  echo "deepspeed-experiment: $PY cannot import deepspeed/transformers (scripts/deepspeed-wheels.sh, carry .whl)"; exit 2; }
+if ! (cd /tmp && "$PY" -c 'import tessera._C') 2>/dev/null; then
+  "$ROOT/scripts/torch-check.sh" "$B" install || exit 1
+fi
+STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-8}; TWARM=${TWARM:-3}
+ACCUM=${ACCUM:-4}; GB=${GB:-32}; PRECISION=${PRECISION:-tf32}
+PHASES=" ${PHASES:-tests calibrate throughput parity fp16 summary} "
+if [ $CPU = 1 ]; then
+  export DS_ACCELERATOR=cpu
+  STEPS=6; REPS=1; TSTEPS=4; TWARM=1; ACCUM=1; GB=8; PRECISION=f32
+  TWO="--island ascend=host:1 --island nvidia=host:1"; ONE_A="--island ascend=host:1"; ONE_B="--island nvidia=host:1"
+  ONE="--island nvidia=host:1"; NOCAP=$TWO; NCCL=gloo; LMX="--cpu"
+else
+  export DS_ACCELERATOR=cuda
+  TWO="--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=$SLOW --sm-share nvidia=$FAST"
+  ONE_A="--island ascend=cuda:1 --sm-share ascend=$SLOW"; ONE_B="--island nvidia=cuda:1 --sm-share nvidia=$FAST"
+  ONE="--island nvidia=cuda:1"; NOCAP="--island ascend=cuda:1 --island nvidia=cuda:1"; NCCL=nccl; LMX=""
+fi
+LM="$PY $ROOT/examples/torch/train_lm_deepspeed.py $LMX ${LM_ARGS:-}"
+phase() { [[ "$PHASES" == *" $1 "* ]]; }
+step() { echo; echo "=== $* ($(date +%T))"; }
+RC=0
+run() {  # run LABEL tessera-run-args -- program...
+  local label=$1; shift
+  timeout 580 "$T" run --timeout 300s "$@" > "$OUTDIR/ds-$label.log" 2>&1; local rc=$?
+  grep -E "island |total |replicas|against|one process:|losses|checkpoint:|FAIL|Error|passed|SKIPPED" "$OUTDIR/ds-$label.log" | grep -v "^\s*$" | head -12
+  [ $rc = 0 ] || { echo "$label: exit $rc"; tail -15 "$OUTDIR/ds-$label.log"; RC=1; }
+}
+echo "deepspeed-experiment: results in $OUTDIR"
+
+if phase tests; then
+  step "tests: ZeRO-3 worker and Hugging Face Trainer"
+  W="$PY $ROOT/tests/torch/deepspeed_worker.py"
+  run zero3-tessera $NOCAP -- $W zero3 --log "$OUTDIR/zero3-tessera.json"
+  run zero3-$NCCL $ONE -- $W zero3 --backend $NCCL --log "$OUTDIR/zero3-$NCCL.json"
+  run zero3-offload-tessera $NOCAP -- $W zero3-offload
+  run hf-trainer $NOCAP -- "$PY" "$ROOT/tests/torch/hf_trainer_worker.py" --steps 20 --ckpt-dir "$OUTDIR/hf-ckpt" --ckpt-every 10
+fi
+
+W=$OUTDIR/ds-weights.json
+TB="--steps $TSTEPS --warmup-steps $TWARM --accum $ACCUM --global-batch $GB --precision $PRECISION"
+if phase calibrate; then
+  step "calibration: each island alone on its share (one-island tessera jobs in turn)"
+  run cal-ascend $ONE_A -- $LM $TB --log "$OUTDIR/cal-ascend.jsonl"
+  run cal-nvidia $ONE_B -- $LM $TB --log "$OUTDIR/cal-nvidia.jsonl"
+  "$PY" - "$OUTDIR" "$W" <<'EOF'
+import json, sys
+d, out = sys.argv[1], sys.argv[2]
+r = {v: json.loads(open(f"{d}/cal-{v}.jsonl").read().splitlines()[-1])["tokens_per_s"] for v in ("ascend", "nvidia")}
+top = max(r.values())
+json.dump({"islands": r, "weights": f"{r['ascend'] / top:.4f},{r['nvidia'] / top:.4f}", "sum_of_parts": sum(r.values())},
+          open(out, "w"), indent=1)
+print(f"calibration: {r}; sum of the parts {sum(r.values()):.0f} tokens/s")
+EOF
+fi
+
+if phase throughput; then
+  step "throughput: hybrid (tessera, two islands) vs nccl (one island, whole GPU), $REPS reps"
+  for rep in $(seq "$REPS"); do
+    run hybrid-$rep $TWO -- $LM $TB --weights-file "$W" --log "$OUTDIR/hybrid-$rep.jsonl"
+    run single-$rep $ONE -- $LM $TB --backend $NCCL --log "$OUTDIR/single-$rep.jsonl"
+  done
+fi
+
+if phase parity; then
+  step "loss parity: $STEPS steps, hybrid vs one island on $NCCL (twice: A/A)"
+  PB="--steps $STEPS --global-batch $GB --precision $PRECISION"
+  run parity-hybrid $TWO -- $LM $PB --weights-file "$W" --log "$OUTDIR/parity-hybrid.jsonl"
+  run parity-single-a $ONE -- $LM $PB --backend $NCCL --log "$OUTDIR/parity-single-a.jsonl"
+  run parity-single-b $ONE -- $LM $PB --backend $NCCL --log "$OUTDIR/parity-single-b.jsonl"
+fi
+
+if phase fp16; then
+  step "fp16 ZeRO-3 + CPUAdam on two islands without SM caps"
+  run fp16 $NOCAP -- $LM --steps $((TSTEPS * 4)) --warmup-steps $TWARM --global-batch $GB \
+    --precision "$([ $CPU = 1 ] && echo f32 || echo fp16)" --log "$OUTDIR/fp16.jsonl"
+fi
+
+if phase summary; then
+  step "summary"
+  "$PY" - "$OUTDIR" <<'EOF'
+import glob, json, os, statistics, sys
+d = sys.argv[1]
+def summ(p):
+    return json.loads(open(p).read().splitlines()[-1])
+def losses(p):
+    return [json.loads(l)["loss"] for l in open(p).read().splitlines() if '"step"' in l]
+w = os.path.join(d, "ds-weights.json")
+parts = json.load(open(w))["sum_of_parts"] if os.path.exists(w) else None
+hy = [summ(p)["tokens_per_s"] for p in sorted(glob.glob(f"{d}/hybrid-*.jsonl"))]
+si = [summ(p)["tokens_per_s"] for p in sorted(glob.glob(f"{d}/single-*.jsonl"))]
+if hy:
+    h = statistics.median(hy)
+    print(f"hybrid (tessera, two islands): median {h:.0f} tokens/s of {hy}" +
+          (f"; {h / parts:.1%} of the sum of the parts ({parts:.0f}, each alone; target >= 97%)" if parts else ""))
+    print(f"engine.step() share of the step (CPU offload): " +
+          ", ".join(f"{summ(p)['step_share_engine_step']:.1%}" for p in sorted(glob.glob(f"{d}/hybrid-*.jsonl"))))
+if si:
+    print(f"one island (whole GPU, DeepSpeed's own backend): median {statistics.median(si):.0f} tokens/s of {si}")
+ph, pa, pb = (f"{d}/parity-{k}.jsonl" for k in ("hybrid", "single-a", "single-b"))
+if all(os.path.exists(p) for p in (ph, pa, pb)):
+    lh, la, lb = losses(ph), losses(pa), losses(pb)
+    m = lambda l: sum(l[-50:]) / len(l[-50:])
+    print(f"loss parity over {len(lh)} steps: mean of the last 50: hybrid {m(lh):.6f}, one island A {m(la):.6f}, "
+          f"B {m(lb):.6f}; |hybrid - A| {abs(m(lh) - m(la)):.2e} against the A/A spread {abs(m(la) - m(lb)):.2e}")
+for p in sorted(glob.glob(f"{d}/*.jsonl")):
+    s = summ(p)
+    if "replicas_identical" in s:
+        print(f"{os.path.basename(p)}: replicas identical after the last step: {s['replicas_identical']}")
+EOF
+fi
+exit $RC
