@@ -99,7 +99,11 @@ def main():
     args = parse()
     import deepspeed
     dev = torch.device("cpu") if args.cpu else torch.device(os.environ.get("TESSERA_DEVICE", "cuda:0"))
+    # `tessera run` shows each GPU rank only its own GPU, as cuda:0, while LOCAL_RANK stays its index on the
+    # node; DeepSpeed and Accelerate pick cuda:LOCAL_RANK (on the H200 rank 1 failed: "device_id cuda:1 is out
+    # of range"), so LOCAL_RANK is made the index of this rank's device.
     if dev.type == "cuda":
+        os.environ["LOCAL_RANK"] = str(dev.index or 0)
         torch.cuda.set_device(dev)
         torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
         torch.backends.cudnn.allow_tf32 = args.precision == "tf32"

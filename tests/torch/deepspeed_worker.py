@@ -44,7 +44,7 @@ import torch.nn.functional as F  # noqa: E402
 import tessera.torch as tt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from worker_common import check, device, failures  # noqa: E402
+from worker_common import check, device, failures, use_device  # noqa: E402
 
 CONFIG = {"vocab": 256, "seq": 32, "dim": 64, "heads": 4, "layers": 2}
 STEPS, GLOBAL_BATCH, LR, WD, CLIP, SEED = 8, 8, 3e-3, 0.1, 1.0, 1234
@@ -166,8 +166,7 @@ def main():
         sys.exit(77)
     from deepspeed.accelerator import get_accelerator
     dev = device()
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
+    use_device(dev)
     timeout = datetime.timedelta(seconds=300)
     if args.init == "torch":
         dist.init_process_group(args.backend, timeout=timeout)

@@ -37,7 +37,7 @@ import torch.distributed as dist
 import tessera.torch as tt
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from worker_common import check, device, failures  # noqa: E402
+from worker_common import check, device, failures, use_device  # noqa: E402
 
 
 def write_corpus(path, nbytes):
@@ -107,8 +107,7 @@ def main():
         print(f"hf_trainer_worker: SKIPPED: cannot import transformers ({e})", flush=True)
         sys.exit(77)
     dev = device()
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
+    use_device(dev)
     # the default group first: TrainingArguments/Accelerate then use it as it is (the module docstring says why)
     dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
