@@ -26,11 +26,9 @@ deepspeed.initialize(), which then finds DeepSpeed's communication backend initi
 import argparse
 import datetime
 import faulthandler
-import glob
 import json
 import os
 import sys
-import sysconfig
 
 # DeepSpeed picks its accelerator when it is first imported: a host rank is a CPU rank even where CUDA exists.
 if os.environ.get("TESSERA_DEVICE", "host") == "host":
@@ -46,25 +44,12 @@ import tessera.torch as tt  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from worker_common import check, device, failures, use_device  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "torch"))
+from train_lm import Block, corpus  # noqa: E402  the LM experiment's transformer block and byte corpus
+
 CONFIG = {"vocab": 256, "seq": 32, "dim": 64, "heads": 4, "layers": 2}
 STEPS, GLOBAL_BATCH, LR, WD, CLIP, SEED = 8, 8, 3e-3, 0.1, 1.0, 1234
 TOL = 1e-4
-
-
-class Block(nn.Module):
-    def __init__(self, d, h):
-        super().__init__()
-        self.h = h
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
 class TinyLM(nn.Module):
@@ -90,20 +75,6 @@ class TinyLM(nn.Module):
 def build_model():
     torch.manual_seed(SEED)
     return TinyLM(CONFIG)
-
-
-def corpus(seq, nbytes=1 << 20):
-    root = sysconfig.get_paths()["stdlib"]
-    data, total = [], 0
-    for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
-        with open(path, "rb") as f:
-            data.append(f.read())
-        total += len(data[-1])
-        if total >= nbytes:
-            break
-    raw = torch.frombuffer(bytearray(b"".join(data)), dtype=torch.uint8)
-    n = raw.numel() // (seq + 1)
-    return raw[: n * (seq + 1)].view(n, seq + 1).long()
 
 
 def global_batch(data, step):
@@ -181,7 +152,7 @@ def main():
               f"{backend}, world {world}, init {args.init}, mode {args.mode}", flush=True)
     check(GLOBAL_BATCH % world == 0, f"world {world} does not divide the global batch {GLOBAL_BATCH}")
     per = GLOBAL_BATCH // world
-    data = corpus(CONFIG["seq"])
+    data = corpus(CONFIG["seq"], 1)[0]  # 1 MiB of the standard library, as train_lm.py reads it
     model = build_model()
     engine, opt, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                              config=ds_config(args.mode, per))
