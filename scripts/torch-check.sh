@@ -42,12 +42,12 @@ want_stamp() {
      include/tessera/*.h; sha256sum "$B"/libtessera.so* 2>/dev/null; "$PY" -c 'import torch; print(torch.__version__)') \
     | sha256sum | cut -c1-16
 }
-up_to_date() { [ -x "$T" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(want_stamp)" ] && (cd /tmp && "$PY" -c 'import tessera._C') 2>/dev/null; }
+up_to_date() { [ -x "$T" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(want_stamp)" ] && (cd /tmp && "$PY" -c 'import torch, tessera._C') 2>/dev/null; }
 # `tests` on an installed, current tessera._C touches no build; otherwise build libtessera and tessera, then
 # install. Under ctest (TCHK_INSTALLED=1: the groups after the torch_install fixture, several side by side)
 # `tests` never installs: a second pip install of the package while other groups import it raced them.
 if [ "$WHAT" = tests ] && [ -n "${TCHK_INSTALLED:-}" ]; then
-  (cd /tmp && "$PY" -c 'import tessera._C') || { echo "torch-check: tessera._C does not import (torch_install installs it)"; exit 1; }
+  (cd /tmp && "$PY" -c 'import torch, tessera._C') || { echo "torch-check: tessera._C does not import (torch_install installs it)"; exit 1; }
   [ "$(cat "$stamp" 2>/dev/null)" = "$(want_stamp)" ] ||
     echo "torch-check: note: $stamp does not match the tree (torch_install's install is used as it is)"
 elif [ "$WHAT" != tests ] || ! up_to_date; then
