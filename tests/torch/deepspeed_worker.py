@@ -116,11 +116,6 @@ def digest_hex(t):
     return "%016x%016x" % tuple(int(x) & (2**64 - 1) for x in tt.digest(t.detach().cpu()).tolist())
 
 
-def replicas_differ(tensors, backend):
-    """{name: [ranks whose bits differ from rank 0]} (tessera.torch.check_replicas, on any backend)."""
-    return tt.check_replicas(tensors)
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["zero3", "zero3-offload"])
@@ -180,7 +175,7 @@ def main():
     with deepspeed.zero.GatheredParameters([q for _, q in params]):
         gathered = {n: q.detach().clone().cpu() for n, q in params}
     check(all(t.numel() > 0 for t in gathered.values()), "GatheredParameters gave empty tensors")
-    bad = replicas_differ({n: t.to(dev) for n, t in gathered.items()}, backend)
+    bad = tt.check_replicas({n: t.to(dev) for n, t in gathered.items()})
     check(not bad, f"parameters differ across ranks after the last step: {bad}")
     if rank == 0:
         print(f"replicas: {'bit-identical on every rank' if not bad else f'{len(bad)} tensors differ'} "
