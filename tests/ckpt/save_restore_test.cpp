@@ -293,16 +293,18 @@ TEST(SaveRestore, ShardFilesFollowTheSafetensorsSpec) {
   EXPECT_FALSE(std::filesystem::exists(d / "step-0000000004/rank-00000.part.json"));
 }
 
-// Reads the shard files with the Hugging Face library itself when some python3 has it (CI may; this
-// build machine has no network to install it), via tests/ckpt/safetensors_check.py.
+// Reads the shard files with the Hugging Face library itself, via tests/ckpt/safetensors_check.py: with the
+// project's .venv (scripts/install-deps.sh pins safetensors and numpy there), else a python3 that has it.
 TEST(SaveRestore, HfLibraryReadsShards) {
   std::string py;
-  for (const char* cand : {"/usr/bin/python3", "python3"})
-    if (std::system((std::string(cand) + " -c 'import safetensors, numpy' 2>/dev/null").c_str()) == 0) {
+  for (const std::string& cand :
+       {test::SourceDir() + "/.venv/bin/python", std::string("/usr/bin/python3"), std::string("python3")})
+    if (std::system((cand + " -c 'import safetensors, numpy' 2>/dev/null").c_str()) == 0) {
       py = cand;
       break;
     }
-  if (py.empty()) GTEST_SKIP() << "no python3 with safetensors and numpy (pip install safetensors numpy)";
+  if (py.empty())
+    GTEST_SKIP() << "no python with safetensors and numpy (scripts/install-deps.sh makes .venv with both)";
   TempDir d;
   SaveWorld(d.path(), 2, 6);
   for (int r = 0; r < 2; ++r) {
