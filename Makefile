@@ -40,8 +40,7 @@ test-fast: build
 test-sanitize: deps
 	@scripts/test-sanitize.sh
 
-# clang-format is checked, never applied, by `make test` (scripts/check-format.sh; baseline in
-# scripts/format-baseline.txt).
+# clang-format is checked, never applied, by `make test` (scripts/check-format.sh, every tracked file).
 format-check: deps
 	@scripts/check-format.sh
 

@@ -21,13 +21,13 @@ __global__ void Spin(long long cycles) {
   }
 }
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    auto e_ = (x);                                                              \
-    if (e_ != 0) {                                                              \
+#define CK(x)                                                                     \
+  do {                                                                            \
+    auto e_ = (x);                                                                \
+    if (e_ != 0) {                                                                \
       std::fprintf(stderr, "%s failed (%d) at line %d\n", #x, int(e_), __LINE__); \
-      std::exit(1);                                                             \
-    }                                                                           \
+      std::exit(1);                                                               \
+    }                                                                             \
   } while (0)
 
 ncclDataType_t Type(const std::string& s) { return s == "f16" ? ncclFloat16 : ncclFloat32; }
@@ -75,8 +75,10 @@ int main(int argc, char** argv) {
       CK(ncclCommDestroy(c));
     });
   for (auto& t : th) t.join();
-  std::printf("first_call warm=%s first=%s count=%zu CUDA_MODULE_LOADING=%s NCCL_RUNTIME_CONNECT=%s: returned after %.1f / %.1f ms\n",
-              warm.c_str(), first.c_str(), count, getenv("CUDA_MODULE_LOADING") ? getenv("CUDA_MODULE_LOADING") : "-",
-              getenv("NCCL_RUNTIME_CONNECT") ? getenv("NCCL_RUNTIME_CONNECT") : "-", ms[0], ms[1]);
+  std::printf(
+      "first_call warm=%s first=%s count=%zu CUDA_MODULE_LOADING=%s NCCL_RUNTIME_CONNECT=%s: returned after %.1f / "
+      "%.1f ms\n",
+      warm.c_str(), first.c_str(), count, getenv("CUDA_MODULE_LOADING") ? getenv("CUDA_MODULE_LOADING") : "-",
+      getenv("NCCL_RUNTIME_CONNECT") ? getenv("NCCL_RUNTIME_CONNECT") : "-", ms[0], ms[1]);
   return 0;
 }

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    if ((x) != 0) {                                                             \
+#define CK(x)                                                                     \
+  do {                                                                            \
+    if ((x) != 0) {                                                               \
       std::fprintf(stderr, "one_rank_avg: %s failed at line %d\n", #x, __LINE__); \
-      return 1;                                                                 \
-    }                                                                           \
+      return 1;                                                                   \
+    }                                                                             \
   } while (0)
 
 int main() {

@@ -2,14 +2,14 @@
 // 10,000 nodes of 8 cards (80,000 cards) of 4 types in 20 zones, 1,000 running jobs, a 50% floor — and
 // report the median and p99 over many jobs (card counts and throughput targets, random accepted types).
 // Prices of the two non-brief types are synthetic. Usage: sched_plan_bench [--nodes N] [--jobs J] [--json]
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <time.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <time.h>
 
 #include "tessera/sched.hpp"
 
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   };
   add("ascend-910b", "ascend", true, 2'400'000, 800);
   add("nvidia-h800", "nvidia", false, 6'800'000, 1000);
-  add("moore-s4000", "moore", true, 1'900'000, 450);      // synthetic price and throughput
+  add("moore-s4000", "moore", true, 1'900'000, 450);          // synthetic price and throughput
   add("iluvatar-bi-v100", "iluvatar", true, 1'500'000, 300);  // synthetic price and throughput
 
   Fleet fleet;
@@ -90,9 +90,11 @@ int main(int argc, char** argv) {
   policy.source = "bench";
   policy.calendar.push_back({0, 500'000});
 
-  static const std::vector<std::vector<std::string>> kCompat = {
-      {"ascend", "nvidia"}, {"ascend", "moore", "nvidia"}, {"ascend", "moore", "iluvatar", "nvidia"}, {"nvidia"},
-      {"ascend"}};
+  static const std::vector<std::vector<std::string>> kCompat = {{"ascend", "nvidia"},
+                                                                {"ascend", "moore", "nvidia"},
+                                                                {"ascend", "moore", "iluvatar", "nvidia"},
+                                                                {"nvidia"},
+                                                                {"ascend"}};
   std::vector<double> ms, ms_placed, ms_unplaced, cpu_ms;
   auto thread_cpu_ms = [] {
     timespec ts;
@@ -155,23 +157,25 @@ int main(int argc, char** argv) {
   int64_t cards = nodes * cards_per_node;
   double mean_rounds = placed ? static_cast<double>(rounds) / placed : 0.0;
   if (json) {
-    std::printf("{\"nodes\": %lld, \"cards\": %lld, \"types\": 4, \"zones\": %lld, \"running_jobs\": %lld, "
-                "\"jobs\": %lld, \"placed\": %d, \"mean_solver_rounds\": %.2f, \"median_ms\": %.3f, \"p99_ms\": %.3f, "
-                "\"max_ms\": %.3f, \"placed_median_ms\": %.3f, \"placed_p99_ms\": %.3f, \"unplaced_median_ms\": %.3f, "
-                "\"unplaced_p99_ms\": %.3f, \"cpu_median_ms\": %.3f, \"cpu_p99_ms\": %.3f}\n",
-                static_cast<long long>(nodes), static_cast<long long>(cards), static_cast<long long>(zones),
-                static_cast<long long>(running_jobs), static_cast<long long>(jobs), placed, mean_rounds, all.median,
-                all.p99, all.max, pl.median, pl.p99, un.median, un.p99, cpu.median, cpu.p99);
+    std::printf(
+        "{\"nodes\": %lld, \"cards\": %lld, \"types\": 4, \"zones\": %lld, \"running_jobs\": %lld, "
+        "\"jobs\": %lld, \"placed\": %d, \"mean_solver_rounds\": %.2f, \"median_ms\": %.3f, \"p99_ms\": %.3f, "
+        "\"max_ms\": %.3f, \"placed_median_ms\": %.3f, \"placed_p99_ms\": %.3f, \"unplaced_median_ms\": %.3f, "
+        "\"unplaced_p99_ms\": %.3f, \"cpu_median_ms\": %.3f, \"cpu_p99_ms\": %.3f}\n",
+        static_cast<long long>(nodes), static_cast<long long>(cards), static_cast<long long>(zones),
+        static_cast<long long>(running_jobs), static_cast<long long>(jobs), placed, mean_rounds, all.median, all.p99,
+        all.max, pl.median, pl.p99, un.median, un.p99, cpu.median, cpu.p99);
   } else {
     std::printf("fleet: %lld nodes, %lld cards, 4 types, %lld zones; %lld running jobs; floor 50%%\n",
                 static_cast<long long>(nodes), static_cast<long long>(cards), static_cast<long long>(zones),
                 static_cast<long long>(running_jobs));
     std::printf("jobs planned: %lld (%d placed, %zu not placed), mean solver rounds per placement %.2f\n",
                 static_cast<long long>(jobs), placed, ms_unplaced.size(), mean_rounds);
-    std::printf("time per plan, all:        median %7.3f ms, p99 %7.3f ms, max %7.3f ms\n", all.median, all.p99, all.max);
+    std::printf("time per plan, all:        median %7.3f ms, p99 %7.3f ms, max %7.3f ms\n", all.median, all.p99,
+                all.max);
     std::printf("time per plan, placed:     median %7.3f ms, p99 %7.3f ms, max %7.3f ms\n", pl.median, pl.p99, pl.max);
-    std::printf("time per plan, not placed: median %7.3f ms, p99 %7.3f ms, max %7.3f ms (with diagnosis)\n",
-                un.median, un.p99, un.max);
+    std::printf("time per plan, not placed: median %7.3f ms, p99 %7.3f ms, max %7.3f ms (with diagnosis)\n", un.median,
+                un.p99, un.max);
     std::printf("CPU time per plan, all:    median %7.3f ms, p99 %7.3f ms, max %7.3f ms (this thread only)\n",
                 cpu.median, cpu.p99, cpu.max);
   }

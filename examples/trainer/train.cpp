@@ -96,20 +96,34 @@ Options ParseArgs(int argc, char** argv) {
       if (i + 1 >= argc) Die(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--steps") o.steps = ParseInt(a, val());
-    else if (a == "--batch") o.batch = ParseInt(a, val());
-    else if (a == "--hidden") o.hidden = static_cast<int>(ParseInt(a, val()));
-    else if (a == "--lr") o.lr = ParseFloat(a, val());
-    else if (a == "--momentum") o.momentum = ParseFloat(a, val());
-    else if (a == "--seed") o.seed = static_cast<uint64_t>(ParseInt(a, val()));
-    else if (a == "--ckpt-every") o.ckpt_every = ParseInt(a, val());
-    else if (a == "--ckpt-dir") o.ckpt_dir = val();
-    else if (a == "--resume-from") o.resume_from = val();
-    else if (a == "--weights") o.weights = val();
-    else if (a == "--loss-out") o.loss_out = val();
-    else if (a == "--data") o.data = val();
-    else if (a == "--print-every") o.print_every = ParseInt(a, val());
-    else if (a == "--step-delay-ms") o.step_delay_ms = ParseInt(a, val());
+    if (a == "--steps")
+      o.steps = ParseInt(a, val());
+    else if (a == "--batch")
+      o.batch = ParseInt(a, val());
+    else if (a == "--hidden")
+      o.hidden = static_cast<int>(ParseInt(a, val()));
+    else if (a == "--lr")
+      o.lr = ParseFloat(a, val());
+    else if (a == "--momentum")
+      o.momentum = ParseFloat(a, val());
+    else if (a == "--seed")
+      o.seed = static_cast<uint64_t>(ParseInt(a, val()));
+    else if (a == "--ckpt-every")
+      o.ckpt_every = ParseInt(a, val());
+    else if (a == "--ckpt-dir")
+      o.ckpt_dir = val();
+    else if (a == "--resume-from")
+      o.resume_from = val();
+    else if (a == "--weights")
+      o.weights = val();
+    else if (a == "--loss-out")
+      o.loss_out = val();
+    else if (a == "--data")
+      o.data = val();
+    else if (a == "--print-every")
+      o.print_every = ParseInt(a, val());
+    else if (a == "--step-delay-ms")
+      o.step_delay_ms = ParseInt(a, val());
     else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: tessera run --island ... -- trainer [--steps N] [--batch B] [--hidden H] [--lr X] [--momentum M]\n"
@@ -234,7 +248,8 @@ double Backprop(const Model& m, const std::vector<float>& p, const float* x, int
     }
   }
   for (int j = 0; j < m.h; ++j) {
-    double da = dh[static_cast<size_t>(j)] * (1.0 - static_cast<double>(hid[static_cast<size_t>(j)]) * hid[static_cast<size_t>(j)]);
+    double da = dh[static_cast<size_t>(j)] *
+                (1.0 - static_cast<double>(hid[static_cast<size_t>(j)]) * hid[static_cast<size_t>(j)]);
     (*g)[m.b1 + static_cast<size_t>(j)] += da;
     for (int k = 0; k < kIn; ++k) (*g)[m.w1 + static_cast<size_t>(j * kIn + k)] += da * x[k];
   }
@@ -310,8 +325,9 @@ int main(int argc, char** argv) {
     size_t pos = 0;
     for (int i = 0; i < n_islands; ++i) {
       size_t c = w.find(',', pos);
-      if (c == std::string::npos) Die("--weights/TESSERA_ISLAND_WEIGHTS='" + o.weights + "' has fewer entries than the " +
-                                      std::to_string(n_islands) + " islands");
+      if (c == std::string::npos)
+        Die("--weights/TESSERA_ISLAND_WEIGHTS='" + o.weights + "' has fewer entries than the " +
+            std::to_string(n_islands) + " islands");
       weight[static_cast<size_t>(i)] = ParseFloat("--weights", w.substr(pos, c - pos));
       if (weight[static_cast<size_t>(i)] <= 0) Die("--weights: every weight must be > 0");
       pos = c + 1;
@@ -321,16 +337,19 @@ int main(int argc, char** argv) {
   std::vector<int64_t> share(static_cast<size_t>(n_islands), 0);
   {
     double total = 0;
-    for (int i = 0; i < n_islands; ++i) total += weight[static_cast<size_t>(i)] * static_cast<double>(island_ranks[static_cast<size_t>(i)]);
+    for (int i = 0; i < n_islands; ++i)
+      total += weight[static_cast<size_t>(i)] * static_cast<double>(island_ranks[static_cast<size_t>(i)]);
     std::vector<std::pair<double, int>> rem;
     int64_t given = 0;
     for (int i = 0; i < n_islands; ++i) {
-      double exact = static_cast<double>(o.batch) * weight[static_cast<size_t>(i)] * static_cast<double>(island_ranks[static_cast<size_t>(i)]) / total;
+      double exact = static_cast<double>(o.batch) * weight[static_cast<size_t>(i)] *
+                     static_cast<double>(island_ranks[static_cast<size_t>(i)]) / total;
       share[static_cast<size_t>(i)] = static_cast<int64_t>(std::floor(exact));
       given += share[static_cast<size_t>(i)];
       rem.push_back({exact - std::floor(exact), i});
     }
-    std::sort(rem.begin(), rem.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    std::sort(rem.begin(), rem.end(),
+              [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
     for (size_t k = 0; given < o.batch; ++k, ++given) share[static_cast<size_t>(rem[k % rem.size()].second)]++;
   }
   // My contiguous range [begin, begin + count) of the global batch: islands in order, ranks in order inside.
@@ -361,11 +380,11 @@ int main(int argc, char** argv) {
     size_t slash = path.rfind('/');
     std::string root = slash == std::string::npos ? "." : path.substr(0, slash);
     std::string leaf = slash == std::string::npos ? path : path.substr(slash + 1);
-    if (leaf.rfind("step-", 0) != 0) Die("TESSERA_RESUME_FROM='" + o.resume_from + "' does not name a step-N directory");
+    if (leaf.rfind("step-", 0) != 0)
+      Die("TESSERA_RESUME_FROM='" + o.resume_from + "' does not name a step-N directory");
     start_step = ParseInt("TESSERA_RESUME_FROM step", leaf.substr(5));
-    std::vector<tessera::ckpt::TensorSlot> slots = {
-        {"params", params.data(), params.size() * sizeof(float), 0, -1},
-        {"momentum", mom.data(), mom.size() * sizeof(float), 0, -1}};
+    std::vector<tessera::ckpt::TensorSlot> slots = {{"params", params.data(), params.size() * sizeof(float), 0, -1},
+                                                    {"momentum", mom.data(), mom.size() * sizeof(float), 0, -1}};
     CheckStatus(tessera::ckpt::Restore(root, start_step, slots), "restore");
   }
 
@@ -379,7 +398,13 @@ int main(int argc, char** argv) {
     if (!writer) return;
     const auto f32 = static_cast<tessera::DType>(tsrFloat32);
     std::vector<tessera::ckpt::TensorView> t = {
-        {"params", f32, {static_cast<int64_t>(params.size())}, params.data(), tessera::ckpt::Sharding::kReplicated, 0, -1},
+        {"params",
+         f32,
+         {static_cast<int64_t>(params.size())},
+         params.data(),
+         tessera::ckpt::Sharding::kReplicated,
+         0,
+         -1},
         {"momentum", f32, {static_cast<int64_t>(mom.size())}, mom.data(), tessera::ckpt::Sharding::kReplicated, 0, -1}};
     CheckStatus(writer->Save(step, t), "save checkpoint");
   };

@@ -32,11 +32,11 @@ typedef struct {
   const char* name;
   tsrDataType_t dtype;
   int ndim;
-  const int64_t* shape;        /* local shape */
-  const void* data;            /* host or device memory */
+  const int64_t* shape; /* local shape */
+  const void* data;     /* host or device memory */
   tsrCkptSharding_t sharding;
-  int64_t row_offset;          /* row-sharded: first global row held here */
-  int64_t global_rows;         /* row-sharded: dim 0 of the whole tensor */
+  int64_t row_offset;  /* row-sharded: first global row held here */
+  int64_t global_rows; /* row-sharded: dim 0 of the whole tensor */
 } tsrCkptTensor_t;
 
 typedef struct {
@@ -44,7 +44,7 @@ typedef struct {
   void* data;
   size_t bytes;
   int64_t row_begin;
-  int64_t rows;                /* -1: all rows */
+  int64_t rows; /* -1: all rows */
 } tsrCkptSlot_t;
 
 TESSERA_API tsrResult_t tsrCkptWriterOpen(const char* root, int rank, int world, tsrCkptWriter_t* writer);
@@ -53,8 +53,8 @@ TESSERA_API tsrResult_t tsrCkptWriterOpen(const char* root, int rank, int world,
  * exactly once, when the step is durable (rank 0: committed). Called from the writer's threads. */
 typedef void (*tsrCkptProgressFn)(int64_t step, uint64_t done, uint64_t total, void* user);
 /* tsrCkptWriterOpen with a progress callback (`fn` may be NULL); `user` is passed back to it. */
-TESSERA_API tsrResult_t tsrCkptWriterOpenWithProgress(const char* root, int rank, int world, tsrCkptProgressFn fn, void* user,
-                                          tsrCkptWriter_t* writer);
+TESSERA_API tsrResult_t tsrCkptWriterOpenWithProgress(const char* root, int rank, int world, tsrCkptProgressFn fn,
+                                                      void* user, tsrCkptWriter_t* writer);
 TESSERA_API tsrResult_t tsrCkptSave(tsrCkptWriter_t writer, int64_t step, const tsrCkptTensor_t* tensors, size_t count);
 TESSERA_API tsrResult_t tsrCkptWait(tsrCkptWriter_t writer);
 /* Waits for queued steps, then frees the writer. Safe on NULL. */

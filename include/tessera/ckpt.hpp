@@ -176,7 +176,8 @@ using Progress = std::function<void(uint64_t done, uint64_t total)>;
 // Copies a step from warm or cold back into hot (verified); a no-op when hot already has it.
 TESSERA_API Status Stage(const TierConfig& tiers, int64_t step, const Progress& progress = {});
 // Copies hot → `to` (warm or cold), verifies, marks ready, deletes the hot copy (if delete_source).
-TESSERA_API Status Demote(const TierConfig& tiers, int64_t step, Tier to, bool delete_source, const Progress& progress = {});
+TESSERA_API Status Demote(const TierConfig& tiers, int64_t step, Tier to, bool delete_source,
+                          const Progress& progress = {});
 
 struct RetentionPolicy {
   int keep_hot = 2;                   // newest K steps always stay hot
@@ -195,7 +196,7 @@ struct RetentionAction {
 };
 // Applies `policy` at time `now_unix` (0 = now). Idempotent; safe to rerun after a crash.
 TESSERA_API Result<std::vector<RetentionAction>> ApplyRetention(const TierConfig& tiers, const RetentionPolicy& policy,
-                                                    int64_t now_unix = 0, bool dry_run = false,
-                                                    const Progress& progress = {});
+                                                                int64_t now_unix = 0, bool dry_run = false,
+                                                                const Progress& progress = {});
 
 }  // namespace tessera::ckpt

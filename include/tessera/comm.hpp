@@ -21,7 +21,7 @@ class TESSERA_API Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual int island() const = 0;           // index of this rank's island
+  virtual int island() const = 0;  // index of this rank's island
   virtual int num_islands() const = 0;
   virtual std::string Describe() const = 0;  // islands, ranks, devices and bridge transports, for humans
 

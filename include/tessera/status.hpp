@@ -62,7 +62,7 @@ TESSERA_API Status ErrnoError(const std::string& what, int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result from an OK status has no value");
   }
@@ -86,10 +86,10 @@ class [[nodiscard]] Result {
 }  // namespace tessera
 
 // Return early from the enclosing function when a Status is not OK.
-#define TSR_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    ::tessera::Status tsr_status_ = (expr);        \
-    if (!tsr_status_.ok()) return tsr_status_;     \
+#define TSR_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::tessera::Status tsr_status_ = (expr);    \
+    if (!tsr_status_.ok()) return tsr_status_; \
   } while (0)
 
 #define TSR_CONCAT_INNER_(a, b) a##b

@@ -29,6 +29,7 @@
 #define TESSERA_TESSERA_H_
 
 #include <stddef.h>
+
 #include "tessera/export.h"
 
 #ifdef __cplusplus
@@ -116,7 +117,8 @@ TESSERA_API tsrResult_t tsrGetUniqueId(tsrUniqueId* id);
  * not kept after the call. No other TESSERA_* variable is needed. Bounded by the timeout. On failure
  * *comm is NULL and tsrGetLastError(NULL) says why (this thread). Thread-safe (each call makes its own
  * communicator); the ranks of one job may be threads of one process only if each is on its own thread. */
-TESSERA_API tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId id, int rank, const tsrConfig_t* config);
+TESSERA_API tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId id, int rank,
+                                        const tsrConfig_t* config);
 /* Joins the job described by TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_ISLAND, TESSERA_DEVICE,
  * TESSERA_STORE, TESSERA_TOKEN and TESSERA_TIMEOUT (set by `tessera run`); the same as tsrCommInitRank
  * with those values. Collective: every rank must call it. On failure *comm is NULL and
@@ -163,37 +165,38 @@ TESSERA_API tsrResult_t tsrCommIsland(tsrComm_t comm, int* island);
 /* ---- Collectives: one at a time per communicator; every rank issues the same ones in the same order. */
 
 /* recvbuf[i] = op over ranks of sendbuf[i], for i < count, on every rank. */
-TESSERA_API tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
-                         tsrComm_t comm, tsrStream_t stream);
+TESSERA_API tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype,
+                                     tsrRedOp_t op, tsrComm_t comm, tsrStream_t stream);
 /* sendbuf holds size*recvcount elements; rank r receives the reduced block r. */
 TESSERA_API tsrResult_t tsrReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, tsrDataType_t datatype,
-                             tsrRedOp_t op, tsrComm_t comm, tsrStream_t stream);
+                                         tsrRedOp_t op, tsrComm_t comm, tsrStream_t stream);
 /* recvbuf (size*sendcount elements) gets every rank's sendbuf, in rank order. */
-TESSERA_API tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype, tsrComm_t comm,
-                         tsrStream_t stream);
+TESSERA_API tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype,
+                                     tsrComm_t comm, tsrStream_t stream);
 /* Every rank's recvbuf gets root's sendbuf. */
 TESSERA_API tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, int root,
-                         tsrComm_t comm, tsrStream_t stream);
+                                     tsrComm_t comm, tsrStream_t stream);
 /* Point-to-point; a send must be matched by a recv of the same count and type on peer. Outside a group a
  * call returns when it is complete (host memory) or enqueued (device memory). */
 TESSERA_API tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
-                    tsrStream_t stream);
-TESSERA_API tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm, tsrStream_t stream);
+                                tsrStream_t stream);
+TESSERA_API tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
+                                tsrStream_t stream);
 /* Returns when every rank has entered the barrier. */
 TESSERA_API tsrResult_t tsrBarrier(tsrComm_t comm);
 
 /* Rank r sends block p of sendbuf (elements [p*count, (p+1)*count)) to rank p and receives rank p's
  * block r into block p of recvbuf, for every p (itself included). sendbuf and recvbuf must not overlap.
  * Exact: bytes are moved, never folded. Host or device memory as every collective. */
-TESSERA_API tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrComm_t comm,
-                        tsrStream_t stream);
+TESSERA_API tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype,
+                                    tsrComm_t comm, tsrStream_t stream);
 /* As tsrAllToAll with per-peer counts and displacements, in elements: sendcounts[p] elements from
  * sendbuf + sdispls[p] go to rank p, which must pass the same number as its recvcounts[r]; recvcounts[p]
  * elements from rank p land at recvbuf + rdispls[p]. Zero counts are allowed. A count mismatch between
  * two ranks fails the call on both, naming both sides. */
-TESSERA_API tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[], void* recvbuf,
-                         const size_t recvcounts[], const size_t rdispls[], tsrDataType_t datatype, tsrComm_t comm,
-                         tsrStream_t stream);
+TESSERA_API tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                                     void* recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                                     tsrDataType_t datatype, tsrComm_t comm, tsrStream_t stream);
 
 /* ---- Groups (batch_isend_irecv) ------------------------------------------------------------------ */
 

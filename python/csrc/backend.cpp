@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -50,7 +51,6 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <atomic>
 #include <optional>
 #include <string>
 #include <thread>
@@ -413,7 +413,8 @@ class Backend : public c10d::Backend {
       TSR_CHECK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking) == cudaSuccess,
                 "tessera: cudaStreamCreate for the communication stream failed on ", device_);
       stream_ = c10::cuda::getStreamFromExternal(comm_stream, device_index_);
-      const char* trace = std::getenv("TESSERA_CUDA_TRACE");  // the bridge writes PREFIX.rankN, this PREFIX.completer.rankN
+      const char* trace =
+          std::getenv("TESSERA_CUDA_TRACE");  // the bridge writes PREFIX.rankN, this PREFIX.completer.rankN
       completer_ = std::make_unique<Completer>(
           device_index_, std::chrono::milliseconds(timeout_ms), ref_,
           trace != nullptr && *trace != '\0' ? std::string(trace) + ".completer.rank" + std::to_string(rank) : "");
@@ -574,7 +575,8 @@ class Backend : public c10d::Backend {
                 outputs[r].size(), " tensors, expected one per input (", inputs.size(), ")");
       for (size_t i = 0; i < inputs.size(); ++i) {
         TSR_CHECK(outputs[r][i].numel() == inputs[i].numel() && outputs[r][i].scalar_type() == inputs[i].scalar_type(),
-                  "tessera: allgather_coalesced: output [", r, "][", i, "] does not match input ", i, " in size or dtype");
+                  "tessera: allgather_coalesced: output [", r, "][", i, "] does not match input ", i,
+                  " in size or dtype");
         all_out.push_back(outputs[r][i]);
       }
     }

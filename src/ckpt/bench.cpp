@@ -2,6 +2,7 @@
 #include "ckpt/bench.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -10,7 +11,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -89,7 +89,8 @@ std::string Machine() {
 }  // namespace
 
 Status RunBench(const BenchOptions& opt) {
-  if (opt.shards < 1 || opt.gib <= 0 || opt.reps < 1) return InvalidArgument("bench: --shards, --gib and --reps must be positive");
+  if (opt.shards < 1 || opt.gib <= 0 || opt.reps < 1)
+    return InvalidArgument("bench: --shards, --gib and --reps must be positive");
   const uint64_t kBs = uint64_t{16} << 20;
   uint64_t shard = static_cast<uint64_t>(opt.gib * 1024 * 1024 * 1024 / opt.shards) / kBs * kBs;
   if (shard == 0) return InvalidArgument("bench: --gib too small for --shards (each shard needs ≥ 16 MiB)");
@@ -105,7 +106,8 @@ Status RunBench(const BenchOptions& opt) {
   Parallel(opt.shards, [&](int r) {
     src[r].reset(new float[shard / 4]);
     dst[r].reset(new float[shard / 4]);
-    for (uint64_t i = 0; i < shard / 4; ++i) src[r][i] = static_cast<float>((i * 2654435761u + static_cast<uint64_t>(r)) % 65521);
+    for (uint64_t i = 0; i < shard / 4; ++i)
+      src[r][i] = static_cast<float>((i * 2654435761u + static_cast<uint64_t>(r)) % 65521);
     std::memset(dst[r].get(), 1, shard);
   });
   std::vector<std::unique_ptr<CheckpointWriter>> ws;
@@ -117,7 +119,8 @@ Status RunBench(const BenchOptions& opt) {
     std::vector<Status> st(static_cast<size_t>(opt.shards));
     std::vector<double> snap(static_cast<size_t>(opt.shards));
     Parallel(opt.shards, [&](int r) {
-      st[r] = ws[r]->Save(step, {{"w", DType::kFloat32, {rows_per, cols}, src[r].get(), Sharding::kRowSharded, r * rows_per, grows}});
+      st[r] = ws[r]->Save(
+          step, {{"w", DType::kFloat32, {rows_per, cols}, src[r].get(), Sharding::kRowSharded, r * rows_per, grows}});
       snap[r] = ws[r]->LastSnapshotSeconds();
       if (st[r].ok()) st[r] = ws[r]->Wait();
     });
@@ -151,9 +154,10 @@ Status RunBench(const BenchOptions& opt) {
     int64_t step = rep + 1;
     // 1. raw write: M parallel dd with the same file size, fsync at the end (as our save does).
     auto t0 = Clock::now();
-    TSR_RETURN_IF_ERROR(Shell(fmt::format("bash -c 'for i in $(seq 0 {}); do dd if={} of={}/dd-$i bs=16M count={} "
-                                          "conv=fsync status=none & done; wait'",
-                                          opt.shards - 1, shm, root, shard / kBs)));
+    TSR_RETURN_IF_ERROR(
+        Shell(fmt::format("bash -c 'for i in $(seq 0 {}); do dd if={} of={}/dd-$i bs=16M count={} "
+                          "conv=fsync status=none & done; wait'",
+                          opt.shards - 1, shm, root, shard / kBs)));
     dd_w.push_back(Since(t0));
     // 2. save (snapshot + persist + commit), M writer ranks in parallel.
     double snap = 0;
@@ -171,7 +175,8 @@ Status RunBench(const BenchOptions& opt) {
       DropCache(JoinPath(JoinPath(root, StepDirName(step)), ShardFileName(r, opt.shards)));
     }
     t0 = Clock::now();
-    TSR_RETURN_IF_ERROR(Shell(fmt::format("bash -c 'for f in{}; do dd if=$f of=/dev/null bs=16M status=none & done; wait'", files_dd)));
+    TSR_RETURN_IF_ERROR(
+        Shell(fmt::format("bash -c 'for f in{}; do dd if=$f of=/dev/null bs=16M status=none & done; wait'", files_dd)));
     dd_r.push_back(Since(t0));
     std::vector<Status> st(static_cast<size_t>(opt.shards));
     t0 = Clock::now();
@@ -237,18 +242,20 @@ Status RunBench(const BenchOptions& opt) {
   double r_snap = Median(snap_t) / Median(memcpy_t);
   rows.push_back({"save (snapshot+write+fsync+commit)", bw(Median(save_w)), bw(Median(dd_w)) + " dd conv=fsync",
                   fmt::format("{:.2f}", r_save), ">= 0.90", r_save >= 0.9});
-  rows.push_back({"blocking snapshot", fmt::format("{:.1f} ms", Median(snap_t) * 1e3), fmt::format("{:.1f} ms memcpy", Median(memcpy_t) * 1e3),
-                  fmt::format("{:.2f}x", r_snap), "<= 1.20x", r_snap <= 1.2});
-  rows.push_back({"restore (cold page cache)", bw(Median(rest_r)), bw(Median(dd_r)) + " dd read", fmt::format("{:.2f}", r_rest),
-                  ">= 0.90", r_rest >= 0.9});
+  rows.push_back({"blocking snapshot", fmt::format("{:.1f} ms", Median(snap_t) * 1e3),
+                  fmt::format("{:.1f} ms memcpy", Median(memcpy_t) * 1e3), fmt::format("{:.2f}x", r_snap), "<= 1.20x",
+                  r_snap <= 1.2});
+  rows.push_back({"restore (cold page cache)", bw(Median(rest_r)), bw(Median(dd_r)) + " dd read",
+                  fmt::format("{:.2f}", r_rest), ">= 0.90", r_rest >= 0.9});
   double r_s3 = 0;
   std::vector<double> r_s3_reps;  // curl / ours within each rep
   for (size_t i = 0; i < s3_t.size() && i < curl_t.size(); ++i) r_s3_reps.push_back(curl_t[i] / s3_t[i]);
   if (!s3_t.empty()) {
     r_s3 = Median(curl_t) / Median(s3_t);
-    rows.push_back({fmt::format("S3 upload ({:.0f} MiB object)", mibs_shard), fmt::format("{:.0f} MiB/s", mibs_shard / Median(s3_t)),
-                    fmt::format("{:.0f} MiB/s curl", mibs_shard / Median(curl_t)), fmt::format("{:.2f}", r_s3), ">= 1.00",
-                    r_s3 >= 1.0});
+    rows.push_back({fmt::format("S3 upload ({:.0f} MiB object)", mibs_shard),
+                    fmt::format("{:.0f} MiB/s", mibs_shard / Median(s3_t)),
+                    fmt::format("{:.0f} MiB/s curl", mibs_shard / Median(curl_t)), fmt::format("{:.2f}", r_s3),
+                    ">= 1.00", r_s3 >= 1.0});
   }
   std::printf("tessera ckpt bench: %.2f GiB in %d shards of %.0f MiB, %d reps (median), dir %s\nmachine: %s\n", gibs,
               opt.shards, mibs_shard, opt.reps, opt.dir.c_str(), Machine().c_str());

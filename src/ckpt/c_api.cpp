@@ -58,7 +58,8 @@ tsrResult_t tsrCkptWriterOpenWithProgress(const char* root, int rank, int world,
 
 tsrResult_t tsrCkptSave(tsrCkptWriter_t writer, int64_t step, const tsrCkptTensor_t* tensors, size_t count) {
   return Guard([&] {
-    if (writer == nullptr || (count > 0 && tensors == nullptr)) return Fail(tessera::InvalidArgument("tsrCkptSave: null argument"));
+    if (writer == nullptr || (count > 0 && tensors == nullptr))
+      return Fail(tessera::InvalidArgument("tsrCkptSave: null argument"));
     std::vector<tessera::ckpt::TensorView> views;
     for (size_t i = 0; i < count; ++i) {
       const auto& t = tensors[i];
@@ -69,7 +70,8 @@ tsrResult_t tsrCkptSave(tsrCkptWriter_t writer, int64_t step, const tsrCkptTenso
       v.dtype = static_cast<tessera::DType>(t.dtype);
       v.shape.assign(t.shape, t.shape + t.ndim);
       v.data = t.data;
-      v.sharding = t.sharding == tsrCkptRowSharded ? tessera::ckpt::Sharding::kRowSharded : tessera::ckpt::Sharding::kReplicated;
+      v.sharding =
+          t.sharding == tsrCkptRowSharded ? tessera::ckpt::Sharding::kRowSharded : tessera::ckpt::Sharding::kReplicated;
       v.row_offset = t.row_offset;
       v.global_rows = t.global_rows;
       views.push_back(std::move(v));
@@ -107,10 +109,12 @@ tsrResult_t tsrCkptLatest(const char* root, int64_t* step) {
 
 tsrResult_t tsrCkptRestore(const char* root, int64_t step, const tsrCkptSlot_t* slots, size_t count) {
   return Guard([&] {
-    if (root == nullptr || (count > 0 && slots == nullptr)) return Fail(tessera::InvalidArgument("tsrCkptRestore: null argument"));
+    if (root == nullptr || (count > 0 && slots == nullptr))
+      return Fail(tessera::InvalidArgument("tsrCkptRestore: null argument"));
     std::vector<tessera::ckpt::TensorSlot> v;
     for (size_t i = 0; i < count; ++i) {
-      if (slots[i].name == nullptr) return Fail(tessera::InvalidArgument(fmt::format("tsrCkptRestore: slot #{} has no name", i)));
+      if (slots[i].name == nullptr)
+        return Fail(tessera::InvalidArgument(fmt::format("tsrCkptRestore: slot #{} has no name", i)));
       v.push_back({slots[i].name, slots[i].data, slots[i].bytes, slots[i].row_begin, slots[i].rows});
     }
     return Done(tessera::ckpt::Restore(root, step, v));

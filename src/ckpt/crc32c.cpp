@@ -1,8 +1,9 @@
 // ckpt/crc32c: CRC-32C with a hardware (SSE4.2) path, a slicing table fallback, and zlib-style combine.
 #include "ckpt/crc32c.hpp"
 
-#include <cstring>
 #include <fmt/format.h>
+
+#include <cstring>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -153,9 +154,12 @@ bool ParseCrcHex(const std::string& s, uint32_t* crc) {
   uint32_t v = 0;
   for (char ch : s) {
     v <<= 4;
-    if (ch >= '0' && ch <= '9') v |= static_cast<uint32_t>(ch - '0');
-    else if (ch >= 'a' && ch <= 'f') v |= static_cast<uint32_t>(ch - 'a' + 10);
-    else return false;
+    if (ch >= '0' && ch <= '9')
+      v |= static_cast<uint32_t>(ch - '0');
+    else if (ch >= 'a' && ch <= 'f')
+      v |= static_cast<uint32_t>(ch - 'a' + 10);
+    else
+      return false;
   }
   *crc = v;
   return true;

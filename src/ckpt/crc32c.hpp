@@ -12,7 +12,7 @@ namespace tessera::ckpt {
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 // crc(A‖B) from crc(A), crc(B) and len(B).
 uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
-std::string CrcHex(uint32_t crc);                    // 8 lower-case hex digits
+std::string CrcHex(uint32_t crc);  // 8 lower-case hex digits
 bool ParseCrcHex(const std::string& s, uint32_t* crc);
 
 }  // namespace tessera::ckpt

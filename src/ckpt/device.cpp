@@ -1,8 +1,9 @@
 // ckpt/device: host/device copies for snapshots and restores (cudaMemcpy when TESSERA_HAVE_CUDA).
 #include "ckpt/device.hpp"
 
-#include <cstring>
 #include <fmt/format.h>
+
+#include <cstring>
 
 #ifdef TESSERA_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -45,7 +46,8 @@ Status CopyToHost(void* dst, const void* src, size_t n) {
 #ifdef TESSERA_HAVE_CUDA
   if (IsDevicePointer(src)) {
     cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) return SystemError(fmt::format("cudaMemcpy device→host of {} bytes: {}", n, cudaGetErrorString(e)));
+    if (e != cudaSuccess)
+      return SystemError(fmt::format("cudaMemcpy device→host of {} bytes: {}", n, cudaGetErrorString(e)));
     return Status::Ok();
   }
 #endif
@@ -57,7 +59,8 @@ Status CopyFromHost(void* dst, const void* src, size_t n) {
 #ifdef TESSERA_HAVE_CUDA
   if (IsDevicePointer(dst)) {
     cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) return SystemError(fmt::format("cudaMemcpy host→device of {} bytes: {}", n, cudaGetErrorString(e)));
+    if (e != cudaSuccess)
+      return SystemError(fmt::format("cudaMemcpy host→device of {} bytes: {}", n, cudaGetErrorString(e)));
     return Status::Ok();
   }
 #endif

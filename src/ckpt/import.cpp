@@ -3,14 +3,14 @@
 #include "ckpt/import.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -38,7 +38,7 @@ Status MapFile(const std::string& path, Mapped* m) {
   m->path = path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("import: open " + path, errno);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);

@@ -1,8 +1,9 @@
 // ckpt/retention: ApplyRetention — which steps stay hot, move to warm or cold, or expire (the policy file is
 // read in retention_file.cpp). Every action is a Demote (copy → verify → mark ready → delete source) or a delete of a
 // step that `keep_every` and `keep_hot` do not protect, so a rerun after a crash just finishes the work.
-#include <ctime>
 #include <fmt/format.h>
+
+#include <ctime>
 #include <set>
 
 #include "ckpt/tiers.hpp"
@@ -15,7 +16,9 @@ Result<std::vector<RetentionAction>> ApplyRetention(const TierConfig& tiers, con
   if (now_unix == 0) now_unix = static_cast<int64_t>(std::time(nullptr));
   TSR_ASSIGN_OR_RETURN(auto all, ListAll(tiers));
   std::vector<RetentionAction> actions;
-  auto has = [](const StepLocation& l, Tier t) { return std::find(l.tiers.begin(), l.tiers.end(), t) != l.tiers.end(); };
+  auto has = [](const StepLocation& l, Tier t) {
+    return std::find(l.tiers.begin(), l.tiers.end(), t) != l.tiers.end();
+  };
   int n = static_cast<int>(all.size());
   for (int i = 0; i < n; ++i) {
     const StepLocation& l = all[static_cast<size_t>(i)];
@@ -45,7 +48,8 @@ Result<std::vector<RetentionAction>> ApplyRetention(const TierConfig& tiers, con
           [&] { return Demote(tiers, l.step, Tier::kCold, true, progress); });
       continue;
     }
-    if (!tiers.warm.empty() && policy.demote_to_warm_after >= 0 && age > policy.demote_to_warm_after && has(l, Tier::kHot)) {
+    if (!tiers.warm.empty() && policy.demote_to_warm_after >= 0 && age > policy.demote_to_warm_after &&
+        has(l, Tier::kHot)) {
       run("demote hot→warm", [&] { return Demote(tiers, l.step, Tier::kWarm, true, progress); });
     }
   }

@@ -3,16 +3,16 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fmt/format.h>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -250,8 +250,9 @@ std::string Client::Url(const std::string& key) const {
 }
 
 Result<Client::Response> Client::Request(const std::string& method, const std::string& key,
-                                         const std::vector<std::pair<std::string, std::string>>& query, const void* body,
-                                         size_t n, const std::string& range, char* sink, size_t sink_cap) {
+                                         const std::vector<std::pair<std::string, std::string>>& query,
+                                         const void* body, size_t n, const std::string& range, char* sink,
+                                         size_t sink_cap) {
   std::string what = fmt::format("S3 {} {}", method, Name(key));
   std::string path = cfg_.virtual_host ? "/" + UriEncode(key, false)
                                        : "/" + cfg_.bucket + (key.empty() ? "" : "/" + UriEncode(key, false));
@@ -325,7 +326,8 @@ Result<Client::Response> Client::Request(const std::string& method, const std::s
     CURLcode rc = curl_easy_perform(h);
     curl_slist_free_all(hl);
     if (rc != CURLE_OK) {
-      if (io.overflow) return InternalError(fmt::format("{}: the answer is larger than the {}-byte buffer", what, sink_cap));
+      if (io.overflow)
+        return InternalError(fmt::format("{}: the answer is larger than the {}-byte buffer", what, sink_cap));
       last = RemoteError(fmt::format("{}: {}", what, curl_easy_strerror(rc)));
       if (!Retryable(rc)) return last;
       continue;
@@ -358,7 +360,9 @@ Status Client::CreateBucket() {
   return Status::Ok();
 }
 
-Status Client::Put(const std::string& key, const void* data, size_t n) { return Request("PUT", key, {}, data, n).status(); }
+Status Client::Put(const std::string& key, const void* data, size_t n) {
+  return Request("PUT", key, {}, data, n).status();
+}
 
 Result<std::string> Client::Get(const std::string& key) {
   TSR_ASSIGN_OR_RETURN(auto r, Request("GET", key, {}, nullptr, 0));
@@ -411,7 +415,7 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& prefix) {
 Status Client::PutFile(const std::string& key, const std::string& path, const Progress& progress) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("open " + path, errno);
-  struct stat st{};
+  struct stat st {};
   fstat(fd, &st);
   uint64_t size = static_cast<uint64_t>(st.st_size);
   Status s;
@@ -437,7 +441,8 @@ Status Client::PutMultipart(const std::string& key, int fd, uint64_t size, const
                             const Progress& progress) {
   TSR_ASSIGN_OR_RETURN(auto init, Request("POST", key, {{"uploads", ""}}, nullptr, 0));
   std::string upload_id = XmlField(init.body, "UploadId");
-  if (upload_id.empty()) return RemoteError(fmt::format("S3 multipart upload of {}: no UploadId in the answer", Name(key)));
+  if (upload_id.empty())
+    return RemoteError(fmt::format("S3 multipart upload of {}: no UploadId in the answer", Name(key)));
   uint64_t nparts = (size + cfg_.part_size - 1) / cfg_.part_size;
   std::vector<std::string> etags(nparts);
   std::atomic<uint64_t> done{0};
@@ -495,7 +500,8 @@ Status Client::GetToFile(const std::string& key, const std::string& path, uint64
     if (n > 0) {
       char* buf = bufs.get(t);
       auto r = Request("GET", key, {}, nullptr, 0, fmt::format("bytes={}-{}", off, off + n - 1), buf, n);
-      if (!r.ok()) s = r.status();
+      if (!r.ok())
+        s = r.status();
       else if (r->body != std::to_string(n))
         s = Corrupt(fmt::format("S3 GET {}: range at {} gave {} bytes, expected {}", Name(key), off, r->body, n));
       if (s.ok()) s = PwriteAll(fd, buf, n, off, path);

@@ -40,15 +40,15 @@ struct Config {
   std::string access_key, secret_key, session_token;
   bool virtual_host = env::DeclaredString("TESSERA_S3_ADDRESSING") == "virtual";  // bucket.host/key (not host/bucket)
   uint64_t part_size = env::DeclaredBytes("TESSERA_S3_PART_SIZE");  // multipart parts (and download ranges)
-  uint64_t multipart_threshold = kRemoteMultipartThreshold;  // objects above this go up as multipart uploads
-                                                             // (Load: kMaxSinglePut on a loopback endpoint)
+  uint64_t multipart_threshold = kRemoteMultipartThreshold;         // objects above this go up as multipart uploads
+                                                                    // (Load: kMaxSinglePut on a loopback endpoint)
   int concurrency = static_cast<int>(env::DeclaredInt("TESSERA_S3_CONCURRENCY"));  // parts/ranges in flight
-  int retries = static_cast<int>(env::DeclaredInt("TESSERA_S3_RETRIES"));  // extra attempts: 5xx/429, drops
-  int backoff_ms = 100;                  // first backoff; doubles each attempt (with jitter)
-  bool sign_payload = true;              // SHA-256 of every body; false sends UNSIGNED-PAYLOAD
-                                         // (Load: unsigned over https, as botocore, and on a loopback
-                                         // endpoint; signed over plain http to another host)
-  std::string payload_rule;              // why sign_payload has its value ("default over https", ...)
+  int retries = static_cast<int>(env::DeclaredInt("TESSERA_S3_RETRIES"));          // extra attempts: 5xx/429, drops
+  int backoff_ms = 100;      // first backoff; doubles each attempt (with jitter)
+  bool sign_payload = true;  // SHA-256 of every body; false sends UNSIGNED-PAYLOAD
+                             // (Load: unsigned over https, as botocore, and on a loopback
+                             // endpoint; signed over plain http to another host)
+  std::string payload_rule;  // why sign_payload has its value ("default over https", ...)
   // Fills from TESSERA_S3_CONFIG (YAML), then the environment; `bucket` wins over both when not empty.
   // Errors name the variable (or the file's key) and the bad value.
   static Result<Config> Load(const std::string& bucket = "");

@@ -1,12 +1,12 @@
 // ckpt/sigv4: canonical request, string to sign, signing key derivation and signature (SigV4).
 #include "ckpt/sigv4.hpp"
 
+#include <fmt/format.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
 #include <algorithm>
-#include <fmt/format.h>
 
 namespace tessera::ckpt::s3 {
 
@@ -86,8 +86,8 @@ SignOutput Sign(const SignInput& in) {
     if (!out.signed_headers.empty()) out.signed_headers.push_back(';');
     out.signed_headers += k;
   }
-  out.canonical_request = in.method + "\n" + (in.path.empty() ? "/" : in.path) + "\n" + CanonicalQuery(in.query) + "\n" +
-                          canon_headers + "\n" + out.signed_headers + "\n" + in.payload_hash;
+  out.canonical_request = in.method + "\n" + (in.path.empty() ? "/" : in.path) + "\n" + CanonicalQuery(in.query) +
+                          "\n" + canon_headers + "\n" + out.signed_headers + "\n" + in.payload_hash;
   std::string date = in.amz_date.substr(0, 8);
   std::string scope = date + "/" + in.region + "/" + in.service + "/aws4_request";
   out.string_to_sign = "AWS4-HMAC-SHA256\n" + in.amz_date + "\n" + scope + "\n" +

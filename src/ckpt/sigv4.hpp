@@ -16,13 +16,13 @@ std::string Hex(const std::string& raw);
 std::string UriEncode(const std::string& s, bool encode_slash);
 
 struct SignInput {
-  std::string method;                              // "GET", "PUT", ...
-  std::string path;                                // URI path, already encoded ("/bucket/key")
+  std::string method;                                      // "GET", "PUT", ...
+  std::string path;                                        // URI path, already encoded ("/bucket/key")
   std::vector<std::pair<std::string, std::string>> query;  // raw (unencoded) names and values
-  std::map<std::string, std::string> headers;      // lower-case names → values; must include "host"
-  std::string payload_hash;                        // hex SHA-256 of the body, or "UNSIGNED-PAYLOAD"
-  std::string amz_date;                            // "20130524T000000Z"
-  std::string region;                              // "us-east-1"
+  std::map<std::string, std::string> headers;              // lower-case names → values; must include "host"
+  std::string payload_hash;                                // hex SHA-256 of the body, or "UNSIGNED-PAYLOAD"
+  std::string amz_date;                                    // "20130524T000000Z"
+  std::string region;                                      // "us-east-1"
   std::string service = "s3";
   std::string access_key, secret_key;
 };

@@ -4,11 +4,11 @@
 #include "ckpt/tiers.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <fmt/format.h>
 #include <map>
 #include <set>
 
@@ -20,9 +20,12 @@ namespace tessera::ckpt {
 
 const char* TierName(Tier t) {
   switch (t) {
-    case Tier::kHot: return "hot";
-    case Tier::kWarm: return "warm";
-    case Tier::kCold: return "cold";
+    case Tier::kHot:
+      return "hot";
+    case Tier::kWarm:
+      return "warm";
+    case Tier::kCold:
+      return "cold";
   }
   return "?";
 }
@@ -41,7 +44,8 @@ TierConfig TierConfig::FromEnv(TierConfig base) {
 namespace {
 
 // Copies a file with a progress callback, then fsyncs it.
-Status CopyFile(const std::string& from, const std::string& to, const Progress& progress, uint64_t* done, uint64_t total) {
+Status CopyFile(const std::string& from, const std::string& to, const Progress& progress, uint64_t* done,
+                uint64_t total) {
   int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return ErrnoError("open " + from, errno);
   int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -183,7 +187,8 @@ Status DeleteAbove(std::vector<std::unique_ptr<TierStore>>& stores, int64_t step
       continue;
     }
     Status st = s->Delete(step);
-    if (!st.ok()) return st.WithContext(fmt::format("checkpoint step {}: deleting the copy in {}", step, s->Describe()));
+    if (!st.ok())
+      return st.WithContext(fmt::format("checkpoint step {}: deleting the copy in {}", step, s->Describe()));
   }
   return Status::Ok();
 }
@@ -223,7 +228,8 @@ Status Demote(const TierConfig& tiers, int64_t step, Tier to, bool delete_source
   TSR_ASSIGN_OR_RETURN(auto stores, OpenStores(tiers));
   TierStore* dst = Find(stores, to);
   if (dst == nullptr || to == Tier::kHot)
-    return InvalidArgument(fmt::format("checkpoint step {}: cannot demote to {} (tier not configured)", step, TierName(to)));
+    return InvalidArgument(
+        fmt::format("checkpoint step {}: cannot demote to {} (tier not configured)", step, TierName(to)));
   // The source: the fastest tier above `to` that holds the step.
   TierStore* src = nullptr;
   Manifest m;
@@ -244,7 +250,8 @@ Status Demote(const TierConfig& tiers, int64_t step, Tier to, bool delete_source
     if (delete_source) TSR_RETURN_IF_ERROR(DeleteAbove(stores, step, to));
     return Status::Ok();
   }
-  if (src == nullptr) return NotFound(fmt::format("checkpoint step {}: no copy above the {} tier to demote", step, TierName(to)));
+  if (src == nullptr)
+    return NotFound(fmt::format("checkpoint step {}: no copy above the {} tier to demote", step, TierName(to)));
   std::string local;
   std::string staging;
   if (src->tier() == Tier::kHot) {

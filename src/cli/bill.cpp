@@ -2,9 +2,9 @@
 // compliance --day D` — the day's domestic share of card-hours against the floor in force, and `tessera bill
 // record` — append one usage interval by hand (the daemon records through the C++ API).
 // Exit status: 0 ok (compliance: compliant), 1 compliance: not compliant, 2 bad input or a build without SQLite.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli/command.hpp"
@@ -146,7 +146,8 @@ int RunBill(int argc, char** argv) {
   }
   std::string scope = job.empty() ? (tenant.empty() ? "all usage" : "tenant " + tenant) : "job " + job;
   std::printf("%s by %s%s%s (per-second rating; amounts in CNY)\n", scope.c_str(), by.c_str(),
-              f.from ? (", from " + FormatTime(*f.from)).c_str() : "", f.to ? (" to " + FormatTime(*f.to)).c_str() : "");
+              f.from ? (", from " + FormatTime(*f.from)).c_str() : "",
+              f.to ? (" to " + FormatTime(*f.to)).c_str() : "");
   std::printf("  %-24s %14s %16s\n", by.c_str(), "card-hours", "amount");
   for (const auto& l : bill->lines)
     std::printf("  %-24s %14s %16s\n", l.key.c_str(), CardHours(l.card_seconds).c_str(), FormatMoney(l.amount).c_str());

@@ -1,7 +1,6 @@
 // cli/cancel: `tessera cancel ID [--requeue]` — cancels a job (SIGTERM, grace, SIGKILL), or with --requeue
 // interrupts it: it checkpoints, stops, goes back to the queue and resumes from that checkpoint.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli/command.hpp"

@@ -4,9 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "common/file.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
+#include "common/file.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include "daemon/cli_flags.hpp"
 #include "daemon/daemon.hpp"
@@ -131,7 +131,8 @@ int RunFleet(int argc, char** argv) {
       return 0;
     }
     if (!out_file.empty()) {
-      if (tessera::Status s = tessera::WriteFileAtomic(out_file, *yaml); !s.ok()) return tessera::cli::Fail("fleet import", s);
+      if (tessera::Status s = tessera::WriteFileAtomic(out_file, *yaml); !s.ok())
+        return tessera::cli::Fail("fleet import", s);
       std::fprintf(stderr, "tessera fleet import: wrote %s\n", out_file.c_str());
     }
     if (!do_register) return 0;

@@ -1,6 +1,5 @@
 // cli/logs: `tessera logs ID [--tail BYTES] [--follow]` — the job's output (every attempt, every rank).
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -40,9 +39,8 @@ int RunLogs(int argc, char** argv) {
   auto client = Client::Connect(co);
   if (!client.ok()) return tessera::cli::Fail("logs", client.status());
   size_t size = 0;
-  auto text = (*client)->GetText(tail ? fmt::format("/v1/jobs/{}/logs?tail={}", id, tail)
-                                      : fmt::format("/v1/jobs/{}/logs", id),
-                                 &size);
+  auto text = (*client)->GetText(
+      tail ? fmt::format("/v1/jobs/{}/logs?tail={}", id, tail) : fmt::format("/v1/jobs/{}/logs", id), &size);
   if (!text.ok()) return tessera::cli::Fail("logs", text.status());
   std::fwrite(text->data(), 1, text->size(), stdout);
   std::fflush(stdout);

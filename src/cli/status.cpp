@@ -1,7 +1,6 @@
 // cli/status: `tessera status ID` — one job: state, cards (emulated ones labelled), progress, checkpoints,
 // every attempt with its start, end, exit and wake-up latency, and the job's event history.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli/command.hpp"

@@ -1,7 +1,6 @@
 // cli/submit: `tessera submit JOB.yaml [--policy-compatible ascend,nvidia]` — sends a job to the daemon and
 // prints its plan (or why it waits).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli/command.hpp"

@@ -120,7 +120,7 @@ std::string SignalName(int sig);
 
 struct Options {
   std::vector<IslandSpec> islands;
-  std::vector<std::string> program;            // PROGRAM ARGS...
+  std::vector<std::string> program;  // PROGRAM ARGS...
   // TESSERA_TIMEOUT for the ranks; also the grace after a failure. Default: its declared one.
   std::chrono::milliseconds timeout = env::DeclaredDuration("TESSERA_TIMEOUT");
   std::chrono::milliseconds kill_after{2000};  // from SIGTERM to SIGKILL when stopping ranks

@@ -21,11 +21,17 @@ inline T Apply(T a, T b, RedOp op) {
   if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
     switch (op) {
-      case RedOp::kSum: case RedOp::kAvg: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-      case RedOp::kProd: return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      case RedOp::kMax: return a > b ? a : b;
-      case RedOp::kMin: return a < b ? a : b;
-      default: return a;
+      case RedOp::kSum:
+      case RedOp::kAvg:
+        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+      case RedOp::kProd:
+        return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+      case RedOp::kMax:
+        return a > b ? a : b;
+      case RedOp::kMin:
+        return a < b ? a : b;
+      default:
+        return a;
     }
   } else {
     // NaN-propagating like NCCL's fmax? NCCL uses fmaxf semantics on most paths; we propagate NaN so
@@ -41,7 +47,8 @@ void FoldT(T* __restrict acc, const T* __restrict src, size_t n, RedOp op, bool 
     return;
   }
   switch (op) {  // hoist the switch so the loops vectorise
-    case RedOp::kSum: case RedOp::kAvg:
+    case RedOp::kSum:
+    case RedOp::kAvg:
       if constexpr (std::is_integral_v<T>) {
         using U = std::make_unsigned_t<T>;
         for (size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(static_cast<U>(acc[i]) + static_cast<U>(src[i]));
@@ -82,8 +89,18 @@ void Fold2T(T* acc, const T* a, const T* b, size_t n, RedOp op) {
 // 16-bit element types: each operand is the element type or f32 (a partial from a multi-rank island).
 template <float (*ToF32)(uint16_t), typename A, typename B>
 void Fold2Half(float* acc, const A* a, const B* b, size_t n, RedOp op) {
-  auto wa = [](A v) { if constexpr (sizeof(A) == 2) return ToF32(v); else return v; };
-  auto wb = [](B v) { if constexpr (sizeof(B) == 2) return ToF32(v); else return v; };
+  auto wa = [](A v) {
+    if constexpr (sizeof(A) == 2)
+      return ToF32(v);
+    else
+      return v;
+  };
+  auto wb = [](B v) {
+    if constexpr (sizeof(B) == 2)
+      return ToF32(v);
+    else
+      return v;
+  };
   if (op == RedOp::kSum || op == RedOp::kAvg) {
     for (size_t i = 0; i < n; ++i) {
       float x = wa(a[i]);
@@ -97,10 +114,14 @@ void Fold2Half(float* acc, const A* a, const B* b, size_t n, RedOp op) {
 template <float (*ToF32)(uint16_t)>
 void Fold2HalfAny(float* acc, const void* a, bool a32, const void* b, bool b32, size_t n, RedOp op) {
   using H = uint16_t;
-  if (a32 && b32) Fold2Half<ToF32>(acc, static_cast<const float*>(a), static_cast<const float*>(b), n, op);
-  else if (a32) Fold2Half<ToF32>(acc, static_cast<const float*>(a), static_cast<const H*>(b), n, op);
-  else if (b32) Fold2Half<ToF32>(acc, static_cast<const H*>(a), static_cast<const float*>(b), n, op);
-  else Fold2Half<ToF32>(acc, static_cast<const H*>(a), static_cast<const H*>(b), n, op);
+  if (a32 && b32)
+    Fold2Half<ToF32>(acc, static_cast<const float*>(a), static_cast<const float*>(b), n, op);
+  else if (a32)
+    Fold2Half<ToF32>(acc, static_cast<const float*>(a), static_cast<const H*>(b), n, op);
+  else if (b32)
+    Fold2Half<ToF32>(acc, static_cast<const H*>(a), static_cast<const float*>(b), n, op);
+  else
+    Fold2Half<ToF32>(acc, static_cast<const H*>(a), static_cast<const H*>(b), n, op);
 }
 
 template <typename T>
@@ -155,9 +176,12 @@ std::mutex g_select_mu;
 
 const FoldKernels* KernelsOf(FoldPath p) {
   switch (p) {
-    case FoldPath::kAvx2: return detail::kAvx2Kernels;
-    case FoldPath::kAvx512: return detail::kAvx512Kernels;
-    default: return &detail::kPortableKernels;
+    case FoldPath::kAvx2:
+      return detail::kAvx2Kernels;
+    case FoldPath::kAvx512:
+      return detail::kAvx512Kernels;
+    default:
+      return &detail::kPortableKernels;
   }
 }
 
@@ -206,19 +230,27 @@ const detail::HalfKernels& HalfOf(DType t) { return t == DType::kFloat16 ? Kerne
 
 const char* FoldPathName(FoldPath p) {
   switch (p) {
-    case FoldPath::kPortable: return "portable";
-    case FoldPath::kAvx2: return "avx2";
-    case FoldPath::kAvx512: return "avx512";
-    default: return "invalid";
+    case FoldPath::kPortable:
+      return "portable";
+    case FoldPath::kAvx2:
+      return "avx2";
+    case FoldPath::kAvx512:
+      return "avx512";
+    default:
+      return "invalid";
   }
 }
 
 bool FoldPathSupported(FoldPath p) {
   switch (p) {
-    case FoldPath::kPortable: return true;
-    case FoldPath::kAvx2: return detail::kAvx2Kernels != nullptr && detail::CpuHasAvx2F16c();
-    case FoldPath::kAvx512: return detail::kAvx512Kernels != nullptr && detail::CpuHasAvx512();
-    default: return false;
+    case FoldPath::kPortable:
+      return true;
+    case FoldPath::kAvx2:
+      return detail::kAvx2Kernels != nullptr && detail::CpuHasAvx2F16c();
+    case FoldPath::kAvx512:
+      return detail::kAvx512Kernels != nullptr && detail::CpuHasAvx512();
+    default:
+      return false;
   }
 }
 
@@ -244,13 +276,26 @@ void Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, Red
     return;
   }
   switch (AccumType(dtype)) {
-    case DType::kInt8: FoldT(static_cast<int8_t*>(acc), static_cast<const int8_t*>(src), n, op, first); break;
-    case DType::kUint8: FoldT(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(src), n, op, first); break;
-    case DType::kInt32: FoldT(static_cast<int32_t*>(acc), static_cast<const int32_t*>(src), n, op, first); break;
-    case DType::kInt64: FoldT(static_cast<int64_t*>(acc), static_cast<const int64_t*>(src), n, op, first); break;
-    case DType::kFloat32: FoldT(static_cast<float*>(acc), static_cast<const float*>(src), n, op, first); break;
-    case DType::kFloat64: FoldT(static_cast<double*>(acc), static_cast<const double*>(src), n, op, first); break;
-    default: break;
+    case DType::kInt8:
+      FoldT(static_cast<int8_t*>(acc), static_cast<const int8_t*>(src), n, op, first);
+      break;
+    case DType::kUint8:
+      FoldT(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(src), n, op, first);
+      break;
+    case DType::kInt32:
+      FoldT(static_cast<int32_t*>(acc), static_cast<const int32_t*>(src), n, op, first);
+      break;
+    case DType::kInt64:
+      FoldT(static_cast<int64_t*>(acc), static_cast<const int64_t*>(src), n, op, first);
+      break;
+    case DType::kFloat32:
+      FoldT(static_cast<float*>(acc), static_cast<const float*>(src), n, op, first);
+      break;
+    case DType::kFloat64:
+      FoldT(static_cast<double*>(acc), static_cast<const double*>(src), n, op, first);
+      break;
+    default:
+      break;
   }
 }
 
@@ -262,8 +307,10 @@ void Fold2(void* acc, const void* a, DType a_type, const void* b, DType b_type, 
     return;
   }
   switch (dtype) {
-#define TSR_FOLD2(D, T) \
-  case D: Fold2T(static_cast<T*>(acc), static_cast<const T*>(a), static_cast<const T*>(b), n, op); break;
+#define TSR_FOLD2(D, T)                                                                      \
+  case D:                                                                                    \
+    Fold2T(static_cast<T*>(acc), static_cast<const T*>(a), static_cast<const T*>(b), n, op); \
+    break;
     TSR_FOLD2(DType::kInt8, int8_t)
     TSR_FOLD2(DType::kUint8, uint8_t)
     TSR_FOLD2(DType::kInt32, int32_t)
@@ -271,7 +318,8 @@ void Fold2(void* acc, const void* a, DType a_type, const void* b, DType b_type, 
     TSR_FOLD2(DType::kFloat32, float)
     TSR_FOLD2(DType::kFloat64, double)
 #undef TSR_FOLD2
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -279,19 +327,34 @@ void Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int d
   if (n == 0) return;
   switch (dtype) {
     case DType::kFloat16:
-    case DType::kBfloat16: HalfOf(dtype).finalize(static_cast<uint16_t*>(out), static_cast<const float*>(acc), n, op, divisor); break;
-    case DType::kInt8: FinalizeT(static_cast<int8_t*>(out), static_cast<const int8_t*>(acc), n, op, divisor); break;
-    case DType::kUint8: FinalizeT(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(acc), n, op, divisor); break;
-    case DType::kInt32: FinalizeT(static_cast<int32_t*>(out), static_cast<const int32_t*>(acc), n, op, divisor); break;
-    case DType::kInt64: FinalizeT(static_cast<int64_t*>(out), static_cast<const int64_t*>(acc), n, op, divisor); break;
-    case DType::kFloat32: FinalizeT(static_cast<float*>(out), static_cast<const float*>(acc), n, op, divisor); break;
-    case DType::kFloat64: FinalizeT(static_cast<double*>(out), static_cast<const double*>(acc), n, op, divisor); break;
-    default: break;
+    case DType::kBfloat16:
+      HalfOf(dtype).finalize(static_cast<uint16_t*>(out), static_cast<const float*>(acc), n, op, divisor);
+      break;
+    case DType::kInt8:
+      FinalizeT(static_cast<int8_t*>(out), static_cast<const int8_t*>(acc), n, op, divisor);
+      break;
+    case DType::kUint8:
+      FinalizeT(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(acc), n, op, divisor);
+      break;
+    case DType::kInt32:
+      FinalizeT(static_cast<int32_t*>(out), static_cast<const int32_t*>(acc), n, op, divisor);
+      break;
+    case DType::kInt64:
+      FinalizeT(static_cast<int64_t*>(out), static_cast<const int64_t*>(acc), n, op, divisor);
+      break;
+    case DType::kFloat32:
+      FinalizeT(static_cast<float*>(out), static_cast<const float*>(acc), n, op, divisor);
+      break;
+    case DType::kFloat64:
+      FinalizeT(static_cast<double*>(out), static_cast<const double*>(acc), n, op, divisor);
+      break;
+    default:
+      break;
   }
 }
 
-void Fold2Finalize(void* out, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype,
-                   RedOp op, int divisor) {
+void Fold2Finalize(void* out, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype, RedOp op,
+                   int divisor) {
   if (n == 0) return;
   if (IsHalf(dtype)) {
     HalfOf(dtype).fold2_finalize(static_cast<uint16_t*>(out), a, a_type == DType::kFloat32, b,

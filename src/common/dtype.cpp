@@ -5,11 +5,20 @@ namespace tessera {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kInt8: case DType::kUint8: return 1;
-    case DType::kFloat16: case DType::kBfloat16: return 2;
-    case DType::kInt32: case DType::kFloat32: return 4;
-    case DType::kInt64: case DType::kFloat64: return 8;
-    default: return 0;
+    case DType::kInt8:
+    case DType::kUint8:
+      return 1;
+    case DType::kFloat16:
+    case DType::kBfloat16:
+      return 2;
+    case DType::kInt32:
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+    case DType::kFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 

@@ -16,8 +16,8 @@ enum class DType : int { kInt8 = 0, kUint8, kInt32, kInt64, kFloat16, kBfloat16,
 enum class RedOp : int { kSum = 0, kProd, kMax, kMin, kAvg, kCount };
 
 size_t DTypeSize(DType t);
-const char* DTypeName(DType t);    // "float32", "bfloat16", ...
-const char* RedOpName(RedOp op);   // "sum", ...
+const char* DTypeName(DType t);   // "float32", "bfloat16", ...
+const char* RedOpName(RedOp op);  // "sum", ...
 // Accepts the names above plus short forms (f32, bf16, half, int, ...). nullopt when unknown.
 std::optional<DType> ParseDType(std::string_view name);
 std::optional<RedOp> ParseRedOp(std::string_view name);
@@ -26,14 +26,22 @@ inline bool IsValid(RedOp op) { return static_cast<int>(op) >= 0 && op < RedOp::
 inline bool IsHalf(DType t) { return t == DType::kFloat16 || t == DType::kBfloat16; }
 inline bool IsFloat(DType t) { return IsHalf(t) || t == DType::kFloat32 || t == DType::kFloat64; }
 
-inline uint32_t F32Bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float BitsF32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t F32Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float BitsF32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 inline float Bf16ToF32(uint16_t h) { return BitsF32(static_cast<uint32_t>(h) << 16); }
 inline uint16_t F32ToBf16(float f) {
   uint32_t u = F32Bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  u += 0x7fffu + ((u >> 16) & 1u);                                                      // round to nearest even
   return static_cast<uint16_t>(u >> 16);
 }
 
@@ -45,7 +53,10 @@ inline float F16ToF32(uint16_t h) {
     if (man == 0) return BitsF32(sign);
     // subnormal: normalise
     int e = -1;
-    do { ++e; man <<= 1; } while ((man & 0x400u) == 0);
+    do {
+      ++e;
+      man <<= 1;
+    } while ((man & 0x400u) == 0);
     man &= 0x3ffu;
     return BitsF32(sign | (static_cast<uint32_t>(112 - e) << 23) | (man << 13));
   }
@@ -57,10 +68,10 @@ inline uint16_t F32ToF16(float f) {
   uint32_t u = F32Bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow (incl. rounding) -> inf
-  if (a >= 0x38800000u) {  // normal in f16
-    uint32_t r = a - 0x38000000u;  // rebias exponent (127-15) << 23
+  if (a >= 0x38800000u) {                                              // normal in f16
+    uint32_t r = a - 0x38000000u;                                      // rebias exponent (127-15) << 23
     r += 0xfffu + ((r >> 13) & 1u);
     return static_cast<uint16_t>(sign | (r >> 13));
   }
@@ -80,29 +91,55 @@ inline uint16_t F32ToF16(float f) {
 // representable in t; 16-bit floats round to nearest even).
 inline void StoreElement(void* buf, size_t i, DType t, double v) {
   switch (t) {
-    case DType::kInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
-    case DType::kUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
-    case DType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case DType::kInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-    case DType::kFloat16: static_cast<uint16_t*>(buf)[i] = F32ToF16(static_cast<float>(v)); break;
-    case DType::kBfloat16: static_cast<uint16_t*>(buf)[i] = F32ToBf16(static_cast<float>(v)); break;
-    case DType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double*>(buf)[i] = v; break;
-    default: break;
+    case DType::kInt8:
+      static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v);
+      break;
+    case DType::kUint8:
+      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
+      break;
+    case DType::kInt32:
+      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::kInt64:
+      static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v);
+      break;
+    case DType::kFloat16:
+      static_cast<uint16_t*>(buf)[i] = F32ToF16(static_cast<float>(v));
+      break;
+    case DType::kBfloat16:
+      static_cast<uint16_t*>(buf)[i] = F32ToBf16(static_cast<float>(v));
+      break;
+    case DType::kFloat32:
+      static_cast<float*>(buf)[i] = static_cast<float>(v);
+      break;
+    case DType::kFloat64:
+      static_cast<double*>(buf)[i] = v;
+      break;
+    default:
+      break;
   }
 }
 
 inline double LoadElement(const void* buf, size_t i, DType t) {
   switch (t) {
-    case DType::kInt8: return static_cast<const int8_t*>(buf)[i];
-    case DType::kUint8: return static_cast<const uint8_t*>(buf)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(buf)[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case DType::kFloat16: return F16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kBfloat16: return Bf16ToF32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::kFloat32: return static_cast<const float*>(buf)[i];
-    case DType::kFloat64: return static_cast<const double*>(buf)[i];
-    default: return 0;
+    case DType::kInt8:
+      return static_cast<const int8_t*>(buf)[i];
+    case DType::kUint8:
+      return static_cast<const uint8_t*>(buf)[i];
+    case DType::kInt32:
+      return static_cast<const int32_t*>(buf)[i];
+    case DType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case DType::kFloat16:
+      return F16ToF32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::kBfloat16:
+      return Bf16ToF32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::kFloat32:
+      return static_cast<const float*>(buf)[i];
+    case DType::kFloat64:
+      return static_cast<const double*>(buf)[i];
+    default:
+      return 0;
   }
 }
 

@@ -7,15 +7,24 @@ namespace tessera {
 
 const char* CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kSystemError: return "SystemError";
-    case Code::kRemoteError: return "RemoteError";
-    case Code::kTimeout: return "Timeout";
-    case Code::kInternalError: return "InternalError";
-    case Code::kUnsupported: return "Unsupported";
-    case Code::kNotFound: return "NotFound";
-    case Code::kCorrupt: return "Corrupt";
+    case Code::kOk:
+      return "OK";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kSystemError:
+      return "SystemError";
+    case Code::kRemoteError:
+      return "RemoteError";
+    case Code::kTimeout:
+      return "Timeout";
+    case Code::kInternalError:
+      return "InternalError";
+    case Code::kUnsupported:
+      return "Unsupported";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kCorrupt:
+      return "Corrupt";
   }
   return "Unknown";
 }
@@ -30,8 +39,6 @@ Status Status::WithContext(const std::string& context) const {
   return Status(code_, context + ": " + message_);
 }
 
-Status ErrnoError(const std::string& what, int err) {
-  return SystemError(what + ": " + std::strerror(err));
-}
+Status ErrnoError(const std::string& what, int err) { return SystemError(what + ": " + std::strerror(err)); }
 
 }  // namespace tessera

@@ -1,11 +1,10 @@
 // daemon/client: HTTP client of the daemon API, with address and token discovery.
 #include "daemon/client.hpp"
 
+#include <fmt/format.h>
 #include <httplib.h>
 #include <limits.h>
 #include <stdlib.h>
-
-#include <fmt/format.h>
 
 #include "common/env.hpp"
 #include "daemon/daemon.hpp"
@@ -24,9 +23,10 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& o) {
   if (addr.empty()) {
     auto info = ReadFile(state + "/daemon.json");
     if (!info.ok())
-      return NotFound(fmt::format("no daemon address: {}/daemon.json is missing (start `tessera daemon "
-                                  "--state-dir {}`, or pass --daemon HOST:PORT)",
-                                  state, state));
+      return NotFound(
+          fmt::format("no daemon address: {}/daemon.json is missing (start `tessera daemon "
+                      "--state-dir {}`, or pass --daemon HOST:PORT)",
+                      state, state));
     try {
       addr = json::parse(*info).at("address").get<std::string>();
     } catch (const std::exception& e) {
@@ -62,9 +62,10 @@ Result<json> Client::Call(const std::string& method, const std::string& path, co
                       : method == "POST" ? cli.Post(path, h, body ? body->dump() : "{}", "application/json")
                                          : cli.Put(path, h, body ? body->dump() : "{}", "application/json");
   if (!r)
-    return SystemError(fmt::format("cannot reach the tessera daemon at {} (address from {}): {}; is `tessera daemon` "
-                                   "running?",
-                                   address_, where_, httplib::to_string(r.error())));
+    return SystemError(
+        fmt::format("cannot reach the tessera daemon at {} (address from {}): {}; is `tessera daemon` "
+                    "running?",
+                    address_, where_, httplib::to_string(r.error())));
   json j;
   try {
     j = r->body.empty() ? json::object() : json::parse(r->body);
@@ -91,7 +92,8 @@ Result<std::string> Client::GetText(const std::string& path, size_t* size) {
   if (!token_.empty()) h.emplace("Authorization", "Bearer " + token_);
   auto r = cli.Get(path, h);
   if (!r)
-    return SystemError(fmt::format("cannot reach the tessera daemon at {}: {}", address_, httplib::to_string(r.error())));
+    return SystemError(
+        fmt::format("cannot reach the tessera daemon at {}: {}", address_, httplib::to_string(r.error())));
   if (r->status >= 400) {
     std::string msg = r->body;
     try {

@@ -96,8 +96,8 @@ Result<std::vector<Island>> IslandsFor(const sched::Placement& placement, const 
     i.count = ta.cards;
     i.emulated = !any_real;
     if (any_real && any_emulated)
-      return Unsupported(fmt::format("type '{}' is placed on both emulated and real nodes; one island needs one kind",
-                                     ta.type));
+      return Unsupported(
+          fmt::format("type '{}' is placed on both emulated and real nodes; one island needs one kind", ta.type));
     if (shares.size() > 1) {
       std::string list;
       for (const auto& [p, node] : shares)
@@ -242,9 +242,12 @@ int RunShim(int argc, char** argv) {
       break;
     }
     if (i + 1 >= argc) break;
-    if (a == "--dir") dir = argv[++i];
-    else if (a == "--log") log = argv[++i];
-    else if (a == "--cwd") cwd = argv[++i];
+    if (a == "--dir")
+      dir = argv[++i];
+    else if (a == "--log")
+      log = argv[++i];
+    else if (a == "--cwd")
+      cwd = argv[++i];
     else if (a == "--uid")
       uid = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--gid")

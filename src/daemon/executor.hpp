@@ -12,10 +12,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "daemon/jobspec.hpp"
 #include "tessera/sched.hpp"
@@ -49,10 +48,10 @@ Result<std::vector<Island>> IslandsFor(const sched::Placement& placement, const 
                                        const FleetSpec& fleet, const std::string& workload_class);
 
 struct LaunchRequest {
-  std::string self_exe;     // the tessera binary (runs the shim)
+  std::string self_exe;               // the tessera binary (runs the shim)
   std::vector<std::string> launcher;  // default {self_exe, "run"}
-  std::string attempt_dir;  // pid.json / exit.json go here
-  std::string log_path;     // stdout+stderr of the launcher and ranks, appended
+  std::string attempt_dir;            // pid.json / exit.json go here
+  std::string log_path;               // stdout+stderr of the launcher and ranks, appended
   std::string workdir;
   std::vector<Island> islands;
   std::vector<std::string> command;

@@ -23,7 +23,7 @@ namespace tessera::daemon {
 struct RunSpec {
   std::vector<std::string> command;
   std::string workdir;
-  std::string ckpt_dir;  // "" = the daemon picks <state>/jobs/<id>/ckpt
+  std::string ckpt_dir;    // "" = the daemon picks <state>/jobs/<id>/ckpt
   int64_t ckpt_every = 0;  // 0 = the program's default
   int64_t grace_ms = 10000;
   std::map<std::string, std::string> env;

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,8 +14,6 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 namespace tessera::daemon {
 

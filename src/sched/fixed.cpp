@@ -206,8 +206,8 @@ Result<int64_t> ParseTime(const std::string& what, const std::string& text) {
   int64_t t = day * 86400;
   if (text.size() == 10) return t;
   int hh, mm, ss = 0;
-  bool ok = text.size() >= 16 && (text[10] == 'T' || text[10] == ' ') && Digits(text, 11, 2, &hh) &&
-            text[13] == ':' && Digits(text, 14, 2, &mm);
+  bool ok = text.size() >= 16 && (text[10] == 'T' || text[10] == ' ') && Digits(text, 11, 2, &hh) && text[13] == ':' &&
+            Digits(text, 14, 2, &mm);
   size_t pos = 16;
   if (ok && text.size() >= 19 && text[16] == ':') {
     ok = Digits(text, 17, 2, &ss);
@@ -238,11 +238,16 @@ const char* ShareUnitName(ShareUnit u) { return u == ShareUnit::kCards ? "cards"
 
 const char* BindingName(Binding b) {
   switch (b) {
-    case Binding::kCompatibility: return "compatibility";
-    case Binding::kBounds: return "bounds";
-    case Binding::kCapacity: return "capacity";
-    case Binding::kFloor: return "floor";
-    case Binding::kCombination: return "combination";
+    case Binding::kCompatibility:
+      return "compatibility";
+    case Binding::kBounds:
+      return "bounds";
+    case Binding::kCapacity:
+      return "capacity";
+    case Binding::kFloor:
+      return "floor";
+    case Binding::kCombination:
+      return "combination";
   }
   return "unknown";
 }

@@ -1,10 +1,11 @@
 // tests/ckpt/format_test: CRC32C known answers and combine, names, manifest round trip and rejection.
+#include "ckpt/format.hpp"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "ckpt/crc32c.hpp"
-#include "ckpt/format.hpp"
 
 namespace tessera::ckpt {
 
@@ -24,7 +25,8 @@ TEST(Crc32c, LargeBuffersMatchBytewiseAndCombine) {
   for (auto& b : data) b = static_cast<uint8_t>(rng());
   // Incremental byte-at-a-time CRC (exercises the tail path only) equals the one-shot CRC (block path).
   uint32_t inc = 0;
-  for (size_t i = 0; i < data.size(); i += 1000) inc = Crc32c(data.data() + i, std::min<size_t>(1000, data.size() - i), inc);
+  for (size_t i = 0; i < data.size(); i += 1000)
+    inc = Crc32c(data.data() + i, std::min<size_t>(1000, data.size() - i), inc);
   uint32_t whole = Crc32c(data.data(), data.size());
   EXPECT_EQ(inc, whole);
   for (size_t split : {size_t{0}, size_t{1}, size_t{8191}, size_t{24576}, size_t{100001}, data.size()}) {
@@ -55,7 +57,10 @@ TEST(Format, ManifestRoundTripAndRejects) {
   m.world = 2;
   m.created_unix = 1700000000;
   m.files = {{0, ShardFileName(0, 2), 1000, 0xdeadbeef}, {1, ShardFileName(1, 2), 900, 0x01020304}};
-  m.tensors.push_back({"w", DType::kBfloat16, {10, 4}, Sharding::kRowSharded,
+  m.tensors.push_back({"w",
+                       DType::kBfloat16,
+                       {10, 4},
+                       Sharding::kRowSharded,
                        {{0, 0, 5, 100, 140, 0x11111111}, {1, 5, 5, 96, 136, 0x22222222}}});
   auto back = ManifestFromJson(ManifestToJson(m), "test");
   ASSERT_TRUE(back.ok()) << back.status().ToString();

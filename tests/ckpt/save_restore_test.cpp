@@ -45,7 +45,8 @@ void SaveWorld(const std::string& root, int world, int64_t step) {
         return;
       }
       auto [b, n] = EvenRows(kRows, r, world);
-      auto wdata = Fill(static_cast<uint64_t>(step), static_cast<uint64_t>(b * kCols), static_cast<uint64_t>(n * kCols));
+      auto wdata =
+          Fill(static_cast<uint64_t>(step), static_cast<uint64_t>(b * kCols), static_cast<uint64_t>(n * kCols));
       auto bdata = Fill(static_cast<uint64_t>(step) + 100, 0, 5);
       std::vector<TensorView> tv;
       tv.push_back({"w", DType::kFloat32, {n, kCols}, wdata.data(), Sharding::kRowSharded, b, kRows});
@@ -106,10 +107,10 @@ TEST_P(Reshard, RowShardedAndReplicated) {
   for (int r = 0; r < m; ++r) {
     auto [b, rows] = EvenRows(kRows, r, m);
     std::vector<float> w(static_cast<size_t>(rows * kCols), -1.f), bias(5, -1.f);
-    Status s = Restore(d.path(), 3,
-                       {{"w", w.data(), w.size() * 4, b, rows}, {"b", bias.data(), bias.size() * 4}});
+    Status s = Restore(d.path(), 3, {{"w", w.data(), w.size() * 4, b, rows}, {"b", bias.data(), bias.size() * 4}});
     ASSERT_TRUE(s.ok()) << s.ToString();
-    EXPECT_EQ(w, Fill(3, static_cast<uint64_t>(b * kCols), static_cast<uint64_t>(rows * kCols))) << "rank " << r << " of " << m;
+    EXPECT_EQ(w, Fill(3, static_cast<uint64_t>(b * kCols), static_cast<uint64_t>(rows * kCols)))
+        << "rank " << r << " of " << m;
     EXPECT_EQ(bias, Fill(103, 0, 5));
   }
 }
@@ -141,7 +142,8 @@ TEST(SaveRestore, BadSaveInputsAreRejected) {
   auto w = CheckpointWriter::Open(d.path(), 1, 2);
   ASSERT_TRUE(w.ok());
   float x[4] = {};
-  EXPECT_EQ((*w)->Save(1, {{"a", DType::kFloat32, {4}, x}, {"a", DType::kFloat32, {4}, x}}).code(), Code::kInvalidArgument);
+  EXPECT_EQ((*w)->Save(1, {{"a", DType::kFloat32, {4}, x}, {"a", DType::kFloat32, {4}, x}}).code(),
+            Code::kInvalidArgument);
   Status s = (*w)->Save(1, {{"a", DType::kFloat32, {2, 2}, x, Sharding::kRowSharded, 3, 4}});
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("'a'"), std::string::npos);
@@ -236,7 +238,7 @@ TEST(SaveRestore, SaveProgressGrowsToTheFileSizeOnceCommitted) {
     }
     EXPECT_EQ(finals, 1) << "step " << step;
     EXPECT_EQ(mine.back().done, total) << "the last call is (total, total)";
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(::stat((d / (StepDirName(step) + "/rank-00000-of-00001.safetensors")).c_str(), &st), 0);
     EXPECT_EQ(total, static_cast<uint64_t>(st.st_size)) << "total is the shard file's size";
   }

@@ -1,6 +1,8 @@
 // tests/ckpt/sigv4_test: our SigV4 signer against AWS's published S3 examples (Signature Version 4
 // "Examples" in the S3 API reference: GET object, PUT object, GET ?lifecycle, list objects) and against
 // botocore (Debian's python3-botocore) on requests shaped like ours: multipart, odd keys, list tokens.
+#include "ckpt/sigv4.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -10,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/s3.hpp"
-#include "ckpt/sigv4.hpp"
 #include "ckpt/test_util.hpp"
 
 namespace tessera::ckpt::s3 {
@@ -84,9 +85,17 @@ TEST(SigV4, MatchesBotocore) {
     std::string payload, range;
   };
   std::vector<Case> cases = {
-      {"PUT", "ckpt/step-0000000042/rank-00000-of-00004.safetensors", {{"partNumber", "3"}, {"uploadId", "2~abc/DEF+g=="}}, "UNSIGNED-PAYLOAD", ""},
+      {"PUT",
+       "ckpt/step-0000000042/rank-00000-of-00004.safetensors",
+       {{"partNumber", "3"}, {"uploadId", "2~abc/DEF+g=="}},
+       "UNSIGNED-PAYLOAD",
+       ""},
       {"POST", "a b/c+d=e&f~g(1).bin", {{"uploads", ""}}, Sha256Hex("", 0), ""},
-      {"GET", "", {{"list-type", "2"}, {"prefix", "ckpt/step-"}, {"continuation-token", "1/2+3=="}}, Sha256Hex("", 0), ""},
+      {"GET",
+       "",
+       {{"list-type", "2"}, {"prefix", "ckpt/step-"}, {"continuation-token", "1/2+3=="}},
+       Sha256Hex("", 0),
+       ""},
       {"GET", "ünïcode/ключ", {}, Sha256Hex("", 0), "bytes=0-1048575"},
       {"DELETE", "x", {{"uploadId", "u"}}, Sha256Hex("xyz", 3), ""},
   };
@@ -111,8 +120,11 @@ TEST(SigV4, MatchesBotocore) {
       si.secret_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
       ours.push_back(Sign(si));
       std::string qs = CanonicalQuery(c.query);
-      nlohmann::json j{{"access_key", si.access_key}, {"secret_key", si.secret_key}, {"region", si.region},
-                       {"method", c.method}, {"url", "http://127.0.0.1:4568" + si.path + (qs.empty() ? "" : "?" + qs)},
+      nlohmann::json j{{"access_key", si.access_key},
+                       {"secret_key", si.secret_key},
+                       {"region", si.region},
+                       {"method", c.method},
+                       {"url", "http://127.0.0.1:4568" + si.path + (qs.empty() ? "" : "?" + qs)},
                        {"amz_date", si.amz_date}};
       j["headers"] = nlohmann::json::object();
       for (const auto& [k, v] : si.headers) j["headers"][k] = v;
@@ -127,7 +139,8 @@ TEST(SigV4, MatchesBotocore) {
   for (; std::getline(out, line) && i < cases.size(); ++i) {
     auto j = nlohmann::json::parse(line);
     EXPECT_EQ(ours[i].canonical_request, j["canonical_request"].get<std::string>()) << "case " << i;
-    EXPECT_EQ(ours[i].signature, j["signature"].get<std::string>()) << "case " << i << " " << cases[i].method << " " << cases[i].key;
+    EXPECT_EQ(ours[i].signature, j["signature"].get<std::string>())
+        << "case " << i << " " << cases[i].method << " " << cases[i].key;
   }
   EXPECT_EQ(i, cases.size());
 }

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 
 #include "common/dtype.hpp"
 #include "tessera/tessera.h"
@@ -23,10 +23,13 @@ inline double Value(uint64_t seed, int rank, size_t i, DType t, tsrRedOp_t op) {
   h *= 0xD6E8FEB86659FD93ull;
   h ^= h >> 29;
   switch (t) {
-    case DType::kInt8: case DType::kUint8:
+    case DType::kInt8:
+    case DType::kUint8:
       return op == tsrProd ? static_cast<double>(h % 2 + 1) : static_cast<double>(h % 5);
-    case DType::kInt32: case DType::kInt64:
-      return op == tsrProd ? static_cast<double>(h % 3 + 1) : static_cast<double>(static_cast<int64_t>(h % 2001) - 1000);
+    case DType::kInt32:
+    case DType::kInt64:
+      return op == tsrProd ? static_cast<double>(h % 3 + 1)
+                           : static_cast<double>(static_cast<int64_t>(h % 2001) - 1000);
     default: {
       // random value in [-2, 2) rounded to the type; products stay near 1
       double u = static_cast<double>(h >> 11) / 9007199254740992.0;
@@ -52,10 +55,19 @@ inline double Reference(uint64_t seed, size_t i, DType t, tsrRedOp_t op, int wor
       continue;
     }
     switch (op) {
-      case tsrSum: case tsrAvg: acc += v; break;
-      case tsrProd: acc *= v; break;
-      case tsrMax: acc = std::max(acc, v); break;
-      case tsrMin: acc = std::min(acc, v); break;
+      case tsrSum:
+      case tsrAvg:
+        acc += v;
+        break;
+      case tsrProd:
+        acc *= v;
+        break;
+      case tsrMax:
+        acc = std::max(acc, v);
+        break;
+      case tsrMin:
+        acc = std::min(acc, v);
+        break;
     }
   }
   if (op == tsrAvg) acc = IsFloat(t) ? acc / world : std::trunc(acc / world);
@@ -65,8 +77,10 @@ inline double Reference(uint64_t seed, size_t i, DType t, tsrRedOp_t op, int wor
 
 // Unit roundoff of the output type.
 inline double Unit(DType t) {
-  return t == DType::kFloat16 ? std::ldexp(1.0, -11) : t == DType::kBfloat16 ? std::ldexp(1.0, -8)
-       : t == DType::kFloat32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
+  return t == DType::kFloat16    ? std::ldexp(1.0, -11)
+         : t == DType::kBfloat16 ? std::ldexp(1.0, -8)
+         : t == DType::kFloat32  ? std::ldexp(1.0, -24)
+                                 : std::ldexp(1.0, -53);
 }
 
 // The error bound the product promises: one final rounding to the output type plus f32 (or f64)

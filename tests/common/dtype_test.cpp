@@ -1,7 +1,8 @@
 #include "common/dtype.hpp"
 
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <random>
 
 namespace tessera {
@@ -18,7 +19,10 @@ uint16_t RefF32ToF16(float f) {
   for (uint32_t h = 0; h < 0x7c00; ++h) {
     double v = F16ToF32(static_cast<uint16_t>(h));
     double d = std::fabs(v - a);
-    if (d < bestd || (d == bestd && (h & 1) == 0)) { bestd = d; best = static_cast<uint16_t>(h); }
+    if (d < bestd || (d == bestd && (h & 1) == 0)) {
+      bestd = d;
+      best = static_cast<uint16_t>(h);
+    }
   }
   // beyond max finite + half ulp rounds to inf
   if (a >= 65520.0) return sign | 0x7c00;
@@ -28,7 +32,10 @@ uint16_t RefF32ToF16(float f) {
 TEST(DType, F16RoundTripAllValues) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     float f = F16ToF32(static_cast<uint16_t>(h));
-    if (std::isnan(f)) { EXPECT_TRUE(std::isnan(F16ToF32(F32ToF16(f)))); continue; }
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(F16ToF32(F32ToF16(f))));
+      continue;
+    }
     EXPECT_EQ(F32ToF16(f), h) << "h=" << h;
   }
 }

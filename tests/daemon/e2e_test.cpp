@@ -214,9 +214,9 @@ TEST_F(DaemonE2E, CrashAndRestartLosesNoJobAndNoBillingRecord) {
   EXPECT_EQ(::kill(pid, 0), 0) << "the job died with the daemon";
   ASSERT_TRUE(WaitFor([&] { return Exists(out_ + "/1-done.1"); }, 30s));
   std::this_thread::sleep_for(500ms);
-  int64_t restart_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
+  int64_t restart_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   d_->Start();
   admin_ = d_->Admin();
   // Restarted: job 1 is finished with its real end time (before the restart), job 2 was not lost and runs.
@@ -251,7 +251,8 @@ TEST_F(DaemonE2E, KillDuringSubmitLosesNoAcceptedJob) {
   int64_t blocker = Submit(*admin_, SleepJobYaml("blocker", 0, 2, 60, out_ + "/b-", "[ascend]"));
   ASSERT_TRUE(WaitState(blocker, "running"));
   std::vector<int64_t> ids;
-  for (int i = 0; i < 5; ++i) ids.push_back(Submit(*admin_, SleepJobYaml(fmt::format("s{}", i), 0, 2, 1, out_ + "/", "[ascend]")));
+  for (int i = 0; i < 5; ++i)
+    ids.push_back(Submit(*admin_, SleepJobYaml(fmt::format("s{}", i), 0, 2, 1, out_ + "/", "[ascend]")));
   d_->Kill9();  // every job above got its 201 answer: each must survive
   d_->Start();
   admin_ = d_->Admin();
@@ -334,7 +335,8 @@ TEST_F(DaemonE2E, SmShareNodesRunAsCudaIslandsOnShares) {
       << Events(j);
   auto log = admin_->GetText(fmt::format("/v1/jobs/{}/logs", j));
   ASSERT_TRUE(log.ok()) << log.status().ToString();
-  EXPECT_NE(log->find("1xascend-910b (emulated: SM share 35% of a GPU, not real ascend-910b hardware)"), std::string::npos)
+  EXPECT_NE(log->find("1xascend-910b (emulated: SM share 35% of a GPU, not real ascend-910b hardware)"),
+            std::string::npos)
       << *log;
   if (State(j) == "failed") {
     // No GPU or no MPS here: the launcher's reason is in the log, and the job failed with its exit status.

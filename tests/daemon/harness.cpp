@@ -101,7 +101,8 @@ DaemonProcess::DaemonProcess(std::string state_dir, std::vector<std::string> ext
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) Stop();
   // Jobs run in their own sessions and outlive the daemon: stop what this test left running.
-  Shell("for f in " + state_ + "/jobs/*/attempt-*/pid.json; do [ -f \"$f\" ] || continue; "
+  Shell("for f in " + state_ +
+        "/jobs/*/attempt-*/pid.json; do [ -f \"$f\" ] || continue; "
         "[ -f \"$(dirname $f)/exit.json\" ] && continue; "
         "p=$(sed 's/.*\"shim\":\\([0-9]*\\).*/\\1/' \"$f\"); pkill -KILL -s \"$p\" 2>/dev/null; done");
 }
@@ -163,12 +164,12 @@ std::unique_ptr<Client> DaemonProcess::ClientFor(const std::string& token) {
   return std::move(c).value();
 }
 
-std::string SleepJobYaml(const std::string& name, int priority, int cards, double seconds, const std::string& out_prefix,
-                         const std::string& compatible, const std::string& extra) {
+std::string SleepJobYaml(const std::string& name, int priority, int cards, double seconds,
+                         const std::string& out_prefix, const std::string& compatible, const std::string& extra) {
   std::ostringstream y;
   y << "name: " << name << "\npriority: " << priority << "\nclass: mlp-train\ncards: " << cards
-    << "\ncompatible: " << compatible << "\ncommand: [" << SourceDir() << "/tests/daemon/sleep_job.sh, \""
-    << seconds << "\"]\nenv: {OUT_PREFIX: \"" << out_prefix << "\"}\ngrace: 5s\n"
+    << "\ncompatible: " << compatible << "\ncommand: [" << SourceDir() << "/tests/daemon/sleep_job.sh, \"" << seconds
+    << "\"]\nenv: {OUT_PREFIX: \"" << out_prefix << "\"}\ngrace: 5s\n"
     << extra;
   return y.str();
 }
@@ -181,8 +182,6 @@ std::string WriteTenantsFile(const std::string& path, const std::vector<std::pai
   return path;
 }
 
-nlohmann::json Doc(const std::string& source, const std::string& yaml) {
-  return {{"source", source}, {"yaml", yaml}};
-}
+nlohmann::json Doc(const std::string& source, const std::string& yaml) { return {{"source", source}, {"yaml", yaml}}; }
 
 }  // namespace tessera::daemon::testing

@@ -7,10 +7,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "daemon/client.hpp"
 
@@ -38,9 +37,9 @@ class DaemonProcess {
   ~DaemonProcess();
   // A command the daemon is started under, e.g. {"setpriv", "--reuid=nobody", ...}: another identity.
   void RunUnder(std::vector<std::string> prefix) { prefix_ = std::move(prefix); }
-  void Start();    // starts and waits until it answers /v1/health (asserts on failure)
-  void Kill9();    // SIGKILL, like a crash
-  void Stop();     // SIGTERM and wait
+  void Start();  // starts and waits until it answers /v1/health (asserts on failure)
+  void Kill9();  // SIGKILL, like a crash
+  void Stop();   // SIGTERM and wait
   pid_t pid() const { return pid_; }
   const std::string& state() const { return state_; }
   std::unique_ptr<Client> ClientFor(const std::string& token);  // "" = admin token from STATE/token
@@ -54,8 +53,9 @@ class DaemonProcess {
 };
 
 // A job file for tests/daemon/sleep_job.sh (its files go to OUT_PREFIX + "pid.1" etc.) with the given planner fields.
-std::string SleepJobYaml(const std::string& name, int priority, int cards, double seconds, const std::string& out_prefix,
-                         const std::string& compatible = "[ascend, nvidia]", const std::string& extra = "");
+std::string SleepJobYaml(const std::string& name, int priority, int cards, double seconds,
+                         const std::string& out_prefix, const std::string& compatible = "[ascend, nvidia]",
+                         const std::string& extra = "");
 nlohmann::json Doc(const std::string& source, const std::string& yaml);
 // Writes a --tenants file (mode 0600) holding the SHA-256 of each (name, token); returns its path.
 std::string WriteTenantsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& tenants);

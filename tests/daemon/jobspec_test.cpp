@@ -80,8 +80,7 @@ TEST(JobSpec, ErrorsNameFileLineAndKey) {
 
 TEST(JobSpec, DuplicateKeysOfTheDaemonsOwnFieldsAreRefused) {
   // The planner's keys were checked already; the daemon's own (command, env, ...) were taken silently.
-  auto s = ParseJobSpec("name: n\nclass: c\ncards: 1\ncommand: [a]\ncommand: [b]\n", "j.yaml", "/b", "t",
-                        {"ascend"});
+  auto s = ParseJobSpec("name: n\nclass: c\ncards: 1\ncommand: [a]\ncommand: [b]\n", "j.yaml", "/b", "t", {"ascend"});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("j.yaml:5: command: is given twice (first on line 4)"), std::string::npos)
       << s.status().message();

@@ -47,7 +47,7 @@ std::string FinalHash(const std::string& output) {
   return p == std::string::npos ? "" : output.substr(p + 19, 16);
 }
 
-#define REQUIRE_COMM()                                                                              \
+#define REQUIRE_COMM() \
   if (!HaveComm()) GTEST_SKIP() << "needs `tessera run` and the collectives core (not in this build)"
 
 std::string RunTrainer(const std::string& islands, const std::string& args, const std::string& loss_out) {
@@ -63,7 +63,8 @@ TEST(Trainer, TwoIslandsMatchOneIslandWithin1e4) {
   REQUIRE_COMM();
   std::string dir = MakeTempDir("trainer");
   RunTrainer("--island nvidia=host:1", "--steps 200 --batch 60", dir + "/one.txt");
-  RunTrainer("--island ascend=host:1 --island nvidia=host:2", "--steps 200 --batch 60 --weights 0.5,1", dir + "/two.txt");
+  RunTrainer("--island ascend=host:1 --island nvidia=host:2", "--steps 200 --batch 60 --weights 0.5,1",
+             dir + "/two.txt");
   Curve a = ReadCurve(dir + "/one.txt"), b = ReadCurve(dir + "/two.txt");
   ASSERT_EQ(a.steps.size(), 200u);
   ASSERT_EQ(b.steps.size(), 200u);
@@ -98,7 +99,7 @@ TEST(Trainer, DaemonInterruptResumesFromCheckpointWithNoStepLost) {
   std::string dir = MakeTempDir("resume");
   // Reference: the same layout (1 ascend + 1 nvidia, weights from the catalog) without interruption.
   std::string ref = RunTrainer("--island ascend=host:1 --island nvidia=host:1",
-                        "--steps 240 --ckpt-every 0 --weights 0.5,1", dir + "/ref.txt");
+                               "--steps 240 --ckpt-every 0 --weights 0.5,1", dir + "/ref.txt");
   // The job runs under an unprivileged identity (nobody, as root): its loss file goes where it may write.
   ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
   ASSERT_EQ(::mkdir((dir + "/out").c_str(), 0777), 0);

@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "common/dtype.hpp"
 #include "../comm/reference.hpp"
+#include "common/dtype.hpp"
 #include "tessera/tessera.h"
 
 cudaError_t LaunchDelay(cudaStream_t s, double ms);
@@ -151,7 +151,8 @@ int RunCheck(const std::vector<size_t>& sizes) {
           if (op != tsrSum || inplace) continue;
           // reduce_scatter (sum)
           Buf rin(count * g_size * esz), rout(count * esz, 0xCD);
-          for (size_t i = 0; i < count * g_size; ++i) StoreElement(rin.host.data(), i, t, Value(seed, g_rank, i, t, op));
+          for (size_t i = 0; i < count * g_size; ++i)
+            StoreElement(rin.host.data(), i, t, Value(seed, g_rank, i, t, op));
           rin.Push();
           Check(tsrReduceScatter(rin.ptr(), rout.ptr(), count, tt, op, g_comm, S()), "reduce_scatter");
           rout.Pull();

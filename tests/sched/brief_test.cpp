@@ -78,7 +78,8 @@ TEST(SchedBrief, Scenario1TheBriefsPool) {
   Placement ph = PlanIt(h);
   EXPECT_EQ(ph.cost_per_hour, 6'528 * kMoneyScale);
   // Saving in per-mille, exact: 1 - 4416/6528 = 0.32353 -> 32.4%.
-  int64_t saving_permille = ((ph.cost_per_hour - p.cost_per_hour) * 1000 * 2 + ph.cost_per_hour) / (2 * ph.cost_per_hour);
+  int64_t saving_permille =
+      ((ph.cost_per_hour - p.cost_per_hour) * 1000 * 2 + ph.cost_per_hour) / (2 * ph.cost_per_hour);
   EXPECT_EQ(saving_permille, 324);
   EXPECT_NE(p.cost_per_hour, 4'403 * kMoneyScale);
 }

@@ -7,17 +7,6 @@
 // TESSERA_RANK and TESSERA_WORLD_SIZE); ranks meet through a gloo FileStore in --store-dir (default
 // /tmp/tessera-gloo-$TESSERA_TOKEN). Timing as in tessera bench: every iteration is bracketed by a
 // barrier, the per-iteration time is the max over ranks, the row reports the median over iterations.
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <functional>
-#include <map>
-#include <memory>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include <CLI/CLI.hpp>
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_bcube.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -31,6 +20,17 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "harness.hpp"
 
 namespace {
@@ -38,8 +38,8 @@ namespace {
 using tessera::bench::Row;
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kAllAlgos = {"ring", "ring_chunked", "halving_doubling", "bcube", "new_ring",
-                                            "new_bcube"};
+const std::vector<std::string> kAllAlgos = {"ring",  "ring_chunked", "halving_doubling",
+                                            "bcube", "new_ring",     "new_bcube"};
 
 // One allreduce of `count` floats, ready to run repeatedly; `out` is the output (and, for the old-style
 // in-place classes, also the input, restored by refill()).
@@ -71,8 +71,7 @@ Op MakeOp(Job& job, const std::string& algo, std::vector<float>& in, std::vector
     std::shared_ptr<gloo::Algorithm> a;
     if (algo == "ring") a = std::make_shared<gloo::AllreduceRing<float>>(job.ctx, ptrs, count);
     if (algo == "ring_chunked") a = std::make_shared<gloo::AllreduceRingChunked<float>>(job.ctx, ptrs, count);
-    if (algo == "halving_doubling")
-      a = std::make_shared<gloo::AllreduceHalvingDoubling<float>>(job.ctx, ptrs, count);
+    if (algo == "halving_doubling") a = std::make_shared<gloo::AllreduceHalvingDoubling<float>>(job.ctx, ptrs, count);
     if (algo == "bcube") a = std::make_shared<gloo::AllreduceBcube<float>>(job.ctx, ptrs, count);
     // In place, as Gloo's own benchmark and PyTorch's ProcessGroupGloo use these classes: the timed call
     // is the allreduce alone (no copy of the input), which is Gloo's best case.
@@ -83,7 +82,7 @@ Op MakeOp(Job& job, const std::string& algo, std::vector<float>& in, std::vector
   // New-style API: unbound buffers, out of place, one options object reused by every call.
   auto opts = std::make_shared<gloo::AllreduceOptions>(job.ctx);
   opts->setAlgorithm(algo == "new_ring" ? gloo::AllreduceOptions::Algorithm::RING
-                                         : gloo::AllreduceOptions::Algorithm::BCUBE);
+                                        : gloo::AllreduceOptions::Algorithm::BCUBE);
   opts->setInput(in.data(), in.size());
   opts->setOutput(out.data(), out.size());
   void (*fn)(void*, const void*, const void*, size_t) = &gloo::sum<float>;
@@ -107,8 +106,9 @@ int Main(int argc, char** argv) {
   app.add_option("--sizes", sizes_text, "Sizes in bytes: list and/or ranges (16M,64M or 1K:256M:x4)");
   app.add_option("--iters", iters, "Timed iterations per size")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", warmup, "Untimed iterations per size")->check(CLI::Range(0, 100000));
-  app.add_option("--algos", algos_text, "Comma-separated subset of ring,ring_chunked,halving_doubling,bcube,"
-                                        "new_ring,new_bcube, or 'all'");
+  app.add_option("--algos", algos_text,
+                 "Comma-separated subset of ring,ring_chunked,halving_doubling,bcube,"
+                 "new_ring,new_bcube, or 'all'");
   app.add_option("--json", json_path, "Write the results to this JSON file (rank 0)");
   app.add_option("--store-dir", store_dir, "Directory for gloo's FileStore (default /tmp/tessera-gloo-$TESSERA_TOKEN)");
   app.add_option("--iface", iface, "Network interface for gloo's TCP transport");
@@ -125,8 +125,8 @@ int Main(int argc, char** argv) {
     job.rank = tessera::bench::EnvInt("TESSERA_RANK", nullptr, 0, 1 << 20);
     job.world = tessera::bench::EnvInt("TESSERA_WORLD_SIZE", nullptr, 1, 1 << 20);
     if (job.rank >= job.world)
-      throw std::invalid_argument("TESSERA_RANK=" + std::to_string(job.rank) + " is not below TESSERA_WORLD_SIZE=" +
-                                  std::to_string(job.world));
+      throw std::invalid_argument("TESSERA_RANK=" + std::to_string(job.rank) +
+                                  " is not below TESSERA_WORLD_SIZE=" + std::to_string(job.world));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gloo_allreduce: %s\n", e.what());
     return 2;
@@ -170,8 +170,8 @@ int Main(int argc, char** argv) {
   if (job.rank == 0) {
     std::printf("# gloo %d.%d.%d (Debian libgloo), transport tcp (iface %s), ranks %d, f32 sum allreduce\n",
                 GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, iface.c_str(), job.world);
-    std::printf("# timing: barrier before each iteration, max over ranks, median of %d iterations (%d warmup)\n",
-                iters, warmup);
+    std::printf("# timing: barrier before each iteration, max over ranks, median of %d iterations (%d warmup)\n", iters,
+                warmup);
   }
 
   std::vector<AlgoResult> results;
@@ -183,8 +183,8 @@ int Main(int argc, char** argv) {
       uint64_t count = bytes / sizeof(float);
       res.rows.emplace_back();
       if (count == 0 || count > static_cast<uint64_t>(INT32_MAX)) {
-        if (job.rank == 0) std::printf("# skipping size %llu: gloo needs 1..2^31-1 floats\n",
-                                       static_cast<unsigned long long>(bytes));
+        if (job.rank == 0)
+          std::printf("# skipping size %llu: gloo needs 1..2^31-1 floats\n", static_cast<unsigned long long>(bytes));
         continue;
       }
       if (too_slow) continue;
@@ -202,8 +202,10 @@ int Main(int argc, char** argv) {
       if (first[0] > budget_s / 4) {
         too_slow = true;
         if (job.rank == 0)
-          std::printf("# %s: one call at %llu bytes took %.1f s (over a quarter of --budget %.0f s): skipped at this "
-                      "size and above\n", algo.c_str(), static_cast<unsigned long long>(bytes), first[0], budget_s);
+          std::printf(
+              "# %s: one call at %llu bytes took %.1f s (over a quarter of --budget %.0f s): skipped at this "
+              "size and above\n",
+              algo.c_str(), static_cast<unsigned long long>(bytes), first[0], budget_s);
         continue;
       }
       int n_iters = iters;
@@ -272,8 +274,9 @@ int Main(int argc, char** argv) {
     for (const auto& r : results) {
       nlohmann::json rows = nlohmann::json::array();
       for (size_t s = 0; s < r.rows.size(); ++s)
-        rows.push_back(r.rows[s] ? tessera::bench::RowJson(*r.rows[s])
-                                 : nlohmann::json{{"bytes", sizes[s] / sizeof(float) * sizeof(float)}, {"skipped", true}});
+        rows.push_back(r.rows[s]
+                           ? tessera::bench::RowJson(*r.rows[s])
+                           : nlohmann::json{{"bytes", sizes[s] / sizeof(float) * sizeof(float)}, {"skipped", true}});
       j["algorithms"].push_back({{"name", r.algo}, {"rows", rows}});
     }
     j["rows"] = best_rows;  // the best per size: what the comparison uses

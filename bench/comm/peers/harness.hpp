@@ -12,13 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/machine.hpp"
 
@@ -35,8 +34,8 @@ struct Row {
 };
 
 inline nlohmann::json RowJson(const Row& r) {
-  return {{"bytes", r.bytes},          {"count", r.count},           {"time_us", r.time_us},
-          {"algbw_GBps", r.algbw},     {"busbw_GBps", r.busbw},      {"wrong", r.wrong}};
+  return {{"bytes", r.bytes},      {"count", r.count},      {"time_us", r.time_us},
+          {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw}, {"wrong", r.wrong}};
 }
 
 // "4096", "512K", "16M", "1G" (binary units). Throws std::invalid_argument naming the text.
@@ -50,11 +49,16 @@ inline uint64_t ParseOneSize(const std::string& text) {
   }
   std::string unit = text.substr(pos);
   double mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "K" || unit == "k" || unit == "KiB") mult = 1024.0;
-  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else throw std::invalid_argument("size '" + text + "' has an unknown unit '" + unit + "' (use K, M or G)");
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "K" || unit == "k" || unit == "KiB")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else
+    throw std::invalid_argument("size '" + text + "' has an unknown unit '" + unit + "' (use K, M or G)");
   if (n < 0 || !std::isfinite(n)) throw std::invalid_argument("size '" + text + "' is negative or not finite");
   return static_cast<uint64_t>(n * mult);
 }
@@ -80,7 +84,11 @@ inline std::vector<uint64_t> ParseSizes(const std::string& text) {
         throw std::invalid_argument("range '" + item + "': step '" + step + "' must be xFACTOR or +BYTES");
       if (step[0] == 'x') {
         double f = 0;
-        try { f = std::stod(step.substr(1)); } catch (...) { f = 0; }
+        try {
+          f = std::stod(step.substr(1));
+        } catch (...) {
+          f = 0;
+        }
         if (!(f > 1)) throw std::invalid_argument("range '" + item + "': factor '" + step + "' must be > 1");
         for (double s = static_cast<double>(lo); s <= static_cast<double>(hi) * (1 + 1e-12); s *= f) {
           out.push_back(static_cast<uint64_t>(s));
@@ -117,8 +125,8 @@ inline int EnvInt(const char* name, const char* fallback_name, int lo, int hi) {
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
   if (*end || x < lo || x > hi)
-    throw std::invalid_argument(std::string(used) + "='" + v + "' is not an integer in [" + std::to_string(lo) +
-                                ", " + std::to_string(hi) + "]");
+    throw std::invalid_argument(std::string(used) + "='" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
   return static_cast<int>(x);
 }
 
@@ -145,14 +153,16 @@ inline Row MakeRow(const std::string& collective, int n, uint64_t bytes, uint64_
 
 inline void PrintHeader(const char* title) {
   std::printf("# %s\n", title);
-  std::printf("#%13s %12s %8s %6s %12s %10s %10s %8s\n", "size(B)", "count", "type", "redop", "time(us)",
-              "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  std::printf("#%13s %12s %8s %6s %12s %10s %10s %8s\n", "size(B)", "count", "type", "redop", "time(us)", "algbw(GB/s)",
+              "busbw(GB/s)", "#wrong");
 }
 
 inline void PrintRow(const Row& r, const char* type, const char* redop) {
   char wrong[32];
-  if (r.wrong < 0) std::snprintf(wrong, sizeof wrong, "N/A");
-  else std::snprintf(wrong, sizeof wrong, "%lld", static_cast<long long>(r.wrong));
+  if (r.wrong < 0)
+    std::snprintf(wrong, sizeof wrong, "N/A");
+  else
+    std::snprintf(wrong, sizeof wrong, "%lld", static_cast<long long>(r.wrong));
   std::printf(" %13llu %12llu %8s %6s %12.1f %10.3f %10.3f %8s\n", static_cast<unsigned long long>(r.bytes),
               static_cast<unsigned long long>(r.count), type, redop, r.time_us, r.algbw, r.busbw, wrong);
   std::fflush(stdout);
@@ -167,8 +177,6 @@ inline void WriteJson(const std::string& path, const nlohmann::json& j) {
 
 // Check values: small integers, so every float sum over ranks is exact.
 inline float CheckValue(int rank, uint64_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 13)); }
-inline float CheckSum(int n, uint64_t i) {
-  return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 13));
-}
+inline float CheckSum(int n, uint64_t i) { return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 13)); }
 
 }  // namespace tessera::bench

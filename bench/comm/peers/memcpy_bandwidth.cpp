@@ -4,6 +4,7 @@
 // Bandwidth = bytes copied / time (1e9 B/s); each copy also reads as many bytes as it writes.
 // Timing: persistent threads released by a barrier each iteration; the span from the first thread's start
 // to the last thread's end; the median over iterations.
+#include <CLI/CLI.hpp>
 #include <barrier>
 #include <chrono>
 #include <cstdio>
@@ -11,8 +12,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "harness.hpp"
 
@@ -86,8 +85,8 @@ int Main(int argc, char** argv) {
 
   nlohmann::json results = nlohmann::json::array();
   for (int threads : thread_counts) {
-    tessera::bench::PrintHeader(("memcpy, " + std::to_string(threads) + " thread(s); algbw = busbw = copy bandwidth")
-                                    .c_str());
+    tessera::bench::PrintHeader(
+        ("memcpy, " + std::to_string(threads) + " thread(s); algbw = busbw = copy bandwidth").c_str());
     nlohmann::json rows = nlohmann::json::array();
     for (uint64_t bytes : sizes) {
       std::memset(dst.data(), 0, bytes);

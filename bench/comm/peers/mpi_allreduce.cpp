@@ -7,12 +7,11 @@
 // reports the median over iterations. Out-of-place buffers, as nccl-tests.
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "harness.hpp"
 
@@ -54,8 +53,8 @@ int Main(int argc, char** argv, int rank, int world) {
   std::string transport = std::string("pml=") + (pml ? pml : "default") + " btl=" + (btl ? btl : "default");
   if (rank == 0) {
     std::printf("# %s, ranks %d, %s f32 sum, %s\n", lib.c_str(), world, collective.c_str(), transport.c_str());
-    std::printf("# timing: barrier before each iteration, max over ranks, median of %d iterations (%d warmup)\n",
-                iters, warmup);
+    std::printf("# timing: barrier before each iteration, max over ranks, median of %d iterations (%d warmup)\n", iters,
+                warmup);
     tessera::bench::PrintHeader(("openmpi " + collective).c_str());
   }
 
@@ -66,8 +65,9 @@ int Main(int argc, char** argv, int rank, int world) {
     uint64_t total = bytes / sizeof(float);
     uint64_t block = blocked ? total / static_cast<uint64_t>(world) : total;
     if (block == 0 || block > static_cast<uint64_t>(INT32_MAX)) {
-      if (rank == 0) std::printf("# skipping size %llu: no whole float per rank, or over 2^31-1\n",
-                                 static_cast<unsigned long long>(bytes));
+      if (rank == 0)
+        std::printf("# skipping size %llu: no whole float per rank, or over 2^31-1\n",
+                    static_cast<unsigned long long>(bytes));
       continue;
     }
     if (blocked) total = block * static_cast<uint64_t>(world);
@@ -90,12 +90,14 @@ int Main(int argc, char** argv, int rank, int world) {
     };
     if (collective == "broadcast") fill_bcast();
     auto run = [&] {
-      if (collective == "allreduce") MPI_Allreduce(in.data(), out.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      if (collective == "allreduce")
+        MPI_Allreduce(in.data(), out.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       else if (collective == "reduce_scatter")
         MPI_Reduce_scatter_block(in.data(), out.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       else if (collective == "allgather")
         MPI_Allgather(in.data(), n, MPI_FLOAT, out.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
-      else MPI_Bcast(out.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+      else
+        MPI_Bcast(out.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);
     };
     for (int i = 0; i < warmup; ++i) run();
     std::vector<double> times(iters), tmax(iters);
@@ -112,17 +114,22 @@ int Main(int argc, char** argv, int rank, int world) {
     long long wrong = 0, wrong_all = 0;
     for (uint64_t i = 0; i < out.size(); ++i) {
       float want;
-      if (collective == "allreduce") want = tessera::bench::CheckSum(world, i);
-      else if (collective == "reduce_scatter") want = tessera::bench::CheckSum(world, rank * block + i);
-      else if (collective == "allgather") want = tessera::bench::CheckValue(static_cast<int>(i / block), i % block);
-      else want = tessera::bench::CheckValue(0, i);
+      if (collective == "allreduce")
+        want = tessera::bench::CheckSum(world, i);
+      else if (collective == "reduce_scatter")
+        want = tessera::bench::CheckSum(world, rank * block + i);
+      else if (collective == "allgather")
+        want = tessera::bench::CheckValue(static_cast<int>(i / block), i % block);
+      else
+        want = tessera::bench::CheckValue(0, i);
       wrong += out[i] != want;
     }
     MPI_Allreduce(&wrong, &wrong_all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    auto row = tessera::bench::MakeRow(collective, world, total * sizeof(float), total,
-                                       tessera::bench::Median(tmax), wrong_all);
-    if (rank == 0) tessera::bench::PrintRow(row, "float", collective == "allreduce" || collective == "reduce_scatter"
-                                                              ? "sum" : "none");
+    auto row = tessera::bench::MakeRow(collective, world, total * sizeof(float), total, tessera::bench::Median(tmax),
+                                       wrong_all);
+    if (rank == 0)
+      tessera::bench::PrintRow(row, "float",
+                               collective == "allreduce" || collective == "reduce_scatter" ? "sum" : "none");
     rows.push_back(tessera::bench::RowJson(row));
   }
   if (rank == 0 && !json_path.empty()) {

@@ -1,14 +1,15 @@
 // comm/transport/shm: shared-memory rings; see shm.hpp.
 #include "comm/transport/shm.hpp"
 
-#include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 
 namespace tessera::comm {
 namespace {
@@ -126,7 +127,9 @@ Result<std::unique_ptr<ShmInbox>> ShmInbox::Create(const std::string& name, cons
     close(fd);
     shm_unlink(name.c_str());
     return ErrnoError(fmt::format("sizing shared memory {} to {} bytes (is /dev/shm large enough? "
-                                  "lower TESSERA_SHM_RING / TESSERA_CUDA_RING)", name, size), err);
+                                  "lower TESSERA_SHM_RING / TESSERA_CUDA_RING)",
+                                  name, size),
+                      err);
   }
   auto p = MapFd(fd, size, name);
   if (!p.ok()) {
