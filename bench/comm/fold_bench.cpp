@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "common/dtype.hpp"
 
 namespace {

@@ -44,7 +44,7 @@
 #include "comm/comm.hpp"
 #include "comm/device/device.hpp"
 #include "comm/kernels/kernels.hpp"
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "common/dtype.hpp"
 #include "tessera/tessera.h"
 
@@ -224,7 +224,7 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
   // call on the same communicator.
   void* mine = nullptr;
   tessera::comm::DeviceRank* dev = nullptr;
-  if (auto* cc = dynamic_cast<tessera::comm::Comm*>(tessera::comm::Unwrap(comm)); cc && cc->device()) {
+  if (auto* cc = tessera::comm::Unwrap(comm); cc && cc->device()) {
     dev = cc->device();
     mine = dev->CclHandle();
   }

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <random>
 
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 using namespace tessera::sched;
 

@@ -1,41 +1,119 @@
-// tessera/comm.hpp — the C++ API of Tessera's collectives (the C API in tessera.h wraps the same core).
+// tessera/comm.hpp — a header-only C++ wrapper over the C API of tessera.h: nothing here is compiled into
+// libtessera, so the library's ABI is the C API alone.
 //
-// A Communicator joins the job described by the TESSERA_* environment (see README) and runs NCCL-shaped
-// collectives over islands joined by a bridge. Every rank must issue the same collectives in the same
-// order with matching count, type and op; a mismatch is reported on every rank, naming it. Calls on one
-// Communicator must not run concurrently. After any error the communicator is failed: destroy it.
+// tessera::Communicator owns one tsrComm_t (destroyed with the object; move-only) and turns every
+// tsrResult_t into a tessera::Status carrying tsrGetLastError's message, so C++ callers write
+//   auto comm = tessera::Communicator::FromEnv();
+//   if (!comm.ok()) { ...comm.status().message()... }
+//   Status s = comm->AllReduce(send, recv, n, tsrFloat32, tsrSum);
+// The rules are the C API's (tessera.h): every rank issues the same collectives in the same order; calls
+// on one communicator must not run concurrently; after an error the communicator is failed: destroy it.
 #pragma once
 
-#include <memory>
+#include <cstddef>
 #include <string>
+#include <utility>
 
 #include "tessera/status.hpp"
 #include "tessera/tessera.h"
 
 namespace tessera {
 
-class TESSERA_API Communicator {
+class Communicator {
  public:
-  static Result<std::unique_ptr<Communicator>> FromEnv();
-  virtual ~Communicator() = default;
+  // Joins the job that `tessera run` describes in the TESSERA_* environment (tsrCommInitFromEnv).
+  static Result<Communicator> FromEnv() {
+    tsrComm_t c = nullptr;
+    const tsrResult_t r = tsrCommInitFromEnv(&c);
+    return Made(r, c, "tsrCommInitFromEnv");
+  }
+  // Rank `rank` of `nranks` that share `id` (from tsrGetUniqueId on one rank); config may be null.
+  static Result<Communicator> InitRank(int nranks, const tsrUniqueId& id, int rank, tsrConfig_t* config = nullptr) {
+    tsrComm_t c = nullptr;
+    const tsrResult_t r = tsrCommInitRank(&c, nranks, id, rank, config);
+    return Made(r, c, "tsrCommInitRank");
+  }
+  static Result<tsrUniqueId> UniqueId() {
+    tsrUniqueId id{};
+    const tsrResult_t r = tsrGetUniqueId(&id);
+    if (r != tsrSuccess) return Status(static_cast<Code>(r), std::string("tsrGetUniqueId: ") + tsrGetErrorString(r));
+    return id;
+  }
 
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  virtual int island() const = 0;  // index of this rank's island
-  virtual int num_islands() const = 0;
-  virtual std::string Describe() const = 0;  // islands, ranks, devices and bridge transports, for humans
+  Communicator(Communicator&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)) {}
+  Communicator& operator=(Communicator&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      comm_ = std::exchange(o.comm_, nullptr);
+    }
+    return *this;
+  }
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  ~Communicator() { Reset(); }
 
-  virtual Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                           tsrStream_t stream = nullptr) = 0;
-  virtual Status ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
-                               tsrStream_t stream = nullptr) = 0;
-  virtual Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type,
-                           tsrStream_t stream = nullptr) = 0;
-  virtual Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
-                           tsrStream_t stream = nullptr) = 0;
-  virtual Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream = nullptr) = 0;
-  virtual Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream = nullptr) = 0;
-  virtual Status Barrier() = 0;
+  tsrComm_t get() const { return comm_; }  // for calls of the C API this wrapper does not name
+  int rank() const { return Query(tsrCommRank); }
+  int size() const { return Query(tsrCommSize); }
+  int island() const { return Query(tsrCommIsland); }  // index of this rank's island
+  std::string Describe() const { return tsrCommDescribe(comm_); }
+
+  Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                   tsrStream_t stream = nullptr) {
+    return Check(tsrAllReduce(send, recv, count, type, op, comm_, stream));
+  }
+  Status ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                       tsrStream_t stream = nullptr) {
+    return Check(tsrReduceScatter(send, recv, recvcount, type, op, comm_, stream));
+  }
+  Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream = nullptr) {
+    return Check(tsrAllGather(send, recv, sendcount, type, comm_, stream));
+  }
+  Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                   tsrStream_t stream = nullptr) {
+    return Check(tsrBroadcast(send, recv, count, type, root, comm_, stream));
+  }
+  Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream = nullptr) {
+    return Check(tsrSend(send, count, type, peer, comm_, stream));
+  }
+  Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream = nullptr) {
+    return Check(tsrRecv(recv, count, type, peer, comm_, stream));
+  }
+  Status AllToAll(const void* send, void* recv, size_t count, tsrDataType_t type, tsrStream_t stream = nullptr) {
+    return Check(tsrAllToAll(send, recv, count, type, comm_, stream));
+  }
+  Status Barrier() { return Check(tsrBarrier(comm_)); }
+  // color TSR_SPLIT_NOCOLOR: this rank joins no new communicator (the result's get() is null).
+  Result<Communicator> Split(int color, int key, const tsrConfig_t* config = nullptr) {
+    tsrComm_t c = nullptr;
+    const tsrResult_t r = tsrCommSplit(comm_, color, key, &c, config);
+    if (r != tsrSuccess) return Check(r);
+    return Communicator(c);
+  }
+  // Fails the communicator on this rank and wakes every blocked call (tsrCommAbort); the object stays
+  // to be destroyed.
+  Status Abort() { return Check(tsrCommAbort(comm_)); }
+
+ private:
+  explicit Communicator(tsrComm_t c) : comm_(c) {}
+  static Result<Communicator> Made(tsrResult_t r, tsrComm_t c, const char* what) {
+    if (r == tsrSuccess) return Communicator(c);
+    // A failed init leaves no communicator to ask: the thread's last error (tsrGetLastError(NULL)).
+    return Status(static_cast<Code>(r), std::string(what) + ": " + tsrGetLastError(nullptr));
+  }
+  Status Check(tsrResult_t r) const {
+    if (r == tsrSuccess) return Status();
+    return Status(static_cast<Code>(r), tsrGetLastError(comm_));
+  }
+  int Query(tsrResult_t (*f)(tsrComm_t, int*)) const {
+    int v = -1;
+    return f(comm_, &v) == tsrSuccess ? v : -1;
+  }
+  void Reset() {
+    if (comm_ != nullptr) (void)tsrCommDestroy(comm_);
+    comm_ = nullptr;
+  }
+  tsrComm_t comm_ = nullptr;
 };
 
 }  // namespace tessera

@@ -119,8 +119,8 @@ TESSERA_API tsrResult_t tsrGetUniqueId(tsrUniqueId* id);
  * communicator); the ranks of one job may be threads of one process only if each is on its own thread. */
 TESSERA_API tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId id, int rank,
                                         const tsrConfig_t* config);
-/* Joins the job described by TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_ISLAND, TESSERA_DEVICE,
- * TESSERA_STORE, TESSERA_TOKEN and TESSERA_TIMEOUT (set by `tessera run`); the same as tsrCommInitRank
+/* Joins the job described by TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_ISLAND, TESSERA_ISLAND_VENDOR,
+ * TESSERA_DEVICE, TESSERA_STORE, TESSERA_TOKEN and TESSERA_TIMEOUT (set by `tessera run`); the same as tsrCommInitRank
  * with those values. Collective: every rank must call it. On failure *comm is NULL and
  * tsrGetLastError(NULL) describes why. Thread-safe as tsrCommInitRank. */
 TESSERA_API tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm);

@@ -12,7 +12,7 @@
 //     has not finished (see Completer): Work::getFuture() is a CUDA-aware future completed on the host
 //     once the call's end event has happened; Work::wait() blocks the host until then, on any stream (a
 //     side stream made to wait instead could be waited for by the legacy stream later: FSDP2 does this
-//     with its all-gather and reduce-scatter streams, and hung the device bridge so on 2026-12-01).
+//     with its all-gather and reduce-scatter streams, and hung the device bridge so: docs/torch.md, Status).
 //     This holds for groups of several islands, where a worker thread of Tessera's makes CUDA calls while
 //     a collective runs; a group of one island completes as ProcessGroupNCCL does (CudaWork).
 // Everything a call needs besides the tensors (island, device, token, timeout, unique id) comes from
@@ -918,8 +918,8 @@ class Backend : public c10d::Backend {
   // future is completed on the host once `end` has happened (Completer) and wait() blocks the host (see
   // the file comment). A group of one island (the island's CCL on the communication stream: no worker
   // thread makes CUDA calls): as ProcessGroupNCCL, the future is complete at once with the comm stream's
-  // events and wait() makes the caller's stream wait, so the host runs ahead (DDP on one GPU: 19.5 ms a
-  // step against NCCL's 6.1 with the host-side wait, 2026-12-01).
+  // events and wait() makes the caller's stream wait, so the host runs ahead (with the host-side wait DDP on
+  // one GPU took about 3x NCCL's step: docs/torch.md, Status, "DDP on one GPU took 3× NCCL's step").
   c10::intrusive_ptr<c10d::Work> CudaWork(c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
                                           std::shared_ptr<at::cuda::CUDAEvent> end, c10::Device dev) {
     auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),

@@ -10,7 +10,7 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // cli/run: `tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--sm-share VENDOR=PCT] [--timeout D] [--dry-run]
 //   [--nnodes N --node-rank K --store HOST:PORT [--node-addr A] [--token-file F]] -- PROGRAM ARGS...`
 // Parses the command line (and, inside a Slurm step without --nnodes, the SLURM_* variables) and hands over
-// to comm/launcher, which starts this node's ranks.
+// to launch/launcher, which starts this node's ranks.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -13,15 +13,15 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
-#include "comm/launcher.hpp"
-#include "comm/sm_share.hpp"
 #include "common/env.hpp"
+#include "launch/launcher.hpp"
+#include "launch/sm_share.hpp"
 
 extern char** environ;
 
 namespace {
 
-namespace launcher = tessera::comm::launcher;
+namespace launch = tessera::launch;
 
 constexpr const char* kUsage =
     "tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--timeout D] [--nnodes N --node-rank K --store "
@@ -107,12 +107,12 @@ int RunRun(int argc, char** argv) {
     return Error("unknown option '" + extras[0] + "': " + kUsage);
   }
 
-  auto parsed = launcher::ParseIslands(islands);
+  auto parsed = launch::ParseIslands(islands);
   if (!parsed.ok()) return Error(parsed.status().message());
-  launcher::Options options;
+  launch::Options options;
   options.islands = std::move(parsed).value();
   options.dry_run = dry_run;
-  auto shares = launcher::ParseSmShares(sm_shares, options.islands);
+  auto shares = launch::ParseSmShares(sm_shares, options.islands);
   if (!shares.ok()) return Error(shares.status().message());
   options.sm_share = std::move(shares).value();
   options.program = std::move(program);
@@ -139,10 +139,10 @@ int RunRun(int argc, char** argv) {
       const std::string entry(*e);
       if (entry.rfind("SLURM_", 0) == 0) env[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
     }
-    auto slurm = launcher::SlurmFromEnv(env);
+    auto slurm = launch::SlurmFromEnv(env);
     if (!slurm.ok()) return Error("inside Slurm: " + slurm.status().message());
     if (slurm->has_value() && (*slurm)->ntasks > 1) {
-      const launcher::SlurmTask& t = **slurm;
+      const launch::SlurmTask& t = **slurm;
       options.nnodes = t.ntasks;
       options.node_rank = t.procid;
       options.store_host = t.store_host;
@@ -153,9 +153,9 @@ int RunRun(int argc, char** argv) {
       if (t.ntasks <= world) {
         // Local ranks count the earlier tasks' ranks on this machine (block distribution: consecutive ids).
         const int first = t.procid - t.localid, last = std::min(first + t.node_tasks, t.ntasks);
-        const int base = launcher::NodeBlock(world, t.ntasks, first).first;
-        options.local_offset = launcher::NodeBlock(world, t.ntasks, t.procid).first - base;
-        options.local_world = launcher::NodeBlock(world, t.ntasks, last - 1).second - base;
+        const int base = launch::NodeBlock(world, t.ntasks, first).first;
+        options.local_offset = launch::NodeBlock(world, t.ntasks, t.procid).first - base;
+        options.local_world = launch::NodeBlock(world, t.ntasks, last - 1).second - base;
       }
     }
   }
@@ -171,7 +171,7 @@ int RunRun(int argc, char** argv) {
   }
   options.node_addr = node_addr;
   if (!token_file.empty()) {
-    auto token = launcher::ReadTokenFile(token_file);
+    auto token = launch::ReadTokenFile(token_file);
     if (!token.ok()) return Error(token.status().message());
     options.token = *token;
   } else if (options.nnodes > 1 || !options.store_host.empty()) {
@@ -179,7 +179,7 @@ int RunRun(int argc, char** argv) {
   }
   if (!dry_run && sep < 0) return Error(std::string("no program given: missing '--' and PROGRAM: ") + kUsage);
   if (!dry_run && options.program.empty()) return Error(std::string("no program after '--': ") + kUsage);
-  return launcher::Run(options);
+  return launch::Run(options);
 }
 
 }  // namespace

@@ -13,17 +13,17 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
-#include <random>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "comm/comm.hpp"
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 #include "common/c_result.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/token.hpp"
 #include "tessera/tessera.h"
 
 namespace {
@@ -34,14 +34,13 @@ uint64_t NextCommId() {
 }  // namespace
 
 struct tsrComm {
-  std::unique_ptr<tessera::Communicator> impl;
+  std::unique_ptr<tessera::comm::Comm> impl;
   // Names this communicator in each thread's table of last errors (never reused, unlike its address).
   const uint64_t id = NextCommId();
   std::string description;
   // A world of one device island: the lean allreduce path (comm/device/device.hpp), called from here
   // directly so that a taken call reads no more than this handle and that path's data.
   tessera::comm::DirectAllReduce* direct = nullptr;
-  tessera::comm::Comm* core = nullptr;  // impl, as the communicator class (split, group, abort, ...)
 };
 
 namespace {
@@ -88,7 +87,6 @@ tsrResult_t CallOutsideGroup(const char* name, tsrComm_t comm, F&& f) {
 
 tsrComm_t Wrap(std::unique_ptr<tessera::comm::Comm> c) {
   auto* h = new tsrComm;
-  h->core = c.get();
   h->direct = c->direct();
   h->impl = std::move(c);
   return h;
@@ -98,7 +96,6 @@ tsrComm_t Wrap(std::unique_ptr<tessera::comm::Comm> c) {
 
 // Layout of tsrUniqueId::internal: "TSRU1 <token> <host:port>", NUL-padded; the token has no spaces.
 constexpr char kIdMagic[] = "TSRU1 ";
-constexpr size_t kTokenHex = 32;    // a random token: 128 bits in hex
 constexpr size_t kMaxIdToken = 64;  // TESSERA_TOKEN, when it is used
 
 struct ParsedId {
@@ -159,8 +156,7 @@ tessera::Status MakeId(tsrUniqueId* id) {
                     "without spaces to travel in a unique id",
                     token.size(), kMaxIdToken));
   if (token.empty()) {
-    std::random_device rd;
-    for (size_t i = 0; i < kTokenHex / 8; ++i) token += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+    TSR_ASSIGN_OR_RETURN(token, tessera::RandomToken("tsrGetUniqueId's job token"));
   }
   const std::string host = IdHost();
   // The store of each id lives as long as the process (a list no static destructor runs down) ...
@@ -267,7 +263,7 @@ tsrResult_t CreateComm(Params params, tsrComm_t* comm) {
 // tsrSend/tsrRecv between tsrGroupStart and tsrGroupEnd: queued on this thread for tsrGroupEnd.
 tsrResult_t QueueGroupOp(const char* what, tsrComm_t comm, bool is_send, const void* sendbuf, void* recvbuf,
                          size_t count, tsrDataType_t datatype, int peer, tsrStream_t stream) {
-  if (comm == nullptr || comm->core == nullptr) {
+  if (comm == nullptr || comm->impl == nullptr) {
     g_init_error = std::string(what) + " in a group: NULL or destroyed communicator";
     return tsrInvalidArgument;
   }
@@ -285,7 +281,7 @@ tsrResult_t QueueGroupOp(const char* what, tsrComm_t comm, bool is_send, const v
 
 }  // namespace
 
-tessera::Communicator* tessera::comm::Unwrap(tsrComm_t comm) { return comm != nullptr ? comm->impl.get() : nullptr; }
+tessera::comm::Comm* tessera::comm::Unwrap(tsrComm_t comm) { return comm != nullptr ? comm->impl.get() : nullptr; }
 
 extern "C" {
 
@@ -347,14 +343,14 @@ tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
     return tsrInvalidArgument;
   }
   *newcomm = nullptr;
-  return CallOutsideGroup("tsrCommSplit", comm, [&](tessera::Communicator&) -> tessera::Status {
-    if (comm->core == nullptr) return tessera::Unsupported("tsrCommSplit: not a Tessera communicator");
+  return CallOutsideGroup("tsrCommSplit", comm, [&](tessera::comm::Comm&) -> tessera::Status {
+    if (comm->impl == nullptr) return tessera::Unsupported("tsrCommSplit: not a Tessera communicator");
     // A bad config still takes part in the collective, so that the other ranks fail at once too.
     const tessera::Status bad = CheckConfig("tsrCommSplit", config);
     const bool use = bad.ok() && config != nullptr;
     const std::string device = use && config->device != nullptr ? config->device : "";
     const auto timeout = std::chrono::milliseconds(use && config->timeout_ms > 0 ? config->timeout_ms : 0);
-    auto c = comm->core->Split(color, key, device, timeout, bad);
+    auto c = comm->impl->Split(color, key, device, timeout, bad);
     if (!c.ok()) return c.status();
     if (*c) *newcomm = Wrap(std::move(c).value());
     return tessera::Status::Ok();
@@ -362,9 +358,9 @@ tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
 }
 
 tsrResult_t tsrCommAbort(tsrComm_t comm) {
-  if (comm == nullptr || comm->core == nullptr) return tsrInvalidArgument;
+  if (comm == nullptr || comm->impl == nullptr) return tsrInvalidArgument;
   try {
-    comm->core->Abort();
+    comm->impl->Abort();
     return tsrSuccess;
   } catch (const std::exception&) {
     return tsrInternalError;
@@ -372,9 +368,9 @@ tsrResult_t tsrCommAbort(tsrComm_t comm) {
 }
 
 tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error) {
-  if (comm == nullptr || comm->core == nullptr || error == nullptr) return tsrInvalidArgument;
+  if (comm == nullptr || comm->impl == nullptr || error == nullptr) return tsrInvalidArgument;
   try {
-    const tessera::Status s = comm->core->AsyncError();
+    const tessera::Status s = comm->impl->AsyncError();
     *error = ToResult(s);
     if (!s.ok()) SetLastError(comm, s.message());  // the cause, for this thread's tsrGetLastError
     return tsrSuccess;
@@ -419,7 +415,7 @@ tsrResult_t tsrGroupEnd(void) {
       std::vector<tessera::comm::P2POp> mine;
       for (const auto& [cc, op] : ops)
         if (cc == c) mine.push_back(op);
-      const tsrResult_t r = Call(c, [&](tessera::Communicator&) { return c->core->Group(mine); });
+      const tsrResult_t r = Call(c, [&](tessera::comm::Comm&) { return c->impl->Group(mine); });
       if (r != tsrSuccess && first == tsrSuccess) first = r;
     }
   } catch (const std::exception& e) {
@@ -431,7 +427,7 @@ tsrResult_t tsrGroupEnd(void) {
 
 tsrResult_t tsrCommRank(tsrComm_t comm, int* rank) {
   if (rank == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::Communicator& c) {
+  return Call(comm, [&](tessera::comm::Comm& c) {
     *rank = c.rank();
     return tessera::Status::Ok();
   });
@@ -439,7 +435,7 @@ tsrResult_t tsrCommRank(tsrComm_t comm, int* rank) {
 
 tsrResult_t tsrCommSize(tsrComm_t comm, int* size) {
   if (size == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::Communicator& c) {
+  return Call(comm, [&](tessera::comm::Comm& c) {
     *size = c.size();
     return tessera::Status::Ok();
   });
@@ -447,7 +443,7 @@ tsrResult_t tsrCommSize(tsrComm_t comm, int* size) {
 
 tsrResult_t tsrCommIsland(tsrComm_t comm, int* island) {
   if (island == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::Communicator& c) {
+  return Call(comm, [&](tessera::comm::Comm& c) {
     *island = c.island();
     return tessera::Status::Ok();
   });
@@ -459,30 +455,30 @@ tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDa
     const int r = comm->direct->TryCall(sendbuf, recvbuf, count, datatype, op, stream);
     if (r == 0) return tsrSuccess;
     if (r != tessera::comm::DirectAllReduce::kNotTaken)
-      return Call(comm, [&](tessera::Communicator&) { return comm->direct->report(comm->direct->owner, r); });
+      return Call(comm, [&](tessera::comm::Comm&) { return comm->direct->report(comm->direct->owner, r); });
   }
-  return CallOutsideGroup("tsrAllReduce", comm, [&](tessera::Communicator& c) {
+  return CallOutsideGroup("tsrAllReduce", comm, [&](tessera::comm::Comm& c) {
     return c.AllReduce(sendbuf, recvbuf, count, datatype, op, stream);
   });
 }
 
 tsrResult_t tsrReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, tsrDataType_t datatype,
                              tsrRedOp_t op, tsrComm_t comm, tsrStream_t stream) {
-  return CallOutsideGroup("tsrReduceScatter", comm, [&](tessera::Communicator& c) {
+  return CallOutsideGroup("tsrReduceScatter", comm, [&](tessera::comm::Comm& c) {
     return c.ReduceScatter(sendbuf, recvbuf, recvcount, datatype, op, stream);
   });
 }
 
 tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype, tsrComm_t comm,
                          tsrStream_t stream) {
-  return CallOutsideGroup("tsrAllGather", comm, [&](tessera::Communicator& c) {
+  return CallOutsideGroup("tsrAllGather", comm, [&](tessera::comm::Comm& c) {
     return c.AllGather(sendbuf, recvbuf, sendcount, datatype, stream);
   });
 }
 
 tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, int root,
                          tsrComm_t comm, tsrStream_t stream) {
-  return CallOutsideGroup("tsrBroadcast", comm, [&](tessera::Communicator& c) {
+  return CallOutsideGroup("tsrBroadcast", comm, [&](tessera::comm::Comm& c) {
     return c.Broadcast(sendbuf, recvbuf, count, datatype, root, stream);
   });
 }
@@ -490,28 +486,28 @@ tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDa
 tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
                     tsrStream_t stream) {
   if (g_group_depth > 0) return QueueGroupOp("tsrSend", comm, true, sendbuf, nullptr, count, datatype, peer, stream);
-  return Call(comm, [&](tessera::Communicator& c) { return c.Send(sendbuf, count, datatype, peer, stream); });
+  return Call(comm, [&](tessera::comm::Comm& c) { return c.Send(sendbuf, count, datatype, peer, stream); });
 }
 
 tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm, tsrStream_t stream) {
   if (g_group_depth > 0) return QueueGroupOp("tsrRecv", comm, false, nullptr, recvbuf, count, datatype, peer, stream);
-  return Call(comm, [&](tessera::Communicator& c) { return c.Recv(recvbuf, count, datatype, peer, stream); });
+  return Call(comm, [&](tessera::comm::Comm& c) { return c.Recv(recvbuf, count, datatype, peer, stream); });
 }
 
 tsrResult_t tsrBarrier(tsrComm_t comm) {
-  return CallOutsideGroup("tsrBarrier", comm, [&](tessera::Communicator& c) { return c.Barrier(); });
+  return CallOutsideGroup("tsrBarrier", comm, [&](tessera::comm::Comm& c) { return c.Barrier(); });
 }
 
 tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrComm_t comm,
                         tsrStream_t stream) {
-  return CallOutsideGroup("tsrAllToAll", comm, [&](tessera::Communicator& c) -> tessera::Status {
-    if (comm->core == nullptr) return tessera::Unsupported("tsrAllToAll: not a Tessera communicator");
+  return CallOutsideGroup("tsrAllToAll", comm, [&](tessera::comm::Comm& c) -> tessera::Status {
+    if (comm->impl == nullptr) return tessera::Unsupported("tsrAllToAll: not a Tessera communicator");
     const size_t w = static_cast<size_t>(c.size());
     if (count > 0 && count > SIZE_MAX / w)
       return tessera::InvalidArgument(fmt::format("tsrAllToAll: count {} × {} ranks overflows", count, w));
     std::vector<size_t> counts(w, count), displs(w);
     for (size_t p = 0; p < w; ++p) displs[p] = p * count;
-    return comm->core->AllToAllv(sendbuf, counts.data(), displs.data(), recvbuf, counts.data(), displs.data(), datatype,
+    return comm->impl->AllToAllv(sendbuf, counts.data(), displs.data(), recvbuf, counts.data(), displs.data(), datatype,
                                  stream);
   });
 }
@@ -519,9 +515,9 @@ tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDat
 tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[], void* recvbuf,
                          const size_t recvcounts[], const size_t rdispls[], tsrDataType_t datatype, tsrComm_t comm,
                          tsrStream_t stream) {
-  return CallOutsideGroup("tsrAllToAllv", comm, [&](tessera::Communicator&) -> tessera::Status {
-    if (comm->core == nullptr) return tessera::Unsupported("tsrAllToAllv: not a Tessera communicator");
-    return comm->core->AllToAllv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype, stream);
+  return CallOutsideGroup("tsrAllToAllv", comm, [&](tessera::comm::Comm&) -> tessera::Status {
+    if (comm->impl == nullptr) return tessera::Unsupported("tsrAllToAllv: not a Tessera communicator");
+    return comm->impl->AllToAllv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype, stream);
   });
 }
 

@@ -1,20 +1,20 @@
 // comm/comm: the communicator — world discovery through the store, channel set-up (shm rings within a
-// host, parallel TCP across hosts), and the three-phase hierarchical algorithm of DESIGN §3 that serves
-// every collective:
+// host, parallel TCP across hosts), and the three-phase hierarchical algorithm (docs/architecture.md, "How a
+// collective flows", step 4) that serves every collective:
 //   1. inside each island, reduce-scatter so island member i owns shard i;
 //   2. across islands, the owners of each segment (intersection of the islands' shards) reduce it in
 //      island order, each owner computing one part, and share the parts;
 //   3. inside each island, allgather the shards.
 // Allgather and broadcast use the same shape with "select" in place of "reduce"; reduce-scatter routes
 // the reduced parts to the ranks owning each output block in place of phase 3. A world of one island
-// is phases 1 and 3 alone: the island's own library, nothing on top.
+// is phases 1 and 3 alone: for one CUDA island the island's own library (NCCL), nothing on top; in a
+// hybrid world the island phases run on this host algorithm too (docs/gpu.md, "Where NCCL runs today").
 //
 // The class is implemented in several files, one concern each: world.cpp (joining: parameters, the
 // store, the islands; health, timeouts, abort), channels.cpp (the shm and TCP channels to every peer),
 // schedule.{hpp,cpp} (the algorithm's pure arithmetic: shards, segments, owners, peers),
-// hierarchical.cpp (the algorithm's steps), collectives.cpp (the public calls: dispatch to the device
-// backend or the host path, argument checks, failure bookkeeping) and p2p.cpp (send/recv, groups,
-// alltoall).
+// hierarchical.cpp (the algorithm's steps) and collectives.cpp (the public calls: dispatch to the device
+// backend or the host path, argument checks, failure bookkeeping; send/recv, groups, alltoall).
 #pragma once
 
 #include <atomic>
@@ -29,13 +29,14 @@
 #include "comm/device/device.hpp"
 #include "comm/engine.hpp"
 #include "comm/schedule.hpp"
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 #include "comm/transport/relay.hpp"
 #include "comm/transport/shm.hpp"
 #include "comm/transport/tcp.hpp"
 #include "common/dtype.hpp"
 #include "common/env.hpp"
-#include "tessera/comm.hpp"
+#include "tessera/status.hpp"
+#include "tessera/tessera.h"
 
 namespace tessera::comm {
 
@@ -96,7 +97,7 @@ struct P2POp {
   tsrStream_t stream = nullptr;
 };
 
-class Comm final : public Communicator, public Links {
+class Comm final : public Links {
  public:
   static Result<std::unique_ptr<Comm>> Create(const InitParams& params);
   // The parameters FromEnv joins with (TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_STORE, ...).
@@ -121,27 +122,25 @@ class Comm final : public Communicator, public Links {
   // kHealthInterval at most, so a failure they show is seen up to that much later.
   Status AsyncError();
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  int island() const override { return my_island_; }
-  int num_islands() const override { return static_cast<int>(islands_.size()); }
-  std::string Describe() const override;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int island() const { return my_island_; }
+  int num_islands() const { return static_cast<int>(islands_.size()); }
+  std::string Describe() const;
   // This rank's device backend (null for a host rank); for benchmarks and diagnostics.
   DeviceRank* device() const { return cuda_.get(); }
   // A world of one device island: AllReduce's lean path (null otherwise); the C API calls it directly.
   DirectAllReduce* direct() const { return direct_; }
   const std::vector<Island>& islands() const { return islands_; }
 
-  Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                   tsrStream_t stream) override;
+  Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op, tsrStream_t stream);
   Status ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
-                       tsrStream_t stream) override;
-  Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) override;
-  Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
-                   tsrStream_t stream) override;
-  Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
-  Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
-  Status Barrier() override;
+                       tsrStream_t stream);
+  Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream);
+  Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream);
+  Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream);
+  Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream);
+  Status Barrier();
 
   // Links
   SendChannel* send(int peer) override { return send_[peer].get(); }
@@ -255,6 +254,6 @@ class Comm final : public Communicator, public Links {
 
 // The communicator behind a C handle (null for a null or destroyed one); for benchmarks and tests that
 // need the C++ side of a communicator made through the C API. Defined in c_api.cpp.
-Communicator* Unwrap(tsrComm_t comm);
+Comm* Unwrap(tsrComm_t comm);
 
 }  // namespace tessera::comm

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -136,9 +136,9 @@ Status Engine::Run(const std::string& what) {
     bool progress = false;
     // Sends: push as much as each channel takes (bounded per turn so every channel gets its turn). A rank
     // that receives nothing meanwhile (a broadcast's root) hands a channel up to its Lookahead() at once:
-    // on TCP that lets the streams after a full one send ahead (2026-12-01: +26-48% for a 2-host broadcast
-    // on veth); while receiving, the step stays small so that folds keep up (measured: an allreduce lost
-    // 10-18% with the larger step).
+    // on TCP that lets the streams after a full one send ahead (a broadcast between hosts gains from it);
+    // while receiving, the step stays small so that folds keep up (an allreduce loses with the larger
+    // step). Figures: docs/benchmarks.md, "The sender writes whichever stream has room".
     bool receiving = false;
     for (const auto& q : recvs_) receiving |= !q.empty();
     for (size_t p = 0; p < sends_.size(); ++p) {

@@ -1,6 +1,6 @@
-// comm/hierarchical: the three-phase algorithm of DESIGN §3 that serves every collective of host memory
-// (and a one-rank device island's allreduce, reduce-scatter, broadcast and allgather on the device bridge), as
-// named steps of one call (Comm::Collective) over the schedule that comm/schedule computes:
+// comm/hierarchical: the three-phase algorithm (docs/architecture.md, "How a collective flows", step 4) that serves
+// every collective of host memory (and a one-rank device island's allreduce, reduce-scatter, broadcast and allgather on
+// the device bridge), as named steps of one call (Comm::Collective) over the schedule that comm/schedule computes:
 //   headers       every rank exchanges its call's header with the peers of its schedule;
 //   select        (allgather, broadcast) IslandGather, then BridgeSwap between segment owners;
 //   reduce        (allreduce, reduce-scatter, barrier) IslandReduceScatter into an accumulator, then
@@ -16,7 +16,7 @@
 
 #include "comm/call_header.hpp"
 #include "comm/comm.hpp"
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "comm/schedule.hpp"
 
 namespace tessera::comm {

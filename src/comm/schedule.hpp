@@ -1,6 +1,6 @@
-// comm/schedule: the arithmetic of the hierarchical algorithm (DESIGN §3), as pure functions of sizes
-// and ranks — no I/O, no communicator — so that every rank computes the same schedule and tests can
-// check its properties for any world:
+// comm/schedule: the arithmetic of the hierarchical algorithm (docs/architecture.md, "How a collective flows", step 4),
+// as pure functions of sizes and ranks — no I/O, no communicator — so that every rank computes the same schedule and
+// tests can check its properties for any world:
 //   - Shard: member i of an island of n owns [C·i/n, C·(i+1)/n) of a buffer of C elements;
 //   - Cuts / Segments: the islands' shard boundaries cut [0, C) into segments, each with one owner per
 //     island (the member whose shard holds it);

@@ -22,6 +22,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
+#include "common/vendor.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -74,13 +75,8 @@ Result<InitParams> Comm::ParamsFromEnv() {
   p.rank = static_cast<int>(rank);
   p.island = static_cast<int>(island);
   p.vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or("");
-  p.device = env::GetOrDefault("TESSERA_DEVICE");
-  if (p.device != "host" && p.device.rfind("cuda:", 0) != 0)
-    return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' is not a device (use host or cuda:N)", p.device));
+  p.device = env::GetOrDefault("TESSERA_DEVICE");  // checked with the store address by Init, for every path
   TSR_ASSIGN_OR_RETURN(p.store_addr, env::Require("TESSERA_STORE"));
-  const auto colon = p.store_addr.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    return InvalidArgument(fmt::format("TESSERA_STORE='{}' is not host:port", p.store_addr));
   TSR_ASSIGN_OR_RETURN(p.token, env::Require("TESSERA_TOKEN"));
   p.serve_store = true;
   return p;
@@ -105,10 +101,9 @@ Status Comm::Init(const InitParams& p) {
   TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", {"auto", "shm", "tcp"}));
   std::string vendor = p.vendor.empty() ? "island" + std::to_string(island) : p.vendor;
   std::string device = p.device.empty() ? env::DeclaredString("TESSERA_DEVICE") : p.device;
-  if (device != "host") {
-    if (device.rfind("cuda:", 0) != 0)
-      return InvalidArgument(
-          fmt::format("device '{}' of rank {} is not a device (use host or cuda:N)", device, p.rank));
+  auto name = ParseDeviceName(device, "TESSERA_DEVICE");  // common/vendor: the one parser of device strings
+  if (!name.ok()) return name.status().WithContext(fmt::format("rank {}", p.rank));
+  if (!name->host()) {
     auto dev = OpenDeviceRank(device);  // selects the GPU; Unsupported in a build without CUDA
     if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", p.rank));
     cuda_ = std::move(dev).value();
@@ -121,7 +116,7 @@ Status Comm::Init(const InitParams& p) {
   store_addr_ = store_addr;
   auto colon = store_addr.rfind(':');
   if (colon == std::string::npos || colon == 0)
-    return InvalidArgument(fmt::format("store address '{}' (TESSERA_STORE) is not host:port", store_addr));
+    return InvalidArgument(fmt::format("store address TESSERA_STORE='{}' is not host:port", store_addr));
   std::string store_host = store_addr.substr(0, colon);
   TSR_ASSIGN_OR_RETURN(int64_t store_port, env::ParseInt("port of the store address '" + store_addr + "'",
                                                          store_addr.substr(colon + 1), 1, 65535));
@@ -382,8 +377,8 @@ Status Comm::AsyncError() {
   // failure, a dead same-host peer), then an asynchronous CCL error. None of them waits. The first costs a
   // store round trip and a look at each peer, so one caller at most every kHealthInterval makes it and the
   // others go by its answer: torch's backend asks at the end of every collective (twice), and when every
-  // call asked the store, with a 1 ms wait for the absent key, a 64 MiB all_reduce took 2.6 ms longer
-  // than its bridge work.
+  // call asked the store, a 64 MiB all_reduce took measurably longer than its bridge work (docs/benchmarks.md,
+  // "The 64 MiB gap found and closed").
   Status s;
   {
     std::unique_lock<std::mutex> check(health_mu_, std::try_to_lock);
@@ -453,13 +448,3 @@ bool IsDevicePointer(const void*) { return false; }
 #endif
 
 }  // namespace tessera::comm
-
-namespace tessera {
-Result<std::unique_ptr<Communicator>> Communicator::FromEnv() {
-  auto params = comm::Comm::ParamsFromEnv();
-  if (!params.ok()) return params.status();
-  auto c = comm::Comm::Create(*params);
-  if (!c.ok()) return c.status();
-  return std::unique_ptr<Communicator>(std::move(c).value());
-}
-}  // namespace tessera

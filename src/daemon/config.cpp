@@ -10,6 +10,7 @@
 
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/token.hpp"
 #include "daemon/daemon_impl.hpp"
 #include "daemon/executor.hpp"
 #include "daemon/slurm.hpp"
@@ -160,7 +161,7 @@ Status Daemon::Init() {
     admin_token = *admin;
     while (!admin_token.empty() && (admin_token.back() == '\n' || admin_token.back() == ' ')) admin_token.pop_back();
   } else {
-    TSR_ASSIGN_OR_RETURN(admin_token, RandomToken());
+    TSR_ASSIGN_OR_RETURN(admin_token, RandomToken("the admin token"));
     TSR_RETURN_IF_ERROR(WriteFileAtomic(token_path, admin_token + "\n", {.mode = 0600}));
   }
   admin_hash_ = TokenHash(admin_token);

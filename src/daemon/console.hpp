@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "daemon/jobspec.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::daemon {
 class JobStore;

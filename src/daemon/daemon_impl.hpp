@@ -30,7 +30,7 @@
 #include "daemon/job_store.hpp"
 #include "daemon/jobspec.hpp"
 #include "daemon/security.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::daemon {
 

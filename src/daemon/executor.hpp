@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "daemon/jobspec.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::daemon {

@@ -4,7 +4,7 @@
 // scheduler, the HTTP API, the console and the metrics call it. Every state change is committed before the
 // daemon acts on it or answers, so a kill -9 at any moment loses no submitted job; changes that touch several
 // rows are one transaction. Errors name the statement's purpose and the job ("daemon database /s/daemon.db:
-// record the end of attempt 2 of job 7: ..."). Billing rows go to the planner's ledger (tessera/sched.hpp),
+// record the end of attempt 2 of job 7: ..."). Billing rows go to the planner's ledger (sched/sched.hpp),
 // and an attempt is marked billed only after its rows are stored (re-billing after a crash is deduplicated).
 //
 // Not thread-safe: the daemon serialises access with its own mutex.

@@ -1,5 +1,5 @@
 // daemon/jobspec: the job file that `tessera submit` sends. It is the planner's job YAML (name, tenant,
-// priority, workload class, cards or throughput, compatible types; see tessera/sched.hpp) plus the keys
+// priority, workload class, cards or throughput, compatible types; see sched/sched.hpp) plus the keys
 // the daemon owns:
 //   command: [program, arg, ...]      what each rank runs under `tessera run` (required)
 //   workdir: DIR                      default: the job's own directory in the tenant's area
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::daemon {

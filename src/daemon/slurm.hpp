@@ -13,7 +13,7 @@
 
 #include "daemon/executor.hpp"
 #include "daemon/jobspec.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::daemon::slurm {

@@ -18,6 +18,7 @@
 #include <cstdio>
 
 #include "common/log.hpp"
+#include "common/token.hpp"
 #include "daemon/daemon_impl.hpp"
 #include "daemon/executor.hpp"
 #include "daemon/metrics.hpp"
@@ -94,7 +95,7 @@ Status Daemon::StartSlurm(const JobRow& job, const AttemptRow& attempt, const La
   auto args = slurm::SbatchArgs(req);
   if (!args.ok()) return fail(args.status().message());
   // The launchers of the job's tasks meet with one token (srun passes the environment on).
-  auto token = RandomToken();
+  auto token = RandomToken("the job token");
   if (!token.ok()) return fail(token.status().message());
   std::map<std::string, std::string> env = lr.env;
   env["TESSERA_TOKEN"] = *token;

@@ -50,18 +50,6 @@ Status MakeDirs(const std::string& path, int mode) {
   return Status::Ok();
 }
 
-Result<std::string> RandomToken() {
-  unsigned char buf[16];
-  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open /dev/urandom", errno);
-  ssize_t n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof buf)) return SystemError("short read from /dev/urandom");
-  std::string out;
-  for (unsigned char c : buf) out += fmt::format("{:02x}", c);
-  return out;
-}
-
 std::vector<pid_t> SessionMembers(pid_t sid) {
   std::vector<pid_t> out;
   if (sid <= 0) return out;

@@ -22,8 +22,6 @@ std::string FormatMs(int64_t unix_ms);
 
 // mkdir -p with `mode` for created directories.
 Status MakeDirs(const std::string& path, int mode = 0755);
-// 32 hex characters from /dev/urandom.
-Result<std::string> RandomToken();
 
 // Every live process whose session id is `sid` (scan of /proc).
 std::vector<pid_t> SessionMembers(pid_t sid);

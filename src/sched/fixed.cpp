@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::sched {
 namespace {

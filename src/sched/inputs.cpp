@@ -12,7 +12,7 @@
 #include "common/yaml.hpp"
 #include "sched/inputs_internal.hpp"
 #include "sched/perf_model.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::sched {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::sched::internal {
 

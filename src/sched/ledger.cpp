@@ -8,7 +8,7 @@
 #include <map>
 
 #include "sched/inputs_internal.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 #ifdef TESSERA_HAVE_SQLITE
 #include "common/sqlite.hpp"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "comm/schedule.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::sched::perf {

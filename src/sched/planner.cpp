@@ -26,7 +26,7 @@
 
 #include "sched/inputs_internal.hpp"
 #include "sched/planner_model.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::sched {
 namespace {

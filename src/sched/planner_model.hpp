@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::sched::internal {
 

@@ -16,7 +16,7 @@
 #include <regex>
 #include <string>
 
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 
 namespace {
 

@@ -35,7 +35,7 @@
 
 #include "comm/comm.hpp"
 #include "comm/engine.hpp"
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "reference.hpp"
 
 namespace tessera::comm {
@@ -163,7 +163,7 @@ int g_rank = 0;
 
 // The communicator, released before a failing rank exits as a program should: its relays' pump threads
 // are joined (TSan reports a thread that ended unjoined at exit), and the teardown after a failure runs.
-std::unique_ptr<tessera::Communicator>* g_comm = nullptr;
+std::unique_ptr<tessera::comm::Comm>* g_comm = nullptr;
 
 [[noreturn]] void Fail(const std::string& why) {
   std::printf("FAIL rank %d: %s\n", g_rank, why.c_str());
@@ -210,14 +210,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "device_emu_worker: --piece %zu must be at least 8 bytes\n", piece);
     return 2;
   }
-  auto made = tessera::Communicator::FromEnv();
+  auto params = tessera::comm::Comm::ParamsFromEnv();
+  if (!params.ok()) {
+    std::printf("INITFAIL %s\n", params.status().ToString().c_str());
+    return 3;
+  }
+  auto made = tessera::comm::Comm::Create(*params);
   if (!made.ok()) {
     std::printf("INITFAIL %s\n", made.status().ToString().c_str());
     return 3;
   }
   g_comm = &made.value();
-  auto* comm = dynamic_cast<tessera::comm::Comm*>(made.value().get());
-  if (comm == nullptr) Fail("the communicator is not a tessera::comm::Comm");
+  tessera::comm::Comm* comm = made.value().get();
   g_rank = comm->rank();
   const int world = comm->size();
   const bool emulated = emulate == "all" || (emulate == "even" && g_rank % 2 == 0);

@@ -15,7 +15,7 @@
 #include <numeric>
 #include <vector>
 
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "comm/transport/tcp.hpp"
 #include "common/dtype.hpp"
 

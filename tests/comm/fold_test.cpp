@@ -1,4 +1,4 @@
-// The 16-bit folds' vector paths (comm/reduce_simd) against the portable path, bit for bit: every f16 and
+// The 16-bit folds' vector paths (comm/reduce/simd) against the portable path, bit for bit: every f16 and
 // bf16 value widened, f32 values around every 16-bit value (and NaN payloads, denormals, overflow) narrowed,
 // and randomized Fold/Fold2/Finalize sequences over every RedOp, odd lengths and unaligned offsets. Both
 // paths run in this process: TESSERA_CPU_FOLDS=portable (read by SelectFoldPathFromEnv) or SetFoldPath.
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "common/dtype.hpp"
 
 namespace tessera::comm {
@@ -363,7 +363,7 @@ TEST(FoldTwoAndFinalize, SameBitsAsFold2ThenFinalize) {
   SelectFoldPathFromEnv();
 }
 
-// The rule for a sum or product of two NaNs (reduce_simd.hpp): the first operand's NaN, quieted, in every
+// The rule for a sum or product of two NaNs (comm/reduce/simd.hpp): the first operand's NaN, quieted, in every
 // path and loop (the scalar loops before it left the choice to the compiler, and it differed between them).
 TEST(FoldNan, TwoNansGiveTheFirstQuieted) {
   const uint32_t kAcc = 0x7f812345u;  // signalling, in the accumulator / a

@@ -1,6 +1,6 @@
 // Tests of comm/store: the rendezvous key-value store, over real loopback TCP, across threads and across
 // forked processes; timeouts, wrong tokens, unreachable addresses, vanishing clients and server shutdown.
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -11,10 +11,10 @@
 
 #include "ckpt/s3.hpp"
 #include "comm/comm.hpp"
-#include "comm/launcher.hpp"
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 #include "common/env.hpp"
 #include "common/env_vars.hpp"
+#include "launch/launcher.hpp"
 
 namespace tessera {
 namespace {
@@ -38,7 +38,7 @@ TEST(EnvDefaults, StoreLimits) {
 }
 
 TEST(EnvDefaults, LauncherOptions) {
-  comm::launcher::Options o;
+  launch::Options o;
   EXPECT_EQ(o.timeout, Duration("TESSERA_TIMEOUT"));
   EXPECT_EQ(o.timeout, std::chrono::seconds(60));
 }

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "daemon/harness.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::daemon::testing {
 namespace {

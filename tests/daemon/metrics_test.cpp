@@ -19,8 +19,8 @@
 
 #include "daemon/harness.hpp"
 #include "daemon/util.hpp"
+#include "sched/sched.hpp"
 #include "tessera/ckpt.hpp"
-#include "tessera/sched.hpp"
 
 namespace tessera::daemon::testing {
 namespace {

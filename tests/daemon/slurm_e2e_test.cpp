@@ -15,7 +15,7 @@
 
 #include "daemon/harness.hpp"
 #include "daemon/slurm.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::daemon::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include "daemon/harness.hpp"
 #include "daemon/jobspec.hpp"
 #include "daemon/slurm.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 namespace tessera::daemon::slurm {
 namespace {

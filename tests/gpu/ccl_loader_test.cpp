@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/ccl/ccl.hpp"
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 
 namespace tessera::comm {
 namespace {

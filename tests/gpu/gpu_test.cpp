@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "comm/kernels/kernels.hpp"
-#include "comm/reduce.hpp"
-#include "comm/store.hpp"
+#include "comm/reduce/reduce.hpp"
+#include "comm/store/store.hpp"
 #include "common/dtype.hpp"
 
 namespace tessera::comm {

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 // The source tree: $TESSERA_SOURCE_DIR, else the path CMake compiled in.
 static const char* SourceDir() {

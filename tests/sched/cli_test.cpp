@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "sched/perf_model.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 // The source tree: $TESSERA_SOURCE_DIR, else the path CMake compiled in.
 static const char* SourceDir() {

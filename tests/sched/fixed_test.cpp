@@ -1,7 +1,7 @@
 // Tests of the fixed-point quantities: money, throughput, shares, dates, times and per-second rating.
 #include <gtest/gtest.h>
 
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 using namespace tessera::sched;
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 // The source tree: $TESSERA_SOURCE_DIR, else the path CMake compiled in.
 static const char* SourceDir() {

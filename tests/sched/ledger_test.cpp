@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 using namespace tessera::sched;
 namespace fs = std::filesystem;

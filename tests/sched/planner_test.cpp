@@ -11,7 +11,7 @@
 
 #include "sched/perf_model.hpp"
 #include "sched/planner_internal.hpp"
-#include "tessera/sched.hpp"
+#include "sched/sched.hpp"
 
 using namespace tessera::sched;
 using i128 = __int128;

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 

@@ -96,8 +96,7 @@ class CclComm {
   int nranks() const { return nranks_; }
   // The CCL's operation for `op` on this communicator. Avg on a communicator of one rank is sent as sum
   // (the same value, exactly): NCCL before 2.29.7 leaves the last elements of a one-rank avg unwritten at
-  // some counts (NVIDIA/nccl#1950). On the H200 with NCCL 2.28.3, bench/gpu/one_rank_avg found 20 of
-  // 1,250 type/op/count cases wrong, all of them avg: f32 at 4,961, 4,969, ... and f64 at 4,099, 4,976, ...
+  // some counts (NVIDIA/nccl#1950; bench/gpu/one_rank_avg's cases and findings: docs/benchmarks.md).
   // Use this, not CclRedOp, for every call.
   int Op(RedOp op) const { return CclRedOp(op == RedOp::kAvg && nranks_ == 1 ? RedOp::kSum : op); }
   // An error when the CCL reported an asynchronous failure (a peer died, a kernel faulted).

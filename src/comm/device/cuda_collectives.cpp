@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "comm/device/cuda_rank.hpp"
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 

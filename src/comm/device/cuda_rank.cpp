@@ -36,7 +36,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 
@@ -171,10 +171,9 @@ Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_by
   return Status::Ok();
 }
 
-// NCCL's first collective on a communicator does not return until the caller's stream has drained: on
-// two H200s (NCCL 2.28.3, bench/gpu/first_call.cu) the first allreduce queued behind a 300 ms kernel
-// returned after 307-313 ms, with NCCL_RUNTIME_CONNECT=0 or CUDA_MODULE_LOADING=EAGER alike; after one
-// allreduce of one element, every later call of any type and size returned in 0.1 ms. So the communicator
+// NCCL's first collective on a communicator does not return until the caller's stream has drained, while
+// every later call returns at once (bench/gpu/first_call.cu; figures in docs/benchmarks.md, "NCCL's first
+// collective waits for the caller's stream"). So the communicator
 // makes that first call itself, on a stream of its own, before the application can queue work.
 Status CudaRank::WarmUp() {
   cudaStream_t s = nullptr;

@@ -53,8 +53,8 @@ class AllocCache {
 // (with the most recent allocation) and the next four allocations. It takes a call only when the stream is set, type
 // and op are valid, both buffers lie in allocations the full path has validated, the communicator has not failed, and
 // the call is not one of the 1 in 128 that poll the CCL's asynchronous error; everything else goes the full path
-// (DeviceRank::AllReduce), and a CCL error is reported as there. Measured on the H200 (NCCL 2.28.3, one
-// rank, 1-4 MiB, where an allreduce is bound by the host's ~5-6 us enqueue): see docs/benchmarks.md.
+// (DeviceRank::AllReduce), and a CCL error is reported as there. Its cost against NCCL called directly:
+// docs/benchmarks.md, "Single island against NCCL called directly".
 struct alignas(64) DirectAllReduce {
   static constexpr int kTypes = static_cast<int>(DType::kCount), kOps = static_cast<int>(RedOp::kCount);
   int (*call)(const void*, void*, size_t, int, int, void*, void*) = nullptr;  // the CCL's AllReduce

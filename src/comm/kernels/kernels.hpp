@@ -1,5 +1,5 @@
 // comm/kernels: CUDA kernels of the device path, with the SAME element rules as the CPU kernels in
-// comm/reduce.cpp and the conversions in common/dtype.hpp, so that a GPU rank and a CPU rank that fold
+// comm/reduce/reduce.cpp and the conversions in common/dtype.hpp, so that a GPU rank and a CPU rank that fold
 // the same contributions in the same order produce the same bits:
 //   - float16/bfloat16 widen to float32 exactly; float32 narrows with round-to-nearest-even, NaN kept NaN;
 //   - Fold: acc = first ? widen(src) : op(acc, widen(src)), max/min propagate NaN like the CPU path;

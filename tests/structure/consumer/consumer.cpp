@@ -1,5 +1,6 @@
 // A framework-like consumer of the installed libtessera: the C API (version, a one-rank communicator, an
-// allreduce on host memory, the C checkpoint API) and the C++ checkpoint API with Status. Prints "ok" and
+// allreduce on host memory, the C checkpoint API), the header-only C++ wrapper of the C API
+// (tessera/comm.hpp) and the C++ checkpoint API with Status. Prints "ok" and
 // exits 0 when every check holds; otherwise names the failed check and exits 1.
 #include <tessera/ckpt.h>
 #include <tessera/tessera.h>
@@ -8,7 +9,9 @@
 #include <cstdlib>
 #include <string>
 #include <tessera/ckpt.hpp>
+#include <tessera/comm.hpp>
 #include <tessera/status.hpp>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -46,6 +49,28 @@ int main(int argc, char** argv) {
     int size = 0;
     Check(tsrCommSize(comm, &size) == tsrSuccess && size == 1, "tsrCommSize = 1");
     Check(tsrCommDestroy(comm) == tsrSuccess, "tsrCommDestroy");
+  }
+
+  // The same through the C++ wrapper: RAII, Status with the C API's message, move-only ownership.
+  {
+    auto uid = tessera::Communicator::UniqueId();
+    Check(uid.ok(), "Communicator::UniqueId: " + uid.status().ToString());
+    if (uid.ok()) {
+      auto made = tessera::Communicator::InitRank(1, *uid, 0);
+      Check(made.ok(), "Communicator::InitRank: " + made.status().ToString());
+      if (made.ok()) {
+        tessera::Communicator c = std::move(made).value();
+        Check(c.rank() == 0 && c.size() == 1 && c.get() != nullptr, "Communicator rank 0 of 1");
+        std::vector<double> y{0.5, 4.0};
+        tessera::Status s = c.AllReduce(y.data(), y.data(), y.size(), tsrFloat64, tsrMax);
+        Check(s.ok() && y[0] == 0.5 && y[1] == 4.0, "Communicator::AllReduce: " + s.ToString());
+        s = c.AllReduce(y.data(), y.data(), y.size(), static_cast<tsrDataType_t>(99), tsrSum);
+        Check(s.code() == tessera::Code::kInvalidArgument && s.message().find("99") != std::string::npos,
+              "a bad type is InvalidArgument naming it: " + s.ToString());
+        tessera::Communicator moved = std::move(c);
+        Check(c.get() == nullptr && moved.get() != nullptr, "a moved-from Communicator owns nothing");
+      }
+    }
   }
 
   // The C++ checkpoint API: save a step, find it, restore it.

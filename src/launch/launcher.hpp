@@ -1,4 +1,4 @@
-// comm/launcher: the logic of `tessera run`, as a library so that it can be tested piece by piece.
+// launch/launcher: the logic of `tessera run`, as a library so that it can be tested piece by piece.
 //
 // `tessera run --island VENDOR=DEVICE:COUNT [--island ...] -- PROGRAM ARGS...` starts a store (with a random
 // job token) and one process per rank on this machine, numbered in island order, each with the TESSERA_*
@@ -22,16 +22,15 @@
 #include <vector>
 
 #include "common/env.hpp"
+#include "common/vendor.hpp"
 #include "tessera/status.hpp"
 
-namespace tessera::comm::launcher {
+namespace tessera::launch {
 
-enum class DeviceKind { kHost, kCuda };
-
-// One --island option: "ascend=host:3".
+// One --island option: "ascend=host:3", "nvidia=cuda:4".
 struct IslandSpec {
   std::string vendor;
-  DeviceKind device = DeviceKind::kHost;
+  const DeviceFamily* family = nullptr;  // the device family of its ranks (common/vendor); null: host ranks
   int count = 0;
   std::string text;  // as the user wrote it, for messages
 };
@@ -43,7 +42,7 @@ struct RankSpec {
   int local_rank = 0;  // index among the ranks on this machine (== rank on one machine)
   int node = 0;        // index of the node (launcher) that starts it
   std::string vendor;  // the island's vendor
-  std::string device;  // "host" or "cuda:N"
+  std::string device;  // "host" or PREFIX:N ("cuda:3"), PREFIX a device family's (common/vendor)
 };
 
 // The most ranks one launcher starts (each takes two pipes and a process).
@@ -55,18 +54,35 @@ Result<IslandSpec> ParseIsland(const std::string& text);
 Result<std::vector<IslandSpec>> ParseIslands(const std::vector<std::string>& texts);
 // "ascend=host:3,nvidia=host:5": the TESSERA_ISLANDS value.
 std::string LayoutString(const std::vector<IslandSpec>& islands);
-// Numbers the ranks and assigns devices: cuda ranks get cuda:0, cuda:1, ... round-robin over
-// `cuda_devices` visible GPUs (islands may share one). A cuda island with no visible GPU is an error
-// that says so; `cuda_why` says why none is visible (e.g. the cudaGetDeviceCount error).
-Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, int cuda_devices,
-                                        const std::string& cuda_why = "");
+// The devices this launcher sees, per device family (by prefix); a family not listed has none.
+struct VisibleDevices {
+  int count = 0;
+  std::string why;  // why there are none (e.g. the runtime's error), for messages
+};
+using DeviceCounts = std::map<std::string, VisibleDevices>;
+// The counts of the families the islands use (common/vendor's VisibleDeviceCount); host islands ask nothing.
+DeviceCounts CountVisibleDevices(const std::vector<IslandSpec>& islands);
+// Every family with `count` devices (tests, and plans whose devices are assigned later).
+DeviceCounts SameDeviceCount(int count, const std::string& why = "");
+// Numbers the ranks and assigns devices: the ranks of a family's islands get PREFIX:0, PREFIX:1, ...
+// round-robin over that family's visible devices (islands may share one). An island whose family has no
+// visible device is an error that says so and why.
+Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, const DeviceCounts& visible);
+inline Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, int devices,
+                                               const std::string& why = "") {
+  return PlanRanks(islands, SameDeviceCount(devices, why));
+}
 // Multi-node: the ranks [lo, hi) of `node` when `world` ranks are dealt to `nnodes` nodes in order, in
 // contiguous blocks whose sizes differ by at most one (lo = world * node / nnodes).
 std::pair<int, int> NodeBlock(int world, int nnodes, int node);
 // The ranks that node `node_rank` of `nnodes` starts (global rank numbers, local_rank from
 // `local_offset`, devices assigned as in PlanRanks among this node's ranks only). Errors name the values.
 Result<std::vector<RankSpec>> PlanNodeRanks(const std::vector<IslandSpec>& islands, int nnodes, int node_rank,
-                                            int cuda_devices, const std::string& cuda_why = "", int local_offset = 0);
+                                            const DeviceCounts& visible, int local_offset = 0);
+inline Result<std::vector<RankSpec>> PlanNodeRanks(const std::vector<IslandSpec>& islands, int nnodes, int node_rank,
+                                                   int devices, const std::string& why = "", int local_offset = 0) {
+  return PlanNodeRanks(islands, nnodes, node_rank, SameDeviceCount(devices, why), local_offset);
+}
 
 // Slurm: "node[01-03],gpu7,a[1,4-5]b" → node01 node02 node03 gpu7 a1b a4b a5b (what `scontrol show
 // hostnames` prints). Errors name the list.
@@ -96,15 +112,11 @@ Result<std::string> ReadTokenFile(const std::string& path);
 // ranks of this node advertise for their TCP bridge. Errors name the host.
 Result<std::string> RouteSourceAddress(const std::string& host);
 
-// The number of CUDA devices this process sees (cudaGetDeviceCount when built with CUDA, else 0); when
-// 0, *why says why.
-int VisibleCudaDevices(std::string* why);
-
 // The variables of one rank, in a fixed order: TESSERA_*, torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE (`local_world_size`, or `world_size` when 0), MASTER_ADDR/MASTER_PORT when
-// master_port > 0, and for a CUDA rank
-// CUDA_VISIBLE_DEVICES naming its GPU (its TESSERA_DEVICE is then cuda:0). `visible_gpus` is the
-// launcher's own CUDA_VISIBLE_DEVICES ("" when unset).
+// master_port > 0, and for a rank with a device its family's visible-devices variable naming that device
+// alone (CUDA_VISIBLE_DEVICES for cuda:N; its TESSERA_DEVICE is then PREFIX:0). `visible_gpus` is the
+// launcher's own value of that variable ("" when unset), whose N-th entry is device N here.
 std::vector<std::pair<std::string, std::string>> RankEnvironment(
     const RankSpec& rank, int world_size, const std::string& layout, const std::string& store_address,
     const std::string& token, std::chrono::milliseconds timeout, int master_port = 0,
@@ -147,4 +159,4 @@ struct Options {
 // Installs signal handlers for the duration of the call; call it from the main thread.
 int Run(const Options& options);
 
-}  // namespace tessera::comm::launcher
+}  // namespace tessera::launch

@@ -1,5 +1,5 @@
-// comm/launcher_nodes: a `tessera run` job across several nodes (--nnodes N --node-rank K --store HOST:PORT,
-// or from a Slurm step: launcher_slurm.cpp). The job's ranks are dealt to the nodes in order, in contiguous
+// launch/nodes: a `tessera run` job across several nodes (--nnodes N --node-rank K --store HOST:PORT,
+// or from a Slurm step: slurm.cpp). The job's ranks are dealt to the nodes in order, in contiguous
 // blocks whose sizes differ by at most one, each node numbering its own GPUs; the job token comes from
 // TESSERA_TOKEN or a token file only its owner can read; a node's ranks advertise the local address of its
 // route to the store for their TCP bridge.
@@ -14,10 +14,11 @@
 
 #include <cctype>
 #include <cerrno>
+#include <map>
 
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
-namespace tessera::comm::launcher {
+namespace tessera::launch {
 
 std::pair<int, int> NodeBlock(int world, int nnodes, int node) {
   const auto lo = static_cast<int>(static_cast<int64_t>(world) * node / nnodes);
@@ -26,7 +27,7 @@ std::pair<int, int> NodeBlock(int world, int nnodes, int node) {
 }
 
 Result<std::vector<RankSpec>> PlanNodeRanks(const std::vector<IslandSpec>& islands, int nnodes, int node_rank,
-                                            int cuda_devices, const std::string& cuda_why, int local_offset) {
+                                            const DeviceCounts& visible, int local_offset) {
   int world = 0;
   for (const auto& i : islands) world += i.count;
   if (nnodes < 1) return InvalidArgument(fmt::format("--nnodes {} is not a positive integer", nnodes));
@@ -40,19 +41,22 @@ Result<std::vector<RankSpec>> PlanNodeRanks(const std::vector<IslandSpec>& islan
   // Devices are assigned among this node's ranks only: its GPUs are its own.
   TSR_ASSIGN_OR_RETURN(auto all, PlanRanks(islands, 1 << 30));  // numbering and islands; devices below
   std::vector<RankSpec> mine;
-  int next_gpu = 0;
+  std::map<std::string, int> next;  // per family: the device the next rank gets
   for (int r = lo; r < hi; ++r) {
     RankSpec spec = all[r];
     spec.node = node_rank;
     spec.local_rank = local_offset + (r - lo);
-    if (islands[spec.island].device == DeviceKind::kCuda) {
-      if (cuda_devices < 1)
+    if (const DeviceFamily* family = islands[spec.island].family) {
+      VisibleDevices devices;
+      if (auto it = visible.find(family->prefix); it != visible.end()) devices = it->second;
+      if (devices.count < 1)
         return Unsupported(fmt::format(
-            "--island '{}' needs CUDA devices for rank {} on node {}, but no CUDA device is visible on this "
-            "machine{}",
-            islands[spec.island].text, r, node_rank, cuda_why.empty() ? "" : " (" + cuda_why + ")"));
-      spec.device = fmt::format("cuda:{}", next_gpu);
-      next_gpu = (next_gpu + 1) % cuda_devices;
+            "--island '{}' needs {} devices for rank {} on node {}, but no {} device is visible on this machine{}",
+            islands[spec.island].text, family->label, r, node_rank, family->label,
+            devices.why.empty() ? "" : " (" + devices.why + ")"));
+      int& n = next[family->prefix];
+      spec.device = DeviceName{family, n}.ToString();
+      n = (n + 1) % devices.count;
     }
     mine.push_back(std::move(spec));
   }
@@ -107,4 +111,4 @@ Result<std::string> RouteSourceAddress(const std::string& host) {
   return std::string(buf);
 }
 
-}  // namespace tessera::comm::launcher
+}  // namespace tessera::launch

@@ -1,5 +1,5 @@
-// comm/launcher_internal: what the front of `tessera run` (launcher.cpp) calls in launcher_job.cpp. Internal to
-// src/comm.
+// launch/internal: what the front of `tessera run` (launcher.cpp) calls in job.cpp. Internal to
+// src/launch.
 #pragma once
 
 #include <map>
@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
-namespace tessera::comm::launcher::internal {
+namespace tessera::launch::internal {
 
 // Starts this node's `ranks` of a job of `world_size` ranks (`layout`: TESSERA_ISLANDS) from the program at
 // `path` and supervises them to the end; returns the launcher's exit status as Run() documents it.
@@ -19,4 +19,4 @@ int RunJob(const Options& options, std::vector<RankSpec> ranks, int world_size, 
            std::vector<std::pair<std::string, std::string>> extra_env,
            std::map<int, std::vector<std::pair<std::string, std::string>>> island_env);
 
-}  // namespace tessera::comm::launcher::internal
+}  // namespace tessera::launch::internal

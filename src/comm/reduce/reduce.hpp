@@ -1,4 +1,4 @@
-// comm/reduce: the element-wise kernels of the CPU path — fold a contribution into an accumulator and
+// comm/reduce/reduce: the element-wise kernels of the CPU path — fold a contribution into an accumulator and
 // finalize the accumulator into the output type.
 //
 // Accumulators are float32 for float16/bfloat16 (the lossless rule: sum in f32, round once at the end)
@@ -8,7 +8,7 @@
 //
 // The 16-bit folds (f16/bf16 to and from f32 accumulators) run on the CPU's vector instructions where it
 // has them (AVX-512, else AVX2+F16C), picked once at run time, with the same bits as the portable C++
-// code for every input; `TESSERA_CPU_FOLDS` forces a path (reduce_simd.hpp, docs/architecture.md).
+// code for every input; `TESSERA_CPU_FOLDS` forces a path (reduce/simd.hpp, docs/architecture.md).
 #pragma once
 
 #include <cstddef>

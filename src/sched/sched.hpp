@@ -1,4 +1,5 @@
-// tessera/sched.hpp — the policy-first planner and the per-second billing ledger (C++ API).
+// sched/sched: the policy-first planner and the per-second billing ledger (the C++ API of the binary and
+// its tests; not installed: sched is not in libtessera).
 //
 // Inputs are YAML files (catalog, fleet, policy, job, running jobs); every loader reports bad input as
 // InvalidArgument naming the file, the line and the field ("fleet.yaml:12: nodes[3].cards: 'x' is not

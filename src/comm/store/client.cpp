@@ -1,5 +1,5 @@
-// comm/store_client: the rendezvous store's client (StoreClient::Connect, PrefixedStore; declared in
-// comm/store.hpp). It speaks the protocol of comm/store_server.cpp (frames of comm/store_wire.hpp): one
+// comm/store/client: the rendezvous store's client (StoreClient::Connect, PrefixedStore; declared in
+// store.hpp). It speaks the protocol of server.cpp (frames of wire.hpp): one
 // request, one reply, under a mutex, so one client may be used from several threads. The client bounds
 // every read by the request's own timeout plus a margin, and a connection that saw an I/O error or a late
 // answer is closed for good (RemoteError), since requests and replies may no longer be in step.
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/store.hpp"
-#include "comm/store_wire.hpp"
+#include "comm/store/store.hpp"
+#include "comm/store/wire.hpp"
 #include "common/net.hpp"
 
 namespace tessera::comm {

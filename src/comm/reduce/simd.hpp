@@ -1,7 +1,7 @@
-// comm/reduce_simd: the 16-bit (f16/bf16) fold/finalize kernels behind comm/reduce, one table per
-// implementation: the portable C++ one (reduce.cpp) and vector ones (reduce_simd.cpp: AVX2+F16C, AVX-512)
+// comm/reduce/simd: the 16-bit (f16/bf16) fold/finalize kernels behind comm/reduce, one table per
+// implementation: the portable C++ one (reduce.cpp) and vector ones (simd.cpp: AVX2+F16C, AVX-512)
 // compiled with per-function target attributes, so the library still runs on CPUs without them. Every
-// table gives the same bits as the portable one for every input (tests/comm/reduce_simd_test.cpp); the
+// table gives the same bits as the portable one for every input (tests/comm/fold_test.cpp); the
 // rules themselves are in reduce.hpp.
 #pragma once
 
@@ -67,7 +67,7 @@ struct FoldKernels {
   HalfKernels f16, bf16;
 };
 
-// The portable table (reduce.cpp) and the vector ones (reduce_simd.cpp; nullptr where the compiler or
+// The portable table (reduce.cpp) and the vector ones (simd.cpp; nullptr where the compiler or
 // the architecture cannot build them).
 extern const FoldKernels kPortableKernels;
 extern const FoldKernels* const kAvx2Kernels;

@@ -1,4 +1,4 @@
-// comm/store: the rendezvous key-value store that the ranks of a job meet at (like c10d's TCPStore).
+// comm/store/store: the rendezvous key-value store that the ranks of a job meet at (like c10d's TCPStore).
 //
 // A StoreServer listens on TCP; `tessera run` starts one per job (or rank 0 does, when TESSERA_STORE
 // names this host and nothing listens yet). Every connection must present the job token

@@ -1,7 +1,7 @@
-// comm/reduce: CPU fold/finalize kernels, templated per element type; see reduce.hpp for the rules. The
-// 16-bit kernels here are the portable path; the vector ones are in reduce_simd.cpp, and the table in use
+// comm/reduce/reduce: CPU fold/finalize kernels, templated per element type; see reduce.hpp for the rules. The
+// 16-bit kernels here are the portable path; the vector ones are in simd.cpp, and the table in use
 // is picked at the end of this file.
-#include "comm/reduce.hpp"
+#include "comm/reduce/reduce.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <type_traits>
 
-#include "comm/reduce_simd.hpp"
+#include "comm/reduce/simd.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 

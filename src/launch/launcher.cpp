@@ -1,4 +1,4 @@
-// comm/launcher: `tessera run` — plans the ranks of a job, starts its store and its rank processes,
+// launch/launcher: `tessera run` — plans the ranks of a job, starts its store and its rank processes,
 // prefixes and forwards their output, forwards signals, and stops the job when a rank fails.
 //
 // One thread does everything after start-up: a poll loop over the ranks' stdout/stderr pipes and a
@@ -7,11 +7,11 @@
 // stopping a rank also stops the processes it started. Ranks die with the launcher (PR_SET_PDEATHSIG).
 //
 // This file: the front — islands and ranks (--island, numbering, devices), each rank's environment, the
-// dry-run table, and Run(), which checks the layout and hands this node's ranks to launcher_job.cpp (the
-// processes: start, output, signals, failures). Several nodes: launcher_nodes.cpp (each node's block of
-// ranks, the token file, the route to the store); inside Slurm: launcher_slurm.cpp (the node layout, the
+// dry-run table, and Run(), which checks the layout and hands this node's ranks to job.cpp (the
+// processes: start, output, signals, failures). Several nodes: nodes.cpp (each node's block of
+// ranks, the token file, the route to the store); inside Slurm: slurm.cpp (the node layout, the
 // store's host and port from SLURM_*, heterogeneous jobs included).
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -29,17 +29,15 @@
 #include <memory>
 #include <set>
 
-#include "comm/launcher_internal.hpp"
-#include "comm/sm_share.hpp"
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "launch/internal.hpp"
+#include "launch/sm_share.hpp"
 
-#ifdef TESSERA_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
+namespace tessera::launch {
 
-namespace tessera::comm::launcher {
+using comm::FormatDuration;
 
 using std::chrono::milliseconds;
 
@@ -64,12 +62,10 @@ Result<IslandSpec> ParseIsland(const std::string& text) {
     return InvalidArgument(fmt::format("--island '{}' has no ':COUNT' (how many ranks): {}", text, usage));
   const std::string device = rest.substr(0, colon);
   const std::string count = rest.substr(colon + 1);
-  if (device == "host") {
-    spec.device = DeviceKind::kHost;
-  } else if (device == "cuda") {
-    spec.device = DeviceKind::kCuda;
-  } else {
-    return InvalidArgument(fmt::format("unknown device '{}' in --island '{}': use host or cuda", device, text));
+  if (device != "host") {
+    spec.family = FindDeviceFamily(device);
+    if (spec.family == nullptr)
+      return InvalidArgument(fmt::format("unknown device '{}' in --island '{}': use {}", device, text, DeviceWords()));
   }
   const bool digits = !count.empty() && count.size() <= 9 &&
                       std::all_of(count.begin(), count.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -108,30 +104,51 @@ Result<std::vector<IslandSpec>> ParseIslands(const std::vector<std::string>& tex
 std::string LayoutString(const std::vector<IslandSpec>& islands) {
   std::string out;
   for (const auto& i : islands)
-    out += fmt::format("{}{}={}:{}", out.empty() ? "" : ",", i.vendor, i.device == DeviceKind::kCuda ? "cuda" : "host",
-                       i.count);
+    out += fmt::format("{}{}={}:{}", out.empty() ? "" : ",", i.vendor, i.family ? i.family->prefix : "host", i.count);
   return out;
 }
 
-Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, int cuda_devices,
-                                        const std::string& cuda_why) {
+DeviceCounts CountVisibleDevices(const std::vector<IslandSpec>& islands) {
+  DeviceCounts out;
+  for (const IslandSpec& i : islands) {
+    if (i.family == nullptr || out.count(i.family->prefix)) continue;
+    VisibleDevices v;
+    v.count = VisibleDeviceCount(*i.family, &v.why);
+    out.emplace(i.family->prefix, std::move(v));
+  }
+  return out;
+}
+
+DeviceCounts SameDeviceCount(int count, const std::string& why) {
+  DeviceCounts out;
+  for (const DeviceFamily& f : kDeviceFamilies) out[f.prefix] = VisibleDevices{count, why};
+  return out;
+}
+
+Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, const DeviceCounts& visible) {
   std::vector<RankSpec> ranks;
-  int next_gpu = 0;
+  std::map<std::string, int> next;  // per family: the device the next rank gets
   for (size_t i = 0; i < islands.size(); ++i) {
     const IslandSpec& island = islands[i];
-    if (island.device == DeviceKind::kCuda && cuda_devices < 1)
-      return Unsupported(
-          fmt::format("--island '{}' needs CUDA devices, but no CUDA device is visible on this machine{}", island.text,
-                      cuda_why.empty() ? "" : " (" + cuda_why + ")"));
+    VisibleDevices devices;
+    if (island.family != nullptr) {
+      auto it = visible.find(island.family->prefix);
+      if (it != visible.end()) devices = it->second;
+      if (devices.count < 1)
+        return Unsupported(fmt::format("--island '{}' needs {} devices, but no {} device is visible on this machine{}",
+                                       island.text, island.family->label, island.family->label,
+                                       devices.why.empty() ? "" : " (" + devices.why + ")"));
+    }
     for (int k = 0; k < island.count; ++k) {
       RankSpec r;
       r.rank = static_cast<int>(ranks.size());
       r.local_rank = r.rank;
       r.island = static_cast<int>(i);
       r.vendor = island.vendor;
-      if (island.device == DeviceKind::kCuda) {
-        r.device = fmt::format("cuda:{}", next_gpu);
-        next_gpu = (next_gpu + 1) % cuda_devices;
+      if (island.family != nullptr) {
+        int& n = next[island.family->prefix];
+        r.device = DeviceName{island.family, n}.ToString();
+        n = (n + 1) % devices.count;
       } else {
         r.device = "host";
       }
@@ -141,35 +158,21 @@ Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, 
   return ranks;
 }
 
-int VisibleCudaDevices(std::string* why) {
-#ifdef TESSERA_HAVE_CUDA
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) {
-    *why = fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(err));
-    return 0;
-  }
-  if (n == 0) *why = "cudaGetDeviceCount found 0 devices";
-  return n;
-#else
-  *why = "this tessera was built without CUDA";
-  return 0;
-#endif
-}
-
 std::vector<std::pair<std::string, std::string>> RankEnvironment(const RankSpec& rank, int world_size,
                                                                  const std::string& layout,
                                                                  const std::string& store_address,
                                                                  const std::string& token, milliseconds timeout,
                                                                  int master_port, const std::string& visible_gpus,
                                                                  int local_world_size, const std::string& master_addr) {
-  // A CUDA rank sees only its own GPU (CUDA_VISIBLE_DEVICES), as under Slurm's --gpus-per-task, so inside
-  // the process its device is cuda:0. `visible_gpus` is the launcher's own CUDA_VISIBLE_DEVICES, whose
-  // N-th entry is GPU cuda:N here.
+  // A device rank sees only its own device (its family's visible-devices variable, CUDA_VISIBLE_DEVICES for
+  // cuda), as under Slurm's --gpus-per-task, so inside the process its device is PREFIX:0. `visible_gpus`
+  // is the launcher's own value of that variable, whose N-th entry is device N here.
   std::string device = rank.device;
-  std::string cuda_visible;
-  if (device.rfind("cuda:", 0) == 0) {
-    cuda_visible = device.substr(5);
+  std::string visible;  // the value of the family's visible-devices variable for this rank
+  const DeviceFamily* family = nullptr;
+  if (auto parsed = ParseDeviceName(device, "device"); parsed.ok() && !parsed->host()) {
+    family = parsed->family;
+    visible = std::to_string(parsed->index);
     if (!visible_gpus.empty()) {
       std::vector<std::string> ids;
       size_t start = 0;
@@ -178,10 +181,10 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const RankSpec&
         ids.push_back(visible_gpus.substr(start, comma - start));
         start = comma + 1;
       }
-      const size_t n = std::strtoul(cuda_visible.c_str(), nullptr, 10);  // PlanRanks wrote it: a GPU index
-      if (n < ids.size()) cuda_visible = ids[n];
+      const size_t n = std::strtoul(visible.c_str(), nullptr, 10);  // PlanRanks wrote it: a device index
+      if (n < ids.size()) visible = ids[n];
     }
-    device = "cuda:0";
+    device = DeviceName{family, 0}.ToString();
   }
   std::vector<std::pair<std::string, std::string>> vars = {
       {"TESSERA_RANK", std::to_string(rank.rank)},
@@ -205,7 +208,7 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const RankSpec&
     vars.emplace_back("MASTER_ADDR", master_addr);
     vars.emplace_back("MASTER_PORT", std::to_string(master_port));
   }
-  if (!cuda_visible.empty()) vars.emplace_back("CUDA_VISIBLE_DEVICES", cuda_visible);
+  if (family != nullptr) vars.emplace_back(family->visible_env, visible);
   return vars;
 }
 
@@ -282,17 +285,12 @@ int Run(const Options& options) {
     std::fprintf(stderr, "tessera run: %s\n", message.c_str());
     return code;
   };
-  int cuda_devices = 0;
-  std::string cuda_why;
-  if (std::any_of(options.islands.begin(), options.islands.end(),
-                  [](const IslandSpec& i) { return i.device == DeviceKind::kCuda; }))
-    cuda_devices = VisibleCudaDevices(&cuda_why);
+  const DeviceCounts visible = CountVisibleDevices(options.islands);
   const bool multi = options.nnodes > 1 || !options.store_host.empty();
   int world = 0;
   for (const auto& i : options.islands) world += i.count;
-  auto plan = multi ? PlanNodeRanks(options.islands, options.nnodes, options.node_rank, cuda_devices, cuda_why,
-                                    options.local_offset)
-                    : PlanRanks(options.islands, cuda_devices, cuda_why);
+  auto plan = multi ? PlanNodeRanks(options.islands, options.nnodes, options.node_rank, visible, options.local_offset)
+                    : PlanRanks(options.islands, visible);
   if (!plan.ok()) return fail(2, (options.origin.empty() ? "" : options.origin + ": ") + plan.status().message());
   if (plan->empty()) return fail(2, "no ranks to start: give at least one --island");
   const std::string layout = LayoutString(options.islands);
@@ -336,7 +334,7 @@ int Run(const Options& options) {
       if (it == options.sm_share.end()) continue;
       int gpu = 0;
       for (const auto& r : *plan)
-        if (r.island == static_cast<int>(i)) gpu = std::atoi(r.device.c_str() + 5);
+        if (auto d = ParseDeviceName(r.device, "device"); r.island == static_cast<int>(i) && d.ok()) gpu = d->index;
       const std::string label = EmulatedLabel(CudaDeviceName(gpu), it->second);
       std::fprintf(stderr,
                    "tessera run: island %s: %s, through NVIDIA MPS (a model of a slower card, not real %s "
@@ -351,4 +349,4 @@ int Run(const Options& options) {
                           std::move(extra_env), std::move(island_env));
 }
 
-}  // namespace tessera::comm::launcher
+}  // namespace tessera::launch

@@ -1,4 +1,4 @@
-// comm/sm_share: `tessera run --sm-share VENDOR=PERCENT` — an island's ranks run on a share of their GPU's
+// launch/sm_share: `tessera run --sm-share VENDOR=PERCENT` — an island's ranks run on a share of their GPU's
 // streaming multiprocessors, through NVIDIA MPS (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per client process).
 // This models a slower card next to a faster one on one GPU; such an island is *emulated* and every
 // output says so ("emulated on an SM share of <GPU>"). The launcher starts its own MPS control daemon
@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 #include "tessera/status.hpp"
 
-namespace tessera::comm::launcher {
+namespace tessera::launch {
 
 // Parses the --sm-share values ("ascend=40": 1..100 percent of the SMs) against the islands: each must
 // name a cuda island, once. Errors name the value.
@@ -51,4 +51,4 @@ class MpsDaemon {
   std::string dir_, control_;
 };
 
-}  // namespace tessera::comm::launcher
+}  // namespace tessera::launch

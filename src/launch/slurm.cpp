@@ -1,4 +1,4 @@
-// comm/launcher_slurm: `tessera run` inside a Slurm job step (srun, one launcher per task): the node layout
+// launch/slurm: `tessera run` inside a Slurm job step (srun, one launcher per task): the node layout
 // (SLURM_PROCID of SLURM_NTASKS), the local ranks (SLURM_LOCALID, SLURM_NODEID, SLURM_TASKS_PER_NODE), and
 // the store's host and port from the step's node list and the job id — for a heterogeneous job, the het job's
 // id and component 0's first host (SLURM_HET_JOB_*, SLURM_JOB_NODELIST_HET_GROUP_0). Slurm's compressed host
@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "comm/launcher.hpp"
 #include "common/env.hpp"
 #include "common/text.hpp"
+#include "launch/launcher.hpp"
 
-namespace tessera::comm::launcher {
+namespace tessera::launch {
 
 namespace {
 
@@ -156,4 +156,4 @@ Result<std::optional<SlurmTask>> SlurmFromEnv(const std::map<std::string, std::s
   return std::optional<SlurmTask>(std::move(t));
 }
 
-}  // namespace tessera::comm::launcher
+}  // namespace tessera::launch

@@ -1,6 +1,6 @@
-// comm/store_wire: the rendezvous store's wire format, shared by its server (store_server.cpp), its
-// gate for unauthenticated connections (store_gate.cpp) and its client (store_client.cpp). Internal to
-// comm; the protocol is described in store_server.cpp's opening comment.
+// comm/store/wire: the rendezvous store's wire format, shared by its server (server.cpp), its
+// gate for unauthenticated connections (gate.cpp) and its client (client.cpp). Internal to
+// comm; the protocol is described in server.cpp's opening comment.
 //
 // Every message is a frame `u32 length (big-endian) | payload`; strings are `u32 length | bytes`,
 // integers big-endian. Writer builds a frame, Reader parses a payload (ok() turns false, and stays false,
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 #include "common/net.hpp"
 
 namespace tessera::comm::store_wire {

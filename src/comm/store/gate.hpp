@@ -1,5 +1,5 @@
-// comm/store_gate: the rendezvous store's defences against hostile or stray connections (internal to
-// comm; used by the server in store_server.cpp).
+// comm/store/gate: the rendezvous store's defences against hostile or stray connections (internal to
+// comm; used by the server in server.cpp).
 //
 // The gate runs in the server's accept thread. It accepts connections and reads their handshakes
 // without blocking, all at once in one poll() loop, so a connection that has not authenticated costs no
@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 
 namespace tessera::comm {
 

@@ -1,14 +1,14 @@
-// comm/store_server: the rendezvous store's server (StoreServer, declared in comm/store.hpp).
+// comm/store/server: the rendezvous store's server (StoreServer, declared in store.hpp).
 //
-// Wire protocol (comm/store_wire.hpp): every message is a frame `u32 length (big-endian) | payload`. The
+// Wire protocol (wire.hpp): every message is a frame `u32 length (big-endian) | payload`. The
 // first frame a client sends is the handshake `u32 magic | str token`; the server answers `u8 kOk`,
 // `u8 kRefused` (a wrong token) or `u8 kBusy | str why` (TESSERA_STORE_MAX_CONNS reached), and closes on
 // anything but kOk. Afterwards each request frame `u8 op | fields` gets exactly one reply frame
 // `u8 reply | fields`. Strings are `u32 length | bytes`; integers are big-endian. Frames are at most
 // StoreLimits::kMaxFrame bytes and read into memory as they arrive. The accept thread reads every
-// handshake without blocking (comm/store_gate: no thread for a connection until it has authenticated);
+// handshake without blocking (comm/store/gate: no thread for a connection until it has authenticated);
 // then the server runs one thread per connection; blocking requests (Get, Wait, Barrier) carry their
-// timeout and the server answers kTimeout when it runs out, so that the client (comm/store_client) can
+// timeout and the server answers kTimeout when it runs out, so that the client (comm/store/client) can
 // name what was missing.
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -27,9 +27,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include "comm/store.hpp"
-#include "comm/store_gate.hpp"
-#include "comm/store_wire.hpp"
+#include "comm/store/gate.hpp"
+#include "comm/store/store.hpp"
+#include "comm/store/wire.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/net.hpp"

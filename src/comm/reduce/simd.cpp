@@ -1,8 +1,8 @@
-// comm/reduce_simd: vector f16/bf16 fold/finalize kernels (AVX2+F16C and AVX-512), picked at run time by
-// comm/reduce; see reduce_simd.hpp. Each function carries its own target attribute (no -m flags), so the
+// comm/reduce/simd: vector f16/bf16 fold/finalize kernels (AVX2+F16C and AVX-512), picked at run time by
+// comm/reduce; see simd.hpp. Each function carries its own target attribute (no -m flags), so the
 // library runs on any x86-64 and calls these only where the CPU has the instructions.
 //
-// Same bits as the portable path (common/dtype's scalar conversions; reduce_simd.hpp's NanFirst for a sum
+// Same bits as the portable path (common/dtype's scalar conversions; simd.hpp's NanFirst for a sum
 // or product of two NaNs), which the instructions alone do not give in three places, each fixed here:
 //   - f16 -> f32: VCVTPH2PS quiets a signalling NaN (0x7c01 -> 0x7fc02000); the portable conversion keeps
 //     the payload as is (0x7f802000). NaN lanes are rebuilt from the bits.
@@ -12,7 +12,7 @@
 //   - f32 -> bf16: VCVTNEPS2BF16 (AVX512_BF16) flushes f32 denormals to zero (0x00400000 -> 0x0000, the
 //     portable code gives 0x0040), so it is not used: the rounding is the portable code's integer
 //     arithmetic (u + 0x7fff + lsb, NaN -> (u >> 16) | 0x40) on 16 or 8 lanes.
-#include "comm/reduce_simd.hpp"
+#include "comm/reduce/simd.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TSR_HAVE_X86_SIMD 1
@@ -93,7 +93,7 @@ struct V {
   }
 };
 
-#include "comm/reduce_simd_kernels.inc"
+#include "comm/reduce/simd_kernels.inc"
 
 const FoldKernels kKernels = {"avx2",
                               {FoldHalf<false>, Fold2Half<false>, FinalizeHalf<false>, Fold2FinalizeHalf<false>},
@@ -162,7 +162,7 @@ struct V {
   }
 };
 
-#include "comm/reduce_simd_kernels.inc"
+#include "comm/reduce/simd_kernels.inc"
 
 const FoldKernels kKernels = {"avx512",
                               {FoldHalf<false>, Fold2Half<false>, FinalizeHalf<false>, Fold2FinalizeHalf<false>},

@@ -1,5 +1,5 @@
-// comm/sm_share: see sm_share.hpp.
-#include "comm/sm_share.hpp"
+// launch/sm_share: see sm_share.hpp.
+#include "launch/sm_share.hpp"
 
 #include <fmt/format.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace tessera::comm::launcher {
+namespace tessera::launch {
 
 Result<std::map<std::string, int>> ParseSmShares(const std::vector<std::string>& texts,
                                                  const std::vector<IslandSpec>& islands) {
@@ -37,9 +37,10 @@ Result<std::map<std::string, int>> ParseSmShares(const std::vector<std::string>&
     if (island == nullptr)
       return InvalidArgument(
           fmt::format("--sm-share '{}': there is no island '{}' (give it with --island)", text, vendor));
-    if (island->device != DeviceKind::kCuda)
+    if (island->family == nullptr || !island->family->mps)
       return InvalidArgument(
-          fmt::format("--sm-share '{}': island '{}' is {}, not a cuda island", text, vendor, island->text));
+          fmt::format("--sm-share '{}': island '{}' is {}, not a cuda island (SM shares are NVIDIA MPS's)", text,
+                      vendor, island->text));
     if (!out.emplace(vendor, static_cast<int>(*pct)).second)
       return InvalidArgument(fmt::format("--sm-share for '{}' is given twice", vendor));
   }
@@ -139,4 +140,4 @@ std::vector<std::pair<std::string, std::string>> MpsDaemon::ClientEnvironment() 
   return {{"CUDA_MPS_PIPE_DIRECTORY", dir_ + "/pipe"}, {"CUDA_MPS_LOG_DIRECTORY", dir_ + "/log"}};
 }
 
-}  // namespace tessera::comm::launcher
+}  // namespace tessera::launch

@@ -1,6 +1,6 @@
-// comm/store_gate: the store's accept loop and its limits on connections that have not authenticated;
-// see store_gate.hpp. StoreLimits::FromEnv lives here too.
-#include "comm/store_gate.hpp"
+// comm/store/gate: the store's accept loop and its limits on connections that have not authenticated;
+// see gate.hpp. StoreLimits::FromEnv lives here too.
+#include "comm/store/gate.hpp"
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/store_wire.hpp"
+#include "comm/store/wire.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/net.hpp"

@@ -1,4 +1,4 @@
-// comm/launcher_job: runs this node's ranks of a `tessera run` job — what a one-node job is, and each node's
+// launch/job: runs this node's ranks of a `tessera run` job — what a one-node job is, and each node's
 // part of a job across nodes. Starts the store (node 0) with the job token, forks and execs one process per
 // rank with its environment (RankEnvironment), prefixes and forwards their output, forwards signals, and
 // when a rank fails reports which one and how, waits up to TESSERA_TIMEOUT for the others, then stops them.
@@ -25,15 +25,20 @@
 #include <set>
 #include <thread>
 
-#include "comm/launcher.hpp"
-#include "comm/launcher_internal.hpp"
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/token.hpp"
+#include "launch/internal.hpp"
+#include "launch/launcher.hpp"
 
 extern char** environ;
 
-namespace tessera::comm::launcher {
+namespace tessera::launch {
+
+using comm::FormatDuration;
+using comm::StoreLimits;
+using comm::StoreServer;
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -93,27 +98,6 @@ class SignalScope {
   bool installed_ = false;
   std::map<int, struct sigaction> old_;
 };
-
-Result<std::string> RandomToken() {
-  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("tessera run: cannot open /dev/urandom for the job token", errno);
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    const ssize_t n = ::read(fd, bytes + got, sizeof(bytes) - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      return ErrnoError("tessera run: cannot read /dev/urandom for the job token", err);
-    }
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  std::string token;
-  for (unsigned char b : bytes) token += fmt::format("{:02x}", b);
-  return token;
-}
 
 // Writes all of `data` to fd; false when the reader is gone.
 bool WriteAll(int fd, const char* data, size_t n) {
@@ -188,7 +172,8 @@ class Job {
     for (int sig : kHandledSignals) sigaddset(&block, sig);
     ::pthread_sigmask(SIG_BLOCK, &block, &old);
     const bool multi = options_.nnodes > 1 || !options_.store_host.empty();
-    Result<std::string> token = options_.token.empty() ? RandomToken() : Result<std::string>(options_.token);
+    Result<std::string> token =
+        options_.token.empty() ? RandomToken("the job token") : Result<std::string>(options_.token);
     Result<std::unique_ptr<StoreServer>> store = InternalError("not started");
     if (token.ok() && options_.node_rank != 0) {
       store = std::unique_ptr<StoreServer>();  // node 0 serves it
@@ -235,7 +220,7 @@ class Job {
       if (!master_port.ok()) return Fail(1, master_port.status().message());
       master_port_ = *master_port;
     }
-    visible_gpus_ = env::Get("CUDA_VISIBLE_DEVICES").value_or("");
+    for (const DeviceFamily& f : kDeviceFamilies) visible_devices_[f.prefix] = env::Get(f.visible_env).value_or("");
 
     Status s = signals_.Install();
     if (!s.ok()) return Fail(1, s.message());
@@ -297,9 +282,11 @@ class Job {
   // Forks and execs one rank; 0, or the launcher's exit status when it could not be started.
   int StartRank(Rank& r) {
     const std::string addr = fmt::format("{}:{}", store_host_, store_port_);
-    auto vars = RankEnvironment(
-        r.spec, world_size_, layout_, addr, token_, options_.timeout, master_port_, visible_gpus_,
-        options_.local_world > 0 ? options_.local_world : static_cast<int>(ranks_.size()), master_addr_);
+    const IslandSpec& island = options_.islands[r.spec.island];
+    const std::string visible = island.family != nullptr ? visible_devices_[island.family->prefix] : "";
+    auto vars = RankEnvironment(r.spec, world_size_, layout_, addr, token_, options_.timeout, master_port_, visible,
+                                options_.local_world > 0 ? options_.local_world : static_cast<int>(ranks_.size()),
+                                master_addr_);
     if (!bridge_addr_.empty()) vars.emplace_back("TESSERA_BRIDGE_ADDR", bridge_addr_);
     vars.insert(vars.end(), extra_env_.begin(), extra_env_.end());
     if (auto it = island_env_.find(r.spec.island); it != island_env_.end())
@@ -586,8 +573,9 @@ class Job {
   int store_port_ = 0;
   std::string bridge_addr_;  // multi-node: TESSERA_BRIDGE_ADDR for this node's ranks ("" = leave it)
   std::string master_addr_ = "127.0.0.1";
-  int master_port_ = 0;       // torchrun's MASTER_PORT for the ranks (a free loopback port; multi-node: store + 1)
-  std::string visible_gpus_;  // the launcher's CUDA_VISIBLE_DEVICES, "" when unset
+  int master_port_ = 0;  // torchrun's MASTER_PORT for the ranks (a free loopback port; multi-node: store + 1)
+  // The launcher's own visible-devices variable of each device family (CUDA_VISIBLE_DEVICES), "" when unset.
+  std::map<std::string, std::string> visible_devices_;
   SignalScope signals_;
   int exit_code_ = 0;
   int first_failed_ = -1;
@@ -612,4 +600,4 @@ int RunJob(const Options& options, std::vector<RankSpec> ranks, int world_size, 
 
 }  // namespace internal
 
-}  // namespace tessera::comm::launcher
+}  // namespace tessera::launch

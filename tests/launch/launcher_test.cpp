@@ -1,7 +1,7 @@
-// Tests of `tessera run` (comm/launcher): the island parser and rank planner directly, and the real
+// Tests of `tessera run` (src/launch): the island parser and rank planner directly, and the real
 // `tessera` binary (TESSERA_BIN) starting `/bin/sh -c` snippets as ranks: their environment, prefixed
 // output, failure handling, signal forwarding, bad input; and ranks that meet at the launcher's store.
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/sm_share.hpp"
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
+#include "launch/sm_share.hpp"
 
-namespace tessera::comm::launcher {
+namespace tessera::launch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -48,11 +48,13 @@ TEST(LauncherParse, GoodIslands) {
   auto i = ParseIsland("ascend=host:3");
   ASSERT_TRUE(i.ok()) << i.status().ToString();
   EXPECT_EQ(i->vendor, "ascend");
-  EXPECT_EQ(i->device, DeviceKind::kHost);
+  EXPECT_EQ(i->family, nullptr);
   EXPECT_EQ(i->count, 3);
   auto c = ParseIsland("nvidia=cuda:8");
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->device, DeviceKind::kCuda);
+  ASSERT_NE(c->family, nullptr);
+  EXPECT_STREQ(c->family->prefix, "cuda");
+  EXPECT_STREQ(c->family->visible_env, "CUDA_VISIBLE_DEVICES");
   EXPECT_EQ(c->count, 8);
   auto all = ParseIslands({"ascend=host:3", "nvidia=host:5"});
   ASSERT_TRUE(all.ok());
@@ -555,7 +557,7 @@ TEST(Launcher, BadCommandLinesAreNamed) {
 
 TEST(Launcher, CudaIslandWithoutGpuIsRefused) {
   std::string why;
-  if (VisibleCudaDevices(&why) > 0) GTEST_SKIP() << "a CUDA device is visible here";
+  if (VisibleDeviceCount(*FindDeviceFamily("cuda"), &why) > 0) GTEST_SKIP() << "a CUDA device is visible here";
   const Outcome o = Tessera({"run", "--island", "nvidia=cuda:1", "--", "true"}).Finish(30s);
   EXPECT_EQ(o.status, 2);
   EXPECT_TRUE(Contains(o.err, "--island 'nvidia=cuda:1' needs CUDA devices, but no CUDA device is visible")) << o.err;
@@ -592,7 +594,7 @@ TEST(LauncherRank, MeetsAtTheStore) {
   const int world = std::atoi(std::getenv("TESSERA_WORLD_SIZE"));
   const std::string store = std::getenv("TESSERA_STORE");
   const std::string token = std::getenv("TESSERA_TOKEN");
-  auto c = StoreClient::Connect(store, token, 30s);
+  auto c = comm::StoreClient::Connect(store, token, 30s);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_TRUE(c.value()->Set("vendor/" + std::to_string(rank), std::getenv("TESSERA_ISLAND_VENDOR")).ok());
   ASSERT_TRUE(c.value()->Barrier("all", world, 30s).ok());
@@ -601,7 +603,7 @@ TEST(LauncherRank, MeetsAtTheStore) {
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     EXPECT_EQ(*v, peer < 2 ? "ascend" : "nvidia");
   }
-  auto wrong = StoreClient::Connect(store, token + "x", 5s);
+  auto wrong = comm::StoreClient::Connect(store, token + "x", 5s);
   ASSERT_FALSE(wrong.ok());
   EXPECT_TRUE(Contains(wrong.status().message(), "refused the job token")) << wrong.status().message();
 }
@@ -875,4 +877,4 @@ TEST(LauncherNodes, TokenFileMustBePrivate) {
 }
 
 }  // namespace
-}  // namespace tessera::comm::launcher
+}  // namespace tessera::launch

@@ -1,0 +1,64 @@
+// common/vendor: see vendor.hpp.
+#include "common/vendor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+#ifdef TESSERA_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tessera {
+
+const DeviceFamily* FindDeviceFamily(std::string_view prefix) {
+  for (const DeviceFamily& f : kDeviceFamilies)
+    if (prefix == f.prefix) return &f;
+  return nullptr;
+}
+
+std::string DeviceWords() {
+  std::string out = "host";
+  const size_t n = std::size(kDeviceFamilies);
+  for (size_t i = 0; i < n; ++i) out += fmt::format("{}{}", i + 1 == n ? " or " : ", ", kDeviceFamilies[i].prefix);
+  return out;
+}
+
+std::string DeviceName::ToString() const { return host() ? "host" : fmt::format("{}:{}", family->prefix, index); }
+
+Result<DeviceName> ParseDeviceName(const std::string& text, const std::string& what) {
+  if (text == "host") return DeviceName{};
+  std::string forms = "host";
+  for (const DeviceFamily& f : kDeviceFamilies) forms += fmt::format(" or {}:N", f.prefix);
+  const size_t colon = text.find(':');
+  const DeviceFamily* family = colon == std::string::npos ? nullptr : FindDeviceFamily(text.substr(0, colon));
+  const std::string num = family == nullptr ? "" : text.substr(colon + 1);
+  const bool digits = !num.empty() && num.size() <= 6 &&
+                      std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) return InvalidArgument(fmt::format("{}='{}' is not a device (use {})", what, text, forms));
+  return DeviceName{family, std::stoi(num)};
+}
+
+int VisibleDeviceCount(const DeviceFamily& family, std::string* why) {
+  // The device layer's runtime rows will answer this for every family; today the CUDA runtime's count.
+  if (std::string_view(family.runtime) == "cuda") {
+#ifdef TESSERA_HAVE_CUDA
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      *why = fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(err));
+      return 0;
+    }
+    if (n == 0) *why = "cudaGetDeviceCount found 0 devices";
+    return n;
+#else
+    *why = "this tessera was built without CUDA";
+    return 0;
+#endif
+  }
+  *why = fmt::format("no runtime row '{}' in this build", family.runtime);
+  return 0;
+}
+
+}  // namespace tessera

@@ -1,0 +1,51 @@
+// common/vendor: the one table of device families — what a rank's device string is made of and how a
+// launcher gives a rank its device. Everything outside the device layer that must know a vendor's device
+// asks this table, never a literal "cuda": the launcher (--island DEVICE words, the visible-devices
+// variable it sets per rank, MPS), world set-up (TESSERA_DEVICE), and through `tessera run` the PyTorch
+// package. A family is one row; its runtime and collective-library rows live in comm's device layer and
+// are named here by `runtime` and `ccl`.
+//
+// Device strings: "host" (no device: the rank computes on the CPU) or PREFIX:INDEX ("cuda:0").
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "tessera/status.hpp"
+
+namespace tessera {
+
+struct DeviceFamily {
+  const char* prefix;       // device string prefix and --island DEVICE word: "cuda" (cuda:N)
+  const char* label;        // its name in messages: "CUDA" ("no CUDA device is visible")
+  const char* visible_env;  // the runtime's visible-devices variable: "CUDA_VISIBLE_DEVICES"
+  const char* torch_type;   // the torch device type of such a rank: "cuda"
+  const char* runtime;      // the device runtime row (comm/device): "cuda"
+  const char* ccl;          // the collective library row (comm/ccl): "nccl"
+  bool mps;                 // NVIDIA MPS can cap a rank's SM share (tessera run --sm-share)
+};
+
+// The families this build knows, one row each.
+inline constexpr DeviceFamily kDeviceFamilies[] = {
+    {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true},
+};
+
+// The row whose prefix is `prefix` ("cuda"), or null.
+const DeviceFamily* FindDeviceFamily(std::string_view prefix);
+// "host or cuda" ("host, cuda or npu"): the DEVICE words a user may give, for messages.
+std::string DeviceWords();
+
+// A parsed device string: family null for "host".
+struct DeviceName {
+  const DeviceFamily* family = nullptr;
+  int index = 0;
+  bool host() const { return family == nullptr; }
+  std::string ToString() const;  // "host", "cuda:3"
+};
+// Parses "host" or PREFIX:INDEX; InvalidArgument naming `what` (e.g. "TESSERA_DEVICE") and the value.
+Result<DeviceName> ParseDeviceName(const std::string& text, const std::string& what);
+
+// How many devices of `family` this process sees (its runtime's device count); 0 with *why set when none.
+int VisibleDeviceCount(const DeviceFamily& family, std::string* why);
+
+}  // namespace tessera

@@ -1,0 +1,52 @@
+// common/vendor: the device-family table and the one parser of device strings ("host", PREFIX:N).
+#include "common/vendor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace tessera {
+namespace {
+
+TEST(DeviceFamilies, EveryRowIsCompleteAndUnique) {
+  std::set<std::string> prefixes, vars;
+  for (const DeviceFamily& f : kDeviceFamilies) {
+    for (const char* field : {f.prefix, f.label, f.visible_env, f.torch_type, f.runtime, f.ccl})
+      EXPECT_TRUE(field != nullptr && *field != '\0') << f.prefix;
+    EXPECT_NE(std::string(f.prefix), "host");  // "host" means no device
+    EXPECT_TRUE(prefixes.insert(f.prefix).second) << "prefix twice: " << f.prefix;
+    EXPECT_TRUE(vars.insert(f.visible_env).second) << "visible-devices variable twice: " << f.visible_env;
+    EXPECT_EQ(FindDeviceFamily(f.prefix), &f);
+  }
+  EXPECT_EQ(FindDeviceFamily("hots"), nullptr);
+  EXPECT_EQ(FindDeviceFamily(""), nullptr);
+}
+
+TEST(DeviceName, ParsesHostAndPrefixIndex) {
+  auto h = ParseDeviceName("host", "TESSERA_DEVICE");
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->host());
+  EXPECT_EQ(h->ToString(), "host");
+  auto c = ParseDeviceName("cuda:12", "TESSERA_DEVICE");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_FALSE(c->host());
+  EXPECT_STREQ(c->family->prefix, "cuda");
+  EXPECT_EQ(c->index, 12);
+  EXPECT_EQ(c->ToString(), "cuda:12");
+  EXPECT_EQ(DeviceWords(), "host or cuda");
+}
+
+TEST(DeviceName, BadStringsNameTheVariableAndValue) {
+  for (const char* bad : {"", "cuda", "cuda:", "cuda:x", "cuda:-1", "cuda:1a", "gpu:0", "HOST", "cuda:1234567"}) {
+    auto r = ParseDeviceName(bad, "TESSERA_DEVICE");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(std::string("TESSERA_DEVICE='") + bad + "'"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("host or cuda:N"), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tessera
