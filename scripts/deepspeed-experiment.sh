@@ -9,14 +9,18 @@
 #   calibrate   each island alone on its SM share (train_lm_deepspeed.py, one-island tessera jobs in turn):
 #               its tokens/s -> the weights of the speed split, and their sum = the sum of the parts (each alone;
 #               not both at once as lm-experiment.sh's `independent` runs: DeepSpeed takes the whole world)
-#   throughput  REPS x: hybrid (two islands, tessera) and nccl (one island, whole GPU)
+#   throughput  REPS x: independent (the sum of the parts: each island a DeepSpeed world of one, both at once on
+#               their shares, the micro-batches of the hybrid job: train_lm_deepspeed.py --independent), hybrid
+#               (two islands, tessera) and nccl (one island, whole GPU)
 #   parity      STEPS steps: hybrid against nccl one island, twice (A/A spread)
 #   fp16        fp16 ZeRO-3 + CPUAdam on two islands WITHOUT SM caps (16-bit GEMMs are wrong on MPS shares)
 #   summary     one line per run from the --log summaries
 # Usage: scripts/deepspeed-experiment.sh [BUILD_DIR] [--cpu]
 #   --cpu: a smoke run of the phases on CPU ranks (this machine too): tiny model, few steps, no MPS
 # env: STEPS (300), REPS (3), SLOW (35), FAST (65), PRECISION (tf32 on the MPS shares), TSTEPS (8), TWARM (3),
-#   ACCUM (4), GB (32), LM_ARGS (extra train_lm_deepspeed.py arguments), PHASES, OUT (bench/results/ds-<time>)
+#   ACCUM (4), GB (32), LM_ARGS (extra train_lm_deepspeed.py arguments), PHASES, OUT (bench/results/ds-<time>),
+#   TKINDS ("indep hybrid single": the throughput runs made), PKINDS ("hybrid single-a single-b": the parity runs),
+#   RUN_TIMEOUT (300s: each job's tessera run --timeout, how long the other ranks get after one fails)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.." || exit 1
@@ -40,6 +44,8 @@ fi
 STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-8}; TWARM=${TWARM:-3}
 ACCUM=${ACCUM:-4}; GB=${GB:-32}; PRECISION=${PRECISION:-tf32}
 PHASES=" ${PHASES:-tests calibrate throughput parity fp16 summary} "
+TKINDS=" ${TKINDS:-indep hybrid single} "; PKINDS=" ${PKINDS:-hybrid single-a single-b} "
+TKINDS=${TKINDS//,/ }; PKINDS=${PKINDS//,/ }  # "indep,hybrid" as "indep hybrid"
 if [ $CPU = 1 ]; then
   export DS_ACCELERATOR=cpu
   STEPS=6; REPS=1; TSTEPS=4; TWARM=1; ACCUM=1; GB=8; PRECISION=f32
@@ -57,7 +63,7 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 RC=0
 run() {  # run LABEL tessera-run-args -- program...
   local label=$1; shift
-  timeout 580 "$T" run --timeout 300s "$@" > "$OUTDIR/ds-$label.log" 2>&1; local rc=$?
+  timeout 580 "$T" run --timeout "${RUN_TIMEOUT:-300s}" "$@" > "$OUTDIR/ds-$label.log" 2>&1; local rc=$?
   grep -E "island |total |replicas|against|one process:|losses|checkpoint:|FAIL|Error|passed|SKIPPED" "$OUTDIR/ds-$label.log" | grep -v "^\s*$" | head -12
   [ $rc = 0 ] || { echo "$label: exit $rc"; tail -15 "$OUTDIR/ds-$label.log"; RC=1; }
 }
@@ -90,19 +96,20 @@ EOF
 fi
 
 if phase throughput; then
-  step "throughput: hybrid (tessera, two islands) vs nccl (one island, whole GPU), $REPS reps"
+  step "throughput: independent (sum of the parts, at once) vs hybrid (tessera, two islands) vs nccl (one island, whole GPU), $REPS reps"
   for rep in $(seq "$REPS"); do
-    run hybrid-$rep $TWO -- $LM $TB --weights-file "$W" --log "$OUTDIR/hybrid-$rep.jsonl"
-    run single-$rep $ONE -- $LM $TB --backend $NCCL --log "$OUTDIR/single-$rep.jsonl"
+    [[ "$TKINDS" == *" indep "* ]] && run indep-$rep $TWO -- $LM $TB --independent --backend $NCCL --weights-file "$W" --log "$OUTDIR/indep-$rep.jsonl"
+    [[ "$TKINDS" == *" hybrid "* ]] && run hybrid-$rep $TWO -- $LM $TB --weights-file "$W" --log "$OUTDIR/hybrid-$rep.jsonl"
+    [[ "$TKINDS" == *" single "* ]] && run single-$rep $ONE -- $LM $TB --backend $NCCL --log "$OUTDIR/single-$rep.jsonl"
   done
 fi
 
 if phase parity; then
   step "loss parity: $STEPS steps, hybrid vs one island on $NCCL (twice: A/A)"
   PB="--steps $STEPS --global-batch $GB --precision $PRECISION"
-  run parity-hybrid $TWO -- $LM $PB --weights-file "$W" --log "$OUTDIR/parity-hybrid.jsonl"
-  run parity-single-a $ONE -- $LM $PB --backend $NCCL --log "$OUTDIR/parity-single-a.jsonl"
-  run parity-single-b $ONE -- $LM $PB --backend $NCCL --log "$OUTDIR/parity-single-b.jsonl"
+  [[ "$PKINDS" == *" hybrid "* ]] && run parity-hybrid $TWO -- $LM $PB --weights-file "$W" --log "$OUTDIR/parity-hybrid.jsonl"
+  [[ "$PKINDS" == *" single-a "* ]] && run parity-single-a $ONE -- $LM $PB --backend $NCCL --log "$OUTDIR/parity-single-a.jsonl"
+  [[ "$PKINDS" == *" single-b "* ]] && run parity-single-b $ONE -- $LM $PB --backend $NCCL --log "$OUTDIR/parity-single-b.jsonl"
 fi
 
 if phase fp16; then
@@ -123,6 +130,15 @@ def losses(p):
 w = os.path.join(d, "ds-weights.json")
 parts = json.load(open(w))["sum_of_parts"] if os.path.exists(w) else None
 hy = [summ(p)["tokens_per_s"] for p in sorted(glob.glob(f"{d}/hybrid-*.jsonl"))]
+# the sum of the parts, both islands at once: the islands' logs of each independent run, added
+reps = sorted({p.rsplit(".jsonl", 1)[0] for p in glob.glob(f"{d}/indep-*.jsonl.*")})
+ind = [sum(summ(p)["tokens_per_s"] for p in glob.glob(f"{r}.jsonl.*")) for r in reps]
+if ind:
+    i = statistics.median(ind)
+    print(f"independent (sum of the parts, both at once): median {i:.0f} tokens/s of {[round(x, 1) for x in ind]}")
+    if hy:
+        print(f"hybrid / sum of the parts at once: {statistics.median(hy) / i:.1%} (target >= 97%); per rep: " +
+              ", ".join(f"{h / x:.1%}" for h, x in zip(hy, ind)))
 si = [summ(p)["tokens_per_s"] for p in sorted(glob.glob(f"{d}/single-*.jsonl"))]
 if hy:
     h = statistics.median(hy)

@@ -61,6 +61,10 @@ def parse():
     p.add_argument("--corpus-mb", type=int, default=48)
     p.add_argument("--log", default=None)
     p.add_argument("--print-every", type=int, default=10)
+    p.add_argument("--independent", action="store_true",
+                   help="the sum of the parts: each rank trains alone (a DeepSpeed world of one on --backend, "
+                        "nccl/gloo) on the micro-batches it would get in the hybrid job, all islands at once; "
+                        "--log FILE becomes FILE.VENDOR per island")
     p.add_argument("--cpu", action="store_true", help="smoke run on CPU ranks: f32, 2 layers of 128, seq 64, 6 steps")
     a = p.parse_args()
     if a.cpu:
@@ -107,14 +111,22 @@ def main():
         torch.cuda.set_device(dev)
         torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
         torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    job_rank, job_world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if args.independent:  # a world of one per rank, on a port of its own beside the launcher's MASTER_PORT
+        port = int(os.environ.get("MASTER_PORT", "29500")) + 1 + job_rank
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", MASTER_PORT=str(port))
     deepspeed.init_distributed(dist_backend=args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     isl, vendor, emulated = train_lm.island_info()
     label = vendor + (f" ({emulated})" if emulated else "")
     data, root, nbytes = train_lm.corpus(args.seq, args.corpus_mb)
-    weights = train_lm.per_rank_weights(args, world)
-    sampler = tt.HeteroDistributedSampler(data, args.global_batch, weights=weights, seed=args.seed, shuffle=True)
-    scale = sampler.fraction * world  # n_r * W / B: DeepSpeed's mean over ranks becomes the global batch's mean
+    weights = train_lm.per_rank_weights(args, job_world)
+    sampler = tt.HeteroDistributedSampler(data, args.global_batch, num_replicas=job_world, rank=job_rank,
+                                          weights=weights, seed=args.seed, shuffle=True)
+    # n_r * W / B: DeepSpeed's mean over ranks becomes the global batch's mean (a world of one: its own mean)
+    scale = 1.0 if args.independent else sampler.fraction * world
+    if args.independent and args.log:
+        args.log = f"{args.log}.{vendor}"
     torch.manual_seed(args.seed)
     model = train_lm.LM(args.layers, args.dim, args.heads, args.seq)
     model.head.weight = torch.nn.Parameter(model.tok.weight.detach().clone())  # untied: one owner per tensor
