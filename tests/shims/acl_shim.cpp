@@ -158,17 +158,7 @@ bool PageableSync() {
   return v && std::strcmp(v, "sync") == 0;
 }
 
-// After fork() the child has none of the parent's worker threads: it starts with no streams (the parent's are
-// forgotten, not destroyed) and fresh locks. Memory allocated before the fork stays usable (device memory is a
-// shared mapping, so it is shared with the parent).
-void ForgetStreamsInChild() {
-  new (&g_mu) std::mutex();
-  for (auto& s : g_default) new std::shared_ptr<tshim::Stream>(std::move(s));  // leaked on purpose
-  g_default.clear();
-  g_streams.ForgetAfterFork();
-  g_events.ForgetAfterFork();
-  g_mem.ResetLockAfterFork();
-}
+void ForgetStreamsInChild() { tshim::ForgetRuntimeAfterFork(g_mu, g_default, g_streams, g_events, g_mem); }
 [[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, ForgetStreamsInChild);
 }  // namespace
 

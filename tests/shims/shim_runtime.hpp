@@ -186,4 +186,18 @@ inline constexpr int kHooksVersion = 1;
 
 bool ProcessAlive(pid_t pid);  // false for an exited (or zombie) process
 
+// A runtime's state in a child after fork() (both runtimes register it with pthread_atfork): the child has
+// none of the parent's worker threads, so it starts with no streams (the parent's are forgotten, not
+// destroyed) and fresh locks. Memory allocated before the fork stays usable (device memory is a shared
+// mapping, so it is shared with the parent).
+inline void ForgetRuntimeAfterFork(std::mutex& mu, std::vector<std::shared_ptr<Stream>>& default_streams,
+                                   Handles<Stream>& streams, Handles<Event>& events, Memory& mem) {
+  new (&mu) std::mutex();
+  for (auto& st : default_streams) new std::shared_ptr<Stream>(std::move(st));  // leaked on purpose
+  default_streams.clear();
+  streams.ForgetAfterFork();
+  events.ForgetAfterFork();
+  mem.ResetLockAfterFork();
+}
+
 }  // namespace tshim
