@@ -1,21 +1,26 @@
 // comm/ccl: the vendor collective library (CCL) adapter of device islands, loaded at run time.
 //
 // A CCL is loaded with dlopen, never linked, so libtessera and the tessera binary run on machines without
-// it. Libraries that share NCCL's call shapes (NCCL itself, and the NCCL-compatible libraries of other
-// vendors) differ only in their file name and symbol prefix ("nccl" + "AllReduce"); each is ONE row of
-// kCclTable below, and one loader resolves every symbol as prefix + name. Only rows that have been run
-// are in the table (see docs/gpu.md); TESSERA_CCL_LIB / TESSERA_CCL_PREFIX let an operator try another
-// library of the same shape without a rebuild.
+// it. Each library is ONE row of kCclTable below (CclRow), and the row carries what differs between
+// libraries: file, symbol prefix, unique-id size, call shape (NCCL's, or HCCL's root info by pointer,
+// uint64 counts and one-buffer broadcast), its data-type and reduce-op numbers, what it lacks (HCCL: avg)
+// and where its group calls live. TESSERA_CCL picks a row by name; TESSERA_CCL_LIB / TESSERA_CCL_PREFIX
+// point a row at another file / prefix without a rebuild.
 //
-// Enum values (data types, operations, results) and the 128-byte unique id follow NCCL's ABI (nccl.h);
-// no vendor header is needed to build.
+// Tessera calls every library through ONE set of function pointers with NCCL's signatures and NCCL's enum
+// values (nccl.h): the "call values" of CclDataType / CclRedOp / CclLibrary::DataType / CclLibrary::Op.
+// NCCL-shaped rows whose numbers are NCCL's bind their symbols directly; the HCCL shape binds adapters
+// (ccl_hccl.cpp) that translate each call into HCCL's. Result codes stay the library's own (Check prints
+// the library's string). No vendor header is needed to build.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/dtype.hpp"
 #include "tessera/status.hpp"
@@ -24,26 +29,93 @@ namespace tessera::comm {
 
 class StoreClient;
 
-struct CclVendor {
-  const char* name;    // what TESSERA_CCL selects, e.g. "nccl"
-  const char* soname;  // what dlopen loads, e.g. "libnccl.so.2"
-  const char* prefix;  // symbol prefix, e.g. "nccl" -> ncclAllReduce
+inline constexpr int kCclTypes = static_cast<int>(DType::kCount);  // rows of a row's type table
+inline constexpr int kCclOps = static_cast<int>(RedOp::kCount);    // rows of a row's op table
+using CclTypeTable = std::array<int, kCclTypes>;                   // indexed by DType; -1: the library has none
+using CclOpTable = std::array<int, kCclOps>;                       // indexed by RedOp; -1: the library has none
+
+// NCCL's ncclDataType_t values (nccl.h, NCCL 2.28.9 as installed with CUDA 13.0 here: ncclInt8 0, ncclUint8 1,
+// ncclInt32 2, ncclInt64 4, ncclFloat16 6, ncclFloat32 7, ncclFloat64 8, ncclBfloat16 9), in DType's order
+// (int8, uint8, int32, int64, float16, bfloat16, float32, float64). These are also Tessera's call values.
+inline constexpr CclTypeTable kNcclTypes = {0, 1, 2, 4, 6, 9, 7, 8};
+// NCCL's ncclRedOp_t values (nccl.h: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4), in RedOp's order.
+inline constexpr CclOpTable kNcclOps = {0, 1, 2, 3, 4};
+inline constexpr uint32_t TypeBit(DType t) { return 1u << static_cast<int>(t); }
+inline constexpr uint32_t kAllCclTypes = (1u << kCclTypes) - 1;
+
+// How a library is called.
+enum class CclShape {
+  kNccl,  // NCCL's calls under `prefix`: unique id by value (GetUniqueId / CommInitRank), size_t counts
+  kHccl,  // HCCL's (hccl.h): HcclGetRootInfo / HcclCommInitRootInfo(nranks, const HcclRootInfo*, rank, &comm),
+          // uint64_t counts, HcclBroadcast(buf, ...) in place, no abort, no version call; adapters: ccl_hccl.cpp
 };
 
-// The libraries this build knows. Adding an NCCL-shaped library is one row here.
-inline constexpr CclVendor kCclTable[] = {
-    {"nccl", "libnccl.so.2", "nccl"},  // run on the H200 machine: see docs/benchmarks.md
+// One collective library. The defaults are NCCL's, so {"name", "file", "prefix"} is an NCCL-shaped row.
+struct CclRow {
+  const char* name;    // what TESSERA_CCL selects, e.g. "nccl"
+  const char* soname;  // what dlopen loads, e.g. "libnccl.so.2" (may be a path)
+  const char* prefix;  // symbol prefix, e.g. "nccl" -> ncclAllReduce
+  CclShape shape = CclShape::kNccl;
+  size_t id_bytes = 128;                 // unique id / root info bytes (NCCL_UNIQUE_ID_BYTES, nccl.h)
+  CclTypeTable types = kNcclTypes;       // the library's number of each DType, -1: none
+  CclOpTable ops = kNcclOps;             // the library's number of each RedOp, -1: none (then: Unsupported)
+  uint32_t reduce_types = kAllCclTypes;  // TypeBit(t) of the types its reductions take
+  uint32_t prod_types = kAllCclTypes;    // ... and of those that prod takes
+  bool broadcast_in_place_only = false;  // the library's broadcast has one buffer (the adapter copies first)
+  bool has_groups = true;                // GroupStart / GroupEnd exist
+  const char* group_soname = nullptr;    // the file that has them when not `soname` (looked up beside it first)
+  int in_progress = 7;                   // CommGetAsyncError's "still running" value (ncclInProgress), -1: none
+  bool has_avg() const { return ops[static_cast<int>(RedOp::kAvg)] >= 0; }
 };
+using CclVendor = CclRow;  // the name of a row before rows carried more than file and prefix
+
+// The libraries this build knows. Only nccl has run on hardware (see docs/gpu.md, "Vendors"); hccl and mccl
+// are proven against the host ABI shims of tests/shims (tests/ccl).
+inline constexpr CclRow kCclTable[] = {
+    // NCCL: every value from nccl.h; run on the H200 machine: see docs/benchmarks.md.
+    {"nccl", "libnccl.so.2", "nccl"},
+    // MCCL (Moore Threads): NCCL's API under the prefix "mccl" (torch_musa calls it with NCCL's argument order).
+    // Soname: a public vLLM launch script sets VLLM_NCCL_SO_PATH=/usr/local/musa/lib/libmccl.so.2. Type and op
+    // numbers: vllm_musa's pymccl.py (a port of pynccl that kept NCCL's numbers: corroborated, not proven);
+    // 128-byte id: pymccl (c_byte * 128). mccl.h is not published: result codes, ncclInProgress = 7 and the
+    // rest are ASSUMED to be NCCL's (tests/shims/mccl_abi.h marks each). bf16: torch_musa guards it with
+    // MCCL_BF16_SUPPORTED (kept: the library is asked, and fails if it lacks it).
+    {"mccl", "libmccl.so.2", "mccl"},
+    // HCCL (Huawei Ascend): hccl_types.h / hccl.h as vendored by Ascend/pytorch third_party/hccl/inc/hccl
+    // (commit c4840e3c, tests/shims/hccl_abi.h cites lines). Root info: HCCL_ROOT_INFO_BYTES = 4108 (types:104).
+    // HcclDataType: INT8 0, INT32 2, FP16 3, FP32 4, INT64 5, UINT8 7, FP64 10, BFP16 11 (types:71-90).
+    // HcclReduceOp: SUM 0, PROD 1, MAX 2, MIN 3, no avg (types:60-66): Tessera reduces with sum and scales
+    // once (one rounding). Reductions take int8, int16, int32, int64, fp16, fp32, bfp16 and prod not bfp16
+    // (CANN 8.5 HcclAllReduce / HcclReduceScatter pages, hiascend.com hcclcpp_07_0020 / _0024). Group calls:
+    // torch_npu (HcclCompile.h) loads HcclGroupStart / HcclGroupEnd from libhcomm.so, the rest from libhccl.so.
+    {.name = "hccl",
+     .soname = "libhccl.so",
+     .prefix = "Hccl",
+     .shape = CclShape::kHccl,
+     .id_bytes = 4108,
+     .types = {0, 7, 2, 5, 3, 11, 4, 10},
+     .ops = {0, 1, 2, 3, -1},
+     .reduce_types = kAllCclTypes & ~TypeBit(DType::kUint8) & ~TypeBit(DType::kFloat64),
+     .prod_types = kAllCclTypes & ~TypeBit(DType::kUint8) & ~TypeBit(DType::kFloat64) & ~TypeBit(DType::kBfloat16),
+     .broadcast_in_place_only = true,
+     .group_soname = "libhcomm.so",
+     .in_progress = -1},  // HcclGetCommAsyncError has no "in progress" value (HcclResult, types:23-49)
+};
+
+// The row named `name` ("nccl", "hccl", "mccl"), or null. DeviceFamily::ccl (common/vendor.hpp) names one.
+const CclRow* FindCclRow(std::string_view name);
+// "nccl, mccl, hccl": for messages.
+std::string CclRowNames();
 
 // The symbols every CCL must provide (prefix + name); the loader fails naming the first missing one.
 class CclLibrary {
  public:
-  using Result_ = int;  // ncclResult_t
-  struct UniqueId {
+  using Result_ = int;  // the library's own result type (ncclResult_t, HcclResult)
+  struct UniqueId {     // NCCL's; libraries whose id is larger (HCCL) go through NewId / InitRank
     char internal[128];
   };
-  // Loads `v` (soname may be a path). Unsupported when the library or a symbol is missing.
-  static Result<std::shared_ptr<CclLibrary>> Load(const CclVendor& v);
+  // Loads `row` (soname may be a path). Unsupported when the library or a symbol is missing.
+  static Result<std::shared_ptr<CclLibrary>> Load(const CclRow& row);
   // The table row picked by TESSERA_CCL (default "nccl"), with TESSERA_CCL_LIB / TESSERA_CCL_PREFIX
   // overriding its file and prefix.
   static Result<std::shared_ptr<CclLibrary>> LoadFromEnv();
@@ -51,11 +123,32 @@ class CclLibrary {
 
   const std::string& name() const { return name_; }
   const std::string& prefix() const { return prefix_; }  // of its symbols: "nccl"
+  const std::string& path() const { return soname_; }    // what was loaded
+  const CclRow& row() const { return row_; }             // its soname/prefix point into this object
   int version() const { return version_; }
-  // "NCCL error 'unhandled cuda error' (1) in AllReduce": `what` names the call.
+  size_t id_bytes() const { return row_.id_bytes; }
+  // "nccl error 'unhandled cuda error' (1) in ncclAllReduce": `what` names the call (NCCL's name; the
+  // message gives the library's symbol, e.g. HcclGetRootInfo for GetUniqueId).
   Status Check(Result_ r, const char* what) const;
+  // The library's symbol for the call `what` ("AllReduce" -> "ncclAllReduce", "GetUniqueId" -> "HcclGetRootInfo").
+  std::string Symbol(const char* what) const;
 
-  // Function pointers, NCCL's signatures with opaque handles.
+  // Call values (NCCL's numbers, see kNcclTypes) of a type / op, or -1 when this library has none.
+  int DataType(DType t) const;
+  int Op(RedOp op) const;
+  bool has_avg() const { return row_.has_avg(); }
+  // Ok, or Unsupported naming the library and the type (and op: a reduction) it lacks. Avg where the row
+  // has none: "reduce with sum and scale once" (Tessera's avg rounds once).
+  Status Supports(DType t) const;
+  Status SupportsReduce(DType t, RedOp op) const;
+
+  // A new unique id / root info (id_bytes() bytes), and a communicator from one: any row.
+  Status NewId(std::string* id) const;
+  Status InitRank(void** comm, int nranks, const std::string& id, int rank) const;
+
+  // Function pointers, NCCL's signatures with opaque handles and NCCL's call values (adapters for other shapes).
+  // GetUniqueId / CommInitRank hold NCCL's 128-byte id: rows with a larger id return an error from them; use
+  // NewId / InitRank.
   Result_ (*GetVersion)(int*) = nullptr;
   Result_ (*GetUniqueId)(UniqueId*) = nullptr;
   Result_ (*CommInitRank)(void** comm, int nranks, UniqueId id, int rank) = nullptr;
@@ -72,19 +165,26 @@ class CclLibrary {
   Result_ (*GroupEnd)() = nullptr;
   const char* (*GetErrorString)(Result_) = nullptr;
 
+  // Set by the loader of a shape whose id is not NCCL's 128 bytes by value (HCCL: the root info by pointer).
+  Result_ (*NewIdBytes)(void* id) = nullptr;
+  Result_ (*InitRankBytes)(void** comm, int nranks, const void* id, int rank) = nullptr;
+
  private:
   CclLibrary() = default;
   void* handle_ = nullptr;
-  std::string name_, prefix_;
+  void* group_handle_ = nullptr;
+  std::string name_, soname_, prefix_, group_soname_;
+  CclRow row_{};
   int version_ = 0;
 };
 
-// NCCL's enum values for our types/operations. -1 when the CCL has no such type.
+// NCCL's enum values (Tessera's call values) for our types/operations, -1 for none: any row's library
+// takes them through CclLibrary's pointers; CclLibrary::DataType / Op also say -1 where the row lacks one.
 int CclDataType(DType t);
 int CclRedOp(RedOp op);  // avg maps to ncclAvg (calls go through CclComm::Op)
 
 // One communicator of the CCL over the ranks of one island. Created collectively by the island's
-// members: member 0 makes the unique id and publishes it in the store under `key`.
+// members: member 0 makes the unique id (root info: id_bytes of its row) and publishes it in the store under `key`.
 class CclComm {
  public:
   static Result<std::unique_ptr<CclComm>> Create(std::shared_ptr<CclLibrary> lib, StoreClient* store,
@@ -98,7 +198,8 @@ class CclComm {
   // (the same value, exactly): NCCL before 2.29.7 leaves the last elements of a one-rank avg unwritten at
   // some counts (NVIDIA/nccl#1950; bench/gpu/one_rank_avg's cases and findings: docs/benchmarks.md).
   // Use this, not CclRedOp, for every call.
-  int Op(RedOp op) const { return CclRedOp(op == RedOp::kAvg && nranks_ == 1 ? RedOp::kSum : op); }
+  // -1 where the library has no such op (HCCL's avg): check lib().SupportsReduce first.
+  int Op(RedOp op) const { return lib_->Op(op == RedOp::kAvg && nranks_ == 1 ? RedOp::kSum : op); }
   // An error when the CCL reported an asynchronous failure (a peer died, a kernel faulted).
   Status AsyncError();
   // Abandons the communicator (after a failure): the destructor then aborts instead of destroying.
