@@ -4,6 +4,7 @@
 // host (or across islands with TESSERA_BRIDGE=tcp): lower ranks connect to higher ones with a hello
 // carrying the job token, and every connection is acknowledged before use. A device-bridge GPU rank's TCP
 // links to other islands go through a TcpRelay (transport/relay.hpp), whose host rings its copy engines use.
+// First, the rank's host thread pool (comm/host_pool.hpp), sized from the ranks of the communicator on this host.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -34,6 +35,11 @@ Status Comm::SetUpChannels() {
   bool any_shm = false;
   std::vector<int> tcp_lower, tcp_higher;
   const RankInfo& me = infos_[rank_];
+  // The rank's host threads for large copies and folds (TESSERA_HOST_THREADS; one: none, all inline).
+  int local_ranks = 0;
+  for (const RankInfo& r : infos_) local_ranks += r.host_id == me.host_id;
+  TSR_ASSIGN_OR_RETURN(int threads, HostThreadsFromEnv(local_ranks));
+  if (threads > 1 && host_pool() == nullptr) set_host_pool(std::make_unique<HostPool>(threads));
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     const RankInfo& peer = infos_[p];

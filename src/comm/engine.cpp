@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "comm/reduce/reduce.hpp"
 
@@ -16,46 +17,81 @@ const std::byte kZeros[kChannelAlign] = {};
 // Device mode: at most kMaxInFlight copy-engine transfers (of DeviceOps::piece() bytes) per channel and
 // direction.
 constexpr size_t kMaxInFlight = 8;
+// Host mode with a pool of several threads: a copy or fold is cut into pieces of at least kPiece bytes,
+// one per thread at most, and a channel's turn moves threads × kPiece bytes, between kStep and kMaxStep
+// (half of the default 2 MiB ring, so the peer fills one half while this rank drains the other).
+constexpr size_t kPiece = 128 << 10;
+constexpr size_t kMaxStep = 1 << 20;
+
+// Runs f(begin, count) over [0, n) elements of `esz` bytes: inline when the pool is null or the work is
+// under two pieces, else cut into pieces of whole multiples of 64 elements across the pool's threads.
+template <typename F>
+void Pieces(HostPool* pool, size_t n, size_t esz, F&& f) {
+  const size_t parts = pool == nullptr ? 1 : std::min<size_t>(pool->threads(), n * esz / kPiece);
+  if (parts <= 1) {
+    f(size_t{0}, n);
+    return;
+  }
+  const size_t per = ((n + parts - 1) / parts + 63) / 64 * 64;
+  pool->ParallelFor(static_cast<int>((n + per - 1) / per), [&](int i) {
+    const size_t b = static_cast<size_t>(i) * per;
+    f(b, std::min(per, n - b));
+  });
+}
 }  // namespace
 
-Status ReduceJob::FoldRange(int c, const void* src, size_t count) {
-  size_t at = done[c];
-  size_t asz = DTypeSize(AccumType(dtype));
+void ReduceJob::HostFold(int c, size_t at, const std::byte* src, size_t count) const {
+  const size_t asz = DTypeSize(AccumType(dtype));
   std::byte* a = static_cast<std::byte*>(acc) + at * asz;
   bool last = c + 1 == static_cast<int>(done.size());
   if (fused_c >= 0 && c == 1 - fused_c) {  // the received one of the fused pair: fold both now
     const std::byte* l = fused + at * DTypeSize(src_type[fused_c]);
-    if (done.size() == 2 && dst != nullptr && device == nullptr && IsHalf(dtype)) {
+    if (done.size() == 2 && dst != nullptr && IsHalf(dtype)) {
       // Two contributors of a 16-bit type: straight into dst; the f32 accumulator never reaches memory (same bits).
       std::byte* d = static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
       if (fused_c == 0)
         Fold2Finalize(d, l, src_type[0], src, src_type[1], count, dtype, op, divisor);
       else
         Fold2Finalize(d, src, src_type[0], l, src_type[1], count, dtype, op, divisor);
-      done[0] += count;
-      done[1] += count;
-      return Status::Ok();
+      return;
     }
     if (fused_c == 0)
       Fold2(a, l, src_type[0], src, src_type[1], count, dtype, op);
     else
       Fold2(a, src, src_type[0], l, src_type[1], count, dtype, op);
-    done[fused_c] += count;
     last = done.size() == 2;
   } else if (!(c == 0 && src == a)) {
-    if (device)
-      TSR_RETURN_IF_ERROR(device->Fold(a, src, count, dtype, src_type[c], op, c == 0));
-    else
-      Fold(a, src, count, dtype, src_type[c], op, c == 0);
+    Fold(a, src, count, dtype, src_type[c], op, c == 0);
   }
   if (last && dst != nullptr) {
     std::byte* d = static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
-    if (!(d == a && op != RedOp::kAvg)) {
-      if (device)
-        TSR_RETURN_IF_ERROR(device->Finalize(d, a, count, dtype, op, divisor));
-      else
-        Finalize(d, a, count, dtype, op, divisor);
-    }
+    if (!(d == a && op != RedOp::kAvg)) Finalize(d, a, count, dtype, op, divisor);
+  }
+}
+
+void Engine::Copy(void* dst, const void* src, size_t bytes) const {
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { std::memcpy(d + b, s + b, k); });
+}
+
+Status ReduceJob::FoldRange(int c, const void* src, size_t count, HostPool* pool) {
+  if (device == nullptr) {
+    const size_t at = done[c];
+    const size_t ssz = DTypeSize(src_type[c]);
+    const auto* s = static_cast<const std::byte*>(src);
+    Pieces(pool, count, DTypeSize(AccumType(dtype)), [&](size_t b, size_t k) { HostFold(c, at + b, s + b * ssz, k); });
+    if (fused_c >= 0 && c == 1 - fused_c) done[fused_c] += count;  // the fused pair: both are folded
+    done[c] += count;
+    return Status::Ok();
+  }
+  // A device: issue the kernels on its fold queue (device jobs are never fused: FuseLocalPairs).
+  const size_t at = done[c];
+  std::byte* a = static_cast<std::byte*>(acc) + at * DTypeSize(AccumType(dtype));
+  if (!(c == 0 && src == a)) TSR_RETURN_IF_ERROR(device->Fold(a, src, count, dtype, src_type[c], op, c == 0));
+  if (c + 1 == static_cast<int>(done.size()) && dst != nullptr) {
+    std::byte* d = static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
+    if (!(d == a && op != RedOp::kAvg)) TSR_RETURN_IF_ERROR(device->Finalize(d, a, count, dtype, op, divisor));
   }
   done[c] += count;
   return Status::Ok();
@@ -131,6 +167,9 @@ Status Engine::Run(const std::string& what) {
   const auto timeout = links_->timeout();
   uint64_t idle = 0;
   if (dev_ != nullptr) devq_.resize(std::max(sends_.size(), recvs_.size()));
+  HostPool* pool = links_->host_pool();
+  pool_ = dev_ == nullptr && pool != nullptr && pool->threads() > 1 ? pool : nullptr;
+  step_ = pool_ == nullptr ? kStep : std::clamp(pool_->threads() * kPiece, kStep, kMaxStep);
   FuseLocalPairs();
   while (pending_ > 0) {
     bool progress = false;
@@ -151,14 +190,26 @@ Status Engine::Run(const std::string& what) {
       }
       SendChannel* ch = links_->send(static_cast<int>(p));
       SendOp& op = q.front();
-      size_t budget = receiving ? kStep : std::max(kStep, ch->Lookahead());
+      size_t budget = receiving ? step_ : std::max(step_, ch->Lookahead());
+      // With a pool, a large piece of a shm ring is written in place by its threads (Reserve, then Publish).
+      const bool split = pool_ != nullptr && std::strcmp(ch->transport(), "shm") == 0;
       const size_t ready = op.Ready();
       while (budget > 0 && op.off < op.padded && (op.off < ready || op.off >= op.bytes)) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;
         size_t want = op.off < op.bytes ? std::min(ready - op.off, budget) : op.padded - op.off;
-        auto sent = ch->TrySend(src, want);
-        if (!sent.ok()) return sent.status().WithContext("sending to " + links_->PeerName(static_cast<int>(p)));
-        const size_t n = *sent;
+        size_t n;
+        if (split && op.off < op.bytes && want >= 2 * kPiece) {
+          auto [ptr, room] = ch->Reserve(want);
+          if (room > 0) {
+            Copy(ptr, src, room);
+            ch->Publish(room);
+          }
+          n = room;
+        } else {
+          auto sent = ch->TrySend(src, want);
+          if (!sent.ok()) return sent.status().WithContext("sending to " + links_->PeerName(static_cast<int>(p)));
+          n = *sent;
+        }
         if (n == 0) break;
         op.off += n;
         budget -= std::min(budget, n);
@@ -200,14 +251,14 @@ Status Engine::Run(const std::string& what) {
       if (op.off >= op.bytes) {  // padding
         take = std::min(avail, op.padded - op.off);
       } else if (op.dst != nullptr) {
-        take = std::min({avail, op.bytes - op.off, kStep});
-        std::memcpy(op.dst + op.off, ptr, take);
+        take = std::min({avail, op.bytes - op.off, step_});
+        Copy(op.dst + op.off, ptr, take);
       } else {
         size_t esz = DTypeSize(op.job->src_type[op.contributor]);
-        size_t elems = std::min({avail, op.bytes - op.off, kStep}) / esz;
+        size_t elems = std::min({avail, op.bytes - op.off, step_}) / esz;
         elems = std::min(elems, op.job->Allowed(op.contributor));
         if (elems == 0) continue;
-        TSR_RETURN_IF_ERROR(op.job->FoldRange(op.contributor, ptr, elems));
+        TSR_RETURN_IF_ERROR(op.job->FoldRange(op.contributor, ptr, elems, pool_));
         take = elems * esz;
       }
       ch->Consume(take);
@@ -223,10 +274,10 @@ Status Engine::Run(const std::string& what) {
     for (auto it = locals_.begin(); it != locals_.end();) {
       ReduceJob* job = it->job;
       // (On a device a fold is only issued, so it takes whatever the contributor order allows.)
-      size_t elems = std::min(job->Allowed(it->contributor), dev_ != nullptr ? job->n : kStep / 4);
+      size_t elems = std::min(job->Allowed(it->contributor), dev_ != nullptr ? job->n : step_ / 4);
       if (elems > 0) {
         size_t esz = DTypeSize(job->src_type[it->contributor]);
-        TSR_RETURN_IF_ERROR(job->FoldRange(it->contributor, it->src + job->done[it->contributor] * esz, elems));
+        TSR_RETURN_IF_ERROR(job->FoldRange(it->contributor, it->src + job->done[it->contributor] * esz, elems, pool_));
         progress = true;
       }
       if (job->done[it->contributor] == job->n) {

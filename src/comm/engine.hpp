@@ -7,6 +7,14 @@
 // index order (element by element, pipelined in chunks): that fixed order is what makes results
 // bit-identical on every rank. Waits are bounded: no progress for the timeout gives Timeout naming the
 // peers still owed; the Links' health check turns a dead peer or another rank's abort into an error.
+//
+// Host mode on a rank with a HostPool of several threads (Links::host_pool, TESSERA_HOST_THREADS): each
+// turn moves a larger step, and a large copy into or out of a ring, or a large fold, is cut into pieces
+// run on the pool's threads together, the engine's thread waiting for all of them before it publishes
+// or consumes the ring bytes. Folds are element-wise, so cutting a fold range by element index gives
+// the same bits: every element is still folded by the same kernel, with its contributors in the same
+// order (the pieces of one FoldRange are disjoint ranges of one contributor's fold; the next
+// contributor's fold of a range starts only after FoldRange has returned). Small messages run inline.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +25,7 @@
 #include <vector>
 
 #include "comm/channel.hpp"
+#include "comm/host_pool.hpp"
 #include "common/dtype.hpp"
 #include "tessera/status.hpp"
 
@@ -38,6 +47,13 @@ class Links {
     (void)owed;
     return timeout;
   }
+  // The rank's host threads for large copies and folds (null: the engine's thread alone). Set once, before
+  // any Engine runs on these links (Comm::SetUpChannels); joined when the links are destroyed.
+  HostPool* host_pool() const { return host_pool_.get(); }
+  void set_host_pool(std::unique_ptr<HostPool> pool) { host_pool_ = std::move(pool); }
+
+ private:
+  std::unique_ptr<HostPool> host_pool_;
 };
 
 // Asynchronous work on a device (a GPU's copy engines and kernels) for an engine whose buffers are device
@@ -91,9 +107,12 @@ struct ReduceJob {
     done.assign(contributors, 0);
   }
   // Folds elements [done[c], done[c]+count) of contributor c from src (on the device's fold queue when
-  // `device` is set).
-  Status FoldRange(int c, const void* src, size_t count);
+  // `device` is set; on the host, cut by element index across `pool`'s threads when it is large).
+  Status FoldRange(int c, const void* src, size_t count, HostPool* pool = nullptr);
   size_t Allowed(int c) const { return (c == 0 || (c == 1 && fused_c == 0) ? n : done[c - 1]) - done[c]; }
+  // The host fold of FoldRange for elements [at, at+count) of contributor c (src: its element `at`),
+  // without touching `done`: what each thread runs on its piece.
+  void HostFold(int c, size_t at, const std::byte* src, size_t count) const;
   // Elements of dst that are final (issued, on a device): every contributor has folded them.
   size_t Finished() const {
     size_t f = n;
@@ -162,8 +181,12 @@ class Engine {
     int contributor;
     const std::byte* src;
   };
+  // Host mode: memcpy, cut across the pool's threads when it is large.
+  void Copy(void* dst, const void* src, size_t bytes) const;
   Links* links_;
   DeviceOps* dev_;
+  HostPool* pool_ = nullptr;               // links_->host_pool() when it has several threads (host mode)
+  size_t step_ = 0;                        // bytes per channel per turn (Run)
   std::vector<DevQueues> devq_;            // by peer, device mode
   std::vector<std::deque<SendOp>> sends_;  // by peer
   std::vector<std::deque<RecvOp>> recvs_;  // by peer

@@ -1,0 +1,129 @@
+// comm/host_pool: the rank's host threads for large copies and folds; see host_pool.hpp.
+#include "comm/host_pool.hpp"
+
+#include <fmt/format.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "common/env.hpp"
+
+namespace tessera::comm {
+namespace {
+constexpr uint32_t Gen(uint64_t w) { return static_cast<uint32_t>(w >> 32); }
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+// How long an idle worker spins (yielding) for the next job before it sleeps.
+constexpr std::chrono::microseconds kSpin{200};
+}  // namespace
+
+HostPool::HostPool(int threads) : threads_(std::clamp(threads, 1, kMaxThreads)) {
+  workers_.reserve(threads_ - 1);
+  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+HostPool::~HostPool() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_.store(true);
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+int HostPool::Claim(uint32_t gen) {
+  uint64_t w = word_.load(std::memory_order_acquire);
+  for (;;) {
+    if (Gen(w) != gen) return -1;
+    const uint64_t parts = (w >> 16) & 0xffff, next = w & 0xffff;
+    if (next >= parts) return -1;
+    if (word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      return static_cast<int>(next);
+  }
+}
+
+void HostPool::ParallelFor(int parts, void (*fn)(void*, int), void* ctx) {
+  if (parts <= 0) return;
+  if (threads_ == 1 || parts == 1 || busy_.exchange(true, std::memory_order_acquire)) {
+    for (int i = 0; i < parts; ++i) fn(ctx, i);
+    return;
+  }
+  split_jobs_.fetch_add(1, std::memory_order_relaxed);
+  fn_ = fn;
+  ctx_ = ctx;
+  finished_.store(0, std::memory_order_relaxed);
+  const uint32_t gen = Gen(word_.load(std::memory_order_relaxed)) + 1;
+  // seq_cst store, then the sleepers' count: a worker going to sleep either sees this job or is woken.
+  word_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(parts) << 16));
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> lk(mu_); }
+    cv_.notify_all();
+  }
+  for (int i; (i = Claim(gen)) >= 0;) {
+    fn(ctx, i);
+    finished_.fetch_add(1, std::memory_order_release);
+  }
+  while (finished_.load(std::memory_order_acquire) < parts) CpuRelax();
+  busy_.store(false, std::memory_order_release);
+}
+
+void HostPool::Work() {
+  uint32_t seen = 0;
+  for (;;) {
+    // Spin for the next job a little (the engine hands out one every few microseconds), then sleep.
+    auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int n = 0;; ++n) {
+      if (stop_.load(std::memory_order_relaxed)) return;
+      if (Gen(word_.load(std::memory_order_acquire)) != seen) break;
+      if (n < 64) {
+        CpuRelax();
+        continue;
+      }
+      if ((n & 63) == 0 && std::chrono::steady_clock::now() > until) {
+        std::unique_lock<std::mutex> lk(mu_);
+        sleepers_.fetch_add(1);
+        cv_.wait(lk, [&] { return stop_.load() || Gen(word_.load()) != seen; });
+        sleepers_.fetch_sub(1);
+        if (stop_.load()) return;
+        break;
+      }
+      sched_yield();  // ranks may outnumber cores: leave the core to whoever needs it
+    }
+    seen = Gen(word_.load(std::memory_order_acquire));
+    for (int i; (i = Claim(seen)) >= 0;) {
+      fn_(ctx_, i);
+      finished_.fetch_add(1, std::memory_order_release);
+    }
+  }
+}
+
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(online) : 1;
+}
+
+int DefaultHostThreads(int cpus, int local_ranks) { return std::max(1, std::min(8, cpus / std::max(1, local_ranks))); }
+
+Result<int> HostThreadsFromEnv(int local_ranks) {
+  const std::string text = env::GetOrDefault("TESSERA_HOST_THREADS");
+  if (text == "auto") return DefaultHostThreads(UsableCpus(), local_ranks);
+  auto n = env::ParseInt("TESSERA_HOST_THREADS", text, 1, HostPool::kMaxThreads);
+  if (!n.ok())
+    return InvalidArgument(fmt::format("TESSERA_HOST_THREADS='{}' must be `auto` or a number of threads, 1 to {}", text,
+                                       HostPool::kMaxThreads));
+  return static_cast<int>(*n);
+}
+
+}  // namespace tessera::comm
