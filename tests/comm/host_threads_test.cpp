@@ -23,6 +23,7 @@
 #include "comm/host_pool.hpp"
 #include "comm/reduce/reduce.hpp"
 #include "comm/transport/shm.hpp"
+#include "common/shell.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -173,23 +174,10 @@ TEST(HostPool, EngineGivesTheSameBitsForEveryThreadCount) {
   }
 }
 
-struct Proc {
-  int status = -1;
-  std::string out;
-};
+using testing_shell::Bin;
+using testing_shell::Proc;
+using testing_shell::Shell;
 
-Proc Shell(const std::string& cmd) {
-  Proc r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t k;
-  while ((k = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), k);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-std::string Bin() { return std::getenv("TESSERA_BIN") ? std::getenv("TESSERA_BIN") : "tessera"; }
 std::string Worker() {
   std::string bin = Bin();
   return bin.substr(0, bin.rfind('/')) + "/tests/comm/host_threads_worker";
