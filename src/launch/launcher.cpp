@@ -125,20 +125,27 @@ DeviceCounts SameDeviceCount(int count, const std::string& why) {
   return out;
 }
 
+namespace internal {
+Result<std::string> DeviceDealer::Next(const IslandSpec& island, const std::string& where) {
+  const DeviceFamily& family = *island.family;
+  VisibleDevices devices;
+  if (auto it = visible_.find(family.prefix); it != visible_.end()) devices = it->second;
+  if (devices.count < 1)
+    return Unsupported(fmt::format("--island '{}' needs {} devices{}, but no {} device is visible on this machine{}",
+                                   island.text, family.label, where, family.label,
+                                   devices.why.empty() ? "" : " (" + devices.why + ")"));
+  int& n = next_[family.prefix];
+  const std::string name = DeviceName{&family, n}.ToString();
+  n = (n + 1) % devices.count;
+  return name;
+}
+}  // namespace internal
+
 Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, const DeviceCounts& visible) {
   std::vector<RankSpec> ranks;
-  std::map<std::string, int> next;  // per family: the device the next rank gets
+  internal::DeviceDealer devices(visible);
   for (size_t i = 0; i < islands.size(); ++i) {
     const IslandSpec& island = islands[i];
-    VisibleDevices devices;
-    if (island.family != nullptr) {
-      auto it = visible.find(island.family->prefix);
-      if (it != visible.end()) devices = it->second;
-      if (devices.count < 1)
-        return Unsupported(fmt::format("--island '{}' needs {} devices, but no {} device is visible on this machine{}",
-                                       island.text, island.family->label, island.family->label,
-                                       devices.why.empty() ? "" : " (" + devices.why + ")"));
-    }
     for (int k = 0; k < island.count; ++k) {
       RankSpec r;
       r.rank = static_cast<int>(ranks.size());
@@ -146,9 +153,7 @@ Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, 
       r.island = static_cast<int>(i);
       r.vendor = island.vendor;
       if (island.family != nullptr) {
-        int& n = next[island.family->prefix];
-        r.device = DeviceName{island.family, n}.ToString();
-        n = (n + 1) % devices.count;
+        TSR_ASSIGN_OR_RETURN(r.device, devices.Next(island));
       } else {
         r.device = "host";
       }

@@ -14,8 +14,8 @@
 
 #include <cctype>
 #include <cerrno>
-#include <map>
 
+#include "launch/internal.hpp"
 #include "launch/launcher.hpp"
 
 namespace tessera::launch {
@@ -41,22 +41,14 @@ Result<std::vector<RankSpec>> PlanNodeRanks(const std::vector<IslandSpec>& islan
   // Devices are assigned among this node's ranks only: its GPUs are its own.
   TSR_ASSIGN_OR_RETURN(auto all, PlanRanks(islands, 1 << 30));  // numbering and islands; devices below
   std::vector<RankSpec> mine;
-  std::map<std::string, int> next;  // per family: the device the next rank gets
+  internal::DeviceDealer devices(visible);
   for (int r = lo; r < hi; ++r) {
     RankSpec spec = all[r];
     spec.node = node_rank;
     spec.local_rank = local_offset + (r - lo);
-    if (const DeviceFamily* family = islands[spec.island].family) {
-      VisibleDevices devices;
-      if (auto it = visible.find(family->prefix); it != visible.end()) devices = it->second;
-      if (devices.count < 1)
-        return Unsupported(fmt::format(
-            "--island '{}' needs {} devices for rank {} on node {}, but no {} device is visible on this machine{}",
-            islands[spec.island].text, family->label, r, node_rank, family->label,
-            devices.why.empty() ? "" : " (" + devices.why + ")"));
-      int& n = next[family->prefix];
-      spec.device = DeviceName{family, n}.ToString();
-      n = (n + 1) % devices.count;
+    if (islands[spec.island].family != nullptr) {
+      TSR_ASSIGN_OR_RETURN(spec.device,
+                           devices.Next(islands[spec.island], fmt::format(" for rank {} on node {}", r, node_rank)));
     }
     mine.push_back(std::move(spec));
   }
