@@ -40,7 +40,7 @@ cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 grep -E "Tessera|CUDA" "$OUTDIR/configure.log" | head -5
 # Only what this check runs: the library, the launcher binary and the GPU targets (other modules' tests
 # are CI's business, and build on CI's compiler).
-cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_bench bench_gpu_test framework_gpu_test framework_gpu_worker ccl_loader_test tessera_fake_ccl \
+cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_bench bench_gpu_test framework_gpu_test framework_gpu_worker ccl_loader_test tessera_fake_ccl allreduce_bound \
   > "$OUTDIR/build.log" 2>&1 || { grep -E "error|FAILED" "$OUTDIR/build.log" | head -30; echo "build FAILED"; exit 1; }
 echo "build ok"
 T=$B/tessera; W=$B/tests/gpu/gpu_worker; BENCH=$B/bench/gpu/gpu_bench
@@ -146,6 +146,18 @@ step "bench (c): numerics, random gradients (4,000,037 elements)"
 run_job numerics-gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$W" numerics --count 4000037
 run_job numerics-gpu+gpu 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$W" numerics --count 4000037
 
+step "bench (d): the host engine on several threads (issue #35) beside the bound of its layout"
+# The bound: this box's memcpy bandwidth on every usable CPU x the memory traffic the allreduce of the layout
+# must make (bench/comm/allreduce_bound, its first lines give the model). Each job REPS times, interleaved
+# with the same job on one thread (TESSERA_HOST_THREADS=1: the engine before the pool) so load hits both.
+"$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M | tee "$OUTDIR/bound-1+1.txt"
+for rep in $(seq "${HOST_REPS:-3}"); do
+  for t in auto 1; do
+    JOBENV="TESSERA_HOST_THREADS=$t" run_job "host1+host1-threads-$t-r$rep" 90 -- --island a=host:1 --island b=host:1 -- "${AR[@]}" --sizes 64M,256M > /dev/null
+    JOBENV="TESSERA_HOST_THREADS=$t" run_job "gpu1+host3-threads-$t-r$rep" 90 -- --island nvidia=cuda:1 --island ascend=host:3 -- "${AR[@]}" --sizes 64M,256M > /dev/null
+  done
+done
+
 step "results"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 RES=bench/results/gpu-$STAMP.json
@@ -206,7 +218,7 @@ hostmem = {(r["job"].replace("-hostmem", ""), r["bytes"], r["dtype"]): r["time_u
 # "same layout": the copy with as many GPUs and processes (CUDA contexts) as the job has.
 print(f"{'job':28} {'size':>6} {'dtype':>8} {'memory':>11} {'time us':>10} {'algbw':>7} {'busbw':>7} {'link':>7} {'/bidir copy':>11} {'/same layout':>12} {'host/dev time':>13}")
 for r in rows:
-    if r.get("bench") == "allreduce":
+    if r.get("bench") == "allreduce" and "-threads-" not in r["job"]:
         mib = r["bytes"] >> 20
         h = hostmem.get((r["job"], r["bytes"], r["dtype"])) if r["gpu_memory"] else None
         eff = f"{h / r['time_us']:>12.0%}" if h else f"{'':>13}"
@@ -235,6 +247,30 @@ for (ranks, nbytes), rs in sorted(groups.items()):
         runs = ", ".join(f"{x['overhead_pct']:+.1f}" for x in rs)
         print(f"single island ({ranks} GPU) {nbytes>>20:>4}M over {len(rs)} runs: overhead {med('overhead_pct'):+.2f}% "
               f"(runs {runs}); nccl vs nccl {med('nccl_vs_nccl_pct'):+.2f}%; the device rank's full path {med('full_path_pct'):+.2f}%")
+# bench (d): median (min-max) busbw over the reps of each host-threads job, beside the bound of its layout
+import glob, re
+bound = {}
+for path in glob.glob(os.path.join(os.path.dirname(rows_path), "bound-*.txt")):
+    layout = os.path.basename(path)[len("bound-"):-len(".txt")]
+    for line in open(path):
+        f = line.split()
+        if f and not line.startswith("#") and len(f) >= 6:
+            bound[(layout, int(f[0]))] = float(f[4])
+ht = {}
+for r in rows:
+    m = re.match(r"(.+)-threads-(\w+)-r\d+$", r.get("job", ""))
+    if r.get("bench") == "allreduce" and m:
+        ht.setdefault((m.group(1), r["bytes"]), {}).setdefault(m.group(2), []).append(r["busbw_GBps"])
+if ht:
+    print(f"host engine threads (TESSERA_HOST_THREADS), f32 avg busbw GB/s, median (min-max) over reps; {os.cpu_count()} cores")
+    print(f"{'job':14} {'size':>6} {'auto':>20} {'1 thread':>20} {'auto/1':>7} {'bound':>7} {'auto/bound':>10}")
+    fmt = lambda v: f"{median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
+    for (job, nbytes), by in sorted(ht.items()):
+        a, o = by.get("auto", []), by.get("1", [])
+        b = bound.get((job.replace("host1+host1", "1+1"), nbytes))
+        ratio = f"{median(a) / median(o):.2f}" if a and o else "-"
+        vs = f"{median(a) / b:.0%}" if a and b else "-"
+        print(f"{job:14} {str(nbytes >> 20) + 'M':>6} {fmt(a):>20} {fmt(o):>20} {ratio:>7} {b or '-':>7} {vs:>10}")
 for r in rows:
     if r.get("bench") == "numerics":
         print(f"numerics {r['job']:24} {r['dtype']:>8}: rel err (L2) {r['rel_err_l2']:.2e} vs one rounding {r['one_rounding_rel_err_l2']:.2e}; max rel {r['max_rel_err']:.2e}; beyond bound {r['beyond_one_rounding']}; bit-identical {r['bit_identical']}")
