@@ -45,7 +45,9 @@ std::string RunWorld(const std::string& spec, int world, const std::string& scen
   std::ofstream(ids, std::ios::binary).write(id.internal, sizeof(id.internal));
   std::vector<std::string> env_s;
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "TESSERA_", 8) != 0 || std::strncmp(*e, "TESSERA_LOG=", 12) == 0) env_s.push_back(*e);
+    if (std::strncmp(*e, "TESSERA_", 8) != 0 || std::strncmp(*e, "TESSERA_LOG=", 12) == 0 ||
+        std::strncmp(*e, "TESSERA_HOST_THREADS=", 21) == 0)
+      env_s.push_back(*e);
   std::vector<char*> envp;
   for (auto& s : env_s) envp.push_back(s.data());
   envp.push_back(nullptr);

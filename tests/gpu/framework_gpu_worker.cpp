@@ -62,9 +62,14 @@ struct Buf {
       std::free(p);
   }
   void Put(const std::vector<unsigned char>& h) {
-    if (dev)
+    if (dev) {
       Cuda(cudaMemcpy(p, h.data(), h.size(), cudaMemcpyHostToDevice), "H2D");
-    else
+      // From pageable memory cudaMemcpy may return once the bytes are staged, before the DMA has written
+      // the device buffer (CUDA Runtime API, "API synchronization behavior"), and the collectives run on a
+      // non-blocking stream that does not wait for it: without this the test raced its own inputs
+      // (TwoGpuIslandsSharingOneGpu failed about one run in two, with wrong alltoallv or split results).
+      Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after H2D");
+    } else
       std::memcpy(p, h.data(), h.size());
   }
   std::vector<unsigned char> Get() const {
