@@ -6,10 +6,12 @@
 #   Gloo:    every allreduce algorithm on 2 and 4 ranks (the best per size counts), TCP transport
 #   OpenMPI: MPI_Allreduce on 2 and 4 ranks (mpirun, ob1 PML + vader shared-memory BTL on one host)
 #   memcpy:  1 and 2 threads, for context
+#   bound:   bench/comm/allreduce_bound for the 1+1 and 2+2 layouts: this box's memcpy bandwidth on every
+#            CPU x the memory traffic the layout's allreduce must make (the highest busbw without fewer passes)
 # Writes bench/results/cpu-allreduce-<date>.json (every run's rows and the medians) and a markdown table
 # (.md beside it, also printed) with the ratios against the issue's targets.
 # Knobs (environment): BUILD=build SIZES=16M,64M,256M ROUNDS=3 ITERS=7 WARMUP=1 CHECK_ROUNDS=1
-#   CONFIGS="t11 t22 th2 th4 g2 g4 m2 m4 memcpy" (a subset runs only those) GLOO_ALGOS=all GLOO_BUDGET=40
+#   CONFIGS="t11 t22 th2 th4 g2 g4 m2 m4 memcpy bound" (a subset runs only those) GLOO_ALGOS=all GLOO_BUDGET=40
 #   (seconds per Gloo algorithm and size; slower ones run fewer iterations or are skipped)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +22,7 @@ ROUNDS=${ROUNDS:-3}
 ITERS=${ITERS:-7}
 WARMUP=${WARMUP:-1}
 CHECK_ROUNDS=${CHECK_ROUNDS:-1}
-CONFIGS=${CONFIGS:-"t11 t22 th2 th4 g2 g4 m2 m4 memcpy"}
+CONFIGS=${CONFIGS:-"t11 t22 th2 th4 g2 g4 m2 m4 memcpy bound"}
 GLOO_ALGOS=${GLOO_ALGOS:-all}
 GLOO_BUDGET=${GLOO_BUDGET:-40}
 JOBS=${JOBS:-2}
@@ -32,13 +34,14 @@ die() { echo "bench-comm: $*" >&2; exit 1; }
 
 # ---- build --------------------------------------------------------------------------------------------
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja
-cmake --build "$BUILD" -j "$JOBS" --target tessera_cli memcpy_bandwidth \
+cmake --build "$BUILD" -j "$JOBS" --target tessera_cli memcpy_bandwidth allreduce_bound \
   $(grep -q '^build bench/comm/gloo_allreduce:' "$BUILD/build.ninja" && echo gloo_allreduce) \
   $(grep -q '^build bench/comm/mpi_allreduce:' "$BUILD/build.ninja" && echo mpi_allreduce)
 T=${TESSERA:-$BUILD/tessera}  # the launcher and bench binary (override only for testing)
 GLOO="$BUILD/bench/comm/gloo_allreduce"
 MPI="$BUILD/bench/comm/mpi_allreduce"
 MEMCPY="$BUILD/bench/comm/memcpy_bandwidth"
+BOUND="$BUILD/bench/comm/allreduce_bound"
 "$T" run --help >/dev/null 2>&1 || die "'$T run' (the launcher) is not available in this build"
 
 STAMP=$(date +%Y-%m-%d)
@@ -67,14 +70,15 @@ run_config() {
     m2) "${to[@]}" "${mpi[@]}" 2 "${mpiargs[@]}" ;;
     m4) "${to[@]}" "${mpi[@]}" 4 "${mpiargs[@]}" ;;
     memcpy) "${to[@]}" "$MEMCPY" --sizes "$SIZES" --threads 1,2 --iters "$ITERS" --warmup "$WARMUP" --json "$json" ;;
+    bound) for l in 1,1 2,2; do "${to[@]}" "$BOUND" --islands "$l" --sizes "$SIZES" > "${json%.json}.$l.txt"; done ;;
     *) echo "unknown configuration '$name'" >&2; return 2 ;;
   esac
 }
 
 for c in $CONFIGS; do
   case $c in
-    t11|t22|th2|th4|memcpy|g2|g4|m2|m4) ;;
-    *) die "unknown configuration '$c' in CONFIGS (use t11 t22 th2 th4 g2 g4 m2 m4 memcpy)" ;;
+    t11|t22|th2|th4|memcpy|bound|g2|g4|m2|m4) ;;
+    *) die "unknown configuration '$c' in CONFIGS (use t11 t22 th2 th4 g2 g4 m2 m4 memcpy bound)" ;;
   esac
   case $c in
     g2|g4) [ -x "$GLOO" ] || die "Gloo peer not built (apt install libgloo-dev, then re-run cmake)" ;;
@@ -114,14 +118,24 @@ rounds, configs = int(rounds), configs.split()
 names = {"t11": "Tessera 1+1 islands", "t22": "Tessera 2+2 islands", "th2": "Tessera 1 island x2",
          "th4": "Tessera 1 island x4", "g2": "Gloo best, 2 ranks", "g4": "Gloo best, 4 ranks",
          "m2": "OpenMPI, 2 ranks", "m4": "OpenMPI, 4 ranks", "memcpy1": "memcpy 1 thread",
-         "memcpy2": "memcpy 2 threads"}
+         "memcpy2": "memcpy 2 threads", "b11": "bound 1+1", "b22": "bound 2+2"}
 factor = {"t11": 1.0, "t22": 1.5, "th2": 1.0, "th4": 1.5, "g2": 1.0, "g4": 1.5, "m2": 1.0, "m4": 1.5,
-          "memcpy1": 1.0, "memcpy2": 1.0}  # busbw/algbw: 2(n-1)/n for allreduce
+          "memcpy1": 1.0, "memcpy2": 1.0, "b11": 1.0, "b22": 1.5}  # busbw/algbw: 2(n-1)/n for allreduce
 runs = {}  # series -> list (per round) of rows
 meta = {}
 machine = None
 for c in configs:
     for r in range(1, rounds + 1):
+        if c == "bound":  # allreduce_bound's table: size, traffic, ring, bound(us), bound-busbw, all-in-memory
+            for layout, key in (("1,1", "b11"), ("2,2", "b22")):
+                rows = []
+                for line in open(os.path.join(raw, f"{c}.{r}.{layout}.txt")):
+                    f = line.split()
+                    if f and not line.startswith("#"):
+                        rows.append({"bytes": int(f[0]), "count": int(f[0]) // 4, "time_us": float(f[3]),
+                                     "busbw_GBps": float(f[4]), "all_in_memory_busbw_GBps": float(f[5])})
+                runs.setdefault(key, []).append(rows)
+            continue
         with open(os.path.join(raw, f"{c}.{r}.json")) as f:
             j = json.load(f)
         machine = machine or j["machine"]
@@ -174,7 +188,8 @@ def size(b):
             return f"{b // d} {unit}iB"
     return f"{b} B"
 
-order = [s for s in ("t11", "t22", "th2", "th4", "g2", "g4", "m2", "m4", "memcpy1", "memcpy2") if s in series]
+order = [s for s in ("t11", "t22", "th2", "th4", "g2", "g4", "m2", "m4", "memcpy1", "memcpy2", "b11", "b22")
+         if s in series]
 first = series[order[0]]["rows"]
 lines = ["busbw in GB/s (1e9 B/s), median of %d rounds; memcpy: copy bandwidth." % rounds, "",
          "| size | " + " | ".join(names[s] for s in order) + " |",
@@ -182,12 +197,12 @@ lines = ["busbw in GB/s (1e9 B/s), median of %d rounds; memcpy: copy bandwidth."
 for i, row in enumerate(first):
     lines.append(f"| {size(row['bytes'])} | " + " | ".join(fmt(bw(s, i)) for s in order) + " |")
 targets = [("t11", "g2", 1.5), ("t11", "m2", 1.0), ("t22", "g4", 1.5), ("t22", "m4", 1.0), ("th2", "m2", 1.0),
-           ("th4", "m4", 1.0)]
+           ("th4", "m4", 1.0), ("t11", "b11", 0.7), ("t22", "b22", 0.7)]
 targets = [t for t in targets if t[0] in series and t[1] in series]
 ratios = []
 if targets:
     short = {"t11": "1+1", "t22": "2+2", "th2": "1×2", "th4": "1×4", "g2": "Gloo-best(2)", "g4": "Gloo-best(4)",
-             "m2": "MPI(2)", "m4": "MPI(4)"}
+             "m2": "MPI(2)", "m4": "MPI(4)", "b11": "bound(1+1)", "b22": "bound(2+2)"}
     lines += ["", "Ratios of busbw (target in brackets; ✓ met, ✗ missed):", "",
               "| size | " + " | ".join(f"{short[a]} / {short[b]} (≥{t:g})" for a, b, t in targets) + " |",
               "|---:|" + "---:|" * len(targets)]
