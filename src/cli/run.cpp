@@ -53,7 +53,7 @@ int RunRun(int argc, char** argv) {
   bool dry_run = false;
   std::vector<std::string> sm_shares;
   app.add_option("--island", islands,
-                 "An island: VENDOR=DEVICE:COUNT, DEVICE host or cuda (e.g. ascend=host:3). Repeat for more "
+                 "An island: VENDOR=DEVICE:COUNT, DEVICE host, cuda, npu or musa (e.g. ascend=host:3). Repeat for more "
                  "islands; ranks are numbered in island order.")
       ->type_name("VENDOR=DEVICE:COUNT")
       ->allow_extra_args(false);

@@ -25,9 +25,20 @@ struct DeviceFamily {
   bool mps;                 // NVIDIA MPS can cap a rank's SM share (tessera run --sm-share)
 };
 
-// The families this build knows, one row each.
+// The families this build knows, one row each. Sources of the non-NVIDIA values:
+// - npu: ASCEND_RT_VISIBLE_DEVICES, the ACL runtime's visible-devices variable (Huawei CANN environment
+//   variable reference, "ASCEND_RT_VISIBLE_DEVICES": logical device IDs, comma-separated, ascending, the
+//   process then sees them as indices 0..n-1); torch device type "npu" (torch_npu renames PrivateUse1 to
+//   "npu"); runtime ACL (libascendcl.so), library HCCL.
+// - musa: MUSA_VISIBLE_DEVICES, the MUSA runtime's counterpart of CUDA_VISIBLE_DEVICES (Moore Threads' MUSA
+//   SDK and torch_musa deployments use it so; no published header defines it); torch device type "musa"
+//   (torch_musa); runtime MUSA (libmusart.so), library MCCL.
+// Only the cuda row has a device rank today (comm/device); a rank given npu:N or musa:N fails at set-up
+// naming what is missing (docs/gpu.md, "Vendors"). The launcher already deals their devices.
 inline constexpr DeviceFamily kDeviceFamilies[] = {
     {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true},
+    {"npu", "Ascend NPU", "ASCEND_RT_VISIBLE_DEVICES", "npu", "acl", "hccl", false},
+    {"musa", "MUSA", "MUSA_VISIBLE_DEVICES", "musa", "musa", "mccl", false},
 };
 
 // The row whose prefix is `prefix` ("cuda"), or null.

@@ -34,17 +34,28 @@ TEST(DeviceName, ParsesHostAndPrefixIndex) {
   EXPECT_STREQ(c->family->prefix, "cuda");
   EXPECT_EQ(c->index, 12);
   EXPECT_EQ(c->ToString(), "cuda:12");
-  EXPECT_EQ(DeviceWords(), "host or cuda");
+  EXPECT_EQ(DeviceWords(), "host, cuda, npu or musa");
+  auto n = ParseDeviceName("npu:3", "TESSERA_DEVICE");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_STREQ(n->family->visible_env, "ASCEND_RT_VISIBLE_DEVICES");
+  EXPECT_STREQ(n->family->ccl, "hccl");
+  EXPECT_EQ(n->ToString(), "npu:3");
+  auto m = ParseDeviceName("musa:0", "TESSERA_DEVICE");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_STREQ(m->family->visible_env, "MUSA_VISIBLE_DEVICES");
+  EXPECT_STREQ(m->family->runtime, "musa");
 }
 
 TEST(DeviceName, BadStringsNameTheVariableAndValue) {
-  for (const char* bad : {"", "cuda", "cuda:", "cuda:x", "cuda:-1", "cuda:1a", "gpu:0", "HOST", "cuda:1234567"}) {
+  for (const char* bad : {"", "cuda", "cuda:", "cuda:x", "cuda:-1", "cuda:1a", "gpu:0", "HOST", "cuda:1234567", "npu",
+                          "npu:a", "NPU:0", "musa:-2"}) {
     auto r = ParseDeviceName(bad, "TESSERA_DEVICE");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
     EXPECT_NE(r.status().message().find(std::string("TESSERA_DEVICE='") + bad + "'"), std::string::npos)
         << r.status().message();
-    EXPECT_NE(r.status().message().find("host or cuda:N"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("host or cuda:N or npu:N or musa:N"), std::string::npos)
+        << r.status().message();
   }
 }
 
