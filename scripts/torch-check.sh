@@ -5,8 +5,9 @@
 # the torch benchmarks. Without a GPU (CI, the development machine) the worlds are CPU ranks only (1, 2, 3
 # and 5 ranks in 1-3 islands); with one, GPU and CPU ranks mixed as well as CPU ranks with the GPU hidden.
 # Usage: scripts/torch-check.sh [BUILD_DIR] [tests|bench|all|install] [GROUP]
-#   default build-gpu, all; install: build and install only; GROUP: ops, train, ckpt, faults or init (the
-#   tests of one group only; default all of them)
+#   default build-gpu, all; install: build and install only; GROUP: ops, train, ckpt, faults, init or stacks
+#   (the tests of one group only; default all of them). stacks: DeepSpeed ZeRO-3 and a Hugging Face Trainer
+#   on two CPU islands, where the interpreter has deepspeed, transformers and accelerate (CI's .venv does)
 # Writes torch-*.log (and bench rows torch-bench.jsonl) under $OUT when set, else bench/results/.
 # PYTHON picks the interpreter (default: the project's .venv/bin/python, else python3). Without one that
 # imports torch it says so and exits 77 (ctest's SKIPPED).
@@ -18,7 +19,7 @@ B=${1:-build-gpu}
 WHAT=${2:-all}
 GROUP=${3:-all}
 case $WHAT in tests|bench|all|install) ;; *) echo "torch-check: '$WHAT' is not tests, bench, all or install" >&2; exit 2 ;; esac
-case $GROUP in all|ops|train|ckpt|faults|init) ;; *) echo "torch-check: group '$GROUP' is not ops, train, ckpt, faults, init or all" >&2; exit 2 ;; esac
+case $GROUP in all|ops|train|ckpt|faults|init|stacks) ;; *) echo "torch-check: group '$GROUP' is not ops, train, ckpt, faults, init, stacks or all" >&2; exit 2 ;; esac
 OUTDIR=${OUT:-$ROOT/bench/results}
 mkdir -p "$OUTDIR"
 PY=${PYTHON:-}
@@ -99,7 +100,7 @@ job() {  # job LABEL TIMEOUT tessera-run-args... -- program...
   watcher=$!
   wait $pid; local rc=$?
   kill $watcher 2>/dev/null; wait $watcher 2>/dev/null
-  grep -E "FAIL|checks,|passed|FAILED|raised|replicas|uneven:|fsdp:|Error|fatal signal" "$OUTDIR/torch-$label.log" | head -12
+  grep -E "FAIL|checks,|passed|FAILED|raised|replicas|against|uneven:|fsdp:|Error|fatal signal" "$OUTDIR/torch-$label.log" | head -12
   if [ $rc = 0 ]; then echo "$label: ok"; else echo "$label: FAILED (exit $rc)"; tail -20 "$OUTDIR/torch-$label.log"; RC=1; fi
 }
 plain() {  # plain LABEL TIMEOUT program...: a job started without `tessera run`
@@ -202,6 +203,24 @@ if [ "$WHAT" != bench ]; then
     UNSET=(); for v in $(compgen -e | grep '^TESSERA_'); do UNSET+=(-u "$v"); done  # torchrun's ranks: no TESSERA_*
     plain init-torchrun 150 env "${UNSET[@]}" "${HIDE[@]}" "$PY" -m torch.distributed.run --standalone \
       --nproc-per-node 2 "$ROOT/tests/torch/init_worker.py" torchrun
+  fi
+fi
+
+if [ "$WHAT" != bench ] && in_group stacks; then
+  step "the seed's stacks on two CPU islands: DeepSpeed ZeRO-3 (tests/torch/deepspeed_worker.py), Hugging Face Trainer"
+  if ! (cd /tmp && "$PY" -c 'import deepspeed, transformers, accelerate') > "$OUTDIR/torch-stacks-import.log" 2>&1; then
+    echo "stacks: SKIPPED: $PY cannot import deepspeed, transformers and accelerate ($(tail -1 "$OUTDIR/torch-stacks-import.log"));"
+    echo "  scripts/install-deps.sh puts them in .venv; on the GPU machine scripts/deepspeed-experiment.sh carries them"
+    [ "$GROUP" = stacks ] && exit 77
+  else
+    DW="$PY $ROOT/tests/torch/deepspeed_worker.py"
+    H2=(--island ascend=host:1 --island nvidia=host:1)
+    ST=$(mktemp -d /tmp/tsr-stacks-XXXXXX)
+    # gloo first, then tessera checked against it (--expect: the same losses and parameters, bit for bit)
+    job ds-zero3-gloo 300 "${H2[@]}" -- $DW zero3 --backend gloo --log "$ST/zero3-gloo.json"
+    job ds-zero3 300 "${H2[@]}" -- $DW zero3 --expect "$ST/zero3-gloo.json"
+    job hf-trainer 300 "${H2[@]}" -- "$PY" "$ROOT/tests/torch/hf_trainer_worker.py" --steps 6 --ckpt-dir "$ST/hf" --ckpt-every 3
+    rm -rf "$ST"
   fi
 fi
 
