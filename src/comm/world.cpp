@@ -104,11 +104,11 @@ Status Comm::Init(const InitParams& p) {
   auto name = ParseDeviceName(device, "TESSERA_DEVICE");  // common/vendor: the one parser of device strings
   if (!name.ok()) return name.status().WithContext(fmt::format("rank {}", p.rank));
   if (!name->host() && std::string_view(name->family->runtime) != "cuda")
-    return Unsupported(fmt::format(
-        "rank {}: TESSERA_DEVICE='{}': {} ranks need a device rank over the '{}' runtime row with the '{}' "
-        "library inside the island, which this version does not have yet (docs/gpu.md, \"Vendors\"); run "
-        "the island on host ranks (tessera run --island VENDOR=host:N)",
-        p.rank, device, name->family->label, name->family->runtime, name->family->ccl));
+    return Unsupported(
+        fmt::format("rank {}: TESSERA_DEVICE='{}': {} ranks need a device rank over the '{}' runtime row with the '{}' "
+                    "library inside the island, which this version does not have yet (docs/gpu.md, \"Vendors\"); run "
+                    "the island on host ranks (tessera run --island VENDOR=host:N)",
+                    p.rank, device, name->family->label, name->family->runtime, name->family->ccl));
   if (!name->host()) {
     auto dev = OpenDeviceRank(device);  // selects the GPU; Unsupported in a build without CUDA
     if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", p.rank));

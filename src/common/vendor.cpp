@@ -57,7 +57,7 @@ int VisibleDeviceCount(const DeviceFamily& family, std::string* why) {
     return 0;
 #endif
   }
-  *why = fmt::format("no runtime row '{}' in this build", family.runtime);
+  *why = fmt::format("the launcher does not count '{}' devices yet", family.runtime);
   return 0;
 }
 

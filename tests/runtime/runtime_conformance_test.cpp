@@ -1,0 +1,353 @@
+// tests/runtime/runtime_conformance_test: the rows of kRuntimeTable (src/comm/runtime/runtime.hpp) through
+// DeviceRuntime, as a generic accelerator rank will call them: one typed conformance suite run on each row
+// (acl on the ACL host shim, musa on the MUSA host shim, both loaded through the row's variable) -- device count
+// and selection, device and pinned memory, pointer queries, asynchronous copies with stream synchronisation,
+// events ordering two streams, memset, the pinned staging helpers on random data of odd sizes -- and the
+// loader's errors (a missing file, a missing symbol, an invalid device index, an unknown row). The shims' streams
+// really are asynchronous (TESSERA_SHIM_STREAM_DELAY_US): the tests show that a missing synchronisation or wait
+// would be seen.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/runtime/runtime.hpp"
+
+namespace tessera::comm {
+namespace {
+
+struct AclRow {
+  static constexpr const char* kName = "acl";
+  static constexpr const char* kShim = TESSERA_SHIM_ACL;
+  static constexpr const char* kVar = "TESSERA_ACL_LIBRARY";
+  static constexpr const char* kFree = "aclrtFree";
+  static constexpr const char* kSecondSymbol = "aclrtGetDeviceCount";  // the first one the stub lacks
+};
+struct MusaRow {
+  static constexpr const char* kName = "musa";
+  static constexpr const char* kShim = TESSERA_SHIM_MUSA;
+  static constexpr const char* kVar = "TESSERA_MUSA_LIBRARY";
+  static constexpr const char* kFree = "musaFree";
+  static constexpr const char* kSecondSymbol = "musaGetDeviceCount";
+};
+
+// Sets a variable for the scope, restoring the previous value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+std::vector<unsigned char> Random(size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(g());
+  return v;
+}
+
+template <typename R>
+class RuntimeConformance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ScopedEnv lib(R::kVar, R::kShim);
+    auto r = LoadRuntime(R::kName);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    rt_ = *r;
+    ASSERT_TRUE(rt_->SetDevice(0).ok());
+  }
+  void* Dev(size_t n) {
+    auto r = rt_->Malloc(n);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : nullptr;
+  }
+  unsigned char* Pinned(size_t n) {
+    auto r = rt_->MallocHost(n);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? static_cast<unsigned char*>(*r) : nullptr;
+  }
+  DeviceRuntime::Stream NewStream() {
+    auto r = rt_->StreamCreate();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : nullptr;
+  }
+  // Device bytes, read back with a synchronous copy.
+  std::vector<unsigned char> Read(const void* dev, size_t n) {
+    std::vector<unsigned char> out(n);
+    Status s = rt_->Memcpy(out.data(), n, dev, n, CopyKind::kDeviceToHost);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return out;
+  }
+  std::shared_ptr<DeviceRuntime> rt_;
+};
+
+using Rows = ::testing::Types<AclRow, MusaRow>;
+struct RowName {
+  template <typename T>
+  static std::string GetName(int) {
+    return T::kName;
+  }
+};
+TYPED_TEST_SUITE(RuntimeConformance, Rows, RowName);
+
+TYPED_TEST(RuntimeConformance, RowAndPath) {
+  EXPECT_STREQ(this->rt_->row().name, TypeParam::kName);
+  EXPECT_EQ(this->rt_->path(), TypeParam::kShim);  // the file the row's variable named
+  EXPECT_STREQ(this->rt_->row().env_var, TypeParam::kVar);
+  EXPECT_TRUE(this->rt_->row().pinned_host_alloc);
+}
+
+TYPED_TEST(RuntimeConformance, DeviceCountAndInvalidIndex) {
+  ScopedEnv count("TESSERA_SHIM_DEVICE_COUNT", "3");
+  auto n = this->rt_->DeviceCount();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 3);
+  EXPECT_TRUE(this->rt_->SetDevice(2).ok());
+  for (int bad : {3, 17, -1}) {
+    Status s = this->rt_->SetDevice(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("device index " + std::to_string(bad)), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find(TypeParam::kName), std::string::npos) << s.ToString();
+  }
+  EXPECT_TRUE(this->rt_->SetDevice(0).ok());
+}
+
+TYPED_TEST(RuntimeConformance, MemoryAndPointerInfo) {
+  auto& rt = *this->rt_;
+  void* d0 = this->Dev(4096);
+  ASSERT_TRUE(rt.SetDevice(1).ok());
+  void* d1 = this->Dev(100);
+  unsigned char* h = this->Pinned(333);
+  ASSERT_TRUE(d0 && d1 && h);
+  auto i0 = rt.GetPointerInfo(d0), i1 = rt.GetPointerInfo(d1), ih = rt.GetPointerInfo(h);
+  ASSERT_TRUE(i0.ok() && i1.ok() && ih.ok());
+  EXPECT_EQ(i0->type, MemoryType::kDevice);
+  EXPECT_EQ(i0->device, 0);
+  EXPECT_EQ(i1->type, MemoryType::kDevice);
+  EXPECT_EQ(i1->device, 1);
+  auto i_inner = rt.GetPointerInfo(static_cast<char*>(d0) + 1000);  // inside an allocation
+  ASSERT_TRUE(i_inner.ok());
+  EXPECT_EQ(i_inner->type, MemoryType::kDevice);
+  EXPECT_EQ(ih->type, MemoryType::kPinnedHost);
+  std::vector<char> pageable(64);
+  auto ip = rt.GetPointerInfo(pageable.data());
+  ASSERT_TRUE(ip.ok()) << ip.status().ToString();
+  EXPECT_EQ(ip->type, MemoryType::kUnregistered);
+  EXPECT_TRUE(rt.Free(d1).ok());
+  EXPECT_TRUE(rt.FreeHost(h).ok());
+  ASSERT_TRUE(rt.SetDevice(0).ok());
+  EXPECT_TRUE(rt.Free(d0).ok());
+  // A pointer that is not an allocation: the runtime's error, named with its call.
+  Status s = rt.Free(pageable.data());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kSystemError);
+  EXPECT_NE(s.message().find(TypeParam::kFree), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(std::string(TypeParam::kName) + " error"), std::string::npos) << s.ToString();
+}
+
+TYPED_TEST(RuntimeConformance, AsyncRoundTripNeedsTheSync) {
+  auto& rt = *this->rt_;
+  const size_t n = 1 << 20;
+  ScopedEnv delay("TESSERA_SHIM_STREAM_DELAY_US", "50000");  // each queued task waits 50 ms: streams made now
+  auto s = this->NewStream();
+  void* d = this->Dev(n);
+  unsigned char *in = this->Pinned(n), *out = this->Pinned(n);
+  ASSERT_TRUE(s && d && in && out);
+  const auto data = Random(n, 1);
+  std::memcpy(in, data.data(), n);
+  std::memset(out, 0, n);
+  ASSERT_TRUE(rt.MemcpyAsync(d, n, in, n, CopyKind::kHostToDevice, s).ok());
+  ASSERT_TRUE(rt.MemcpyAsync(out, n, d, n, CopyKind::kDeviceToHost, s).ok());
+  // Not synchronised yet: the copies are still queued, so a test that forgot the sync would see this.
+  EXPECT_NE(std::memcmp(out, data.data(), n), 0) << "the stream finished before its delay: not asynchronous";
+  ASSERT_TRUE(rt.StreamSynchronize(s).ok());
+  EXPECT_EQ(std::memcmp(out, data.data(), n), 0);
+  // Device to device, then back.
+  void* d2 = this->Dev(n);
+  ASSERT_TRUE(rt.MemcpyAsync(d2, n, d, n, CopyKind::kDeviceToDevice, s).ok());
+  ASSERT_TRUE(rt.StreamSynchronize(s).ok());
+  EXPECT_EQ(this->Read(d2, n), data);
+  // destMax: a copy larger than the destination's room is refused.
+  EXPECT_FALSE(rt.Memcpy(out, n / 2, d, n, CopyKind::kDeviceToHost).ok());
+  EXPECT_FALSE(rt.MemcpyAsync(out, n / 2, d, n, CopyKind::kDeviceToHost, s).ok());
+  EXPECT_TRUE(rt.StreamDestroy(s).ok());
+  EXPECT_TRUE(rt.Free(d).ok() && rt.Free(d2).ok() && rt.FreeHost(in).ok() && rt.FreeHost(out).ok());
+}
+
+TYPED_TEST(RuntimeConformance, EventsOrderTwoStreams) {
+  auto& rt = *this->rt_;
+  const size_t n = 64 << 10;
+  DeviceRuntime::Stream slow = nullptr, fast = nullptr;
+  {
+    ScopedEnv delay("TESSERA_SHIM_STREAM_DELAY_US", "50000");
+    slow = this->NewStream();
+  }
+  fast = this->NewStream();  // no delay
+  void* d = this->Dev(n);
+  unsigned char *in = this->Pinned(n), *out = this->Pinned(n);
+  ASSERT_TRUE(slow && fast && d && in && out);
+  auto ev = rt.EventCreate();
+  ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+  const auto data = Random(n, 2);
+  std::memcpy(in, data.data(), n);
+
+  for (bool wait : {false, true}) {
+    SCOPED_TRACE(wait ? "fast waits for the event" : "no wait (the control)");
+    ASSERT_TRUE(rt.Memset(d, n, 0, n).ok());
+    std::memset(out, 0xEE, n);
+    ASSERT_TRUE(rt.MemcpyAsync(d, n, in, n, CopyKind::kHostToDevice, slow).ok());
+    ASSERT_TRUE(rt.EventRecord(*ev, slow).ok());
+    auto q = rt.EventQuery(*ev);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    EXPECT_FALSE(*q) << "the event completed before the slow stream ran";
+    if (wait) {
+      ASSERT_TRUE(rt.StreamWaitEvent(fast, *ev).ok());
+    }
+    ASSERT_TRUE(rt.MemcpyAsync(out, n, d, n, CopyKind::kDeviceToHost, fast).ok());
+    ASSERT_TRUE(rt.StreamSynchronize(fast).ok());  // the fast stream only
+    if (wait) {
+      EXPECT_EQ(std::memcmp(out, data.data(), n), 0);
+      q = rt.EventQuery(*ev);
+      ASSERT_TRUE(q.ok());
+      EXPECT_TRUE(*q);
+    } else {
+      // Without the wait the fast stream read the zeros: the ordering above is the event's doing.
+      EXPECT_EQ(out[0], 0);
+      EXPECT_EQ(out[n - 1], 0);
+    }
+    ASSERT_TRUE(rt.EventSynchronize(*ev).ok());
+    q = rt.EventQuery(*ev);
+    ASSERT_TRUE(q.ok());
+    EXPECT_TRUE(*q);
+    ASSERT_TRUE(rt.StreamSynchronize(slow).ok());
+  }
+  EXPECT_TRUE(rt.EventDestroy(*ev).ok());
+  EXPECT_TRUE(rt.StreamDestroy(slow).ok() && rt.StreamDestroy(fast).ok());
+  EXPECT_TRUE(rt.Free(d).ok() && rt.FreeHost(in).ok() && rt.FreeHost(out).ok());
+}
+
+TYPED_TEST(RuntimeConformance, Memset) {
+  auto& rt = *this->rt_;
+  const size_t n = 4099;
+  void* d = this->Dev(n);
+  auto s = this->NewStream();
+  ASSERT_TRUE(d && s);
+  ASSERT_TRUE(rt.Memset(d, n, 0xAB, n).ok());
+  EXPECT_EQ(this->Read(d, n), std::vector<unsigned char>(n, 0xAB));
+  ASSERT_TRUE(rt.MemsetAsync(static_cast<char*>(d) + 100, n - 100, 0x11, 50, s).ok());
+  ASSERT_TRUE(rt.StreamSynchronize(s).ok());
+  auto got = this->Read(d, n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], i >= 100 && i < 150 ? 0x11 : 0xAB) << i;
+  EXPECT_FALSE(rt.Memset(d, 10, 0, 11).ok());  // more than the destination's room
+  EXPECT_TRUE(rt.StreamDestroy(s).ok());
+  EXPECT_TRUE(rt.Free(d).ok());
+}
+
+TYPED_TEST(RuntimeConformance, StagingRoundTripOddSizes) {
+  auto& rt = *this->rt_;
+  ScopedEnv delay("TESSERA_SHIM_STREAM_DELAY_US", "2000");  // so a helper that did not wait would be caught
+  auto s = this->NewStream();
+  ASSERT_TRUE(s);
+  unsigned seed = 10;
+  for (size_t n : {size_t{1}, size_t{4099}, size_t{3} << 20}) {
+    SCOPED_TRACE(n);
+    void* d = this->Dev(n);
+    unsigned char *up = this->Pinned(n), *down = this->Pinned(n);
+    ASSERT_TRUE(d && up && down);
+    const auto data = Random(n, seed++);
+    std::memcpy(down, data.data(), n);
+    ASSERT_TRUE(StageDown(rt, s, d, down, n).ok());
+    std::memset(down, 0, n);  // the copy has completed: overwriting the source changes nothing
+    std::memset(up, 0x5A, n);
+    ASSERT_TRUE(StageUp(rt, s, up, d, n).ok());
+    EXPECT_EQ(std::memcmp(up, data.data(), n), 0);  // read at once: StageUp returned after the copy
+    EXPECT_TRUE(rt.Free(d).ok() && rt.FreeHost(up).ok() && rt.FreeHost(down).ok());
+  }
+  EXPECT_TRUE(rt.StreamDestroy(s).ok());
+}
+
+TYPED_TEST(RuntimeConformance, MissingLibraryNamesFileAndVariable) {
+  ScopedEnv lib(TypeParam::kVar, "/nonexistent/dir/libnot-a-runtime.so");
+  auto r = LoadRuntime(TypeParam::kName);
+  ASSERT_FALSE(r.ok());
+  const Status& s = r.status();
+  EXPECT_EQ(s.code(), Code::kUnsupported);
+  EXPECT_NE(s.message().find("/nonexistent/dir/libnot-a-runtime.so"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(TypeParam::kVar), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(std::string("the ") + TypeParam::kName + " device runtime"), std::string::npos);
+  EXPECT_NE(s.message().find("No such file"), std::string::npos) << s.ToString();  // dlerror()
+}
+
+TYPED_TEST(RuntimeConformance, MissingSymbolNamesSymbolAndFile) {
+  ScopedEnv lib(TypeParam::kVar, TESSERA_RUNTIME_STUB);
+  auto r = LoadRuntime(TypeParam::kName);
+  ASSERT_FALSE(r.ok());
+  const Status& s = r.status();
+  EXPECT_EQ(s.code(), Code::kUnsupported);
+  EXPECT_NE(s.message().find(std::string("'") + TypeParam::kSecondSymbol + "'"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(TESSERA_RUNTIME_STUB), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(TypeParam::kVar), std::string::npos) << s.ToString();
+}
+
+TEST(RuntimeTable, Rows) {
+  const RuntimeRow* acl = FindRuntimeRow("acl");
+  const RuntimeRow* musa = FindRuntimeRow("musa");
+  ASSERT_TRUE(acl && musa);
+  EXPECT_STREQ(acl->soname, "libascendcl.so");
+  EXPECT_STREQ(musa->soname, "libmusart.so");
+  EXPECT_STREQ(acl->env_var, "TESSERA_ACL_LIBRARY");
+  EXPECT_STREQ(musa->env_var, "TESSERA_MUSA_LIBRARY");
+  // ACL has neither mapped host registration in CUDA's form nor stream memory operations: staging only.
+  EXPECT_FALSE(acl->host_register);
+  EXPECT_FALSE(acl->stream_memops);
+  EXPECT_TRUE(acl->pinned_host_alloc);
+  EXPECT_TRUE(musa->pinned_host_alloc);
+  EXPECT_EQ(FindRuntimeRow("cuda"), nullptr);
+  EXPECT_EQ(RuntimeRowNames(), "acl, musa");
+}
+
+TEST(RuntimeTable, UnknownRowListsTheKnownOnes) {
+  auto r = LoadRuntime("rocm");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("'rocm'"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("acl, musa"), std::string::npos) << r.status().ToString();
+}
+
+TEST(RuntimeTable, AclWithoutSetDeviceIsAnErrorWithTheRuntimesMessage) {
+  // ACL binds a device per thread: a resource call on a thread that never called SetDevice fails, and the error
+  // carries aclGetRecentErrMsg's text (the shim's "no device set").
+  ScopedEnv lib("TESSERA_ACL_LIBRARY", TESSERA_SHIM_ACL);
+  auto r = LoadRuntime("acl");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Status st;
+  std::thread t([&] {  // a new thread has set no device
+    auto m = (*r)->Malloc(64);
+    st = m.ok() ? Status::Ok() : m.status();
+  });
+  t.join();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("aclrtMalloc"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("aclrtSetDevice"), std::string::npos) << st.ToString();
+}
+
+}  // namespace
+}  // namespace tessera::comm
