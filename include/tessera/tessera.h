@@ -69,7 +69,7 @@ typedef enum {
 typedef enum { tsrSum = 0, tsrProd = 1, tsrMax = 2, tsrMin = 3, tsrAvg = 4 } tsrRedOp_t;
 
 typedef struct tsrComm* tsrComm_t;
-/* NULL for host memory; a cudaStream_t for device memory. */
+/* NULL for host memory; the device runtime's stream for device memory (cudaStream_t, aclrtStream, musaStream_t). */
 typedef void* tsrStream_t;
 
 /* MAJOR*10000 + MINOR*100 + PATCH (TESSERA_VERSION_CODE of the library actually loaded, which may differ

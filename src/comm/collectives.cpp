@@ -59,7 +59,7 @@ Status Comm::CheckArgs(const char* what, const void* send, const void* recv, siz
         fmt::format("{}: a stream was passed, but rank {}'s island ({}) uses host memory: pass "
                     "NULL",
                     what, rank_, islands_[my_island_].vendor));
-  if (!cuda_ && count > 0) {
+  if (!device_ && count > 0) {
     if (IsDevicePointer(send) || IsDevicePointer(recv))
       return InvalidArgument(fmt::format("{}: {} = {} is device memory, but rank {}'s island ({}) uses host memory",
                                          what, IsDevicePointer(send) ? "sendbuf" : "recvbuf",
@@ -369,33 +369,33 @@ Status Comm::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t
     if (r == 0) return Status::Ok();
     if (r != DirectAllReduce::kNotTaken) return direct_->report(direct_->owner, r);
   }
-  return cuda_ ? cuda_->AllReduce(send, recv, count, type, op, stream)
-               : HostAllReduce(send, recv, count, type, op, stream);
+  return device_ ? device_->AllReduce(send, recv, count, type, op, stream)
+                 : HostAllReduce(send, recv, count, type, op, stream);
 }
 Status Comm::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
                            tsrStream_t stream) {
-  return cuda_ ? cuda_->ReduceScatter(send, recv, recvcount, type, op, stream)
-               : HostReduceScatter(send, recv, recvcount, type, op, stream);
+  return device_ ? device_->ReduceScatter(send, recv, recvcount, type, op, stream)
+                 : HostReduceScatter(send, recv, recvcount, type, op, stream);
 }
 Status Comm::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
-  return cuda_ ? cuda_->AllGather(send, recv, sendcount, type, stream)
-               : HostAllGather(send, recv, sendcount, type, stream);
+  return device_ ? device_->AllGather(send, recv, sendcount, type, stream)
+                 : HostAllGather(send, recv, sendcount, type, stream);
 }
 Status Comm::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream) {
-  return cuda_ ? cuda_->Broadcast(send, recv, count, type, root, stream)
-               : HostBroadcast(send, recv, count, type, root, stream);
+  return device_ ? device_->Broadcast(send, recv, count, type, root, stream)
+                 : HostBroadcast(send, recv, count, type, root, stream);
 }
 Status Comm::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
-  return cuda_ ? cuda_->Send(send, count, type, peer, stream) : HostSend(send, count, type, peer, stream);
+  return device_ ? device_->Send(send, count, type, peer, stream) : HostSend(send, count, type, peer, stream);
 }
 Status Comm::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
-  return cuda_ ? cuda_->Recv(recv, count, type, peer, stream) : HostRecv(recv, count, type, peer, stream);
+  return device_ ? device_->Recv(recv, count, type, peer, stream) : HostRecv(recv, count, type, peer, stream);
 }
-Status Comm::Barrier() { return cuda_ ? cuda_->Barrier() : HostBarrier(); }
-Status Comm::Group(const std::vector<P2POp>& ops) { return cuda_ ? cuda_->Group(ops) : HostGroup(ops); }
+Status Comm::Barrier() { return device_ ? device_->Barrier() : HostBarrier(); }
+Status Comm::Group(const std::vector<P2POp>& ops) { return device_ ? device_->Group(ops) : HostGroup(ops); }
 Status Comm::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
                        const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
-  if (cuda_) return cuda_->AllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type, stream);
+  if (device_) return device_->AllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type, stream);
   if (stream != nullptr)
     return Guard("alltoall", [&] {
       return InvalidArgument(

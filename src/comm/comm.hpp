@@ -97,7 +97,7 @@ struct P2POp {
   tsrStream_t stream = nullptr;
 };
 
-class Comm final : public Links {
+class Comm final : public Links, private HostPath {
  public:
   static Result<std::unique_ptr<Comm>> Create(const InitParams& params);
   // The parameters FromEnv joins with (TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_STORE, ...).
@@ -128,7 +128,9 @@ class Comm final : public Links {
   int num_islands() const { return static_cast<int>(islands_.size()); }
   std::string Describe() const;
   // This rank's device backend (null for a host rank); for benchmarks and diagnostics.
-  DeviceRank* device() const { return cuda_.get(); }
+  DeviceRank* device() const { return device_.get(); }
+  // The narrow interface a staging device backend (AccelRank) drives this communicator through.
+  HostPath& host_path() { return *this; }
   // A world of one device island: AllReduce's lean path (null otherwise); the C API calls it directly.
   DirectAllReduce* direct() const { return direct_; }
   const std::vector<Island>& islands() const { return islands_; }
@@ -160,21 +162,26 @@ class Comm final : public Links {
   Status Init(const InitParams& p);
   // Records `s` as the communicator's error for AsyncError and the next call (first error wins).
   void SetAsyncError(const Status& s);
+  // HostPath (device.hpp): what a staging device backend may call.
+  Shape WorldShape() const override;
+  StoreClient* Store() const override { return store_.get(); }
+  Status Guarded(const std::string& what, const std::function<Status()>& body) override { return GuardFn(what, body); }
   // The host-memory implementations of the group and of alltoallv (a device rank stages into them).
-  Status HostGroup(const std::vector<P2POp>& ops);
+  Status HostGroup(const std::vector<P2POp>& ops) override;
   Status HostAllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
-                       const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type);
-  // The host-memory implementations of the collectives. A rank of a device island (cuda_) reaches them
+                       const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type) override;
+  // The host-memory implementations of the collectives. A rank of a device island (device_) reaches them
   // through its DeviceRank, which handles device memory and streams first.
   Status HostAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                       tsrStream_t stream);
+                       tsrStream_t stream) override;
   Status HostReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
-                           tsrStream_t stream);
-  Status HostAllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream);
-  Status HostBroadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root, tsrStream_t stream);
-  Status HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream);
-  Status HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream);
-  Status HostBarrier();
+                           tsrStream_t stream) override;
+  Status HostAllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) override;
+  Status HostBroadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                       tsrStream_t stream) override;
+  Status HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status HostBarrier() override;
   // In a world with a device island that stages through pinned memory (not DeviceBridgeEligible) and
   // more than one island, allreduce runs as consecutive collectives over chunks of TESSERA_CUDA_CHUNK
   // bytes on EVERY rank, so that the GPU rank can pipeline its device<->host copies with the bridge;
@@ -244,10 +251,10 @@ class Comm final : public Links {
   std::mutex health_mu_;
   std::chrono::steady_clock::time_point health_checked_{};
   size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
-  // This rank's device backend (TESSERA_DEVICE=cuda:N), null for host ranks. Last member: destroyed
+  // This rank's device backend (TESSERA_DEVICE=cuda:N, npu:N, musa:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.
-  std::unique_ptr<DeviceRank> cuda_;
-  // A world of one device island: AllReduce's lean path (owned by cuda_; see DirectAllReduce). Guard
+  std::unique_ptr<DeviceRank> device_;
+  // A world of one device island: AllReduce's lean path (owned by device_; see DirectAllReduce). Guard
   // sets its `failed` flag with failed_.
   DirectAllReduce* direct_ = nullptr;
 };

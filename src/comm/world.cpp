@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "comm/comm.hpp"
+#include "comm/runtime/runtime.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
@@ -103,16 +104,12 @@ Status Comm::Init(const InitParams& p) {
   std::string device = p.device.empty() ? env::DeclaredString("TESSERA_DEVICE") : p.device;
   auto name = ParseDeviceName(device, "TESSERA_DEVICE");  // common/vendor: the one parser of device strings
   if (!name.ok()) return name.status().WithContext(fmt::format("rank {}", p.rank));
-  if (!name->host() && std::string_view(name->family->runtime) != "cuda")
-    return Unsupported(
-        fmt::format("rank {}: TESSERA_DEVICE='{}': {} ranks need a device rank over the '{}' runtime row with the '{}' "
-                    "library inside the island, which this version does not have yet (docs/gpu.md, \"Vendors\"); run "
-                    "the island on host ranks (tessera run --island VENDOR=host:N)",
-                    p.rank, device, name->family->label, name->family->runtime, name->family->ccl));
   if (!name->host()) {
-    auto dev = OpenDeviceRank(device);  // selects the GPU; Unsupported in a build without CUDA
+    // CUDA ranks have their own backend (with the device bridge); every other family's runtime is a row of the
+    // device-runtime table, served by the generic accelerator rank.
+    auto dev = HasCudaBackend(*name->family) ? OpenDeviceRank(device) : OpenAccelRank(*name);
     if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", p.rank));
-    cuda_ = std::move(dev).value();
+    device_ = std::move(dev).value();
   }
   rank_ = p.rank;
   size_ = p.world;
@@ -222,7 +219,8 @@ Status Comm::Init(const InitParams& p) {
     const std::string& host = infos_[isl.ranks.front()].host_id;
     const bool all_shm = bridge != "tcp" && std::all_of(infos_.begin(), infos_.end(),
                                                         [&](const RankInfo& ri) { return ri.host_id == host; });
-    isl.device_bridge = isl.backend != "host" && isl.ranks.size() == 1 &&
+    const DeviceFamily* family = FindDeviceFamily(isl.backend);
+    isl.device_bridge = family != nullptr && HasCudaBackend(*family) && isl.ranks.size() == 1 &&
                         (cuda_bridge == "device" || (cuda_bridge == "auto" && all_shm));
   }
   TSR_RETURN_IF_ERROR(SetUpChannels());
@@ -236,13 +234,24 @@ Status Comm::Init(const InitParams& p) {
       return InvalidArgument(
           fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8", bridge_chunk_bytes_));
   }
-  if (cuda_) {
-    TSR_RETURN_IF_ERROR(cuda_->Attach(this));
-    direct_ = cuda_->DirectPath();
+  if (device_) {
+    TSR_RETURN_IF_ERROR(device_->Attach(this));
+    direct_ = device_->DirectPath();
   }
   TSR_RETURN_IF_ERROR(store_->Barrier("init-done", size_, timeout_));
   TSR_LOG_INFO("rank {}: joined — {}", rank_, Describe());
   return Status::Ok();
+}
+
+HostPath::Shape Comm::WorldShape() const {
+  const Island& mine = islands_[my_island_];
+  return {.rank = rank_,
+          .size = size_,
+          .islands = static_cast<int>(islands_.size()),
+          .island = mine.index,
+          .island_size = static_cast<int>(mine.ranks.size()),
+          .island_rank = local_,
+          .timeout = timeout_};
 }
 
 std::string Comm::Describe() const {
@@ -263,7 +272,7 @@ std::string Comm::Describe() const {
   };
   out += fmt::format("; island library: host ({}); bridge: {}", join(inside),
                      islands_.size() == 1 ? "none (single island: direct path)" : join(bridges));
-  if (cuda_) out += "; device: " + cuda_->Describe();
+  if (device_) out += "; device: " + device_->Describe();
   return out;
 }
 
@@ -360,7 +369,7 @@ void Comm::Abort() {
   const Status s = RemoteError(fmt::format("rank {}: the communicator was aborted (tsrCommAbort)", rank_));
   SetAsyncError(s);
   if (direct_ != nullptr) direct_->failed.store(true, std::memory_order_relaxed);
-  if (cuda_) cuda_->Abort();
+  if (device_) device_->Abort();
   // Tell the other ranks at once. On a connection of its own, so that a call of this communicator that
   // holds the store's connection cannot delay it; bounded, and best effort.
   if (!aborted_by_peer_.load()) {
@@ -397,7 +406,7 @@ Status Comm::AsyncError() {
       s = CheckHealth(peers).WithContext(fmt::format("rank {}", rank_));
     }
   }
-  if (s.ok() && cuda_) s = cuda_->AsyncError();
+  if (s.ok() && device_) s = device_->AsyncError();
   SetAsyncError(s);
   return s;
 }

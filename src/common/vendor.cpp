@@ -6,10 +6,6 @@
 #include <algorithm>
 #include <iterator>
 
-#ifdef TESSERA_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 namespace tessera {
 
 const DeviceFamily* FindDeviceFamily(std::string_view prefix) {
@@ -38,27 +34,6 @@ Result<DeviceName> ParseDeviceName(const std::string& text, const std::string& w
                       std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!digits) return InvalidArgument(fmt::format("{}='{}' is not a device (use {})", what, text, forms));
   return DeviceName{family, std::stoi(num)};
-}
-
-int VisibleDeviceCount(const DeviceFamily& family, std::string* why) {
-  // The device layer's runtime rows will answer this for every family; today the CUDA runtime's count.
-  if (std::string_view(family.runtime) == "cuda") {
-#ifdef TESSERA_HAVE_CUDA
-    int n = 0;
-    const cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess) {
-      *why = fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(err));
-      return 0;
-    }
-    if (n == 0) *why = "cudaGetDeviceCount found 0 devices";
-    return n;
-#else
-    *why = "this tessera was built without CUDA";
-    return 0;
-#endif
-  }
-  *why = fmt::format("the launcher does not count '{}' devices yet", family.runtime);
-  return 0;
 }
 
 }  // namespace tessera

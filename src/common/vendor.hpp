@@ -33,8 +33,8 @@ struct DeviceFamily {
 // - musa: MUSA_VISIBLE_DEVICES, the MUSA runtime's counterpart of CUDA_VISIBLE_DEVICES (Moore Threads' MUSA
 //   SDK and torch_musa deployments use it so; no published header defines it); torch device type "musa"
 //   (torch_musa); runtime MUSA (libmusart.so), library MCCL.
-// Only the cuda row has a device rank today (comm/device); a rank given npu:N or musa:N fails at set-up
-// naming what is missing (docs/gpu.md, "Vendors"). The launcher already deals their devices.
+// cuda ranks run on the CUDA backend (comm/device/cuda_rank), npu and musa ranks on the generic accelerator
+// rank over their runtime row (comm/device/accel_rank); comm/runtime counts each family's devices.
 inline constexpr DeviceFamily kDeviceFamilies[] = {
     {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true},
     {"npu", "Ascend NPU", "ASCEND_RT_VISIBLE_DEVICES", "npu", "acl", "hccl", false},
@@ -55,8 +55,5 @@ struct DeviceName {
 };
 // Parses "host" or PREFIX:INDEX; InvalidArgument naming `what` (e.g. "TESSERA_DEVICE") and the value.
 Result<DeviceName> ParseDeviceName(const std::string& text, const std::string& what);
-
-// How many devices of `family` this process sees (its runtime's device count); 0 with *why set when none.
-int VisibleDeviceCount(const DeviceFamily& family, std::string* why);
 
 }  // namespace tessera

@@ -29,6 +29,7 @@
 #include <memory>
 #include <set>
 
+#include "comm/runtime/runtime.hpp"
 #include "comm/store/store.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -113,7 +114,7 @@ DeviceCounts CountVisibleDevices(const std::vector<IslandSpec>& islands) {
   for (const IslandSpec& i : islands) {
     if (i.family == nullptr || out.count(i.family->prefix)) continue;
     VisibleDevices v;
-    v.count = VisibleDeviceCount(*i.family, &v.why);
+    v.count = comm::VisibleDeviceCount(*i.family, &v.why);
     out.emplace(i.family->prefix, std::move(v));
   }
   return out;

@@ -60,7 +60,7 @@ struct VisibleDevices {
   std::string why;  // why there are none (e.g. the runtime's error), for messages
 };
 using DeviceCounts = std::map<std::string, VisibleDevices>;
-// The counts of the families the islands use (common/vendor's VisibleDeviceCount); host islands ask nothing.
+// The counts of the families the islands use (comm/runtime's VisibleDeviceCount); host islands ask nothing.
 DeviceCounts CountVisibleDevices(const std::vector<IslandSpec>& islands);
 // Every family with `count` devices (tests, and plans whose devices are assigned later).
 DeviceCounts SameDeviceCount(int count, const std::string& why = "");

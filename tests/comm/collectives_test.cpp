@@ -233,11 +233,10 @@ TEST(CommFaults, MalformedVariablesAreNamedWithTheirValue) {
       {"TESSERA_RANK=0 TESSERA_WORLD_SIZE=2 TESSERA_BRIDGE=udp", "TESSERA_BRIDGE='udp'"},
       {"TESSERA_RANK=0 TESSERA_WORLD_SIZE=2 TESSERA_STORE=nowhere", "TESSERA_STORE='nowhere'"},
       {"TESSERA_RANK=0 TESSERA_WORLD_SIZE=2 TESSERA_DEVICE=tpu:0", "TESSERA_DEVICE='tpu:0'"},
-      // Families the launcher knows but no device rank serves yet: named, with the runtime row it needs.
+      // Families whose runtime is not installed here: the library named, with the variable that points elsewhere.
       {"TESSERA_RANK=0 TESSERA_WORLD_SIZE=2 TESSERA_DEVICE=npu:0",
-       "TESSERA_DEVICE='npu:0': Ascend NPU ranks need a device rank over the 'acl' runtime row"},
-      {"TESSERA_RANK=0 TESSERA_WORLD_SIZE=2 TESSERA_DEVICE=musa:1",
-       "TESSERA_DEVICE='musa:1': MUSA ranks need a device rank over the 'musa' runtime row with the 'mccl'"},
+       "cannot load the acl device runtime 'libascendcl.so'"},
+      {"TESSERA_RANK=0 TESSERA_WORLD_SIZE=2 TESSERA_DEVICE=musa:1", "or set TESSERA_MUSA_LIBRARY to its path"},
       {"TESSERA_RANK=0", "TESSERA_WORLD_SIZE is not set"},
   };
   for (const auto& c : cases) {

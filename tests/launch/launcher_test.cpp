@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/runtime/runtime.hpp"
 #include "comm/store/store.hpp"
 #include "launch/sm_share.hpp"
 
@@ -557,7 +558,7 @@ TEST(Launcher, BadCommandLinesAreNamed) {
 
 TEST(Launcher, CudaIslandWithoutGpuIsRefused) {
   std::string why;
-  if (VisibleDeviceCount(*FindDeviceFamily("cuda"), &why) > 0) GTEST_SKIP() << "a CUDA device is visible here";
+  if (comm::VisibleDeviceCount(*FindDeviceFamily("cuda"), &why) > 0) GTEST_SKIP() << "a CUDA device is visible here";
   const Outcome o = Tessera({"run", "--island", "nvidia=cuda:1", "--", "true"}).Finish(30s);
   EXPECT_EQ(o.status, 2);
   EXPECT_TRUE(Contains(o.err, "--island 'nvidia=cuda:1' needs CUDA devices, but no CUDA device is visible")) << o.err;

@@ -47,7 +47,7 @@ thread_local int t_device = -1;
 thread_local std::string t_err;
 thread_local std::string t_err_out;
 
-int DeviceCount() { return static_cast<int>(tshim::EnvU64("TESSERA_SHIM_DEVICE_COUNT", 8)); }
+int DeviceCount() { return tshim::DeviceCount("ASCEND_RT_VISIBLE_DEVICES"); }
 
 aclError Fail(aclError code, const std::string& msg) {
   t_err = Fmt("%s (aclError %d)", msg.c_str(), code);

@@ -42,7 +42,7 @@ thread_local int t_device = 0;
 thread_local musaError_t t_last = musaSuccess;
 thread_local std::string t_msg;
 
-int DeviceCount() { return static_cast<int>(tshim::EnvU64("TESSERA_SHIM_DEVICE_COUNT", 8)); }
+int DeviceCount() { return tshim::DeviceCount("MUSA_VISIBLE_DEVICES"); }
 uint64_t Delay() { return tshim::EnvU64("TESSERA_SHIM_STREAM_DELAY_US", 0); }
 
 musaError_t Fail(musaError_t code, const std::string& msg) {

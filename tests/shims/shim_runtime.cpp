@@ -22,6 +22,22 @@ uint64_t EnvU64(const char* name, uint64_t dflt) {
   return (end && *end == 0) ? x : dflt;
 }
 
+int DeviceCount(const char* visible_env) {
+  const int all = static_cast<int>(EnvU64("TESSERA_SHIM_DEVICE_COUNT", 8));
+  const char* v = std::getenv(visible_env);
+  if (v == nullptr) return all;
+  // As CUDA_VISIBLE_DEVICES: the listed devices, in order, up to the first entry that is not one of them.
+  int n = 0;
+  for (const char* p = v; *p != 0;) {
+    char* end = nullptr;
+    const long id = std::strtol(p, &end, 10);
+    if (end == p || id < 0 || id >= all || (*end != 0 && *end != ',')) break;
+    ++n;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
 std::string Fmt(const char* fmt, ...) {
   char buf[1024];
   va_list ap;

@@ -6,7 +6,7 @@
 // device pointer faults as it would on a real accelerator; the shim copies through a second, readable alias
 // (TESSERA_SHIM_HOST_ACCESS=1 makes the handed-out address readable too). Knobs (read when a stream or
 // allocation is made): TESSERA_SHIM_STREAM_DELAY_US (each stream task waits this long before it runs, so a
-// missing synchronisation shows stale data), TESSERA_SHIM_DEVICE_COUNT (default 8).
+// missing synchronisation shows stale data), TESSERA_SHIM_DEVICE_COUNT (default 8; see DeviceCount).
 //
 // Everything here has hidden visibility (the shared libraries are built with -fvisibility=hidden), so the
 // two runtimes loaded in one process keep separate state.
@@ -31,6 +31,10 @@
 namespace tshim {
 
 uint64_t EnvU64(const char* name, uint64_t dflt);
+// The devices a process sees: TESSERA_SHIM_DEVICE_COUNT (default 8), or, when the runtime's visible-devices
+// variable `visible_env` is set, as many as it lists (comma-separated indices below that count, up to the first
+// that is not), as the vendors document ASCEND_RT_VISIBLE_DEVICES / MUSA_VISIBLE_DEVICES.
+int DeviceCount(const char* visible_env);
 std::string Fmt(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // A task's outcome: code 0 is success, anything else is the owning vendor's error code.

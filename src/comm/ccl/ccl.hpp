@@ -116,9 +116,9 @@ class CclLibrary {
   };
   // Loads `row` (soname may be a path). Unsupported when the library or a symbol is missing.
   static Result<std::shared_ptr<CclLibrary>> Load(const CclRow& row);
-  // The table row picked by TESSERA_CCL (default "nccl"), with TESSERA_CCL_LIB / TESSERA_CCL_PREFIX
-  // overriding its file and prefix.
-  static Result<std::shared_ptr<CclLibrary>> LoadFromEnv();
+  // The table row picked by TESSERA_CCL (when unset: `default_row`, the device family's DeviceFamily::ccl),
+  // with TESSERA_CCL_LIB / TESSERA_CCL_PREFIX overriding its file and prefix.
+  static Result<std::shared_ptr<CclLibrary>> LoadFromEnv(std::string_view default_row = "nccl");
   ~CclLibrary();
 
   const std::string& name() const { return name_; }

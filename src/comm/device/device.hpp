@@ -1,26 +1,33 @@
 // comm/device/device: the interface through which the communicator hands collectives of a rank whose
-// island is a device island (TESSERA_DEVICE=cuda:N) to that device backend. The backend decides, per
-// call, between the island's vendor library on the caller's stream (a world of one island), the
-// GPU<->host bridge (a hybrid world), and the host path (host memory, stream NULL).
+// island is a device island (TESSERA_DEVICE=cuda:N, npu:N, musa:N) to that device backend. The backend
+// decides, per call, between the island's vendor library on the caller's stream (a world of one island),
+// the device<->host bridge (a hybrid world), and the host path (host memory, stream NULL).
 //
-// OpenDeviceRank is defined by the CUDA backend when the build has it, and otherwise returns
+// Two backends: CudaRank (cuda_rank.cpp, the CUDA family, with the device bridge) and AccelRank
+// (accel_rank.cpp: every family whose runtime is a row of the device-runtime table, comm/runtime; pinned
+// staging). OpenDeviceRank is defined by the CUDA backend when the build has it, and otherwise returns
 // Unsupported naming the device, so the communicator needs no #ifdef at its dispatch points.
+// AccelRank reaches its communicator only through HostPath below.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "common/vendor.hpp"
 #include "tessera/status.hpp"
 #include "tessera/tessera.h"
 
 namespace tessera::comm {
 
 class Comm;
+class StoreClient;
 struct P2POp;
 
 // Device allocations already validated (base, size), most recent first: a pointer inside one skips the
@@ -119,8 +126,47 @@ class DeviceRank {
   virtual DirectAllReduce* DirectPath() { return nullptr; }
 };
 
+// What a device backend that stages through host memory needs of its communicator, and nothing more: the
+// world's shape, the store (for its CCL's id), the failure bookkeeping, and the host-memory collectives
+// (each one guarded collective of the communicator: argument checks, failure recorded and announced). Comm
+// implements it; AccelRank gets it in Attach.
+class HostPath {
+ public:
+  struct Shape {
+    int rank = 0, size = 1;                // in the world
+    int islands = 1, island = 0;           // how many, and mine (its index)
+    int island_size = 1, island_rank = 0;  // my island's ranks, and my place among them
+    std::chrono::milliseconds timeout{0};  // TESSERA_TIMEOUT of this communicator
+  };
+  virtual Shape WorldShape() const = 0;
+  virtual StoreClient* Store() const = 0;
+  // Runs `body` as a step of a collective: a failure fails the communicator and is announced to the other ranks
+  // (as a failure inside a host collective is); a communicator that has failed runs nothing.
+  virtual Status Guarded(const std::string& what, const std::function<Status()>& body) = 0;
+  virtual Status HostAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                               tsrStream_t stream) = 0;
+  virtual Status HostReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                                   tsrStream_t stream) = 0;
+  virtual Status HostAllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type,
+                               tsrStream_t stream) = 0;
+  virtual Status HostBroadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                               tsrStream_t stream) = 0;
+  virtual Status HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) = 0;
+  virtual Status HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) = 0;
+  virtual Status HostBarrier() = 0;
+  virtual Status HostGroup(const std::vector<P2POp>& ops) = 0;
+  virtual Status HostAllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                               const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type) = 0;
+
+ protected:
+  ~HostPath() = default;
+};
+
 // `device` is TESSERA_DEVICE ("cuda:N"). Selects the GPU; errors name the value.
 Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const std::string& device);
+// A device of a family whose runtime is a row of the device-runtime table (npu:N, musa:N): loads the row, checks
+// the index against the devices the runtime sees, selects it. Errors name the value, the runtime and its file.
+Result<std::unique_ptr<DeviceRank>> OpenAccelRank(const DeviceName& device);
 // True when `p` is memory of a device backend (a host-island rank must not get such a pointer).
 bool IsDevicePointer(const void* p);
 

@@ -5,10 +5,66 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#ifdef TESSERA_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "comm/ccl/ccl.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 
 namespace tessera::comm {
+
+namespace {
+constexpr bool SameName(const char* a, const char* b) {
+  while (*a != 0 && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+// Every device family names a runtime this build has (CUDA's backend or a row of kRuntimeTable) and a row of
+// kCclTable: a new vendor is a family row, a runtime row and a CCL row, and a typo in one fails the build.
+constexpr bool FamiliesHaveRows() {
+  for (const DeviceFamily& f : kDeviceFamilies) {
+    bool runtime = SameName(f.runtime, kCudaRuntime), ccl = false;
+    for (const RuntimeRow& r : kRuntimeTable) runtime |= SameName(f.runtime, r.name);
+    for (const CclRow& r : kCclTable) ccl |= SameName(f.ccl, r.name);
+    if (!runtime || !ccl) return false;
+  }
+  return true;
+}
+static_assert(FamiliesHaveRows(), "a DeviceFamily (common/vendor.hpp) names a runtime or CCL row that does not exist");
+}  // namespace
+
+bool HasCudaBackend(const DeviceFamily& family) { return SameName(family.runtime, kCudaRuntime); }
+
+int VisibleDeviceCount(const DeviceFamily& family, std::string* why) {
+  if (HasCudaBackend(family)) {
+#ifdef TESSERA_HAVE_CUDA
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      *why = fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(err));
+      return 0;
+    }
+    if (n == 0) *why = "cudaGetDeviceCount found 0 devices";
+    return n;
+#else
+    *why = "this tessera was built without CUDA";
+    return 0;
+#endif
+  }
+  auto rt = LoadRuntime(family.runtime);
+  if (!rt.ok()) {
+    *why = rt.status().message();
+    return 0;
+  }
+  auto n = (*rt)->DeviceCount();
+  if (!n.ok()) {
+    *why = n.status().message();
+    return 0;
+  }
+  if (*n == 0) *why = fmt::format("the {} runtime ('{}') found 0 devices", (*rt)->name(), (*rt)->path());
+  return *n;
+}
 
 const RuntimeRow* FindRuntimeRow(std::string_view name) {
   for (const auto& r : kRuntimeTable)

@@ -11,7 +11,7 @@
 //
 // Threads: ACL binds a device to a thread (aclrtSetDevice "per thread before resources"), so every thread that
 // calls a DeviceRuntime calls SetDevice first; MUSA (as CUDA) keeps a current device per thread too.
-// Not wired into Comm yet: nothing outside tests uses this table today.
+// Used by the generic accelerator rank (comm/device/accel_rank) and the launcher's device count.
 #pragma once
 
 #include <cstddef>
@@ -19,9 +19,16 @@
 #include <string>
 #include <string_view>
 
+#include "common/vendor.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::comm {
+
+// The runtime name of the CUDA family (DeviceFamily::runtime), whose ranks have their own backend (CudaRank, with
+// the device bridge) rather than a row of this table. Every family's runtime is this or a row (runtime.cpp checks
+// the tables at compile time).
+inline constexpr const char* kCudaRuntime = "cuda";
+bool HasCudaBackend(const DeviceFamily& family);
 
 // How a runtime is called.
 enum class RuntimeShape {
@@ -68,6 +75,10 @@ inline constexpr RuntimeRow kRuntimeTable[] = {
      .stream_memops = false,
      .pinned_host_alloc = true},
 };
+
+// How many devices of `family` this process sees: the CUDA runtime's count, or the family's runtime row's
+// DeviceCount() (loading the row); 0 with *why set when none (the runtime missing, or its error).
+int VisibleDeviceCount(const DeviceFamily& family, std::string* why);
 
 // The row named `name` ("acl", "musa"), or null.
 const RuntimeRow* FindRuntimeRow(std::string_view name);

@@ -1,0 +1,145 @@
+// tests/runtime/accel_rank_test: the generic accelerator rank (src/comm/device/accel_rank.cpp) in whole jobs under
+// `tessera run`, with npu (Ascend: ACL + HCCL) and musa (Moore Threads: MUSA + MCCL) islands on the host ABI shims
+// of tests/shims, found as an installed runtime would be: on LD_LIBRARY_PATH by soname. Each rank is an
+// accel_worker process; each prints "OK rank R" or "FAIL rank R: why".
+//   - a world of one npu / musa island: the island's library (HCCL / MCCL shim) inside, staged for what it lacks;
+//   - hybrid worlds: npu beside host, npu beside musa beside host, uneven islands, every collective staged through
+//     pinned memory, with and without a delay on every stream task (a missing synchronisation shows stale data);
+//   - the launcher: it counts npu devices through the ACL row and gives each rank its own
+//     (ASCEND_RT_VISIBLE_DEVICES), round-robin past the count, and names the library when there is none;
+//   - faults: device memory expected but host memory given, a rank that dies, a device index past the count.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <ostream>
+#include <regex>
+#include <string>
+
+namespace {
+
+struct Proc {
+  int status = -1;
+  std::string out;
+};
+
+Proc Shell(const std::string& cmd) {
+  Proc r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+int Count(const std::string& text, const std::string& pattern) {
+  std::regex re(pattern);
+  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+// `tessera run ISLANDS -- accel_worker ARGS` with the shims on the library path.
+Proc Job(const std::string& env, const std::string& islands, const std::string& args) {
+  return Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_TIMEOUT=20s " + env + " " TESSERA_CLI " run " + islands +
+               " -- " TESSERA_ACCEL_WORKER " " + args);
+}
+
+struct Layout {
+  const char* name;
+  const char* islands;
+  int ranks;
+  const char* env;
+};
+
+void PrintTo(const Layout& l, std::ostream* os) { *os << l.islands; }
+
+class Layouts : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(Layouts, EveryCollectiveIsExactAndBitIdenticalOnDeviceMemory) {
+  const Layout& l = GetParam();
+  Proc r = Job(l.env, l.islands, "check");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "OK rank"), l.ranks) << r.out;
+  EXPECT_EQ(Count(r.out, "FAIL"), 0) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Accel, Layouts,
+    ::testing::Values(Layout{"one_npu_island_of_3_on_hccl", "--island ascend=npu:3", 3, ""},
+                      Layout{"one_musa_island_of_2_on_mccl", "--island moore=musa:2", 2, ""},
+                      Layout{"npu_2_beside_host_1", "--island ascend=npu:2 --island nvidia=host:1", 3, ""},
+                      Layout{"npu_1_musa_2_host_1", "--island ascend=npu:1 --island moore=musa:2 --island x86=host:1",
+                             4, ""},
+                      Layout{"npu_3_beside_musa_1_slow_streams", "--island ascend=npu:3 --island moore=musa:1", 4,
+                             "TESSERA_SHIM_STREAM_DELAY_US=300"},
+                      Layout{"npu_1_beside_host_2_over_tcp", "--island ascend=npu:1 --island nvidia=host:2", 3,
+                             "TESSERA_BRIDGE=tcp"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Accel, LargeCountsCrossStagingGrowthAndBridgeChunks) {
+  Proc r = Job("TESSERA_CUDA_CHUNK=64K", "--island ascend=npu:2 --island nvidia=host:1", "check --sizes 300007");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "OK rank"), 3) << r.out;
+}
+
+TEST(Accel, LauncherGivesEachRankItsOwnDevice) {
+  // Three npu ranks on a machine of four: each sees one device, index 0, through ASCEND_RT_VISIBLE_DEVICES.
+  Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_SHIM_DEVICE_COUNT=4 " TESSERA_CLI
+                 " run --island ascend=npu:3 -- sh -c 'echo \"rank $TESSERA_RANK device $TESSERA_DEVICE visible "
+                 "$ASCEND_RT_VISIBLE_DEVICES\"'");
+  EXPECT_EQ(r.status, 0) << r.out;
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NE(r.out.find("rank " + std::to_string(i) + " device npu:0 visible " + std::to_string(i)), std::string::npos)
+        << r.out;
+  // More ranks than devices: dealt round-robin, as cuda devices are (two islands may share a device).
+  Proc wrap =
+      Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_SHIM_DEVICE_COUNT=2 " TESSERA_CLI
+            " run --island ascend=npu:3 -- sh -c 'echo \"rank $TESSERA_RANK visible $ASCEND_RT_VISIBLE_DEVICES\"'");
+  EXPECT_EQ(wrap.status, 0) << wrap.out;
+  for (const char* want : {"rank 0 visible 0", "rank 1 visible 1", "rank 2 visible 0"})
+    EXPECT_NE(wrap.out.find(want), std::string::npos) << wrap.out;
+  // No runtime at all: the launcher says which library it looked for and which variable points elsewhere.
+  Proc none =
+      Shell("TESSERA_ACL_LIBRARY=/nonexistent/libascendcl.so " TESSERA_CLI " run --island ascend=npu:1 -- true");
+  EXPECT_NE(none.status, 0) << none.out;
+  EXPECT_NE(none.out.find("/nonexistent/libascendcl.so"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("TESSERA_ACL_LIBRARY"), std::string::npos) << none.out;
+}
+
+TEST(Accel, HostMemoryWithAStreamIsRefusedOnEveryRank) {
+  Proc r = Job("", "--island ascend=npu:1 --island nvidia=host:2", "wrongmem");
+  EXPECT_EQ(Count(r.out, "ERROR rank"), 3) << r.out;
+  EXPECT_EQ(Count(r.out, "FAIL"), 0) << r.out;
+  EXPECT_NE(r.out.find("is not device memory of npu:0"), std::string::npos) << r.out;
+  EXPECT_EQ(Count(r.out, R"(\(offender\): invalid argument: rank 0: allreduce: sendbuf = 0x[0-9a-f]+ is not device)"),
+            1)
+      << r.out;
+}
+
+TEST(Accel, ADeadPeerFailsEveryRankInTime) {
+  Proc r = Job("TESSERA_TIMEOUT=10s", "--island ascend=npu:2 --island nvidia=host:1", "die 2");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "ERROR rank [01] after"), 2) << r.out;
+  std::smatch m;
+  std::string rest = r.out;
+  while (std::regex_search(rest, m, std::regex(R"(ERROR rank \d after ([0-9.]+)s)"))) {
+    EXPECT_LT(std::stod(m[1]), 15.0) << r.out;
+    rest = m.suffix();
+  }
+}
+
+TEST(Accel, ADeviceIndexPastTheCountNamesIt) {
+  // Started without the launcher: rank 0 of a world of one asks for npu:5 of 2 devices.
+  Proc r =
+      Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR
+            " TESSERA_SHIM_DEVICE_COUNT=2 TESSERA_RANK=0 TESSERA_WORLD_SIZE=1 "
+            "TESSERA_STORE=127.0.0.1:1 TESSERA_TOKEN=t TESSERA_DEVICE=npu:5 " TESSERA_ACCEL_WORKER " check --sizes 1");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("TESSERA_DEVICE='npu:5'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sees 2 devices"), std::string::npos) << r.out;
+}
+
+}  // namespace
