@@ -102,25 +102,25 @@ run_job gpu1+host3-bf16 90 -- --island nvidia=cuda:1 --island ascend=host:3 -- "
 JOBENV=$ONE_CARD run_job gpu+gpu-one-card 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes $SZ
 JOBENV=$ONE_CARD run_job gpu+gpu-one-card-hostmem 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes $SZ --host-memory
 # The same jobs on the previous bridge (pinned staging + host engine), side by side in this run.
-JOBENV=TESSERA_CUDA_BRIDGE=staged run_job gpu1+host3-staged 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "${AR[@]}" --sizes 64M,256M
-JOBENV="$ONE_CARD TESSERA_CUDA_BRIDGE=staged" run_job gpu+gpu-one-card-staged 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
+JOBENV=TESSERA_DEVICE_BRIDGE=staged run_job gpu1+host3-staged 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "${AR[@]}" --sizes 64M,256M
+JOBENV="$ONE_CARD TESSERA_DEVICE_BRIDGE=staged" run_job gpu+gpu-one-card-staged 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
 # Ring and copy size: the device bridge pipelines through the rings, so they bound the bytes in flight
-# (defaults TESSERA_CUDA_RING=64M, TESSERA_CUDA_PIECE=8M; here a quarter and half of that).
-JOBENV="$ONE_CARD TESSERA_CUDA_RING=16M TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-ring16M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
-JOBENV="$ONE_CARD TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-one-card-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
+# (defaults TESSERA_DEVICE_RING=64M, TESSERA_DEVICE_PIECE=8M; here a quarter and half of that).
+JOBENV="$ONE_CARD TESSERA_DEVICE_RING=16M TESSERA_DEVICE_PIECE=4M" run_job gpu+gpu-one-card-ring16M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
+JOBENV="$ONE_CARD TESSERA_DEVICE_PIECE=4M" run_job gpu+gpu-one-card-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
 if [ "$NGPU" -gt 1 ]; then
   # Each island on its own GPU and PCIe link: the layout of a real two-vendor job.
   run_job gpu+gpu-two-cards 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 16M,64M,256M
-  JOBENV="TESSERA_CUDA_PIECE=4M" run_job gpu+gpu-two-cards-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
+  JOBENV="TESSERA_DEVICE_PIECE=4M" run_job gpu+gpu-two-cards-piece4M 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "${AR[@]}" --sizes 64M,256M
 fi
 # One GPU and ONE host rank: the host side is a single process (no island phases), the bridge alone.
 run_job gpu1+host1 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
 run_job host1+host1 150 -- --island a=host:1 --island b=host:1 -- "${AR[@]}" --sizes 64M,256M
 # The bridge over TCP (as between hosts; here on this host, TESSERA_BRIDGE=tcp): the CUDA rank's received
 # bytes folded on the host (pinned staging: `auto`'s choice over TCP) or on the GPU through TCP links
-# relayed into host rings (TESSERA_CUDA_BRIDGE=device), beside two host ranks over the same TCP (issue #19).
+# relayed into host rings (TESSERA_DEVICE_BRIDGE=device), beside two host ranks over the same TCP (issue #19).
 JOBENV="TESSERA_BRIDGE=tcp" run_job gpu1+host1-tcp-staged 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
-JOBENV="TESSERA_BRIDGE=tcp TESSERA_CUDA_BRIDGE=device" run_job gpu1+host1-tcp-device 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
+JOBENV="TESSERA_BRIDGE=tcp TESSERA_DEVICE_BRIDGE=device" run_job gpu1+host1-tcp-device 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
 JOBENV="TESSERA_BRIDGE=tcp" run_job host1+host1-tcp 150 -- --island a=host:1 --island b=host:1 -- "${AR[@]}" --sizes 64M,256M
 
 step "bench (b): one NCCL island through Tessera vs NCCL directly"

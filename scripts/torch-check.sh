@@ -249,11 +249,11 @@ if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
     done
   done
   # TCHK_TRACE=1: one async torch run and one C API --batch 5 run with the bridge's per-job trace
-  # (TESSERA_CUDA_TRACE: submission, worker start, run end, copies end), to see where torch's calls lose time
+  # (TESSERA_DEVICE_TRACE: submission, worker start, run end, copies end), to see where torch's calls lose time
   if [ -n "${TCHK_TRACE:-}" ]; then
-    TESSERA_CUDA_TRACE=$OUTDIR/trace-torch timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- \
+    TESSERA_DEVICE_TRACE=$OUTDIR/trace-torch timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- \
       "$PY" "$ROOT/bench/torch/allreduce_bench.py" --async --sizes 64M --rounds 3 --phases 8 >> "$OUTDIR/torch-bench.log" 2>&1
-    TESSERA_CUDA_TRACE=$OUTDIR/trace-capi timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- \
+    TESSERA_DEVICE_TRACE=$OUTDIR/trace-capi timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- \
       "$T" bench allreduce --sizes 64M --iters 3 --batch 5 --warmup 2 --op avg --in-place >> "$OUTDIR/torch-bench.log" 2>&1
     ls "$OUTDIR"/trace-* 2>/dev/null
   fi

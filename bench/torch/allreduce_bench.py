@@ -26,7 +26,7 @@ p.add_argument("--rounds", type=int, default=5)
 p.add_argument("--async", dest="asynchronous", action="store_true",
                help="queue the --iters calls with async_op=True and wait for them together (as the C API's --batch)")
 p.add_argument("--phases", type=int, default=0,
-               help="then N more calls per size, each timed in phases on the monotonic clock (of TESSERA_CUDA_TRACE): "
+               help="then N more calls per size, each timed in phases on the monotonic clock (of TESSERA_DEVICE_TRACE): "
                     "issued, its end seen by polling Work.is_completed(), wait() returned, torch.cuda.synchronize() "
                     "returned; one row per rank")
 a = p.parse_args()

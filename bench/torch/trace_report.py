@@ -1,5 +1,5 @@
 """Where a torch all_reduce's time goes after the bridge's work: joins allreduce_bench.py --phases rows with
-the TESSERA_CUDA_TRACE files of the same run (both on the monotonic clock).
+the TESSERA_DEVICE_TRACE files of the same run (both on the monotonic clock).
 
     python3 bench/torch/trace_report.py DIR   # DIR: phases.jsonl (the --phases rows), trace-torch.rankN
 
@@ -27,7 +27,7 @@ def main(d):
         row = json.loads(line)
         rank = row["rank"]
         if not (d / f"trace-torch.rank{rank}").is_file():
-            sys.exit(f"trace_report: {d / f'trace-torch.rank{rank}'} is missing (TESSERA_CUDA_TRACE=DIR/trace-torch)")
+            sys.exit(f"trace_report: {d / f'trace-torch.rank{rank}'} is missing (TESSERA_DEVICE_TRACE=DIR/trace-torch)")
         trace = jobs(d / f"trace-torch.rank{rank}")
         print(f"rank {rank}: {len(row['calls'])} calls of {row['bytes'] >> 20} MiB")
         for c in row["calls"]:

@@ -211,7 +211,7 @@ struct CommRef {
 // Tessera's own timeout raises first) with a timeout error.
 class Completer {
  public:
-  // `trace`: a file for TESSERA_CUDA_TRACE's rows of this rank's completions (empty: none).
+  // `trace`: a file for TESSERA_DEVICE_TRACE's rows of this rank's completions (empty: none).
   Completer(c10::DeviceIndex device, std::chrono::milliseconds timeout, std::shared_ptr<CommRef> comm,
             const std::string& trace)
       : state_(std::make_shared<State>()) {
@@ -264,7 +264,7 @@ class Completer {
     std::chrono::milliseconds timeout{0};
     std::shared_ptr<CommRef> comm;
     std::optional<c10::cuda::CUDAStream> idle;
-    FILE* trace = nullptr;  // TESSERA_CUDA_TRACE: when each end was seen and its future completed
+    FILE* trace = nullptr;  // TESSERA_DEVICE_TRACE: when each end was seen and its future completed
     ~State() {
       if (trace != nullptr) std::fclose(trace);
     }
@@ -413,8 +413,9 @@ class Backend : public c10d::Backend {
       TSR_CHECK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking) == cudaSuccess,
                 "tessera: cudaStreamCreate for the communication stream failed on ", device_);
       stream_ = c10::cuda::getStreamFromExternal(comm_stream, device_index_);
-      const char* trace =
-          std::getenv("TESSERA_CUDA_TRACE");  // the bridge writes PREFIX.rankN, this PREFIX.completer.rankN
+      // The bridge writes PREFIX.rankN, this PREFIX.completer.rankN; TESSERA_CUDA_TRACE is the variable's old name.
+      const char* trace = std::getenv("TESSERA_DEVICE_TRACE");
+      if (trace == nullptr || *trace == '\0') trace = std::getenv("TESSERA_CUDA_TRACE");
       completer_ = std::make_unique<Completer>(
           device_index_, std::chrono::milliseconds(timeout_ms), ref_,
           trace != nullptr && *trace != '\0' ? std::string(trace) + ".completer.rank" + std::to_string(rank) : "");

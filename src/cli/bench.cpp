@@ -1,11 +1,12 @@
 // cli/bench: `tessera bench allreduce|reduce_scatter|allgather|broadcast`, the collective benchmark, run
 // under `tessera run` (one process per rank). Output as nccl-tests (size, count, type, redop, time, algbw,
 // busbw, #wrong), from rank 0, after lines naming each rank's device and memory. Uses the public C API
-// (tessera/tessera.h), src/common and, for device memory, the CUDA runtime (cli/bench_memory).
+// (tessera/tessera.h), src/common and, for device memory, the CUDA runtime or the family's device-runtime row
+// (cli/bench_memory).
 //
-// Memory: a rank of a CUDA island (TESSERA_DEVICE=cuda:N) keeps its buffers in device memory of its GPU and
-// passes a stream of its own, as nccl-tests does; --host-memory puts them in host memory (stream NULL), as
-// every other rank's are.
+// Memory: a rank of a device island (TESSERA_DEVICE=cuda:N, npu:N, musa:N) keeps its buffers in device memory of
+// its device and passes a stream of its own, as nccl-tests does; --host-memory puts them in host memory (stream
+// NULL), as every host rank's are.
 // Timing: a sample is a tsrBarrier, then --batch calls (default 1) and, on device memory, a wait for the
 // stream; its time per call is the slowest rank's (the samples are allreduced with max), and a row's time is
 // the median over --iters samples. algbw = bytes / time; busbw = algbw * 2(n-1)/n (allreduce), (n-1)/n
@@ -493,7 +494,7 @@ int RunBench(int argc, char** argv) {
     BenchMemory& mem = **opened;
     WorldInfo info = DescribeWorld(w, mem);
     std::string bridge = env::GetOrDefault("TESSERA_BRIDGE");
-    std::string cuda_bridge = env::GetOrDefault("TESSERA_CUDA_BRIDGE");
+    std::string cuda_bridge = env::GetOrDefault("TESSERA_DEVICE_BRIDGE");
     Generator gen(o.seed, o.dtype, o.op, w.size);
     const bool lead = w.rank == 0;
     if (lead) {

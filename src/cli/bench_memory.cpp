@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/runtime/runtime.hpp"
 #include "common/env.hpp"
+#include "common/vendor.hpp"
 
 #if defined(TESSERA_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -30,6 +32,11 @@ Status CudaCheck(cudaError_t e, int gpu, const std::string& what) {
 
 void BenchMemory::Free::operator()(std::byte* p) const {
   if (p == nullptr) return;
+  if (rt != nullptr) {
+    (void)rt->SetDevice(gpu);
+    (void)rt->Free(p);
+    return;
+  }
   if (gpu < 0) {
     std::free(p);
     return;
@@ -42,8 +49,18 @@ void BenchMemory::Free::operator()(std::byte* p) const {
 
 Result<std::unique_ptr<BenchMemory>> BenchMemory::Open(const std::string& device, bool host_memory) {
   std::unique_ptr<BenchMemory> m(new BenchMemory());
-  if (host_memory || device.rfind("cuda:", 0) != 0) return m;
-  TSR_ASSIGN_OR_RETURN(int64_t gpu, env::ParseInt("TESSERA_DEVICE", device.substr(5), 0, 9999));
+  TSR_ASSIGN_OR_RETURN(DeviceName name, ParseDeviceName(device, "TESSERA_DEVICE"));
+  if (host_memory || name.host()) return m;
+  if (!comm::HasCudaBackend(*name.family)) {
+    // The family's runtime row; the communicator has already opened it and checked the index.
+    TSR_ASSIGN_OR_RETURN(m->rt_, comm::LoadRuntime(name.family->runtime));
+    TSR_RETURN_IF_ERROR(m->rt_->SetDevice(name.index));
+    TSR_ASSIGN_OR_RETURN(void* s, m->rt_->StreamCreate());
+    m->gpu_ = name.index;
+    m->stream_ = s;
+    return m;
+  }
+  const int64_t gpu = name.index;
 #if defined(TESSERA_HAVE_CUDA)
   // The communicator has already made this GPU current on this thread; say so again, explicitly, before
   // anything is made on it.
@@ -64,6 +81,12 @@ Result<std::unique_ptr<BenchMemory>> BenchMemory::Open(const std::string& device
 }
 
 BenchMemory::~BenchMemory() {
+  if (rt_ != nullptr) {
+    (void)rt_->SetDevice(gpu_);
+    (void)rt_->StreamSynchronize(stream_);
+    (void)rt_->StreamDestroy(stream_);
+    return;
+  }
 #if defined(TESSERA_HAVE_CUDA)
   if (stream_ != nullptr) {
     (void)cudaSetDevice(gpu_);
@@ -80,6 +103,14 @@ Result<BenchMemory::Buffer> BenchMemory::Allocate(size_t bytes) {
     if (p == nullptr) return SystemError(fmt::format("cannot allocate {} bytes of host memory", n));
     std::memset(p, 0, n);  // fault the pages in before timing
     return Buffer(p, Free{-1});
+  }
+  if (rt_ != nullptr) {
+    TSR_RETURN_IF_ERROR(rt_->SetDevice(gpu_));
+    TSR_ASSIGN_OR_RETURN(void* p, rt_->Malloc(n));
+    Buffer b(static_cast<std::byte*>(p), Free{gpu_, rt_.get()});
+    TSR_RETURN_IF_ERROR(rt_->MemsetAsync(p, n, 0, n, stream_));
+    TSR_RETURN_IF_ERROR(Synchronize());
+    return b;
   }
 #if defined(TESSERA_HAVE_CUDA)
   void* p = nullptr;
@@ -99,6 +130,13 @@ Status BenchMemory::Copy(void* dst, const void* src, size_t bytes, bool to_devic
   if (!on_device()) {
     std::memcpy(dst, src, bytes);
     return Status::Ok();
+  }
+  if (rt_ != nullptr) {
+    // After the stream has drained, a synchronous copy: ACL copies asynchronously only from host memory it
+    // allocated, and these host buffers are the benchmark's own.
+    TSR_RETURN_IF_ERROR(Synchronize());
+    return rt_->Memcpy(dst, bytes, src, bytes,
+                       to_device ? comm::CopyKind::kHostToDevice : comm::CopyKind::kDeviceToHost);
   }
 #if defined(TESSERA_HAVE_CUDA)
   // On the benchmark's stream, not cudaMemcpy: a copy from pageable memory may return before its DMA
@@ -122,6 +160,10 @@ Status BenchMemory::Download(void* dst, const std::byte* src, size_t bytes) { re
 
 Status BenchMemory::Synchronize() {
   if (!on_device()) return Status::Ok();
+  if (rt_ != nullptr) {
+    TSR_RETURN_IF_ERROR(rt_->SetDevice(gpu_));
+    return rt_->StreamSynchronize(stream_);
+  }
 #if defined(TESSERA_HAVE_CUDA)
   return CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), gpu_, "cudaStreamSynchronize");
 #else

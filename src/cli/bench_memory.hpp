@@ -1,7 +1,8 @@
-// cli/bench_memory: where `tessera bench` keeps one rank's buffers. A rank of a CUDA island
-// (TESSERA_DEVICE=cuda:N) uses device memory of its GPU and a stream of its own, as nccl-tests does; every
-// other rank, and a CUDA rank given --host-memory, uses host memory and stream NULL. The benchmark fills and
-// reads its buffers only through Upload/Download, so the same code drives both.
+// cli/bench_memory: where `tessera bench` keeps one rank's buffers. A rank of a device island
+// (TESSERA_DEVICE=cuda:N, npu:N, musa:N) uses device memory of its device and a stream of its own, as nccl-tests
+// does: through the CUDA runtime for cuda, through the family's device-runtime row (comm/runtime) otherwise. Host
+// ranks, and device ranks given --host-memory, use host memory and stream NULL. The benchmark fills and reads
+// its buffers only through Upload/Download, so the same code drives all three.
 //
 // Device memory: the stream is made on GPU N (cudaSetDevice(N) first, on the calling thread) and is
 // non-blocking, so it is ordered with nothing but itself; Upload, Download and Zero are queued on it and
@@ -16,24 +17,30 @@
 #include "tessera/status.hpp"
 #include "tessera/tessera.h"
 
+namespace tessera::comm {
+class DeviceRuntime;
+}
+
 namespace tessera::cli {
 
 class BenchMemory {
  public:
-  // `device` is the rank's TESSERA_DEVICE ("host", "cuda:N"). Host memory unless it names a CUDA GPU
-  // and `host_memory` is false. Device memory in a build without CUDA is Unsupported.
+  // `device` is the rank's TESSERA_DEVICE ("host", "cuda:N", "npu:N"). Host memory unless it names a device
+  // and `host_memory` is false. CUDA device memory in a build without CUDA is Unsupported.
   static Result<std::unique_ptr<BenchMemory>> Open(const std::string& device, bool host_memory);
   ~BenchMemory();
   BenchMemory(const BenchMemory&) = delete;
   BenchMemory& operator=(const BenchMemory&) = delete;
 
   bool on_device() const { return gpu_ >= 0; }
+  bool on_runtime_row() const { return rt_ != nullptr; }                // npu, musa: through comm/runtime
   const char* kind() const { return on_device() ? "device" : "host"; }  // for the output
   tsrStream_t stream() const { return stream_; }                        // NULL on host memory
 
   // Frees with the memory it came from.
   struct Free {
-    int gpu = -1;  // -1: host memory
+    int gpu = -1;                       // -1: host memory
+    comm::DeviceRuntime* rt = nullptr;  // set: memory of that runtime row
     void operator()(std::byte* p) const;
   };
   using Buffer = std::unique_ptr<std::byte, Free>;
@@ -51,6 +58,7 @@ class BenchMemory {
   BenchMemory() = default;
   int gpu_ = -1;
   tsrStream_t stream_ = nullptr;
+  std::shared_ptr<comm::DeviceRuntime> rt_;  // npu, musa
 };
 
 }  // namespace tessera::cli

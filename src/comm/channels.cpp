@@ -21,13 +21,13 @@ namespace tessera::comm {
 Status Comm::SetUpChannels() {
   TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", {"auto", "shm", "tcp"}));
   TSR_ASSIGN_OR_RETURN(uint64_t ring, env::Bytes("TESSERA_SHM_RING"));
-  TSR_ASSIGN_OR_RETURN(uint64_t cuda_ring, env::Bytes("TESSERA_CUDA_RING"));
+  TSR_ASSIGN_OR_RETURN(uint64_t cuda_ring, env::Bytes("TESSERA_DEVICE_RING"));
   TSR_ASSIGN_OR_RETURN(int64_t streams, env::Int("TESSERA_TCP_STREAMS", 1, 64));
   TSR_ASSIGN_OR_RETURN(uint64_t chunk, env::Bytes("TESSERA_TCP_CHUNK"));
   if (ring < (64 << 10) || ring % 4096 != 0)
     return InvalidArgument(fmt::format("TESSERA_SHM_RING={} must be at least 64K and a multiple of 4K", ring));
   if (cuda_ring < (64 << 10) || cuda_ring % 4096 != 0)
-    return InvalidArgument(fmt::format("TESSERA_CUDA_RING={} must be at least 64K and a multiple of 4K", cuda_ring));
+    return InvalidArgument(fmt::format("TESSERA_DEVICE_RING={} must be at least 64K and a multiple of 4K", cuda_ring));
   if (chunk < 4096) return InvalidArgument(fmt::format("TESSERA_TCP_CHUNK={} must be at least 4096", chunk));
   transport_.assign(size_, "");
   send_.resize(size_);
@@ -57,7 +57,7 @@ Status Comm::SetUpChannels() {
       (p < rank_ ? tcp_lower : tcp_higher).push_back(p);
   }
   // Shared memory: everyone creates an inbox, maps the peers', then unlinks its own name.
-  // Rings between a device-bridge rank and its bridge peers are TESSERA_CUDA_RING bytes, so that the
+  // Rings between a device-bridge rank and its bridge peers are TESSERA_DEVICE_RING bytes, so that the
   // copy engines keep several large transfers in flight; the others TESSERA_SHM_RING. Every rank
   // computes every inbox's layout from the world, so the owner and its writers agree.
   auto device_rank = [&](int r) {

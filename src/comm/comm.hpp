@@ -56,7 +56,7 @@ struct Island {
   std::string backend;     // "host" or "cuda"
   std::vector<int> ranks;  // sorted
   // A device island of one rank whose floating-point allreduce crosses the bridge on the GPU's copy
-  // engines. TESSERA_CUDA_BRIDGE=auto: where every rank of the world is on its host and TESSERA_BRIDGE is
+  // engines. TESSERA_DEVICE_BRIDGE=auto: where every rank of the world is on its host and TESSERA_BRIDGE is
   // not tcp (every bridge channel a shm ring the copy engines reach); =device: also over TCP (its TCP
   // links relayed through host rings, transport/relay.hpp); =staged: never. Set in Comm::Init.
   bool device_bridge = false;
@@ -67,7 +67,7 @@ const char* CollName(CollKind k);
 
 // Everything a rank needs to join a communicator (Comm::Create). FromEnv fills it from TESSERA_*;
 // tsrCommInitRank from its arguments and tsrConfig_t; Comm::Split from the parent. The bridge's tuning
-// variables (TESSERA_BRIDGE, TESSERA_SHM_RING, TESSERA_TCP_*, TESSERA_CUDA_*) are still read from the
+// variables (TESSERA_BRIDGE, TESSERA_SHM_RING, TESSERA_TCP_*, TESSERA_DEVICE_*) are still read from the
 // environment, with their defaults. The defaults of island, device and timeout are the declared ones of
 // TESSERA_ISLAND, TESSERA_DEVICE and TESSERA_TIMEOUT (common/env_vars.inc).
 struct InitParams {
@@ -183,7 +183,7 @@ class Comm final : public Links, private HostPath {
   Status HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
   Status HostBarrier() override;
   // In a world with a device island that stages through pinned memory (not DeviceBridgeEligible) and
-  // more than one island, allreduce runs as consecutive collectives over chunks of TESSERA_CUDA_CHUNK
+  // more than one island, allreduce runs as consecutive collectives over chunks of TESSERA_DEVICE_CHUNK
   // bytes on EVERY rank, so that the GPU rank can pipeline its device<->host copies with the bridge;
   // otherwise one chunk. Deterministic from count and type.
   std::vector<Range> BridgeChunks(size_t count, DType dt) const;

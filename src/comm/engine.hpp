@@ -82,7 +82,7 @@ class DeviceOps {
   virtual Status SendAfterFolds() = 0;
   // Device scratch of at least `bytes` for accumulators.
   virtual Result<void*> Scratch(size_t bytes) = 0;
-  // Bytes per copy-engine transfer (TESSERA_CUDA_PIECE).
+  // Bytes per copy-engine transfer (TESSERA_DEVICE_PIECE).
   virtual size_t piece() const = 0;
 };
 

@@ -214,7 +214,7 @@ Status Comm::Init(const InitParams& p) {
   // reaches the same answer (see Island::device_bridge).
   // `auto`: where every link is shm; `device`: also over TCP (the rank's TCP links then go through a
   // TcpRelay, whose host rings its copy engines use).
-  TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_CUDA_BRIDGE", {"auto", "staged", "device"}));
+  TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_DEVICE_BRIDGE", {"auto", "staged", "device"}));
   for (auto& isl : islands_) {
     const std::string& host = infos_[isl.ranks.front()].host_id;
     const bool all_shm = bridge != "tcp" && std::all_of(infos_.begin(), infos_.end(),
@@ -229,10 +229,10 @@ Status Comm::Init(const InitParams& p) {
   bool any_device = false;
   for (const auto& isl : islands_) any_device |= isl.backend != "host";
   if (any_device && islands_.size() > 1) {
-    TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_CUDA_CHUNK"));
+    TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_DEVICE_CHUNK"));
     if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
       return InvalidArgument(
-          fmt::format("TESSERA_CUDA_CHUNK={} must be at least 4096 and a multiple of 8", bridge_chunk_bytes_));
+          fmt::format("TESSERA_DEVICE_CHUNK={} must be at least 4096 and a multiple of 8", bridge_chunk_bytes_));
   }
   if (device_) {
     TSR_RETURN_IF_ERROR(device_->Attach(this));

@@ -8,15 +8,44 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "common/env_vars.hpp"
 
 namespace tessera::env {
 
-std::optional<std::string> Get(const char* name) {
+namespace {
+// The old name of `name` (TSR_ENV_ALIAS in env_vars.inc), or null.
+const char* OldName(const char* name) {
+  static constexpr struct {
+    const char *name, *old;
+  } kAliases[] = {
+#define TSR_ENV_VAR(name, parser, value, default_text, where, doc)
+#define TSR_ENV_ALIAS(name, old) {#name, #old},
+#include "common/env_vars.inc"
+#undef TSR_ENV_ALIAS
+#undef TSR_ENV_VAR
+  };
+  for (const auto& a : kAliases)
+    if (std::strcmp(a.name, name) == 0) return a.old;
+  return nullptr;
+}
+const char* Value(const char* name) {
   const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
+  return v == nullptr || *v == '\0' ? nullptr : v;
+}
+}  // namespace
+
+const char* SetName(const char* name) {
+  if (Value(name) != nullptr) return name;
+  const char* old = OldName(name);
+  return old != nullptr && Value(old) != nullptr ? old : name;
+}
+
+std::optional<std::string> Get(const char* name) {
+  const char* v = Value(SetName(name));
+  if (v == nullptr) return std::nullopt;
   return std::string(v);
 }
 
@@ -39,7 +68,7 @@ Result<int64_t> ParseInt(const std::string& what, const std::string& text, int64
 Result<int64_t> Int(const char* name, int64_t fallback, int64_t min, int64_t max) {
   auto v = Get(name);
   if (!v) return fallback;
-  return ParseInt(name, *v, min, max);
+  return ParseInt(SetName(name), *v, min, max);
 }
 
 Result<int64_t> RequireInt(const char* name, int64_t min, int64_t max) {
@@ -88,7 +117,7 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& what, const s
 Result<std::chrono::milliseconds> Duration(const char* name, std::chrono::milliseconds fallback) {
   auto v = Get(name);
   if (!v) return fallback;
-  return ParseDuration(name, *v);
+  return ParseDuration(SetName(name), *v);
 }
 
 Result<uint64_t> ParseBytes(const std::string& what, const std::string& text) {
@@ -121,7 +150,7 @@ Result<bool> ParseBool(const std::string& what, const std::string& text) {
 Result<uint64_t> Bytes(const char* name, uint64_t fallback) {
   auto v = Get(name);
   if (!v) return fallback;
-  return ParseBytes(name, *v);
+  return ParseBytes(SetName(name), *v);
 }
 
 Result<std::string> Choice(const char* name, const std::string& fallback, std::initializer_list<const char*> choices) {
@@ -133,7 +162,7 @@ Result<std::string> Choice(const char* name, const std::string& fallback, std::i
     list += list.empty() ? "" : "|";
     list += c;
   }
-  return InvalidArgument(fmt::format("{}='{}' is not one of {}", name, *v, list));
+  return InvalidArgument(fmt::format("{}='{}' is not one of {}", SetName(name), *v, list));
 }
 
 Result<std::string> DeclaredDefault(const char* name) {

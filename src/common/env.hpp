@@ -15,8 +15,12 @@
 
 namespace tessera::env {
 
-// The raw value, or nullopt when unset. An empty value counts as unset.
+// The raw value, or nullopt when unset. An empty value counts as unset. A renamed variable is read under its old
+// name (TSR_ENV_ALIAS in env_vars.inc) when the new one is unset.
 std::optional<std::string> Get(const char* name);
+// The variable that holds `name`'s value: `name`, or its old name (TSR_ENV_ALIAS in env_vars.inc) when only that is
+// set; for messages that name what the user set.
+const char* SetName(const char* name);
 // A required string: NotFound-style InvalidArgument naming the variable when unset.
 Result<std::string> Require(const char* name);
 // An integer in [min, max]; `fallback` when unset.

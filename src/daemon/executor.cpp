@@ -140,9 +140,12 @@ std::string SelfExe() {
 std::vector<std::string> JobEnvironment(char** daemon_env, const std::map<std::string, std::string>& set) {
   // TESSERA_* variables a job may inherit from the daemon: logging and the collectives' tuning (README).
   static const std::set<std::string> kKeep = {
-      "TESSERA_LOG",         "TESSERA_TIMEOUT",   "TESSERA_BRIDGE",      "TESSERA_BRIDGE_ADDR", "TESSERA_SHM_RING",
-      "TESSERA_TCP_STREAMS", "TESSERA_TCP_CHUNK", "TESSERA_CUDA_BRIDGE", "TESSERA_CUDA_RING",   "TESSERA_CUDA_PIECE",
-      "TESSERA_CUDA_CHUNK",  "TESSERA_CCL",       "TESSERA_CCL_LIB",     "TESSERA_CCL_PREFIX"};
+      "TESSERA_LOG", "TESSERA_TIMEOUT", "TESSERA_BRIDGE", "TESSERA_BRIDGE_ADDR", "TESSERA_SHM_RING",
+      "TESSERA_TCP_STREAMS", "TESSERA_TCP_CHUNK", "TESSERA_DEVICE_BRIDGE", "TESSERA_DEVICE_RING",
+      "TESSERA_DEVICE_PIECE", "TESSERA_DEVICE_CHUNK", "TESSERA_CCL", "TESSERA_CCL_LIB", "TESSERA_CCL_PREFIX",
+      "TESSERA_ACL_LIBRARY", "TESSERA_MUSA_LIBRARY",
+      // the old names of the TESSERA_DEVICE_* knobs, still read
+      "TESSERA_CUDA_BRIDGE", "TESSERA_CUDA_RING", "TESSERA_CUDA_PIECE", "TESSERA_CUDA_CHUNK"};
   std::vector<std::string> envs;
   for (char** e = daemon_env; e && *e; ++e) {
     std::string kv = *e;

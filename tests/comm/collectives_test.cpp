@@ -119,7 +119,7 @@ TEST(DeviceBridgeEmulated, ExactAndBitIdenticalOnAnEmulatedDevice) {
   }
 }
 
-// The device bridge over TCP (TESSERA_CUDA_BRIDGE=device where the bridge is TCP): the emulated ranks'
+// The device bridge over TCP (TESSERA_DEVICE_BRIDGE=device where the bridge is TCP): the emulated ranks'
 // TCP links to other islands go through TcpRelays with 64 KiB rings (wrapping many times per call), the
 // host path's calls (the hash allgathers) through the same rings; beside host ranks on plain TCP.
 TEST(DeviceBridgeEmulated, ExactAndBitIdenticalOverRelayedTcpLinks) {
@@ -213,7 +213,9 @@ TEST(CommFaults, MalformedChannelVariablesAreNamedWithTheirValue) {
     std::string env, expect;
   } cases[] = {
       {"TESSERA_SHM_RING=100000", "TESSERA_SHM_RING=100000 must be at least 64K and a multiple of 4K"},
-      {"TESSERA_CUDA_RING=32K", "TESSERA_CUDA_RING=32768 must be at least 64K and a multiple of 4K"},
+      {"TESSERA_DEVICE_RING=32K", "TESSERA_DEVICE_RING=32768 must be at least 64K and a multiple of 4K"},
+      {"TESSERA_DEVICE_BRIDGE=fast", "TESSERA_DEVICE_BRIDGE='fast'"},
+      // The variable's old name is still read, and a bad value is named as the user spelled it.
       {"TESSERA_CUDA_BRIDGE=fast", "TESSERA_CUDA_BRIDGE='fast'"},
   };
   for (const auto& c : cases) {

@@ -19,7 +19,7 @@
 // --quit-rank R: rank R leaves right after joining (_exit(0), its sockets closed by the kernel), to see the
 // others fail naming it instead of waiting for TESSERA_TIMEOUT.
 // --relay BYTES: the emulated ranks put their TCP links to other islands (TESSERA_BRIDGE=tcp) behind
-// TcpRelays with rings of BYTES, as a GPU rank with TESSERA_CUDA_BRIDGE=device does: the device bridge over TCP.
+// TcpRelays with rings of BYTES, as a GPU rank with TESSERA_DEVICE_BRIDGE=device does: the device bridge over TCP.
 // Prints "OK rank R: N cases" or "FAIL rank R: why" (exit 1).
 #include <unistd.h>
 

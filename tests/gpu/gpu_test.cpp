@@ -85,7 +85,7 @@ std::vector<RankOut> RunWorld(const std::vector<RankSpec>& ranks, const std::vec
       setenv("TESSERA_TIMEOUT", timeout.c_str(), 1);
       setenv("NCCL_NVLS_ENABLE", "0", 1);
       // Small bridge chunks, so that the pipelined path (many chunks, slot reuse) runs at test sizes.
-      setenv("TESSERA_CUDA_CHUNK", "65536", 1);
+      setenv("TESSERA_DEVICE_CHUNK", "65536", 1);
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
       std::vector<std::string> argv_s = {TESSERA_GPU_WORKER};
       argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -261,33 +261,33 @@ TEST(GpuHybrid, TwoGpuIslandsOnOneGpuMeetThroughTheBridge) {
 TEST(GpuHybrid, DeviceBridgeThroughSmallRingsWrapsCorrectly) {
   REQUIRE_GPU();
   auto outs = RunWorld(kTwoGpuIslandsOneGpu, {"check", "--sizes", "1,4099,300001,2000003"}, 150, "20s",
-                       {{"TESSERA_CUDA_RING", "65536"}, {"TESSERA_CUDA_PIECE", "16384"}});
+                       {{"TESSERA_DEVICE_RING", "65536"}, {"TESSERA_DEVICE_PIECE", "16384"}});
   ExpectAllOk(outs);
   outs = RunWorld(kOneGpuThreeHost, {"check", "--sizes", "7,300001,2000003"}, 150, "20s",
-                  {{"TESSERA_CUDA_RING", "65536"}, {"TESSERA_CUDA_PIECE", "16384"}});
+                  {{"TESSERA_DEVICE_RING", "65536"}, {"TESSERA_DEVICE_PIECE", "16384"}});
   ExpectAllOk(outs);
 }
 
-// TESSERA_CUDA_BRIDGE=device with a TCP bridge: the GPU rank's links to the host ranks go through TcpRelays
+// TESSERA_DEVICE_BRIDGE=device with a TCP bridge: the GPU rank's links to the host ranks go through TcpRelays
 // (host rings registered with CUDA, a pump thread per link), with default and with small rings: same bits.
 TEST(GpuHybrid, DeviceBridgeOverRelayedTcpLinksAgreesBitForBit) {
   REQUIRE_GPU();
   for (const char* ring : {"67108864", "65536"}) {
     auto outs = RunWorld(kOneGpuThreeHost, {"check", "--sizes", "7,4099,300001,2000003"}, 150, "20s",
                          {{"TESSERA_BRIDGE", "tcp"},
-                          {"TESSERA_CUDA_BRIDGE", "device"},
-                          {"TESSERA_CUDA_RING", ring},
-                          {"TESSERA_CUDA_PIECE", "16384"}});
+                          {"TESSERA_DEVICE_BRIDGE", "device"},
+                          {"TESSERA_DEVICE_RING", ring},
+                          {"TESSERA_DEVICE_PIECE", "16384"}});
     ExpectAllOk(outs);
     EXPECT_NE(outs[0].out.find("3 TCP links relayed through host rings"), std::string::npos) << Dump(outs);
   }
 }
 
-// TESSERA_CUDA_BRIDGE=staged keeps the pinned-staging pipeline (chunked host allreduce): same bits.
+// TESSERA_DEVICE_BRIDGE=staged keeps the pinned-staging pipeline (chunked host allreduce): same bits.
 TEST(GpuHybrid, StagedBridgeAgreesBitForBit) {
   REQUIRE_GPU();
   for (const auto* layout : {&kOneGpuThreeHost, &kTwoGpuIslandsOneGpu}) {
-    auto outs = RunWorld(*layout, {"check"}, 100, "20s", {{"TESSERA_CUDA_BRIDGE", "staged"}});
+    auto outs = RunWorld(*layout, {"check"}, 100, "20s", {{"TESSERA_DEVICE_BRIDGE", "staged"}});
     ExpectAllOk(outs);
     EXPECT_NE(outs[0].out.find("pinned staging"), std::string::npos) << Dump(outs);
   }

@@ -80,9 +80,20 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Accel, LargeCountsCrossStagingGrowthAndBridgeChunks) {
-  Proc r = Job("TESSERA_CUDA_CHUNK=64K", "--island ascend=npu:2 --island nvidia=host:1", "check --sizes 300007");
+  Proc r = Job("TESSERA_DEVICE_CHUNK=64K", "--island ascend=npu:2 --island nvidia=host:1", "check --sizes 300007");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 3) << r.out;
+}
+
+TEST(Accel, TesseraBenchRunsOnNpuDeviceMemory) {
+  // `tessera bench` keeps an npu rank's buffers in device memory of the ACL row, with a stream of its own, and
+  // checks every result (its "wrong" count).
+  Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " " TESSERA_CLI
+                 " run --island ascend=npu:1 --island x86=host:1 -- " TESSERA_CLI
+                 " bench allreduce --sizes 4K,1M --iters 2 --warmup 1 --check --json -");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(R"("memory":"device+host")"), std::string::npos) << r.out;
+  EXPECT_EQ(Count(r.out, R"("wrong":0)"), 2) << r.out;
 }
 
 TEST(Accel, LauncherGivesEachRankItsOwnDevice) {

@@ -119,7 +119,7 @@ def _create(dist_opts, backend_options):
         timeout_ms = min(timeout_ms, parse_duration_ms(os.environ["TESSERA_TIMEOUT"]))
     options = backend_options if isinstance(backend_options, Options) else None
     # The GPU<->host bridge of hybrid CUDA worlds is Tessera's default (the copy-engine device bridge where
-    # the ranks share a host, TESSERA_CUDA_BRIDGE to choose). Its worker thread queues CUDA copies while a
+    # the ranks share a host, TESSERA_DEVICE_BRIDGE to choose). Its worker thread queues CUDA copies while a
     # collective runs; the backend keeps torch's legacy default stream from waiting for a running
     # collective, which is what made a synchronous copy there deadlock with it (python/csrc/backend.cpp,
     # Completer; docs/torch.md, "Streams").

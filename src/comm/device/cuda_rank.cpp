@@ -74,7 +74,7 @@ Status CudaRank::Attach(Comm* comm) {
     direct_.report = [](void* self, int r) { return static_cast<CudaRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
   }
-  trace_prefix_ = env::Get("TESSERA_CUDA_TRACE").value_or("");
+  trace_prefix_ = env::Get("TESSERA_DEVICE_TRACE").value_or("");
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking), "cudaStreamCreate"));
   TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&tail_ev_, cudaEventDisableTiming), "cudaEventCreate"));
@@ -100,9 +100,9 @@ Status CudaRank::Attach(Comm* comm) {
         return InternalError(fmt::format("device bridge: no host ring on the link to rank {}", p));
       }
     }
-    TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_CUDA_PIECE"));
+    TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_DEVICE_PIECE"));
     if (piece < 4096 || piece % 8 != 0)
-      return InvalidArgument(fmt::format("TESSERA_CUDA_PIECE={} must be at least 4096 and a multiple of 8", piece));
+      return InvalidArgument(fmt::format("TESSERA_DEVICE_PIECE={} must be at least 4096 and a multiple of 8", piece));
     auto ops = CudaRingOps::Create(d2h_, h2d_, links, comm->timeout_, piece);
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", comm->rank_));
     ring_ops_ = std::move(ops).value();
@@ -130,7 +130,7 @@ CudaRank::~CudaRank() {
         std::fprintf(f, "%u %.1f %.1f %.1f %.1f\n", r.ticket, r.submitted_us, r.started_us, r.ran_us, r.copied_us);
       std::fclose(f);
     } else {
-      TSR_LOG_WARN("TESSERA_CUDA_TRACE: cannot write {}: {}", path, std::strerror(errno));
+      TSR_LOG_WARN("TESSERA_DEVICE_TRACE: cannot write {}: {}", path, std::strerror(errno));
     }
   }
   ring_ops_.reset();  // unregisters the rings while they are still mapped
@@ -452,7 +452,7 @@ Status CudaRank::CopiesDone() {
           "{}; a copy stream that does not move while its collective waits may share a hardware work queue with "
           "the stream waiting for it: under NVIDIA MPS give each process more queues with "
           "CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts (tessera run does so for --sm-share islands), or "
-          "use TESSERA_CUDA_BRIDGE=staged",
+          "use TESSERA_DEVICE_BRIDGE=staged",
           w.message()));
   }
   return Status::Ok();

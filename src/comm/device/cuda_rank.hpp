@@ -57,14 +57,14 @@ class CudaRank final : public DeviceRank {
     uint32_t ticket = 0;                           // flag value that releases the caller's stream
     bool copy_streams = false;                     // the job used d2h_/h2d_ (device bridge)
     std::shared_ptr<std::promise<Status>> result;  // host jobs: the caller waits on it
-    double submitted_us = 0;                       // TESSERA_CUDA_TRACE: when the caller queued it
+    double submitted_us = 0;                       // TESSERA_DEVICE_TRACE: when the caller queued it
   };
-  // TESSERA_CUDA_TRACE: one row per device job, written to PREFIX.rankN by the destructor.
+  // TESSERA_DEVICE_TRACE: one row per device job, written to PREFIX.rankN by the destructor.
   struct TraceRow {
     uint32_t ticket;
     double submitted_us, started_us, ran_us, copied_us;
   };
-  static double MonotonicUs();  // TESSERA_CUDA_TRACE's clock
+  static double MonotonicUs();  // TESSERA_DEVICE_TRACE's clock
   // One part of a staged job: device -> pinned copies, the host algorithm, pinned -> device copies.
   struct Copy {
     void* dst;
@@ -144,7 +144,7 @@ class CudaRank final : public DeviceRank {
   bool stop_ = false;
   uint32_t submitted_ = 0, completed_ = 0;
   Status async_error_;
-  std::string trace_prefix_;     // TESSERA_CUDA_TRACE; empty: no trace
+  std::string trace_prefix_;     // TESSERA_DEVICE_TRACE; empty: no trace
   std::vector<TraceRow> trace_;  // the worker's
 };
 

@@ -32,7 +32,7 @@ class CudaRingOps final : public DeviceOps {
     size_t out_bytes;
   };
   // `send` and `fold` are the rank's bridge streams. Every ring is registered with CUDA, and each `in`
-  // ring gets a device mirror. `piece`: bytes per copy (TESSERA_CUDA_PIECE).
+  // ring gets a device mirror. `piece`: bytes per copy (TESSERA_DEVICE_PIECE).
   static Result<std::unique_ptr<CudaRingOps>> Create(cudaStream_t send, cudaStream_t fold,
                                                      const std::vector<Rings>& links, std::chrono::milliseconds timeout,
                                                      size_t piece);

@@ -127,7 +127,7 @@ Result<std::unique_ptr<ShmInbox>> ShmInbox::Create(const std::string& name, cons
     close(fd);
     shm_unlink(name.c_str());
     return ErrnoError(fmt::format("sizing shared memory {} to {} bytes (is /dev/shm large enough? "
-                                  "lower TESSERA_SHM_RING / TESSERA_CUDA_RING)",
+                                  "lower TESSERA_SHM_RING / TESSERA_DEVICE_RING)",
                                   name, size),
                       err);
   }

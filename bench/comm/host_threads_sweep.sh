@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# bench/comm/host_threads_sweep.sh — the host engine's allreduce against its bound for each TESSERA_HOST_THREADS
+# value (issue #35): 1+1 host ranks (f32 avg in place, 64 and 256 MiB, `tessera bench allreduce`), REPS rounds
+# (default 3) with the values interleaved so load hits them alike, beside allreduce_bound for the layout (this
+# box's multi-threaded memcpy bandwidth x the traffic the allreduce must make) measured in the same run. Prints
+# the median busbw of each value and its ratio to the bound; raw rows go to $OUT/threads-sweep.jsonl when OUT is set.
+#   Usage: bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)
+set -uo pipefail
+B=${1:?usage: host_threads_sweep.sh BUILD_DIR [VALUE...]}
+shift
+VALUES=("$@")
+[ ${#VALUES[@]} -gt 0 ] || VALUES=(1 2 4 6 8 12 auto)
+OUTDIR=${OUT:-$(mktemp -d)}
+mkdir -p "$OUTDIR"
+ROWS=$OUTDIR/threads-sweep.jsonl
+: > "$ROWS"
+echo "host_threads_sweep: $(nproc) cpus, values ${VALUES[*]}, ${REPS:-3} rounds"
+"$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M | tee "$OUTDIR/bound-1+1.txt"
+for rep in $(seq "${REPS:-3}"); do
+  for t in "${VALUES[@]}"; do
+    TESSERA_HOST_THREADS=$t timeout 120 "$B/tessera" run --timeout 60s --island a=host:1 --island b=host:1 -- \
+      "$B/tessera" bench allreduce --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - --sizes 64M,256M \
+      2> "$OUTDIR/threads-$t-r$rep.err" | grep -o '{.*}' | sed "s/^{/{\"threads\":\"$t\",/" >> "$ROWS" \
+      || { echo "threads=$t round $rep failed:"; tail -5 "$OUTDIR/threads-$t-r$rep.err"; }
+  done
+done
+python3 - "$ROWS" "$OUTDIR/bound-1+1.txt" "${VALUES[@]}" <<'PY'
+import json, re, statistics, sys
+rows_path, bound_path, *values = sys.argv[1:]
+bound = {}  # bytes -> busbw GB/s: allreduce_bound's rows are "size traffic ring bound(us) bound-busbw ..."
+for line in open(bound_path):
+    f = line.split()
+    if f and not line.startswith("#") and re.fullmatch(r"\d+", f[0]): bound[int(f[0])] = float(f[4])
+got = {}
+for line in open(rows_path):
+    d = json.loads(line)
+    for r in d.get("rows", []):
+        got.setdefault((d["threads"], r["bytes"]), []).append(r["busbw_GBps"])
+sizes = sorted({b for (_, b) in got})
+print("\nthreads | " + " | ".join(f"{s >> 20} MiB busbw (min..max) / bound" for s in sizes))
+for t in values:
+    cells = []
+    for s in sizes:
+        v = got.get((t, s), [])
+        if not v:
+            cells.append("-")
+            continue
+        med = statistics.median(v)
+        ratio = f" = {med / bound[s]:.2f}" if s in bound else ""
+        cells.append(f"{med:.2f} ({min(v):.2f}..{max(v):.2f}) / {bound.get(s, float('nan')):.2f}{ratio}")
+    print(f"{t:>7} | " + " | ".join(cells))
+PY
