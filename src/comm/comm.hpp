@@ -58,7 +58,8 @@ struct Island {
   // A device island of one rank whose floating-point allreduce crosses the bridge on the GPU's copy
   // engines. TESSERA_DEVICE_BRIDGE=auto: where every rank of the world is on its host and TESSERA_BRIDGE is
   // not tcp (every bridge channel a shm ring the copy engines reach); =device: also over TCP (its TCP
-  // links relayed through host rings, transport/relay.hpp); =staged: never. Set in Comm::Init.
+  // links relayed through host rings, transport/relay.hpp); =staged: never. Only where every device island of
+  // the world qualifies (a staged island chunks allreduces, a bridged one does not). Set in Comm::Init.
   bool device_bridge = false;
 };
 

@@ -223,6 +223,13 @@ Status Comm::Init(const InitParams& p) {
     isl.device_bridge = family != nullptr && HasCudaBackend(*family) && isl.ranks.size() == 1 &&
                         (cuda_bridge == "device" || (cuda_bridge == "auto" && all_shm));
   }
+  // All device islands on the bridge, or none: a staged island cuts every allreduce into bridge chunks
+  // (BridgeChunks), which a device-bridge rank does not, so a world mixing the two would disagree on the calls
+  // (seen on the GPU machine: an npu island staged beside a CUDA island on the bridge).
+  const bool mixed = std::any_of(islands_.begin(), islands_.end(),
+                                 [](const Island& isl) { return isl.backend != "host" && !isl.device_bridge; });
+  if (mixed)
+    for (auto& isl : islands_) isl.device_bridge = false;
   TSR_RETURN_IF_ERROR(SetUpChannels());
   p2p_sent_.assign(size_, 0);
   p2p_recvd_.assign(size_, 0);
