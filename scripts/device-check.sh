@@ -7,7 +7,8 @@
 #       on a machine with several GPUs also two GPU islands on two GPUs, beside the copy bandwidth of
 #       two GPUs copying at once;
 #   (b) a single NCCL island through Tessera against NCCL called directly (one GPU; and two when there);
-#   (c) numerics: error against f64 for random f16/bf16/f32 gradients, and bit-identity of all ranks.
+#   (c) numerics: error against f64 for random f16/bf16/f32 gradients, and bit-identity of all ranks;
+# and the Ascend code paths on the CUDA-backed ACL/HCCL shims (scripts/cuda-shim-check.sh).
 # Writes bench/results/gpu-<date>.json (machine, GPU, driver, commit, all rows; each `tessera bench` job one row
 # per size, naming the memory of every rank) — and a copy under $OUT
 # when set — and prints a short table last. Usage: [TESSERA_COMMIT=<hash>] scripts/device-check.sh [BUILD_DIR]
@@ -41,6 +42,7 @@ grep -E "Tessera|CUDA" "$OUTDIR/configure.log" | head -5
 # Only what this check runs: the library, the launcher binary and the GPU targets (other modules' tests
 # are CI's business, and build on CI's compiler).
 cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_bench bench_gpu_test framework_gpu_test framework_gpu_worker ccl_loader_test tessera_fake_ccl allreduce_bound \
+  accel_worker tessera_cuda_shim_acl tessera_cuda_shim_hccl tessera_cuda_shim_hcomm \
   > "$OUTDIR/build.log" 2>&1 || { grep -E "error|FAILED" "$OUTDIR/build.log" | head -30; echo "build FAILED"; exit 1; }
 echo "build ok"
 T=$B/tessera; W=$B/tests/gpu/gpu_worker; BENCH=$B/bench/gpu/gpu_bench
@@ -53,6 +55,9 @@ TEST_RC=0
 (cd "$B" && timeout 60 ctest -R CclLoader --output-on-failure >> "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
 grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|async:|NUMERICS" "$OUTDIR/ctest-gpu.log" | sed 's/^ *//' | cut -c1-160
 [ $TEST_RC = 0 ] || { echo "GPU TESTS FAILED (log: ctest-gpu.log)"; grep -B2 -A30 "Failure\|FAIL" "$OUTDIR/ctest-gpu.log" | head -60; }
+
+step "Ascend code paths on the CUDA-backed ACL/HCCL shims (scripts/cuda-shim-check.sh)"
+OUT=$OUTDIR/cuda-shim timeout 400 scripts/cuda-shim-check.sh "$B" | grep -vE "^  \[rank" || TEST_RC=1
 
 step "checkpoint shards read by the Hugging Face safetensors library (when this image's python has it)"
 HF_RC=skip
