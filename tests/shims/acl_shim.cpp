@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "acl_abi.h"
+#include "acl_rules.hpp"
 #include "shim_runtime.hpp"
 
 using tshim::Fmt;
@@ -55,13 +56,8 @@ aclError Fail(aclError code, const std::string& msg) {
   return code;
 }
 
-bool Initialized() {
-  std::lock_guard<std::mutex> l(g_mu);
-  return g_init_refs > 0;
-}
+bool Initialized() { return tshim::acl::Initialized(g_mu, g_init_refs); }
 
-#define ACL_REQUIRE_INIT(fn) \
-  if (!Initialized()) return Fail(ACL_ERROR_UNINITIALIZE, fn ": aclInit has not been called")  // [init]
 #define ACL_REQUIRE_DEVICE(fn) \
   if (t_device < 0) return Fail(ACL_ERROR_RT_CONTEXT_NULL, fn ": no device set (call aclrtSetDevice)")  // [init]
 
@@ -79,133 +75,29 @@ std::shared_ptr<tshim::Stream> Resolve(aclrtStream s) {
   return g_streams.Get(s);
 }
 
-const char* KindName(int k) {
-  static const char* const kNames[] = {
-      "HOST_TO_HOST", "HOST_TO_DEVICE",        "DEVICE_TO_HOST",         "DEVICE_TO_DEVICE",
-      "DEFAULT",      "HOST_TO_BUF_TO_DEVICE", "INNER_DEVICE_TO_DEVICE", "INTER_DEVICE_TO_DEVICE"};
-  return k >= 0 && k <= 7 ? kNames[k] : "?";
-}
-const char* What(const PtrInfo& p) {
-  return p.kind == MemKind::kDevice       ? "device memory"
-         : p.kind == MemKind::kPinnedHost ? "aclrtMallocHost memory"
-                                          : "host memory";
-}
-
-struct CopyPlan {
-  PtrInfo dst, src;
-  bool pageable = false;  // an H2D/D2H copy touches host memory that aclrtMallocHost did not allocate
+// What acl_rules.hpp's checks ask of this shim.
+struct HostShim {
+  using Ptr = PtrInfo;
+  static PtrInfo Lookup(const void* p) { return g_mem.Lookup(p); }
+  static bool Tracked(const PtrInfo& p) { return p.kind != MemKind::kUnregistered; }
+  static bool StrictKind() { return tshim::EnvU64("TESSERA_SHIM_ACL_STRICT_KIND", 1) != 0; }
+  static aclError Fail(aclError code, const std::string& msg) { return ::Fail(code, msg); }
 };
-
-aclError CheckCopy(const char* fn, void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind,
-                   bool async, CopyPlan* plan) {
-  if (!dst || !src) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: dst %p or src %p is NULL", fn, dst, src));
-  if (count > destMax)  // code: shim's choice (the docs say only "failure")
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: count %zu exceeds destMax %zu", fn, count, destMax));
-  const int k = static_cast<int>(kind);
-  if (k < 0 || k > 7) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: kind %d is not an aclrtMemcpyKind", fn, k));
-  plan->dst = g_mem.Lookup(dst);
-  plan->src = g_mem.Lookup(src);
-  for (const PtrInfo* p : {&plan->dst, &plan->src}) {
-    if (p->kind != MemKind::kUnregistered && count > p->avail)
-      return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: count %zu runs past the end of the %zu-byte %s at %p", fn, count,
-                                               p->size, What(*p), p->base));
-  }
-  const bool dd = plan->dst.kind == MemKind::kDevice, sd = plan->src.kind == MemKind::kDevice;
-  bool want_dd = dd, want_sd = sd;  // what `kind` says
-  switch (kind) {
-    case ACL_MEMCPY_HOST_TO_HOST:
-      want_dd = want_sd = false;
-      break;
-    case ACL_MEMCPY_HOST_TO_DEVICE:
-    case ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE:
-      want_dd = true, want_sd = false;
-      break;
-    case ACL_MEMCPY_DEVICE_TO_HOST:
-      want_dd = false, want_sd = true;
-      break;
-    case ACL_MEMCPY_DEVICE_TO_DEVICE:
-    case ACL_MEMCPY_INNER_DEVICE_TO_DEVICE:
-    case ACL_MEMCPY_INTER_DEVICE_TO_DEVICE:
-      want_dd = want_sd = true;
-      break;
-    default:  // ACL_MEMCPY_DEFAULT: the direction comes from the pointers
-      break;
-  }
-  const bool check_kind = async || tshim::EnvU64("TESSERA_SHIM_ACL_STRICT_KIND", 1) != 0;
-  if (check_kind && (want_dd != dd || want_sd != sd))  // code: shim's choice ("invalid memory type")
-    return Fail(ACL_ERROR_RT_INVALID_MEMORY_TYPE,
-                Fmt("%s: kind ACL_MEMCPY_%s does not match the pointers: dst %p is %s, src %p is %s", fn, KindName(k),
-                    dst, What(plan->dst), src, What(plan->src)));
-  if (check_kind && dd && sd && kind == ACL_MEMCPY_INNER_DEVICE_TO_DEVICE && plan->dst.device != plan->src.device)
-    return Fail(ACL_ERROR_RT_INVALID_MEMORY_TYPE,
-                Fmt("%s: INNER_DEVICE_TO_DEVICE between devices %d and %d", fn, plan->src.device, plan->dst.device));
-  if (check_kind && dd && sd && kind == ACL_MEMCPY_INTER_DEVICE_TO_DEVICE && plan->dst.device == plan->src.device)
-    return Fail(ACL_ERROR_RT_INVALID_MEMORY_TYPE,
-                Fmt("%s: INTER_DEVICE_TO_DEVICE within device %d", fn, plan->src.device));
-  if (!async) return ACL_SUCCESS;
-  if (!dd && !sd)  // [async]
-    return Fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                Fmt("%s: asynchronous host-to-host copies are not supported (dst %p, src %p)", fn, dst, src));
-  if (reinterpret_cast<uintptr_t>(dst) % 64 || reinterpret_cast<uintptr_t>(src) % 64)  // [async]; code: shim's
-    return Fail(ACL_ERROR_RT_ADDR_UNALIGNED, Fmt("%s: src %p and dst %p must both be 64-byte aligned", fn, src, dst));
-  plan->pageable = kind != ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE && ((!dd && plan->dst.kind == MemKind::kUnregistered) ||
-                                                                (!sd && plan->src.kind == MemKind::kUnregistered));
-  return ACL_SUCCESS;
-}
-
-bool PageableSync() {
-  const char* v = std::getenv("TESSERA_SHIM_ACL_PAGEABLE");
-  return v && std::strcmp(v, "sync") == 0;
-}
+using CopyPlan = tshim::acl::CopyPlan<PtrInfo>;
 
 void ForgetStreamsInChild() { tshim::ForgetRuntimeAfterFork(g_mu, g_default, g_streams, g_events, g_mem); }
 [[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, ForgetStreamsInChild);
 }  // namespace
 
-namespace {
-aclError CheckMemset(const char* fn, void* devPtr, size_t maxCount, size_t count, PtrInfo* p) {
-  if (!devPtr) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: devPtr is NULL", fn));
-  if (count > maxCount)  // code: shim's choice
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: count %zu exceeds maxCount %zu", fn, count, maxCount));
-  *p = g_mem.Lookup(devPtr);  // rt:1307-1309: host or device memory, judged from the address
-  if (p->kind != MemKind::kUnregistered && count > p->avail)
-    return Fail(ACL_ERROR_INVALID_PARAM,
-                Fmt("%s: count %zu runs past the end of the %zu-byte %s at %p", fn, count, p->size, What(*p), p->base));
-  return ACL_SUCCESS;
-}
-}  // namespace
-
 extern "C" {
 
-ACL_ABI_EXPORT aclError aclInit(const char*) {
-  std::lock_guard<std::mutex> l(g_mu);
-  ++g_init_refs;  // rt:2293-2294: "can be called multiple times ... the reference count will increase by 1"
-  return ACL_SUCCESS;
-}
+ACL_ABI_EXPORT aclError aclInit(const char*) { return tshim::acl::Init(g_mu, g_init_refs); }
 
-ACL_ABI_EXPORT aclError aclFinalize() {
-  std::lock_guard<std::mutex> l(g_mu);
-  if (g_init_refs == 0) return Fail(ACL_ERROR_UNINITIALIZE, "aclFinalize: aclInit has not been called");
-  g_init_refs = 0;  // rt:2310-2311: "the internal reference count is reset to 0"
-  return ACL_SUCCESS;
-}
+ACL_ABI_EXPORT aclError aclFinalize() { return tshim::acl::Finalize<HostShim>(g_mu, g_init_refs); }
 
-// rt:2348-2353 ("get recent error message; null for failed"). The shim returns this thread's last failure
-// message once (NULL when there was none since the previous call).
-ACL_ABI_EXPORT const char* aclGetRecentErrMsg() {
-  if (t_err.empty()) return nullptr;
-  t_err_out = std::move(t_err);
-  t_err.clear();
-  return t_err_out.c_str();
-}
+ACL_ABI_EXPORT const char* aclGetRecentErrMsg() { return tshim::acl::RecentErrMsg(t_err, t_err_out); }
 
-ACL_ABI_EXPORT const char* aclrtGetSocName() {
-  static const std::string name = [] {
-    const char* v = std::getenv("TESSERA_SHIM_SOC_NAME");
-    return std::string(v && *v ? v : "Ascend910B1");  // an Atlas A2 training part: the rules modelled above
-  }();
-  return name.c_str();
-}
+ACL_ABI_EXPORT const char* aclrtGetSocName() { return tshim::acl::SocName(); }
 
 ACL_ABI_EXPORT aclError aclrtGetDeviceCount(uint32_t* count) {
   ACL_REQUIRE_INIT("aclrtGetDeviceCount");
@@ -244,12 +136,8 @@ ACL_ABI_EXPORT aclError aclrtGetDevice(int32_t* deviceId) {
 ACL_ABI_EXPORT aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
   ACL_REQUIRE_INIT("aclrtMalloc");
   ACL_REQUIRE_DEVICE("aclrtMalloc");
-  if (!devPtr || size == 0) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMalloc: devPtr %p, size %zu", devPtr, size));
-  const unsigned base = static_cast<unsigned>(policy) & 0xffu;
-  if (base > ACL_MEM_MALLOC_HUGE1G_ONLY_P2P)
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMalloc: policy 0x%x is not an aclrtMemMallocPolicy", policy));
-  // rt:1090: "real alloc size is aligned to 32 bytes and padded with 32 bytes".
-  *devPtr = g_mem.Alloc((size + 31) / 32 * 32 + 32, MemKind::kDevice, t_device, static_cast<unsigned>(policy));
+  if (aclError e = tshim::acl::CheckMalloc<HostShim>(devPtr, size, policy)) return e;
+  *devPtr = g_mem.Alloc(tshim::acl::MallocBytes(size), MemKind::kDevice, t_device, static_cast<unsigned>(policy));
   if (!*devPtr) return Fail(ACL_ERROR_RT_MEMORY_ALLOCATION, Fmt("aclrtMalloc: out of memory for %zu bytes", size));
   return ACL_SUCCESS;
 }
@@ -265,8 +153,7 @@ ACL_ABI_EXPORT aclError aclrtFree(void* devPtr) {
 ACL_ABI_EXPORT aclError aclrtMallocHost(void** hostPtr, size_t size) {
   ACL_REQUIRE_INIT("aclrtMallocHost");
   ACL_REQUIRE_DEVICE("aclrtMallocHost");
-  if (!hostPtr || size == 0)  // [host]
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMallocHost: hostPtr %p, size %zu", hostPtr, size));
+  if (aclError e = tshim::acl::CheckMallocHost<HostShim>(hostPtr, size)) return e;
   *hostPtr = g_mem.Alloc(size, MemKind::kPinnedHost, t_device, 0);  // page-aligned, so 64-byte aligned [host]
   if (!*hostPtr) return Fail(ACL_ERROR_RT_MEMORY_ALLOCATION, Fmt("aclrtMallocHost: out of memory for %zu", size));
   return ACL_SUCCESS;
@@ -285,28 +172,15 @@ ACL_ABI_EXPORT aclError aclrtPointerGetAttributes(const void* ptr, aclrtPtrAttri
   ACL_REQUIRE_INIT("aclrtPointerGetAttributes");
   if (!ptr || !attributes) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtPointerGetAttributes: NULL argument");
   const PtrInfo p = g_mem.Lookup(ptr);
-  std::memset(attributes, 0, sizeof *attributes);
-  // ASSUMPTION (undocumented mapping): aclrtMallocHost memory reports HOST, anything else not ours UNREGISTERED;
-  // pageSize 2 MiB for huge-page policies (HUGE_FIRST only above 1 MiB), else 4 KiB.
-  if (p.kind == MemKind::kDevice) {
-    attributes->location = {static_cast<uint32_t>(p.device), ACL_MEM_LOCATION_TYPE_DEVICE};
-    const unsigned pol = p.flags & 0xffu;
-    const bool huge =
-        pol == ACL_MEM_MALLOC_HUGE_ONLY || pol == ACL_MEM_MALLOC_HUGE_ONLY_P2P ||
-        ((pol == ACL_MEM_MALLOC_HUGE_FIRST || pol == ACL_MEM_MALLOC_HUGE_FIRST_P2P) && p.size > (1u << 20));
-    attributes->pageSize = huge ? (2u << 20) : 4096u;
-  } else {
-    attributes->location = {
-        0, p.kind == MemKind::kPinnedHost ? ACL_MEM_LOCATION_TYPE_HOST : ACL_MEM_LOCATION_TYPE_UNREGISTERED};
-    attributes->pageSize = 4096;
-  }
+  tshim::acl::PointerAttributes<HostShim>(p, p.flags, attributes);
   return ACL_SUCCESS;
 }
 
 ACL_ABI_EXPORT aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
   ACL_REQUIRE_INIT("aclrtMemcpy");
   CopyPlan plan;
-  if (aclError e = CheckCopy("aclrtMemcpy", dst, destMax, src, count, kind, false, &plan)) return e;
+  if (aclError e = tshim::acl::CheckCopy<HostShim>("aclrtMemcpy", dst, destMax, src, count, kind, false, &plan))
+    return e;
   std::memmove(plan.dst.Translate(dst), plan.src.Translate(src), count);  // [memcpy]: at once, no stream sync
   return ACL_SUCCESS;
 }
@@ -317,13 +191,14 @@ ACL_ABI_EXPORT aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* 
   auto s = Resolve(stream);
   if (!s) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMemcpyAsync: stream %p is not a live stream", stream));
   CopyPlan plan;
-  if (aclError e = CheckCopy("aclrtMemcpyAsync", dst, destMax, src, count, kind, true, &plan)) return e;
-  if (plan.pageable && !PageableSync()) {
+  if (aclError e = tshim::acl::CheckCopy<HostShim>("aclrtMemcpyAsync", dst, destMax, src, count, kind, true, &plan))
+    return e;
+  if (plan.pageable && !tshim::acl::PageableSync()) {
     // [async]: accepted, then the task fails (code: shim's choice for CANN's "unpredictable error").
     const std::string msg =
         Fmt("aclrtMemcpyAsync: %s copy with host memory not allocated by aclrtMallocHost "
             "(dst %p, src %p); nothing was copied",
-            KindName(kind), dst, src);
+            tshim::acl::KindName(kind), dst, src);
     s->Enqueue([msg] { return Status{ACL_ERROR_RT_COPY_DATA, msg}; });
     return ACL_SUCCESS;
   }
@@ -358,7 +233,7 @@ ACL_ABI_EXPORT aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* 
 ACL_ABI_EXPORT aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count) {
   ACL_REQUIRE_INIT("aclrtMemset");
   PtrInfo p;
-  if (aclError e = CheckMemset("aclrtMemset", devPtr, maxCount, count, &p)) return e;
+  if (aclError e = tshim::acl::CheckMemset<HostShim>("aclrtMemset", devPtr, maxCount, count, &p)) return e;
   std::memset(p.Translate(devPtr), value, count);
   return ACL_SUCCESS;
 }
@@ -369,7 +244,7 @@ ACL_ABI_EXPORT aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t 
   auto s = Resolve(stream);
   if (!s) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMemsetAsync: stream %p is not a live stream", stream));
   PtrInfo p;
-  if (aclError e = CheckMemset("aclrtMemsetAsync", devPtr, maxCount, count, &p)) return e;
+  if (aclError e = tshim::acl::CheckMemset<HostShim>("aclrtMemsetAsync", devPtr, maxCount, count, &p)) return e;
   const MemKind k = p.kind;
   s->Enqueue([devPtr, value, count, k] {
     const PtrInfo q = g_mem.Lookup(devPtr);
@@ -451,11 +326,8 @@ ACL_ABI_EXPORT aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecord
   return ACL_SUCCESS;
 }
 
-ACL_ABI_EXPORT aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus* status) {  // deprecated (rt:1011)
-  aclrtEventRecordedStatus r;
-  if (aclError err = aclrtQueryEventStatus(event, &r)) return err;
-  *status = r == ACL_EVENT_RECORDED_STATUS_COMPLETE ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
-  return ACL_SUCCESS;
+ACL_ABI_EXPORT aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus* status) {
+  return tshim::acl::QueryEvent(event, status, aclrtQueryEventStatus);
 }
 
 ACL_ABI_EXPORT aclError aclrtSynchronizeEvent(aclrtEvent event) {

@@ -21,6 +21,7 @@
 
 #include "acl_abi.h"
 #include "hccl_abi.h"
+#include "hccl_rules.hpp"
 #include "shim_ccl.hpp"
 
 extern "C" const tshim::RuntimeHooks* tesseraAclShimHooks();  // libascendcl.so
@@ -120,15 +121,12 @@ HcclResult Check(const char* fn, HcclComm comm, aclrtStream stream, HcclDataType
   out->stream = Acl()->stream(stream);
   if (!out->stream) return Fail(HCCL_E_PARA, Fmt("%s: stream %p is not a live ACL stream", fn, stream));
   if (!MapType(t, reduce, &out->type))
-    return Fail((t >= HCCL_DATA_TYPE_INT8 && t <= HCCL_DATA_TYPE_FP8E8M0 && t != 13) ? HCCL_E_NOT_SUPPORT : HCCL_E_PARA,
+    return Fail(tshim::hccl::TypeCode(t),
                 Fmt("%s: data type %d is not supported%s", fn, static_cast<int>(t),
                     reduce ? " by reductions (int8, int16, int32, int64, fp16, fp32, bfp16)" : ""));
   if (op) {
-    if (*op < 0 || *op > HCCL_REDUCE_MIN) return Fail(HCCL_E_PARA, Fmt("%s: op %d is not an HcclReduceOp", fn, *op));
+    if (HcclResult e = tshim::hccl::CheckOp(fn, t, *op, Fail)) return e;
     out->op = static_cast<coll::Op>(*op);  // HCCL's 0..3 are the engine's sum, prod, max, min
-    if (*op == HCCL_REDUCE_PROD && (t == HCCL_DATA_TYPE_INT16 || t == HCCL_DATA_TYPE_BFP16))
-      return Fail(HCCL_E_NOT_SUPPORT, Fmt("%s: prod does not support %s on Atlas A2 [types]", fn,
-                                          t == HCCL_DATA_TYPE_INT16 ? "int16" : "bfp16"));
   }
   return HCCL_SUCCESS;
 }
@@ -159,36 +157,6 @@ Pending Collective(Buf in, Buf out, F f) {
     return r.ok() ? f(c, i, o) : r;
   };
   return p;
-}
-
-const char* ErrorName(HcclResult r) {
-  static const char* const kNames[] = {"success",
-                                       "parameter error",
-                                       "empty pointer",
-                                       "memory error",
-                                       "internal error",
-                                       "not support feature",
-                                       "not found specific resource",
-                                       "resource unavailable",
-                                       "call system interface error",
-                                       "timeout",
-                                       "open file fail",
-                                       "tcp connect fail",
-                                       "roce connect fail",
-                                       "tcp transfer fail",
-                                       "roce transfer fail",
-                                       "call runtime api fail",
-                                       "call driver api fail",
-                                       "call profiling api fail",
-                                       "call cce api fail",
-                                       "call network api fail",
-                                       "try again",
-                                       "error cqe",
-                                       "error communicator suspending",
-                                       "retry constraint",
-                                       "out of memory"};  // the comments of types:24-48
-  const int i = static_cast<int>(r);
-  return i >= 0 && i < static_cast<int>(sizeof kNames / sizeof *kNames) ? kNames[i] : "unknown HcclResult";
 }
 
 }  // namespace
@@ -247,7 +215,7 @@ HCCL_ABI_EXPORT HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult* asyn
   return HCCL_SUCCESS;
 }
 
-HCCL_ABI_EXPORT const char* HcclGetErrorString(HcclResult code) { return ErrorName(code); }
+HCCL_ABI_EXPORT const char* HcclGetErrorString(HcclResult code) { return tshim::hccl::ErrorName(code); }
 
 HCCL_ABI_EXPORT HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t count, HcclDataType dataType,
                                          HcclReduceOp op, HcclComm comm, aclrtStream stream) {
@@ -300,8 +268,7 @@ HCCL_ABI_EXPORT HcclResult HcclBroadcast(void* buf, uint64_t count, HcclDataType
                                          aclrtStream stream) {
   Checked c;
   if (HcclResult e = Check("HcclBroadcast", comm, stream, dataType, false, nullptr, &c)) return e;
-  if (root >= static_cast<uint32_t>(c.comm->nranks()))
-    return Fail(HCCL_E_PARA, Fmt("HcclBroadcast: root %u is not in [0, %d)", root, c.comm->nranks()));
+  if (HcclResult e = tshim::hccl::CheckRank("HcclBroadcast", "root", root, c.comm->nranks(), Fail)) return e;
   const size_t bytes = count * coll::Size(c.type);
   if (HcclResult e = CheckBufs("HcclBroadcast", c, {{"buf", {buf, bytes}}})) return e;
   const coll::DType t = c.type;
@@ -323,8 +290,7 @@ HcclResult PointToPoint(const char* fn, bool send, void* buf, uint64_t count, Hc
                         HcclComm comm, aclrtStream stream) {
   Checked c;
   if (HcclResult e = Check(fn, comm, stream, t, false, nullptr, &c)) return e;
-  if (peer >= static_cast<uint32_t>(c.comm->nranks()))
-    return Fail(HCCL_E_PARA, Fmt("%s: peer %u is not in [0, %d)", fn, peer, c.comm->nranks()));
+  if (HcclResult e = tshim::hccl::CheckRank(fn, "peer", peer, c.comm->nranks(), Fail)) return e;
   const size_t bytes = count * coll::Size(c.type);
   if (HcclResult e = CheckBufs(fn, c, {{send ? "sendBuf" : "recvBuf", {buf, bytes}}})) return e;
   Pending p;

@@ -34,7 +34,6 @@
 // host shim's fork rule has no counterpart. Exports only the API of acl_abi.h (libhccl.so uses that API too).
 #include <cuda_runtime_api.h>
 
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -46,18 +45,12 @@
 #include <vector>
 
 #include "../acl_abi.h"
+#include "../acl_rules.hpp"
+#include "../shim_runtime.hpp"
+
+using tshim::Fmt;
 
 namespace {
-
-std::string Fmt(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Fmt(const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
 
 bool EnvOn(const char* name, bool dflt) {
   const char* v = std::getenv(name);
@@ -159,13 +152,8 @@ std::vector<std::shared_ptr<StreamState>> g_default;  // per ACL device, made on
 std::unordered_map<void*, EventState> g_events;
 std::map<uintptr_t, Block> g_blocks;
 
-bool Initialized() {
-  std::lock_guard<std::mutex> l(g_mu);
-  return g_init_refs > 0;
-}
+bool Initialized() { return tshim::acl::Initialized(g_mu, g_init_refs); }
 
-#define ACL_REQUIRE_INIT(fn) \
-  if (!Initialized()) return Fail(ACL_ERROR_UNINITIALIZE, fn ": aclInit has not been called")  // [init]
 #define ACL_REQUIRE_DEVICE(fn)                                                                          \
   if (t_device < 0) return Fail(ACL_ERROR_RT_CONTEXT_NULL, fn ": no device set (call aclrtSetDevice)"); \
   CU(fn, cudaSetDevice(Devs().cuda[static_cast<size_t>(t_device)]))  // [init]; the CUDA device to match
@@ -263,91 +251,15 @@ bool Forget(void* p, bool device) {  // false when `p` is not the start of a liv
   return true;
 }
 
-const char* KindName(int k) {
-  static const char* const kNames[] = {
-      "HOST_TO_HOST", "HOST_TO_DEVICE",        "DEVICE_TO_HOST",         "DEVICE_TO_DEVICE",
-      "DEFAULT",      "HOST_TO_BUF_TO_DEVICE", "INNER_DEVICE_TO_DEVICE", "INTER_DEVICE_TO_DEVICE"};
-  return k >= 0 && k <= 7 ? kNames[k] : "?";
-}
-const char* What(const PtrInfo& p) {
-  return p.kind == Kind::kDevice       ? "device memory"
-         : p.kind == Kind::kPinnedHost ? "aclrtMallocHost memory"
-                                       : "host memory";
-}
-
-struct CopyPlan {
-  PtrInfo dst, src;
-  bool pageable = false;  // an H2D/D2H copy touches host memory that aclrtMallocHost did not allocate
+// What ../acl_rules.hpp's checks ask of this shim: CUDA's view of the pointers.
+struct CudaShim {
+  using Ptr = PtrInfo;
+  static PtrInfo Lookup(const void* p) { return ::Lookup(p); }
+  static bool Tracked(const PtrInfo& p) { return p.base != nullptr; }
+  static bool StrictKind() { return EnvOn("TESSERA_SHIM_ACL_STRICT_KIND", true); }
+  static aclError Fail(aclError code, const std::string& msg) { return ::Fail(code, msg); }
 };
-
-// acl_shim.cpp's CheckCopy, rule for rule and code for code, on CUDA's view of the pointers.
-aclError CheckCopy(const char* fn, void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind,
-                   bool async, CopyPlan* plan) {
-  if (!dst || !src) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: dst %p or src %p is NULL", fn, dst, src));
-  if (count > destMax)  // code: shim's choice (the docs say only "failure")
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: count %zu exceeds destMax %zu", fn, count, destMax));
-  const int k = static_cast<int>(kind);
-  if (k < 0 || k > 7) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: kind %d is not an aclrtMemcpyKind", fn, k));
-  plan->dst = Lookup(dst);
-  plan->src = Lookup(src);
-  for (const PtrInfo* p : {&plan->dst, &plan->src}) {
-    if (p->base && count > p->avail)
-      return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: count %zu runs past the end of the %zu-byte %s at %p", fn, count,
-                                               p->size, What(*p), p->base));
-  }
-  const bool dd = plan->dst.kind == Kind::kDevice, sd = plan->src.kind == Kind::kDevice;
-  bool want_dd = dd, want_sd = sd;  // what `kind` says (rt:115-124)
-  switch (kind) {
-    case ACL_MEMCPY_HOST_TO_HOST:
-      want_dd = want_sd = false;
-      break;
-    case ACL_MEMCPY_HOST_TO_DEVICE:
-    case ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE:
-      want_dd = true, want_sd = false;
-      break;
-    case ACL_MEMCPY_DEVICE_TO_HOST:
-      want_dd = false, want_sd = true;
-      break;
-    case ACL_MEMCPY_DEVICE_TO_DEVICE:
-    case ACL_MEMCPY_INNER_DEVICE_TO_DEVICE:
-    case ACL_MEMCPY_INTER_DEVICE_TO_DEVICE:
-      want_dd = want_sd = true;
-      break;
-    default:  // ACL_MEMCPY_DEFAULT: the direction comes from the pointers
-      break;
-  }
-  const bool check_kind = async || EnvOn("TESSERA_SHIM_ACL_STRICT_KIND", true);
-  if (check_kind && (want_dd != dd || want_sd != sd))  // code: shim's choice ("invalid memory type")
-    return Fail(ACL_ERROR_RT_INVALID_MEMORY_TYPE,
-                Fmt("%s: kind ACL_MEMCPY_%s does not match the pointers: dst %p is %s, src %p is %s", fn, KindName(k),
-                    dst, What(plan->dst), src, What(plan->src)));
-  if (check_kind && dd && sd && kind == ACL_MEMCPY_INNER_DEVICE_TO_DEVICE && plan->dst.device != plan->src.device)
-    return Fail(ACL_ERROR_RT_INVALID_MEMORY_TYPE,
-                Fmt("%s: INNER_DEVICE_TO_DEVICE between devices %d and %d", fn, plan->src.device, plan->dst.device));
-  if (check_kind && dd && sd && kind == ACL_MEMCPY_INTER_DEVICE_TO_DEVICE && plan->dst.device == plan->src.device)
-    return Fail(ACL_ERROR_RT_INVALID_MEMORY_TYPE,
-                Fmt("%s: INTER_DEVICE_TO_DEVICE within device %d", fn, plan->src.device));
-  if (!async) return ACL_SUCCESS;
-  if (!dd && !sd)  // [async]
-    return Fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                Fmt("%s: asynchronous host-to-host copies are not supported (dst %p, src %p)", fn, dst, src));
-  if (reinterpret_cast<uintptr_t>(dst) % 64 || reinterpret_cast<uintptr_t>(src) % 64)  // [async]; code: shim's
-    return Fail(ACL_ERROR_RT_ADDR_UNALIGNED, Fmt("%s: src %p and dst %p must both be 64-byte aligned", fn, src, dst));
-  plan->pageable = kind != ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE &&
-                   ((!dd && plan->dst.kind == Kind::kUnregistered) || (!sd && plan->src.kind == Kind::kUnregistered));
-  return ACL_SUCCESS;
-}
-
-aclError CheckMemset(const char* fn, void* devPtr, size_t maxCount, size_t count, PtrInfo* p) {
-  if (!devPtr) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: devPtr is NULL", fn));
-  if (count > maxCount)  // code: shim's choice
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("%s: count %zu exceeds maxCount %zu", fn, count, maxCount));
-  *p = Lookup(devPtr);  // rt:1307-1309: host or device memory, judged from the address
-  if (p->base && count > p->avail)
-    return Fail(ACL_ERROR_INVALID_PARAM,
-                Fmt("%s: count %zu runs past the end of the %zu-byte %s at %p", fn, count, p->size, What(*p), p->base));
-  return ACL_SUCCESS;
-}
+using CopyPlan = tshim::acl::CopyPlan<PtrInfo>;
 
 aclError CheckDevice(const char* fn, int32_t id) {
   if (Devs().err != cudaSuccess) return FailCuda(fn, "cudaGetDeviceCount", Devs().err);
@@ -360,34 +272,13 @@ aclError CheckDevice(const char* fn, int32_t id) {
 
 extern "C" {
 
-ACL_ABI_EXPORT aclError aclInit(const char*) {
-  std::lock_guard<std::mutex> l(g_mu);
-  ++g_init_refs;  // rt:2293-2294: "can be called multiple times ... the reference count will increase by 1"
-  return ACL_SUCCESS;
-}
+ACL_ABI_EXPORT aclError aclInit(const char*) { return tshim::acl::Init(g_mu, g_init_refs); }
 
-ACL_ABI_EXPORT aclError aclFinalize() {
-  std::lock_guard<std::mutex> l(g_mu);
-  if (g_init_refs == 0) return Fail(ACL_ERROR_UNINITIALIZE, "aclFinalize: aclInit has not been called");
-  g_init_refs = 0;  // rt:2310-2311: "the internal reference count is reset to 0"
-  return ACL_SUCCESS;
-}
+ACL_ABI_EXPORT aclError aclFinalize() { return tshim::acl::Finalize<CudaShim>(g_mu, g_init_refs); }
 
-// rt:2348-2353: this thread's last failure message, once (NULL when there was none since the previous call).
-ACL_ABI_EXPORT const char* aclGetRecentErrMsg() {
-  if (t_err.empty()) return nullptr;
-  t_err_out = std::move(t_err);
-  t_err.clear();
-  return t_err_out.c_str();
-}
+ACL_ABI_EXPORT const char* aclGetRecentErrMsg() { return tshim::acl::RecentErrMsg(t_err, t_err_out); }
 
-ACL_ABI_EXPORT const char* aclrtGetSocName() {
-  static const std::string name = [] {
-    const char* v = std::getenv("TESSERA_SHIM_SOC_NAME");
-    return std::string(v && *v ? v : "Ascend910B1");  // the host shim's default: its rules are this part's
-  }();
-  return name.c_str();
-}
+ACL_ABI_EXPORT const char* aclrtGetSocName() { return tshim::acl::SocName(); }
 
 ACL_ABI_EXPORT aclError aclrtGetDeviceCount(uint32_t* count) {
   ACL_REQUIRE_INIT("aclrtGetDeviceCount");
@@ -426,11 +317,8 @@ ACL_ABI_EXPORT aclError aclrtGetDevice(int32_t* deviceId) {
 ACL_ABI_EXPORT aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
   ACL_REQUIRE_INIT("aclrtMalloc");
   ACL_REQUIRE_DEVICE("aclrtMalloc");
-  if (!devPtr || size == 0) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMalloc: devPtr %p, size %zu", devPtr, size));
-  const unsigned base = static_cast<unsigned>(policy) & 0xffu;
-  if (base > ACL_MEM_MALLOC_HUGE1G_ONLY_P2P)
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMalloc: policy 0x%x is not an aclrtMemMallocPolicy", policy));
-  const size_t bytes = (size + 31) / 32 * 32 + 32;  // rt:1090: "aligned to 32 bytes and padded with 32 bytes"
+  if (aclError e = tshim::acl::CheckMalloc<CudaShim>(devPtr, size, policy)) return e;
+  const size_t bytes = tshim::acl::MallocBytes(size);
   if (const cudaError_t e = cudaMalloc(devPtr, bytes); e != cudaSuccess) {
     *devPtr = nullptr;
     (void)cudaGetLastError();
@@ -453,8 +341,7 @@ ACL_ABI_EXPORT aclError aclrtFree(void* devPtr) {
 ACL_ABI_EXPORT aclError aclrtMallocHost(void** hostPtr, size_t size) {
   ACL_REQUIRE_INIT("aclrtMallocHost");
   ACL_REQUIRE_DEVICE("aclrtMallocHost");
-  if (!hostPtr || size == 0)  // [host]
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMallocHost: hostPtr %p, size %zu", hostPtr, size));
+  if (aclError e = tshim::acl::CheckMallocHost<CudaShim>(hostPtr, size)) return e;
   if (const cudaError_t e = cudaMallocHost(hostPtr, size); e != cudaSuccess) {  // page-aligned [host]
     *hostPtr = nullptr;
     (void)cudaGetLastError();
@@ -480,28 +367,15 @@ ACL_ABI_EXPORT aclError aclrtPointerGetAttributes(const void* ptr, aclrtPtrAttri
   ACL_REQUIRE_INIT("aclrtPointerGetAttributes");
   if (!ptr || !attributes) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtPointerGetAttributes: NULL argument");
   const PtrInfo p = Lookup(ptr);
-  std::memset(attributes, 0, sizeof *attributes);
-  // As acl_shim.cpp (ASSUMPTION there: undocumented mapping): pinned host memory reports HOST, other host memory
-  // UNREGISTERED; pageSize 2 MiB for huge-page policies (HUGE_FIRST only above 1 MiB), else 4 KiB.
-  if (p.kind == Kind::kDevice) {
-    attributes->location = {static_cast<uint32_t>(p.device), ACL_MEM_LOCATION_TYPE_DEVICE};
-    const unsigned pol = p.policy & 0xffu;
-    const bool huge =
-        p.base && (pol == ACL_MEM_MALLOC_HUGE_ONLY || pol == ACL_MEM_MALLOC_HUGE_ONLY_P2P ||
-                   ((pol == ACL_MEM_MALLOC_HUGE_FIRST || pol == ACL_MEM_MALLOC_HUGE_FIRST_P2P) && p.size > (1u << 20)));
-    attributes->pageSize = huge ? (2u << 20) : 4096u;
-  } else {
-    attributes->location = {
-        0, p.kind == Kind::kPinnedHost ? ACL_MEM_LOCATION_TYPE_HOST : ACL_MEM_LOCATION_TYPE_UNREGISTERED};
-    attributes->pageSize = 4096;
-  }
+  tshim::acl::PointerAttributes<CudaShim>(p, p.policy, attributes);  // as acl_shim.cpp
   return ACL_SUCCESS;
 }
 
 ACL_ABI_EXPORT aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
   ACL_REQUIRE_INIT("aclrtMemcpy");
   CopyPlan plan;
-  if (aclError e = CheckCopy("aclrtMemcpy", dst, destMax, src, count, kind, false, &plan)) return e;
+  if (aclError e = tshim::acl::CheckCopy<CudaShim>("aclrtMemcpy", dst, destMax, src, count, kind, false, &plan))
+    return e;
   if (count == 0) return ACL_SUCCESS;
   if (plan.dst.kind != Kind::kDevice && plan.src.kind != Kind::kDevice)  // host to host, as acl_shim.cpp
     return std::memmove(dst, src, count), ACL_SUCCESS;
@@ -516,16 +390,14 @@ ACL_ABI_EXPORT aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* 
   auto s = Resolve(stream);
   if (!s) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMemcpyAsync: stream %p is not a live stream", stream));
   CopyPlan plan;
-  if (aclError e = CheckCopy("aclrtMemcpyAsync", dst, destMax, src, count, kind, true, &plan)) return e;
-  const bool pageable_sync = [] {
-    const char* v = std::getenv("TESSERA_SHIM_ACL_PAGEABLE");
-    return v && std::strcmp(v, "sync") == 0;
-  }();
-  if (plan.pageable && !pageable_sync)  // [async]: accepted, then the task fails (code: the host shim's choice)
+  if (aclError e = tshim::acl::CheckCopy<CudaShim>("aclrtMemcpyAsync", dst, destMax, src, count, kind, true, &plan))
+    return e;
+  if (plan.pageable &&
+      !tshim::acl::PageableSync())  // [async]: accepted, then the task fails (code: the host shim's choice)
     return Raise("aclrtMemcpyAsync", s, ACL_ERROR_RT_COPY_DATA,
                  Fmt("aclrtMemcpyAsync: %s copy with host memory not allocated by aclrtMallocHost (dst %p, src %p); "
                      "nothing was copied",
-                     KindName(kind), dst, src));
+                     tshim::acl::KindName(kind), dst, src));
   if (kind == ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE) {  // the runtime buffers the host bytes at the call
     auto staged =
         std::make_unique<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + count);
@@ -550,7 +422,7 @@ ACL_ABI_EXPORT aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* 
 ACL_ABI_EXPORT aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count) {
   ACL_REQUIRE_INIT("aclrtMemset");
   PtrInfo p;
-  if (aclError e = CheckMemset("aclrtMemset", devPtr, maxCount, count, &p)) return e;
+  if (aclError e = tshim::acl::CheckMemset<CudaShim>("aclrtMemset", devPtr, maxCount, count, &p)) return e;
   if (p.kind != Kind::kDevice) return std::memset(devPtr, value, count), ACL_SUCCESS;
   CU("aclrtMemset", cudaMemset(devPtr, value, count));
   CU("aclrtMemset", cudaStreamSynchronize(nullptr));  // cudaMemset of device memory may return before it is done
@@ -563,7 +435,7 @@ ACL_ABI_EXPORT aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t 
   auto s = Resolve(stream);
   if (!s) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtMemsetAsync: stream %p is not a live stream", stream));
   PtrInfo p;
-  if (aclError e = CheckMemset("aclrtMemsetAsync", devPtr, maxCount, count, &p)) return e;
+  if (aclError e = tshim::acl::CheckMemset<CudaShim>("aclrtMemsetAsync", devPtr, maxCount, count, &p)) return e;
   if (p.kind == Kind::kDevice) {
     CU("aclrtMemsetAsync", cudaMemsetAsync(devPtr, value, count, s->handle));
     return ACL_SUCCESS;
@@ -687,11 +559,8 @@ ACL_ABI_EXPORT aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecord
   return FailCuda("aclrtQueryEventStatus", "cudaEventQuery", e);
 }
 
-ACL_ABI_EXPORT aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus* status) {  // deprecated (rt:1011)
-  aclrtEventRecordedStatus r;
-  if (aclError err = aclrtQueryEventStatus(event, &r)) return err;
-  *status = r == ACL_EVENT_RECORDED_STATUS_COMPLETE ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
-  return ACL_SUCCESS;
+ACL_ABI_EXPORT aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus* status) {
+  return tshim::acl::QueryEvent(event, status, aclrtQueryEventStatus);
 }
 
 ACL_ABI_EXPORT aclError aclrtSynchronizeEvent(aclrtEvent event) {

@@ -36,7 +36,6 @@
 #include <nccl.h>
 
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,20 +49,14 @@
 
 #include "../acl_abi.h"
 #include "../hccl_abi.h"
+#include "../hccl_rules.hpp"
+#include "../shim_runtime.hpp"
+
+using tshim::Fmt;
 
 static_assert(sizeof(ncclUniqueId) <= HCCL_ROOT_INFO_BYTES, "an ncclUniqueId fits in an HcclRootInfo");
 
 namespace {
-
-std::string Fmt(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Fmt(const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
 
 HcclResult Fail(HcclResult code, const std::string& msg) {
   const char* v = std::getenv("TESSERA_SHIM_VERBOSE");
@@ -155,7 +148,7 @@ HcclResult MapType(const char* fn, HcclDataType t, bool reduce, Type* out) {
     return HCCL_SUCCESS;
   }
   return Fail(
-      (i >= HCCL_DATA_TYPE_INT8 && i <= HCCL_DATA_TYPE_FP8E8M0 && i != 13) ? HCCL_E_NOT_SUPPORT : HCCL_E_PARA,
+      tshim::hccl::TypeCode(i),
       Fmt("%s: data type %d is not supported%s", fn, i,
           reduce ? " by reductions (int8, int32, int64, fp16, fp32, bfp16; int16 is HCCL's but not NCCL's)" : ""));
 }
@@ -175,11 +168,8 @@ HcclResult Check(const char* fn, HcclComm comm, aclrtStream stream, HcclDataType
   out->stream = static_cast<cudaStream_t>(stream);
   if (HcclResult e = MapType(fn, t, reduce, &out->type)) return e;
   if (op) {
-    if (*op < 0 || *op > HCCL_REDUCE_MIN) return Fail(HCCL_E_PARA, Fmt("%s: op %d is not an HcclReduceOp", fn, *op));
+    if (HcclResult e = tshim::hccl::CheckOp(fn, t, *op, Fail)) return e;
     out->op = static_cast<ncclRedOp_t>(*op);  // HCCL's 0..3 are NCCL's sum, prod, max, min
-    if (*op == HCCL_REDUCE_PROD && (t == HCCL_DATA_TYPE_INT16 || t == HCCL_DATA_TYPE_BFP16))
-      return Fail(HCCL_E_NOT_SUPPORT, Fmt("%s: prod does not support %s on Atlas A2 [types]", fn,
-                                          t == HCCL_DATA_TYPE_INT16 ? "int16" : "bfp16"));
   }
   return HCCL_SUCCESS;
 }
@@ -219,42 +209,11 @@ HcclResult Queued(const char* fn, const char* call, const Checked& c, ncclResult
 }
 #define HCCL_QUEUE(fn, c, call) Queued(fn, #call, c, call)
 
-const char* ErrorName(HcclResult r) {
-  static const char* const kNames[] = {"success",
-                                       "parameter error",
-                                       "empty pointer",
-                                       "memory error",
-                                       "internal error",
-                                       "not support feature",
-                                       "not found specific resource",
-                                       "resource unavailable",
-                                       "call system interface error",
-                                       "timeout",
-                                       "open file fail",
-                                       "tcp connect fail",
-                                       "roce connect fail",
-                                       "tcp transfer fail",
-                                       "roce transfer fail",
-                                       "call runtime api fail",
-                                       "call driver api fail",
-                                       "call profiling api fail",
-                                       "call cce api fail",
-                                       "call network api fail",
-                                       "try again",
-                                       "error cqe",
-                                       "error communicator suspending",
-                                       "retry constraint",
-                                       "out of memory"};  // the comments of types:24-48, as hccl_shim.cpp
-  const int i = static_cast<int>(r);
-  return i >= 0 && i < static_cast<int>(sizeof kNames / sizeof *kNames) ? kNames[i] : "unknown HcclResult";
-}
-
 HcclResult PointToPoint(const char* fn, bool send, void* buf, uint64_t count, HcclDataType t, uint32_t peer,
                         HcclComm comm, aclrtStream stream) {
   Checked c;
   if (HcclResult e = Check(fn, comm, stream, t, false, nullptr, &c)) return e;
-  if (peer >= static_cast<uint32_t>(c.comm->nranks))
-    return Fail(HCCL_E_PARA, Fmt("%s: peer %u is not in [0, %d)", fn, peer, c.comm->nranks));
+  if (HcclResult e = tshim::hccl::CheckRank(fn, "peer", peer, c.comm->nranks, Fail)) return e;
   if (HcclResult e = CheckBufs(fn, c, {{send ? "sendBuf" : "recvBuf", {buf, count * c.type.size}}})) return e;
   const size_t n = count * c.type.scale;
   const int p = static_cast<int>(peer);
@@ -369,7 +328,7 @@ HCCL_ABI_EXPORT HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult* asyn
   return HCCL_SUCCESS;
 }
 
-HCCL_ABI_EXPORT const char* HcclGetErrorString(HcclResult code) { return ErrorName(code); }
+HCCL_ABI_EXPORT const char* HcclGetErrorString(HcclResult code) { return tshim::hccl::ErrorName(code); }
 
 HCCL_ABI_EXPORT HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t count, HcclDataType dataType,
                                          HcclReduceOp op, HcclComm comm, aclrtStream stream) {
@@ -411,8 +370,7 @@ HCCL_ABI_EXPORT HcclResult HcclBroadcast(void* buf, uint64_t count, HcclDataType
                                          aclrtStream stream) {
   Checked c;
   if (HcclResult e = Check("HcclBroadcast", comm, stream, dataType, false, nullptr, &c)) return e;
-  if (root >= static_cast<uint32_t>(c.comm->nranks))
-    return Fail(HCCL_E_PARA, Fmt("HcclBroadcast: root %u is not in [0, %d)", root, c.comm->nranks));
+  if (HcclResult e = tshim::hccl::CheckRank("HcclBroadcast", "root", root, c.comm->nranks, Fail)) return e;
   if (HcclResult e = CheckBufs("HcclBroadcast", c, {{"buf", {buf, count * c.type.size}}})) return e;
   return HCCL_QUEUE(
       "HcclBroadcast", c,
