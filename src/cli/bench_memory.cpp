@@ -107,7 +107,7 @@ Result<BenchMemory::Buffer> BenchMemory::Allocate(size_t bytes) {
   if (rt_ != nullptr) {
     TSR_RETURN_IF_ERROR(rt_->SetDevice(gpu_));
     TSR_ASSIGN_OR_RETURN(void* p, rt_->Malloc(n));
-    Buffer b(static_cast<std::byte*>(p), Free{gpu_, rt_.get()});
+    Buffer b(static_cast<std::byte*>(p), Free{gpu_, rt_});
     TSR_RETURN_IF_ERROR(rt_->MemsetAsync(p, n, 0, n, stream_));
     TSR_RETURN_IF_ERROR(Synchronize());
     return b;

@@ -33,14 +33,13 @@ class BenchMemory {
   BenchMemory& operator=(const BenchMemory&) = delete;
 
   bool on_device() const { return gpu_ >= 0; }
-  bool on_runtime_row() const { return rt_ != nullptr; }                // npu, musa: through comm/runtime
   const char* kind() const { return on_device() ? "device" : "host"; }  // for the output
   tsrStream_t stream() const { return stream_; }                        // NULL on host memory
 
   // Frees with the memory it came from.
   struct Free {
-    int gpu = -1;                       // -1: host memory
-    comm::DeviceRuntime* rt = nullptr;  // set: memory of that runtime row
+    int gpu = -1;                             // -1: host memory
+    std::shared_ptr<comm::DeviceRuntime> rt;  // set: memory of that runtime row (kept loaded while it lives)
     void operator()(std::byte* p) const;
   };
   using Buffer = std::unique_ptr<std::byte, Free>;

@@ -9,32 +9,17 @@
 //     (ASCEND_RT_VISIBLE_DEVICES), round-robin past the count, and names the library when there is none;
 //   - faults: device memory expected but host memory given, a rank that dies, a device index past the count.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <ostream>
 #include <regex>
 #include <string>
 
+#include "common/shell.hpp"
+
 namespace {
 
-struct Proc {
-  int status = -1;
-  std::string out;
-};
-
-Proc Shell(const std::string& cmd) {
-  Proc r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
+using tessera::testing_shell::Proc;
+using tessera::testing_shell::Shell;
 
 int Count(const std::string& text, const std::string& pattern) {
   std::regex re(pattern);
