@@ -4,24 +4,27 @@
 # (default 3) with the values interleaved so load hits them alike, beside allreduce_bound for the layout (this
 # box's multi-threaded memcpy bandwidth x the traffic the allreduce must make) measured in the same run. Prints
 # the median busbw of each value and its ratio to the bound; raw rows go to $OUT/threads-sweep.jsonl when OUT is set.
-#   Usage: bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)
+#   Usage: [VAR=NAME] bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)
+#   VAR names the variable swept (default TESSERA_HOST_THREADS; e.g. VAR=TESSERA_HOST_STREAM_MIN with values off 16M,
+#   the threads then `auto`).
 set -uo pipefail
 B=${1:?usage: host_threads_sweep.sh BUILD_DIR [VALUE...]}
 shift
 VALUES=("$@")
 [ ${#VALUES[@]} -gt 0 ] || VALUES=(1 2 4 6 8 12 auto)
+VAR=${VAR:-TESSERA_HOST_THREADS}
 OUTDIR=${OUT:-$(mktemp -d)}
 mkdir -p "$OUTDIR"
 ROWS=$OUTDIR/threads-sweep.jsonl
 : > "$ROWS"
-echo "host_threads_sweep: $(nproc) cpus, values ${VALUES[*]}, ${REPS:-3} rounds"
+echo "host_threads_sweep: $(nproc) cpus, $VAR = ${VALUES[*]}, ${REPS:-3} rounds"
 "$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M | tee "$OUTDIR/bound-1+1.txt"
 for rep in $(seq "${REPS:-3}"); do
   for t in "${VALUES[@]}"; do
-    TESSERA_HOST_THREADS=$t timeout 120 "$B/tessera" run --timeout 60s --island a=host:1 --island b=host:1 -- \
+    env "$VAR=$t" timeout 120 "$B/tessera" run --timeout 60s --island a=host:1 --island b=host:1 -- \
       "$B/tessera" bench allreduce --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - --sizes 64M,256M \
       2> "$OUTDIR/threads-$t-r$rep.err" | grep -o '{.*}' | sed "s/^{/{\"threads\":\"$t\",/" >> "$ROWS" \
-      || { echo "threads=$t round $rep failed:"; tail -5 "$OUTDIR/threads-$t-r$rep.err"; }
+      || { echo "$VAR=$t round $rep failed:"; tail -5 "$OUTDIR/threads-$t-r$rep.err"; }
   done
 done
 python3 - "$ROWS" "$OUTDIR/bound-1+1.txt" "${VALUES[@]}" <<'PY'
@@ -37,7 +40,7 @@ for line in open(rows_path):
     for r in d.get("rows", []):
         got.setdefault((d["threads"], r["bytes"]), []).append(r["busbw_GBps"])
 sizes = sorted({b for (_, b) in got})
-print("\nthreads | " + " | ".join(f"{s >> 20} MiB busbw (min..max) / bound" for s in sizes))
+print("\nvalue | " + " | ".join(f"{s >> 20} MiB busbw (min..max) / bound" for s in sizes))
 for t in values:
     cells = []
     for s in sizes:

@@ -170,6 +170,14 @@ Status Comm::HostBarrier() {
   });
 }
 
+Status Comm::HostBridge(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root) {
+  return Guard(CollName(kind), [&]() -> Status {
+    Status s = Hierarchical(kind, send, recv, count, dt, op, root, nullptr, IslandPhases::kDone);
+    ++seq_;
+    return s;
+  });
+}
+
 Status Comm::HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   DType dt;
   return Guard("send", [&]() -> Status {

@@ -64,6 +64,9 @@ struct Island {
 };
 
 enum class CollKind : uint32_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier, kSend, kAllToAll };
+// Where the hierarchical algorithm's island phases run: here (the host engine), or already done by the island's own
+// library (HostPath::HostBridge).
+enum class IslandPhases { kHere, kDone };
 const char* CollName(CollKind k);
 
 // Everything a rank needs to join a communicator (Comm::Create). FromEnv fills it from TESSERA_*;
@@ -183,6 +186,8 @@ class Comm final : public Links, private HostPath {
   Status HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
   Status HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
   Status HostBarrier() override;
+  Status HostBridge(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root) override;
+  std::vector<Range> AllReduceChunks(size_t count, DType dt) const override { return BridgeChunks(count, dt); }
   // In a world with a device island that stages through pinned memory (not DeviceBridgeEligible) and
   // more than one island, allreduce runs as consecutive collectives over chunks of TESSERA_DEVICE_CHUNK
   // bytes on EVERY rank, so that the GPU rank can pipeline its device<->host copies with the bridge;
@@ -207,7 +212,7 @@ class Comm final : public Links, private HostPath {
   // engines and kernels (allreduce, broadcast, allgather; island of one rank, every bridge channel shm: see
   // DeviceBridgeEligible).
   Status Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,
-                      DeviceOps* dev = nullptr);
+                      DeviceOps* dev = nullptr, IslandPhases phases = IslandPhases::kHere);
   class Collective;  // one call of Hierarchical, step by step (hierarchical.cpp)
   // Whether island `isl`'s allreduce of `dt` runs on the device bridge (Island::device_bridge, floating
   // types). The same answer on every rank.

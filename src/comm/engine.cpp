@@ -69,10 +69,13 @@ void ReduceJob::HostFold(int c, size_t at, const std::byte* src, size_t count) c
   }
 }
 
-void Engine::Copy(void* dst, const void* src, size_t bytes) const {
+void Engine::Copy(void* dst, const void* src, size_t bytes, bool streaming) const {
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
-  Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { std::memcpy(d + b, s + b, k); });
+  if (streaming)
+    Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { CopyStreaming(d + b, s + b, k); });
+  else
+    Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { std::memcpy(d + b, s + b, k); });
 }
 
 Status ReduceJob::FoldRange(int c, const void* src, size_t count, HostPool* pool) {
@@ -102,6 +105,7 @@ void Engine::Send(int peer, const void* data, size_t bytes) {
   if (sends_.size() <= static_cast<size_t>(peer)) sends_.resize(peer + 1);
   sends_[peer].push_back({static_cast<const std::byte*>(data), bytes, PadToChannel(bytes), 0, nullptr});
   ++pending_;
+  links_->CountSent(peer, bytes);
 }
 
 void Engine::SendResult(int peer, const ReduceJob* job) {
@@ -110,6 +114,7 @@ void Engine::SendResult(int peer, const ReduceJob* job) {
   if (sends_.size() <= static_cast<size_t>(peer)) sends_.resize(peer + 1);
   sends_[peer].push_back({static_cast<const std::byte*>(job->dst), bytes, PadToChannel(bytes), 0, job});
   ++pending_;
+  links_->CountSent(peer, bytes);
 }
 
 void Engine::RecvCopy(int peer, void* dst, size_t bytes) {
@@ -252,7 +257,7 @@ Status Engine::Run(const std::string& what) {
         take = std::min(avail, op.padded - op.off);
       } else if (op.dst != nullptr) {
         take = std::min({avail, op.bytes - op.off, step_});
-        Copy(op.dst + op.off, ptr, take);
+        Copy(op.dst + op.off, ptr, take, op.bytes >= links_->stream_min());  // a large message: past the caches
       } else {
         size_t esz = DTypeSize(op.job->src_type[op.contributor]);
         size_t elems = std::min({avail, op.bytes - op.off, step_}) / esz;

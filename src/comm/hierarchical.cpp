@@ -7,6 +7,11 @@
 //                 BridgeReduce (each owner folds its part in island order and shares it as it finishes),
 //                 or FinishOwnShard in a world of one island;
 //   then          ScatterToBlocks (reduce-scatter) or IslandAllGather (everything else).
+// With IslandPhases::kDone the caller's island has run its island phases on its own library (a device island of
+// several ranks, comm/device/accel_rank): the call starts at the bridge from the island's partial sums (or
+// gathered contributions) of this rank's shard and ends when that shard holds its final values; the island's
+// library then spreads the shards. From outside the island nothing differs: its ranks send and receive exactly
+// what ranks that ran the island phases here would.
 // Also the header exchange itself (Comm::ExchangeHeaders).
 #include <fmt/format.h>
 
@@ -65,7 +70,7 @@ size_t DeviceOutputBytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 class Comm::Collective {
  public:
   Collective(Comm& c, CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,
-             DeviceOps* dev)
+             DeviceOps* dev, IslandPhases phases)
       : c_(c),
         kind_(kind),
         send_(static_cast<const std::byte*>(send)),
@@ -75,6 +80,7 @@ class Comm::Collective {
         op_(op),
         root_(root),
         dev_(dev),
+        island_done_(phases == IslandPhases::kDone),
         reduce_(kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter || kind == CollKind::kBarrier),
         W_(static_cast<size_t>(c.size_)),
         C_((kind == CollKind::kReduceScatter || kind == CollKind::kAllGather) ? count * W_ : count),
@@ -95,12 +101,18 @@ class Comm::Collective {
       return InternalError(fmt::format(
           "{}: the device bridge serves allreduce, reduce-scatter, broadcast and allgather from an island of one rank",
           what_));
+    if (island_done_ && (!bridged || dev_ != nullptr || n_ < 2 || k_ < 2 || (reduce_ && AccumType(dt_) != dt_)))
+      return InternalError(fmt::format(
+          "{}: island phases run elsewhere only for allreduce, reduce-scatter, broadcast and allgather of a type that "
+          "is its own accumulator, from an island of several ranks in a world of several islands",
+          what_));
     segs_ = Segments(c_.island_ranks_, C_);
     TSR_RETURN_IF_ERROR(ExchangeHeaders());
     if (C_ == 0) return Status::Ok();
     if (!reduce_) {
-      TSR_RETURN_IF_ERROR(IslandGather());
+      if (!island_done_) TSR_RETURN_IF_ERROR(IslandGather());
       if (k_ > 1) TSR_RETURN_IF_ERROR(BridgeSwap());
+      if (island_done_) return Status::Ok();  // the island's library spreads the shards
       TSR_RETURN_IF_ERROR(CopyOwn());
     } else {
       TSR_RETURN_IF_ERROR(IslandReduceScatter());
@@ -110,6 +122,7 @@ class Comm::Collective {
       else
         FinishOwnShard();
       if (kind_ == CollKind::kReduceScatter) return ScatterToBlocks();
+      if (island_done_) return Status::Ok();
     }
     return IslandAllGather();
   }
@@ -212,7 +225,7 @@ class Comm::Collective {
   Status IslandReduceScatter() {
     island_ptype_.resize(k_);
     for (int J = 0; J < k_; ++J) island_ptype_[J] = c_.island_ranks_[J].size() == 1 ? dt_ : AccumType(dt_);
-    if (n_ == 1) {
+    if (n_ == 1 || island_done_) {  // my input, or my island's partial sums of my shard (in dt_, its accumulator)
       partial_ = send_;
       ptype_ = dt_;
       pbase_ = 0;
@@ -418,6 +431,7 @@ class Comm::Collective {
   const RedOp op_;
   const int root_;
   DeviceOps* const dev_;
+  const bool island_done_;  // IslandPhases::kDone
   const bool reduce_;
   const size_t W_;                 // ranks of the world
   const size_t C_;                 // elements of the whole buffer the schedule cuts
@@ -449,8 +463,8 @@ size_t Comm::DeviceScratchBytes(CollKind kind, size_t count, DType dt) const {
 }
 
 Status Comm::Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,
-                          DeviceOps* dev) {
-  return Collective(*this, kind, send, recv, count, dt, op, root, dev).Run();
+                          DeviceOps* dev, IslandPhases phases) {
+  return Collective(*this, kind, send, recv, count, dt, op, root, dev, phases).Run();
 }
 
 }  // namespace tessera::comm

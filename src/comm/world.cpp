@@ -10,7 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -64,7 +67,32 @@ Result<std::unique_ptr<Comm>> Comm::Create(const InitParams& params) {
   return c;
 }
 
-Comm::~Comm() = default;
+Comm::~Comm() {
+  // TESSERA_LINK_TRACE: what this communicator sent over each link (before any member goes away).
+  const std::string prefix = env::Get("TESSERA_LINK_TRACE").value_or("");
+  if (prefix.empty() || islands_.empty() || send_.empty()) return;
+  const std::string path = fmt::format("{}.rank{}", prefix, rank_);
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) {
+    TSR_LOG_WARN("TESSERA_LINK_TRACE: cannot write {}: {}", path, std::strerror(errno));
+    return;
+  }
+  std::fprintf(f, "comm rank %d of %d island %d (%s) islands %zu calls %llu\n", rank_, size_,
+               islands_[my_island_].index, islands_[my_island_].vendor.c_str(), islands_.size(),
+               static_cast<unsigned long long>(seq_));
+  std::vector<int> island_of(size_, 0);
+  for (const Island& isl : islands_)
+    for (int r : isl.ranks) island_of[r] = isl.index;
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_)
+      std::fprintf(f, "peer %d island %d %s sent %llu\n", p, island_of[p], transport_[p].c_str(),
+                   static_cast<unsigned long long>(SentTo(p)));
+  if (device_) {
+    const std::string line = device_->TraceLine();
+    if (!line.empty()) std::fprintf(f, "%s\n", line.c_str());
+  }
+  std::fclose(f);
+}
 
 Result<InitParams> Comm::ParamsFromEnv() {
   InitParams p;
@@ -258,6 +286,7 @@ HostPath::Shape Comm::WorldShape() const {
           .island = mine.index,
           .island_size = static_cast<int>(mine.ranks.size()),
           .island_rank = local_,
+          .island_ranks = mine.ranks,
           .timeout = timeout_};
 }
 

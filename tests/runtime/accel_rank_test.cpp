@@ -9,7 +9,11 @@
 //     (ASCEND_RT_VISIBLE_DEVICES), round-robin past the count, and names the library when there is none;
 //   - faults: device memory expected but host memory given, a rank that dies, a device index past the count.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <ostream>
 #include <regex>
 #include <string>
@@ -53,15 +57,25 @@ TEST_P(Layouts, EveryCollectiveIsExactAndBitIdenticalOnDeviceMemory) {
 
 INSTANTIATE_TEST_SUITE_P(
     Accel, Layouts,
-    ::testing::Values(Layout{"one_npu_island_of_3_on_hccl", "--island ascend=npu:3", 3, ""},
-                      Layout{"one_musa_island_of_2_on_mccl", "--island moore=musa:2", 2, ""},
-                      Layout{"npu_2_beside_host_1", "--island ascend=npu:2 --island nvidia=host:1", 3, ""},
-                      Layout{"npu_1_musa_2_host_1", "--island ascend=npu:1 --island moore=musa:2 --island x86=host:1",
-                             4, ""},
-                      Layout{"npu_3_beside_musa_1_slow_streams", "--island ascend=npu:3 --island moore=musa:1", 4,
-                             "TESSERA_SHIM_STREAM_DELAY_US=300"},
-                      Layout{"npu_1_beside_host_2_over_tcp", "--island ascend=npu:1 --island nvidia=host:2", 3,
-                             "TESSERA_BRIDGE=tcp"}),
+    ::testing::Values(
+        Layout{"one_npu_island_of_3_on_hccl", "--island ascend=npu:3", 3, ""},
+        Layout{"one_musa_island_of_2_on_mccl", "--island moore=musa:2", 2, ""},
+        Layout{"npu_2_beside_host_1", "--island ascend=npu:2 --island nvidia=host:1", 3, ""},
+        Layout{"npu_1_musa_2_host_1", "--island ascend=npu:1 --island moore=musa:2 --island x86=host:1", 4, ""},
+        Layout{"npu_3_beside_musa_1_slow_streams", "--island ascend=npu:3 --island moore=musa:1", 4,
+               "TESSERA_SHIM_STREAM_DELAY_US=300"},
+        Layout{"npu_1_beside_host_2_over_tcp", "--island ascend=npu:1 --island nvidia=host:2", 3, "TESSERA_BRIDGE=tcp"},
+        // Islands of several devices beside host islands and islands of one rank: the island's library
+        // runs the island phases, only shards cross the bridge (16-bit reductions staged).
+        Layout{"npu_4_beside_host_1_musa_1", "--island ascend=npu:4 --island nvidia=host:1 --island moore=musa:1", 6,
+               ""},
+        Layout{"musa_3_beside_npu_2_host_2", "--island moore=musa:3 --island ascend=npu:2 --island x86=host:2", 7, ""},
+        Layout{"npu_2_beside_npu_3_over_tcp", "--island ascend=npu:2 --island ascend2=npu:3", 5, "TESSERA_BRIDGE=tcp"},
+        Layout{"npu_3_beside_musa_5", "--island ascend=npu:3 --island moore=musa:5", 8, ""},
+        Layout{"host_1_beside_npu_8", "--island x86=host:1 --island ascend=npu:8", 9, ""},
+        // The NCCL row over a multi-rank NCCL-shaped library (the MCCL shim under the prefix mccl).
+        Layout{"musa_2_on_the_nccl_row_beside_host_2", "--island moore=musa:2 --island x86=host:2", 4,
+               "TESSERA_CCL=nccl TESSERA_CCL_LIB=" TESSERA_SHIM_DIR "/libmccl.so.2 TESSERA_CCL_PREFIX=mccl"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Accel, LargeCountsCrossStagingGrowthAndBridgeChunks) {
@@ -79,6 +93,78 @@ TEST(Accel, TesseraBenchRunsOnNpuDeviceMemory) {
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find(R"("memory":"device+host")"), std::string::npos) << r.out;
   EXPECT_EQ(Count(r.out, R"("wrong":0)"), 2) << r.out;
+}
+
+// What each rank's links carried, from TESSERA_LINK_TRACE: "peer P island I TRANSPORT sent B" lines and the device
+// line "device npu:0 down B up B ...".
+struct Traffic {
+  std::map<int, uint64_t> sent;  // peer -> bytes
+  std::map<int, int> island;     // peer -> its island
+  uint64_t down = 0, up = 0;
+};
+Traffic ReadTrace(const std::string& path) {
+  Traffic t;
+  std::ifstream f(path);
+  std::string line;
+  std::smatch m;
+  while (std::getline(f, line)) {
+    if (std::regex_search(line, m, std::regex(R"(^peer (\d+) island (\d+) \S+ sent (\d+))"))) {
+      t.sent[std::stoi(m[1])] = std::stoull(m[3]);
+      t.island[std::stoi(m[1])] = std::stoi(m[2]);
+    } else if (std::regex_search(line, m, std::regex(R"(^device \S+ down (\d+) up (\d+))"))) {
+      t.down = std::stoull(m[1]);
+      t.up = std::stoull(m[2]);
+    }
+  }
+  return t;
+}
+
+constexpr uint64_t kHeaders = 1024;  // what a rank may send a peer besides data: 64-byte call headers
+
+TEST(Accel, OnlyShardsCrossTheBridgeFromAnIslandOfSeveralDevices) {
+  // npu 2 + host 2, one f32 allreduce of C elements in one bridge chunk: npu rank r's shard is C/2; its island's
+  // library reduce-scatters and allgathers on the device, so the rank stages down and up only its shard, sends
+  // nothing to its island peer but headers, and sends its counterpart in the host island (rank r + 2) exactly a
+  // shard: half of it as its island's partial sums, half as the final values of the part it reduces.
+  const size_t C = 1 << 20, shard = C / 2 * 4;
+  char dir[] = "/tmp/tsr-linktrace-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string prefix = std::string(dir) + "/t";
+  Proc r = Job("TESSERA_LINK_TRACE=" + prefix, "--island ascend=npu:2 --island nvidia=host:2",
+               "traffic " + std::to_string(C));
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    Traffic t = ReadTrace(prefix + ".rank" + std::to_string(rank));
+    ASSERT_EQ(t.sent.size(), 3u) << "rank " << rank;
+    EXPECT_EQ(t.down, shard) << "rank " << rank;
+    EXPECT_EQ(t.up, shard) << "rank " << rank;
+    EXPECT_LE(t.sent[1 - rank], kHeaders) << "rank " << rank << " to its island peer";
+    EXPECT_GE(t.sent[rank + 2], shard) << "rank " << rank << " to its counterpart";
+    EXPECT_LE(t.sent[rank + 2], shard + kHeaders) << "rank " << rank << " to its counterpart";
+    EXPECT_LE(t.sent[3 - rank], kHeaders) << "rank " << rank << " to the other host rank";
+  }
+  // The same job with the island's library missing on every rank: staged whole, the island phases on the host path
+  // (the rank's island peer now gets half the buffer as partial sums, and its shard of the result back).
+  Proc s = Job("TESSERA_LINK_TRACE=" + prefix + "s TESSERA_CCL_LIB=/nonexistent/libhccl.so",
+               "--island ascend=npu:2 --island nvidia=host:2", "traffic " + std::to_string(C));
+  ASSERT_EQ(s.status, 0) << s.out;
+  EXPECT_NE(s.out.find("/nonexistent/libhccl.so"), std::string::npos) << s.out;  // the one warning says why
+  Traffic t = ReadTrace(prefix + "s.rank0");
+  EXPECT_EQ(t.down, C * 4);
+  EXPECT_EQ(t.up, C * 4);
+  EXPECT_GE(t.sent[1], shard);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Accel, TheLibraryMissingOnOneRankStagesTheWholeIsland) {
+  // Rank 1 of the npu island cannot load HCCL: the island agrees to stage (one warning naming the rank and the
+  // file), and every collective stays exact.
+  Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_TIMEOUT=20s " TESSERA_CLI
+                 " run --island ascend=npu:3 --island nvidia=host:1 -- sh -c '[ $TESSERA_RANK = 1 ] && export "
+                 "TESSERA_CCL_LIB=/nonexistent/libhccl.so; exec " TESSERA_ACCEL_WORKER " check --sizes 0,7,4099'");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "OK rank"), 4) << r.out;
+  EXPECT_EQ(Count(r.out, "rank 1 cannot load it.*/nonexistent/libhccl.so"), 1) << r.out;
 }
 
 TEST(Accel, LauncherGivesEachRankItsOwnDevice) {
@@ -119,6 +205,21 @@ TEST(Accel, ADeadPeerFailsEveryRankInTime) {
   Proc r = Job("TESSERA_TIMEOUT=10s", "--island ascend=npu:2 --island nvidia=host:1", "die 2");
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "ERROR rank [01] after"), 2) << r.out;
+  std::smatch m;
+  std::string rest = r.out;
+  while (std::regex_search(rest, m, std::regex(R"(ERROR rank \d after ([0-9.]+)s)"))) {
+    EXPECT_LT(std::stod(m[1]), 15.0) << r.out;
+    rest = m.suffix();
+  }
+}
+
+TEST(Accel, ADeadRankOfAnIslandOfSeveralDevicesFailsEveryRankInTime) {
+  // Rank 1 dies between collectives; its island peer is in the island's library (HCCL) and its counterpart on the
+  // bridge: both, and the host rank, fail within the timeout, naming rank 1.
+  Proc r = Job("TESSERA_TIMEOUT=10s", "--island ascend=npu:2 --island nvidia=host:2", "die 1");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "ERROR rank [023] after"), 3) << r.out;
+  EXPECT_EQ(Count(r.out, "ERROR rank [023] after [^\\n]*rank 1"), 3) << r.out;
   std::smatch m;
   std::string rest = r.out;
   while (std::regex_search(rest, m, std::regex(R"(ERROR rank \d after ([0-9.]+)s)"))) {

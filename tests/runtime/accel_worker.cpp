@@ -11,7 +11,9 @@
 //       that must stay untouched;
 //   accel_worker wrongmem                 device ranks pass host memory with a stream: they get
 //       tsrInvalidArgument naming the buffer, every other rank an error, all within the timeout;
-//   accel_worker die RANK                  RANK exits after one allreduce; the others must fail in time.
+//   accel_worker die RANK                  RANK exits after one allreduce; the others must fail in time;
+//   accel_worker traffic COUNT             one f32 sum allreduce of COUNT elements (rank r gives r + 1 everywhere),
+//       checked exact; the test reads what each link carried from TESSERA_LINK_TRACE.
 // Prints "OK rank R (npu:0|host): ..." on success, "FAIL rank R: why" and exits 1 otherwise.
 #include <unistd.h>
 
@@ -295,7 +297,7 @@ int ExpectError(tsrResult_t r, double secs, bool offender) {
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: accel_worker check [--sizes a,b] | wrongmem | die RANK\n");
+    std::fprintf(stderr, "usage: accel_worker check [--sizes a,b] | wrongmem | die RANK | traffic COUNT\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -353,6 +355,19 @@ int main(int argc, char** argv) {
     if (r == tsrSuccess) Fail("allreduce with a dead peer succeeded");
     std::printf("ERROR rank %d after %.2fs: %s: %s\n", g_rank, secs, tsrGetErrorString(r), tsrGetLastError(g_comm));
     rc = (r == tsrRemoteError || r == tsrTimeout) ? 0 : 1;
+  } else if (mode == "traffic") {
+    const size_t count = argc > 2 ? std::stoull(argv[2]) : 0;
+    Buf buf(count * 4);
+    for (size_t i = 0; i < count; ++i) StoreElement(buf.host(), i, DType::kFloat32, g_rank + 1);
+    buf.Push();
+    Check(tsrAllReduce(buf.ptr(), buf.ptr(), count, tsrFloat32, tsrSum, g_comm, S()), "allreduce");
+    buf.Pull();
+    const double want = g_size * (g_size + 1) / 2.0;
+    for (size_t i = 0; i < count; ++i)
+      if (LoadElement(buf.host(), i, DType::kFloat32) != want)
+        Fail("traffic: element " + std::to_string(i) + " = " +
+             std::to_string(LoadElement(buf.host(), i, DType::kFloat32)));
+    std::printf("OK rank %d (%s): allreduce of %zu f32\n", g_rank, g_device.c_str(), count);
   } else {
     Fail("unknown mode " + mode);
   }

@@ -15,6 +15,15 @@
 //    the pinned buffers; the results are queued back up on the caller's stream, and the call returns with those
 //    copies in flight. The next staged call waits for them (an event recorded after them) before it reuses the
 //    staging. So a staged call returns once its host part is done: host-synchronous, stream-ordered.
+//  * Hybrid world, island of several ranks: the island's library runs the island phases of allreduce,
+//    reduce-scatter, allgather and broadcast on the device (docs/architecture.md, "Islands of several devices"):
+//    it reduce-scatters the island's inputs (or gathers its contributions), only this rank's shard (1/n of the
+//    buffer) goes down to pinned memory, crosses the bridge (HostPath::HostBridge: from outside the island its
+//    ranks send and receive what they would have otherwise) and comes back up, and the library allgathers the
+//    shards. Shards are the schedule's (Shard: uneven when n does not divide the count); the library's equal
+//    blocks are padded on the device. Where the island cannot do its part exactly — a 16-bit reduction (Tessera
+//    reduces it in f32 inside the island, and these runtime rows have no widening kernel), a type or op the row
+//    lacks, the library missing on any rank of the island — the call is staged as below; one log line says why.
 //  * Host memory (stream NULL): the host path directly.
 // A copy whose device address is not 64-byte aligned (ACL's rule for asynchronous copies) is made synchronously,
 // after the caller's stream has drained. A failure of any step fails the communicator and is announced to the
@@ -24,12 +33,17 @@
 
 #include <algorithm>
 #include <mutex>
+#include <set>
+#include <string>
 
 #include "comm/ccl/ccl.hpp"
 #include "comm/comm.hpp"
 #include "comm/device/device.hpp"
+#include "comm/device/island_ccl.hpp"
 #include "comm/runtime/runtime.hpp"
+#include "comm/schedule.hpp"
 #include "common/env.hpp"
+#include "common/log.hpp"
 #include "common/vendor.hpp"
 
 namespace tessera::comm {
@@ -60,6 +74,10 @@ class AccelRank final : public DeviceRank {
     if (ccl_) ccl_->Abort();
   }
   Status AsyncError() override { return ccl_ && !ccl_->aborted() ? ccl_->AsyncError() : Status::Ok(); }
+  std::string TraceLine() const override {
+    return fmt::format("device {} down {} up {} library_calls {} island_calls {} staged_calls {}", name_.ToString(),
+                       down_bytes_, up_bytes_, ccl_calls_, island_calls_, staged_calls_);
+  }
 
  private:
   // A device range and where it sits in the pinned staging (offset into the input or the output buffer).
@@ -87,6 +105,32 @@ class AccelRank final : public DeviceRank {
   bool CclTakes(DType dt, RedOp op) const { return ccl_ && ccl_->lib().SupportsReduce(dt, op).ok(); }
   Status OnCcl(const char* what, const char* call, const std::function<int()>& run);
 
+  // ---- hybrid world, island of several ranks: the island's library does the island phases ----
+  // The island's library in a hybrid world: every rank of the island loads it or none uses it.
+  Status AttachIslandLibrary();
+  // Whether a hybrid call of `kind` on (dt, op) runs its island phases on the library; logs once why not.
+  bool IslandTakes(CollKind kind, DType dt, RedOp op);
+  Status IslandAllReduce(const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op, tsrStream_t stream);
+  Status IslandReduceScatter(const std::byte* send, std::byte* recv, size_t recvcount, DType dt, RedOp op,
+                             tsrStream_t stream);
+  Status IslandAllGather(const std::byte* send, std::byte* recv, size_t sendcount, DType dt, tsrStream_t stream);
+  Status IslandBroadcast(const std::byte* send, std::byte* recv, size_t count, DType dt, int root, tsrStream_t stream);
+  // The device steps of an island call (each a step of a collective, guarded): the library's reduce-scatter of
+  // buf[0, L) into this rank's shard (its block of the library's padded blocks), and the copy of that shard into
+  // host[S]; the copy up of host[S] and the library's allgather of the shards into buf[0, L).
+  Status ShardDown(const char* what, const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* host,
+                   DeviceRuntime::Stream s);
+  Status ShardUp(const char* what, const std::byte* host, size_t L, DType dt, std::byte* buf, DeviceRuntime::Stream s);
+  // Device scratch: the shard (one block of q elements, 256-byte rounded), then the padded blocks (n x q), then
+  // `extra` bytes.
+  Status GrowDevice(size_t q_bytes, size_t extra);
+  std::byte* DevShard() const { return dev_; }
+  std::byte* DevPad(size_t q_bytes) const { return dev_ + RoundUp(q_bytes); }
+  static size_t RoundUp(size_t b) { return (b + 255) / 256 * 256; }
+  // Waits for the previous staged call's copies up (the staging is about to be reused), and grows the staging.
+  Status ReuseStaging(size_t in_bytes, size_t out_bytes);
+  Status Ccl(const char* call, int result);
+
   std::shared_ptr<DeviceRuntime> rt_;
   DeviceName name_;
   HostPath* host_ = nullptr;
@@ -97,6 +141,12 @@ class AccelRank final : public DeviceRank {
   size_t in_cap_ = 0, out_cap_ = 0;
   DeviceRuntime::Event up_done_ = nullptr;  // recorded after the last staged call's up-copies
   bool up_pending_ = false;
+  bool island_lib_ = false;   // hybrid world: ccl_ runs the island phases
+  std::byte* dev_ = nullptr;  // device scratch of island calls
+  size_t dev_cap_ = 0;
+  std::set<std::string> said_;  // reasons already logged
+  // TESSERA_LINK_TRACE: bytes staged each way, calls to the library, island calls, staged calls.
+  uint64_t down_bytes_ = 0, up_bytes_ = 0, ccl_calls_ = 0, island_calls_ = 0, staged_calls_ = 0;
 };
 
 Result<std::unique_ptr<DeviceRank>> Open(const DeviceName& name) {
@@ -124,7 +174,7 @@ Status AccelRank::Attach(Comm* comm) {
   shape_ = host_->WorldShape();
   TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
   TSR_ASSIGN_OR_RETURN(up_done_, rt_->EventCreate());
-  if (shape_.islands > 1) return Status::Ok();
+  if (shape_.islands > 1) return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
   // World of one island: the island's own library.
   TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(name_.family->ccl));
   auto c = CclComm::Create(lib, host_->Store(), fmt::format("ccl/island{}/id", shape_.island), shape_.island_size,
@@ -136,10 +186,17 @@ Status AccelRank::Attach(Comm* comm) {
   return Status::Ok();
 }
 
+Status AccelRank::AttachIslandLibrary() {
+  TSR_ASSIGN_OR_RETURN(ccl_, OpenIslandCcl(host_->Store(), shape_, name_.family->ccl, name_.family->label));
+  island_lib_ = ccl_ != nullptr;
+  return Status::Ok();
+}
+
 AccelRank::~AccelRank() {
   (void)rt_->SetDevice(name_.index);
   if (up_pending_) (void)rt_->EventSynchronize(up_done_);
   if (up_done_) (void)rt_->EventDestroy(up_done_);
+  if (dev_) (void)rt_->Free(dev_);
   if (in_) (void)rt_->FreeHost(in_);
   if (out_) (void)rt_->FreeHost(out_);
   ccl_.reset();
@@ -147,8 +204,11 @@ AccelRank::~AccelRank() {
 
 std::string AccelRank::Describe() const {
   const std::string how =
-      ccl_ ? fmt::format("{} ('{}') inside the island, the rest staged", ccl_->lib().name(), ccl_->lib().path())
-           : "staged through pinned host memory";
+      !ccl_ ? "staged through pinned host memory"
+      : island_lib_
+          ? fmt::format("{} ('{}') runs the island phases, shards cross the bridge through pinned host memory",
+                        ccl_->lib().name(), ccl_->lib().path())
+          : fmt::format("{} ('{}') inside the island, the rest staged", ccl_->lib().name(), ccl_->lib().path());
   return fmt::format("{} ({} runtime '{}'), {}", name_.ToString(), rt_->name(), rt_->path(), how);
 }
 
@@ -201,7 +261,10 @@ Status AccelRank::Grow(std::byte** buf, size_t* cap, size_t bytes) {
 Status AccelRank::CopyOn(DeviceRuntime::Stream stream, void* dst, const void* src, size_t bytes, CopyKind kind,
                          bool* drained) {
   if (bytes == 0) return Status::Ok();
-  if (Aligned(dst) && Aligned(src)) return rt_->MemcpyAsync(dst, bytes, src, bytes, kind, stream);
+  if (Aligned(dst) && Aligned(src)) {
+    *drained = false;
+    return rt_->MemcpyAsync(dst, bytes, src, bytes, kind, stream);
+  }
   if (!*drained) {
     TSR_RETURN_IF_ERROR(rt_->StreamSynchronize(stream));
     *drained = true;
@@ -214,38 +277,241 @@ Status AccelRank::Staged(const char* what, tsrStream_t stream, const std::vector
                          const std::function<Status(std::byte* in, std::byte* out)>& host) {
   std::lock_guard<std::mutex> lock(mu_);
   auto* s = static_cast<DeviceRuntime::Stream>(stream);
+  ++staged_calls_;
   TSR_RETURN_IF_ERROR(host_->Guarded(what, [&]() -> Status {
-    TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
-    if (up_pending_) {  // the previous call's results are still going up from the staging
-      up_pending_ = false;
-      TSR_RETURN_IF_ERROR(rt_->EventSynchronize(up_done_).WithContext("the previous call's copies to the device"));
-    }
-    TSR_RETURN_IF_ERROR(Grow(&in_, &in_cap_, in_bytes));
-    TSR_RETURN_IF_ERROR(Grow(&out_, &out_cap_, out_bytes));
+    TSR_RETURN_IF_ERROR(ReuseStaging(in_bytes, out_bytes));
     bool drained = false;
-    for (const Span& d : down)
+    for (const Span& d : down) {
       TSR_RETURN_IF_ERROR(CopyOn(s, in_ + d.host_off, d.dev, d.bytes, CopyKind::kDeviceToHost, &drained));
+      down_bytes_ += d.bytes;
+    }
     return rt_->StreamSynchronize(s);  // the inputs are in the staging; the stream has drained
   }));
   TSR_RETURN_IF_ERROR(host(in_, out_));  // a host collective: guarded by itself
   return host_->Guarded(what, [&]() -> Status {
     bool drained = true;  // nothing of ours was queued after the synchronisation above
-    for (const Span& u : up)
+    for (const Span& u : up) {
       TSR_RETURN_IF_ERROR(
           CopyOn(s, const_cast<void*>(u.dev), out_ + u.host_off, u.bytes, CopyKind::kHostToDevice, &drained));
+      up_bytes_ += u.bytes;
+    }
     TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
     up_pending_ = true;
     return Status::Ok();
   });
 }
 
+Status AccelRank::ReuseStaging(size_t in_bytes, size_t out_bytes) {
+  TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
+  if (up_pending_) {  // the previous call's results are still going up from the staging
+    up_pending_ = false;
+    TSR_RETURN_IF_ERROR(rt_->EventSynchronize(up_done_).WithContext("the previous call's copies to the device"));
+  }
+  TSR_RETURN_IF_ERROR(Grow(&in_, &in_cap_, in_bytes));
+  return Grow(&out_, &out_cap_, out_bytes);
+}
+
+Status AccelRank::Ccl(const char* call, int result) {
+  ++ccl_calls_;
+  Status s = ccl_->lib().Check(result, call);
+  if (!s.ok()) ccl_->MarkFailed();
+  return s;
+}
+
 Status AccelRank::OnCcl(const char* what, const char* call, const std::function<int()>& run) {
   return host_->Guarded(what, [&]() -> Status {
     TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
-    Status s = ccl_->lib().Check(run(), call);
-    if (!s.ok()) ccl_->MarkFailed();
-    return s;
+    return Ccl(call, run());
   });
+}
+
+// ---- hybrid world, island of several ranks ----
+
+bool AccelRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
+  if (!island_lib_) return false;
+  const std::string why = IslandCclRefusal(kind, dt, op, ccl_->lib(), rt_->name());
+  if (why.empty()) return true;
+  if (said_.insert(why).second && shape_.island_rank == 0)
+    TSR_LOG_INFO("island {} ({}): {} staged through pinned memory, not on its {}: {}", shape_.island,
+                 name_.family->label, CollName(kind), ccl_->lib().name(), why);
+  return false;
+}
+
+Status AccelRank::GrowDevice(size_t q_bytes, size_t extra) {
+  const int n = shape_.island_size;
+  const size_t need = RoundUp(q_bytes) + RoundUp(q_bytes * n) + extra;
+  if (need <= dev_cap_) return Status::Ok();
+  if (dev_) TSR_RETURN_IF_ERROR(rt_->Free(dev_));
+  dev_ = nullptr;
+  dev_cap_ = 0;
+  const size_t want = std::max<size_t>(need, 1 << 20);
+  TSR_ASSIGN_OR_RETURN(void* p, rt_->Malloc(want));
+  dev_ = static_cast<std::byte*>(p);
+  dev_cap_ = want;
+  return Status::Ok();
+}
+
+Status AccelRank::ShardDown(const char* what, const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* host,
+                            DeviceRuntime::Stream s) {
+  return host_->Guarded(what, [&]() -> Status {
+    const PaddedBlocks b(shape_.island_size, L);
+    const size_t esz = DTypeSize(dt), qb = b.q * esz;
+    TSR_RETURN_IF_ERROR(GrowDevice(qb, 0));
+    bool drained = false;
+    const std::byte* in = buf;
+    if (b.padded()) {  // the schedule's uneven shards into the library's equal blocks
+      for (size_t j = 0; j < b.n; ++j) {
+        const Range sj = b.shard(j);
+        TSR_RETURN_IF_ERROR(
+            CopyOn(s, DevPad(qb) + j * qb, buf + sj.lo * esz, sj.len() * esz, CopyKind::kDeviceToDevice, &drained));
+      }
+      in = DevPad(qb);
+    }
+    const int cop = ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
+    TSR_RETURN_IF_ERROR(
+        Ccl("ReduceScatter", ccl_->lib().ReduceScatter(in, DevShard(), b.q, CclDataType(dt), cop, ccl_->handle(), s)));
+    drained = false;
+    const Range S = b.shard(shape_.island_rank);
+    TSR_RETURN_IF_ERROR(CopyOn(s, host + S.lo * esz, DevShard(), S.len() * esz, CopyKind::kDeviceToHost, &drained));
+    down_bytes_ += S.len() * esz;
+    return rt_->StreamSynchronize(s);
+  });
+}
+
+Status AccelRank::ShardUp(const char* what, const std::byte* host, size_t L, DType dt, std::byte* buf,
+                          DeviceRuntime::Stream s) {
+  return host_->Guarded(what, [&]() -> Status {
+    const PaddedBlocks b(shape_.island_size, L);
+    const size_t esz = DTypeSize(dt), qb = b.q * esz;
+    TSR_RETURN_IF_ERROR(GrowDevice(qb, 0));
+    bool drained = false;
+    const Range S = b.shard(shape_.island_rank);
+    TSR_RETURN_IF_ERROR(CopyOn(s, DevShard(), host + S.lo * esz, S.len() * esz, CopyKind::kHostToDevice, &drained));
+    up_bytes_ += S.len() * esz;
+    std::byte* out = b.padded() ? DevPad(qb) : buf;
+    TSR_RETURN_IF_ERROR(
+        Ccl("AllGather", ccl_->lib().AllGather(DevShard(), out, b.q, CclDataType(dt), ccl_->handle(), s)));
+    drained = false;
+    if (b.padded())
+      for (size_t j = 0; j < b.n; ++j) {
+        const Range sj = b.shard(j);
+        TSR_RETURN_IF_ERROR(
+            CopyOn(s, buf + sj.lo * esz, DevPad(qb) + j * qb, sj.len() * esz, CopyKind::kDeviceToDevice, &drained));
+      }
+    return Status::Ok();
+  });
+}
+
+Status AccelRank::IslandAllReduce(const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op,
+                                  tsrStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* s = static_cast<DeviceRuntime::Stream>(stream);
+  const size_t esz = DTypeSize(dt);
+  ++island_calls_;
+  TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&] { return ReuseStaging(count * esz, 0); }));
+  // Piece by piece, as every other rank cuts it; each piece in place in its own part of the staging, so a piece's
+  // copy up may still run while the next one crosses the bridge.
+  for (const Range& c : host_->AllReduceChunks(count, dt)) {
+    std::byte* host = in_ + c.lo * esz;
+    TSR_RETURN_IF_ERROR(ShardDown("allreduce", send + c.lo * esz, c.len(), dt, op, host, s));
+    TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kAllReduce, host, host, c.len(), dt, op, 0));
+    TSR_RETURN_IF_ERROR(ShardUp("allreduce", host, c.len(), dt, recv + c.lo * esz, s));
+  }
+  return host_->Guarded("allreduce", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
+    up_pending_ = true;
+    return Status::Ok();
+  });
+}
+
+Status AccelRank::IslandReduceScatter(const std::byte* send, std::byte* recv, size_t recvcount, DType dt, RedOp op,
+                                      tsrStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* s = static_cast<DeviceRuntime::Stream>(stream);
+  const size_t esz = DTypeSize(dt), C = recvcount * shape_.size;
+  ++island_calls_;
+  TSR_RETURN_IF_ERROR(host_->Guarded("reduce_scatter", [&] { return ReuseStaging(C * esz, recvcount * esz); }));
+  TSR_RETURN_IF_ERROR(ShardDown("reduce_scatter", send, C, dt, op, in_, s));
+  TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kReduceScatter, in_, out_, recvcount, dt, op, 0));
+  return host_->Guarded("reduce_scatter", [&]() -> Status {
+    bool drained = true;
+    TSR_RETURN_IF_ERROR(CopyOn(s, recv, out_, recvcount * esz, CopyKind::kHostToDevice, &drained));
+    up_bytes_ += recvcount * esz;
+    TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
+    up_pending_ = true;
+    return Status::Ok();
+  });
+}
+
+Status AccelRank::IslandAllGather(const std::byte* send, std::byte* recv, size_t sendcount, DType dt,
+                                  tsrStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* s = static_cast<DeviceRuntime::Stream>(stream);
+  const int n = shape_.island_size;
+  const size_t esz = DTypeSize(dt), C = sendcount * shape_.size;
+  const Range S = Shard(n, shape_.island_rank, C);
+  ++island_calls_;
+  // The island's contributions, gathered on the device in island order; those inside my shard go down to their
+  // places in the staging.
+  TSR_RETURN_IF_ERROR(host_->Guarded("allgather", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(ReuseStaging(C * esz, 0));
+    const size_t q_bytes = (C + n - 1) / n * esz;
+    TSR_RETURN_IF_ERROR(GrowDevice(q_bytes, n * sendcount * esz));
+    std::byte* gathered = DevPad(q_bytes) + RoundUp(q_bytes * n);
+    TSR_RETURN_IF_ERROR(
+        Ccl("AllGather", ccl_->lib().AllGather(send, gathered, sendcount, CclDataType(dt), ccl_->handle(), s)));
+    bool drained = false;
+    for (int j = 0; j < n; ++j) {
+      const size_t lo = static_cast<size_t>(shape_.island_ranks[j]) * sendcount;
+      const Range x = Range{lo, lo + sendcount}.Intersect(S);
+      if (x.len() == 0) continue;
+      TSR_RETURN_IF_ERROR(CopyOn(s, in_ + x.lo * esz, gathered + (j * sendcount + x.lo - lo) * esz, x.len() * esz,
+                                 CopyKind::kDeviceToHost, &drained));
+      down_bytes_ += x.len() * esz;
+    }
+    return rt_->StreamSynchronize(s);
+  }));
+  TSR_RETURN_IF_ERROR(
+      host_->HostBridge(CollKind::kAllGather, in_ + shape_.rank * sendcount * esz, in_, sendcount, dt, RedOp::kSum, 0));
+  TSR_RETURN_IF_ERROR(ShardUp("allgather", in_, C, dt, recv, s));
+  return host_->Guarded("allgather", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
+    up_pending_ = true;
+    return Status::Ok();
+  });
+}
+
+Status AccelRank::IslandBroadcast(const std::byte* send, std::byte* recv, size_t count, DType dt, int root,
+                                  tsrStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* s = static_cast<DeviceRuntime::Stream>(stream);
+  const int n = shape_.island_size;
+  const size_t esz = DTypeSize(dt);
+  const Range S = Shard(n, shape_.island_rank, count);
+  const auto at = std::find(shape_.island_ranks.begin(), shape_.island_ranks.end(), root);
+  ++island_calls_;
+  TSR_RETURN_IF_ERROR(host_->Guarded("broadcast", [&] { return ReuseStaging(count * esz, 0); }));
+  if (at == shape_.island_ranks.end()) {  // the root is in another island: my shard comes over the bridge
+    TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kBroadcast, in_, in_, count, dt, RedOp::kSum, root));
+    TSR_RETURN_IF_ERROR(ShardUp("broadcast", in_, count, dt, recv, s));
+    return host_->Guarded("broadcast", [&]() -> Status {
+      TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
+      up_pending_ = true;
+      return Status::Ok();
+    });
+  }
+  // The root's island: the library broadcasts inside it, and each rank sends its shard on over the bridge.
+  TSR_RETURN_IF_ERROR(host_->Guarded("broadcast", [&]() -> Status {
+    const int iroot = static_cast<int>(at - shape_.island_ranks.begin());
+    TSR_RETURN_IF_ERROR(
+        Ccl("Broadcast", ccl_->lib().Broadcast(send, recv, count, CclDataType(dt), iroot, ccl_->handle(), s)));
+    bool drained = false;
+    TSR_RETURN_IF_ERROR(
+        CopyOn(s, in_ + S.lo * esz, recv + S.lo * esz, S.len() * esz, CopyKind::kDeviceToHost, &drained));
+    down_bytes_ += S.len() * esz;
+    return rt_->StreamSynchronize(s);
+  }));
+  return host_->HostBridge(CollKind::kBroadcast, in_, in_, count, dt, RedOp::kSum, root);
 }
 
 Status AccelRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
@@ -256,7 +522,9 @@ Status AccelRank::AllReduce(const void* send, void* recv, size_t count, tsrDataT
   const size_t bytes = count * DTypeSize(dt);
   TSR_RETURN_IF_ERROR(CheckBuffers("allreduce", send, bytes, recv, bytes, stream));
   if (stream == nullptr || !IsValid(rop)) return host_->HostAllReduce(send, recv, count, type, op, nullptr);
-  if (CclTakes(dt, rop))
+  if (island_lib_ && count > 0 && IslandTakes(CollKind::kAllReduce, dt, rop))
+    return IslandAllReduce(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, rop, stream);
+  if (!island_lib_ && CclTakes(dt, rop))
     return OnCcl("allreduce", "AllReduce", [&] {
       return ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream);
     });
@@ -272,7 +540,10 @@ Status AccelRank::ReduceScatter(const void* send, void* recv, size_t recvcount, 
   const size_t rb = recvcount * DTypeSize(dt), sb = rb * shape_.size;
   TSR_RETURN_IF_ERROR(CheckBuffers("reduce_scatter", send, sb, recv, rb, stream));
   if (stream == nullptr || !IsValid(rop)) return host_->HostReduceScatter(send, recv, recvcount, type, op, nullptr);
-  if (CclTakes(dt, rop))
+  if (island_lib_ && recvcount > 0 && IslandTakes(CollKind::kReduceScatter, dt, rop))
+    return IslandReduceScatter(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), recvcount, dt, rop,
+                               stream);
+  if (!island_lib_ && CclTakes(dt, rop))
     return OnCcl("reduce_scatter", "ReduceScatter", [&] {
       return ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream);
     });
@@ -287,7 +558,9 @@ Status AccelRank::AllGather(const void* send, void* recv, size_t sendcount, tsrD
   const size_t sb = sendcount * DTypeSize(dt), rb = sb * shape_.size;
   TSR_RETURN_IF_ERROR(CheckBuffers("allgather", send, sb, recv, rb, stream));
   if (stream == nullptr) return host_->HostAllGather(send, recv, sendcount, type, nullptr);
-  if (CclTakes(dt))
+  if (island_lib_ && sendcount > 0 && IslandTakes(CollKind::kAllGather, dt, RedOp::kSum))
+    return IslandAllGather(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), sendcount, dt, stream);
+  if (!island_lib_ && CclTakes(dt))
     return OnCcl("allgather", "AllGather",
                  [&] { return ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream); });
   return Staged("allgather", stream, {{send, 0, sb}}, sb, {{recv, 0, rb}}, rb,
@@ -303,7 +576,9 @@ Status AccelRank::Broadcast(const void* send, void* recv, size_t count, tsrDataT
   const bool is_root = root == shape_.rank;
   TSR_RETURN_IF_ERROR(CheckBuffers("broadcast", is_root ? send : nullptr, is_root ? bytes : 0, recv, bytes, stream));
   if (stream == nullptr) return host_->HostBroadcast(send, recv, count, type, root, nullptr);
-  if (CclTakes(dt))
+  if (island_lib_ && count > 0 && IslandTakes(CollKind::kBroadcast, dt, RedOp::kSum))
+    return IslandBroadcast(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, root, stream);
+  if (!island_lib_ && CclTakes(dt))
     return OnCcl("broadcast", "Broadcast", [&] {
       return ccl_->lib().Broadcast(send, recv, count, CclDataType(dt), root, ccl_->handle(), stream);
     });

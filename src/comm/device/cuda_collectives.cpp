@@ -4,7 +4,10 @@
 // through the worker queue in order.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "comm/device/cuda_rank.hpp"
+#include "comm/device/island_ccl.hpp"
 #include "comm/reduce/reduce.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -28,6 +31,8 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
     return CclCall("AllReduce",
                    ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream));
   }
+  if (island_ccl_ && count > 0 && IslandTakes(CollKind::kAllReduce, dt, rop))
+    return IslandAllReduce(send, recv, count, dt, rop, stream);
   if (!ring_ops_ || !comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt)) {
     // Pinned staging, in place, one part per bridge chunk (the chunks every rank of the world uses).
     const size_t esz = DTypeSize(dt);
@@ -59,6 +64,107 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
     return BridgeCall(in, CollKind::kAllReduce, "allreduce", static_cast<const std::byte*>(send),
                       static_cast<std::byte*>(recv), count, dt, rop, 0, scratch, acc_bytes);
   });
+}
+
+// ---- hybrid world, island of several GPUs: the island's library does the island phases ----
+
+bool CudaRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
+  const std::string why = IslandCclRefusal(kind, dt, op, island_ccl_->lib(), "CUDA");
+  if (why.empty()) return true;
+  if (said_.insert(why).second && comm_->local_ == 0)
+    TSR_LOG_INFO("island {} (CUDA): {} staged through pinned memory, not on its {}: {}",
+                 comm_->islands_[comm_->my_island_].index, CollName(kind), island_ccl_->lib().name(), why);
+  return false;
+}
+
+Status CudaRank::IslandCall(const char* what, int r) {
+  Status s = island_ccl_->lib().Check(r, what);
+  if (!s.ok()) island_ccl_->MarkFailed();
+  return s;
+}
+
+Result<std::byte*> CudaRank::IslandScratch(size_t bytes) {
+  if (bytes <= island_dev_cap_) return island_dev_;
+  if (island_dev_) retired_dev_.push_back(island_dev_);  // work queued earlier may still use it
+  island_dev_ = nullptr;
+  island_dev_cap_ = 0;
+  void* p = nullptr;
+  const size_t want = std::max<size_t>(bytes, 1 << 20);
+  TSR_RETURN_IF_ERROR(cuda::Check(cudaMalloc(&p, want), "cudaMalloc (the island library's scratch)"));
+  island_dev_ = static_cast<std::byte*>(p);
+  island_dev_cap_ = want;
+  return island_dev_;
+}
+
+Status CudaRank::IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream) {
+  const size_t esz = DTypeSize(dt), n = comm_->islands_[comm_->my_island_].ranks.size();
+  const auto round = [](size_t b) { return (b + 255) / 256 * 256; };
+  const std::vector<Range> chunks = comm_->BridgeChunks(count, dt);
+  // Device scratch: each chunk's shard (every chunk's reduce-scatter is queued before the first allgather), then
+  // one padded buffer of n equal blocks, used by each chunk's copies in turn (stream order).
+  size_t shards = 0, pad = 0;
+  for (const Range& c : chunks) {
+    const PaddedBlocks b(n, c.len());
+    shards += round(b.q * esz);
+    if (b.padded()) pad = std::max(pad, b.n * b.q * esz);
+  }
+  auto scratch = IslandScratch(shards + round(pad));
+  if (!scratch.ok()) return Fail("allreduce", scratch.status());
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("allreduce", StagingFor(count * esz, 0, &hin, &hout)));
+  std::byte* padbuf = *scratch + shards;
+  const int me = comm_->local_;
+  const int cop = island_ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
+  const int ctype = CclDataType(dt);
+  std::vector<Part> parts;
+  size_t off = 0;
+  for (const Range& c : chunks) {
+    const PaddedBlocks b(n, c.len());
+    const Range S = b.shard(me);
+    std::byte* shard = *scratch + off;
+    off += round(b.q * esz);
+    const std::byte* in = static_cast<const std::byte*>(send) + c.lo * esz;
+    std::byte* out = static_cast<std::byte*>(recv) + c.lo * esz;
+    std::byte* h = hin + c.lo * esz;
+    Part p;
+    p.pre = [=, this](cudaStream_t st) -> Status {
+      const std::byte* from = in;
+      if (b.padded()) {  // the schedule's uneven shards into the library's equal blocks
+        for (size_t j = 0; j < b.n; ++j) {
+          const Range sj = b.shard(j);
+          TSR_RETURN_IF_ERROR(cuda::Check(
+              cudaMemcpyAsync(padbuf + j * b.q * esz, in + sj.lo * esz, sj.len() * esz, cudaMemcpyDeviceToDevice, st),
+              "cudaMemcpyAsync (into the library's blocks)"));
+        }
+        from = padbuf;
+      }
+      return IslandCall("ReduceScatter",
+                        island_ccl_->lib().ReduceScatter(from, shard, b.q, ctype, cop, island_ccl_->handle(), st));
+    };
+    p.down = {Copy{h + S.lo * esz, shard, S.len() * esz}};
+    p.host = [this, h, L = c.len(), dt, op] {
+      return comm_->GuardFn("allreduce", [&]() -> Status {
+        Status st = comm_->Hierarchical(CollKind::kAllReduce, h, h, L, dt, op, 0, nullptr, IslandPhases::kDone);
+        ++comm_->seq_;
+        return st;
+      });
+    };
+    p.up = {Copy{shard, h + S.lo * esz, S.len() * esz}};
+    p.post = [=, this](cudaStream_t st) -> Status {
+      TSR_RETURN_IF_ERROR(IslandCall("AllGather", island_ccl_->lib().AllGather(shard, b.padded() ? padbuf : out, b.q,
+                                                                               ctype, island_ccl_->handle(), st)));
+      if (b.padded())
+        for (size_t j = 0; j < b.n; ++j) {
+          const Range sj = b.shard(j);
+          TSR_RETURN_IF_ERROR(cuda::Check(
+              cudaMemcpyAsync(out + sj.lo * esz, padbuf + j * b.q * esz, sj.len() * esz, cudaMemcpyDeviceToDevice, st),
+              "cudaMemcpyAsync (out of the library's blocks)"));
+        }
+      return Status::Ok();
+    };
+    parts.push_back(std::move(p));
+  }
+  return SubmitStaged("allreduce", stream, std::move(parts));
 }
 
 Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
@@ -178,6 +284,7 @@ Status CudaRank::Barrier() {
 
 void CudaRank::Abort() {
   if (ccl_) ccl_->Abort();
+  if (island_ccl_) island_ccl_->Abort();
   aborted_.store(true, std::memory_order_relaxed);  // a worker waiting for a staged input gives up
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -194,6 +301,7 @@ Status CudaRank::AsyncError() {
     if (!async_error_.ok()) return async_error_;
   }
   if (ccl_) return ccl_->AsyncError();
+  if (island_ccl_ && !island_ccl_->aborted()) return island_ccl_->AsyncError();
   return Status::Ok();
 }
 

@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/device/island_ccl.hpp"
 #include "comm/reduce/reduce.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -107,6 +108,11 @@ Status CudaRank::Attach(Comm* comm) {
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", comm->rank_));
     ring_ops_ = std::move(ops).value();
   }
+  if (comm->islands_[comm->my_island_].ranks.size() > 1) {
+    const DeviceFamily* family = FindDeviceFamily("cuda");
+    TSR_ASSIGN_OR_RETURN(island_ccl_, OpenIslandCcl(comm->store_.get(), comm->WorldShape(),
+                                                    family ? family->ccl : "nccl", family ? family->label : "CUDA"));
+  }
   worker_ = std::thread([this] { WorkerLoop(); });
   return Status::Ok();
 }
@@ -143,6 +149,10 @@ CudaRank::~CudaRank() {
   if (h2d_) (void)cudaStreamDestroy(h2d_);
   if (ccl_ && comm_ && !comm_->failed_.ok()) ccl_->MarkFailed();
   ccl_.reset();
+  if (island_ccl_ && comm_ && !comm_->failed_.ok()) island_ccl_->MarkFailed();
+  island_ccl_.reset();
+  if (island_dev_) (void)cudaFree(island_dev_);
+  for (void* p : retired_dev_) (void)cudaFree(p);
 }
 
 std::string CudaRank::Describe() const {
@@ -154,8 +164,12 @@ std::string CudaRank::Describe() const {
     bridge = fmt::format(
         "copy engines straight into the shm rings{}, folds on the GPU (floating types)",
         relayed_links_ > 0 ? fmt::format(" ({} TCP links relayed through host rings)", relayed_links_) : std::string());
-  return fmt::format("cuda:{} ({}), GPU<->host bridge: {}, stream wait: {}", dev_->index(), dev_->name(), bridge,
-                     dev_->wait_mode());
+  const std::string island =
+      island_ccl_ ? fmt::format("; {} {} runs the island phases of allreduce, its shards cross the bridge",
+                                island_ccl_->lib().name(), island_ccl_->lib().version())
+                  : std::string();
+  return fmt::format("cuda:{} ({}), GPU<->host bridge: {}, stream wait: {}{}", dev_->index(), dev_->name(), bridge,
+                     dev_->wait_mode(), island);
 }
 
 Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
@@ -309,6 +323,7 @@ Status CudaRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<
   // Everything the GPU does for this job, queued here on the caller's stream (see the file comment).
   Status s = OrderAfterPrevious(user);
   for (uint32_t i = 0; i < n && s.ok(); ++i) {
+    if (parts[i].pre) s = parts[i].pre(user);
     for (const Copy& c : parts[i].down)
       if (s.ok() && c.bytes > 0)
         s = cuda::Check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost, user),
@@ -321,6 +336,7 @@ Status CudaRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<
       if (s.ok() && c.bytes > 0)
         s = cuda::Check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, user),
                         "cudaMemcpyAsync (pinned staging to device)");
+    if (s.ok() && parts[i].post) s = parts[i].post(user);
   }
   if (s.ok()) RecordTail(user);
   Job job;

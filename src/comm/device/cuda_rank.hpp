@@ -10,6 +10,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,6 +76,9 @@ class CudaRank final : public DeviceRank {
     std::vector<Copy> down;
     std::function<Status()> host;
     std::vector<Copy> up;
+    // Optional device work queued on the caller's stream before the part's copies down and after its copies up
+    // (the island library's reduce-scatter and allgather). Every part's `pre` is queued before any part's `post`.
+    std::function<Status(cudaStream_t)> pre, post;
   };
 
   // Validates buffers for a call on `stream`: device memory of this GPU when a stream is given, host
@@ -113,6 +117,14 @@ class CudaRank final : public DeviceRank {
   Status StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout);
   Status Fail(const char* what, Status s);  // records s through the communicator's Guard
   Status CclCall(const char* what, int r);
+  // Hybrid world, island of several GPUs: the island's library (island_ccl_) runs the island phases of allreduce
+  // (docs/architecture.md, "Islands of several devices"): per bridge chunk, a reduce-scatter on the caller's
+  // stream, only this rank's shard staged down, across the bridge (Hierarchical, IslandPhases::kDone) and up, and
+  // an allgather. IslandTakes says whether a call can (logging once why not).
+  bool IslandTakes(CollKind kind, DType dt, RedOp op);
+  Status IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream);
+  Status IslandCall(const char* what, int r);
+  Result<std::byte*> IslandScratch(size_t bytes);  // caller thread; grown, never freed before the communicator
   Status Direct() const;
   Status WarmUp();      // world of one island: the CCL's first collective, at init (see its definition)
   Status CopiesDone();  // worker: a device-bridge job's copies have finished, or TESSERA_TIMEOUT has passed
@@ -120,7 +132,12 @@ class CudaRank final : public DeviceRank {
   std::unique_ptr<cuda::Device> dev_;
   Comm* comm_ = nullptr;
   bool hybrid_ = false;
-  std::unique_ptr<CclComm> ccl_;  // world of one island
+  std::unique_ptr<CclComm> ccl_;         // world of one island
+  std::unique_ptr<CclComm> island_ccl_;  // hybrid world, island of several GPUs whose ranks all have the library
+  std::byte* island_dev_ = nullptr;      // its device scratch (shards, padded blocks)
+  size_t island_dev_cap_ = 0;
+  std::vector<void*> retired_dev_;  // outgrown scratch, freed with the communicator (cudaFree synchronizes)
+  std::set<std::string> said_;      // reasons already logged by IslandTakes
   // The lean allreduce path of a world of one island (set up in Attach; its `call` stays null otherwise),
   // and every rank's cache of validated device allocations.
   DirectAllReduce direct_;

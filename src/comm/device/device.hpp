@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/schedule.hpp"
 #include "common/dtype.hpp"
 #include "common/vendor.hpp"
 #include "tessera/status.hpp"
@@ -29,6 +30,7 @@ namespace tessera::comm {
 class Comm;
 class StoreClient;
 struct P2POp;
+enum class CollKind : uint32_t;  // comm.hpp
 
 // Device allocations already validated (base, size), most recent first: a pointer inside one skips the
 // driver queries. (A freed and re-made allocation at the same base with a smaller size would pass
@@ -124,6 +126,8 @@ class DeviceRank {
   virtual void* CclHandle() const { return nullptr; }
   // A world of one device island: the lean allreduce path (see DirectAllReduce), else null.
   virtual DirectAllReduce* DirectPath() { return nullptr; }
+  // What TESSERA_LINK_TRACE writes for this rank's device ("device npu:0 down B up B ..."), empty for none.
+  virtual std::string TraceLine() const { return {}; }
 };
 
 // What a device backend that stages through host memory needs of its communicator, and nothing more: the
@@ -136,6 +140,7 @@ class HostPath {
     int rank = 0, size = 1;                // in the world
     int islands = 1, island = 0;           // how many, and mine (its index)
     int island_size = 1, island_rank = 0;  // my island's ranks, and my place among them
+    std::vector<int> island_ranks;         // ... their world ranks, in island order
     std::chrono::milliseconds timeout{0};  // TESSERA_TIMEOUT of this communicator
   };
   virtual Shape WorldShape() const = 0;
@@ -157,6 +162,19 @@ class HostPath {
   virtual Status HostGroup(const std::vector<P2POp>& ops) = 0;
   virtual Status HostAllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
                                const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type) = 0;
+  // The bridge part of a collective (allreduce, reduce-scatter, allgather, broadcast; `count` as the call's own)
+  // whose island phases this rank's island runs on its own library, as one guarded collective of host memory
+  // (hierarchical.cpp, IslandPhases::kDone). With C the elements the call cuts (count, or count x size for
+  // reduce-scatter and allgather) and S = Shard(island_size, island_rank, C) this rank's shard of them:
+  //   allreduce, reduce-scatter: send[S] holds the island's partial result (its sum for avg), in `dt`, which must
+  //       be its own accumulator; on return recv[S] holds the final values (allreduce) or recv the rank's block;
+  //   allgather (in place: send = recv + rank x count), broadcast (root in place: send = recv): recv[S] holds what
+  //       the island's ranks contribute to S; on return recv[S] holds all of it.
+  virtual Status HostBridge(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op,
+                            int root) = 0;
+  // The pieces a staged allreduce of `count` elements of `dt` is cut into on every rank (each piece one collective
+  // of its own): HostAllReduce's, so that a rank calling HostBridge piece by piece keeps in step with the others.
+  virtual std::vector<Range> AllReduceChunks(size_t count, DType dt) const = 0;
 
  protected:
   ~HostPath() = default;

@@ -1,0 +1,48 @@
+// comm/device/island_ccl: an island's own library in a hybrid world, agreed on by its ranks (see island_ccl.hpp).
+#include "comm/device/island_ccl.hpp"
+
+#include <fmt/format.h>
+
+#include "comm/comm.hpp"
+#include "comm/store/store.hpp"
+#include "common/log.hpp"
+
+namespace tessera::comm {
+
+Result<std::unique_ptr<CclComm>> OpenIslandCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row,
+                                               const std::string& family_label) {
+  auto lib = CclLibrary::LoadFromEnv(row);
+  const auto key = [&](int j) { return fmt::format("ccl/island{}/loaded/{}", shape.island, j); };
+  TSR_RETURN_IF_ERROR(store->Set(key(shape.island_rank), lib.ok() ? "" : lib.status().message()));
+  std::string why;
+  for (int j = 0; j < shape.island_size && why.empty(); ++j) {
+    auto v = store->Get(key(j), shape.timeout);
+    if (!v.ok()) return v.status().WithContext(fmt::format("rank {}: island {}'s library", shape.rank, shape.island));
+    if (!v->empty()) why = fmt::format("rank {} cannot load it: {}", shape.island_ranks[j], *v);
+  }
+  if (!why.empty()) {
+    if (shape.island_rank == 0)
+      TSR_LOG_WARN("island {} ({}): its island phases run on the host path, staged through pinned memory: {}",
+                   shape.island, family_label, why);
+    return std::unique_ptr<CclComm>();
+  }
+  auto c = CclComm::Create(*lib, store, fmt::format("ccl/island{}/id", shape.island), shape.island_size,
+                           shape.island_rank, shape.timeout);
+  if (!c.ok())
+    return c.status().WithContext(
+        fmt::format("rank {}: creating island {}'s {} communicator", shape.rank, shape.island, (*lib)->name()));
+  return c;
+}
+
+std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime) {
+  const bool reduction = kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter;
+  if (reduction && IsHalf(dt))
+    return fmt::format(
+        "{} reductions: Tessera reduces 16-bit data in f32 inside an island, and the {} device backend has no kernel "
+        "to widen it on the device",
+        DTypeName(dt), runtime);
+  Status s = reduction ? lib.SupportsReduce(dt, op == RedOp::kAvg ? RedOp::kSum : op) : lib.Supports(dt);
+  return s.ok() ? std::string() : s.message();
+}
+
+}  // namespace tessera::comm

@@ -1,0 +1,44 @@
+// comm/device/island_ccl: what the device backends share when, in a hybrid world, an island of several device ranks
+// runs the hierarchical algorithm's island phases on its own collective library (docs/architecture.md, "Islands of
+// several devices"): the library reduce-scatters the island's inputs on the device, only each rank's shard goes
+// down to host memory and across the bridge, and the library allgathers the shards.
+//   - OpenIslandCcl: every rank of the island says through the store whether it loaded the library; all use it or
+//     none does (a rank without it would leave the others waiting in the library's initialisation).
+//   - IslandCclRefusal: why a call cannot run its island phases on the library (empty: it can).
+//   - PaddedBlocks: the schedule's shards of a buffer (uneven when the island's size does not divide it) and where
+//     each sits in the library's equal blocks.
+// Used by AccelRank (accel_rank.cpp) and CudaRank (cuda_collectives.cpp).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/ccl/ccl.hpp"
+#include "comm/device/device.hpp"
+
+namespace tessera::comm {
+
+// The island's communicator of `row` (TESSERA_CCL and friends apply) when every rank of the island could load the
+// library; null (and one warning on the island's first rank, naming the rank and its error) when one could not.
+// An error when the store or the library's initialisation fails.
+Result<std::unique_ptr<CclComm>> OpenIslandCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row,
+                                               const std::string& family_label);
+
+// Why a hybrid call of `kind` on (dt, op) cannot run its island phases on `lib`: a 16-bit reduction (Tessera reduces
+// 16-bit data in f32 inside an island; `runtime` names the device runtime that has no kernel to widen it), or a type
+// or op the library lacks (avg is the library's sum: the bridge divides once). Empty when it can.
+std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime);
+
+// Shards of `total` elements among `members` ranks (Shard) laid into the library's equal blocks of
+// q = ceil(total / members) elements: block j holds shard j at its start. q, and whether they differ (the shards
+// then need copying into and out of a padded buffer of members x q elements).
+struct PaddedBlocks {
+  PaddedBlocks(size_t members, size_t total) : n(members), q((total + members - 1) / members), total(total) {}
+  bool padded() const { return q * n != total; }
+  Range shard(size_t j) const { return Shard(n, j, total); }
+  size_t n, q, total;
+};
+
+}  // namespace tessera::comm
