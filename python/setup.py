@@ -86,7 +86,7 @@ def extension():
     kind = cpp_extension.CUDAExtension if cuda else cpp_extension.CppExtension
     return kind(
         name="tessera._C",
-        sources=["csrc/backend.cpp", "csrc/ckpt.cpp"],
+        sources=sorted(f"csrc/{p.name}" for p in (HERE / "csrc").glob("*.cpp")),
         include_dirs=[inc],
         library_dirs=[lib],
         libraries=["tessera"],

@@ -141,6 +141,8 @@ if [ "$WHAT" != bench ]; then
   fi
   if in_group ops; then
     step "operations x types x reduce ops (tests/torch/ops_worker.py)"
+    # tessera._C's dtype and reduce-op maps alone, in one process
+    plain maps 60 "$PY" "$ROOT/tests/torch/maps_test.py"
     if ((NGPU > 0)); then
       job two-islands-one-gpu 200 "${GG[@]}" -- $W
       # the same with the ranks' work on a side stream of their own instead of torch's legacy default stream

@@ -1,144 +1,40 @@
-// python/csrc/backend.cpp — `tessera._C`: the torch.distributed backend "tessera", a c10d::Backend over
-// Tessera's C API (include/tessera/tessera.h).
+// python/csrc/backend.cpp — the torch.distributed backend "tessera": a c10d::Backend over Tessera's C API
+// (include/tessera/tessera.h), with every c10d override in this file.
 //
-// One backend object serves the whole process group on this rank, whatever its device: CPU tensors go to
-// Tessera with a NULL stream (host memory, the call returns when done), CUDA tensors on this rank's GPU
-// with a communication stream of the backend's own, as ProcessGroupNCCL does:
-//   * the communication stream first waits for the caller's current stream (an event), so the collective
-//     sees every write the caller queued before it;
-//   * the tensors are recorded on the communication stream with the caching allocator, so their memory
-//     is not reused before the collective has finished with it;
-//   * CUDA's legacy default stream (torch's default stream) is never made to wait for a collective that
-//     has not finished (see Completer): Work::getFuture() is a CUDA-aware future completed on the host
-//     once the call's end event has happened; Work::wait() blocks the host until then, on any stream (a
-//     side stream made to wait instead could be waited for by the legacy stream later: FSDP2 does this
-//     with its all-gather and reduce-scatter streams, and hung the device bridge so: docs/torch.md, Status).
-//     This holds for groups of several islands, where a worker thread of Tessera's makes CUDA calls while
-//     a collective runs; a group of one island completes as ProcessGroupNCCL does (CudaWork).
+// One backend object serves the whole process group on this rank, whatever its device: CPU tensors go to Tessera
+// with a NULL stream (host memory, the call returns when done); tensors on this rank's accelerator go through the
+// device half (device.hpp: the backend's own communication stream, as ProcessGroupNCCL does), and their Works keep
+// the contract of work.hpp (STREAM WAIT in a group of one island, HOST WAIT in a group of several).
 // Everything a call needs besides the tensors (island, device, token, timeout, unique id) comes from
 // python/tessera/torch/_backend.py, which does the rendezvous through the process group's store.
-// Errors: every failed Tessera call raises RuntimeError with Tessera's message (it names the rank, peer or
-// value at fault); a dead peer gives it within the timeout given to init_process_group.
+// Errors: every failed Tessera call raises RuntimeError with Tessera's message (it names the rank, peer or value at
+// fault); a dead peer gives it within the timeout given to init_process_group.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <tessera/tessera.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
-
-#ifdef TESSERA_TORCH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
-#include <dlfcn.h>
-#include <execinfo.h>
-#include <signal.h>
-#include <tessera/tessera.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <deque>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <vector>
 
 #include "check.hpp"
+#include "crash_trace.hpp"
+#include "device.hpp"
+#include "maps.hpp"
+#include "work.hpp"
 
 namespace tessera_torch {
 
 namespace {
-
-const char* OpName(c10d::ReduceOp::RedOpType op) {
-  switch (op) {
-    case c10d::ReduceOp::SUM:
-      return "SUM";
-    case c10d::ReduceOp::AVG:
-      return "AVG";
-    case c10d::ReduceOp::PRODUCT:
-      return "PRODUCT";
-    case c10d::ReduceOp::MIN:
-      return "MIN";
-    case c10d::ReduceOp::MAX:
-      return "MAX";
-    case c10d::ReduceOp::BAND:
-      return "BAND";
-    case c10d::ReduceOp::BOR:
-      return "BOR";
-    case c10d::ReduceOp::BXOR:
-      return "BXOR";
-    case c10d::ReduceOp::PREMUL_SUM:
-      return "PREMUL_SUM";
-    default:
-      return "UNKNOWN";
-  }
-}
-
-// The Tessera type of a tensor, or an error naming the operation and the type.
-tsrDataType_t TypeOf(const at::Tensor& t, const char* what) {
-  switch (t.scalar_type()) {
-    case at::kFloat:
-      return tsrFloat32;
-    case at::kHalf:
-      return tsrFloat16;
-    case at::kBFloat16:
-      return tsrBfloat16;
-    case at::kDouble:
-      return tsrFloat64;
-    case at::kChar:
-      return tsrInt8;
-    case at::kByte:
-      return tsrUint8;
-    case at::kBool:
-      return tsrUint8;  // one byte, 0 or 1
-    case at::kInt:
-      return tsrInt32;
-    case at::kLong:
-      return tsrInt64;
-    default:
-      break;
-  }
-  TSR_CHECK(false, "tessera: ", what, " does not support dtype ", t.scalar_type(),
-            " (supported: float32, float16, bfloat16, float64, int8, uint8, int32, int64, bool)");
-}
-
-// Tessera's reduce op for a torch one. Bool follows ProcessGroupNCCL: SUM is logical or (max), PRODUCT is
-// logical and (min). PREMUL_SUM is a SUM after the caller scaled its input (Backend::PreMul).
-tsrRedOp_t RedOpOf(const c10d::ReduceOp& op, const at::Tensor& t, const char* what) {
-  const bool is_bool = t.scalar_type() == at::kBool;
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM:
-      return is_bool ? tsrMax : tsrSum;
-    case c10d::ReduceOp::PREMUL_SUM:
-      return tsrSum;
-    case c10d::ReduceOp::AVG:
-      TSR_CHECK(!is_bool, "tessera: ", what, " AVG is not defined for bool tensors");
-      return tsrAvg;
-    case c10d::ReduceOp::PRODUCT:
-      return is_bool ? tsrMin : tsrProd;
-    case c10d::ReduceOp::MIN:
-      return tsrMin;
-    case c10d::ReduceOp::MAX:
-      return tsrMax;
-    default:
-      break;
-  }
-  TSR_CHECK(false, "tessera: ", what, " does not support reduce op ", OpName(op.op_),
-            " (supported: SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM)");
-}
 
 size_t Count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
@@ -162,233 +58,11 @@ at::Tensor Flatten(const std::vector<at::Tensor>& parts) {
 
 }  // namespace
 
-class Backend;
-
-// TESSERA_TORCH_CRASH_TRACE (see InstallCrashTrace at the end of this file).
-bool CrashTraceOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_TORCH_CRASH_TRACE");
-    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
-
-// The communicator as Works see it: a Work may outlive its process group (DDP and futures keep them), so
-// it reaches the communicator only through this, which shutdown() empties before destroying it.
-struct CommRef {
-  std::mutex mu;
-  tsrComm_t comm = nullptr;
-  // tsrSuccess, or the communicator's asynchronous error with its message (empty after shutdown).
-  std::pair<tsrResult_t, std::string> Error() {
-    std::lock_guard<std::mutex> l(mu);
-    if (comm == nullptr) return {tsrSuccess, ""};
-    tsrResult_t err = tsrSuccess;
-    if (tsrCommGetAsyncError(comm, &err) != tsrSuccess) return {tsrInvalidArgument, "tsrCommGetAsyncError failed"};
-    if (err == tsrSuccess) return {err, ""};
-    std::string last = tsrGetLastError(comm);
-    return {err,
-            last.empty() ? "the collective failed in the background (its ranks' own messages name the cause)" : last};
-  }
-  void Destroy() {
-    std::lock_guard<std::mutex> l(mu);
-    if (comm != nullptr) tsrCommDestroy(comm);
-    comm = nullptr;
-  }
-};
-
-#ifdef TESSERA_TORCH_CUDA
-// Completes the futures of CUDA calls on the host, once a call's end event has happened, and so keeps
-// CUDA's legacy default stream (torch's default stream) from ever waiting for a collective still running.
-// Why: a copy to pageable memory on the legacy stream (`t.cpu()`, `.item()`) holds up every other
-// thread's kernel launches, copies and event records for as long as it waits (bench/gpu/
-// stream_lock_probe.cu, measured on the H200; copies on other streams, to pinned memory, and
-// cudaStreamSynchronize/cudaDeviceSynchronize hold nothing). If that copy waited for a collective, the
-// device bridge's worker, which queues the collective's copies as the peers' rings free up, would wait
-// for the copy: a deadlock. This thread makes no call but cudaEventQuery (never held) and, when it
-// completes a future, the future's own event record on a stream that holds no work, so those events have
-// happened when they are recorded. A call that fails (the communicator's asynchronous error) completes
-// its future with that error; one whose end does not come within the group's timeout (twice, plus 5 s:
-// Tessera's own timeout raises first) with a timeout error.
-class Completer {
- public:
-  // `trace`: a file for TESSERA_DEVICE_TRACE's rows of this rank's completions (empty: none).
-  Completer(c10::DeviceIndex device, std::chrono::milliseconds timeout, std::shared_ptr<CommRef> comm,
-            const std::string& trace)
-      : state_(std::make_shared<State>()) {
-    state_->device = device;
-    if (!trace.empty() && (state_->trace = std::fopen(trace.c_str(), "a")) != nullptr)
-      std::fprintf(state_->trace, "call end_seen_us completed_us\n");
-    state_->timeout = timeout * 2 + std::chrono::seconds(5);
-    state_->comm = std::move(comm);
-    cudaStream_t idle = nullptr;
-    TSR_CHECK(cudaStreamCreateWithFlags(&idle, cudaStreamNonBlocking) == cudaSuccess,
-              "tessera: cudaStreamCreate for the completion stream failed");
-    state_->idle = c10::cuda::getStreamFromExternal(idle, device);
-    // Detached, owning its state: shutdown never waits for it (it may be running a Python callback that
-    // needs the GIL the caller holds); it drains what was queued and ends.
-    std::thread([st = state_] { Loop(*st); }).detach();
-  }
-  ~Completer() { Stop(); }
-
-  void Add(std::shared_ptr<at::cuda::CUDAEvent> end, c10::intrusive_ptr<c10::ivalue::Future> fut, c10::IValue value,
-           std::string title) {
-    {
-      std::lock_guard<std::mutex> l(state_->mu);
-      state_->queue.push_back({std::move(end), std::move(fut), std::move(value), std::move(title),
-                               std::chrono::steady_clock::now() + state_->timeout});
-    }
-    state_->cv.notify_one();
-  }
-  void Stop() {
-    {
-      std::lock_guard<std::mutex> l(state_->mu);
-      state_->stop = true;
-    }
-    state_->cv.notify_one();
-  }
-
- private:
-  struct Item {
-    std::shared_ptr<at::cuda::CUDAEvent> end;
-    c10::intrusive_ptr<c10::ivalue::Future> fut;
-    c10::IValue value;
-    std::string title;
-    std::chrono::steady_clock::time_point deadline;
-  };
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Item> queue;
-    bool stop = false;
-    c10::DeviceIndex device = 0;
-    std::chrono::milliseconds timeout{0};
-    std::shared_ptr<CommRef> comm;
-    std::optional<c10::cuda::CUDAStream> idle;
-    FILE* trace = nullptr;  // TESSERA_DEVICE_TRACE: when each end was seen and its future completed
-    ~State() {
-      if (trace != nullptr) std::fclose(trace);
-    }
-  };
-  static double MonotonicUs() {  // the clock of the bridge's own trace rows and of Python's perf_counter
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
-  static void Fail(Item& it, const std::string& why) {
-    try {
-      it.fut->setError(std::make_exception_ptr(std::runtime_error("tessera: " + it.title + " failed: " + why)));
-    } catch (...) {
-    }
-  }
-  static void Loop(State& st) {
-    try {
-      c10::cuda::CUDAGuard guard(st.device);
-      for (;;) {
-        Item it;
-        {
-          std::unique_lock<std::mutex> l(st.mu);
-          st.cv.wait(l, [&] { return st.stop || !st.queue.empty(); });
-          if (st.queue.empty()) return;
-          it = std::move(st.queue.front());
-          st.queue.pop_front();
-        }
-        bool happened = false;
-        try {
-          for (int spins = 0; !(happened = it.end->query()); ++spins) {
-            if (std::chrono::steady_clock::now() > it.deadline) break;
-            if (spins < 200)
-              std::this_thread::yield();
-            else
-              std::this_thread::sleep_for(std::chrono::microseconds(50));
-          }
-        } catch (const std::exception& e) {
-          Fail(it, e.what());
-          continue;
-        }
-        if (!happened) {
-          Fail(it, "its end on the GPU did not come within the process group's timeout");
-          continue;
-        }
-        const auto [err, message] = st.comm->Error();
-        if (err != tsrSuccess) {
-          Fail(it, std::string(tsrGetErrorString(err)) + ": " + message);
-          continue;
-        }
-        const double seen_us = st.trace != nullptr ? MonotonicUs() : 0;
-        try {
-          c10::cuda::CUDAStreamGuard on_idle(*st.idle);
-          it.fut->markCompleted(std::move(it.value));
-        } catch (const std::exception& e) {
-          Fail(it, e.what());
-        }
-        if (st.trace != nullptr) {
-          std::fprintf(st.trace, "%s %.1f %.1f\n", it.title.c_str(), seen_us, MonotonicUs());
-          std::fflush(st.trace);
-        }
-      }
-    } catch (...) {
-      // the process is going down (the CUDA context with it)
-    }
-  }
-  std::shared_ptr<State> state_;
-};
-#endif
-
-// The Work of one call. CPU calls are complete when the Work is made; CUDA calls complete when `end_`
-// (recorded on the communication stream after the call) has.
-class Work : public c10d::Work {
- public:
-  Work(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
-       c10::intrusive_ptr<c10::ivalue::Future> future, std::shared_ptr<CommRef> comm)
-      : c10d::Work(rank, type, title),
-        outputs_(std::move(outputs)),
-        future_(std::move(future)),
-        comm_(std::move(comm)) {}
-
-  bool isCompleted() override {
-#ifdef TESSERA_TORCH_CUDA
-    if (end_ && !end_->query()) return false;
-#endif
-    return true;
-  }
-  bool isSuccess() const override { return comm_->Error().first == tsrSuccess; }
-  std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-  void synchronize() override { (void)wait(std::chrono::milliseconds(0)); }
-  bool wait(std::chrono::milliseconds /*timeout: every Tessera wait is bounded by the group's timeout*/) override {
-#ifdef TESSERA_TORCH_CUDA
-    if (end_ && !end_->query()) {
-      if (host_wait_) {
-        // On every stream, not only the legacy one: a stream made to wait here could later be waited for
-        // by the legacy stream (FSDP2 waits on its all-gather stream, then the default stream waits for
-        // that stream's event), and a pageable copy there would then wait for a running collective.
-        future_->wait();  // completed on the host once the end event has happened (Completer)
-        TSR_CHECK(!future_->hasError(), future_->tryRetrieveErrorMessage());
-      }
-      end_->block(at::cuda::getCurrentCUDAStream(device_index_));  // one island: the stream waits, as NCCL's
-    }
-#endif
-    const auto [err, message] = comm_->Error();
-    TSR_CHECK(err == tsrSuccess, "tessera: ", profiling_title_, " failed: ", tsrGetErrorString(err), ": ", message);
-    return true;
-  }
-
-#ifdef TESSERA_TORCH_CUDA
-  std::shared_ptr<at::cuda::CUDAEvent> end_;
-  c10::DeviceIndex device_index_ = 0;
-  bool host_wait_ = true;  // wait() blocks the host (a group of several islands: see the file comment)
-#endif
-  std::string profiling_title_;
-
- private:
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::shared_ptr<CommRef> comm_;
-};
-
 class Backend : public c10d::Backend {
  public:
   // `unique_id`: the bytes of group rank 0's tsrGetUniqueId; `device`: "host" or "cuda:N" (this process's
   // numbering); `island`/`vendor`: this rank's island in this group (0..k-1); `hybrid`: the group has
-  // ranks in more than one island (decides how CUDA calls complete: CudaWork).
+  // ranks in more than one island (decides how device calls complete: work.hpp).
   Backend(const std::string& unique_id, int rank, int size, int island, const std::string& vendor,
           const std::string& device, int64_t timeout_ms, bool hybrid)
       : c10d::Backend(rank, size), device_(device) {
@@ -401,28 +75,8 @@ class Backend : public c10d::Backend {
     config.vendor = vendor.c_str();
     config.device = device_.c_str();
     config.timeout_ms = static_cast<int>(std::min<int64_t>(timeout_ms, INT32_MAX));
-    if (device_.rfind("cuda:", 0) == 0) {
-#ifdef TESSERA_TORCH_CUDA
-      cuda_ = true;
-      hybrid_ = hybrid;
-      device_index_ = static_cast<c10::DeviceIndex>(std::stoi(device_.substr(5)));
-      c10::cuda::CUDAGuard guard(device_index_);
-      // A stream of our own, not one of torch's pool (which hands its streams out round-robin, so a
-      // future's callback could run on it and chain onto later collectives).
-      cudaStream_t comm_stream = nullptr;
-      TSR_CHECK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking) == cudaSuccess,
-                "tessera: cudaStreamCreate for the communication stream failed on ", device_);
-      stream_ = c10::cuda::getStreamFromExternal(comm_stream, device_index_);
-      // The bridge writes PREFIX.rankN, this PREFIX.completer.rankN; TESSERA_CUDA_TRACE is the variable's old name.
-      const char* trace = std::getenv("TESSERA_DEVICE_TRACE");
-      if (trace == nullptr || *trace == '\0') trace = std::getenv("TESSERA_CUDA_TRACE");
-      completer_ = std::make_unique<Completer>(
-          device_index_, std::chrono::milliseconds(timeout_ms), ref_,
-          trace != nullptr && *trace != '\0' ? std::string(trace) + ".completer.rank" + std::to_string(rank) : "");
-#else
-      TSR_CHECK(false, "tessera: device ", device_, " needs a CUDA build of torch and of tessera._C");
-#endif
-    }
+    // A device rank: its communication stream and completion thread (device.hpp).
+    if (device_ != "host") device_queue_ = std::make_unique<DeviceQueue>(device_, hybrid, rank, timeout_ms, ref_);
     const tsrResult_t r = tsrCommInitRank(&comm_, size, id, rank, &config);
     TSR_CHECK(r == tsrSuccess, "tessera: joining the group as rank ", rank, " of ", size, " (island ", island, " '",
               vendor, "', device ", device_, ") failed: ", tsrGetLastError(nullptr));
@@ -447,9 +101,7 @@ class Backend : public c10d::Backend {
     if (comm_ != nullptr) (void)tsrCommAbort(comm_);
   }
   void shutdown() override {
-#ifdef TESSERA_TORCH_CUDA
-    if (completer_) completer_->Stop();
-#endif
+    if (device_queue_) device_queue_->Stop();
     ref_->Destroy();
     comm_ = nullptr;
   }
@@ -903,54 +555,19 @@ class Backend : public c10d::Backend {
 
   // A Work that completes when everything queued so far on the communication stream has (CPU: complete).
   c10::intrusive_ptr<c10d::Work> Marker(const char* title) {
-#ifdef TESSERA_TORCH_CUDA
-    if (cuda_) {
-      c10::cuda::CUDAGuard guard(device_index_);
-      auto end = std::make_shared<at::cuda::CUDAEvent>();
-      end->record(*stream_);
-      return CudaWork(c10d::OpType::COALESCED, title, {}, std::move(end), c10::Device(c10::kCUDA, device_index_));
-    }
-#endif
+    if (device_queue_) return device_queue_->Marker(c10d::OpType::COALESCED, title);
     return Done(c10d::OpType::COALESCED, title, {});
   }
-
-#ifdef TESSERA_TORCH_CUDA
-  // The Work of a call queued on the communication stream up to `end`. A group of several islands: its
-  // future is completed on the host once `end` has happened (Completer) and wait() blocks the host (see
-  // the file comment). A group of one island (the island's CCL on the communication stream: no worker
-  // thread makes CUDA calls): as ProcessGroupNCCL, the future is complete at once with the comm stream's
-  // events and wait() makes the caller's stream wait, so the host runs ahead (with the host-side wait DDP on
-  // one GPU took about 3x NCCL's step: docs/torch.md, Status, "DDP on one GPU took 3× NCCL's step").
-  c10::intrusive_ptr<c10d::Work> CudaWork(c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
-                                          std::shared_ptr<at::cuda::CUDAEvent> end, c10::Device dev) {
-    auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                        std::vector<c10::Device>{dev});
-    if (hybrid_) {
-      completer_->Add(end, fut, c10::IValue(outputs), title);
-    } else {
-      c10::cuda::CUDAStreamGuard on_comm(*stream_);  // the future's events are recorded on the comm stream
-      fut->markCompleted(c10::IValue(outputs));
-    }
-    auto w = c10::make_intrusive<Work>(rank_, type, title, std::move(outputs), std::move(fut), ref_);
-    w->end_ = std::move(end);
-    w->device_index_ = device_index_;
-    w->host_wait_ = hybrid_;
-    w->profiling_title_ = title;
-    return w;
-  }
-#endif
 
   // A Work already complete (CPU, or nothing to wait for).
   c10::intrusive_ptr<c10d::Work> Done(c10d::OpType type, const char* title, std::vector<at::Tensor> outputs) {
     auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     fut->markCompleted(c10::IValue(outputs));
-    auto w = c10::make_intrusive<Work>(rank_, type, title, std::move(outputs), std::move(fut), ref_);
-    w->profiling_title_ = title;
-    return w;
+    return c10::make_intrusive<Work>(rank_, type, title, std::move(outputs), std::move(fut), ref_);
   }
 
-  // Runs `body(stream)` for tensors on one device: a CPU call completes inside; a CUDA call is queued on
-  // the communication stream after the caller's current stream (see the file comment).
+  // Runs `body(stream)` for tensors on one device: a CPU call completes inside; a device call is queued on the
+  // communication stream after the caller's current stream (device.hpp).
   template <typename F>
   c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& outputs, F&& body) {
@@ -967,34 +584,14 @@ class Backend : public c10d::Backend {
         TSR_CHECK(t.device() == *dev, "tessera: ", title, " needs all tensors on one device, got ", *dev, " and ",
                   t.device());
       }
-    const bool on_cuda = dev && dev->is_cuda();
-    if (!on_cuda) {
-      TSR_CHECK(!dev || dev->is_cpu(), "tessera: ", title, " does not support tensors on ", *dev,
-                " (cpu and cuda only)");
+    if (!dev || dev->is_cpu()) {
       body(nullptr);
       return Done(type, title, outputs);
     }
-#ifdef TESSERA_TORCH_CUDA
-    TSR_CHECK(cuda_, "tessera: ", title, " got a CUDA tensor (", *dev, ") on a rank whose device is ", device_,
-              " (set TESSERA_DEVICE or the backend's device for this rank)");
-    TSR_CHECK(dev->index() == device_index_, "tessera: ", title, " got a tensor on ", *dev,
-              " but this rank's device is ", device_);
-    c10::cuda::CUDAGuard guard(device_index_);
-    at::cuda::CUDAEvent ready;
-    ready.record(at::cuda::getCurrentCUDAStream(device_index_));
-    ready.block(*stream_);
-    for (const auto* list : {&inputs, &outputs})
-      for (const auto& t : *list) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), *stream_);
-    {
-      c10::cuda::CUDAStreamGuard on_comm(*stream_);  // temporaries and copies in `body` run on the comm stream
-      body(static_cast<tsrStream_t>(stream_->stream()));
-    }
-    auto end = std::make_shared<at::cuda::CUDAEvent>();
-    end->record(*stream_);
-    return CudaWork(type, title, outputs, std::move(end), *dev);
-#else
-    TSR_CHECK(false, "tessera: ", title, " got a CUDA tensor, but tessera._C was built without CUDA");
-#endif
+    TSR_CHECK(device_queue_ != nullptr, "tessera: ", title, " got a tensor on ", *dev, " on a rank whose device is ",
+              device_, " (set TESSERA_DEVICE or the backend's device for this rank)");
+    device_queue_->CheckDevice(*dev, title);
+    return device_queue_->Run(type, title, inputs, outputs, body);
   }
 
   tsrComm_t comm_ = nullptr;  // null after shutdown()
@@ -1002,103 +599,17 @@ class Backend : public c10d::Backend {
   std::string device_;
   bool coalescing_ = false;
   std::vector<P2P> pending_;
-  std::atomic<uint64_t> sequence_{0};  // calls run (getSequenceNumberForGroup)
-#ifdef TESSERA_TORCH_CUDA
-  bool cuda_ = false;
-  bool hybrid_ = true;  // the group has ranks in several islands
-  c10::DeviceIndex device_index_ = 0;
-  // Made in the constructor for a CUDA rank only: a default of getDefaultCUDAStream() here initialised CUDA
-  // in every rank, and so failed on a host rank of a machine without a GPU ("no CUDA-capable device").
-  std::optional<c10::cuda::CUDAStream> stream_;
-  std::unique_ptr<Completer> completer_;
-#endif
+  std::atomic<uint64_t> sequence_{0};          // calls run (getSequenceNumberForGroup)
+  std::unique_ptr<DeviceQueue> device_queue_;  // a device rank's half (null on a host rank)
 };
 
-}  // namespace tessera_torch
-
-namespace tessera_torch {
-void BindCheckpoint(pybind11::module& m);  // ckpt.cpp
-
-// TESSERA_TORCH_CRASH_TRACE=1: on SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT, write this thread's native stack to
-// stderr (module+offset per frame; scripts/torch-check.sh resolves them with addr2line), then hand the
-// signal to the handler that was there before (Python's faulthandler prints the Python stacks when
-// PYTHONFAULTHANDLER=1). Off by default: a library does not take over a host program's signals.
-namespace {
-constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-struct sigaction g_previous[sizeof(kCrashSignals) / sizeof(kCrashSignals[0])];
-
-void CrashTrace(int sig, siginfo_t* info, void* ctx) {
-  static const char head[] = "tessera._C: fatal signal, native stack of the faulting thread:\n";
-  (void)!write(2, head, sizeof(head) - 1);
-  void* frames[64];
-  const int n = backtrace(frames, 64);
-  backtrace_symbols_fd(frames, n, 2);
-  // The same frames as module(+offset), for addr2line (the names above are only the nearest exported ones).
-  for (int i = 0; i < n; ++i) {
-    Dl_info di{};
-    if (dladdr(frames[i], &di) == 0 || di.dli_fname == nullptr) continue;
-    char line[512];
-    const int len = std::snprintf(
-        line, sizeof(line), "frame %d: %s(+0x%lx)\n", i, di.dli_fname,
-        static_cast<unsigned long>(reinterpret_cast<uintptr_t>(frames[i]) - reinterpret_cast<uintptr_t>(di.dli_fbase)));
-    if (len > 0) (void)!write(2, line, static_cast<size_t>(std::min(len, static_cast<int>(sizeof(line)) - 1)));
-  }
-  for (size_t i = 0; i < sizeof(kCrashSignals) / sizeof(kCrashSignals[0]); ++i) {
-    if (kCrashSignals[i] != sig) continue;
-    const struct sigaction& prev = g_previous[i];
-    if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction != nullptr) {
-      prev.sa_sigaction(sig, info, ctx);
-      return;
-    }
-    if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
-      prev.sa_handler(sig);
-      return;
-    }
-  }
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
-void InstallCrashTrace() {
-  if (!CrashTraceOn()) return;
-  void* warm[1];
-  (void)backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the signal handler
-  for (size_t i = 0; i < sizeof(kCrashSignals) / sizeof(kCrashSignals[0]); ++i) {
-    struct sigaction sa {};
-    sa.sa_sigaction = CrashTrace;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    sigaction(kCrashSignals[i], &sa, &g_previous[i]);
-  }
-}
-}  // namespace
-}  // namespace tessera_torch
-
-PYBIND11_MODULE(_C, m) {
-  m.doc() = "Tessera's torch.distributed backend (see tessera.torch)";
-  py::module::import("torch.distributed");
-  py::class_<tessera_torch::Backend, c10d::Backend, c10::intrusive_ptr<tessera_torch::Backend>>(m, "Backend")
+void BindBackend(pybind11::module& m) {
+  py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(m, "Backend")
       .def(py::init<const std::string&, int, int, int, const std::string&, const std::string&, int64_t, bool>(),
            py::arg("unique_id"), py::arg("rank"), py::arg("size"), py::arg("island"), py::arg("vendor"),
            py::arg("device"), py::arg("timeout_ms"), py::arg("hybrid") = true, py::call_guard<py::gil_scoped_release>())
-      .def("describe", &tessera_torch::Backend::describe)
-      .def_property_readonly("device", &tessera_torch::Backend::device);
-  m.def("unique_id", []() {
-    tsrUniqueId id;
-    const tsrResult_t r = tsrGetUniqueId(&id);
-    TSR_CHECK(r == tsrSuccess, "tessera: tsrGetUniqueId failed: ", tsrGetLastError(nullptr));
-    return py::bytes(id.internal, sizeof(id.internal));
-  });
-#ifdef TESSERA_TORCH_CUDA
-  m.attr("cuda_build") = true;  // this tessera._C serves CUDA tensors (the setup found torch's CUDA and nvcc)
-#else
-  m.attr("cuda_build") = false;
-#endif
-  tessera_torch::BindCheckpoint(m);
-  tessera_torch::InstallCrashTrace();
-  m.def("version", []() {
-    int v = 0;
-    tsrGetVersion(&v);
-    return v;
-  });
+      .def("describe", &Backend::describe)
+      .def_property_readonly("device", &Backend::device);
 }
+
+}  // namespace tessera_torch
