@@ -5,8 +5,7 @@
 # box's multi-threaded memcpy bandwidth x the traffic the allreduce must make) measured in the same run. Prints
 # the median busbw of each value and its ratio to the bound; raw rows go to $OUT/threads-sweep.jsonl when OUT is set.
 #   Usage: [VAR=NAME] bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)
-#   VAR names the variable swept (default TESSERA_HOST_THREADS; e.g. VAR=TESSERA_HOST_STREAM_MIN with values off 16M,
-#   the threads then `auto`).
+#   VAR names the variable swept (default TESSERA_HOST_THREADS; any other, with the threads then `auto`).
 set -uo pipefail
 B=${1:?usage: host_threads_sweep.sh BUILD_DIR [VALUE...]}
 shift

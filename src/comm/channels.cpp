@@ -41,16 +41,6 @@ Status Comm::SetUpChannels() {
   for (const RankInfo& r : infos_) local_ranks += r.host_id == me.host_id;
   TSR_ASSIGN_OR_RETURN(int threads, HostThreadsFromEnv(local_ranks));
   if (threads > 1 && host_pool() == nullptr) set_host_pool(std::make_unique<HostPool>(threads));
-  const std::string stream_min = env::GetOrDefault("TESSERA_HOST_STREAM_MIN");
-  if (stream_min == "off") {
-    set_stream_min(SIZE_MAX);
-  } else {
-    auto b = env::ParseBytes("TESSERA_HOST_STREAM_MIN", stream_min);
-    if (!b.ok())
-      return InvalidArgument(
-          fmt::format("TESSERA_HOST_STREAM_MIN='{}' must be a size (such as 16M) or `off`", stream_min));
-    set_stream_min(*b);
-  }
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     const RankInfo& peer = infos_[p];

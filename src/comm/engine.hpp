@@ -63,10 +63,6 @@ class Links {
   void CountSent(int peer, size_t bytes) {
     if (peer >= 0 && peer < sent_peers_) sent_[peer].fetch_add(bytes, std::memory_order_relaxed);
   }
-  // Received messages of at least this many bytes are copied to their destination with streaming stores
-  // (CopyStreaming; TESSERA_HOST_STREAM_MIN, set by Comm::SetUpChannels; SIZE_MAX: never).
-  size_t stream_min() const { return stream_min_; }
-  void set_stream_min(size_t bytes) { stream_min_ = bytes; }
   uint64_t SentTo(int peer) const {
     return peer >= 0 && peer < sent_peers_ ? sent_[peer].load(std::memory_order_relaxed) : 0;
   }
@@ -75,7 +71,6 @@ class Links {
   std::unique_ptr<HostPool> host_pool_;
   std::unique_ptr<std::atomic<uint64_t>[]> sent_;
   int sent_peers_ = 0;
-  size_t stream_min_ = SIZE_MAX;
 };
 
 // Asynchronous work on a device (a GPU's copy engines and kernels) for an engine whose buffers are device
@@ -204,7 +199,7 @@ class Engine {
     const std::byte* src;
   };
   // Host mode: memcpy, cut across the pool's threads when it is large.
-  void Copy(void* dst, const void* src, size_t bytes, bool streaming = false) const;  // split over the pool
+  void Copy(void* dst, const void* src, size_t bytes) const;
   Links* links_;
   DeviceOps* dev_;
   HostPool* pool_ = nullptr;               // links_->host_pool() when it has several threads (host mode)

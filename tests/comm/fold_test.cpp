@@ -412,23 +412,5 @@ TEST_F(FoldPaths, DISABLED_NarrowAllF32) {
   }
 }
 
-// The engine's copy for large received messages (streaming stores): memcpy's bytes at every alignment of source
-// and destination and every length around the 16-byte head and the 64-byte rounds, and nothing outside.
-TEST(CopyStreaming, SameBytesAsMemcpyAtEveryAlignmentAndLength) {
-  std::mt19937 rng(3);
-  Bytes src(4096 + 64), dst(4096 + 128), want;
-  for (auto& b : src) b = static_cast<uint8_t>(rng());
-  for (size_t so = 0; so < 16; ++so)
-    for (size_t doff = 0; doff < 16; ++doff)
-      for (size_t len : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{63}, size_t{64}, size_t{65},
-                         size_t{127}, size_t{200}, size_t{4096}}) {
-        std::fill(dst.begin(), dst.end(), 0xEE);
-        want = dst;
-        std::memcpy(want.data() + 32 + doff, src.data() + so, len);
-        CopyStreaming(dst.data() + 32 + doff, src.data() + so, len);
-        ASSERT_EQ(dst, want) << "src offset " << so << " dst offset " << doff << " length " << len;
-      }
-}
-
 }  // namespace
 }  // namespace tessera::comm

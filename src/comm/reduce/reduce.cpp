@@ -9,42 +9,12 @@
 #include <mutex>
 #include <type_traits>
 
-#if defined(__x86_64__)
-#include <emmintrin.h>  // SSE2: every x86-64 has it
-#endif
-
 #include "comm/reduce/simd.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 
 namespace tessera::comm {
 
-void CopyStreaming(void* dst, const void* src, size_t bytes) {
-#if defined(__x86_64__)
-  auto* d = static_cast<std::byte*>(dst);
-  const auto* s = static_cast<const std::byte*>(src);
-  size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;  // to the destination's 16-byte alignment
-  if (head > bytes) head = bytes;
-  std::memcpy(d, s, head);
-  d += head;
-  s += head;
-  bytes -= head;
-  for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {  // a whole cache line per round: the write-combining
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));  // buffer leaves it in one go
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
-  }
-  std::memcpy(d, s, bytes);
-  _mm_sfence();  // streaming stores are weakly ordered: visible before whatever this thread publishes next
-#else
-  std::memcpy(dst, src, bytes);
-#endif
-}
 namespace {
 
 template <typename T>

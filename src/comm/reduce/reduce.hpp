@@ -35,12 +35,6 @@ void Fold2(void* acc, const void* a, DType a_type, const void* b, DType b_type, 
 void Fold2Finalize(void* out, const void* a, DType a_type, const void* b, DType b_type, size_t n, DType dtype, RedOp op,
                    int divisor);
 
-// memcpy whose stores bypass the caches (non-temporal, x86-64's SSE2 streaming stores; plain memcpy elsewhere),
-// fenced before it returns: for a large destination that nothing reads soon, the cache lines are not read
-// from memory first (a plain store's read-for-ownership), so memory carries the bytes once. The engine uses it
-// for received messages of TESSERA_HOST_STREAM_MIN bytes and more (docs/benchmarks.md, "Host threads per rank").
-void CopyStreaming(void* dst, const void* src, size_t bytes);
-
 // out[i] = convert(acc[i] (/ divisor when op == avg)) to `dtype`, rounding to nearest even once.
 void Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor);
 
