@@ -101,10 +101,10 @@ class Comm::Collective {
       return InternalError(fmt::format(
           "{}: the device bridge serves allreduce, reduce-scatter, broadcast and allgather from an island of one rank",
           what_));
-    if (island_done_ && (!bridged || dev_ != nullptr || n_ < 2 || k_ < 2 || (reduce_ && AccumType(dt_) != dt_)))
+    if (island_done_ && (!bridged || dev_ != nullptr || n_ < 2 || k_ < 2))
       return InternalError(fmt::format(
-          "{}: island phases run elsewhere only for allreduce, reduce-scatter, broadcast and allgather of a type that "
-          "is its own accumulator, from an island of several ranks in a world of several islands",
+          "{}: island phases run elsewhere only for allreduce, reduce-scatter, broadcast and allgather, from an "
+          "island of several ranks in a world of several islands",
           what_));
     segs_ = Segments(c_.island_ranks_, C_);
     TSR_RETURN_IF_ERROR(ExchangeHeaders());
@@ -225,9 +225,9 @@ class Comm::Collective {
   Status IslandReduceScatter() {
     island_ptype_.resize(k_);
     for (int J = 0; J < k_; ++J) island_ptype_[J] = c_.island_ranks_[J].size() == 1 ? dt_ : AccumType(dt_);
-    if (n_ == 1 || island_done_) {  // my input, or my island's partial sums of my shard (in dt_, its accumulator)
+    if (n_ == 1 || island_done_) {  // my input, or my island's partial sums of my shard (in its accumulator type)
       partial_ = send_;
-      ptype_ = dt_;
+      ptype_ = island_done_ ? AccumType(dt_) : dt_;
       pbase_ = 0;
       return Status::Ok();
     }

@@ -335,9 +335,9 @@ TEST(GpuMultiGpu, TwoGpuIslandsOnTwoGpusMeetThroughTheDeviceBridge) {
   EXPECT_NE(outs[1].out.find(kDeviceBridge), std::string::npos) << Dump(outs);
 }
 
-// Islands of several GPUs beside other islands: NCCL runs the island phases of allreduce on the GPUs, only each
+// Islands of several GPUs beside other islands: NCCL runs the island phases on the GPUs, only each
 // rank's shard is staged and crosses the bridge (docs/architecture.md, "Islands of several devices"); same bits.
-constexpr const char* kIslandPhases = "runs the island phases of allreduce";
+constexpr const char* kIslandPhases = "runs the island phases, only shards cross the bridge";
 
 TEST(GpuMultiGpu, TwoGpuIslandAndTwoHostRanksAgreeBitForBit) {
   REQUIRE_GPUS(2);

@@ -329,7 +329,7 @@ Status AccelRank::OnCcl(const char* what, const char* call, const std::function<
 
 bool AccelRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
   if (!island_lib_) return false;
-  const std::string why = IslandCclRefusal(kind, dt, op, ccl_->lib(), rt_->name());
+  const std::string why = IslandCclRefusal(kind, dt, op, ccl_->lib(), rt_->name(), /*widens=*/false);
   if (why.empty()) return true;
   if (said_.insert(why).second && shape_.island_rank == 0)
     TSR_LOG_INFO("island {} ({}): {} staged through pinned memory, not on its {}: {}", shape_.island,

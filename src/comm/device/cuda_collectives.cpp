@@ -8,6 +8,7 @@
 
 #include "comm/device/cuda_rank.hpp"
 #include "comm/device/island_ccl.hpp"
+#include "comm/kernels/kernels.hpp"
 #include "comm/reduce/reduce.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -69,7 +70,7 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
 // ---- hybrid world, island of several GPUs: the island's library does the island phases ----
 
 bool CudaRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
-  const std::string why = IslandCclRefusal(kind, dt, op, island_ccl_->lib(), "CUDA");
+  const std::string why = IslandCclRefusal(kind, dt, op, island_ccl_->lib(), "CUDA", /*widens=*/true);
   if (why.empty()) return true;
   if (said_.insert(why).second && comm_->local_ == 0)
     TSR_LOG_INFO("island {} (CUDA): {} staged through pinned memory, not on its {}: {}",
@@ -96,75 +97,189 @@ Result<std::byte*> CudaRank::IslandScratch(size_t bytes) {
   return island_dev_;
 }
 
+namespace {
+size_t Round256(size_t b) { return (b + 255) / 256 * 256; }
+}  // namespace
+
+Status CudaRank::IslandReduceScatterOn(cudaStream_t st, const std::byte* in, size_t L, DType dt, RedOp op,
+                                       std::byte* pad, std::byte* shard) {
+  const PaddedBlocks b(comm_->islands_[comm_->my_island_].ranks.size(), L);
+  const DType rt = AccumType(dt);  // 16-bit data is reduced in f32 (widened here), everything else as it is
+  const size_t esz = DTypeSize(dt), rsz = DTypeSize(rt);
+  const std::byte* from = in;
+  if (b.padded() || rt != dt) {  // the schedule's shards into the library's equal blocks (widened)
+    for (size_t j = 0; j < b.n; ++j) {
+      const Range sj = b.shard(j);
+      if (sj.len() == 0) continue;
+      if (rt != dt)
+        TSR_RETURN_IF_ERROR(
+            cuda::Check(kernels::Fold(pad + j * b.q * rsz, in + sj.lo * esz, sj.len(), dt, dt, RedOp::kSum, true, st),
+                        "widening kernel (the island's 16-bit inputs to f32)"));
+      else
+        TSR_RETURN_IF_ERROR(cuda::Check(
+            cudaMemcpyAsync(pad + j * b.q * rsz, in + sj.lo * esz, sj.len() * esz, cudaMemcpyDeviceToDevice, st),
+            "cudaMemcpyAsync (into the library's blocks)"));
+    }
+    from = pad;
+  }
+  const int cop = island_ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
+  return IslandCall("ReduceScatter", island_ccl_->lib().ReduceScatter(from, shard, b.q, CclDataType(rt), cop,
+                                                                      island_ccl_->handle(), st));
+}
+
+Status CudaRank::IslandAllGatherOn(cudaStream_t st, std::byte* shard, size_t L, DType dt, std::byte* pad,
+                                   std::byte* out) {
+  const PaddedBlocks b(comm_->islands_[comm_->my_island_].ranks.size(), L);
+  const size_t esz = DTypeSize(dt);
+  TSR_RETURN_IF_ERROR(IslandCall(
+      "AllGather",
+      island_ccl_->lib().AllGather(shard, b.padded() ? pad : out, b.q, CclDataType(dt), island_ccl_->handle(), st)));
+  if (b.padded())
+    for (size_t j = 0; j < b.n; ++j) {
+      const Range sj = b.shard(j);
+      if (sj.len() > 0)
+        TSR_RETURN_IF_ERROR(cuda::Check(
+            cudaMemcpyAsync(out + sj.lo * esz, pad + j * b.q * esz, sj.len() * esz, cudaMemcpyDeviceToDevice, st),
+            "cudaMemcpyAsync (out of the library's blocks)"));
+    }
+  return Status::Ok();
+}
+
+std::function<Status()> CudaRank::IslandBridge(const char* what, CollKind kind, const std::byte* send, std::byte* recv,
+                                               size_t count, DType dt, RedOp op, int root) {
+  return [=, this] {
+    return comm_->GuardFn(what, [&]() -> Status {
+      Status st = comm_->Hierarchical(kind, send, recv, count, dt, op, root, nullptr, IslandPhases::kDone);
+      ++comm_->seq_;
+      return st;
+    });
+  };
+}
+
 Status CudaRank::IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream) {
-  const size_t esz = DTypeSize(dt), n = comm_->islands_[comm_->my_island_].ranks.size();
-  const auto round = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t n = comm_->islands_[comm_->my_island_].ranks.size(), esz = DTypeSize(dt);
+  const size_t rsz = DTypeSize(AccumType(dt));  // the island's partial sums: f32 for 16-bit data
   const std::vector<Range> chunks = comm_->BridgeChunks(count, dt);
-  // Device scratch: each chunk's shard (every chunk's reduce-scatter is queued before the first allgather), then
-  // one padded buffer of n equal blocks, used by each chunk's copies in turn (stream order).
+  // Device scratch: each chunk's shard (every chunk's reduce-scatter is queued before the first allgather; the
+  // shard's partial sums go down, its final values come back into the same place), then one buffer of n equal
+  // blocks, used by each chunk's steps in turn (stream order).
   size_t shards = 0, pad = 0;
   for (const Range& c : chunks) {
     const PaddedBlocks b(n, c.len());
-    shards += round(b.q * esz);
-    if (b.padded()) pad = std::max(pad, b.n * b.q * esz);
+    shards += Round256(b.q * rsz);
+    pad = std::max(pad, b.n * b.q * rsz);
   }
-  auto scratch = IslandScratch(shards + round(pad));
+  auto scratch = IslandScratch(shards + Round256(pad));
   if (!scratch.ok()) return Fail("allreduce", scratch.status());
-  std::byte *hin, *hout;
-  TSR_RETURN_IF_ERROR(Fail("allreduce", StagingFor(count * esz, 0, &hin, &hout)));
+  std::byte *hin, *hout;  // partial sums (AccumType) in, final values (dt) out
+  TSR_RETURN_IF_ERROR(Fail("allreduce", StagingFor(count * rsz, count * esz, &hin, &hout)));
   std::byte* padbuf = *scratch + shards;
   const int me = comm_->local_;
-  const int cop = island_ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
-  const int ctype = CclDataType(dt);
   std::vector<Part> parts;
   size_t off = 0;
   for (const Range& c : chunks) {
     const PaddedBlocks b(n, c.len());
     const Range S = b.shard(me);
     std::byte* shard = *scratch + off;
-    off += round(b.q * esz);
+    off += Round256(b.q * rsz);
     const std::byte* in = static_cast<const std::byte*>(send) + c.lo * esz;
     std::byte* out = static_cast<std::byte*>(recv) + c.lo * esz;
-    std::byte* h = hin + c.lo * esz;
+    std::byte* hp = hin + c.lo * rsz;
+    std::byte* hr = hout + c.lo * esz;
+    const size_t L = c.len();
     Part p;
-    p.pre = [=, this](cudaStream_t st) -> Status {
-      const std::byte* from = in;
-      if (b.padded()) {  // the schedule's uneven shards into the library's equal blocks
-        for (size_t j = 0; j < b.n; ++j) {
-          const Range sj = b.shard(j);
-          TSR_RETURN_IF_ERROR(cuda::Check(
-              cudaMemcpyAsync(padbuf + j * b.q * esz, in + sj.lo * esz, sj.len() * esz, cudaMemcpyDeviceToDevice, st),
-              "cudaMemcpyAsync (into the library's blocks)"));
-        }
-        from = padbuf;
-      }
-      return IslandCall("ReduceScatter",
-                        island_ccl_->lib().ReduceScatter(from, shard, b.q, ctype, cop, island_ccl_->handle(), st));
-    };
-    p.down = {Copy{h + S.lo * esz, shard, S.len() * esz}};
-    p.host = [this, h, L = c.len(), dt, op] {
-      return comm_->GuardFn("allreduce", [&]() -> Status {
-        Status st = comm_->Hierarchical(CollKind::kAllReduce, h, h, L, dt, op, 0, nullptr, IslandPhases::kDone);
-        ++comm_->seq_;
-        return st;
-      });
-    };
-    p.up = {Copy{shard, h + S.lo * esz, S.len() * esz}};
-    p.post = [=, this](cudaStream_t st) -> Status {
-      TSR_RETURN_IF_ERROR(IslandCall("AllGather", island_ccl_->lib().AllGather(shard, b.padded() ? padbuf : out, b.q,
-                                                                               ctype, island_ccl_->handle(), st)));
-      if (b.padded())
-        for (size_t j = 0; j < b.n; ++j) {
-          const Range sj = b.shard(j);
-          TSR_RETURN_IF_ERROR(cuda::Check(
-              cudaMemcpyAsync(out + sj.lo * esz, padbuf + j * b.q * esz, sj.len() * esz, cudaMemcpyDeviceToDevice, st),
-              "cudaMemcpyAsync (out of the library's blocks)"));
-        }
-      return Status::Ok();
-    };
+    p.pre = [=, this](cudaStream_t st) { return IslandReduceScatterOn(st, in, L, dt, op, padbuf, shard); };
+    p.down = {Copy{hp + S.lo * rsz, shard, S.len() * rsz}};
+    p.host = IslandBridge("allreduce", CollKind::kAllReduce, hp, hr, L, dt, op, 0);
+    p.up = {Copy{shard, hr + S.lo * esz, S.len() * esz}};
+    p.post = [=, this](cudaStream_t st) { return IslandAllGatherOn(st, shard, L, dt, padbuf, out); };
     parts.push_back(std::move(p));
   }
   return SubmitStaged("allreduce", stream, std::move(parts));
+}
+
+Status CudaRank::IslandReduceScatter(const void* send, void* recv, size_t recvcount, DType dt, RedOp op,
+                                     tsrStream_t stream) {
+  const size_t n = comm_->islands_[comm_->my_island_].ranks.size(), esz = DTypeSize(dt);
+  const size_t rsz = DTypeSize(AccumType(dt)), C = recvcount * comm_->size_;
+  const PaddedBlocks b(n, C);
+  const Range S = b.shard(comm_->local_);
+  auto scratch = IslandScratch(Round256(b.q * rsz) + Round256(b.n * b.q * rsz));
+  if (!scratch.ok()) return Fail("reduce_scatter", scratch.status());
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("reduce_scatter", StagingFor(C * rsz, recvcount * esz, &hin, &hout)));
+  std::byte* shard = *scratch;
+  std::byte* padbuf = *scratch + Round256(b.q * rsz);
+  const auto* in = static_cast<const std::byte*>(send);
+  std::vector<Part> parts(1);
+  parts[0].pre = [=, this](cudaStream_t st) { return IslandReduceScatterOn(st, in, C, dt, op, padbuf, shard); };
+  parts[0].down = {Copy{hin + S.lo * rsz, shard, S.len() * rsz}};
+  parts[0].host = IslandBridge("reduce_scatter", CollKind::kReduceScatter, hin, hout, recvcount, dt, op, 0);
+  parts[0].up = {Copy{recv, hout, recvcount * esz}};
+  return SubmitStaged("reduce_scatter", stream, std::move(parts));
+}
+
+Status CudaRank::IslandAllGather(const void* send, void* recv, size_t sendcount, DType dt, tsrStream_t stream) {
+  const std::vector<int>& island = comm_->islands_[comm_->my_island_].ranks;
+  const size_t n = island.size(), esz = DTypeSize(dt), C = sendcount * comm_->size_;
+  const PaddedBlocks b(n, C);
+  const Range S = b.shard(comm_->local_);
+  auto scratch = IslandScratch(Round256(b.q * esz) + Round256(b.n * b.q * esz) + n * sendcount * esz);
+  if (!scratch.ok()) return Fail("allgather", scratch.status());
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("allgather", StagingFor(C * esz, 0, &hin, &hout)));
+  std::byte* shard = *scratch;
+  std::byte* padbuf = shard + Round256(b.q * esz);
+  std::byte* gathered = padbuf + Round256(b.n * b.q * esz);
+  std::vector<Part> parts(1);
+  // The island's contributions, gathered on the GPUs in island order; those inside my shard go down to their
+  // places in the staging, cross the bridge, and my shard comes back to be allgathered.
+  parts[0].pre = [=, this](cudaStream_t st) {
+    return IslandCall("AllGather", island_ccl_->lib().AllGather(send, gathered, sendcount, CclDataType(dt),
+                                                                island_ccl_->handle(), st));
+  };
+  for (size_t j = 0; j < n; ++j) {
+    const size_t lo = static_cast<size_t>(island[j]) * sendcount;
+    const Range x = Range{lo, lo + sendcount}.Intersect(S);
+    if (x.len() > 0)
+      parts[0].down.push_back(Copy{hin + x.lo * esz, gathered + (j * sendcount + x.lo - lo) * esz, x.len() * esz});
+  }
+  parts[0].host = IslandBridge("allgather", CollKind::kAllGather, hin + comm_->rank_ * sendcount * esz, hin, sendcount,
+                               dt, RedOp::kSum, 0);
+  parts[0].up = {Copy{shard, hin + S.lo * esz, S.len() * esz}};
+  auto* out = static_cast<std::byte*>(recv);
+  parts[0].post = [=, this](cudaStream_t st) { return IslandAllGatherOn(st, shard, C, dt, padbuf, out); };
+  return SubmitStaged("allgather", stream, std::move(parts));
+}
+
+Status CudaRank::IslandBroadcast(const void* send, void* recv, size_t count, DType dt, int root, tsrStream_t stream) {
+  const std::vector<int>& island = comm_->islands_[comm_->my_island_].ranks;
+  const size_t n = island.size(), esz = DTypeSize(dt);
+  const PaddedBlocks b(n, count);
+  const Range S = b.shard(comm_->local_);
+  auto scratch = IslandScratch(Round256(b.q * esz) + Round256(b.n * b.q * esz));
+  if (!scratch.ok()) return Fail("broadcast", scratch.status());
+  std::byte *hin, *hout;
+  TSR_RETURN_IF_ERROR(Fail("broadcast", StagingFor(count * esz, 0, &hin, &hout)));
+  std::byte* shard = *scratch;
+  std::byte* padbuf = shard + Round256(b.q * esz);
+  auto* out = static_cast<std::byte*>(recv);
+  std::vector<Part> parts(1);
+  parts[0].host = IslandBridge("broadcast", CollKind::kBroadcast, hin, hin, count, dt, RedOp::kSum, root);
+  const auto at = std::find(island.begin(), island.end(), root);
+  if (at == island.end()) {  // the root is in another island: my shard comes over the bridge, NCCL spreads it
+    parts[0].up = {Copy{shard, hin + S.lo * esz, S.len() * esz}};
+    parts[0].post = [=, this](cudaStream_t st) { return IslandAllGatherOn(st, shard, count, dt, padbuf, out); };
+  } else {  // the root's island: NCCL broadcasts inside it, each rank sends its shard on over the bridge
+    const int iroot = static_cast<int>(at - island.begin());
+    const void* from = comm_->rank_ == root ? send : recv;
+    parts[0].pre = [=, this](cudaStream_t st) {
+      return IslandCall("Broadcast", island_ccl_->lib().Broadcast(from, recv, count, CclDataType(dt), iroot,
+                                                                  island_ccl_->handle(), st));
+    };
+    parts[0].down = {Copy{hin + S.lo * esz, out + S.lo * esz, S.len() * esz}};
+  }
+  return SubmitStaged("broadcast", stream, std::move(parts));
 }
 
 Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
@@ -184,6 +299,9 @@ Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, t
                    ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), ccl_->Op(static_cast<RedOp>(op)),
                                              ccl_->handle(), stream));
   }
+  if (island_ccl_ && recvcount > 0 && IsValid(static_cast<RedOp>(op)) &&
+      IslandTakes(CollKind::kReduceScatter, dt, static_cast<RedOp>(op)))
+    return IslandReduceScatter(send, recv, recvcount, dt, static_cast<RedOp>(op), stream);
   if (ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt) &&
       IsValid(static_cast<RedOp>(op))) {
     // The device bridge: the whole reduced buffer is staged in device scratch (it is my shard), then routed.
@@ -210,6 +328,8 @@ Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDa
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream));
   }
+  if (island_ccl_ && sendcount > 0 && IslandTakes(CollKind::kAllGather, dt, RedOp::kSum))
+    return IslandAllGather(send, recv, sendcount, dt, stream);
   if (SelectOnDevice())
     return SubmitDevice("allgather", stream, [=, this](cudaEvent_t in) {
       return BridgeCall(in, CollKind::kAllGather, "allgather", static_cast<const std::byte*>(send),
@@ -237,6 +357,8 @@ Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataTy
     return CclCall("Broadcast", ccl_->lib().Broadcast(is_root ? send : recv, recv, count, CclDataType(dt), root,
                                                       ccl_->handle(), stream));
   }
+  if (island_ccl_ && count > 0 && IslandTakes(CollKind::kBroadcast, dt, RedOp::kSum))
+    return IslandBroadcast(send, recv, count, dt, root, stream);
   if (SelectOnDevice())
     return SubmitDevice("broadcast", stream, [=, this](cudaEvent_t in) {
       return BridgeCall(in, CollKind::kBroadcast, "broadcast", static_cast<const std::byte*>(is_root ? send : recv),

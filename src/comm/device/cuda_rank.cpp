@@ -164,10 +164,9 @@ std::string CudaRank::Describe() const {
     bridge = fmt::format(
         "copy engines straight into the shm rings{}, folds on the GPU (floating types)",
         relayed_links_ > 0 ? fmt::format(" ({} TCP links relayed through host rings)", relayed_links_) : std::string());
-  const std::string island =
-      island_ccl_ ? fmt::format("; {} {} runs the island phases of allreduce, its shards cross the bridge",
-                                island_ccl_->lib().name(), island_ccl_->lib().version())
-                  : std::string();
+  const std::string island = island_ccl_ ? fmt::format("; {} {} runs the island phases, only shards cross the bridge",
+                                                       island_ccl_->lib().name(), island_ccl_->lib().version())
+                                         : std::string();
   return fmt::format("cuda:{} ({}), GPU<->host bridge: {}, stream wait: {}{}", dev_->index(), dev_->name(), bridge,
                      dev_->wait_mode(), island);
 }

@@ -117,12 +117,25 @@ class CudaRank final : public DeviceRank {
   Status StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout);
   Status Fail(const char* what, Status s);  // records s through the communicator's Guard
   Status CclCall(const char* what, int r);
-  // Hybrid world, island of several GPUs: the island's library (island_ccl_) runs the island phases of allreduce
-  // (docs/architecture.md, "Islands of several devices"): per bridge chunk, a reduce-scatter on the caller's
-  // stream, only this rank's shard staged down, across the bridge (Hierarchical, IslandPhases::kDone) and up, and
-  // an allgather. IslandTakes says whether a call can (logging once why not).
+  // Hybrid world, island of several GPUs: the island's library (island_ccl_) runs the island phases of allreduce,
+  // reduce-scatter, allgather and broadcast (docs/architecture.md, "Islands of several devices"): a reduce-scatter
+  // (16-bit data widened to f32 first) or gather on the caller's stream, only this rank's shard staged down,
+  // across the bridge (Hierarchical, IslandPhases::kDone) and up, and an allgather; allreduce per bridge chunk.
+  // IslandTakes says whether a call can (logging once why not).
   bool IslandTakes(CollKind kind, DType dt, RedOp op);
   Status IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream);
+  Status IslandReduceScatter(const void* send, void* recv, size_t recvcount, DType dt, RedOp op, tsrStream_t stream);
+  Status IslandAllGather(const void* send, void* recv, size_t sendcount, DType dt, tsrStream_t stream);
+  Status IslandBroadcast(const void* send, void* recv, size_t count, DType dt, int root, tsrStream_t stream);
+  // Queued on `st`: the island's `in` (L elements of dt) laid into the library's equal blocks in `pad` (widened to
+  // f32 for 16-bit data) and reduce-scattered into this rank's block `shard`; the library's allgather of the
+  // blocks `shard` into `out` (L elements of dt), through `pad` when the blocks are padded.
+  Status IslandReduceScatterOn(cudaStream_t st, const std::byte* in, size_t L, DType dt, RedOp op, std::byte* pad,
+                               std::byte* shard);
+  Status IslandAllGatherOn(cudaStream_t st, std::byte* shard, size_t L, DType dt, std::byte* pad, std::byte* out);
+  // A staged part's host step: the bridge of a call whose island phases the library runs (IslandPhases::kDone).
+  std::function<Status()> IslandBridge(const char* what, CollKind kind, const std::byte* send, std::byte* recv,
+                                       size_t count, DType dt, RedOp op, int root);
   Status IslandCall(const char* what, int r);
   Result<std::byte*> IslandScratch(size_t bytes);  // caller thread; grown, never freed before the communicator
   Status Direct() const;

@@ -166,8 +166,9 @@ class HostPath {
   // whose island phases this rank's island runs on its own library, as one guarded collective of host memory
   // (hierarchical.cpp, IslandPhases::kDone). With C the elements the call cuts (count, or count x size for
   // reduce-scatter and allgather) and S = Shard(island_size, island_rank, C) this rank's shard of them:
-  //   allreduce, reduce-scatter: send[S] holds the island's partial result (its sum for avg), in `dt`, which must
-  //       be its own accumulator; on return recv[S] holds the final values (allreduce) or recv the rank's block;
+  //   allreduce, reduce-scatter: send[S] holds the island's partial result (its sum for avg) in AccumType(dt) (f32
+  //       for 16-bit types: send is indexed in that type); on return recv[S] holds the final values in `dt`
+  //       (allreduce) or recv the rank's block;
   //   allgather (in place: send = recv + rank x count), broadcast (root in place: send = recv): recv[S] holds what
   //       the island's ranks contribute to S; on return recv[S] holds all of it.
   virtual Status HostBridge(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op,

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "comm/comm.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "comm/store/store.hpp"
 #include "common/log.hpp"
 
@@ -34,14 +35,17 @@ Result<std::unique_ptr<CclComm>> OpenIslandCcl(StoreClient* store, const HostPat
   return c;
 }
 
-std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime) {
+std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime,
+                             bool widens) {
   const bool reduction = kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter;
-  if (reduction && IsHalf(dt))
+  if (reduction && IsHalf(dt) && !widens)
     return fmt::format(
         "{} reductions: Tessera reduces 16-bit data in f32 inside an island, and the {} device backend has no kernel "
         "to widen it on the device",
         DTypeName(dt), runtime);
-  Status s = reduction ? lib.SupportsReduce(dt, op == RedOp::kAvg ? RedOp::kSum : op) : lib.Supports(dt);
+  const DType rt = reduction ? AccumType(dt) : dt;
+  Status s = reduction ? lib.SupportsReduce(rt, op == RedOp::kAvg ? RedOp::kSum : op) : lib.Supports(dt);
+  if (s.ok() && reduction && rt != dt) s = lib.Supports(dt);  // the shards' allgather is in the data's type
   return s.ok() ? std::string() : s.message();
 }
 

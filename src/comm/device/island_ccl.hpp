@@ -26,10 +26,12 @@ namespace tessera::comm {
 Result<std::unique_ptr<CclComm>> OpenIslandCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row,
                                                const std::string& family_label);
 
-// Why a hybrid call of `kind` on (dt, op) cannot run its island phases on `lib`: a 16-bit reduction (Tessera reduces
-// 16-bit data in f32 inside an island; `runtime` names the device runtime that has no kernel to widen it), or a type
-// or op the library lacks (avg is the library's sum: the bridge divides once). Empty when it can.
-std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime);
+// Why a hybrid call of `kind` on (dt, op) cannot run its island phases on `lib`: a 16-bit reduction where the device
+// backend cannot widen it to f32 (`widens` false; Tessera reduces 16-bit data in f32 inside an island; `runtime`
+// names the backend), or a type or op the library lacks (avg is the library's sum: the bridge divides once; a
+// widened reduction is the library's f32 reduction). Empty when it can.
+std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime,
+                             bool widens);
 
 // Shards of `total` elements among `members` ranks (Shard) laid into the library's equal blocks of
 // q = ceil(total / members) elements: block j holds shard j at its start. q, and whether they differ (the shards
