@@ -1,7 +1,8 @@
 // cli/predict: `tessera predict` — the performance model's step of a hybrid data-parallel job (sched/perf_model,
 // docs/model.md): the split, compute, every collective's phases and the link that bounds each, overlap, the
-// optimizer; tokens/s, hybrid against the sum of its parts, cost per million tokens, domestic share, the
-// binding term, and with --versus the same job on one card type alone. Exit status: 0, or 2 on bad input.
+// optimizer; each island's path per collective (its library or the host engine, as built or a what-if);
+// tokens/s, hybrid against the sum of its parts, cost per million tokens, domestic share, the binding term, and
+// with --versus the same job on one card type alone. Exit status: 0, or 2 on bad input.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -108,12 +109,20 @@ nlohmann::json Json(const perf::Scenario& s, const perf::Prediction& p, const st
   j["domestic_compute_share"] = p.domestic_compute_share;
   j["binding"] = p.binding;
   j["binding_detail"] = p.binding_detail;
+  j["island_path"] = perf::IslandPathName(s.island_path);
   auto& cs = j["collectives"] = nlohmann::json::array();
   for (const auto& c : p.collectives) {
     nlohmann::json cj{{"name", c.name},   {"kind", perf::CollName(c.kind)}, {"bytes", c.bytes},
                       {"calls", c.calls}, {"seconds", c.seconds},           {"staging_s", c.staging_s}};
     auto& ph = cj["phases"] = nlohmann::json::array();
     for (const auto& x : c.phases) ph.push_back({{"name", x.name}, {"seconds", x.seconds}, {"bound", x.bound}});
+    auto& ip = cj["islands"] = nlohmann::json::array();
+    for (const auto& x : c.islands)
+      ip.push_back({{"path", x.path},
+                    {"widened", x.widened},
+                    {"staged_bytes", x.staged_bytes},
+                    {"ring_bytes", x.ring_bytes},
+                    {"why", x.why}});
     cs.push_back(std::move(cj));
   }
   return j;
@@ -122,8 +131,9 @@ nlohmann::json Json(const perf::Scenario& s, const perf::Prediction& p, const st
 void Print(const perf::Scenario& s, const perf::Prediction& p, const std::string& currency) {
   std::string mix;
   for (const auto& is : s.islands) mix += fmt::format("{}{} {}", mix.empty() ? "" : " + ", is.cards, is.type);
-  std::printf("predicted step: %s, %.4g parameters, ZeRO-%d%s, %lld tokens a step\n\n", mix.c_str(), s.model.params,
-              s.model.zero, s.model.offload ? " with offload" : "", static_cast<long long>(p.tokens_per_step));
+  std::printf("predicted step: %s, %.4g parameters, ZeRO-%d%s, %lld tokens a step, island phases %s\n\n", mix.c_str(),
+              s.model.params, s.model.zero, s.model.offload ? " with offload" : "",
+              static_cast<long long>(p.tokens_per_step), perf::IslandPathName(s.island_path));
   std::printf("  split per micro-batch of %lld sequences:", static_cast<long long>(s.model.batch));
   for (size_t i = 0; i < s.islands.size(); ++i)
     std::printf("%s %s %lld", i ? "," : "", s.islands[i].type.c_str(), static_cast<long long>(p.split[i]));
@@ -138,6 +148,14 @@ void Print(const perf::Scenario& s, const perf::Prediction& p, const std::string
     std::printf("\n");
     for (const auto& x : c.phases)
       std::printf("      %-40s %12s  %s\n", x.name.c_str(), Seconds(x.seconds).c_str(), x.bound.c_str());
+    for (size_t i = 0; i < c.islands.size() && s.islands.size() > 1; ++i) {
+      const auto& x = c.islands[i];
+      std::printf("      island %zu (%s): %s%s", i, s.islands[i].type.c_str(), x.path.c_str(),
+                  x.widened ? ", widened to f32 on the device" : "");
+      if (x.staged_bytes > 0) std::printf(", stages %.4g bytes a rank", x.staged_bytes);
+      if (!x.why.empty()) std::printf(" (%s)", x.why.c_str());
+      std::printf("\n");
+    }
   }
   std::printf("  optimizer:      %s\n", Seconds(p.optimizer_s).c_str());
   std::printf("  step:           %s\n", Seconds(p.step_s).c_str());
@@ -156,10 +174,11 @@ void Print(const perf::Scenario& s, const perf::Prediction& p, const std::string
 
 int RunPredict(int argc, char** argv) {
   CLI::App app{"Predict one training step of a hybrid data-parallel job (docs/model.md)", "tessera predict"};
-  std::vector<std::string> islands, rates, weights, tflops, mfus, fabrics, hbms, hosts;
+  std::vector<std::string> islands, rates, weights, tflops, mfus, fabrics, hbms, hosts, families;
   std::string catalog_path, params_text, grad_dtype = "bf16", param_dtype = "bf16", versus;
   int zero = 0;
-  bool offload = false, json = false, one_host = false, no_device_bridge = false, island_ccl = false;
+  bool offload = false, json = false, one_host = false, no_device_bridge = false, island_ccl = false,
+       island_host = false;
   int64_t seq = 0, batch = 0, accum = 1, cores = 0;
   double overlap = 0, shm_gbs = 0, net_gbps = 0, device_gbs = 0, pcie_gbs = 0, latency_us = 0, host_adam_gbs = 0;
   app.add_option("--island", islands, "TYPE=CARDS[@CARDS_PER_NODE] (default 8 per node), in rank order")->required();
@@ -171,6 +190,9 @@ int RunPredict(int argc, char** argv) {
   app.add_option("--fabric-gbs", fabrics, "TYPE=GB/s: island fabric per card (NVLink, HCCS), for the vendor ring");
   app.add_option("--hbm-gbs", hbms, "TYPE=GB/s: card memory bandwidth (the optimizer on the card)");
   app.add_option("--host-ranks", hosts, "TYPE: that island's ranks are host (CPU) ranks");
+  app.add_option("--family", families,
+                 "TYPE=FAMILY: the device family of that type's cards (cuda, npu, musa; default: from the catalog's "
+                 "vendor, nvidia -> cuda, ascend -> npu): only cuda widens 16-bit reductions on the device");
   app.add_option("--params", params_text, "parameters (151943168, 1.3e11, 130B)")->required();
   app.add_option("--grad-dtype", grad_dtype, "gradient type: bf16, f16 or f32 (default bf16)");
   app.add_option("--param-dtype", param_dtype, "parameter type on the cards, for ZeRO's allgathers (default bf16)");
@@ -190,7 +212,14 @@ int RunPredict(int argc, char** argv) {
   app.add_option("--cores-per-host", cores, "host ranks beyond this many per host share the cores (default: no limit)");
   app.add_flag("--one-host", one_host, "every rank on one host");
   app.add_flag("--no-device-bridge", no_device_bridge, "stage one-card device islands through host memory");
-  app.add_flag("--island-ccl", island_ccl, "what-if: island phases on each island's vendor library");
+  auto* ccl_flag = app.add_flag("--island-ccl", island_ccl,
+                                "what-if: every multi-card device island of a hybrid world runs its island phases on "
+                                "its library, 16-bit reductions included (as if ACL and MUSA could widen them on the "
+                                "device; as built, npu and musa islands stage those through the host engine)");
+  app.add_flag("--island-host-path", island_host,
+               "what-if: every island of a hybrid world stages the whole buffer and runs its island phases on the "
+               "host engine (the code before 4d8e064)")
+      ->excludes(ccl_flag);
   app.add_option("--versus", versus, "TYPE: also predict the same job on as many cards of TYPE alone");
   app.add_flag("--json", json, "print JSON");
   try {
@@ -229,6 +258,20 @@ int RunPredict(int argc, char** argv) {
             tessera::InvalidArgument(fmt::format("{}: type '{}' is not one of the --island types", pt.flag, type)));
     }
   }
+  for (const auto& item : families) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Fail(tessera::InvalidArgument(fmt::format("--family: '{}' is not TYPE=FAMILY", item)));
+    bool found = false;
+    for (auto& is : s.islands)
+      if (is.type == item.substr(0, eq)) {
+        is.family = item.substr(eq + 1);
+        found = true;
+      }
+    if (!found && item.substr(0, eq) != versus)
+      return Fail(tessera::InvalidArgument(
+          fmt::format("--family: type '{}' is not one of the --island types", item.substr(0, eq))));
+  }
   for (const auto& h : hosts) {
     bool found = false;
     for (auto& is : s.islands)
@@ -254,7 +297,9 @@ int RunPredict(int argc, char** argv) {
   s.links = {shm_gbs, net_gbps / 8, device_gbs, pcie_gbs, latency_us * 1e-6, cores};
   s.one_host = one_host;
   s.device_bridge = !no_device_bridge;
-  s.island_ccl = island_ccl;
+  s.island_path = island_ccl    ? perf::IslandPath::kLibrary
+                  : island_host ? perf::IslandPath::kHost
+                                : perf::IslandPath::kAsBuilt;
   std::string currency = "CNY";
   Catalog catalog;
   if (!catalog_path.empty()) {

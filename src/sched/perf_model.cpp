@@ -1,5 +1,6 @@
 // sched/perf_model: the step model of a hybrid data-parallel job (see perf_model.hpp, docs/model.md): the
-// sampler's split, every phase's bytes per link from comm/schedule, link times, overlap, the optimizer.
+// sampler's split, every phase's bytes per link from comm/schedule, each island's path (its library or the host
+// engine, per collective and type), link times, staging, overlap, the optimizer.
 #include "sched/perf_model.hpp"
 
 #include <fmt/format.h>
@@ -8,6 +9,8 @@
 #include <cmath>
 #include <queue>
 #include <tuple>
+
+#include "common/vendor.hpp"
 
 namespace tessera::sched::perf {
 namespace {
@@ -44,6 +47,7 @@ class PhaseBuilder {
   }
   PhaseLoad Done() {
     p_.max_messages = messages_.empty() ? 0 : *std::max_element(messages_.begin(), messages_.end());
+    p_.messages = messages_;
     return std::move(p_);
   }
 
@@ -65,19 +69,24 @@ void IslandAllToAll(const World& w, PhaseBuilder& b, Bytes bytes) {
   }
 }
 
-// An island phase on the island's vendor library instead of the host path: a ring that moves, per rank,
-// what the schedule has the rank send in that phase (for a world of one island, exactly a ring's
-// (n-1)/n of the buffer), at the slower of the island fabric and — when the island spans hosts — the
+// An island phase on the island's vendor library instead of the host path, for the islands `on_library`: a
+// ring that moves, per rank, what the schedule has the rank send in that phase (for a world of one island,
+// exactly a ring's (n-1)/n of the buffer) times the island's `scale` (2 for a 16-bit reduction widened to
+// f32 on the device), at the slower of the island fabric and — when the island spans hosts — the
 // host's network (one ring per NIC: the host's rings share its network bandwidth, and each carries its
-// piece once through every host boundary). Latency: n-1 ring steps.
-Result<CollectiveCost::Phase> VendorPhase(const Scenario& s, const World& w, const PhaseLoad& p) {
+// piece once through every host boundary). Latency: n-1 ring steps. `ring_bytes` (per island): the most
+// one rank sends.
+Result<CollectiveCost::Phase> VendorPhase(const Scenario& s, const World& w, const PhaseLoad& p,
+                                          const std::vector<bool>& on_library, const std::vector<double>& scale,
+                                          std::vector<double>* ring_bytes) {
   CollectiveCost::Phase ph{p.name + " (vendor ring)", 0, "latency"};
   for (size_t i = 0; i < s.islands.size(); ++i) {
     const IslandSpec& is = s.islands[i];
-    if (is.cards < 2) continue;
+    if (is.cards < 2 || !on_library[i]) continue;
     double most = 0;
-    for (int r : w.islands[i]) most = std::max(most, p.sent[r]);
+    for (int r : w.islands[i]) most = std::max(most, p.sent[r] * scale[i]);
     if (most <= 0) continue;
+    (*ring_bytes)[i] = std::max((*ring_bytes)[i], most);
     const bool spans = !s.one_host && is.cards > is.cards_per_node;
     if (!Positive(is.fabric_gbs))
       return InvalidArgument(
@@ -113,6 +122,31 @@ const char* CollName(Coll c) {
       return "allgather";
   }
   return "?";
+}
+
+const char* IslandPathName(IslandPath p) {
+  switch (p) {
+    case IslandPath::kAsBuilt:
+      return "as built";
+    case IslandPath::kLibrary:
+      return "library";
+    case IslandPath::kHost:
+      return "host";
+  }
+  return "?";
+}
+
+// comm/device: CudaRank widens 16-bit inputs on the GPU (IslandCclRefusal(..., widens=true) in
+// cuda_collectives.cpp); AccelRank, the backend of every runtime row (ACL, MUSA), has no such kernel (widens=false
+// in accel_rank.cpp).
+bool WidensOnDevice(const std::string& family) { return family == "cuda"; }
+
+std::string FamilyOfVendor(const std::string& vendor) {
+  if (vendor == "nvidia") return "cuda";
+  if (vendor == "ascend" || vendor == "huawei") return "npu";
+  if (vendor == "mthreads" || vendor == "moore-threads" || vendor == "moorethreads") return "musa";
+  if (FindDeviceFamily(vendor) != nullptr) return vendor;
+  return "";
 }
 
 const char* LinkName(LinkKind k) {
@@ -238,6 +272,11 @@ Status Check(const Scenario& s) {
       if (!Positive(is.mfu) || is.mfu > 1)
         return InvalidArgument(fmt::format("{}: utilisation {} is not in (0, 1]", f, is.mfu));
     }
+    if (!is.family.empty() && FindDeviceFamily(is.family) == nullptr) {
+      std::string known;
+      for (const DeviceFamily& d : kDeviceFamilies) known += fmt::format("{}{}", known.empty() ? "" : ", ", d.prefix);
+      return InvalidArgument(fmt::format("{}: device family '{}' is not one of {}", f, is.family, known));
+    }
     if (is.fabric_gbs < 0 || is.hbm_gbs < 0 || !std::isfinite(is.fabric_gbs) || !std::isfinite(is.hbm_gbs))
       return InvalidArgument(
           fmt::format("{}: bandwidths must be non-negative (fabric {}, hbm {})", f, is.fabric_gbs, is.hbm_gbs));
@@ -288,8 +327,15 @@ Result<World> WorldOf(const Scenario& s) {
 
 namespace {
 
-// Seconds of one phase on the scenario's links, and what bounds it.
-Result<CollectiveCost::Phase> PhaseTime(const PhaseLoad& p, const World& w, const Links& l) {
+// Seconds of one phase on the scenario's links, and what bounds it: of the ranks in `only` (per rank; null:
+// every rank) and the hosts they are on (islands on nodes of their own: an island phase's network traffic is
+// its island's).
+Result<CollectiveCost::Phase> PhaseTime(const PhaseLoad& p, const World& w, const Links& l,
+                                        const std::vector<bool>* only = nullptr) {
+  const auto in = [&](size_t r) { return only == nullptr || (*only)[r]; };
+  std::vector<bool> host_in(w.hosts, only == nullptr);
+  for (size_t r = 0; r < w.host.size(); ++r)
+    if (in(r)) host_in[w.host[r]] = true;
   std::vector<int64_t> host_ranks(w.hosts, 0);  // host (not device-bridge) ranks per host
   for (size_t r = 0; r < w.host.size(); ++r)
     if (!w.device_bridge[r]) ++host_ranks[w.host[r]];
@@ -306,10 +352,15 @@ Result<CollectiveCost::Phase> PhaseTime(const PhaseLoad& p, const World& w, cons
     }
     return Status::Ok();
   };
-  for (size_t h = 0; h < p.net_out.size(); ++h)
+  for (size_t h = 0; h < p.net_out.size(); ++h) {
+    if (!host_in[h]) continue;
     TSR_RETURN_IF_ERROR(consider(std::max(p.net_out[h], p.net_in[h]), l.net_gbs, "net",
                                  fmt::format("host {} {}", h, p.net_out[h] >= p.net_in[h] ? "out" : "in")));
+  }
+  int64_t messages = 0;
   for (size_t r = 0; r < p.local_out.size(); ++r) {
+    if (!in(r)) continue;
+    messages = std::max(messages, p.messages[r]);
     const double bytes = std::max(p.local_out[r], p.local_in[r]);
     if (w.device_bridge[r]) {
       TSR_RETURN_IF_ERROR(consider(bytes, l.device_gbs, "device", fmt::format("rank {}", r)));
@@ -320,7 +371,7 @@ Result<CollectiveCost::Phase> PhaseTime(const PhaseLoad& p, const World& w, cons
       TSR_RETURN_IF_ERROR(consider(bytes, l.shm_gbs * share, "shm", fmt::format("rank {}", r)));
     }
   }
-  ph.seconds += static_cast<double>(p.max_messages) * l.latency_s;
+  ph.seconds += static_cast<double>(messages) * l.latency_s;
   return ph;
 }
 
@@ -331,40 +382,106 @@ Result<CollectiveCost> CostOf(const Scenario& s, const World& w, const std::stri
   c.name = name;
   c.kind = kind;
   c.calls = calls;
-  const double W = static_cast<double>(w.host.size());
-  const double total = static_cast<double>(count) * static_cast<double>(esz) * (kind == Coll::kAllReduce ? 1 : W);
+  const size_t W = w.host.size();
+  const size_t C = kind == Coll::kAllReduce ? count : count * W;  // what the schedule cuts
+  const double total = static_cast<double>(C) * static_cast<double>(esz);
   c.bytes = total;
   const Links& l = s.links;
-  // A world of one device island goes straight to its vendor library (Tessera passes it through); with
-  // island_ccl, a hybrid world's island phases do too. Host islands always run the schedule on the host.
-  const bool one_island = s.islands.size() == 1;
-  bool vendor = one_island || s.island_ccl;
-  for (const auto& is : s.islands) vendor &= is.device || is.cards == 1;
-  const size_t asz = esz == 2 ? 4 : esz;  // 16-bit partial sums cross the bridge in f32
-  for (const PhaseLoad& p : CollectiveLoad(w, kind, count, esz, asz)) {
-    if (vendor && p.name.rfind("island", 0) == 0) {
-      TSR_ASSIGN_OR_RETURN(auto ph, VendorPhase(s, w, p));
-      c.phases.push_back(ph);
+  const size_t k = s.islands.size();
+  const bool one_island = k == 1;
+  const bool reduction = kind != Coll::kAllGather;
+  const size_t asz = esz == 2 ? 4 : esz;  // 16-bit partial sums are f32 (inside an island and across the bridge)
+
+  // Each island's path (docs/architecture.md, "Islands of several devices"). A world of one device island goes
+  // straight to its vendor library (Tessera passes it through); a host island always runs the schedule on the
+  // host engine. In a hybrid world a device island of several ranks runs its island phases on its library,
+  // stages only each rank's shard, and a 16-bit reduction is widened to f32 on the device first, except where the
+  // family's backend cannot widen (as built: every family but cuda), where the whole buffer is staged and the
+  // island phases run on the host engine; a one-rank device island is on the device bridge or stages the buffer.
+  std::vector<bool> on_library(k, false), host_ranks(W, false);
+  std::vector<double> scale(k, 1.0), ring(k, 0.0);
+  c.islands.resize(k);
+  for (size_t i = 0; i < k; ++i) {
+    const IslandSpec& is = s.islands[i];
+    CollectiveCost::Island& ci = c.islands[i];
+    const size_t n = w.islands[i].size();
+    if (one_island) {
+      on_library[i] = is.device || n == 1;
+      ci.path = "one island";
+    } else if (!is.device) {
+      ci.path = "host";
+    } else if (n == 1) {
+      ci.path = "one rank";
+      if (!w.device_bridge[w.islands[i][0]]) ci.staged_bytes = total;  // its shard is the buffer
+    } else if (s.island_path == IslandPath::kHost) {
+      ci.path = "host";
+      ci.why = "what-if: the host path of every island (the code before 4d8e064)";
+    } else if (reduction && esz == 2 && s.island_path == IslandPath::kAsBuilt && !WidensOnDevice(is.family)) {
+      ci.path = "host";
+      ci.why = fmt::format("16-bit reduction: the {} backend has no kernel to widen it to f32 on the device",
+                           is.family.empty() ? std::string("unnamed family's") : is.family);
     } else {
+      ci.path = "library";
+      ci.widened = reduction && esz == 2;
+      if (ci.widened) scale[i] = static_cast<double>(asz) / static_cast<double>(esz);
+      on_library[i] = true;
+      // What each rank copies over PCIe, down and up: its shard (partial sums in the accumulator type for a
+      // reduction); for reduce-scatter its output block comes up; for allgather the island's contributions to its
+      // shard go down and the other islands' come up.
+      for (size_t j = 0; j < n; ++j) {
+        const Range sh = comm::Shard(n, j, C);
+        double down = 0, up = 0;
+        if (kind == Coll::kAllReduce) {
+          down = static_cast<double>(sh.len() * asz);
+          up = static_cast<double>(sh.len() * esz);
+        } else if (kind == Coll::kReduceScatter) {
+          down = static_cast<double>(sh.len() * asz);
+          up = static_cast<double>(count * esz);
+        } else {
+          size_t mine = 0;
+          for (int r : w.islands[i]) mine += comm::Contribution(true, r, 0, count, C).Intersect(sh).len();
+          down = static_cast<double>(mine * esz);
+          up = static_cast<double>((sh.len() - mine) * esz);
+        }
+        ci.staged_bytes = std::max(ci.staged_bytes, std::max(down, up));
+      }
+    }
+    if (ci.path == "host" && is.device) ci.staged_bytes = total;  // the whole buffer, the larger of in and out
+    if (!on_library[i])
+      for (int r : w.islands[i]) host_ranks[r] = true;
+  }
+
+  for (const PhaseLoad& p : CollectiveLoad(w, kind, count, esz, asz)) {
+    if (p.name.rfind("island", 0) != 0) {  // the bridge and the scatter: the host path, every rank
       TSR_ASSIGN_OR_RETURN(auto ph, PhaseTime(p, w, l));
       c.phases.push_back(ph);
+      continue;
     }
+    // An island phase: the islands on their library as rings (a widened reduce-scatter moves f32), the others on
+    // the host engine, all at once; the slower binds.
+    const bool rs = p.name == "island reduce-scatter";
+    std::vector<double> sc(k, 1.0);
+    if (rs) sc = scale;
+    bool lib_sends = false, host_sends = false;
+    for (size_t i = 0; i < k; ++i)
+      for (int r : w.islands[i]) (on_library[i] ? lib_sends : host_sends) |= p.sent[r] > 0;
+    TSR_ASSIGN_OR_RETURN(auto lib, VendorPhase(s, w, p, on_library, sc, &ring));
+    TSR_ASSIGN_OR_RETURN(auto host, PhaseTime(p, w, l, &host_ranks));
+    CollectiveCost::Phase ph = lib.seconds >= host.seconds ? lib : host;
+    ph.name = p.name + (lib_sends && host_sends ? " (vendor ring + host path)" : lib_sends ? " (vendor ring)" : "");
+    c.phases.push_back(ph);
   }
-  // A device rank of a hybrid world that is not on the device bridge stages through pinned host memory,
-  // chunk by chunk, its copies overlapping the host path: the call takes the longer of the two. What it
-  // copies: the whole buffer (the larger of input and output, for every kind), or with island_ccl only
-  // its shard, which is what crosses the host.
-  bool staged = false;
-  if (!one_island)
-    for (size_t i = 0; i < s.islands.size(); ++i) staged |= s.islands[i].device && !w.device_bridge[w.islands[i][0]];
-  if (staged) {
+  for (size_t i = 0; i < k; ++i) c.islands[i].ring_bytes = ring[i];
+
+  // A staged device rank copies through pinned host memory, chunk by chunk, its copies overlapping the host
+  // path: the call takes the longer of the two.
+  double staged = 0;
+  for (const auto& ci : c.islands) staged = std::max(staged, ci.staged_bytes);
+  if (staged > 0) {
     if (!Positive(l.pcie_gbs))
       return InvalidArgument(
           fmt::format("the {} stages device ranks through host memory but the PCIe bandwidth is {}", name, l.pcie_gbs));
-    double staged_bytes = total;
-    if (s.island_ccl)
-      for (const auto& isl : w.islands) staged_bytes = std::min(staged_bytes, total / static_cast<double>(isl.size()));
-    c.staging_s = staged_bytes / (l.pcie_gbs * kGB);
+    c.staging_s = staged / (l.pcie_gbs * kGB);
   }
   double host_path = 0;
   for (const auto& ph : c.phases) host_path += ph.seconds;
@@ -525,6 +642,7 @@ Status FillFromCatalog(const Catalog& catalog, Scenario* s) {
     if (t == nullptr) return NotFound(fmt::format("type '{}' is not in the catalog {}", is.type, catalog.source));
     is.price_per_card_hour = t->price_per_card_hour;
     is.domestic = t->domestic;
+    if (is.family.empty()) is.family = FamilyOfVendor(t->vendor);
   }
   return Status::Ok();
 }
@@ -594,6 +712,7 @@ Result<Scenario> MixScenario(const Catalog& catalog, const JobModel& model,
     is.hbm_gbs = t.model->hbm_gbs;
     is.price_per_card_hour = t.price_per_card_hour;
     is.domestic = t.domestic;
+    is.family = FamilyOfVendor(t.vendor);
     s.islands.push_back(is);
     total += cards[i];
   }

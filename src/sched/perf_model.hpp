@@ -10,6 +10,11 @@
 //     CollectiveLoad), put on links — host memory (shm), the network between hosts (TCP/RoCE, per node),
 //     the device bridge of one-card islands on one host, pinned staging over PCIe — with a bandwidth and a
 //     latency each; a world of one island uses its vendor library instead (a ring on the island fabric);
+//   - the island path, per island and per collective and type, as built (docs/architecture.md, "Islands of
+//     several devices"): in a hybrid world a device island of several ranks runs its island phases on its
+//     library (a ring on the island fabric) and stages only each rank's shard, except 16-bit reductions on a
+//     backend that cannot widen them on the device (every family but cuda), which stage the whole buffer and
+//     run the island phases on the host engine; what-ifs: every island on its library, or none (IslandPath);
 //   - overlap: the part of the communication hidden behind compute;
 //   - the optimizer: on the card (HBM) or offloaded to the host (host memory, PCIe).
 // Output: step time, tokens/s, hybrid against the sum of its parts, cost per million tokens, domestic
@@ -59,6 +64,7 @@ struct PhaseLoad {
   std::vector<double> local_out, local_in;  // per rank: bytes to / from ranks of its own host
   std::vector<double> net_out, net_in;      // per host: bytes leaving / arriving over the network
   std::vector<double> sent;                 // per rank: every byte it sends, on any link
+  std::vector<int64_t> messages;            // per rank: its non-empty sends
   int64_t max_messages = 0;                 // per rank, the most non-empty sends
   double total_bytes = 0;                   // every send of the phase
 };
@@ -87,6 +93,8 @@ struct IslandSpec {
   int64_t cards = 0;
   int64_t cards_per_node = 8;
   bool device = true;       // accelerator ranks (false: host ranks: no staging, no device bridge)
+  std::string family;       // device family (common/vendor: "cuda", "npu", "musa"; "" unnamed): only cuda widens
+                            // 16-bit reductions on the device, so only there do they run on the island's library
   double tokens_per_s = 0;  // per card, measured; 0: from tflops × mfu
   double split_weight = 0;  // the speed the sampler is given for its cards (0: their rate): a split from
                             // a stale calibration
@@ -116,14 +124,31 @@ struct ModelSpec {
   double host_bytes_per_param = 32;       // offload: the same traffic on the host
 };
 
+// How a hybrid world's device islands of several ranks run the island phases.
+enum class IslandPath {
+  kAsBuilt,  // on the island's library, but 16-bit reductions of a family that cannot widen them (not cuda)
+             // staged whole on the host engine: what the code does since 4d8e064 / 3e6231a
+  kLibrary,  // what-if: every one on its library, 16-bit reductions included (as if ACL and MUSA could widen)
+  kHost,     // what-if: every one staged whole on the host engine (the code before 4d8e064)
+};
+const char* IslandPathName(IslandPath p);  // "as built", "library", "host"
+
+// Whether a device family's backend widens 16-bit data to f32 on the device (so that its 16-bit reductions
+// can run on the island's library): cuda (CudaRank) yes; npu, musa and any other (AccelRank) no.
+bool WidensOnDevice(const std::string& family);
+
+// The device family of a catalog vendor ("nvidia" -> "cuda", "ascend" -> "npu", "mthreads"/"moore-threads" ->
+// "musa", or a family's own prefix), "" for a vendor this table does not know.
+std::string FamilyOfVendor(const std::string& vendor);
+
 struct Scenario {
   std::vector<IslandSpec> islands;  // in rank order
   ModelSpec model;
   Links links;
-  bool one_host = false;      // every rank on one host (the H200 experiment, the CPU jobs)
-  bool device_bridge = true;  // one-card device islands on one host use the device bridge
-  bool island_ccl = false;    // what-if: island phases of a hybrid world on the vendor library's ring
-  bool sum_of_parts = true;   // false: leave Prediction::sum_of_parts_tokens_per_s and hybrid_over_parts 0
+  bool one_host = false;                          // every rank on one host (the H200 experiment, the CPU jobs)
+  bool device_bridge = true;                      // one-card device islands on one host use the device bridge
+  IslandPath island_path = IslandPath::kAsBuilt;  // see IslandPath
+  bool sum_of_parts = true;  // false: leave Prediction::sum_of_parts_tokens_per_s and hybrid_over_parts 0
 };
 
 // One collective of the step: what it moves and how long it takes; `phases` in order.
@@ -140,6 +165,16 @@ struct CollectiveCost {
   };
   std::vector<Phase> phases;
   double staging_s = 0;  // pinned copies of a staged device rank (overlapped chunk by chunk)
+  // How each island ran this call (in island order).
+  struct Island {
+    std::string path;         // "library": island phases on its library; "host": on the host engine; "one rank":
+                              // no island phases; "one island": a world of one island (its library, or the host)
+    bool widened = false;     // a 16-bit reduction reduce-scattered in f32 on the device (its partial sums: f32)
+    double staged_bytes = 0;  // per rank, the most one of its ranks copies one way over PCIe (0: none)
+    double ring_bytes = 0;    // per rank, the most one of its ranks sends in its library's island phases
+    std::string why;          // why a device island of several ranks is on the host engine ("" otherwise)
+  };
+  std::vector<Island> islands;
 };
 
 struct Prediction {

@@ -1,5 +1,6 @@
 // Tests of the `tessera plan`, `tessera bill` and `tessera predict` commands on the shipped examples: output,
-// JSON, exit codes and error messages for bad files (predict: the seed's configuration of docs/model.md).
+// JSON, exit codes and error messages for bad files (predict: the seed's configuration of docs/model.md, each island's
+// path per collective as built and in the what-ifs).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -262,6 +263,7 @@ TEST(PredictCli, TheSeedConfigurationInJsonMatchesTheModel) {
                                               std::tuple{"nvidia-h800", 989.0, 200.0, 6'800'000, false}}) {
     IslandSpec is;
     is.type = type;
+    is.family = dom ? "npu" : "cuda";  // the catalog's vendors: ascend, nvidia
     is.cards = 64;
     is.tflops = tf;
     is.mfu = 0.4;
@@ -279,10 +281,11 @@ TEST(PredictCli, TheSeedConfigurationInJsonMatchesTheModel) {
   s.model.accum = 8;
   s.model.overlap = 1;
   s.links = {2, 25, 0, 25, 20e-6, 0};
-  s.island_ccl = true;
+  s.island_path = IslandPath::kLibrary;
   auto p = Predict(s);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_DOUBLE_EQ(j["tokens_per_s"].get<double>(), p->tokens_per_s);
+  EXPECT_EQ(j["island_path"], "library");
   EXPECT_EQ(j["binding"], p->binding);
   EXPECT_EQ(j["cost_per_hour"], "588.80");  // 64 x 2.4 + 64 x 6.8
   EXPECT_DOUBLE_EQ(j["domestic_card_share"].get<double>(), 0.5);
@@ -291,6 +294,40 @@ TEST(PredictCli, TheSeedConfigurationInJsonMatchesTheModel) {
   EXPECT_EQ(j["versus"]["cost_per_hour"], "870.40");
   EXPECT_EQ(j["versus"]["islands"][0]["cards"], 128);
   EXPECT_DOUBLE_EQ(j["versus_tokens_ratio"].get<double>(), p->tokens_per_s / j["versus"]["tokens_per_s"].get<double>());
+}
+
+TEST(PredictCli, AsBuiltTheSeedsBf16GradientsStageOnTheAscendIslandAndTakeNcclOnTheH800s) {
+  // The catalog's vendors give the families (ascend -> npu, nvidia -> cuda); --family overrides them.
+  for (const std::string extra : {"", " --family nvidia-h800=npu", " --island-host-path"}) {
+    Out r = Tessera(kSeed + extra + " --json");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    const auto& cs = j["collectives"];
+    ASSERT_EQ(cs.size(), 2u) << r.out;
+    EXPECT_EQ(cs[0]["name"], "gradient reduce-scatter");
+    const bool host = extra == " --island-host-path";
+    EXPECT_EQ(j["island_path"], host ? "host" : "as built");
+    // The bf16 reduce-scatter: ACL cannot widen, so the 910B island stages the whole buffer; NCCL widens.
+    EXPECT_EQ(cs[0]["islands"][0]["path"], "host") << extra;
+    EXPECT_EQ(cs[0]["islands"][0]["staged_bytes"].get<double>(), cs[0]["bytes"].get<double>()) << extra;
+    const bool nccl = extra.empty();
+    EXPECT_EQ(cs[0]["islands"][1]["path"], nccl ? "library" : "host") << extra;
+    EXPECT_EQ(cs[0]["islands"][1]["widened"], nccl) << extra;
+    if (nccl) {  // its shard of f32 partial sums: 1/64 of the buffer at twice the width
+      EXPECT_DOUBLE_EQ(cs[0]["islands"][1]["staged_bytes"].get<double>(), cs[0]["bytes"].get<double>() * 2 / 64);
+    }
+    // The bf16 parameter allgathers are no reduction: on both libraries unless the host path is asked for.
+    for (int i : {0, 1}) EXPECT_EQ(cs[1]["islands"][i]["path"], host ? "host" : "library") << extra;
+  }
+  Out text = Tessera(kSeed);
+  EXPECT_NE(text.out.find("island 0 (ascend-910b): host, stages"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("16-bit reduction: the npu backend has no kernel to widen it"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("island 1 (nvidia-h800): library, widened to f32 on the device"), std::string::npos)
+      << text.out;
+  Out both = Tessera(kSeed + " --island-ccl --island-host-path");
+  EXPECT_EQ(both.rc, 2) << both.out;
+  EXPECT_NE(both.out.find("excludes"), std::string::npos) << both.out;
 }
 
 TEST(PredictCli, TextNamesEveryTermAndTheBindingOne) {
@@ -317,6 +354,12 @@ TEST(PredictCli, BadInputIsNamed) {
       {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --overlap 2", "overlap 2 is not in [0, 1]"},
       {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --catalog " + Ex("brief/catalog-equal.yaml"),
        "type 'a' is not in the catalog"},
+      {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --family a=rocm",
+       "island 0 (a): device family 'rocm' is not one of cuda, npu, musa"},
+      {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --family b=npu",
+       "--family: type 'b' is not one of the --island types"},
+      {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --family npu",
+       "--family: 'npu' is not TYPE=FAMILY"},
   };
   for (const auto& c : cases) {
     Out r = Tessera(c.args);

@@ -2,7 +2,8 @@
 // optimum, the bytes per link of every collective against invariants of the hierarchical algorithm, each
 // term of the step, bad input, and the validation rows of docs/model.md reproduced from the committed result
 // files (bench/results/): the link figures calibrated from the device check of cfa4078, then the LM runs'
-// tokens/s predicted and compared with what was measured.
+// tokens/s predicted and compared with what was measured. Each island's path per collective and type (its
+// library, or staged on the host engine) as built and in the what-ifs.
 // Also the host-rank allreduces of the 2-core VM (scripts/bench-comm.sh) and of the namespaced TCP hosts
 // (bench/hosts/bridge-vs-iperf3.sh), each calibrated from one row of its file and checked on the others.
 #include "sched/perf_model.hpp"
@@ -204,6 +205,154 @@ TEST(PerfModelLoad, TheIslandPhasesOfAHostPathIslandCrossTheNetworkOncePerRank) 
   auto ar = CollectiveLoad(w, Coll::kAllReduce, C, 2, 4);
   const double per_rank_off_host = 2.0 * C / 16 * 8;  // to the 8 members on the island's other host
   EXPECT_DOUBLE_EQ(ar[0].net_out[0], 8 * per_rank_off_host);
+}
+
+// ---- each island's path (docs/architecture.md, "Islands of several devices") -------------------------
+
+// A hybrid world of an npu island and a cuda island of 4 cards each, each on a 4-card node of its own, joined
+// by the network: device ranks stage through host memory (no device bridge across hosts).
+Scenario NpuAndCuda(IslandPath path) {
+  Scenario s;
+  for (const char* family : {"npu", "cuda"}) {
+    IslandSpec is;
+    is.type = family;
+    is.family = family;
+    is.cards = 4;
+    is.cards_per_node = 4;
+    is.fabric_gbs = 100;
+    is.tokens_per_s = 1000;
+    is.hbm_gbs = 1000;
+    s.islands.push_back(is);
+  }
+  s.links.shm_gbs = 2;
+  s.links.net_gbs = 25;
+  s.links.pcie_gbs = 25;
+  s.island_path = path;
+  return s;
+}
+
+TEST(PerfModelIslands, A16BitReduceScatterOnAnNpuIslandStagesTheWholeBufferOnTheHostEngine) {
+  // 8 ranks, `count` elements per rank's output block: the buffer the schedule cuts is C = 8 count.
+  const size_t count = 1 << 20, C = 8 * count;
+  const Scenario s = NpuAndCuda(IslandPath::kAsBuilt);
+  auto bf16 = CallCost(s, Coll::kReduceScatter, count, 2);
+  auto f32 = CallCost(s, Coll::kReduceScatter, count, 4);
+  ASSERT_TRUE(bf16.ok() && f32.ok()) << bf16.status().ToString() << f32.status().ToString();
+  ASSERT_EQ(bf16->islands.size(), 2u);
+  // bf16 on the npu island: ACL has no kernel to widen: the whole buffer (C x 2 bytes) staged by every rank, the
+  // island reduce-scatter on the host engine (every member to every other, over the node's shm).
+  EXPECT_EQ(bf16->islands[0].path, "host");
+  EXPECT_NE(bf16->islands[0].why.find("npu backend has no kernel to widen"), std::string::npos) << bf16->islands[0].why;
+  EXPECT_DOUBLE_EQ(bf16->islands[0].staged_bytes, C * 2.0);
+  EXPECT_DOUBLE_EQ(bf16->islands[0].ring_bytes, 0);
+  // f32 on the npu island: HCCL; each rank stages its shard of partial sums (C/4 x 4) and its output block.
+  EXPECT_EQ(f32->islands[0].path, "library");
+  EXPECT_FALSE(f32->islands[0].widened);
+  EXPECT_DOUBLE_EQ(f32->islands[0].staged_bytes, C / 4 * 4.0);
+  EXPECT_DOUBLE_EQ(f32->islands[0].ring_bytes, 3.0 / 4 * C * 4);  // (n-1)/n of the buffer, f32
+  // So the 16-bit call stages twice the bytes of the f32 call a rank: the whole buffer at half the width.
+  EXPECT_DOUBLE_EQ(bf16->islands[0].staged_bytes, 2 * f32->islands[0].staged_bytes);
+  // bf16 on the cuda island: NCCL after widening on the GPU: the ring and the shard's partials are f32, so the
+  // cuda island moves the f32 call's bytes.
+  EXPECT_EQ(bf16->islands[1].path, "library");
+  EXPECT_TRUE(bf16->islands[1].widened);
+  EXPECT_DOUBLE_EQ(bf16->islands[1].staged_bytes, C / 4 * 4.0);
+  EXPECT_DOUBLE_EQ(bf16->islands[1].ring_bytes, 3.0 / 4 * C * 4);
+  EXPECT_DOUBLE_EQ(bf16->islands[1].staged_bytes, f32->islands[1].staged_bytes);
+  EXPECT_DOUBLE_EQ(bf16->islands[1].ring_bytes, f32->islands[1].ring_bytes);
+  EXPECT_DOUBLE_EQ(bf16->staging_s, C * 2.0 / 25e9);  // the npu island's whole buffer binds the copies
+  EXPECT_DOUBLE_EQ(f32->staging_s, C * 1.0 / 25e9);
+  // The island phase: bf16 mixes the npu island's host path (each rank sends 3 shards of C/4 x 2 on shm at
+  // 2 GB/s) and the cuda island's ring (3/4 C x 4 at 100 GB/s): the host path binds; f32 is all rings.
+  EXPECT_EQ(bf16->phases[0].name, "island reduce-scatter (vendor ring + host path)");
+  EXPECT_EQ(bf16->phases[0].bound.rfind("shm (rank ", 0), 0u) << bf16->phases[0].bound;
+  EXPECT_DOUBLE_EQ(bf16->phases[0].seconds, 3.0 * C / 4 * 2 / 2e9);
+  EXPECT_EQ(f32->phases[0].name, "island reduce-scatter (vendor ring)");
+  EXPECT_DOUBLE_EQ(f32->phases[0].seconds, 3.0 / 4 * C * 4 / 100e9);
+  // The bridge: both islands' partial sums cross it in f32 (each owner sends its other-island part: C/8 x 4),
+  // whatever the data's width, as the schedule's bytes say.
+  const World w = *WorldOf(s);
+  auto load = CollectiveLoad(w, Coll::kReduceScatter, count, 2, 4);
+  ASSERT_EQ(load[1].name, "bridge reduce");
+  for (int r = 0; r < 8; ++r) EXPECT_DOUBLE_EQ(load[1].sent[r], C / 8 * 4.0) << "rank " << r;
+  EXPECT_DOUBLE_EQ(load[1].net_out[0], 4 * C / 8 * 4.0);  // the npu node's 4 owners
+}
+
+TEST(PerfModelIslands, NonReductionsAndWhatIfsTakeTheLibraryOrTheHostEngine) {
+  const size_t count = 1 << 20, C = 8 * count;
+  // A 16-bit allgather is no reduction: both islands on their library, as built. Each rank stages its shard
+  // (C/4 elements): its island's contributions to it go down, the other island's come up.
+  auto ag = CallCost(NpuAndCuda(IslandPath::kAsBuilt), Coll::kAllGather, count, 2);
+  ASSERT_TRUE(ag.ok()) << ag.status().ToString();
+  for (const auto& x : ag->islands) {
+    EXPECT_EQ(x.path, "library");
+    EXPECT_FALSE(x.widened);
+    EXPECT_DOUBLE_EQ(x.staged_bytes, C / 4 * 2.0);
+  }
+  // --island-ccl: the npu island's 16-bit reduction on HCCL too, widened as the cuda island's is.
+  auto lib = CallCost(NpuAndCuda(IslandPath::kLibrary), Coll::kReduceScatter, count, 2);
+  ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+  for (const auto& x : lib->islands) {
+    EXPECT_EQ(x.path, "library");
+    EXPECT_TRUE(x.widened);
+    EXPECT_DOUBLE_EQ(x.staged_bytes, C / 4 * 4.0);
+  }
+  // The host path of the code before 4d8e064: every rank stages the whole buffer, even for an allgather.
+  for (Coll kind : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather}) {
+    auto host = CallCost(NpuAndCuda(IslandPath::kHost), kind, count, 2);
+    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    const double whole = (kind == Coll::kAllReduce ? count : C) * 2.0;
+    for (const auto& x : host->islands) {
+      EXPECT_EQ(x.path, "host") << CollName(kind);
+      EXPECT_DOUBLE_EQ(x.staged_bytes, whole) << CollName(kind);
+    }
+    EXPECT_EQ(host->phases[0].name.find("vendor"), std::string::npos) << host->phases[0].name;
+  }
+  // A family the model does not name widens nothing (only CudaRank does); a family that is not one is refused.
+  Scenario unnamed = NpuAndCuda(IslandPath::kAsBuilt);
+  unnamed.islands[1].family = "";
+  auto u = CallCost(unnamed, Coll::kAllReduce, C, 2);
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->islands[1].path, "host");
+  EXPECT_NE(u->islands[1].why.find("unnamed family"), std::string::npos) << u->islands[1].why;
+  unnamed.islands[1].family = "rocm";
+  unnamed.model.params = 1e6;
+  unnamed.model.seq = 8;
+  unnamed.model.batch = 8;
+  EXPECT_NE(Predict(unnamed).status().message().find("island 1 (cuda): device family 'rocm' is not one of cuda, npu"),
+            std::string::npos)
+      << Predict(unnamed).status().message();
+  EXPECT_EQ(FamilyOfVendor("nvidia"), "cuda");
+  EXPECT_EQ(FamilyOfVendor("ascend"), "npu");
+  EXPECT_EQ(FamilyOfVendor("musa"), "musa");
+  EXPECT_EQ(FamilyOfVendor("v0"), "");
+}
+
+TEST(PerfModelIslands, AZero3StepAsBuiltLiesBetweenTheHostPathAndEveryIslandOnItsLibrary) {
+  // bf16 ZeRO-3: the parameter allgathers are on both libraries as built, the gradient reduce-scatters on the
+  // cuda island's only; so the step as built is faster than the old host path and slower than --island-ccl.
+  auto step = [](IslandPath path) {
+    Scenario s = NpuAndCuda(path);
+    s.model.params = 1e9;
+    s.model.zero = 3;
+    s.model.seq = 1024;
+    s.model.batch = 32;
+    s.model.accum = 2;
+    auto p = Predict(s);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return *p;
+  };
+  const Prediction host = step(IslandPath::kHost), built = step(IslandPath::kAsBuilt), lib = step(IslandPath::kLibrary);
+  EXPECT_LT(host.tokens_per_s, built.tokens_per_s);
+  EXPECT_LT(built.tokens_per_s, lib.tokens_per_s);
+  ASSERT_EQ(built.collectives.size(), 2u);
+  EXPECT_EQ(built.collectives[0].name, "gradient reduce-scatter");
+  EXPECT_EQ(built.collectives[0].islands[0].path, "host");
+  EXPECT_EQ(built.collectives[0].islands[1].path, "library");
+  EXPECT_EQ(built.collectives[1].islands[0].path, "library");
+  // The allgathers cost the same as built and with every island on its library: only the reductions differ.
+  EXPECT_DOUBLE_EQ(built.collectives[1].seconds, lib.collectives[1].seconds);
+  EXPECT_GT(built.collectives[0].seconds, lib.collectives[0].seconds);
 }
 
 // ---- the step's terms --------------------------------------------------------------------------------
