@@ -60,9 +60,9 @@ at::Tensor Flatten(const std::vector<at::Tensor>& parts) {
 
 class Backend : public c10d::Backend {
  public:
-  // `unique_id`: the bytes of group rank 0's tsrGetUniqueId; `device`: "host" or "cuda:N" (this process's
-  // numbering); `island`/`vendor`: this rank's island in this group (0..k-1); `hybrid`: the group has
-  // ranks in more than one island (decides how device calls complete: work.hpp).
+  // `unique_id`: the bytes of group rank 0's tsrGetUniqueId; `device`: "host", "cuda:N", "npu:N" or "musa:N" (this
+  // process's numbering); `island`/`vendor`: this rank's island in this group (0..k-1); `hybrid`: the group has ranks
+  // in more than one island (decides how device calls complete: work.hpp).
   Backend(const std::string& unique_id, int rank, int size, int island, const std::string& vendor,
           const std::string& device, int64_t timeout_ms, bool hybrid)
       : c10d::Backend(rank, size), device_(device) {

@@ -1,8 +1,8 @@
 // python/csrc/completer.cpp — the completion thread (completer.hpp).
 #include "completer.hpp"
 
-#ifdef TESSERA_TORCH_CUDA
-#include <c10/cuda/CUDAGuard.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StreamGuard.h>
 
 #include <condition_variable>
 #include <cstdio>
@@ -11,86 +11,74 @@
 #include <optional>
 #include <thread>
 
-#include "check.hpp"
-
 namespace tessera_torch {
 
 namespace {
 
 struct Item {
-  std::shared_ptr<at::cuda::CUDAEvent> end;
+  std::shared_ptr<c10::Event> end;
   c10::intrusive_ptr<c10::ivalue::Future> fut;
   c10::IValue value;
   std::string title;
   std::chrono::steady_clock::time_point deadline;
 };
 
-double MonotonicUs() { // the clock of the bridge's own trace rows and of
-                       // Python's perf_counter
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+double MonotonicUs() {  // the clock of the bridge's own trace rows and of Python's perf_counter
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void Fail(Item &it, const std::string &why) {
+void Fail(Item& it, const std::string& why) {
   try {
-    it.fut->setError(std::make_exception_ptr(
-        std::runtime_error("tessera: " + it.title + " failed: " + why)));
+    it.fut->setError(std::make_exception_ptr(std::runtime_error("tessera: " + it.title + " failed: " + why)));
   } catch (...) {
   }
 }
 
-} // namespace
+}  // namespace
 
 struct Completer::State {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Item> queue;
   bool stop = false;
-  c10::DeviceIndex device = 0;
   std::chrono::milliseconds timeout{0};
   std::shared_ptr<CommRef> comm;
-  std::optional<c10::cuda::CUDAStream> idle;
-  FILE *trace = nullptr; // TESSERA_DEVICE_TRACE: when each end was seen and its
-                         // future completed
+  std::optional<c10::Stream> idle;
+  FILE* trace = nullptr;  // TESSERA_DEVICE_TRACE: when each end was seen and its future completed
   ~State() {
-    if (trace != nullptr)
-      std::fclose(trace);
+    if (trace != nullptr) std::fclose(trace);
   }
 };
 
 namespace {
 
-void Loop(Completer::State &st) {
+void Loop(Completer::State& st) {
   try {
-    c10::cuda::CUDAGuard guard(st.device);
+    c10::DeviceGuard guard(st.idle->device());
     for (;;) {
       Item it;
       {
         std::unique_lock<std::mutex> l(st.mu);
         st.cv.wait(l, [&] { return st.stop || !st.queue.empty(); });
-        if (st.queue.empty())
-          return;
+        if (st.queue.empty()) return;
         it = std::move(st.queue.front());
         st.queue.pop_front();
       }
       bool happened = false;
       try {
         for (int spins = 0; !(happened = it.end->query()); ++spins) {
-          if (std::chrono::steady_clock::now() > it.deadline)
-            break;
+          if (std::chrono::steady_clock::now() > it.deadline) break;
           if (spins < 200)
             std::this_thread::yield();
           else
             std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
-      } catch (const std::exception &e) {
+      } catch (const std::exception& e) {
         Fail(it, e.what());
         continue;
       }
       if (!happened) {
-        Fail(it, "its end on the device did not come within the process "
-                 "group's timeout");
+        Fail(it, "its end on the device did not come within the process group's timeout");
         continue;
       }
       const auto [err, message] = st.comm->Error();
@@ -100,14 +88,13 @@ void Loop(Completer::State &st) {
       }
       const double seen_us = st.trace != nullptr ? MonotonicUs() : 0;
       try {
-        c10::cuda::CUDAStreamGuard on_idle(*st.idle);
+        c10::StreamGuard on_idle(*st.idle);
         it.fut->markCompleted(std::move(it.value));
-      } catch (const std::exception &e) {
+      } catch (const std::exception& e) {
         Fail(it, e.what());
       }
       if (st.trace != nullptr) {
-        std::fprintf(st.trace, "%s %.1f %.1f\n", it.title.c_str(), seen_us,
-                     MonotonicUs());
+        std::fprintf(st.trace, "%s %.1f %.1f\n", it.title.c_str(), seen_us, MonotonicUs());
         std::fflush(st.trace);
       }
     }
@@ -116,35 +103,26 @@ void Loop(Completer::State &st) {
   }
 }
 
-} // namespace
+}  // namespace
 
-Completer::Completer(c10::DeviceIndex device, std::chrono::milliseconds timeout,
-                     std::shared_ptr<CommRef> comm, const std::string &trace)
+Completer::Completer(c10::Stream idle, std::chrono::milliseconds timeout, std::shared_ptr<CommRef> comm,
+                     const std::string& trace)
     : state_(std::make_shared<State>()) {
-  state_->device = device;
-  if (!trace.empty() &&
-      (state_->trace = std::fopen(trace.c_str(), "a")) != nullptr)
+  if (!trace.empty() && (state_->trace = std::fopen(trace.c_str(), "a")) != nullptr)
     std::fprintf(state_->trace, "call end_seen_us completed_us\n");
   state_->timeout = timeout * 2 + std::chrono::seconds(5);
   state_->comm = std::move(comm);
-  cudaStream_t idle = nullptr;
-  TSR_CHECK(cudaStreamCreateWithFlags(&idle, cudaStreamNonBlocking) ==
-                cudaSuccess,
-            "tessera: cudaStreamCreate for the completion stream failed");
-  state_->idle = c10::cuda::getStreamFromExternal(idle, device);
-  // Detached, owning its state: shutdown never waits for it; it drains what was
-  // queued and ends.
+  state_->idle = idle;
+  // Detached, owning its state: shutdown never waits for it; it drains what was queued and ends.
   std::thread([st = state_] { Loop(*st); }).detach();
 }
 
-void Completer::Add(std::shared_ptr<at::cuda::CUDAEvent> end,
-                    c10::intrusive_ptr<c10::ivalue::Future> fut,
-                    c10::IValue value, std::string title) {
+void Completer::Add(std::shared_ptr<c10::Event> end, c10::intrusive_ptr<c10::ivalue::Future> fut, c10::IValue value,
+                    std::string title) {
   {
     std::lock_guard<std::mutex> l(state_->mu);
-    state_->queue.push_back(
-        {std::move(end), std::move(fut), std::move(value), std::move(title),
-         std::chrono::steady_clock::now() + state_->timeout});
+    state_->queue.push_back({std::move(end), std::move(fut), std::move(value), std::move(title),
+                             std::chrono::steady_clock::now() + state_->timeout});
   }
   state_->cv.notify_one();
 }
@@ -157,5 +135,4 @@ void Completer::Stop() {
   state_->cv.notify_one();
 }
 
-} // namespace tessera_torch
-#endif
+}  // namespace tessera_torch
