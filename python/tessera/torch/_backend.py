@@ -4,7 +4,8 @@ For every process group (the default one, each new_group, each DeviceMesh dimens
 `_create` with the group's store (a PrefixStore of the init_process_group store: env://, tcp://, file://),
 this rank's group rank and size, and the timeout. `_create`
   1. decides this rank's device: TESSERA_DEVICE (set by `tessera run`), else Options.device, else the
-     current CUDA device when CUDA is available, else "host";
+     current device of this process's accelerator (cuda when CUDA is available, else npu or musa when torch's
+     PrivateUse1 backend is renamed so and available: torch_npu, torch_musa), else "host";
   2. decides this rank's island in the group: TESSERA_ISLAND/TESSERA_ISLAND_VENDOR when set, else
      Options.island/vendor, else one island per device type ("host", "nvidia"). The members publish
      theirs in the store and the islands present in the group are renumbered 0..k-1 in order, so a
@@ -21,7 +22,10 @@ import torch
 import torch.distributed as dist
 
 BACKEND_NAME = "tessera"
-_VENDOR_OF_KIND = {"host": "host", "cuda": "nvidia"}
+_VENDOR_OF_KIND = {"host": "host", "cuda": "nvidia", "npu": "ascend", "musa": "moore"}
+# Tessera's device families that torch reaches through its PrivateUse1 backend, renamed by the vendor's extension
+# (torch_npu: "npu", torch_musa: "musa"; tests/torch/npu_device: the test device "npu").
+_PRIVATEUSE1_FAMILIES = ("npu", "musa")
 _lock = threading.Lock()
 _incarnations = {}  # group id -> how many times this process made a backend for it
 
@@ -30,7 +34,7 @@ class Options:
     """Backend options: pass as `pg_options` / `backend_options` to init_process_group or new_group.
 
     island: this rank's island index in the world (ranks of one island share one vendor library);
-    vendor: the island's vendor name; device: "host" or "cuda:N". Environment variables set by
+    vendor: the island's vendor name; device: "host", "cuda:N", "npu:N" or "musa:N". Environment variables set by
     `tessera run` (TESSERA_ISLAND, TESSERA_ISLAND_VENDOR, TESSERA_DEVICE) take precedence.
     """
 
@@ -44,14 +48,45 @@ class Options:
         return f"tessera.torch.Options(island={self.island!r}, vendor={self.vendor!r}, device={self.device!r})"
 
 
+def _privateuse1():
+    """The device module of torch's PrivateUse1 backend when it is renamed to one of Tessera's device families and
+    its module (torch.npu, torch.musa) is registered, else None."""
+    name = torch._C._get_privateuse1_backend_name()
+    if name not in _PRIVATEUSE1_FAMILIES:
+        return None
+    return getattr(torch, name, None)
+
+
+def known_device_types():
+    """The torch device types this process can hand to the backend now: cpu, cuda when CUDA is available, and
+    npu / musa when torch's PrivateUse1 backend carries that name (torch_npu, torch_musa, the test device)."""
+    types = ["cpu"]
+    if torch.cuda.is_available():
+        types.append("cuda")
+    if _privateuse1() is not None:
+        types.append(torch._C._get_privateuse1_backend_name())
+    return types
+
+
 def _device(options):
     dev = os.environ.get("TESSERA_DEVICE") or (options.device if options is not None else None)
     if not dev:
-        dev = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "host"
+        mod = _privateuse1()
+        if torch.cuda.is_available():
+            dev = f"cuda:{torch.cuda.current_device()}"
+        elif mod is not None and mod.is_available():
+            dev = f"{torch._C._get_privateuse1_backend_name()}:{mod.current_device()}"
+        else:
+            dev = "host"
     if dev == "cpu":
         dev = "host"
-    if dev != "host" and not (dev.startswith("cuda:") and dev[5:].isdigit()):
-        raise ValueError(f"tessera: device {dev!r} is not 'host' or 'cuda:N' (TESSERA_DEVICE or Options.device)")
+    if dev != "host" and not re.fullmatch(r"(cuda|npu|musa):\d+", dev):
+        raise ValueError(f"tessera: device {dev!r} is not 'host', 'cuda:N', 'npu:N' or 'musa:N' (TESSERA_DEVICE or "
+                         "Options.device)")
+    kind = dev.split(":")[0]
+    if kind in _PRIVATEUSE1_FAMILIES and torch._C._get_privateuse1_backend_name() != kind:
+        raise ValueError(f"tessera: device {dev!r} needs torch's PrivateUse1 backend named {kind!r} (import "
+                         f"torch_{kind} first); this process's is {torch._C._get_privateuse1_backend_name()!r}")
     return dev
 
 
@@ -125,7 +160,7 @@ def _create(dist_opts, backend_options):
     # Completer; docs/torch.md, "Streams").
     device = _device(options)
     isl, vendor = _declared_island(options)
-    kind = "host" if device == "host" else "cuda"
+    kind = "host" if device == "host" else device.split(":")[0]
     with _lock:
         n = _incarnations.get(dist_opts.group_id, 0)
         _incarnations[dist_opts.group_id] = n + 1
@@ -141,13 +176,41 @@ def _create(dist_opts, backend_options):
     if rank == 0:
         store.set(f"{ns}/uid", _C.unique_id())
     uid = store.get(f"{ns}/uid")
-    if device.startswith("cuda:"):
+    if kind == "cuda":
         torch.cuda.set_device(int(device[5:]))
+    elif kind != "host":
+        mod = getattr(torch, kind, None)
+        if mod is not None and hasattr(mod, "set_device"):
+            mod.set_device(int(device.split(":")[1]))
     return _C.Backend(uid, rank, size, my_island, my_vendor, device, timeout_ms, hybrid)
 
 
+class _KnownDeviceTypes(list):
+    """The backend's device list as c10d keeps it (Backend.backend_capability): refreshed from
+    known_device_types() whenever c10d reads it. c10d makes the group's backend for every device type listed, so it
+    must list only the types this process knows; and the entry point registers the backend on `import torch`,
+    before torch_npu or torch_musa is imported, so the list is read when a group is made, not when registering."""
+
+    def _now(self):
+        self[:] = known_device_types()
+        return self
+
+    def __iter__(self):
+        return list.__iter__(self._now())
+
+    def __len__(self):
+        return list.__len__(self._now())
+
+    def __contains__(self, item):
+        return list.__contains__(self._now(), item)
+
+    def __repr__(self):
+        return list.__repr__(self._now())
+
+
 def register():
-    """Registers backend "tessera" for cpu and cuda devices (idempotent)."""
+    """Registers backend "tessera" for the device types this process knows (idempotent; see _KnownDeviceTypes)."""
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu", "cuda"])
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
+    dist.Backend.backend_capability[BACKEND_NAME] = _KnownDeviceTypes(known_device_types())

@@ -213,6 +213,8 @@ class TesseraWriter(StorageWriter):
                 results.append(WriteResult(index=wi.index, size_in_bytes=len(raw), storage_data=sd))
                 continue
             t = data.detach()
+            if t.device.type not in ("cpu", "cuda"):  # Tessera's checkpoint library reads host and CUDA memory
+                t = t.cpu()
             if not t.is_contiguous():
                 t = t.contiguous()
             chunk = wi.tensor_data.chunk
