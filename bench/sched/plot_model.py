@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """bench/sched/plot_model: docs/model-extrapolation.png from `tessera predict --json` — hybrid / sum of the parts and
 CNY per million tokens against cards (128 -> 1,024) and domestic share (25, 50, 75% Ascend 910B), for the seed's
-configuration of docs/model.md (130B, ZeRO-3 + offload, one 200 Gb/s RoCE port a node), as built and with the
-island phases on each vendor's library (--island-ccl), beside all H800 (--versus). Every point is a model output.
+configuration of docs/model.md (130B, ZeRO-3 + offload, one 200 Gb/s RoCE port a node), in three variants: as
+built (the code since 4d8e064/3e6231a: island phases on each island's library, but the 910B island's bf16 gradient
+reduce-scatters staged whole on the host engine, ACL having no kernel to widen them), every island on its library
+(--island-ccl: as if ACL could widen) and the old host path (--island-host-path: the code before 4d8e064); beside
+all H800 (--versus). Every point is a model output.
 
   python3 bench/sched/plot_model.py [--tessera build/tessera] [--out docs/model-extrapolation.png] [--json FILE]
 
@@ -25,16 +28,18 @@ SEED = ("--tflops ascend-910b=320 --tflops nvidia-h800=989 --mfu ascend-910b=0.4
         "--latency-us 20 --versus nvidia-h800").split()
 
 
-def predict(tessera, cards, share, ccl):
+VARIANTS = {"as built": [], "ccl": ["--island-ccl"], "host path": ["--island-host-path"]}
+
+
+def predict(tessera, cards, share, variant):
     dom = int(round(cards * share))
     args = [tessera, "predict", "--island", f"ascend-910b={dom}@8", "--island", f"nvidia-h800={cards - dom}@8",
             "--batch", str(4 * cards), "--catalog",
             os.path.join(ROOT, "examples/fleet/brief/catalog-equal.yaml"), "--json"] + SEED
-    if ccl:
-        args.append("--island-ccl")
+    args += VARIANTS[variant]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     j = json.loads(out)
-    j["point"] = {"cards": cards, "share": share, "variant": "ccl" if ccl else "as built"}
+    j["point"] = {"cards": cards, "share": share, "variant": variant}
     return j
 
 
@@ -58,7 +63,7 @@ def main():
     else:
         if not os.access(a.tessera, os.X_OK):
             sys.exit(f"plot_model.py: {a.tessera} is not an executable tessera (build it, or give --tessera)")
-        rows = [predict(a.tessera, c, s, ccl) for ccl in (False, True) for s in SHARES for c in CARDS]
+        rows = [predict(a.tessera, c, s, v) for v in VARIANTS for s in SHARES for c in CARDS]
     if a.json:
         with open(a.json, "w") as f:
             for r in rows:
@@ -66,7 +71,7 @@ def main():
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     colors = {0.25: "tab:blue", 0.5: "tab:orange", 0.75: "tab:green"}
-    for variant, style in (("ccl", "-"), ("as built", "--")):
+    for variant, style in (("as built", "-"), ("ccl", "--"), ("host path", ":")):
         for share in SHARES:
             pts = sorted((r for r in rows if r["point"]["variant"] == variant and r["point"]["share"] == share),
                          key=lambda r: r["point"]["cards"])
@@ -78,10 +83,10 @@ def main():
                       label=label)
             right.plot(cards, [r["cost_per_million_tokens"] for r in pts], style, marker="o", color=colors[share],
                        label=label)
-    ref = sorted((r for r in rows if r["point"]["variant"] == "ccl" and r["point"]["share"] == SHARES[0]),
+    ref = sorted((r for r in rows if r["point"]["variant"] == "as built" and r["point"]["share"] == SHARES[0]),
                  key=lambda r: r["point"]["cards"])
     if ref and "versus" in ref[0]:
-        right.plot([r["point"]["cards"] for r in ref], [r["versus"]["cost_per_million_tokens"] for r in ref], ":",
+        right.plot([r["point"]["cards"] for r in ref], [r["versus"]["cost_per_million_tokens"] for r in ref], "-.",
                    marker="s", color="black", label="all H800 (NCCL)")
     for ax in (left, right):
         ax.set_xscale("log", base=2)
@@ -96,9 +101,9 @@ def main():
     right.yaxis.set_major_formatter(plain)
     right.yaxis.set_minor_formatter(plain)
     right.set_title("Cost per million tokens (model output)")
-    right.legend(fontsize=8, loc="center right")
-    fig.suptitle("130B, ZeRO-3 + offload, 200 Gb/s RoCE a node: as built (dashed) and island phases on the CCL "
-                 "(solid)", fontsize=10)
+    right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle("130B, ZeRO-3 + offload, 200 Gb/s RoCE a node: as built (solid), every island on its library "
+                 "(--island-ccl, dashed), the old host path (dotted)", fontsize=10)
     fig.tight_layout()
     fig.savefig(a.out, dpi=110)
     print(f"wrote {a.out} ({len(rows)} predictions)")
