@@ -5,9 +5,12 @@
 # the torch benchmarks. Without a GPU (CI, the development machine) the worlds are CPU ranks only (1, 2, 3
 # and 5 ranks in 1-3 islands); with one, GPU and CPU ranks mixed as well as CPU ranks with the GPU hidden.
 # Usage: scripts/torch-check.sh [BUILD_DIR] [tests|bench|all|install] [GROUP]
-#   default build-gpu, all; install: build and install only; GROUP: ops, train, ckpt, faults, init or stacks
+#   default build-gpu, all; install: build and install only; GROUP: ops, train, ckpt, faults, init, npu or stacks
 #   (the tests of one group only; default all of them). stacks: DeepSpeed ZeRO-3 and a Hugging Face Trainer
-#   on two CPU islands, where the interpreter has deepspeed, transformers and accelerate (CI's .venv does)
+#   on two CPU islands, where the interpreter has deepspeed, transformers and accelerate (CI's .venv does).
+#   npu: the ops, DDP with HeteroDistributedSampler and a DCP save on `npu` tensors of the test device
+#   (tests/torch/npu_device: torch's PrivateUse1 renamed npu, on the ACL host shim of tests/shims), alone and
+#   beside CPU ranks, and the save loaded on CPU ranks
 # Writes torch-*.log (and bench rows torch-bench.jsonl) under $OUT when set, else bench/results/.
 # PYTHON picks the interpreter (default: the project's .venv/bin/python, else python3). Without one that
 # imports torch it says so and exits 77 (ctest's SKIPPED).
@@ -19,7 +22,7 @@ B=${1:-build-gpu}
 WHAT=${2:-all}
 GROUP=${3:-all}
 case $WHAT in tests|bench|all|install) ;; *) echo "torch-check: '$WHAT' is not tests, bench, all or install" >&2; exit 2 ;; esac
-case $GROUP in all|ops|train|ckpt|faults|init|stacks) ;; *) echo "torch-check: group '$GROUP' is not ops, train, ckpt, faults, init, stacks or all" >&2; exit 2 ;; esac
+case $GROUP in all|ops|train|ckpt|faults|init|npu|stacks) ;; *) echo "torch-check: group '$GROUP' is not ops, train, ckpt, faults, init, npu, stacks or all" >&2; exit 2 ;; esac
 OUTDIR=${OUT:-$ROOT/bench/results}
 mkdir -p "$OUTDIR"
 PY=${PYTHON:-}
@@ -61,7 +64,9 @@ elif [ "$WHAT" != tests ] || ! up_to_date; then
     cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${KIT[@]}" \
       > "$OUTDIR/torch-configure.log" 2>&1 || { tail -30 "$OUTDIR/torch-configure.log"; echo "configure FAILED"; exit 1; }
   fi
-  cmake --build "$B" -j "$(nproc)" --target libtessera tessera_cli > "$OUTDIR/torch-build.log" 2>&1 \
+  # the ACL/HCCL host shims: the npu group's test device and its ranks' runtime
+  cmake --build "$B" -j "$(nproc)" --target libtessera tessera_cli tessera_shim_acl tessera_shim_hccl tessera_shim_hcomm \
+    > "$OUTDIR/torch-build.log" 2>&1 \
     || { grep -E "error|FAILED" "$OUTDIR/torch-build.log" | head -30; echo "build FAILED"; exit 1; }
   if up_to_date; then
     step "tessera._C is up to date (pip install skipped)"
@@ -143,6 +148,8 @@ if [ "$WHAT" != bench ]; then
     step "operations x types x reduce ops (tests/torch/ops_worker.py)"
     # tessera._C's dtype and reduce-op maps alone, in one process
     plain maps 60 "$PY" "$ROOT/tests/torch/maps_test.py"
+    # the device types the backend is registered for: only those this process knows
+    plain registration 60 "$PY" "$ROOT/tests/torch/registration_test.py"
     if ((NGPU > 0)); then
       job two-islands-one-gpu 200 "${GG[@]}" -- $W
       # the same with the ranks' work on a side stream of their own instead of torch's legacy default stream
@@ -205,6 +212,38 @@ if [ "$WHAT" != bench ]; then
     UNSET=(); for v in $(compgen -e | grep '^TESSERA_'); do UNSET+=(-u "$v"); done  # torchrun's ranks: no TESSERA_*
     plain init-torchrun 150 env "${UNSET[@]}" "${HIDE[@]}" "$PY" -m torch.distributed.run --standalone \
       --nproc-per-node 2 "$ROOT/tests/torch/init_worker.py" torchrun
+  fi
+fi
+
+if [ "$WHAT" != bench ] && in_group npu; then
+  step "npu tensors: the test device on the ACL host shim (tests/torch/npu_device), alone and beside CPU ranks"
+  SHIMS=$B/tests/shims/lib
+  if [ ! -f "$SHIMS/libascendcl.so" ] || [ ! -f "$SHIMS/libhccl.so" ]; then
+    echo "npu: SKIPPED: no ACL/HCCL host shims in $SHIMS (build the CMake targets tessera_shim_acl, tessera_shim_hccl)"
+    [ "$GROUP" = npu ] && exit 77
+  elif ! NPU_EXT=$(cd "$ROOT/tests/torch" && MAX_JOBS=2 "$PY" -m npu_device "$B" 2> "$OUTDIR/torch-npu-device-build.log" | tail -1) \
+       || [ ! -f "$NPU_EXT" ]; then
+    tail -20 "$OUTDIR/torch-npu-device-build.log"; echo "npu: building the test device FAILED"; RC=1
+  else
+    echo "test device: $NPU_EXT"
+    # the ranks' Tessera finds the same libascendcl.so (and libhccl.so) by soname on the library path
+    export TESSERA_TEST_NPU_EXT=$NPU_EXT
+    NX=(--island ascend=npu:1 --island nvidia=host:1)
+    (
+      export LD_LIBRARY_PATH="$SHIMS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the launcher and every rank of the group
+      # npu joins the backend's device types once the test device is loaded (after the backend was registered)
+      plain npu-registration 60 "$PY" "$ROOT/tests/torch/registration_test.py" --npu
+      job npu-one 300 --island ascend=npu:1 -- $W
+      job npu-two-one-island 400 --island ascend=npu:2 -- $W
+      job npu-cpu 400 "${NX[@]}" -- $W
+      job npu-ddp 300 "${NX[@]}" -- $TW ddp
+      job npu-uneven 300 "${NX[@]}" -- $TW uneven
+      NK=$(mktemp -d /tmp/tsr-npu-ckpt-XXXXXX)
+      job npu-ckpt-save 300 "${NX[@]}" -- $CW ddp-save $NK/mixed
+      job npu-ckpt-cpu-load 300 --island nvidia=host:2 -- $CW ddp-load $NK/mixed
+      rm -rf "$NK"
+      exit $RC
+    ) || RC=1
   fi
 fi
 

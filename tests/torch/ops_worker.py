@@ -17,17 +17,14 @@ import torch.distributed as dist
 
 import tessera.torch  # noqa: F401  registers the backend
 
+from worker_common import device  # noqa: E402
+
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 INTS = [torch.int8, torch.uint8, torch.int32, torch.int64]
 ALL = FLOATS + INTS + [torch.bool]
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-12}
 failures = []
 checks = 0
-
-
-def device_of_rank():
-    d = os.environ.get("TESSERA_DEVICE", "host")
-    return torch.device("cpu") if d == "host" else torch.device(d)
 
 
 DEV = None
@@ -252,7 +249,7 @@ def run_all(group, label):
 
 def main():
     global DEV
-    DEV = device_of_rank()
+    DEV = device()
     if DEV.type == "cuda":
         torch.cuda.set_device(DEV)
         if os.environ.get("TESSERA_TEST_SIDE_STREAM") == "1":  # work on a stream of our own, not the default
@@ -261,6 +258,10 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     backend = dist.get_backend()
     record(backend == "tessera", f"backend is {backend}")
+    # the group's tessera backend serves this rank's device (npu:0 is Tessera's npu row, not a CPU fallback)
+    want = os.environ.get("TESSERA_DEVICE", "host")
+    got = dist.distributed_c10d._get_default_group()._get_backend(DEV).device
+    record(got == want, f"the backend's device is {got}, expected {want}")
     try:
         run_all(dist.group.WORLD, "world")
         if world >= 2:

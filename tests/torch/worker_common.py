@@ -1,5 +1,6 @@
 """What the torch test workers share: the failure list, check(), and this rank's device from TESSERA_DEVICE."""
 import os
+import sys
 
 import torch
 
@@ -14,15 +15,23 @@ def check(ok, what):
 
 
 def device():
-    """cpu for a host rank, else TESSERA_DEVICE (cuda:0 under `tessera run`)."""
+    """cpu for a host rank, else TESSERA_DEVICE (cuda:0, npu:0 under `tessera run`). An npu rank without torch_npu
+    gets the test device of tests/torch/npu_device (TESSERA_TEST_NPU_EXT: its built module) made `npu` first."""
     d = os.environ.get("TESSERA_DEVICE", "host")
-    return torch.device("cpu") if d == "host" else torch.device(d)
+    if d == "host":
+        return torch.device("cpu")
+    if d.startswith("npu") and torch._C._get_privateuse1_backend_name() != "npu":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import npu_device
+        npu_device.load()
+    return torch.device(d)
 
 
 def use_device(dev):
-    """Makes a CUDA device this process's current one, with LOCAL_RANK its index: `tessera run` shows each GPU
-    rank only its own GPU, as cuda:0, while LOCAL_RANK stays the rank's index on the node, and DeepSpeed and
-    Accelerate pick cuda:LOCAL_RANK (on the H200 rank 1 failed: "device_id cuda:1 is out of range")."""
-    if dev.type == "cuda":
+    """Makes an accelerator (cuda, npu, musa) this process's current one, with LOCAL_RANK its index: `tessera run`
+    shows each device rank only its own device, as cuda:0 / npu:0 (CUDA_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES),
+    while LOCAL_RANK stays the rank's index on the node, and DeepSpeed and Accelerate pick DEVICE:LOCAL_RANK (on the
+    H200 rank 1 failed: "device_id cuda:1 is out of range")."""
+    if dev.type != "cpu":
         os.environ["LOCAL_RANK"] = str(dev.index or 0)
-        torch.cuda.set_device(dev)
+        getattr(torch, dev.type).set_device(dev.index or 0)

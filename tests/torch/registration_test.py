@@ -1,0 +1,38 @@
+"""Backend "tessera" is registered for the device types this process knows, and only those (docs/torch.md,
+"Registration lists only the device types this process knows"): cpu, cuda when torch.cuda.is_available(), and the
+PrivateUse1 backend's name when it is npu or musa with its torch module registered. c10d makes the group's backend
+for every listed type, and reads the list when a group is made. With --npu (TESSERA_TEST_NPU_EXT set: the test
+device of tests/torch/npu_device), the test device is loaded after the backend was registered, and `npu` must then
+be listed too. One process, no group; exit 0 when every check passed (scripts/torch-check.sh, groups ops and npu).
+"""
+import sys
+
+import torch
+import torch.distributed as dist
+
+import tessera.torch  # noqa: F401  registers the backend (also done on `import torch` by the entry point)
+
+from worker_common import check, failures  # noqa: E402
+
+
+def listed():
+    config = dist.distributed_c10d.BackendConfig(dist.Backend("tessera"))
+    return sorted(config.get_device_backend_map()), sorted(dist.Backend.backend_capability["tessera"])
+
+
+expected = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+check(torch._C._get_privateuse1_backend_name() not in ("npu", "musa") or "--npu" not in sys.argv,
+      "the PrivateUse1 backend is renamed before the test device was loaded")
+mapped, capability = listed()
+check(mapped == sorted(expected), f"c10d maps tessera to {mapped}, expected {sorted(expected)}")
+check(capability == sorted(expected), f"tessera's device list is {capability}, expected {sorted(expected)}")
+if "--npu" in sys.argv:
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+    import npu_device
+    npu_device.load()
+    mapped, capability = listed()
+    want = sorted(expected + ["npu"])
+    check(mapped == want, f"after loading the npu test device c10d maps tessera to {mapped}, expected {want}")
+    check(capability == want, f"after loading the npu test device tessera's device list is {capability}")
+print(f"registration: {mapped}: {'passed' if not failures else 'FAILED'}", flush=True)
+sys.exit(1 if failures else 0)
