@@ -156,8 +156,8 @@ def _create(dist_opts, backend_options):
     # The GPU<->host bridge of hybrid CUDA worlds is Tessera's default (the copy-engine device bridge where
     # the ranks share a host, TESSERA_DEVICE_BRIDGE to choose). Its worker thread queues CUDA copies while a
     # collective runs; the backend keeps torch's legacy default stream from waiting for a running
-    # collective, which is what made a synchronous copy there deadlock with it (python/csrc/backend.cpp,
-    # Completer; docs/torch.md, "Streams").
+    # collective, which is what made a synchronous copy there deadlock with it (python/csrc/completer.hpp;
+    # docs/torch.md, "Streams").
     device = _device(options)
     isl, vendor = _declared_island(options)
     kind = "host" if device == "host" else device.split(":")[0]
