@@ -201,16 +201,21 @@ TEST(Accel, HostMemoryWithAStreamIsRefusedOnEveryRank) {
       << r.out;
 }
 
+// Every "ERROR rank R after Xs" line of `out` came within `limit` seconds.
+void ExpectErrorsWithin(const std::string& out, double limit) {
+  std::smatch m;
+  std::string rest = out;
+  while (std::regex_search(rest, m, std::regex(R"(ERROR rank \d after ([0-9.]+)s)"))) {
+    EXPECT_LT(std::stod(m[1]), limit) << out;
+    rest = m.suffix();
+  }
+}
+
 TEST(Accel, ADeadPeerFailsEveryRankInTime) {
   Proc r = Job("TESSERA_TIMEOUT=10s", "--island ascend=npu:2 --island nvidia=host:1", "die 2");
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "ERROR rank [01] after"), 2) << r.out;
-  std::smatch m;
-  std::string rest = r.out;
-  while (std::regex_search(rest, m, std::regex(R"(ERROR rank \d after ([0-9.]+)s)"))) {
-    EXPECT_LT(std::stod(m[1]), 15.0) << r.out;
-    rest = m.suffix();
-  }
+  ExpectErrorsWithin(r.out, 15.0);
 }
 
 TEST(Accel, ADeadRankOfAnIslandOfSeveralDevicesFailsEveryRankInTime) {
@@ -220,12 +225,7 @@ TEST(Accel, ADeadRankOfAnIslandOfSeveralDevicesFailsEveryRankInTime) {
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "ERROR rank [023] after"), 3) << r.out;
   EXPECT_EQ(Count(r.out, "ERROR rank [023] after [^\\n]*rank 1"), 3) << r.out;
-  std::smatch m;
-  std::string rest = r.out;
-  while (std::regex_search(rest, m, std::regex(R"(ERROR rank \d after ([0-9.]+)s)"))) {
-    EXPECT_LT(std::stod(m[1]), 15.0) << r.out;
-    rest = m.suffix();
-  }
+  ExpectErrorsWithin(r.out, 15.0);
 }
 
 TEST(Accel, ADeviceIndexPastTheCountNamesIt) {

@@ -129,6 +129,10 @@ class AccelRank final : public DeviceRank {
   static size_t RoundUp(size_t b) { return (b + 255) / 256 * 256; }
   // Waits for the previous staged call's copies up (the staging is about to be reused), and grows the staging.
   Status ReuseStaging(size_t in_bytes, size_t out_bytes);
+  // The copies up of a call are queued on `s`: the next call that reuses the staging waits for them (up_done_);
+  // UpQueued as a guarded step of `what`.
+  Status MarkUp(DeviceRuntime::Stream s);
+  Status UpQueued(const char* what, DeviceRuntime::Stream s);
   Status Ccl(const char* call, int result);
 
   std::shared_ptr<DeviceRuntime> rt_;
@@ -295,9 +299,7 @@ Status AccelRank::Staged(const char* what, tsrStream_t stream, const std::vector
           CopyOn(s, const_cast<void*>(u.dev), out_ + u.host_off, u.bytes, CopyKind::kHostToDevice, &drained));
       up_bytes_ += u.bytes;
     }
-    TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
-    up_pending_ = true;
-    return Status::Ok();
+    return MarkUp(s);
   });
 }
 
@@ -309,6 +311,16 @@ Status AccelRank::ReuseStaging(size_t in_bytes, size_t out_bytes) {
   }
   TSR_RETURN_IF_ERROR(Grow(&in_, &in_cap_, in_bytes));
   return Grow(&out_, &out_cap_, out_bytes);
+}
+
+Status AccelRank::MarkUp(DeviceRuntime::Stream s) {
+  TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
+  up_pending_ = true;
+  return Status::Ok();
+}
+
+Status AccelRank::UpQueued(const char* what, DeviceRuntime::Stream s) {
+  return host_->Guarded(what, [&] { return MarkUp(s); });
 }
 
 Status AccelRank::Ccl(const char* call, int result) {
@@ -417,11 +429,7 @@ Status AccelRank::IslandAllReduce(const std::byte* send, std::byte* recv, size_t
     TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kAllReduce, host, host, c.len(), dt, op, 0));
     TSR_RETURN_IF_ERROR(ShardUp("allreduce", host, c.len(), dt, recv + c.lo * esz, s));
   }
-  return host_->Guarded("allreduce", [&]() -> Status {
-    TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
-    up_pending_ = true;
-    return Status::Ok();
-  });
+  return UpQueued("allreduce", s);
 }
 
 Status AccelRank::IslandReduceScatter(const std::byte* send, std::byte* recv, size_t recvcount, DType dt, RedOp op,
@@ -437,9 +445,7 @@ Status AccelRank::IslandReduceScatter(const std::byte* send, std::byte* recv, si
     bool drained = true;
     TSR_RETURN_IF_ERROR(CopyOn(s, recv, out_, recvcount * esz, CopyKind::kHostToDevice, &drained));
     up_bytes_ += recvcount * esz;
-    TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
-    up_pending_ = true;
-    return Status::Ok();
+    return MarkUp(s);
   });
 }
 
@@ -474,11 +480,7 @@ Status AccelRank::IslandAllGather(const std::byte* send, std::byte* recv, size_t
   TSR_RETURN_IF_ERROR(
       host_->HostBridge(CollKind::kAllGather, in_ + shape_.rank * sendcount * esz, in_, sendcount, dt, RedOp::kSum, 0));
   TSR_RETURN_IF_ERROR(ShardUp("allgather", in_, C, dt, recv, s));
-  return host_->Guarded("allgather", [&]() -> Status {
-    TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
-    up_pending_ = true;
-    return Status::Ok();
-  });
+  return UpQueued("allgather", s);
 }
 
 Status AccelRank::IslandBroadcast(const std::byte* send, std::byte* recv, size_t count, DType dt, int root,
@@ -494,11 +496,7 @@ Status AccelRank::IslandBroadcast(const std::byte* send, std::byte* recv, size_t
   if (at == shape_.island_ranks.end()) {  // the root is in another island: my shard comes over the bridge
     TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kBroadcast, in_, in_, count, dt, RedOp::kSum, root));
     TSR_RETURN_IF_ERROR(ShardUp("broadcast", in_, count, dt, recv, s));
-    return host_->Guarded("broadcast", [&]() -> Status {
-      TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
-      up_pending_ = true;
-      return Status::Ok();
-    });
+    return UpQueued("broadcast", s);
   }
   // The root's island: the library broadcasts inside it, and each rank sends its shard on over the bridge.
   TSR_RETURN_IF_ERROR(host_->Guarded("broadcast", [&]() -> Status {
