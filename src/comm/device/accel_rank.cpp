@@ -29,6 +29,8 @@
 // after the caller's stream has drained. A failure of any step fails the communicator and is announced to the
 // other ranks (HostPath::Guarded), as a failure inside a host collective is.
 // Threads: ACL binds a device to a thread, so every entry point selects this rank's device first.
+#include "comm/device/accel_rank.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,8 +40,6 @@
 
 #include "comm/ccl/ccl.hpp"
 #include "comm/comm.hpp"
-#include "comm/device/device.hpp"
-#include "comm/device/island_ccl.hpp"
 #include "comm/runtime/runtime.hpp"
 #include "comm/schedule.hpp"
 #include "common/env.hpp"
@@ -48,110 +48,6 @@
 
 namespace tessera::comm {
 namespace {
-
-class AccelRank final : public DeviceRank {
- public:
-  AccelRank(std::shared_ptr<DeviceRuntime> rt, DeviceName name) : rt_(std::move(rt)), name_(name) {}
-  ~AccelRank() override;
-  Status Attach(Comm* comm) override;
-  std::string Describe() const override;
-  void* CclHandle() const override { return ccl_ ? ccl_->handle() : nullptr; }
-
-  Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                   tsrStream_t stream) override;
-  Status ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
-                       tsrStream_t stream) override;
-  Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) override;
-  Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
-                   tsrStream_t stream) override;
-  Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
-  Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
-  Status Barrier() override { return host_->HostBarrier(); }
-  Status Group(const std::vector<P2POp>& ops) override;
-  Status AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
-                   const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) override;
-  void Abort() override {
-    if (ccl_) ccl_->Abort();
-  }
-  Status AsyncError() override { return ccl_ && !ccl_->aborted() ? ccl_->AsyncError() : Status::Ok(); }
-  std::string TraceLine() const override {
-    return fmt::format("device {} down {} up {} library_calls {} island_calls {} staged_calls {}", name_.ToString(),
-                       down_bytes_, up_bytes_, ccl_calls_, island_calls_, staged_calls_);
-  }
-
- private:
-  // A device range and where it sits in the pinned staging (offset into the input or the output buffer).
-  struct Span {
-    const void* dev;
-    size_t host_off;
-    size_t bytes;
-  };
-  // Device memory of this rank's device when a stream is given, not device memory when it is NULL. Failures are
-  // recorded (Guarded), so the other ranks fail too.
-  Status CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
-                      tsrStream_t stream);
-  Status CheckOne(const char* which, const void* p, size_t bytes, tsrStream_t stream);
-  // One staged call (see the top of the file): `down` into the input staging, `host` on (input, output) staging,
-  // `up` from the output staging. `in_bytes` / `out_bytes`: the staging each side needs.
-  Status Staged(const char* what, tsrStream_t stream, const std::vector<Span>& down, size_t in_bytes,
-                const std::vector<Span>& up, size_t out_bytes,
-                const std::function<Status(std::byte* in, std::byte* out)>& host);
-  // A copy on `stream`: asynchronous where both addresses are 64-byte aligned, else synchronous after the stream
-  // has drained (*drained says whether it has).
-  Status CopyOn(DeviceRuntime::Stream stream, void* dst, const void* src, size_t bytes, CopyKind kind, bool* drained);
-  Status Grow(std::byte** buf, size_t* cap, size_t bytes);
-  // Whether a world-of-one-island call goes to the CCL: a reduction of (dt, op), or a data movement of dt.
-  bool CclTakes(DType dt) const { return ccl_ && ccl_->lib().Supports(dt).ok(); }
-  bool CclTakes(DType dt, RedOp op) const { return ccl_ && ccl_->lib().SupportsReduce(dt, op).ok(); }
-  Status OnCcl(const char* what, const char* call, const std::function<int()>& run);
-
-  // ---- hybrid world, island of several ranks: the island's library does the island phases ----
-  // The island's library in a hybrid world: every rank of the island loads it or none uses it.
-  Status AttachIslandLibrary();
-  // Whether a hybrid call of `kind` on (dt, op) runs its island phases on the library; logs once why not.
-  bool IslandTakes(CollKind kind, DType dt, RedOp op);
-  Status IslandAllReduce(const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op, tsrStream_t stream);
-  Status IslandReduceScatter(const std::byte* send, std::byte* recv, size_t recvcount, DType dt, RedOp op,
-                             tsrStream_t stream);
-  Status IslandAllGather(const std::byte* send, std::byte* recv, size_t sendcount, DType dt, tsrStream_t stream);
-  Status IslandBroadcast(const std::byte* send, std::byte* recv, size_t count, DType dt, int root, tsrStream_t stream);
-  // The device steps of an island call (each a step of a collective, guarded): the library's reduce-scatter of
-  // buf[0, L) into this rank's shard (its block of the library's padded blocks), and the copy of that shard into
-  // host[S]; the copy up of host[S] and the library's allgather of the shards into buf[0, L).
-  Status ShardDown(const char* what, const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* host,
-                   DeviceRuntime::Stream s);
-  Status ShardUp(const char* what, const std::byte* host, size_t L, DType dt, std::byte* buf, DeviceRuntime::Stream s);
-  // Device scratch: the shard (one block of q elements, 256-byte rounded), then the padded blocks (n x q), then
-  // `extra` bytes.
-  Status GrowDevice(size_t q_bytes, size_t extra);
-  std::byte* DevShard() const { return dev_; }
-  std::byte* DevPad(size_t q_bytes) const { return dev_ + RoundUp(q_bytes); }
-  static size_t RoundUp(size_t b) { return (b + 255) / 256 * 256; }
-  // Waits for the previous staged call's copies up (the staging is about to be reused), and grows the staging.
-  Status ReuseStaging(size_t in_bytes, size_t out_bytes);
-  // The copies up of a call are queued on `s`: the next call that reuses the staging waits for them (up_done_);
-  // UpQueued as a guarded step of `what`.
-  Status MarkUp(DeviceRuntime::Stream s);
-  Status UpQueued(const char* what, DeviceRuntime::Stream s);
-  Status Ccl(const char* call, int result);
-
-  std::shared_ptr<DeviceRuntime> rt_;
-  DeviceName name_;
-  HostPath* host_ = nullptr;
-  HostPath::Shape shape_;
-  std::unique_ptr<CclComm> ccl_;  // world of one island
-  std::mutex mu_;                 // one staged call at a time (they share the staging)
-  std::byte *in_ = nullptr, *out_ = nullptr;
-  size_t in_cap_ = 0, out_cap_ = 0;
-  DeviceRuntime::Event up_done_ = nullptr;  // recorded after the last staged call's up-copies
-  bool up_pending_ = false;
-  bool island_lib_ = false;   // hybrid world: ccl_ runs the island phases
-  std::byte* dev_ = nullptr;  // device scratch of island calls
-  size_t dev_cap_ = 0;
-  std::set<std::string> said_;  // reasons already logged
-  // TESSERA_LINK_TRACE: bytes staged each way, calls to the library, island calls, staged calls.
-  uint64_t down_bytes_ = 0, up_bytes_ = 0, ccl_calls_ = 0, island_calls_ = 0, staged_calls_ = 0;
-};
 
 Result<std::unique_ptr<DeviceRank>> Open(const DeviceName& name) {
   const DeviceFamily& f = *name.family;
@@ -173,6 +69,8 @@ Result<std::unique_ptr<DeviceRank>> Open(const DeviceName& name) {
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
 constexpr size_t AlignUp(size_t n) { return (n + 63) / 64 * 64; }
 
+}  // namespace
+
 Status AccelRank::Attach(Comm* comm) {
   host_ = &comm->host_path();
   shape_ = host_->WorldShape();
@@ -187,12 +85,6 @@ Status AccelRank::Attach(Comm* comm) {
     return c.status().WithContext(
         fmt::format("rank {}: creating island {}'s {} communicator", shape_.rank, shape_.island, lib->name()));
   ccl_ = std::move(c).value();
-  return Status::Ok();
-}
-
-Status AccelRank::AttachIslandLibrary() {
-  TSR_ASSIGN_OR_RETURN(ccl_, OpenIslandCcl(host_->Store(), shape_, name_.family->ccl, name_.family->label));
-  island_lib_ = ccl_ != nullptr;
   return Status::Ok();
 }
 
@@ -335,181 +227,6 @@ Status AccelRank::OnCcl(const char* what, const char* call, const std::function<
     TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
     return Ccl(call, run());
   });
-}
-
-// ---- hybrid world, island of several ranks ----
-
-bool AccelRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
-  if (!island_lib_) return false;
-  const std::string why = IslandCclRefusal(kind, dt, op, ccl_->lib(), rt_->name(), /*widens=*/false);
-  if (why.empty()) return true;
-  if (said_.insert(why).second && shape_.island_rank == 0)
-    TSR_LOG_INFO("island {} ({}): {} staged through pinned memory, not on its {}: {}", shape_.island,
-                 name_.family->label, CollName(kind), ccl_->lib().name(), why);
-  return false;
-}
-
-Status AccelRank::GrowDevice(size_t q_bytes, size_t extra) {
-  const int n = shape_.island_size;
-  const size_t need = RoundUp(q_bytes) + RoundUp(q_bytes * n) + extra;
-  if (need <= dev_cap_) return Status::Ok();
-  if (dev_) TSR_RETURN_IF_ERROR(rt_->Free(dev_));
-  dev_ = nullptr;
-  dev_cap_ = 0;
-  const size_t want = std::max<size_t>(need, 1 << 20);
-  TSR_ASSIGN_OR_RETURN(void* p, rt_->Malloc(want));
-  dev_ = static_cast<std::byte*>(p);
-  dev_cap_ = want;
-  return Status::Ok();
-}
-
-Status AccelRank::ShardDown(const char* what, const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* host,
-                            DeviceRuntime::Stream s) {
-  return host_->Guarded(what, [&]() -> Status {
-    const PaddedBlocks b(shape_.island_size, L);
-    const size_t esz = DTypeSize(dt), qb = b.q * esz;
-    TSR_RETURN_IF_ERROR(GrowDevice(qb, 0));
-    bool drained = false;
-    const std::byte* in = buf;
-    if (b.padded()) {  // the schedule's uneven shards into the library's equal blocks
-      for (size_t j = 0; j < b.n; ++j) {
-        const Range sj = b.shard(j);
-        TSR_RETURN_IF_ERROR(
-            CopyOn(s, DevPad(qb) + j * qb, buf + sj.lo * esz, sj.len() * esz, CopyKind::kDeviceToDevice, &drained));
-      }
-      in = DevPad(qb);
-    }
-    const int cop = ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
-    TSR_RETURN_IF_ERROR(
-        Ccl("ReduceScatter", ccl_->lib().ReduceScatter(in, DevShard(), b.q, CclDataType(dt), cop, ccl_->handle(), s)));
-    drained = false;
-    const Range S = b.shard(shape_.island_rank);
-    TSR_RETURN_IF_ERROR(CopyOn(s, host + S.lo * esz, DevShard(), S.len() * esz, CopyKind::kDeviceToHost, &drained));
-    down_bytes_ += S.len() * esz;
-    return rt_->StreamSynchronize(s);
-  });
-}
-
-Status AccelRank::ShardUp(const char* what, const std::byte* host, size_t L, DType dt, std::byte* buf,
-                          DeviceRuntime::Stream s) {
-  return host_->Guarded(what, [&]() -> Status {
-    const PaddedBlocks b(shape_.island_size, L);
-    const size_t esz = DTypeSize(dt), qb = b.q * esz;
-    TSR_RETURN_IF_ERROR(GrowDevice(qb, 0));
-    bool drained = false;
-    const Range S = b.shard(shape_.island_rank);
-    TSR_RETURN_IF_ERROR(CopyOn(s, DevShard(), host + S.lo * esz, S.len() * esz, CopyKind::kHostToDevice, &drained));
-    up_bytes_ += S.len() * esz;
-    std::byte* out = b.padded() ? DevPad(qb) : buf;
-    TSR_RETURN_IF_ERROR(
-        Ccl("AllGather", ccl_->lib().AllGather(DevShard(), out, b.q, CclDataType(dt), ccl_->handle(), s)));
-    drained = false;
-    if (b.padded())
-      for (size_t j = 0; j < b.n; ++j) {
-        const Range sj = b.shard(j);
-        TSR_RETURN_IF_ERROR(
-            CopyOn(s, buf + sj.lo * esz, DevPad(qb) + j * qb, sj.len() * esz, CopyKind::kDeviceToDevice, &drained));
-      }
-    return Status::Ok();
-  });
-}
-
-Status AccelRank::IslandAllReduce(const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op,
-                                  tsrStream_t stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto* s = static_cast<DeviceRuntime::Stream>(stream);
-  const size_t esz = DTypeSize(dt);
-  ++island_calls_;
-  TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&] { return ReuseStaging(count * esz, 0); }));
-  // Piece by piece, as every other rank cuts it; each piece in place in its own part of the staging, so a piece's
-  // copy up may still run while the next one crosses the bridge.
-  for (const Range& c : host_->AllReduceChunks(count, dt)) {
-    std::byte* host = in_ + c.lo * esz;
-    TSR_RETURN_IF_ERROR(ShardDown("allreduce", send + c.lo * esz, c.len(), dt, op, host, s));
-    TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kAllReduce, host, host, c.len(), dt, op, 0));
-    TSR_RETURN_IF_ERROR(ShardUp("allreduce", host, c.len(), dt, recv + c.lo * esz, s));
-  }
-  return UpQueued("allreduce", s);
-}
-
-Status AccelRank::IslandReduceScatter(const std::byte* send, std::byte* recv, size_t recvcount, DType dt, RedOp op,
-                                      tsrStream_t stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto* s = static_cast<DeviceRuntime::Stream>(stream);
-  const size_t esz = DTypeSize(dt), C = recvcount * shape_.size;
-  ++island_calls_;
-  TSR_RETURN_IF_ERROR(host_->Guarded("reduce_scatter", [&] { return ReuseStaging(C * esz, recvcount * esz); }));
-  TSR_RETURN_IF_ERROR(ShardDown("reduce_scatter", send, C, dt, op, in_, s));
-  TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kReduceScatter, in_, out_, recvcount, dt, op, 0));
-  return host_->Guarded("reduce_scatter", [&]() -> Status {
-    bool drained = true;
-    TSR_RETURN_IF_ERROR(CopyOn(s, recv, out_, recvcount * esz, CopyKind::kHostToDevice, &drained));
-    up_bytes_ += recvcount * esz;
-    return MarkUp(s);
-  });
-}
-
-Status AccelRank::IslandAllGather(const std::byte* send, std::byte* recv, size_t sendcount, DType dt,
-                                  tsrStream_t stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto* s = static_cast<DeviceRuntime::Stream>(stream);
-  const int n = shape_.island_size;
-  const size_t esz = DTypeSize(dt), C = sendcount * shape_.size;
-  const Range S = Shard(n, shape_.island_rank, C);
-  ++island_calls_;
-  // The island's contributions, gathered on the device in island order; those inside my shard go down to their
-  // places in the staging.
-  TSR_RETURN_IF_ERROR(host_->Guarded("allgather", [&]() -> Status {
-    TSR_RETURN_IF_ERROR(ReuseStaging(C * esz, 0));
-    const size_t q_bytes = (C + n - 1) / n * esz;
-    TSR_RETURN_IF_ERROR(GrowDevice(q_bytes, n * sendcount * esz));
-    std::byte* gathered = DevPad(q_bytes) + RoundUp(q_bytes * n);
-    TSR_RETURN_IF_ERROR(
-        Ccl("AllGather", ccl_->lib().AllGather(send, gathered, sendcount, CclDataType(dt), ccl_->handle(), s)));
-    bool drained = false;
-    for (int j = 0; j < n; ++j) {
-      const size_t lo = static_cast<size_t>(shape_.island_ranks[j]) * sendcount;
-      const Range x = Range{lo, lo + sendcount}.Intersect(S);
-      if (x.len() == 0) continue;
-      TSR_RETURN_IF_ERROR(CopyOn(s, in_ + x.lo * esz, gathered + (j * sendcount + x.lo - lo) * esz, x.len() * esz,
-                                 CopyKind::kDeviceToHost, &drained));
-      down_bytes_ += x.len() * esz;
-    }
-    return rt_->StreamSynchronize(s);
-  }));
-  TSR_RETURN_IF_ERROR(
-      host_->HostBridge(CollKind::kAllGather, in_ + shape_.rank * sendcount * esz, in_, sendcount, dt, RedOp::kSum, 0));
-  TSR_RETURN_IF_ERROR(ShardUp("allgather", in_, C, dt, recv, s));
-  return UpQueued("allgather", s);
-}
-
-Status AccelRank::IslandBroadcast(const std::byte* send, std::byte* recv, size_t count, DType dt, int root,
-                                  tsrStream_t stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto* s = static_cast<DeviceRuntime::Stream>(stream);
-  const int n = shape_.island_size;
-  const size_t esz = DTypeSize(dt);
-  const Range S = Shard(n, shape_.island_rank, count);
-  const auto at = std::find(shape_.island_ranks.begin(), shape_.island_ranks.end(), root);
-  ++island_calls_;
-  TSR_RETURN_IF_ERROR(host_->Guarded("broadcast", [&] { return ReuseStaging(count * esz, 0); }));
-  if (at == shape_.island_ranks.end()) {  // the root is in another island: my shard comes over the bridge
-    TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kBroadcast, in_, in_, count, dt, RedOp::kSum, root));
-    TSR_RETURN_IF_ERROR(ShardUp("broadcast", in_, count, dt, recv, s));
-    return UpQueued("broadcast", s);
-  }
-  // The root's island: the library broadcasts inside it, and each rank sends its shard on over the bridge.
-  TSR_RETURN_IF_ERROR(host_->Guarded("broadcast", [&]() -> Status {
-    const int iroot = static_cast<int>(at - shape_.island_ranks.begin());
-    TSR_RETURN_IF_ERROR(
-        Ccl("Broadcast", ccl_->lib().Broadcast(send, recv, count, CclDataType(dt), iroot, ccl_->handle(), s)));
-    bool drained = false;
-    TSR_RETURN_IF_ERROR(
-        CopyOn(s, in_ + S.lo * esz, recv + S.lo * esz, S.len() * esz, CopyKind::kDeviceToHost, &drained));
-    down_bytes_ += S.len() * esz;
-    return rt_->StreamSynchronize(s);
-  }));
-  return host_->HostBridge(CollKind::kBroadcast, in_, in_, count, dt, RedOp::kSum, root);
 }
 
 Status AccelRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
@@ -684,8 +401,6 @@ Status AccelRank::AllToAllv(const void* send, const size_t* sendcounts, const si
   return Staged("alltoall", stream, {{send, 0, s_end * esz}}, s_end * esz, up, r_end * esz,
                 [&](std::byte* in, std::byte* out) { return host_call(in, out); });
 }
-
-}  // namespace
 
 Result<std::unique_ptr<DeviceRank>> OpenAccelRank(const DeviceName& device) { return Open(device); }
 

@@ -1,0 +1,129 @@
+// comm/device/accel_rank.hpp — the AccelRank class (the generic accelerator rank: the DeviceRank of every device
+// family whose runtime is a row of the device-runtime table), shared by accel_rank.cpp (set-up, pinned staging,
+// the collectives' entry points; its first lines describe the design) and accel_island.cpp (a hybrid world's
+// island of several ranks, whose island phases run on the island's own library).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "comm/ccl/ccl.hpp"
+#include "comm/comm.hpp"
+#include "comm/device/device.hpp"
+#include "comm/runtime/runtime.hpp"
+#include "common/vendor.hpp"
+
+namespace tessera::comm {
+
+class AccelRank final : public DeviceRank {
+ public:
+  AccelRank(std::shared_ptr<DeviceRuntime> rt, DeviceName name) : rt_(std::move(rt)), name_(name) {}
+  ~AccelRank() override;
+  Status Attach(Comm* comm) override;
+  std::string Describe() const override;
+  void* CclHandle() const override { return ccl_ ? ccl_->handle() : nullptr; }
+
+  Status AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                   tsrStream_t stream) override;
+  Status ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                       tsrStream_t stream) override;
+  Status AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) override;
+  Status Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                   tsrStream_t stream) override;
+  Status Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) override;
+  Status Barrier() override { return host_->HostBarrier(); }
+  Status Group(const std::vector<P2POp>& ops) override;
+  Status AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                   const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) override;
+  void Abort() override {
+    if (ccl_) ccl_->Abort();
+  }
+  Status AsyncError() override { return ccl_ && !ccl_->aborted() ? ccl_->AsyncError() : Status::Ok(); }
+  std::string TraceLine() const override {
+    return fmt::format("device {} down {} up {} library_calls {} island_calls {} staged_calls {}", name_.ToString(),
+                       down_bytes_, up_bytes_, ccl_calls_, island_calls_, staged_calls_);
+  }
+
+ private:
+  // A device range and where it sits in the pinned staging (offset into the input or the output buffer).
+  struct Span {
+    const void* dev;
+    size_t host_off;
+    size_t bytes;
+  };
+  // Device memory of this rank's device when a stream is given, not device memory when it is NULL. Failures are
+  // recorded (Guarded), so the other ranks fail too.
+  Status CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
+                      tsrStream_t stream);
+  Status CheckOne(const char* which, const void* p, size_t bytes, tsrStream_t stream);
+  // One staged call (see the top of the file): `down` into the input staging, `host` on (input, output) staging,
+  // `up` from the output staging. `in_bytes` / `out_bytes`: the staging each side needs.
+  Status Staged(const char* what, tsrStream_t stream, const std::vector<Span>& down, size_t in_bytes,
+                const std::vector<Span>& up, size_t out_bytes,
+                const std::function<Status(std::byte* in, std::byte* out)>& host);
+  // A copy on `stream`: asynchronous where both addresses are 64-byte aligned, else synchronous after the stream
+  // has drained (*drained says whether it has).
+  Status CopyOn(DeviceRuntime::Stream stream, void* dst, const void* src, size_t bytes, CopyKind kind, bool* drained);
+  Status Grow(std::byte** buf, size_t* cap, size_t bytes);
+  // Whether a world-of-one-island call goes to the CCL: a reduction of (dt, op), or a data movement of dt.
+  bool CclTakes(DType dt) const { return ccl_ && ccl_->lib().Supports(dt).ok(); }
+  bool CclTakes(DType dt, RedOp op) const { return ccl_ && ccl_->lib().SupportsReduce(dt, op).ok(); }
+  Status OnCcl(const char* what, const char* call, const std::function<int()>& run);
+
+  // ---- hybrid world, island of several ranks: the island's library does the island phases ----
+  // The island's library in a hybrid world: every rank of the island loads it or none uses it.
+  Status AttachIslandLibrary();
+  // Whether a hybrid call of `kind` on (dt, op) runs its island phases on the library; logs once why not.
+  bool IslandTakes(CollKind kind, DType dt, RedOp op);
+  Status IslandAllReduce(const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op, tsrStream_t stream);
+  Status IslandReduceScatter(const std::byte* send, std::byte* recv, size_t recvcount, DType dt, RedOp op,
+                             tsrStream_t stream);
+  Status IslandAllGather(const std::byte* send, std::byte* recv, size_t sendcount, DType dt, tsrStream_t stream);
+  Status IslandBroadcast(const std::byte* send, std::byte* recv, size_t count, DType dt, int root, tsrStream_t stream);
+  // The device steps of an island call (each a step of a collective, guarded): the library's reduce-scatter of
+  // buf[0, L) into this rank's shard (its block of the library's padded blocks), and the copy of that shard into
+  // host[S]; the copy up of host[S] and the library's allgather of the shards into buf[0, L).
+  Status ShardDown(const char* what, const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* host,
+                   DeviceRuntime::Stream s);
+  Status ShardUp(const char* what, const std::byte* host, size_t L, DType dt, std::byte* buf, DeviceRuntime::Stream s);
+  // Device scratch: the shard (one block of q elements, 256-byte rounded), then the padded blocks (n x q), then
+  // `extra` bytes.
+  Status GrowDevice(size_t q_bytes, size_t extra);
+  std::byte* DevShard() const { return dev_; }
+  std::byte* DevPad(size_t q_bytes) const { return dev_ + RoundUp(q_bytes); }
+  static size_t RoundUp(size_t b) { return (b + 255) / 256 * 256; }
+  // Waits for the previous staged call's copies up (the staging is about to be reused), and grows the staging.
+  Status ReuseStaging(size_t in_bytes, size_t out_bytes);
+  // The copies up of a call are queued on `s`: the next call that reuses the staging waits for them (up_done_);
+  // UpQueued as a guarded step of `what`.
+  Status MarkUp(DeviceRuntime::Stream s);
+  Status UpQueued(const char* what, DeviceRuntime::Stream s);
+  Status Ccl(const char* call, int result);
+
+  std::shared_ptr<DeviceRuntime> rt_;
+  DeviceName name_;
+  HostPath* host_ = nullptr;
+  HostPath::Shape shape_;
+  std::unique_ptr<CclComm> ccl_;  // world of one island
+  std::mutex mu_;                 // one staged call at a time (they share the staging)
+  std::byte *in_ = nullptr, *out_ = nullptr;
+  size_t in_cap_ = 0, out_cap_ = 0;
+  DeviceRuntime::Event up_done_ = nullptr;  // recorded after the last staged call's up-copies
+  bool up_pending_ = false;
+  bool island_lib_ = false;   // hybrid world: ccl_ runs the island phases
+  std::byte* dev_ = nullptr;  // device scratch of island calls
+  size_t dev_cap_ = 0;
+  std::set<std::string> said_;  // reasons already logged
+  // TESSERA_LINK_TRACE: bytes staged each way, calls to the library, island calls, staged calls.
+  uint64_t down_bytes_ = 0, up_bytes_ = 0, ccl_calls_ = 0, island_calls_ = 0, staged_calls_ = 0;
+};
+
+}  // namespace tessera::comm
