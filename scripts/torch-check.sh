@@ -10,7 +10,8 @@
 #   on two CPU islands, where the interpreter has deepspeed, transformers and accelerate (CI's .venv does).
 #   npu: the ops, DDP with HeteroDistributedSampler and a DCP save on `npu` tensors of the test device
 #   (tests/torch/npu_device: torch's PrivateUse1 renamed npu, on the ACL host shim of tests/shims), alone and
-#   beside CPU ranks, and the save loaded on CPU ranks
+#   beside CPU ranks, and the save loaded on CPU ranks; with a GPU also on the CUDA-backed shims (tests/shims/cuda),
+#   beside CPU and CUDA ranks
 # Writes torch-*.log (and bench rows torch-bench.jsonl) under $OUT when set, else bench/results/.
 # PYTHON picks the interpreter (default: the project's .venv/bin/python, else python3). Without one that
 # imports torch it says so and exits 77 (ctest's SKIPPED).
@@ -65,7 +66,9 @@ elif [ "$WHAT" != tests ] || ! up_to_date; then
       > "$OUTDIR/torch-configure.log" 2>&1 || { tail -30 "$OUTDIR/torch-configure.log"; echo "configure FAILED"; exit 1; }
   fi
   # the ACL/HCCL host shims: the npu group's test device and its ranks' runtime
+  CUDA_SHIMS=(); ((NGPU > 0)) && CUDA_SHIMS=(tessera_cuda_shim_acl tessera_cuda_shim_hccl tessera_cuda_shim_hcomm)
   cmake --build "$B" -j "$(nproc)" --target libtessera tessera_cli tessera_shim_acl tessera_shim_hccl tessera_shim_hcomm \
+    "${CUDA_SHIMS[@]}" \
     > "$OUTDIR/torch-build.log" 2>&1 \
     || { grep -E "error|FAILED" "$OUTDIR/torch-build.log" | head -30; echo "build FAILED"; exit 1; }
   if up_to_date; then
@@ -244,6 +247,27 @@ if [ "$WHAT" != bench ] && in_group npu; then
       rm -rf "$NK"
       exit $RC
     ) || RC=1
+    # With a GPU: the same test device and ranks on the CUDA-backed ACL/HCCL shims (tests/shims/cuda: the ABI on
+    # cudart and NCCL, so real device memory and streams; the extension links libascendcl.so by soname with a
+    # RUNPATH, which LD_LIBRARY_PATH overrides — checked first), an npu rank beside a CPU rank and beside a CUDA
+    # rank and a CPU rank. Two npu ranks in one island need two GPUs there (HCCL runs on NCCL).
+    CSHIMS=$B/tests/shims/cuda/lib
+    if ((NGPU > 0)) && [ -f "$CSHIMS/libascendcl.so" ]; then
+      step "npu tensors on the CUDA-backed ACL/HCCL shims ($CSHIMS)"
+      (
+        export LD_LIBRARY_PATH="$CSHIMS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        plain npu-cudashim-loaded 60 "$PY" -c "
+import sys; sys.path.insert(0, '$ROOT/tests/torch'); import torch, npu_device; npu_device.load()
+m = [l.split()[-1] for l in open('/proc/self/maps') if 'libascendcl' in l]
+print('libascendcl.so mapped from', sorted(set(m)))
+sys.exit(0 if m and all(p.startswith('$CSHIMS') for p in m) else 1)"
+        job npu-cudashim-one 300 --island ascend=npu:1 -- $W
+        job npu-cudashim-cpu 400 "${NX[@]}" -- $W
+        job npu-cudashim-cuda-cpu 400 --island ascend=npu:1 --island nvidia=cuda:1 --island x86=host:1 -- $W
+        job npu-cudashim-ddp 300 "${NX[@]}" -- $TW ddp
+        exit $RC
+      ) || RC=1
+    fi
   fi
 fi
 
