@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 
 from tessera import _C
+from worker_common import check, summary  # noqa: E402
 
 # include/tessera/tessera.h: tsrDataType_t and tsrRedOp_t
 INT8, UINT8, INT32, INT64, F16, BF16, F32, F64 = range(8)
@@ -21,16 +22,6 @@ R = dist.ReduceOp.RedOpType
 OPS = {R.SUM: SUM, R.PRODUCT: PROD, R.MIN: MIN, R.MAX: MAX, R.AVG: AVG, R.PREMUL_SUM: SUM}
 BOOL_OPS = {R.SUM: MAX, R.PRODUCT: MIN, R.MIN: MIN, R.MAX: MAX, R.PREMUL_SUM: SUM}
 REFUSED_OPS = {R.BAND: "BAND", R.BOR: "BOR", R.BXOR: "BXOR"}
-
-failures, checks = [], 0
-
-
-def check(ok, what):
-    global checks
-    checks += 1
-    if not ok:
-        failures.append(what)
-        print(f"FAIL {what}", flush=True)
 
 
 def raises(fn, *needles):
@@ -58,5 +49,4 @@ for dtype in TYPES:
 ok, msg = raises(lambda: _C._redop_of(int(R.AVG), torch.bool), "AVG is not defined for bool")
 check(ok, f"AVG on bool should be refused: {msg}")
 
-print(f"maps: {checks} checks, {len(failures)} failed", flush=True)
-sys.exit(1 if failures else 0)
+sys.exit(summary("maps"))

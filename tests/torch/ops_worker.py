@@ -17,14 +17,12 @@ import torch.distributed as dist
 
 import tessera.torch  # noqa: F401  registers the backend
 
-from worker_common import device  # noqa: E402
+from worker_common import check, device, failures, summary  # noqa: E402
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 INTS = [torch.int8, torch.uint8, torch.int32, torch.int64]
 ALL = FLOATS + INTS + [torch.bool]
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-12}
-failures = []
-checks = 0
 
 
 DEV = None
@@ -55,14 +53,6 @@ def step(what):
 HANG_S = int(os.environ.get("TESSERA_TEST_HANG_S", "90"))
 
 
-def record(ok, what):
-    global checks
-    checks += 1
-    if not ok:
-        failures.append(what)
-        print(f"FAIL {what}", flush=True)
-
-
 def close(got, ref, dtype):
     got = got.cpu()
     if dtype in TOL:
@@ -79,7 +69,7 @@ def same_everywhere(t, group, what):
     out = torch.empty(size * raw.numel(), dtype=torch.uint8, device=DEV)
     dist.all_gather_into_tensor(out, raw, group=group)
     out = out.cpu().view(size, -1)
-    record(all(torch.equal(out[0], out[r]) for r in range(size)), f"{what}: bits differ across ranks")
+    check(all(torch.equal(out[0], out[r]) for r in range(size)), f"{what}: bits differ across ranks")
 
 
 def ref_reduce(xs, op, dtype):
@@ -132,7 +122,7 @@ def run_all(group, label):
                 ref = ref_reduce(xs, opname, dtype)
             dist.all_reduce(t, op=op, group=group)
             ok, err = close(t, ref, dtype)
-            record(ok, f"{tag} all_reduce {opname}: max error {err}")
+            check(ok, f"{tag} all_reduce {opname}: max error {err}")
             same_everywhere(t, group, f"{tag} all_reduce {opname}")
         xs = [make(members[r], n, dtype) for r in range(size)]
         # async_op + wait, and the future's value
@@ -142,37 +132,37 @@ def run_all(group, label):
         fut = work.get_future()
         work.wait()
         val = fut.wait()[0]
-        record(close(val, ref_reduce(xs, "max", dtype), dtype)[0], f"{tag} all_reduce async future value")
+        check(close(val, ref_reduce(xs, "max", dtype), dtype)[0], f"{tag} all_reduce async future value")
         # broadcast from the last rank
         step(f"{tag} broadcast")
         t = xs[rank].clone().to(DEV)
         dist.broadcast(t, src=members[-1], group=group)
-        record(torch.equal(t.cpu(), xs[-1]), f"{tag} broadcast")
+        check(torch.equal(t.cpu(), xs[-1]), f"{tag} broadcast")
         # all_gather (list) and all_gather_into_tensor
         step(f"{tag} all_gather")
         outs = [torch.empty(n, dtype=dtype, device=DEV) for _ in range(size)]
         dist.all_gather(outs, xs[rank].to(DEV), group=group)
-        record(all(torch.equal(outs[r].cpu(), xs[r]) for r in range(size)), f"{tag} all_gather")
+        check(all(torch.equal(outs[r].cpu(), xs[r]) for r in range(size)), f"{tag} all_gather")
         big = torch.empty(size * n, dtype=dtype, device=DEV)
         dist.all_gather_into_tensor(big, xs[rank].to(DEV), group=group)
-        record(torch.equal(big.cpu(), torch.cat(xs)), f"{tag} all_gather_into_tensor")
+        check(torch.equal(big.cpu(), torch.cat(xs)), f"{tag} all_gather_into_tensor")
         # gather / scatter / reduce to the first rank
         step(f"{tag} gather/scatter/reduce")
         root = members[0]
         gl = [torch.empty(n, dtype=dtype, device=DEV) for _ in range(size)] if rank == 0 else None
         dist.gather(xs[rank].to(DEV), gather_list=gl, dst=root, group=group)
         if rank == 0:
-            record(all(torch.equal(gl[r].cpu(), xs[r]) for r in range(size)), f"{tag} gather")
+            check(all(torch.equal(gl[r].cpu(), xs[r]) for r in range(size)), f"{tag} gather")
         out = torch.empty(n, dtype=dtype, device=DEV)
         dist.scatter(out, scatter_list=[x.to(DEV) for x in xs] if rank == 0 else None, src=root, group=group)
-        record(torch.equal(out.cpu(), xs[rank]), f"{tag} scatter")
+        check(torch.equal(out.cpu(), xs[rank]), f"{tag} scatter")
         if dtype != torch.bool:
             t = xs[rank].clone().to(DEV)
             dist.reduce(t, dst=root, op=dist.ReduceOp.SUM, group=group)
             if rank == 0:
-                record(close(t, ref_reduce(xs, "sum", dtype), dtype)[0], f"{tag} reduce")
+                check(close(t, ref_reduce(xs, "sum", dtype), dtype)[0], f"{tag} reduce")
             else:
-                record(torch.equal(t.cpu(), xs[rank]), f"{tag} reduce leaves non-root input unchanged")
+                check(torch.equal(t.cpu(), xs[rank]), f"{tag} reduce leaves non-root input unchanged")
         # reduce_scatter (list) and reduce_scatter_tensor
         step(f"{tag} reduce_scatter")
         if dtype != torch.bool:
@@ -180,17 +170,17 @@ def run_all(group, label):
             ref = ref_reduce(full, "sum", dtype)
             out = torch.empty(n, dtype=dtype, device=DEV)
             dist.reduce_scatter_tensor(out, full[rank].to(DEV), op=dist.ReduceOp.SUM, group=group)
-            record(close(out, ref[rank * n:(rank + 1) * n], dtype)[0], f"{tag} reduce_scatter_tensor")
+            check(close(out, ref[rank * n:(rank + 1) * n], dtype)[0], f"{tag} reduce_scatter_tensor")
             out2 = torch.empty(n, dtype=dtype, device=DEV)
             dist.reduce_scatter(out2, list(full[rank].to(DEV).chunk(size)), op=dist.ReduceOp.SUM, group=group)
-            record(torch.equal(out2.cpu(), out.cpu()), f"{tag} reduce_scatter (list) equals reduce_scatter_tensor")
+            check(torch.equal(out2.cpu(), out.cpu()), f"{tag} reduce_scatter (list) equals reduce_scatter_tensor")
         # all_to_all_single, equal and uneven splits (rank r sends r+p+1 rows to p), and all_to_all
         step(f"{tag} all_to_all")
         send = make(members[rank], size * 5, dtype).to(DEV)
         recv = torch.empty_like(send)
         dist.all_to_all_single(recv, send, group=group)
         exp = torch.cat([make(members[p], size * 5, dtype)[rank * 5:(rank + 1) * 5] for p in range(size)])
-        record(torch.equal(recv.cpu(), exp), f"{tag} all_to_all_single equal")
+        check(torch.equal(recv.cpu(), exp), f"{tag} all_to_all_single equal")
         in_split = [rank + p + 1 for p in range(size)]
         out_split = [p + rank + 1 for p in range(size)]
         send = make(members[rank], sum(in_split) * 3, dtype).view(-1, 3).to(DEV)
@@ -201,11 +191,11 @@ def run_all(group, label):
             sp = [p + q + 1 for q in range(size)]
             src = make(members[p], sum(sp) * 3, dtype).view(-1, 3)
             parts.append(src[sum(sp[:rank]):sum(sp[:rank]) + sp[rank]])
-        record(torch.equal(recv.cpu(), torch.cat(parts)), f"{tag} all_to_all_single uneven")
+        check(torch.equal(recv.cpu(), torch.cat(parts)), f"{tag} all_to_all_single uneven")
         ins = [make(members[rank] * 31 + p, 7, dtype).to(DEV) for p in range(size)]
         outs = [torch.empty(7, dtype=dtype, device=DEV) for _ in range(size)]
         dist.all_to_all(outs, ins, group=group)
-        record(all(torch.equal(outs[p].cpu(), make(members[p] * 31 + rank, 7, dtype)) for p in range(size)),
+        check(all(torch.equal(outs[p].cpu(), make(members[p] * 31 + rank, 7, dtype)) for p in range(size)),
                f"{tag} all_to_all")
         # send/recv around the ring, then batch_isend_irecv both ways at once
         step(f"{tag} send/recv")
@@ -218,7 +208,7 @@ def run_all(group, label):
             else:
                 dist.recv(buf, src=prv, group=group)
                 dist.send(xs[rank].to(DEV), dst=nxt, group=group)
-            record(torch.equal(buf.cpu(), xs[(rank - 1) % size]), f"{tag} send/recv ring")
+            check(torch.equal(buf.cpu(), xs[(rank - 1) % size]), f"{tag} send/recv ring")
             a = torch.empty(n, dtype=dtype, device=DEV)
             b = torch.empty(n, dtype=dtype, device=DEV)
             reqs = dist.batch_isend_irecv([
@@ -226,7 +216,7 @@ def run_all(group, label):
                 dist.P2POp(dist.isend, xs[rank].to(DEV), nxt, group), dist.P2POp(dist.isend, xs[rank].to(DEV), prv, group)])
             for r in reqs:
                 r.wait()
-            record(torch.equal(a.cpu(), xs[(rank - 1) % size]) and torch.equal(b.cpu(), xs[(rank + 1) % size]),
+            check(torch.equal(a.cpu(), xs[(rank - 1) % size]) and torch.equal(b.cpu(), xs[(rank + 1) % size]),
                    f"{tag} batch_isend_irecv")
     # coalesced forms
     step(f"[{label}] coalesced")
@@ -236,15 +226,15 @@ def run_all(group, label):
     with dist._coalescing_manager(group=group, device=DEV):
         for t in ts:
             dist.all_reduce(t, group=group)
-    record(all(close(t, r, torch.float32)[0] for t, r in zip(ts, refs)), f"[{label}] coalesced all_reduce")
+    check(all(close(t, r, torch.float32)[0] for t, r in zip(ts, refs)), f"[{label}] coalesced all_reduce")
     # all_gather_coalesced: outs[r][i] is rank r's input i (three inputs, whatever the group's size)
     ins = [make(members[rank], k, torch.int32, seed=3).to(DEV) for k in (4, 9, 1)]
     outs = [[torch.empty_like(t) for t in ins] for _ in range(size)]
     dist.all_gather_coalesced(outs, ins, group=group)
-    record(all(torch.equal(outs[r][i].cpu(), make(members[r], k, torch.int32, seed=3))
+    check(all(torch.equal(outs[r][i].cpu(), make(members[r], k, torch.int32, seed=3))
                for r in range(size) for i, k in enumerate((4, 9, 1))), f"[{label}] all_gather_coalesced")
     dist.barrier(group=group)
-    record(True, f"[{label}] barrier")
+    check(True, f"[{label}] barrier")
 
 
 def main():
@@ -257,11 +247,11 @@ def main():
     dist.init_process_group("tessera")
     rank, world = dist.get_rank(), dist.get_world_size()
     backend = dist.get_backend()
-    record(backend == "tessera", f"backend is {backend}")
+    check(backend == "tessera", f"backend is {backend}")
     # the group's tessera backend serves this rank's device (npu:0 is Tessera's npu row, not a CPU fallback)
     want = os.environ.get("TESSERA_DEVICE", "host")
     got = dist.distributed_c10d._get_default_group()._get_backend(DEV).device
-    record(got == want, f"the backend's device is {got}, expected {want}")
+    check(got == want, f"the backend's device is {got}, expected {want}")
     try:
         run_all(dist.group.WORLD, "world")
         if world >= 2:
@@ -281,8 +271,7 @@ def main():
         failures.append("exception")
     faulthandler.cancel_dump_traceback_later()
     dist.destroy_process_group()
-    print(f"rank {rank}: {checks} checks, {len(failures)} failed", flush=True)
-    sys.exit(1 if failures else 0)
+    sys.exit(summary(f"rank {rank}"))
 
 
 if __name__ == "__main__":

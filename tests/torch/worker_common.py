@@ -1,17 +1,26 @@
-"""What the torch test workers share: the failure list, check(), and this rank's device from TESSERA_DEVICE."""
+"""What the torch test workers share: the failure list, check() and summary(), and this rank's device from
+TESSERA_DEVICE."""
 import os
 import sys
 
 import torch
 
 failures = []
+_checks = [0]  # how many checks ran (summary())
 
 
 def check(ok, what):
-    """Records a failed check (the worker exits non-zero at the end) and prints it as "FAIL ..."."""
+    """Counts a check; records a failed one (the worker exits non-zero at the end) and prints it as "FAIL ..."."""
+    _checks[0] += 1
     if not ok:
         failures.append(what)
         print(f"FAIL {what}", flush=True)
+
+
+def summary(label):
+    """Prints "LABEL: N checks, M failed" and returns the exit status: 0 when no check failed."""
+    print(f"{label}: {_checks[0]} checks, {len(failures)} failed", flush=True)
+    return 1 if failures else 0
 
 
 def device():

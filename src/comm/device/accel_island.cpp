@@ -23,13 +23,8 @@ Status AccelRank::AttachIslandLibrary() {
 // ---- hybrid world, island of several ranks ----
 
 bool AccelRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
-  if (!island_lib_) return false;
-  const std::string why = IslandCclRefusal(kind, dt, op, ccl_->lib(), rt_->name(), /*widens=*/false);
-  if (why.empty()) return true;
-  if (said_.insert(why).second && shape_.island_rank == 0)
-    TSR_LOG_INFO("island {} ({}): {} staged through pinned memory, not on its {}: {}", shape_.island,
-                 name_.family->label, CollName(kind), ccl_->lib().name(), why);
-  return false;
+  return island_lib_ && gate_.Takes(kind, dt, op, ccl_->lib(), rt_->name(), /*widens=*/false, shape_.island,
+                                    name_.family->label, shape_.island_rank == 0);
 }
 
 Status AccelRank::GrowDevice(size_t q_bytes, size_t extra) {

@@ -10,13 +10,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "comm/ccl/ccl.hpp"
 #include "comm/comm.hpp"
 #include "comm/device/device.hpp"
+#include "comm/device/island_ccl.hpp"
 #include "comm/runtime/runtime.hpp"
 #include "common/vendor.hpp"
 
@@ -121,7 +121,7 @@ class AccelRank final : public DeviceRank {
   bool island_lib_ = false;   // hybrid world: ccl_ runs the island phases
   std::byte* dev_ = nullptr;  // device scratch of island calls
   size_t dev_cap_ = 0;
-  std::set<std::string> said_;  // reasons already logged
+  IslandCclGate gate_;  // hybrid world: which calls take the island's library
   // TESSERA_LINK_TRACE: bytes staged each way, calls to the library, island calls, staged calls.
   uint64_t down_bytes_ = 0, up_bytes_ = 0, ccl_calls_ = 0, island_calls_ = 0, staged_calls_ = 0;
 };

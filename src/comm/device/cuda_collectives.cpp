@@ -70,12 +70,8 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
 // ---- hybrid world, island of several GPUs: the island's library does the island phases ----
 
 bool CudaRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
-  const std::string why = IslandCclRefusal(kind, dt, op, island_ccl_->lib(), "CUDA", /*widens=*/true);
-  if (why.empty()) return true;
-  if (said_.insert(why).second && comm_->local_ == 0)
-    TSR_LOG_INFO("island {} (CUDA): {} staged through pinned memory, not on its {}: {}",
-                 comm_->islands_[comm_->my_island_].index, CollName(kind), island_ccl_->lib().name(), why);
-  return false;
+  return gate_.Takes(kind, dt, op, island_ccl_->lib(), "CUDA", /*widens=*/true,
+                     comm_->islands_[comm_->my_island_].index, "CUDA", comm_->local_ == 0);
 }
 
 Status CudaRank::IslandCall(const char* what, int r) {

@@ -10,7 +10,6 @@
 #include <functional>
 #include <future>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "comm/comm.hpp"
 #include "comm/device/cuda.hpp"
 #include "comm/device/device.hpp"
+#include "comm/device/island_ccl.hpp"
 #include "comm/device/ring_ops.hpp"
 
 namespace tessera::comm {
@@ -150,7 +150,7 @@ class CudaRank final : public DeviceRank {
   std::byte* island_dev_ = nullptr;      // its device scratch (shards, padded blocks)
   size_t island_dev_cap_ = 0;
   std::vector<void*> retired_dev_;  // outgrown scratch, freed with the communicator (cudaFree synchronizes)
-  std::set<std::string> said_;      // reasons already logged by IslandTakes
+  IslandCclGate gate_;              // which calls take island_ccl_
   // The lean allreduce path of a world of one island (set up in Attach; its `call` stays null otherwise),
   // and every rank's cache of validated device allocations.
   DirectAllReduce direct_;

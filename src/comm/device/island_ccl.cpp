@@ -49,4 +49,14 @@ std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib,
   return s.ok() ? std::string() : s.message();
 }
 
+bool IslandCclGate::Takes(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime, bool widens,
+                          int island, const char* family_label, bool first) {
+  const std::string why = IslandCclRefusal(kind, dt, op, lib, runtime, widens);
+  if (why.empty()) return true;
+  if (said_.insert(why).second && first)
+    TSR_LOG_INFO("island {} ({}): {} staged through pinned memory, not on its {}: {}", island, family_label,
+                 CollName(kind), lib.name(), why);
+  return false;
+}
+
 }  // namespace tessera::comm

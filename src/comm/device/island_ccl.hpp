@@ -4,7 +4,8 @@
 // down to host memory and across the bridge, and the library allgathers the shards.
 //   - OpenIslandCcl: every rank of the island says through the store whether it loaded the library; all use it or
 //     none does (a rank without it would leave the others waiting in the library's initialisation).
-//   - IslandCclRefusal: why a call cannot run its island phases on the library (empty: it can).
+//   - IslandCclRefusal: why a call cannot run its island phases on the library (empty: it can); IslandCclGate: the
+//     same per call of a communicator, each reason logged once.
 //   - PaddedBlocks: the schedule's shards of a buffer (uneven when the island's size does not divide it) and where
 //     each sits in the library's equal blocks.
 // Used by AccelRank (accel_rank.cpp) and CudaRank (cuda_collectives.cpp).
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,17 @@ Result<std::unique_ptr<CclComm>> OpenIslandCcl(StoreClient* store, const HostPat
 // widened reduction is the library's f32 reduction). Empty when it can.
 std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime,
                              bool widens);
+
+// A device rank's choice, per call, between the island's library and staging: IslandCclRefusal, and where it refuses,
+// one info line per reason and communicator, on the island's first rank (`first`).
+class IslandCclGate {
+ public:
+  bool Takes(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime, bool widens, int island,
+             const char* family_label, bool first);
+
+ private:
+  std::set<std::string> said_;  // reasons already logged
+};
 
 // Shards of `total` elements among `members` ranks (Shard) laid into the library's equal blocks of
 // q = ceil(total / members) elements: block j holds shard j at its start. q, and whether they differ (the shards
