@@ -3,6 +3,7 @@
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
+#include <cxxabi.h>
 
 #include <condition_variable>
 #include <cstdio>
@@ -30,6 +31,8 @@ double MonotonicUs() {  // the clock of the bridge's own trace rows and of Pytho
 void Fail(Item& it, const std::string& why) {
   try {
     it.fut->setError(std::make_exception_ptr(std::runtime_error("tessera: " + it.title + " failed: " + why)));
+  } catch (abi::__forced_unwind&) {
+    throw;  // the thread is being ended (below): swallowing that unwind would terminate the process
   } catch (...) {
   }
 }
@@ -98,6 +101,11 @@ void Loop(Completer::State& st) {
         std::fflush(st.trace);
       }
     }
+  } catch (abi::__forced_unwind&) {
+    // Python is finalizing: a thread that asks for the GIL then (dropping the last reference to a future's tensors
+    // does) is ended with pthread_exit, whose unwind must go on; swallowing it aborts the process
+    // ("terminate called without an active exception", seen at the exit of an npu DDP job).
+    throw;
   } catch (...) {
     // the process is going down (the device context with it)
   }
