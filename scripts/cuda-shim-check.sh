@@ -48,7 +48,7 @@ job() {  # job NAME ISLAND-ARGS...
 }
 
 # `tessera bench C --check`: every element against an f64 reference and bit-identity across ranks, on device memory
-# of every device rank — here an Ascend rank (ACL/HCCL rows, CUDA-backed) beside a CUDA rank (CudaRank, NCCL).
+# of every device rank — here an Ascend rank (ACL/HCCL rows, CUDA-backed) beside a CUDA rank (BridgeRank on the cuda runtime row, NCCL).
 bench_check() {  # bench_check NAME COLLECTIVE DTYPE ISLAND-ARGS...
   local name=$1 coll=$2 dt=$3 log=$LOGS/$1.log rc; shift 3
   timeout 300 "$T" run "$@" -- "$T" bench "$coll" --sizes 4K,1M,16M --dtype "$dt" --iters 2 --warmup 1 --check \

@@ -47,12 +47,16 @@ cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_be
 echo "build ok"
 T=$B/tessera; W=$B/tests/gpu/gpu_worker; BENCH=$B/bench/gpu/gpu_bench
 
-step "GPU tests (ctest -L gpu) and the CCL loader tests"
+step "GPU tests (ctest -L gpu), the CCL loader tests and the cuda runtime row's conformance"
 TEST_RC=0
 (cd "$B" && timeout 280 ctest -L gpu -E '^BenchGpu' --output-on-failure --timeout 150 > "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
 # `tessera bench` on CUDA islands (tests/gpu/bench_gpu_test: dozens of short jobs, so a limit of its own).
 (cd "$B" && timeout 500 ctest -R '^BenchGpu' --output-on-failure --timeout 450 >> "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
 (cd "$B" && timeout 60 ctest -R CclLoader --output-on-failure >> "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
+# The device-runtime table's cuda row on this GPU (tests/runtime: the typed suite every row passes, and the
+# device bridge's calls); they skip on machines without a GPU, so they are asked for by name here.
+(cd "$B" && timeout 120 ctest -R 'RuntimeConformance/cuda|RuntimeTable' --output-on-failure \
+  >> "$OUTDIR/ctest-gpu.log" 2>&1) || TEST_RC=1
 grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|async:|NUMERICS" "$OUTDIR/ctest-gpu.log" | sed 's/^ *//' | cut -c1-160
 [ $TEST_RC = 0 ] || { echo "GPU TESTS FAILED (log: ctest-gpu.log)"; grep -B2 -A30 "Failure\|FAIL" "$OUTDIR/ctest-gpu.log" | head -60; }
 

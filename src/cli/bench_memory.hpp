@@ -1,10 +1,10 @@
 // cli/bench_memory: where `tessera bench` keeps one rank's buffers. A rank of a device island
 // (TESSERA_DEVICE=cuda:N, npu:N, musa:N) uses device memory of its device and a stream of its own, as nccl-tests
-// does: through the CUDA runtime for cuda, through the family's device-runtime row (comm/runtime) otherwise. Host
+// does, through the family's device-runtime row (comm/runtime). Host
 // ranks, and device ranks given --host-memory, use host memory and stream NULL. The benchmark fills and reads
 // its buffers only through Upload/Download, so the same code drives all three.
 //
-// Device memory: the stream is made on GPU N (cudaSetDevice(N) first, on the calling thread) and is
+// Device memory: the stream is made on device N (SetDevice(N) first, on the calling thread) and is
 // non-blocking, so it is ordered with nothing but itself; Upload, Download and Zero are queued on it and
 // wait for it, so they are ordered after every collective queued there before (a hybrid collective's
 // stream waits for the bridge) and before every one queued after.
@@ -26,7 +26,7 @@ namespace tessera::cli {
 class BenchMemory {
  public:
   // `device` is the rank's TESSERA_DEVICE ("host", "cuda:N", "npu:N"). Host memory unless it names a device
-  // and `host_memory` is false. CUDA device memory in a build without CUDA is Unsupported.
+  // and `host_memory` is false. A runtime that cannot be loaded is Unsupported, naming its file.
   static Result<std::unique_ptr<BenchMemory>> Open(const std::string& device, bool host_memory);
   ~BenchMemory();
   BenchMemory(const BenchMemory&) = delete;
@@ -57,7 +57,9 @@ class BenchMemory {
   BenchMemory() = default;
   int gpu_ = -1;
   tsrStream_t stream_ = nullptr;
-  std::shared_ptr<comm::DeviceRuntime> rt_;  // npu, musa
+  std::shared_ptr<comm::DeviceRuntime> rt_;  // device memory: the family's runtime row
+  void* pinned_ = nullptr;                   // staging of Upload / Download (runtime pinned memory)
+  size_t pinned_bytes_ = 0;
 };
 
 }  // namespace tessera::cli

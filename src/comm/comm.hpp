@@ -160,7 +160,7 @@ class Comm final : public Links, private HostPath {
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
  private:
-  friend class CudaRank;         // the CUDA device backend drives the host path below for staged buffers
+  friend class BridgeRank;       // the device-bridge backend (cuda) drives the host path below for staged buffers
   friend struct CommTestAccess;  // tests/comm/device_emu_worker: the device bridge on an emulated device
   Comm() = default;
   Status Init(const InitParams& p);

@@ -133,9 +133,9 @@ Status Comm::Init(const InitParams& p) {
   auto name = ParseDeviceName(device, "TESSERA_DEVICE");  // common/vendor: the one parser of device strings
   if (!name.ok()) return name.status().WithContext(fmt::format("rank {}", p.rank));
   if (!name->host()) {
-    // CUDA ranks have their own backend (with the device bridge); every other family's runtime is a row of the
-    // device-runtime table, served by the generic accelerator rank.
-    auto dev = HasCudaBackend(*name->family) ? OpenDeviceRank(device) : OpenAccelRank(*name);
+    // The family's runtime row decides: the device bridge where the row has it (BridgeRank), else pinned staging
+    // (AccelRank).
+    auto dev = OpenDeviceRank(*name);
     if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", p.rank));
     device_ = std::move(dev).value();
   }
@@ -248,7 +248,7 @@ Status Comm::Init(const InitParams& p) {
     const bool all_shm = bridge != "tcp" && std::all_of(infos_.begin(), infos_.end(),
                                                         [&](const RankInfo& ri) { return ri.host_id == host; });
     const DeviceFamily* family = FindDeviceFamily(isl.backend);
-    isl.device_bridge = family != nullptr && HasCudaBackend(*family) && isl.ranks.size() == 1 &&
+    isl.device_bridge = family != nullptr && HasDeviceBridge(*family) && isl.ranks.size() == 1 &&
                         (cuda_bridge == "device" || (cuda_bridge == "auto" && all_shm));
   }
   // All device islands on the bridge, or none: a staged island cuts every allreduce into bridge chunks
@@ -488,14 +488,9 @@ Result<std::unique_ptr<Comm>> Comm::Split(int color, int key, const std::string&
   return c;
 }
 
-#ifndef TESSERA_HAVE_CUDA
-Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const std::string& device) {
-  return Unsupported(
-      fmt::format("TESSERA_DEVICE='{}': this build has no CUDA device backend (nvcc was not found "
-                  "when it was configured); use TESSERA_DEVICE=host",
-                  device));
+Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const DeviceName& device) {
+  return HasDeviceBridge(*device.family) ? OpenBridgeRank(device) : OpenAccelRank(device);
 }
-bool IsDevicePointer(const void*) { return false; }
-#endif
+bool IsDevicePointer(const void* p) { return IsDeviceMemory(p); }
 
 }  // namespace tessera::comm

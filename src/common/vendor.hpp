@@ -33,7 +33,7 @@ struct DeviceFamily {
 // - musa: MUSA_VISIBLE_DEVICES, the MUSA runtime's counterpart of CUDA_VISIBLE_DEVICES (Moore Threads' MUSA
 //   SDK and torch_musa deployments use it so; no published header defines it); torch device type "musa"
 //   (torch_musa); runtime MUSA (libmusart.so), library MCCL.
-// cuda ranks run on the CUDA backend (comm/device/cuda_rank), npu and musa ranks on the generic accelerator
+// cuda ranks run on the CUDA backend (comm/device/bridge_rank), npu and musa ranks on the generic accelerator
 // rank over their runtime row (comm/device/accel_rank); comm/runtime counts each family's devices.
 inline constexpr DeviceFamily kDeviceFamilies[] = {
     {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true},

@@ -136,8 +136,8 @@ const char* IslandPathName(IslandPath p) {
   return "?";
 }
 
-// comm/device: CudaRank widens 16-bit inputs on the GPU (IslandCclRefusal(..., widens=true) in
-// cuda_collectives.cpp); AccelRank, the backend of every runtime row (ACL, MUSA), has no such kernel (widens=false
+// comm/device: BridgeRank widens 16-bit inputs on the GPU (IslandCclRefusal(..., widens=true) in
+// bridge_collectives.cpp); AccelRank, the backend of every runtime row (ACL, MUSA), has no such kernel (widens=false
 // in accel_rank.cpp).
 bool WidensOnDevice(const std::string& family) { return family == "cuda"; }
 

@@ -134,7 +134,7 @@ enum class IslandPath {
 const char* IslandPathName(IslandPath p);  // "as built", "library", "host"
 
 // Whether a device family's backend widens 16-bit data to f32 on the device (so that its 16-bit reductions
-// can run on the island's library): cuda (CudaRank) yes; npu, musa and any other (AccelRank) no.
+// can run on the island's library): cuda (BridgeRank) yes; npu, musa and any other (AccelRank) no.
 bool WidensOnDevice(const std::string& family);
 
 // The device family of a catalog vendor ("nvidia" -> "cuda", "ascend" -> "npu", "mthreads"/"moore-threads" ->

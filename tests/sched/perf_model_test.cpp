@@ -308,7 +308,7 @@ TEST(PerfModelIslands, NonReductionsAndWhatIfsTakeTheLibraryOrTheHostEngine) {
     }
     EXPECT_EQ(host->phases[0].name.find("vendor"), std::string::npos) << host->phases[0].name;
   }
-  // A family the model does not name widens nothing (only CudaRank does); a family that is not one is refused.
+  // A family the model does not name widens nothing (only BridgeRank does); a family that is not one is refused.
   Scenario unnamed = NpuAndCuda(IslandPath::kAsBuilt);
   unnamed.islands[1].family = "";
   auto u = CallCost(unnamed, Coll::kAllReduce, C, 2);

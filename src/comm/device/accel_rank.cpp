@@ -9,7 +9,7 @@
 //    reductions, MCCL's bf16 where it has none) and send/recv, groups and alltoall are staged as below: every rank
 //    decides from (call, type, op) alone, so all ranks of the island take the same path.
 //  * Hybrid world, and what the CCL does not take: pinned staging through the runtime's MallocHost memory, which
-//    every row has (ACL has neither mapped host registration nor stream memory operations, so CudaRank's
+//    every row has (ACL has neither mapped host registration nor stream memory operations, so BridgeRank's
 //    GPU-written "input ready" flags are not available). On the CALLER's thread: the inputs are copied down to
 //    pinned memory on the caller's stream (so after whatever produced them) and waited for; the host path runs on
 //    the pinned buffers; the results are queued back up on the caller's stream, and the call returns with those

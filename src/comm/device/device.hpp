@@ -3,11 +3,10 @@
 // decides, per call, between the island's vendor library on the caller's stream (a world of one island),
 // the device<->host bridge (a hybrid world), and the host path (host memory, stream NULL).
 //
-// Two backends: CudaRank (cuda_rank.cpp, the CUDA family, with the device bridge) and AccelRank
-// (accel_rank.cpp: every family whose runtime is a row of the device-runtime table, comm/runtime; pinned
-// staging). OpenDeviceRank is defined by the CUDA backend when the build has it, and otherwise returns
-// Unsupported naming the device, so the communicator needs no #ifdef at its dispatch points.
-// AccelRank reaches its communicator only through HostPath below.
+// Two backends, both written on the device-runtime table (comm/runtime) and the CCL table alone: BridgeRank
+// (bridge_rank.cpp: a row with the device bridge's calls and Tessera's kernels, HasDeviceBridge: cuda today) and
+// AccelRank (accel_rank.cpp: every other row: npu, musa; pinned staging). OpenDeviceRank picks by the row.
+// AccelRank reaches its communicator only through HostPath below; BridgeRank still as a friend of Comm.
 #pragma once
 
 #include <atomic>
@@ -181,10 +180,11 @@ class HostPath {
   ~HostPath() = default;
 };
 
-// `device` is TESSERA_DEVICE ("cuda:N"). Selects the GPU; errors name the value.
-Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const std::string& device);
-// A device of a family whose runtime is a row of the device-runtime table (npu:N, musa:N): loads the row, checks
-// the index against the devices the runtime sees, selects it. Errors name the value, the runtime and its file.
+// TESSERA_DEVICE's device (cuda:N, npu:N, musa:N): loads the family's runtime row, checks the index against the
+// devices the runtime sees, selects it; BridgeRank where the row has the device bridge (HasDeviceBridge), else
+// AccelRank. Errors name the value, the runtime and its file.
+Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const DeviceName& device);
+Result<std::unique_ptr<DeviceRank>> OpenBridgeRank(const DeviceName& device);
 Result<std::unique_ptr<DeviceRank>> OpenAccelRank(const DeviceName& device);
 // True when `p` is memory of a device backend (a host-island rank must not get such a pointer).
 bool IsDevicePointer(const void* p);

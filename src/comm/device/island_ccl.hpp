@@ -8,7 +8,7 @@
 //     same per call of a communicator, each reason logged once.
 //   - PaddedBlocks: the schedule's shards of a buffer (uneven when the island's size does not divide it) and where
 //     each sits in the library's equal blocks.
-// Used by AccelRank (accel_rank.cpp) and CudaRank (cuda_collectives.cpp).
+// Used by AccelRank (accel_rank.cpp) and BridgeRank (bridge_collectives.cpp).
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,8 @@
-// comm/device/ring_ops: the device bridge of a GPU rank — DeviceOps (comm/engine.hpp) on CUDA.
+// comm/device/ring_ops: the device bridge of a device rank — DeviceOps (comm/engine.hpp) on its runtime row
+// (comm/runtime: host registration, copies, events, and the row's fold/finalize kernels).
 //
 // The host rings of this rank's bridge channels (shm: its own inbox, and the inboxes of the peers it
-// writes to; TCP: a TcpRelay's two rings, comm/transport/relay.hpp) are registered with CUDA once, when the
+// writes to; TCP: a TcpRelay's two rings, comm/transport/relay.hpp) are registered with the runtime once, when the
 // communicator is made, so the GPU's copy engines move bytes straight between device memory and the rings: a message
 // leaves device memory with one D2H copy into the peer's ring, and arrives with one H2D copy out of this rank's ring
 // (into the destination, or into a device mirror of the ring where a kernel folds it). No CPU copy, no staging. Sends
@@ -9,18 +10,16 @@
 // the PCIe link run at once. Completion is tracked with pools of events.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <chrono>
 #include <memory>
 #include <vector>
 
-#include "comm/device/cuda.hpp"
+#include "comm/device/bridge_device.hpp"
 #include "comm/engine.hpp"
 
 namespace tessera::comm {
 
-class CudaRingOps final : public DeviceOps {
+class RuntimeRingOps final : public DeviceOps {
  public:
   // The host rings of one bridge link: `in`, where the peer's bytes arrive (this rank's inbox slot, or a
   // TCP relay's inbound ring), and `out`, where this rank's bytes leave (the peer's inbox slot, or the
@@ -31,12 +30,12 @@ class CudaRingOps final : public DeviceOps {
     std::byte* out;
     size_t out_bytes;
   };
-  // `send` and `fold` are the rank's bridge streams. Every ring is registered with CUDA, and each `in`
+  // `send` and `fold` are the rank's bridge streams. Every ring is registered with the runtime, and each `in`
   // ring gets a device mirror. `piece`: bytes per copy (TESSERA_DEVICE_PIECE).
-  static Result<std::unique_ptr<CudaRingOps>> Create(cudaStream_t send, cudaStream_t fold,
-                                                     const std::vector<Rings>& links, std::chrono::milliseconds timeout,
-                                                     size_t piece);
-  ~CudaRingOps() override;
+  static Result<std::unique_ptr<RuntimeRingOps>> Create(DeviceRuntime& rt, bridge::Stream send, bridge::Stream fold,
+                                                        const std::vector<Rings>& links,
+                                                        std::chrono::milliseconds timeout, size_t piece);
+  ~RuntimeRingOps() override;
 
   Status ToHost(void* host_dst, const void* dev_src, size_t bytes) override;
   Status FromHost(void* dev_dst, const void* host_src, size_t bytes) override;
@@ -61,9 +60,10 @@ class CudaRingOps final : public DeviceOps {
 
  private:
   static constexpr size_t kEvents = 64;  // per queue; more tickets in flight wait for the oldest
-  CudaRingOps() = default;
-  cudaStream_t stream_[2] = {};
-  std::vector<cudaEvent_t> events_[2];
+  explicit RuntimeRingOps(DeviceRuntime& rt) : rt_(rt) {}
+  DeviceRuntime& rt_;
+  bridge::Stream stream_[2] = {};
+  std::vector<bridge::Event> events_[2];
   uint64_t issued_[2] = {0, 0}, done_[2] = {0, 0};
   std::vector<void*> registered_;
   struct Mirrored {

@@ -1,13 +1,16 @@
-// comm/runtime: the dlopen-based loader of the device-runtime rows (kRuntimeTable) and the pinned staging
-// helpers every row supports; the rows' call shapes are in runtime_acl.cpp and runtime_musa.cpp. See runtime.hpp.
+// comm/runtime: the dlopen-based loader of the device-runtime rows (kRuntimeTable), the kernels registry, the
+// optional calls' defaults and the pinned staging helpers every row supports; the rows' call shapes are in
+// runtime_acl.cpp and runtime_cuda_api.cpp. See runtime.hpp.
 #include "comm/runtime/runtime.hpp"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <link.h>
 
-#ifdef TESSERA_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
 
 #include "comm/ccl/ccl.hpp"
 #include "common/env.hpp"
@@ -20,11 +23,11 @@ constexpr bool SameName(const char* a, const char* b) {
   while (*a != 0 && *a == *b) ++a, ++b;
   return *a == *b;
 }
-// Every device family names a runtime this build has (CUDA's backend or a row of kRuntimeTable) and a row of
-// kCclTable: a new vendor is a family row, a runtime row and a CCL row, and a typo in one fails the build.
+// Every device family names a row of kRuntimeTable and a row of kCclTable: a new vendor is a family row, a runtime
+// row and a CCL row (and its kernels, below), and a typo in one fails the build.
 constexpr bool FamiliesHaveRows() {
   for (const DeviceFamily& f : kDeviceFamilies) {
-    bool runtime = SameName(f.runtime, kCudaRuntime), ccl = false;
+    bool runtime = false, ccl = false;
     for (const RuntimeRow& r : kRuntimeTable) runtime |= SameName(f.runtime, r.name);
     for (const CclRow& r : kCclTable) ccl |= SameName(f.ccl, r.name);
     if (!runtime || !ccl) return false;
@@ -34,24 +37,86 @@ constexpr bool FamiliesHaveRows() {
 static_assert(FamiliesHaveRows(), "a DeviceFamily (common/vendor.hpp) names a runtime or CCL row that does not exist");
 }  // namespace
 
-bool HasCudaBackend(const DeviceFamily& family) { return SameName(family.runtime, kCudaRuntime); }
+// The kernels this build has, one entry per runtime (comm/kernels/cuda_kernels.cpp). A new vendor's kernels are
+// one more entry here.
+#ifdef TESSERA_HAVE_CUDA
+namespace internal {
+extern const DeviceKernels kCudaKernels;
+}
+#endif
+const DeviceKernels* FindKernels(std::string_view runtime) {
+#ifdef TESSERA_HAVE_CUDA
+  if (runtime == internal::kCudaKernels.runtime) return &internal::kCudaKernels;
+#endif
+  (void)runtime;
+  return nullptr;
+}
+
+bool HasDeviceBridge(const RuntimeRow& row) {
+  return row.host_register && row.stream_memops && FindKernels(row.name) != nullptr;
+}
+bool HasDeviceBridge(const DeviceFamily& family) {
+  const RuntimeRow* row = FindRuntimeRow(family.runtime);
+  return row != nullptr && HasDeviceBridge(*row);
+}
+
+namespace {
+// The rows whose `started` file is mapped in this process, one bit each. Asking the loader by name
+// (dlopen(RTLD_NOLOAD)) searches the library path when the file is not mapped: about 22 us per row on the
+// development machine, paid twice by every host collective (its buffer check). The list of mapped objects only
+// changes when something is loaded, which dl_iterate_phdr's dlpi_adds counts, so it is scanned again only then
+// (the first object's callback ends the walk: about 0.1 us).
+uint32_t StartedRows() {
+  static std::atomic<unsigned long long> seen_adds{~0ULL};
+  static std::atomic<uint32_t> seen_mask{0};
+  unsigned long long adds = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        *static_cast<unsigned long long*>(out) = info->dlpi_adds;
+        return 1;
+      },
+      &adds);
+  if (adds == seen_adds.load(std::memory_order_acquire)) return seen_mask.load(std::memory_order_relaxed);
+  uint32_t mask = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const char* name = info->dlpi_name;
+        if (name == nullptr || *name == 0) return 0;
+        const char* slash = std::strrchr(name, '/');
+        const char* base = slash ? slash + 1 : name;
+        uint32_t bit = 1;
+        for (const RuntimeRow& row : kRuntimeTable) {
+          if (std::strcmp(base, row.started) == 0) *static_cast<uint32_t*>(out) |= bit;
+          bit <<= 1;
+        }
+        return 0;
+      },
+      &mask);
+  seen_mask.store(mask, std::memory_order_relaxed);
+  seen_adds.store(adds, std::memory_order_release);
+  return mask;
+}
+static_assert(sizeof(kRuntimeTable) / sizeof(kRuntimeTable[0]) <= 32, "StartedRows has one bit per row");
+}  // namespace
+
+bool IsDeviceMemory(const void* p) {
+  if (p == nullptr) return false;
+  const uint32_t started = StartedRows();
+  if (started == 0) return false;
+  uint32_t bit = 1;
+  for (const RuntimeRow& row : kRuntimeTable) {
+    const bool mapped = (started & bit) != 0;
+    bit <<= 1;
+    if (!mapped) continue;
+    auto rt = LoadRuntime(row.name);
+    if (!rt.ok()) continue;
+    auto info = (*rt)->GetPointerInfo(p);
+    if (info.ok() && (info->type == MemoryType::kDevice || info->type == MemoryType::kManaged)) return true;
+  }
+  return false;
+}
 
 int VisibleDeviceCount(const DeviceFamily& family, std::string* why) {
-  if (HasCudaBackend(family)) {
-#ifdef TESSERA_HAVE_CUDA
-    int n = 0;
-    const cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess) {
-      *why = fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(err));
-      return 0;
-    }
-    if (n == 0) *why = "cudaGetDeviceCount found 0 devices";
-    return n;
-#else
-    *why = "this tessera was built without CUDA";
-    return 0;
-#endif
-  }
   auto rt = LoadRuntime(family.runtime);
   if (!rt.ok()) {
     *why = rt.status().message();
@@ -91,10 +156,48 @@ const char* CopyKindName(CopyKind k) {
 }
 
 DeviceRuntime::DeviceRuntime(const RuntimeRow& row, std::string path)
-    : row_(row), name_(row.name), path_(std::move(path)), env_var_(row.env_var ? row.env_var : "") {
+    : row_(row),
+      name_(row.name),
+      path_(std::move(path)),
+      env_var_(row.env_var ? row.env_var : ""),
+      prefix_(row.prefix ? row.prefix : ""),
+      kernels_(FindKernels(row.name)) {
   row_.name = name_.c_str();
   row_.soname = path_.c_str();
   row_.env_var = env_var_.c_str();
+  row_.prefix = prefix_.c_str();
+}
+
+Status DeviceRuntime::Lacks(const char* call) const {
+  return Unsupported(fmt::format("the {} device runtime ('{}') has no {}", name_, path_, call));
+}
+Result<std::string> DeviceRuntime::DeviceName(int device) { return fmt::format("{} device {}", name_, device); }
+Result<MappedHost> DeviceRuntime::HostAllocMapped(size_t) { return Lacks("mapped host allocation"); }
+Status DeviceRuntime::HostRegister(void*, size_t) { return Lacks("host memory registration"); }
+Status DeviceRuntime::HostUnregister(void*) { return Lacks("host memory registration"); }
+Status DeviceRuntime::StreamWriteValue32(Stream, uint32_t*, uint32_t) { return Lacks("stream write-value"); }
+Status DeviceRuntime::StreamWaitValue32(Stream, uint32_t*, uint32_t) { return Lacks("stream wait-value"); }
+
+Status DeviceRuntime::PreloadKernels() {
+  if (kernels_ == nullptr) return Lacks("Tessera kernels in this build");
+  return CheckCode(kernels_->preload(), "loading Tessera's kernels");
+}
+Status DeviceRuntime::Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first,
+                           Stream s) {
+  if (kernels_ == nullptr) return Lacks("Tessera kernels in this build");
+  return CheckCode(kernels_->fold(acc, src, n, dtype, src_type, op, first, s), "the fold kernel");
+}
+Status DeviceRuntime::Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor, Stream s) {
+  if (kernels_ == nullptr) return Lacks("Tessera kernels in this build");
+  return CheckCode(kernels_->finalize(out, acc, n, dtype, op, divisor, s), "the finalize kernel");
+}
+Status DeviceRuntime::SpinWait(uint32_t* dev_addr, uint32_t value, Stream s) {
+  if (kernels_ == nullptr) return Lacks("Tessera kernels in this build");
+  return CheckCode(kernels_->spin_wait(dev_addr, value, s), "the spin-wait kernel");
+}
+Status DeviceRuntime::WriteFlag(uint32_t* dev_addr, uint32_t value, Stream s) {
+  if (kernels_ == nullptr) return Lacks("Tessera kernels in this build");
+  return CheckCode(kernels_->write_flag(dev_addr, value, s), "the flag-write kernel");
 }
 
 namespace internal {
@@ -120,8 +223,8 @@ Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(const RuntimeRow& row) {
     case RuntimeShape::kAcl:
       rt = internal::BindAcl(row, row.soname, handle);
       break;
-    case RuntimeShape::kMusa:
-      rt = internal::BindMusa(row, row.soname, handle);
+    case RuntimeShape::kCudaApi:
+      rt = internal::BindCudaApi(row, row.soname, handle);
       break;
   }
   if (rt.ok()) TSR_LOG_DEBUG("loaded the {} device runtime from {}", row.name, row.soname);
@@ -136,7 +239,16 @@ Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(std::string_view name) {
   RuntimeRow row = *r;
   const std::string path = env::Get(row.env_var).value_or("");
   if (!path.empty()) row.soname = path.c_str();
-  return LoadRuntime(row);
+  // One object per row and file: the device ranks, ckpt's copies and the benchmarks of one process share it (the
+  // runtime itself is process-wide; a failed load is not kept, so a fixed variable is seen on the next call).
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<DeviceRuntime>> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string key = std::string(row.name) + "|" + row.soname;
+  if (auto it = loaded.find(key); it != loaded.end()) return it->second;
+  TSR_ASSIGN_OR_RETURN(auto rt, LoadRuntime(row));
+  loaded.emplace(key, rt);
+  return rt;
 }
 
 namespace {

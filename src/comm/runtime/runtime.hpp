@@ -1,58 +1,83 @@
-// comm/runtime: the device-runtime table (issue #31): one row per vendor runtime (Ascend's ACL, Moore Threads'
-// MUSA), loaded at run time with dlopen like the CCL table (comm/ccl/ccl.hpp), and one interface over them.
+// comm/runtime: the device-runtime table (issue #31): one row per vendor runtime (NVIDIA's CUDA runtime, Ascend's
+// ACL, Moore Threads' MUSA), loaded at run time with dlopen like the CCL table (comm/ccl/ccl.hpp), and one
+// interface over them.
 //
 // A runtime is loaded with dlopen, never linked, so libtessera runs on machines without it. Each runtime is ONE
 // row of kRuntimeTable (RuntimeRow): its name, file, the variable that points it at another file, its call shape
 // and its capability flags, from which a rank picks the device bridge or pinned staging. DeviceRuntime is the
-// interface a generic accelerator rank calls: one implementation per call shape (runtime_acl.cpp,
-// runtime_musa.cpp), each declaring its own function-pointer types from the vendor's public API (sources cited
-// there); no vendor header is needed to build. Errors are Status values naming the runtime, the call and the
-// runtime's own error code and message (aclGetRecentErrMsg, musaGetErrorString).
+// interface the device ranks call: one implementation per call shape (runtime_acl.cpp, runtime_cuda_api.cpp: CUDA's
+// runtime API under the row's prefix, "cuda" or "musa"), each declaring its own function-pointer types from the
+// vendor's public API (sources cited there); no vendor header is needed to build. Errors are Status values naming the
+// runtime, the call and the runtime's own error code and message (aclGetRecentErrMsg, cudaGetErrorString,
+// musaGetErrorString).
+//
+// Beyond the calls every row has, a row may have the device bridge's calls (mapped host memory, registration of
+// existing host memory, stream write / wait value) and Tessera's fold/finalize kernels (DeviceKernels, built for
+// the runtime in comm/kernels). The capability flags say which; a rank with all of them runs the device bridge
+// (comm/device/bridge_rank), every other row stages through pinned memory (comm/device/accel_rank).
 //
 // Threads: ACL binds a device to a thread (aclrtSetDevice "per thread before resources"), so every thread that
 // calls a DeviceRuntime calls SetDevice first; MUSA (as CUDA) keeps a current device per thread too.
-// Used by the generic accelerator rank (comm/device/accel_rank) and the launcher's device count.
+// Used by the device ranks (comm/device), ckpt's device copies and the launcher's device count.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "common/dtype.hpp"
 #include "common/vendor.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::comm {
 
-// The runtime name of the CUDA family (DeviceFamily::runtime), whose ranks have their own backend (CudaRank, with
-// the device bridge) rather than a row of this table. Every family's runtime is this or a row (runtime.cpp checks
-// the tables at compile time).
-inline constexpr const char* kCudaRuntime = "cuda";
-bool HasCudaBackend(const DeviceFamily& family);
-
 // How a runtime is called.
 enum class RuntimeShape {
-  kAcl,   // ACL's (acl_rt.h): aclInit once per process, destMax on copies and memsets, aclrtQueryEventStatus
-  kMusa,  // CUDA's runtime API under the prefix "musa" (torch_musa's 1:1 mapping), values ASSUMED to be CUDA's
+  kAcl,      // ACL's (acl_rt.h): aclInit once per process, destMax on copies and memsets, aclrtQueryEventStatus
+  kCudaApi,  // CUDA's runtime API (cuda_runtime_api.h) under the row's prefix: "cuda" itself, or "musa" (torch_musa's
+             // 1:1 mapping; MUSA's values are ASSUMED to be CUDA's, see runtime_cuda_api.cpp)
 };
 
 // One device runtime.
 struct RuntimeRow {
-  const char* name;     // "acl", "musa"
+  const char* name;     // "cuda", "acl", "musa"
   const char* soname;   // what dlopen loads, e.g. "libascendcl.so" (may be a path)
   const char* env_var;  // the variable that points the row at another file, e.g. "TESSERA_ACL_LIBRARY"
   RuntimeShape shape;
+  const char* prefix;  // kCudaApi: the symbols' prefix ("cuda" -> cudaMalloc, "musa" -> musaMalloc); else ""
+  // A file mapped in a process once the runtime has started there (CUDA: the driver, libcuda.so.1, which libcudart
+  // maps on its first call; the others: the runtime itself). IsDeviceMemory asks only started runtimes, so a
+  // host rank never starts one (a CUDA context costs memory on the GPU).
+  const char* started;
   // Capability flags. host_register: mapped registration of existing host memory, as cudaHostRegister with
   // cudaHostRegisterMapped has it. stream_memops: stream write / wait value (cuStreamWriteValue32 and friends).
   // pinned_host_alloc: page-locked host allocation (aclrtMallocHost / musaMallocHost), which staging needs.
+  // (Whether the row has Tessera's kernels is not a flag: it is whether the build has them, FindKernels.)
   bool host_register;
   bool stream_memops;
   bool pinned_host_alloc;
 };
 
-// The runtimes this build knows. Neither has run on hardware: both are proven against the host ABI shims of
-// tests/shims (tests/runtime). See docs/gpu.md, "Vendors".
+// The runtimes this build knows. cuda runs on NVIDIA GPUs (the H200 of scripts/device-check.sh); acl and musa have
+// not run on hardware: they are proven against the host ABI shims of tests/shims (tests/runtime). See docs/gpu.md,
+// "Vendors".
 inline constexpr RuntimeRow kRuntimeTable[] = {
+    // CUDA (NVIDIA): cuda_runtime_api.h / driver_types.h of CUDA 13.0 (runtime_cuda_api.cpp cites each value).
+    // Soname: CUDA 13's runtime, "libcudart.so.13", the file libtessera links and torch's cu130 wheels bring, so
+    // dlopen finds the copy already mapped. Mapped registration (cudaHostRegister, cudaHostGetDevicePointer) and
+    // stream memory operations (cuStreamWriteValue32 / cuStreamWaitValue32 through cudaGetDriverEntryPointByVersion;
+    // the kernels' spin-wait where a driver refuses them) are CUDA's.
+    {.name = "cuda",
+     .soname = "libcudart.so.13",
+     .env_var = "TESSERA_CUDA_LIBRARY",
+     .shape = RuntimeShape::kCudaApi,
+     .prefix = "cuda",
+     .started = "libcuda.so.1",
+     .host_register = true,
+     .stream_memops = true,
+     .pinned_host_alloc = true},
     // ACL (Huawei Ascend): acl_base.h / acl_rt.h as vendored by Ascend/pytorch third_party/acl/inc/acl (commit
     // c4840e3c, tests/shims/acl_abi.h cites lines). Soname: torch_npu dlopens "libascendcl.so". No mapped host
     // registration in CUDA's form and no stream memory operations in acl_rt.h; aclrtMallocHost (rt:1250).
@@ -60,6 +85,8 @@ inline constexpr RuntimeRow kRuntimeTable[] = {
      .soname = "libascendcl.so",
      .env_var = "TESSERA_ACL_LIBRARY",
      .shape = RuntimeShape::kAcl,
+     .prefix = "",
+     .started = "libascendcl.so",
      .host_register = false,
      .stream_memops = false,
      .pinned_host_alloc = true},
@@ -70,19 +97,30 @@ inline constexpr RuntimeRow kRuntimeTable[] = {
     {.name = "musa",
      .soname = "libmusart.so",
      .env_var = "TESSERA_MUSA_LIBRARY",
-     .shape = RuntimeShape::kMusa,
+     .shape = RuntimeShape::kCudaApi,
+     .prefix = "musa",
+     .started = "libmusart.so",
      .host_register = false,
      .stream_memops = false,
      .pinned_host_alloc = true},
 };
 
-// How many devices of `family` this process sees: the CUDA runtime's count, or the family's runtime row's
-// DeviceCount() (loading the row); 0 with *why set when none (the runtime missing, or its error).
+// Whether a rank of this row (family) runs the device bridge: the row has mapped registration and stream memory
+// operations, and the build has Tessera's kernels for it. Otherwise its ranks stage through pinned memory.
+bool HasDeviceBridge(const RuntimeRow& row);
+bool HasDeviceBridge(const DeviceFamily& family);
+
+// True when `p` is device (or managed) memory of a runtime row this process has started (see RuntimeRow::started):
+// a host rank must not get such a pointer.
+bool IsDeviceMemory(const void* p);
+
+// How many devices of `family` this process sees: its runtime row's DeviceCount() (loading the row); 0 with *why
+// set when none (the runtime missing, or its error).
 int VisibleDeviceCount(const DeviceFamily& family, std::string* why);
 
-// The row named `name` ("acl", "musa"), or null.
+// The row named `name` ("cuda", "acl", "musa"), or null.
 const RuntimeRow* FindRuntimeRow(std::string_view name);
-// "acl, musa": for messages.
+// "cuda, acl, musa": for messages.
 std::string RuntimeRowNames();
 
 // The direction of a copy (each row maps it to its own kind value).
@@ -94,10 +132,41 @@ enum class MemoryType {
   kUnregistered,  // not the runtime's (pageable host memory, or unknown)
   kPinnedHost,    // host memory the runtime allocated (or registered)
   kDevice,        // device memory of `device`
+  kManaged,       // managed (unified) memory: the device may use it (CUDA's cudaMemoryTypeManaged)
 };
 struct PointerInfo {
   MemoryType type = MemoryType::kUnregistered;
   int device = -1;  // for kDevice (and pinned host memory where the runtime says), else -1
+  // The allocation that holds the pointer, where the runtime tells it (CUDA: cuMemGetAddressRange), else 0/0.
+  uintptr_t base = 0;
+  size_t extent = 0;
+};
+
+// Tessera's device kernels for one runtime (comm/kernels has CUDA's), with the same element rules as the host folds
+// (comm/reduce), so a device rank and a host rank that fold the same contributions in the same order get the same
+// bits. Each returns the runtime's error code (0: launched); all run asynchronously on `stream`.
+struct DeviceKernels {
+  const char* runtime;  // the row they run on: "cuda"
+  // Loads every kernel now (a lazily loaded kernel's first launch can wait behind an application's synchronizing
+  // call on a stream that waits for the collective: see comm/kernels).
+  int (*preload)();
+  // acc (AccumType(dtype)) = first ? convert(src) : op(acc, convert(src)); src is dtype or AccumType(dtype).
+  int (*fold)(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first, void* stream);
+  // out (dtype) = narrow(acc [/ divisor for avg]), rounded once.
+  int (*finalize)(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor, void* stream);
+  // The stream waits until the mapped word reaches `value` (wrap-around >=); the stream writes `value` after a
+  // system-wide fence. The fallbacks of the runtime's stream memory operations.
+  int (*spin_wait)(const volatile uint32_t* flag_dev, uint32_t value, void* stream);
+  int (*write_flag)(uint32_t* flag_dev, uint32_t value, void* stream);
+};
+// The kernels this build has for the runtime row `runtime`, or null (comm/kernels registers CUDA's when the build
+// has CUDA; a new vendor's kernels are one more entry there).
+const DeviceKernels* FindKernels(std::string_view runtime);
+
+// Host memory the device can address: `host` for the CPU, `dev` the same bytes seen from the device.
+struct MappedHost {
+  void* host = nullptr;
+  void* dev = nullptr;
 };
 
 // A loaded runtime. Streams and events are the runtime's opaque handles.
@@ -115,6 +184,8 @@ class DeviceRuntime {
   // Makes `device` this thread's device (call it on every thread before any resource call). An index outside
   // [0, DeviceCount()) is InvalidArgument naming the index.
   virtual Status SetDevice(int device) = 0;
+  // "NVIDIA H200"; the runtime's name and the index where the runtime cannot tell.
+  virtual Result<std::string> DeviceName(int device);
 
   virtual Result<void*> Malloc(size_t bytes) = 0;  // device memory of this thread's device
   virtual Status Free(void* dev) = 0;
@@ -139,16 +210,43 @@ class DeviceRuntime {
   virtual Status Memset(void* dev, size_t dst_bytes, int value, size_t bytes) = 0;
   virtual Status MemsetAsync(void* dev, size_t dst_bytes, int value, size_t bytes, Stream s) = 0;
 
+  // --- The device bridge's calls (row().host_register, row().stream_memops); Unsupported, naming the runtime and
+  // the call, where the row lacks them.
+  // Page-locked host memory mapped into the device's address space (cudaHostAlloc with cudaHostAllocMapped).
+  virtual Result<MappedHost> HostAllocMapped(size_t bytes);
+  // Registers existing host memory so the device's copy engines read and write it directly (cudaHostRegister).
+  virtual Status HostRegister(void* host, size_t bytes);
+  virtual Status HostUnregister(void* host);
+  // The stream writes `value` to the mapped word `dev_addr` after its earlier work and that work's memory writes
+  // are visible; the stream waits until the mapped word reaches `value` (wrap-around >=). Unsupported where the
+  // runtime or its driver lacks them: the caller falls back to the kernels' spin_wait / write_flag.
+  virtual Status StreamWriteValue32(Stream s, uint32_t* dev_addr, uint32_t value);
+  virtual Status StreamWaitValue32(Stream s, uint32_t* dev_addr, uint32_t value);
+
+  // --- Tessera's kernels for this runtime (FindKernels), null where the build has none.
+  const DeviceKernels* kernels() const { return kernels_; }
+  // The kernels' calls, their launch errors checked as this runtime's errors ("the fold kernel").
+  Status PreloadKernels();
+  Status Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first, Stream s);
+  Status Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor, Stream s);
+  Status SpinWait(uint32_t* dev_addr, uint32_t value, Stream s);
+  Status WriteFlag(uint32_t* dev_addr, uint32_t value, Stream s);
+
  protected:
   DeviceRuntime(const RuntimeRow& row, std::string path);
-  RuntimeRow row_;  // its strings point into this object
-  std::string name_, path_, env_var_;
+  // A failed kernel launch's code as this runtime's error ("cuda error 'invalid argument' (1) in the fold kernel").
+  virtual Status CheckCode(int code, const std::string& what) const = 0;
+  Status Lacks(const char* call) const;  // Unsupported: this runtime has no `call`
+  RuntimeRow row_;                       // its strings point into this object
+  std::string name_, path_, env_var_, prefix_;
+  const DeviceKernels* kernels_ = nullptr;
 };
 
 // Loads `row` from row.soname (a name or a path). Unsupported when the file or a symbol is missing: the message
 // names the runtime, the file, the row's variable and dlerror() (or the missing symbol).
 Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(const RuntimeRow& row);
-// The row named `name`, from the file its variable (TESSERA_ACL_LIBRARY, TESSERA_MUSA_LIBRARY) names when set.
+// The row named `name`, from the file its variable (TESSERA_CUDA_LIBRARY, TESSERA_ACL_LIBRARY,
+// TESSERA_MUSA_LIBRARY) names when set. Loaded once per process and row: every later call returns the same object.
 Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(std::string_view name);
 
 // Pinned staging, which every row supports: copies `bytes` from pinned host memory (MallocHost) to device memory
@@ -157,9 +255,9 @@ Status StageDown(DeviceRuntime& rt, DeviceRuntime::Stream s, void* dev, const vo
 Status StageUp(DeviceRuntime& rt, DeviceRuntime::Stream s, void* host_pinned, const void* dev, size_t bytes);
 
 namespace internal {
-// The implementations (runtime_acl.cpp, runtime_musa.cpp): bind `handle` (dlopen'ed `path`).
+// The implementations (runtime_acl.cpp, runtime_cuda_api.cpp): bind `handle` (dlopen'ed `path`).
 Result<std::shared_ptr<DeviceRuntime>> BindAcl(const RuntimeRow& row, const std::string& path, void* handle);
-Result<std::shared_ptr<DeviceRuntime>> BindMusa(const RuntimeRow& row, const std::string& path, void* handle);
+Result<std::shared_ptr<DeviceRuntime>> BindCudaApi(const RuntimeRow& row, const std::string& path, void* handle);
 // Unsupported: `path` (the `row` runtime) lacks `symbol`; names the row's variable.
 Status MissingRuntimeSymbol(const RuntimeRow& row, const std::string& path, const std::string& symbol);
 }  // namespace internal

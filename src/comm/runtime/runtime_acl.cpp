@@ -158,6 +158,9 @@ class AclRuntime final : public DeviceRuntime {
     return Check(a_.MemsetAsync(dev, dst_bytes, value, bytes, s), fmt::format("aclrtMemsetAsync ({} bytes)", bytes));
   }
 
+ protected:
+  Status CheckCode(int code, const std::string& what) const override { return Check(code, what); }
+
  private:
   AclApi a_;
 };

@@ -1,6 +1,8 @@
-// comm/device/cuda_rank: the CUDA device backend of a rank (see device.hpp), in two modes:
+// comm/device/bridge_rank: the device backend of a rank whose runtime row has the device bridge (see device.hpp;
+// comm/runtime HasDeviceBridge: mapped host memory and registration, stream write / wait value and Tessera's
+// kernels — the cuda row today). Every device call goes through the row's DeviceRuntime; no vendor header. Modes:
 //
-//  * World of one CUDA island: every collective on device memory is one call into the island's CCL
+//  * World of one device island: every collective on device memory is one call into the island's CCL
 //    (NCCL) on the caller's stream — nothing else happens on the way, so the cost over calling NCCL
 //    directly is the argument checks.
 //  * Hybrid world (several islands): collectives on device memory cross the GPU<->host bridge, in one of
@@ -26,9 +28,9 @@
 //    one before first waits for that one's end (they share the staging buffers).
 //    Host-memory calls (stream NULL) go through the same worker queue, in order, and wait.
 // Streams, events and the flags are created in Attach, once per communicator. Staging grows on the caller's
-// thread when a larger call comes and is kept; no buffer is freed before the communicator is (cudaFreeHost
+// thread when a larger call comes and is kept; no buffer is freed before the communicator is (freeing pinned memory
 // would synchronize the device against a stream waiting for the bridge).
-#include "comm/device/cuda_rank.hpp"
+#include "comm/device/bridge_rank.hpp"
 
 #include <fmt/format.h>
 
@@ -43,19 +45,17 @@
 
 namespace tessera::comm {
 
-Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const std::string& device) {
-  TSR_ASSIGN_OR_RETURN(auto dev, cuda::Device::Open(device));
-  return std::unique_ptr<DeviceRank>(new CudaRank(std::move(dev)));
+Result<std::unique_ptr<DeviceRank>> OpenBridgeRank(const DeviceName& device) {
+  TSR_ASSIGN_OR_RETURN(auto dev, bridge::Device::Open(device));
+  return std::unique_ptr<DeviceRank>(new BridgeRank(std::move(dev)));
 }
 
-bool IsDevicePointer(const void* p) { return cuda::IsDeviceMemory(p); }
-
-Status CudaRank::Attach(Comm* comm) {
+Status BridgeRank::Attach(Comm* comm) {
   comm_ = comm;
   hybrid_ = comm->islands_.size() > 1;
   if (!hybrid_) {
     // World of one island: the island's CCL, on the caller's stream.
-    TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv());
+    TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(dev_->device().family->ccl));
     const Island& I = comm->islands_[comm->my_island_];
     auto c = CclComm::Create(lib, comm->store_.get(), fmt::format("ccl/island{}/id", I.index),
                              static_cast<int>(I.ranks.size()), comm->local_, comm->timeout_);
@@ -72,21 +72,24 @@ Status CudaRank::Attach(Comm* comm) {
     for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o)
       direct_.ccl_op[o] = static_cast<int8_t>(ccl_->Op(static_cast<RedOp>(o)));
     direct_.owner = this;
-    direct_.report = [](void* self, int r) { return static_cast<CudaRank*>(self)->CclCall("AllReduce", r); };
+    direct_.report = [](void* self, int r) { return static_cast<BridgeRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
   }
   trace_prefix_ = env::Get("TESSERA_DEVICE_TRACE").value_or("");
-  TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking), "cudaStreamCreate"));
-  TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking), "cudaStreamCreate"));
-  TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&tail_ev_, cudaEventDisableTiming), "cudaEventCreate"));
-  for (auto& e : copies_ev_)
-    TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
-  TSR_RETURN_IF_ERROR(in_flags_.Allocate(kInFlags));
-  for (auto& e : in_ev_)
-    TSR_RETURN_IF_ERROR(cuda::Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+  DeviceRuntime& rt = dev_->rt();
+  TSR_ASSIGN_OR_RETURN(d2h_, rt.StreamCreate());
+  TSR_ASSIGN_OR_RETURN(h2d_, rt.StreamCreate());
+  TSR_ASSIGN_OR_RETURN(tail_ev_, rt.EventCreate());
+  for (auto& e : copies_ev_) {
+    TSR_ASSIGN_OR_RETURN(e, rt.EventCreate());
+  }
+  TSR_RETURN_IF_ERROR(in_flags_.Allocate(rt, kInFlags));
+  for (auto& e : in_ev_) {
+    TSR_ASSIGN_OR_RETURN(e, rt.EventCreate());
+  }
   if (comm->DeviceBridgeEligible(comm->islands_[comm->my_island_], DType::kFloat32)) {
     // The host rings of every link to another island: shm inboxes on this host, a TcpRelay's otherwise.
-    std::vector<CudaRingOps::Rings> links;
+    std::vector<RuntimeRingOps::Rings> links;
     for (int p = 0; p < comm->size_; ++p) {
       if (comm->infos_[p].island == comm->my_island_) continue;
       if (const TcpRelay* r = comm->relay(p)) {
@@ -104,20 +107,19 @@ Status CudaRank::Attach(Comm* comm) {
     TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_DEVICE_PIECE"));
     if (piece < 4096 || piece % 8 != 0)
       return InvalidArgument(fmt::format("TESSERA_DEVICE_PIECE={} must be at least 4096 and a multiple of 8", piece));
-    auto ops = CudaRingOps::Create(d2h_, h2d_, links, comm->timeout_, piece);
+    auto ops = RuntimeRingOps::Create(rt, d2h_, h2d_, links, comm->timeout_, piece);
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", comm->rank_));
     ring_ops_ = std::move(ops).value();
   }
   if (comm->islands_[comm->my_island_].ranks.size() > 1) {
-    const DeviceFamily* family = FindDeviceFamily("cuda");
-    TSR_ASSIGN_OR_RETURN(island_ccl_, OpenIslandCcl(comm->store_.get(), comm->WorldShape(),
-                                                    family ? family->ccl : "nccl", family ? family->label : "CUDA"));
+    const DeviceFamily& family = *dev_->device().family;
+    TSR_ASSIGN_OR_RETURN(island_ccl_, OpenIslandCcl(comm->store_.get(), comm->WorldShape(), family.ccl, family.label));
   }
   worker_ = std::thread([this] { WorkerLoop(); });
   return Status::Ok();
 }
 
-CudaRank::~CudaRank() {
+BridgeRank::~BridgeRank() {
   if (worker_.joinable()) {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -126,8 +128,9 @@ CudaRank::~CudaRank() {
     cv_.notify_all();
     worker_.join();
   }
-  if (d2h_) (void)cudaStreamSynchronize(d2h_);
-  if (h2d_) (void)cudaStreamSynchronize(h2d_);
+  DeviceRuntime& rt = dev_->rt();
+  if (d2h_) (void)rt.StreamSynchronize(d2h_);
+  if (h2d_) (void)rt.StreamSynchronize(h2d_);
   if (!trace_prefix_.empty()) {
     const std::string path = fmt::format("{}.rank{}", trace_prefix_, comm_->rank_);
     if (FILE* f = std::fopen(path.c_str(), "w")) {
@@ -140,39 +143,39 @@ CudaRank::~CudaRank() {
     }
   }
   ring_ops_.reset();  // unregisters the rings while they are still mapped
-  if (tail_ev_) (void)cudaEventDestroy(tail_ev_);
+  if (tail_ev_) (void)rt.EventDestroy(tail_ev_);
   for (auto e : copies_ev_)
-    if (e) (void)cudaEventDestroy(e);
+    if (e) (void)rt.EventDestroy(e);
   for (auto e : in_ev_)
-    if (e) (void)cudaEventDestroy(e);
-  if (d2h_) (void)cudaStreamDestroy(d2h_);
-  if (h2d_) (void)cudaStreamDestroy(h2d_);
+    if (e) (void)rt.EventDestroy(e);
+  if (d2h_) (void)rt.StreamDestroy(d2h_);
+  if (h2d_) (void)rt.StreamDestroy(h2d_);
   if (ccl_ && comm_ && !comm_->failed_.ok()) ccl_->MarkFailed();
   ccl_.reset();
   if (island_ccl_ && comm_ && !comm_->failed_.ok()) island_ccl_->MarkFailed();
   island_ccl_.reset();
-  if (island_dev_) (void)cudaFree(island_dev_);
-  for (void* p : retired_dev_) (void)cudaFree(p);
+  if (island_dev_) (void)rt.Free(island_dev_);
+  for (void* p : retired_dev_) (void)rt.Free(p);
 }
 
-std::string CudaRank::Describe() const {
+std::string BridgeRank::Describe() const {
   if (ccl_)
-    return fmt::format("cuda:{} ({}), {} {} on the caller's stream", dev_->index(), dev_->name(), ccl_->lib().name(),
+    return fmt::format("{} ({}), {} {} on the caller's stream", dev_->spec(), dev_->name(), ccl_->lib().name(),
                        ccl_->lib().version());
   std::string bridge = "pinned staging";
   if (ring_ops_)
     bridge = fmt::format(
-        "copy engines straight into the shm rings{}, folds on the GPU (floating types)",
+        "copy engines straight into the shm rings{}, folds on the device (floating types)",
         relayed_links_ > 0 ? fmt::format(" ({} TCP links relayed through host rings)", relayed_links_) : std::string());
   const std::string island = island_ccl_ ? fmt::format("; {} {} runs the island phases, only shards cross the bridge",
                                                        island_ccl_->lib().name(), island_ccl_->lib().version())
                                          : std::string();
-  return fmt::format("cuda:{} ({}), GPU<->host bridge: {}, stream wait: {}{}", dev_->index(), dev_->name(), bridge,
+  return fmt::format("{} ({}), device<->host bridge: {}, stream wait: {}{}", dev_->spec(), dev_->name(), bridge,
                      dev_->wait_mode(), island);
 }
 
-Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
-                              size_t recv_bytes, tsrStream_t stream) {
+Status BridgeRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
+                                size_t recv_bytes, tsrStream_t stream) {
   if (stream == nullptr) {
     TSR_RETURN_IF_ERROR(dev_->CheckHostPtr(what, "sendbuf", send));
     return dev_->CheckHostPtr(what, "recvbuf", recv);
@@ -188,25 +191,31 @@ Status CudaRank::CheckBuffers(const char* what, const void* send, size_t send_by
 // every later call returns at once (bench/gpu/first_call.cu; figures in docs/benchmarks.md, "NCCL's first
 // collective waits for the caller's stream"). So the communicator
 // makes that first call itself, on a stream of its own, before the application can queue work.
-Status CudaRank::WarmUp() {
-  cudaStream_t s = nullptr;
-  cudaEvent_t done = nullptr;
+Status BridgeRank::WarmUp() {
+  DeviceRuntime& rt = dev_->rt();
+  bridge::Stream s = nullptr;
+  bridge::Event done = nullptr;
   void* one = nullptr;
-  Status st = cuda::Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate (CCL warm-up)");
-  if (st.ok()) st = cuda::Check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-  if (st.ok()) st = cuda::Check(cudaMalloc(&one, sizeof(float)), "cudaMalloc (CCL warm-up)");
-  if (st.ok()) st = cuda::Check(cudaMemsetAsync(one, 0, sizeof(float), s), "cudaMemsetAsync (CCL warm-up)");
+  auto made = [](auto& out, auto r) -> Status {
+    if (!r.ok()) return r.status().WithContext("the CCL's warm-up");
+    out = *r;
+    return Status::Ok();
+  };
+  Status st = made(s, rt.StreamCreate());
+  if (st.ok()) st = made(done, rt.EventCreate());
+  if (st.ok()) st = made(one, rt.Malloc(sizeof(float)));
+  if (st.ok()) st = rt.MemsetAsync(one, sizeof(float), 0, sizeof(float), s);
   if (st.ok())
     st = ccl_->lib().Check(
         ccl_->lib().AllReduce(one, one, 1, CclDataType(DType::kFloat32), CclRedOp(RedOp::kSum), ccl_->handle(), s),
         "AllReduce (warm-up at init)");
-  if (st.ok()) st = cuda::Check(cudaEventRecord(done, s), "cudaEventRecord (CCL warm-up)");
+  if (st.ok()) st = rt.EventRecord(done, s);
   // Bounded: a peer that died since init must not hang this one.
   if (st.ok()) st = dev_->WaitEvent(done, comm_->timeout_, "the CCL's warm-up allreduce at init");
   if (st.ok()) {
-    (void)cudaFree(one);
-    (void)cudaEventDestroy(done);
-    (void)cudaStreamDestroy(s);
+    (void)rt.Free(one);
+    (void)rt.EventDestroy(done);
+    (void)rt.StreamDestroy(s);
     return Status::Ok();
   }
   ccl_->MarkFailed();  // abort, not destroy; what a stuck call may still use is left alone
@@ -214,7 +223,7 @@ Status CudaRank::WarmUp() {
                                     comm_->islands_[comm_->my_island_].index, ccl_->lib().name()));
 }
 
-Status CudaRank::Direct() const {
+Status BridgeRank::Direct() const {
   if (comm_->failed_.ok() && comm_->async_failed_.load(std::memory_order_acquire))
     return comm_->GuardFn("call", [] { return Status::Ok(); });  // makes the async error the failure
   if (!comm_->failed_.ok())
@@ -222,7 +231,7 @@ Status CudaRank::Direct() const {
   return Status::Ok();
 }
 
-Status CudaRank::CclCall(const char* what, int r) {
+Status BridgeRank::CclCall(const char* what, int r) {
   Status s = ccl_->lib().Check(r, what);
   // The CCL's asynchronous error (a peer gone, a kernel fault) is polled every 128th call — at the
   // ~4 µs NCCL's own enqueue takes, about every half millisecond — so a steady loop does not pay for it
@@ -235,7 +244,7 @@ Status CudaRank::CclCall(const char* what, int r) {
   return s;
 }
 
-Status CudaRank::Fail(const char* what, Status s) {
+Status BridgeRank::Fail(const char* what, Status s) {
   if (s.ok()) return s;
   // The communicator's state belongs to the worker thread while one runs.
   if (worker_.joinable() && std::this_thread::get_id() != worker_.get_id())
@@ -245,8 +254,8 @@ Status CudaRank::Fail(const char* what, Status s) {
 
 // ---- hybrid: the worker queue ----
 
-Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(cudaEvent_t)> run) {
-  auto user = static_cast<cudaStream_t>(stream);
+Status BridgeRank::SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(bridge::Event)> run) {
+  auto user = static_cast<bridge::Stream>(stream);
   std::unique_lock<std::mutex> l(mu_);
   if (!async_error_.ok())
     return Status(async_error_.code(),
@@ -270,13 +279,13 @@ Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::functio
   job.copy_streams = true;
   job.run = std::move(run);
   Status s = OrderAfterPrevious(user);
-  if (s.ok()) s = cuda::Check(cudaEventRecord(job.in, user), "cudaEventRecord on the caller's stream");
+  if (s.ok()) s = dev_->rt().EventRecord(job.in, user).WithContext("on the caller's stream");
   if (s.ok()) s = dev_->EnqueueWaitFlag(user, ticket);
   if (s.ok()) RecordTail(user);
   if (!s.ok()) {
     // Keep the ticket sequence whole: the worker runs a job that records this failure (through the
     // communicator's Guard, so the other ranks hear of it) and raises the flag.
-    job.run = [this, s, what](cudaEvent_t) { return Fail(what, s); };
+    job.run = [this, s, what](bridge::Event) { return Fail(what, s); };
   }
   queue_.push_back(std::move(job));
   l.unlock();
@@ -284,23 +293,22 @@ Status CudaRank::SubmitDevice(const char* what, tsrStream_t stream, std::functio
   return s;
 }
 
-Status CudaRank::OrderAfterPrevious(cudaStream_t s) {
+Status BridgeRank::OrderAfterPrevious(bridge::Stream s) {
   if (!tail_set_ || tail_stream_ == s) return Status::Ok();
-  return cuda::Check(cudaStreamWaitEvent(s, tail_ev_, 0), "cudaStreamWaitEvent (the previous collective's stream)");
+  return dev_->rt().StreamWaitEvent(s, tail_ev_).WithContext("waiting for the previous collective's stream");
 }
 
-void CudaRank::RecordTail(cudaStream_t s) {
-  if (cudaEventRecord(tail_ev_, s) == cudaSuccess) {
+void BridgeRank::RecordTail(bridge::Stream s) {
+  if (dev_->rt().EventRecord(tail_ev_, s).ok()) {
     tail_stream_ = s;
     tail_set_ = true;
   } else {
-    (void)cudaGetLastError();
     tail_set_ = false;  // the next job on another stream then orders after nothing: record the failure
   }
 }
 
-Status CudaRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts) {
-  auto user = static_cast<cudaStream_t>(stream);
+Status BridgeRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts) {
+  auto user = static_cast<bridge::Stream>(stream);
   std::unique_lock<std::mutex> l(mu_);
   auto earlier = [&] {
     return Status(async_error_.code(),
@@ -325,16 +333,18 @@ Status CudaRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<
     if (parts[i].pre) s = parts[i].pre(user);
     for (const Copy& c : parts[i].down)
       if (s.ok() && c.bytes > 0)
-        s = cuda::Check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost, user),
-                        "cudaMemcpyAsync (device to pinned staging)");
+        s = dev_->rt()
+                .MemcpyAsync(c.dst, c.bytes, c.src, c.bytes, CopyKind::kDeviceToHost, user)
+                .WithContext("device to pinned staging");
     if (s.ok()) s = dev_->EnqueueWriteFlag(user, in_flags_.dev((first + i) % kInFlags), first + i);
   }
   for (uint32_t i = 0; i < n && s.ok(); ++i) {
     s = dev_->EnqueueWaitFlag(user, first + i);
     for (const Copy& c : parts[i].up)
       if (s.ok() && c.bytes > 0)
-        s = cuda::Check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, user),
-                        "cudaMemcpyAsync (pinned staging to device)");
+        s = dev_->rt()
+                .MemcpyAsync(c.dst, c.bytes, c.src, c.bytes, CopyKind::kHostToDevice, user)
+                .WithContext("pinned staging to device");
     if (s.ok() && parts[i].post) s = parts[i].post(user);
   }
   if (s.ok()) RecordTail(user);
@@ -343,9 +353,9 @@ Status CudaRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<
   if (!trace_prefix_.empty()) job.submitted_us = MonotonicUs();
   if (!s.ok()) {
     // Keep the ticket sequence whole: the worker records the failure and raises the done flag past it.
-    job.run = [this, s, what](cudaEvent_t) { return Fail(what, s); };
+    job.run = [this, s, what](bridge::Event) { return Fail(what, s); };
   } else {
-    job.run = [this, what, first, last, parts = std::move(parts)](cudaEvent_t) -> Status {
+    job.run = [this, what, first, last, parts = std::move(parts)](bridge::Event) -> Status {
       for (uint32_t i = 0; i < parts.size(); ++i) {
         const uint32_t t = first + i;
         TSR_RETURN_IF_ERROR(WaitInput(t, what));
@@ -361,7 +371,7 @@ Status CudaRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<
   return s;
 }
 
-Status CudaRank::WaitInput(uint32_t ticket, const char* what) {
+Status BridgeRank::WaitInput(uint32_t ticket, const char* what) {
   const uint32_t* flag = in_flags_.host(ticket % kInFlags);
   const auto t0 = std::chrono::steady_clock::now();
   for (int spin = 0;; ++spin) {
@@ -374,16 +384,16 @@ Status CudaRank::WaitInput(uint32_t ticket, const char* what) {
       continue;
     }
     if (std::chrono::steady_clock::now() - t0 > comm_->timeout_)
-      return Fail(what, Timeout(fmt::format("{}: the GPU (cuda:{}) did not copy the input to the host within "
+      return Fail(what, Timeout(fmt::format("{}: the device ({}) did not copy the input to the host within "
                                             "TESSERA_TIMEOUT ({} ms): the stream the call was queued on is "
                                             "blocked (waiting for an event or a kernel that never ends?)",
-                                            what, dev_->index(), comm_->timeout_.count())));
+                                            what, dev_->spec(), comm_->timeout_.count())));
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 
-Status CudaRank::StagedCall(const char* what, tsrStream_t stream, const void* send, size_t send_bytes, void* recv,
-                            size_t recv_bytes, std::function<Status(const void*, void*)> host_call) {
+Status BridgeRank::StagedCall(const char* what, tsrStream_t stream, const void* send, size_t send_bytes, void* recv,
+                              size_t recv_bytes, std::function<Status(const void*, void*)> host_call) {
   std::byte *hin, *hout;
   TSR_RETURN_IF_ERROR(Fail(what, StagingFor(send_bytes, recv_bytes, &hin, &hout)));
   std::vector<Part> parts(1);
@@ -393,21 +403,21 @@ Status CudaRank::StagedCall(const char* what, tsrStream_t stream, const void* se
   return SubmitStaged(what, stream, std::move(parts));
 }
 
-Status CudaRank::SubmitHost(std::function<Status()> run) {
+Status BridgeRank::SubmitHost(std::function<Status()> run) {
   auto p = std::make_shared<std::promise<Status>>();
   auto f = p->get_future();
   {
     std::lock_guard<std::mutex> l(mu_);
     Job job;
     job.result = p;
-    job.run = [run = std::move(run)](cudaEvent_t) { return run(); };
+    job.run = [run = std::move(run)](bridge::Event) { return run(); };
     queue_.push_back(std::move(job));
   }
   cv_.notify_all();
   return f.get();
 }
 
-void CudaRank::WorkerLoop() {
+void BridgeRank::WorkerLoop() {
   Status cur = dev_->MakeCurrent();
   for (;;) {
     Job job;
@@ -446,20 +456,19 @@ void CudaRank::WorkerLoop() {
   }
 }
 
-double CudaRank::MonotonicUs() {
+double BridgeRank::MonotonicUs() {
   // steady_clock is CLOCK_MONOTONIC on Linux: the clock of Python's time.perf_counter and time.monotonic.
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Bounded, unlike cudaStreamSynchronize, which waited forever when the copies could not run: under NVIDIA MPS
+// Bounded, unlike a stream synchronize, which waited forever when the copies could not run: under NVIDIA MPS
 // the bridge's streams shared a hardware work queue with the caller's stream, which waits (cuStreamWaitValue32)
 // for this very job (the hybrid LM hung so on the H200). Raising the flag after the timeout releases that
 // stream, so the copies behind it drain before the communicator is destroyed.
-Status CudaRank::CopiesDone() {
-  cudaStream_t streams[2] = {d2h_, h2d_};
+Status BridgeRank::CopiesDone() {
+  bridge::Stream streams[2] = {d2h_, h2d_};
   for (int i = 0; i < 2; ++i) {
-    TSR_RETURN_IF_ERROR(
-        cuda::Check(cudaEventRecord(copies_ev_[i], streams[i]), "cudaEventRecord (the bridge's copies)"));
+    TSR_RETURN_IF_ERROR(dev_->rt().EventRecord(copies_ev_[i], streams[i]).WithContext("the bridge's copies"));
     Status w = dev_->WaitEvent(copies_ev_[i], comm_->timeout_, "the device bridge's copies");
     if (!w.ok() && w.code() != Code::kTimeout) return w;  // a CUDA error: its own message
     if (!w.ok())
@@ -473,28 +482,28 @@ Status CudaRank::CopiesDone() {
   return Status::Ok();
 }
 
-Status CudaRank::BridgeCall(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
-                            size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes) {
+Status BridgeRank::BridgeCall(bridge::Event in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
+                              size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes) {
   return comm_->GuardFn(what, [&]() -> Status {
     ring_ops_->Use(scratch, scratch_bytes);
-    TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(d2h_, in, 0), "cudaStreamWaitEvent (input)"));
-    TSR_RETURN_IF_ERROR(cuda::Check(cudaStreamWaitEvent(h2d_, in, 0), "cudaStreamWaitEvent (input)"));
+    TSR_RETURN_IF_ERROR(dev_->rt().StreamWaitEvent(d2h_, in).WithContext("the bridge's input"));
+    TSR_RETURN_IF_ERROR(dev_->rt().StreamWaitEvent(h2d_, in).WithContext("the bridge's input"));
     Status st = comm_->Hierarchical(kind, send, recv, count, dt, op, root, ring_ops_.get());
     ++comm_->seq_;
     return st;
   });
 }
 
-Result<void*> CudaRank::ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes) {
+Result<void*> BridgeRank::ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes) {
   *bytes = comm_->DeviceScratchBytes(kind, count, dt);
   auto grown = ring_ops_->Grow(*bytes);
   if (!grown.ok()) return Fail(what, grown.status());
   return grown;
 }
 
-Status CudaRank::StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout) {
-  TSR_ASSIGN_OR_RETURN(*hin, whole_in_.Get(send_bytes));
-  TSR_ASSIGN_OR_RETURN(*hout, whole_out_.Get(recv_bytes));
+Status BridgeRank::StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout) {
+  TSR_ASSIGN_OR_RETURN(*hin, whole_in_.Get(dev_->rt(), send_bytes));
+  TSR_ASSIGN_OR_RETURN(*hout, whole_out_.Get(dev_->rt(), recv_bytes));
   return Status::Ok();
 }
 

@@ -1,22 +1,21 @@
-// comm/device/cuda_collectives: the CUDA rank's collectives — argument checks, then a world of one island
+// comm/device/bridge_collectives: the bridge rank's collectives — argument checks, then a world of one island
 // straight to its CCL on the caller's stream, or in a hybrid world a staged job or the device bridge
-// (cuda_rank.cpp; allreduce, reduce-scatter, broadcast and allgather). Host-memory calls (stream NULL) run
+// (bridge_rank.cpp; allreduce, reduce-scatter, broadcast and allgather). Host-memory calls (stream NULL) run
 // through the worker queue in order.
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "comm/device/cuda_rank.hpp"
+#include "comm/device/bridge_rank.hpp"
 #include "comm/device/island_ccl.hpp"
-#include "comm/kernels/kernels.hpp"
 #include "comm/reduce/reduce.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 
 namespace tessera::comm {
 
-Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                           tsrStream_t stream) {
+Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                             tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   auto rop = static_cast<RedOp>(op);
   if (!IsValid(dt))
@@ -61,7 +60,7 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
   size_t acc_bytes = 0;
   auto acc = ReduceScratch("allreduce", CollKind::kAllReduce, count, dt, &acc_bytes);
   if (!acc.ok()) return acc.status();
-  return SubmitDevice("allreduce", stream, [=, this, scratch = *acc](cudaEvent_t in) {
+  return SubmitDevice("allreduce", stream, [=, this, scratch = *acc](bridge::Event in) {
     return BridgeCall(in, CollKind::kAllReduce, "allreduce", static_cast<const std::byte*>(send),
                       static_cast<std::byte*>(recv), count, dt, rop, 0, scratch, acc_bytes);
   });
@@ -69,26 +68,26 @@ Status CudaRank::AllReduce(const void* send, void* recv, size_t count, tsrDataTy
 
 // ---- hybrid world, island of several GPUs: the island's library does the island phases ----
 
-bool CudaRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
+bool BridgeRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
   return gate_.Takes(kind, dt, op, island_ccl_->lib(), "CUDA", /*widens=*/true,
                      comm_->islands_[comm_->my_island_].index, "CUDA", comm_->local_ == 0);
 }
 
-Status CudaRank::IslandCall(const char* what, int r) {
+Status BridgeRank::IslandCall(const char* what, int r) {
   Status s = island_ccl_->lib().Check(r, what);
   if (!s.ok()) island_ccl_->MarkFailed();
   return s;
 }
 
-Result<std::byte*> CudaRank::IslandScratch(size_t bytes) {
+Result<std::byte*> BridgeRank::IslandScratch(size_t bytes) {
   if (bytes <= island_dev_cap_) return island_dev_;
   if (island_dev_) retired_dev_.push_back(island_dev_);  // work queued earlier may still use it
   island_dev_ = nullptr;
   island_dev_cap_ = 0;
-  void* p = nullptr;
   const size_t want = std::max<size_t>(bytes, 1 << 20);
-  TSR_RETURN_IF_ERROR(cuda::Check(cudaMalloc(&p, want), "cudaMalloc (the island library's scratch)"));
-  island_dev_ = static_cast<std::byte*>(p);
+  auto p = dev_->rt().Malloc(want);
+  if (!p.ok()) return p.status().WithContext("the island library's scratch");
+  island_dev_ = static_cast<std::byte*>(*p);
   island_dev_cap_ = want;
   return island_dev_;
 }
@@ -97,8 +96,8 @@ namespace {
 size_t Round256(size_t b) { return (b + 255) / 256 * 256; }
 }  // namespace
 
-Status CudaRank::IslandReduceScatterOn(cudaStream_t st, const std::byte* in, size_t L, DType dt, RedOp op,
-                                       std::byte* pad, std::byte* shard) {
+Status BridgeRank::IslandReduceScatterOn(bridge::Stream st, const std::byte* in, size_t L, DType dt, RedOp op,
+                                         std::byte* pad, std::byte* shard) {
   const PaddedBlocks b(comm_->islands_[comm_->my_island_].ranks.size(), L);
   const DType rt = AccumType(dt);  // 16-bit data is reduced in f32 (widened here), everything else as it is
   const size_t esz = DTypeSize(dt), rsz = DTypeSize(rt);
@@ -108,13 +107,14 @@ Status CudaRank::IslandReduceScatterOn(cudaStream_t st, const std::byte* in, siz
       const Range sj = b.shard(j);
       if (sj.len() == 0) continue;
       if (rt != dt)
-        TSR_RETURN_IF_ERROR(
-            cuda::Check(kernels::Fold(pad + j * b.q * rsz, in + sj.lo * esz, sj.len(), dt, dt, RedOp::kSum, true, st),
-                        "widening kernel (the island's 16-bit inputs to f32)"));
+        TSR_RETURN_IF_ERROR(dev_->rt()
+                                .Fold(pad + j * b.q * rsz, in + sj.lo * esz, sj.len(), dt, dt, RedOp::kSum, true, st)
+                                .WithContext("widening the island's 16-bit inputs to f32"));
       else
-        TSR_RETURN_IF_ERROR(cuda::Check(
-            cudaMemcpyAsync(pad + j * b.q * rsz, in + sj.lo * esz, sj.len() * esz, cudaMemcpyDeviceToDevice, st),
-            "cudaMemcpyAsync (into the library's blocks)"));
+        TSR_RETURN_IF_ERROR(dev_->rt()
+                                .MemcpyAsync(pad + j * b.q * rsz, sj.len() * esz, in + sj.lo * esz, sj.len() * esz,
+                                             CopyKind::kDeviceToDevice, st)
+                                .WithContext("into the library's blocks"));
     }
     from = pad;
   }
@@ -123,8 +123,8 @@ Status CudaRank::IslandReduceScatterOn(cudaStream_t st, const std::byte* in, siz
                                                                       island_ccl_->handle(), st));
 }
 
-Status CudaRank::IslandAllGatherOn(cudaStream_t st, std::byte* shard, size_t L, DType dt, std::byte* pad,
-                                   std::byte* out) {
+Status BridgeRank::IslandAllGatherOn(bridge::Stream st, std::byte* shard, size_t L, DType dt, std::byte* pad,
+                                     std::byte* out) {
   const PaddedBlocks b(comm_->islands_[comm_->my_island_].ranks.size(), L);
   const size_t esz = DTypeSize(dt);
   TSR_RETURN_IF_ERROR(IslandCall(
@@ -134,15 +134,16 @@ Status CudaRank::IslandAllGatherOn(cudaStream_t st, std::byte* shard, size_t L, 
     for (size_t j = 0; j < b.n; ++j) {
       const Range sj = b.shard(j);
       if (sj.len() > 0)
-        TSR_RETURN_IF_ERROR(cuda::Check(
-            cudaMemcpyAsync(out + sj.lo * esz, pad + j * b.q * esz, sj.len() * esz, cudaMemcpyDeviceToDevice, st),
-            "cudaMemcpyAsync (out of the library's blocks)"));
+        TSR_RETURN_IF_ERROR(dev_->rt()
+                                .MemcpyAsync(out + sj.lo * esz, sj.len() * esz, pad + j * b.q * esz, sj.len() * esz,
+                                             CopyKind::kDeviceToDevice, st)
+                                .WithContext("out of the library's blocks"));
     }
   return Status::Ok();
 }
 
-std::function<Status()> CudaRank::IslandBridge(const char* what, CollKind kind, const std::byte* send, std::byte* recv,
-                                               size_t count, DType dt, RedOp op, int root) {
+std::function<Status()> BridgeRank::IslandBridge(const char* what, CollKind kind, const std::byte* send,
+                                                 std::byte* recv, size_t count, DType dt, RedOp op, int root) {
   return [=, this] {
     return comm_->GuardFn(what, [&]() -> Status {
       Status st = comm_->Hierarchical(kind, send, recv, count, dt, op, root, nullptr, IslandPhases::kDone);
@@ -152,7 +153,7 @@ std::function<Status()> CudaRank::IslandBridge(const char* what, CollKind kind, 
   };
 }
 
-Status CudaRank::IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream) {
+Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream) {
   const size_t n = comm_->islands_[comm_->my_island_].ranks.size(), esz = DTypeSize(dt);
   const size_t rsz = DTypeSize(AccumType(dt));  // the island's partial sums: f32 for 16-bit data
   const std::vector<Range> chunks = comm_->BridgeChunks(count, dt);
@@ -184,18 +185,18 @@ Status CudaRank::IslandAllReduce(const void* send, void* recv, size_t count, DTy
     std::byte* hr = hout + c.lo * esz;
     const size_t L = c.len();
     Part p;
-    p.pre = [=, this](cudaStream_t st) { return IslandReduceScatterOn(st, in, L, dt, op, padbuf, shard); };
+    p.pre = [=, this](bridge::Stream st) { return IslandReduceScatterOn(st, in, L, dt, op, padbuf, shard); };
     p.down = {Copy{hp + S.lo * rsz, shard, S.len() * rsz}};
     p.host = IslandBridge("allreduce", CollKind::kAllReduce, hp, hr, L, dt, op, 0);
     p.up = {Copy{shard, hr + S.lo * esz, S.len() * esz}};
-    p.post = [=, this](cudaStream_t st) { return IslandAllGatherOn(st, shard, L, dt, padbuf, out); };
+    p.post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, L, dt, padbuf, out); };
     parts.push_back(std::move(p));
   }
   return SubmitStaged("allreduce", stream, std::move(parts));
 }
 
-Status CudaRank::IslandReduceScatter(const void* send, void* recv, size_t recvcount, DType dt, RedOp op,
-                                     tsrStream_t stream) {
+Status BridgeRank::IslandReduceScatter(const void* send, void* recv, size_t recvcount, DType dt, RedOp op,
+                                       tsrStream_t stream) {
   const size_t n = comm_->islands_[comm_->my_island_].ranks.size(), esz = DTypeSize(dt);
   const size_t rsz = DTypeSize(AccumType(dt)), C = recvcount * comm_->size_;
   const PaddedBlocks b(n, C);
@@ -208,14 +209,14 @@ Status CudaRank::IslandReduceScatter(const void* send, void* recv, size_t recvco
   std::byte* padbuf = *scratch + Round256(b.q * rsz);
   const auto* in = static_cast<const std::byte*>(send);
   std::vector<Part> parts(1);
-  parts[0].pre = [=, this](cudaStream_t st) { return IslandReduceScatterOn(st, in, C, dt, op, padbuf, shard); };
+  parts[0].pre = [=, this](bridge::Stream st) { return IslandReduceScatterOn(st, in, C, dt, op, padbuf, shard); };
   parts[0].down = {Copy{hin + S.lo * rsz, shard, S.len() * rsz}};
   parts[0].host = IslandBridge("reduce_scatter", CollKind::kReduceScatter, hin, hout, recvcount, dt, op, 0);
   parts[0].up = {Copy{recv, hout, recvcount * esz}};
   return SubmitStaged("reduce_scatter", stream, std::move(parts));
 }
 
-Status CudaRank::IslandAllGather(const void* send, void* recv, size_t sendcount, DType dt, tsrStream_t stream) {
+Status BridgeRank::IslandAllGather(const void* send, void* recv, size_t sendcount, DType dt, tsrStream_t stream) {
   const std::vector<int>& island = comm_->islands_[comm_->my_island_].ranks;
   const size_t n = island.size(), esz = DTypeSize(dt), C = sendcount * comm_->size_;
   const PaddedBlocks b(n, C);
@@ -230,7 +231,7 @@ Status CudaRank::IslandAllGather(const void* send, void* recv, size_t sendcount,
   std::vector<Part> parts(1);
   // The island's contributions, gathered on the GPUs in island order; those inside my shard go down to their
   // places in the staging, cross the bridge, and my shard comes back to be allgathered.
-  parts[0].pre = [=, this](cudaStream_t st) {
+  parts[0].pre = [=, this](bridge::Stream st) {
     return IslandCall("AllGather", island_ccl_->lib().AllGather(send, gathered, sendcount, CclDataType(dt),
                                                                 island_ccl_->handle(), st));
   };
@@ -244,11 +245,11 @@ Status CudaRank::IslandAllGather(const void* send, void* recv, size_t sendcount,
                                dt, RedOp::kSum, 0);
   parts[0].up = {Copy{shard, hin + S.lo * esz, S.len() * esz}};
   auto* out = static_cast<std::byte*>(recv);
-  parts[0].post = [=, this](cudaStream_t st) { return IslandAllGatherOn(st, shard, C, dt, padbuf, out); };
+  parts[0].post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, C, dt, padbuf, out); };
   return SubmitStaged("allgather", stream, std::move(parts));
 }
 
-Status CudaRank::IslandBroadcast(const void* send, void* recv, size_t count, DType dt, int root, tsrStream_t stream) {
+Status BridgeRank::IslandBroadcast(const void* send, void* recv, size_t count, DType dt, int root, tsrStream_t stream) {
   const std::vector<int>& island = comm_->islands_[comm_->my_island_].ranks;
   const size_t n = island.size(), esz = DTypeSize(dt);
   const PaddedBlocks b(n, count);
@@ -265,11 +266,11 @@ Status CudaRank::IslandBroadcast(const void* send, void* recv, size_t count, DTy
   const auto at = std::find(island.begin(), island.end(), root);
   if (at == island.end()) {  // the root is in another island: my shard comes over the bridge, NCCL spreads it
     parts[0].up = {Copy{shard, hin + S.lo * esz, S.len() * esz}};
-    parts[0].post = [=, this](cudaStream_t st) { return IslandAllGatherOn(st, shard, count, dt, padbuf, out); };
+    parts[0].post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, count, dt, padbuf, out); };
   } else {  // the root's island: NCCL broadcasts inside it, each rank sends its shard on over the bridge
     const int iroot = static_cast<int>(at - island.begin());
     const void* from = comm_->rank_ == root ? send : recv;
-    parts[0].pre = [=, this](cudaStream_t st) {
+    parts[0].pre = [=, this](bridge::Stream st) {
       return IslandCall("Broadcast", island_ccl_->lib().Broadcast(from, recv, count, CclDataType(dt), iroot,
                                                                   island_ccl_->handle(), st));
     };
@@ -278,8 +279,8 @@ Status CudaRank::IslandBroadcast(const void* send, void* recv, size_t count, DTy
   return SubmitStaged("broadcast", stream, std::move(parts));
 }
 
-Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
-                               tsrStream_t stream) {
+Status BridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                                 tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt))
     return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
@@ -304,7 +305,7 @@ Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, t
     size_t scratch_bytes = 0;
     auto scratch = ReduceScratch("reduce_scatter", CollKind::kReduceScatter, recvcount, dt, &scratch_bytes);
     if (!scratch.ok()) return scratch.status();
-    return SubmitDevice("reduce_scatter", stream, [=, this, p = *scratch](cudaEvent_t in) {
+    return SubmitDevice("reduce_scatter", stream, [=, this, p = *scratch](bridge::Event in) {
       return BridgeCall(in, CollKind::kReduceScatter, "reduce_scatter", static_cast<const std::byte*>(send),
                         static_cast<std::byte*>(recv), recvcount, dt, static_cast<RedOp>(op), 0, p, scratch_bytes);
     });
@@ -314,7 +315,7 @@ Status CudaRank::ReduceScatter(const void* send, void* recv, size_t recvcount, t
   });
 }
 
-Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
+Status BridgeRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt)) return Host([=, this] { return comm_->HostAllGather(send, recv, sendcount, type, nullptr); });
   size_t sb = sendcount * DTypeSize(dt), rb = sb * comm_->size_;
@@ -327,7 +328,7 @@ Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDa
   if (island_ccl_ && sendcount > 0 && IslandTakes(CollKind::kAllGather, dt, RedOp::kSum))
     return IslandAllGather(send, recv, sendcount, dt, stream);
   if (SelectOnDevice())
-    return SubmitDevice("allgather", stream, [=, this](cudaEvent_t in) {
+    return SubmitDevice("allgather", stream, [=, this](bridge::Event in) {
       return BridgeCall(in, CollKind::kAllGather, "allgather", static_cast<const std::byte*>(send),
                         static_cast<std::byte*>(recv), sendcount, dt, RedOp::kSum, 0, nullptr, 0);
     });
@@ -336,8 +337,8 @@ Status CudaRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDa
   });
 }
 
-Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
-                           tsrStream_t stream) {
+Status BridgeRank::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                             tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || root < 0 || root >= comm_->size_)
     return Host(
@@ -356,7 +357,7 @@ Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataTy
   if (island_ccl_ && count > 0 && IslandTakes(CollKind::kBroadcast, dt, RedOp::kSum))
     return IslandBroadcast(send, recv, count, dt, root, stream);
   if (SelectOnDevice())
-    return SubmitDevice("broadcast", stream, [=, this](cudaEvent_t in) {
+    return SubmitDevice("broadcast", stream, [=, this](bridge::Event in) {
       return BridgeCall(in, CollKind::kBroadcast, "broadcast", static_cast<const std::byte*>(is_root ? send : recv),
                         static_cast<std::byte*>(recv), count, dt, RedOp::kSum, root, nullptr, 0);
     });
@@ -366,7 +367,7 @@ Status CudaRank::Broadcast(const void* send, void* recv, size_t count, tsrDataTy
                     });
 }
 
-Status CudaRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+Status BridgeRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || peer < 0 || peer >= comm_->size_ || peer == comm_->rank_)
     return Host([=, this] { return comm_->HostSend(send, count, type, peer, nullptr); });
@@ -381,7 +382,7 @@ Status CudaRank::Send(const void* send, size_t count, tsrDataType_t type, int pe
                     [=, this](const void* hs, void*) { return comm_->HostSend(hs, count, type, peer, nullptr); });
 }
 
-Status CudaRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+Status BridgeRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || peer < 0 || peer >= comm_->size_ || peer == comm_->rank_)
     return Host([=, this] { return comm_->HostRecv(recv, count, type, peer, nullptr); });
@@ -396,11 +397,11 @@ Status CudaRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, ts
                     [=, this](const void*, void* hr) { return comm_->HostRecv(hr, count, type, peer, nullptr); });
 }
 
-Status CudaRank::Barrier() {
+Status BridgeRank::Barrier() {
   return Host([this] { return comm_->HostBarrier(); });
 }
 
-void CudaRank::Abort() {
+void BridgeRank::Abort() {
   if (ccl_) ccl_->Abort();
   if (island_ccl_) island_ccl_->Abort();
   aborted_.store(true, std::memory_order_relaxed);  // a worker waiting for a staged input gives up
@@ -413,7 +414,7 @@ void CudaRank::Abort() {
   done_cv_.notify_all();
 }
 
-Status CudaRank::AsyncError() {
+Status BridgeRank::AsyncError() {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!async_error_.ok()) return async_error_;
@@ -423,7 +424,7 @@ Status CudaRank::AsyncError() {
   return Status::Ok();
 }
 
-Status CudaRank::Group(const std::vector<P2POp>& ops) {
+Status BridgeRank::Group(const std::vector<P2POp>& ops) {
   if (ops.empty()) return Status::Ok();
   const tsrStream_t stream = ops.front().stream;
   std::vector<size_t> bytes(ops.size());
@@ -497,8 +498,8 @@ Status CudaRank::Group(const std::vector<P2POp>& ops) {
   return SubmitStaged("group", stream, std::move(parts));
 }
 
-Status CudaRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
-                           const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
+Status BridgeRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                             const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   const int W = comm_->size_;
   if (!IsValid(dt) || sendcounts == nullptr || sdispls == nullptr || recvcounts == nullptr || rdispls == nullptr)

@@ -1,6 +1,7 @@
-// comm/device/cuda_rank.hpp — the CudaRank class (the CUDA device backend of a rank), shared by
-// cuda_rank.cpp (set-up, the worker queue, staged jobs, the device bridge) and cuda_collectives.cpp (the
-// collectives' entry points). The design is described at the top of cuda_rank.cpp.
+// comm/device/bridge_rank.hpp — the BridgeRank class (the device backend of a rank whose runtime row has the device
+// bridge: CUDA today; comm/runtime HasDeviceBridge), written on the runtime row alone and shared by
+// bridge_rank.cpp (set-up, the worker queue, staged jobs, the device bridge) and bridge_collectives.cpp (the
+// collectives' entry points). The design is described at the top of bridge_rank.cpp.
 #pragma once
 
 #include <atomic>
@@ -16,17 +17,17 @@
 
 #include "comm/ccl/ccl.hpp"
 #include "comm/comm.hpp"
-#include "comm/device/cuda.hpp"
+#include "comm/device/bridge_device.hpp"
 #include "comm/device/device.hpp"
 #include "comm/device/island_ccl.hpp"
 #include "comm/device/ring_ops.hpp"
 
 namespace tessera::comm {
 
-class CudaRank final : public DeviceRank {
+class BridgeRank final : public DeviceRank {
  public:
-  explicit CudaRank(std::unique_ptr<cuda::Device> dev) : dev_(std::move(dev)) {}
-  ~CudaRank() override;
+  explicit BridgeRank(std::unique_ptr<bridge::Device> dev) : dev_(std::move(dev)) {}
+  ~BridgeRank() override;
   Status Attach(Comm* comm) override;
   std::string Describe() const override;
   void* CclHandle() const override { return ccl_ ? ccl_->handle() : nullptr; }
@@ -53,8 +54,8 @@ class CudaRank final : public DeviceRank {
   static constexpr int kInFlags = 64;   // "input ready" flags, used round-robin by ticket
 
   struct Job {
-    std::function<Status(cudaEvent_t)> run;
-    cudaEvent_t in = nullptr;                      // recorded on the caller's stream (device-bridge jobs)
+    std::function<Status(bridge::Event)> run;
+    bridge::Event in = nullptr;                    // recorded on the caller's stream (device-bridge jobs)
     uint32_t ticket = 0;                           // flag value that releases the caller's stream
     bool copy_streams = false;                     // the job used d2h_/h2d_ (device bridge)
     std::shared_ptr<std::promise<Status>> result;  // host jobs: the caller waits on it
@@ -78,22 +79,22 @@ class CudaRank final : public DeviceRank {
     std::vector<Copy> up;
     // Optional device work queued on the caller's stream before the part's copies down and after its copies up
     // (the island library's reduce-scatter and allgather). Every part's `pre` is queued before any part's `post`.
-    std::function<Status(cudaStream_t)> pre, post;
+    std::function<Status(bridge::Stream)> pre, post;
   };
 
-  // Validates buffers for a call on `stream`: device memory of this GPU when a stream is given, host
+  // Validates buffers for a call on `stream`: device memory of this device when a stream is given, host
   // memory when it is NULL.
   Status CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
                       tsrStream_t stream);  // adds what it validates to direct_.allocs
   // Hybrid: queues a device-bridge job or a staged job (both return at once) or a host job (waits for it).
-  Status SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(cudaEvent_t)> run);
+  Status SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(bridge::Event)> run);
   Status SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts);
   // The common staged call: `send_bytes` from send down, host_call(staged in, staged out), `recv_bytes` up.
   Status StagedCall(const char* what, tsrStream_t stream, const void* send, size_t send_bytes, void* recv,
                     size_t recv_bytes, std::function<Status(const void*, void*)> host_call);
   // Under mu_: a job queued on `s` after one queued on another stream waits for that one's end.
-  Status OrderAfterPrevious(cudaStream_t s);
-  void RecordTail(cudaStream_t s);
+  Status OrderAfterPrevious(bridge::Stream s);
+  void RecordTail(bridge::Stream s);
   // Worker: waits (host memory only) until the GPU has raised the input flag of `ticket`.
   Status WaitInput(uint32_t ticket, const char* what);
   Status SubmitHost(std::function<Status()> run);
@@ -104,7 +105,7 @@ class CudaRank final : public DeviceRank {
   // on the H200; the algorithm is also tested on an emulated device, tests/comm/device_emu_worker.cpp).
   // `scratch`: device scratch reserved by the caller thread (accumulators; for reduce-scatter
   // its staged output first), null for broadcast/allgather.
-  Status BridgeCall(cudaEvent_t in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
+  Status BridgeCall(bridge::Event in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
                     size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes);
   // On the caller thread: the device scratch a reducing call of `kind` needs (Comm::DeviceScratchBytes).
   Result<void*> ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes);
@@ -130,9 +131,9 @@ class CudaRank final : public DeviceRank {
   // Queued on `st`: the island's `in` (L elements of dt) laid into the library's equal blocks in `pad` (widened to
   // f32 for 16-bit data) and reduce-scattered into this rank's block `shard`; the library's allgather of the
   // blocks `shard` into `out` (L elements of dt), through `pad` when the blocks are padded.
-  Status IslandReduceScatterOn(cudaStream_t st, const std::byte* in, size_t L, DType dt, RedOp op, std::byte* pad,
+  Status IslandReduceScatterOn(bridge::Stream st, const std::byte* in, size_t L, DType dt, RedOp op, std::byte* pad,
                                std::byte* shard);
-  Status IslandAllGatherOn(cudaStream_t st, std::byte* shard, size_t L, DType dt, std::byte* pad, std::byte* out);
+  Status IslandAllGatherOn(bridge::Stream st, std::byte* shard, size_t L, DType dt, std::byte* pad, std::byte* out);
   // A staged part's host step: the bridge of a call whose island phases the library runs (IslandPhases::kDone).
   std::function<Status()> IslandBridge(const char* what, CollKind kind, const std::byte* send, std::byte* recv,
                                        size_t count, DType dt, RedOp op, int root);
@@ -142,31 +143,31 @@ class CudaRank final : public DeviceRank {
   Status WarmUp();      // world of one island: the CCL's first collective, at init (see its definition)
   Status CopiesDone();  // worker: a device-bridge job's copies have finished, or TESSERA_TIMEOUT has passed
 
-  std::unique_ptr<cuda::Device> dev_;
+  std::unique_ptr<bridge::Device> dev_;
   Comm* comm_ = nullptr;
   bool hybrid_ = false;
   std::unique_ptr<CclComm> ccl_;         // world of one island
   std::unique_ptr<CclComm> island_ccl_;  // hybrid world, island of several GPUs whose ranks all have the library
   std::byte* island_dev_ = nullptr;      // its device scratch (shards, padded blocks)
   size_t island_dev_cap_ = 0;
-  std::vector<void*> retired_dev_;  // outgrown scratch, freed with the communicator (cudaFree synchronizes)
+  std::vector<void*> retired_dev_;  // outgrown scratch, freed with the communicator (freeing synchronizes)
   IslandCclGate gate_;              // which calls take island_ccl_
   // The lean allreduce path of a world of one island (set up in Attach; its `call` stays null otherwise),
   // and every rank's cache of validated device allocations.
   DirectAllReduce direct_;
   // The device bridge (copy engines straight into the shm rings), when this island qualifies.
-  std::unique_ptr<CudaRingOps> ring_ops_;
+  std::unique_ptr<RuntimeRingOps> ring_ops_;
   int relayed_links_ = 0;  // of ring_ops_'s links, those that are TCP behind a TcpRelay
   // Hybrid resources (created in Attach).
-  cudaStream_t d2h_ = nullptr, h2d_ = nullptr;  // the device bridge's copy streams
-  cudaEvent_t in_ev_[kInEvents] = {};
-  cudaEvent_t tail_ev_ = nullptr;  // recorded at the end of the last job queued on a stream
-  cudaEvent_t copies_ev_[2] = {};  // the end of a device-bridge job's copies on d2h_ and h2d_ (CopiesDone)
-  cudaStream_t tail_stream_ = nullptr;
+  bridge::Stream d2h_ = nullptr, h2d_ = nullptr;  // the device bridge's copy streams
+  bridge::Event in_ev_[kInEvents] = {};
+  bridge::Event tail_ev_ = nullptr;  // recorded at the end of the last job queued on a stream
+  bridge::Event copies_ev_[2] = {};  // the end of a device-bridge job's copies on d2h_ and h2d_ (CopiesDone)
+  bridge::Stream tail_stream_ = nullptr;
   bool tail_set_ = false;
-  cuda::MappedFlags in_flags_;
+  bridge::MappedFlags in_flags_;
   std::atomic<bool> aborted_{false};
-  cuda::PinnedBuffer whole_in_, whole_out_;
+  bridge::PinnedBuffer whole_in_, whole_out_;
   std::thread worker_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
