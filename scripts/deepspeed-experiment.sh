@@ -19,8 +19,13 @@
 #   --cpu: a smoke run of the phases on CPU ranks (this machine too): tiny model, few steps, no MPS
 # env: STEPS (300), REPS (3), SLOW (35), FAST (65), PRECISION (tf32 on the MPS shares), TSTEPS (8), TWARM (3),
 #   ACCUM (4), GB (32), LM_ARGS (extra train_lm_deepspeed.py arguments), PHASES, OUT (bench/results/ds-<time>),
-#   TKINDS ("indep hybrid single": the throughput runs made), PKINDS ("hybrid single-a single-b": the parity runs),
-#   RUN_TIMEOUT (300s: each job's tessera run --timeout, how long the other ranks get after one fails)
+#   TKINDS ("indep hybrid single": the throughput runs made, in this order in each rep; KIND:NAME runs KIND with the
+#   extra arguments of $ARGS_NAME, e.g. TKINDS="indep hybrid indep:a1 hybrid:a1" ARGS_a1="--accum 1 --global-batch
+#   128": its logs are KIND-NAME-REP.*, and the summary gives each NAME's ratio), PROFILE (entries of TKINDS, or
+#   "all": their runs of rep 1 add --profile, a torch.profiler trace of one more step), PKINDS ("hybrid single-a single-b": the parity runs),
+#   RUN_TIMEOUT (300s: each job's tessera run --timeout, how long the other ranks get after one fails), RUN_LIMIT
+#   (580: seconds a job may take in all before it is killed), REP_FROM (1: the number of the first rep), DS_READY
+#   (1: deepspeed and tessera._C are known to import: the checks at the start are skipped)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.." || exit 1
@@ -31,15 +36,19 @@ case $B in /*) ;; *) B=$ROOT/$B ;; esac
 T=${TESSERA:-$B/tessera}
 OUTDIR=${OUT:-$ROOT/bench/results/ds-$(date -u +%Y%m%dT%H%MZ)}; mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
+case $PY in /*) ;; */*) PY=$ROOT/$PY ;; esac  # a relative path: the checks below run in /tmp
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/tessera-ds-ext}  # DeepSpeed's JIT-built ops (cpu_adam)
-if [ -d "$ROOT/.whl" ] && ! "$PY" -c 'import deepspeed' 2>/dev/null; then
+if [ "${DS_READY:-0}" = 1 ]; then :  # DS_READY=1: a caller that ran this script already: skip the checks below
+elif [ -d "$ROOT/.whl" ] && ! "$PY" -c 'import deepspeed' 2>/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$ROOT"/.whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-"$PY" -c 'import deepspeed, transformers; print("deepspeed", deepspeed.__version__, "transformers", transformers.__version__)' || {
-  echo "deepspeed-experiment: $PY cannot import deepspeed/transformers (scripts/deepspeed-wheels.sh, carry .whl)"; exit 2; }
-if ! (cd /tmp && "$PY" -c 'import tessera._C') 2>/dev/null; then
-  "$ROOT/scripts/torch-check.sh" "$B" install || exit 1
+if [ "${DS_READY:-0}" != 1 ]; then
+  "$PY" -c 'import deepspeed, transformers; print("deepspeed", deepspeed.__version__, "transformers", transformers.__version__)' || {
+    echo "deepspeed-experiment: $PY cannot import deepspeed/transformers (scripts/deepspeed-wheels.sh, carry .whl)"; exit 2; }
+  if ! (cd /tmp && "$PY" -c 'import torch, tessera._C') 2>/dev/null; then  # torch first: _C needs libc10
+    "$ROOT/scripts/torch-check.sh" "$B" install || exit 1
+  fi
 fi
 STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-8}; TWARM=${TWARM:-3}
 ACCUM=${ACCUM:-4}; GB=${GB:-32}; PRECISION=${PRECISION:-tf32}
@@ -63,8 +72,10 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 RC=0
 run() {  # run LABEL tessera-run-args -- program...
   local label=$1; shift
-  timeout 580 "$T" run --timeout "${RUN_TIMEOUT:-300s}" "$@" > "$OUTDIR/ds-$label.log" 2>&1; local rc=$?
-  grep -E "island |total |replicas|against|one process:|losses|checkpoint:|FAIL|Error|passed|SKIPPED" "$OUTDIR/ds-$label.log" | grep -v "^\s*$" | head -12
+  local t0=$SECONDS
+  timeout "${RUN_LIMIT:-580}" "$T" run --timeout "${RUN_TIMEOUT:-300s}" "$@" > "$OUTDIR/ds-$label.log" 2>&1; local rc=$?
+  echo "$label: $((SECONDS - t0)) s"
+  grep -E "island |total |replicas|against|one process:|losses|checkpoint:|FAIL|Error|passed|SKIPPED|^\[.*\] profile " "$OUTDIR/ds-$label.log" | grep -v "^\s*$" | head -12
   [ $rc = 0 ] || { echo "$label: exit $rc"; tail -15 "$OUTDIR/ds-$label.log"; RC=1; }
 }
 echo "deepspeed-experiment: results in $OUTDIR"
@@ -97,10 +108,18 @@ fi
 
 if phase throughput; then
   step "throughput: independent (sum of the parts, at once) vs hybrid (tessera, two islands) vs nccl (one island, whole GPU), $REPS reps"
-  for rep in $(seq "$REPS"); do
-    [[ "$TKINDS" == *" indep "* ]] && run indep-$rep $TWO -- $LM $TB --independent --backend $NCCL --weights-file "$W" --log "$OUTDIR/indep-$rep.jsonl"
-    [[ "$TKINDS" == *" hybrid "* ]] && run hybrid-$rep $TWO -- $LM $TB --weights-file "$W" --log "$OUTDIR/hybrid-$rep.jsonl"
-    [[ "$TKINDS" == *" single "* ]] && run single-$rep $ONE -- $LM $TB --backend $NCCL --log "$OUTDIR/single-$rep.jsonl"
+  for rep in $(seq "${REP_FROM:-1}" $((${REP_FROM:-1} + REPS - 1))); do
+    for k in $TKINDS; do
+      kind=${k%%:*}; name=; [[ $k == *:* ]] && name=${k#*:}
+      var=ARGS_$name; extra=${name:+${!var:-}}; tag=$kind${name:+-$name}-$rep
+      [ "$rep" = 1 ] && [[ " ${PROFILE:-} " == *" $k "* || "${PROFILE:-}" == all ]] && extra="$extra --profile $OUTDIR/prof-$tag"
+      case $kind in
+        indep) run "$tag" $TWO -- $LM $TB --independent --backend $NCCL --weights-file "$W" --log "$OUTDIR/$tag.jsonl" $extra ;;
+        hybrid) run "$tag" $TWO -- $LM $TB --weights-file "$W" --log "$OUTDIR/$tag.jsonl" $extra ;;
+        single) run "$tag" $ONE -- $LM $TB --backend $NCCL --log "$OUTDIR/$tag.jsonl" $extra ;;
+        *) echo "deepspeed-experiment: unknown throughput kind '$kind'"; RC=1 ;;
+      esac
+    done
   done
 fi
 
@@ -129,23 +148,53 @@ def losses(p):
     return [json.loads(l)["loss"] for l in open(p).read().splitlines() if '"step"' in l]
 w = os.path.join(d, "ds-weights.json")
 parts = json.load(open(w))["sum_of_parts"] if os.path.exists(w) else None
-hy = [summ(p)["tokens_per_s"] for p in sorted(glob.glob(f"{d}/hybrid-*.jsonl"))]
-# the sum of the parts, both islands at once: the islands' logs of each independent run, added
-reps = sorted({p.rsplit(".jsonl", 1)[0] for p in glob.glob(f"{d}/indep-*.jsonl.*")})
-ind = [sum(summ(p)["tokens_per_s"] for p in glob.glob(f"{r}.jsonl.*")) for r in reps]
-if ind:
-    i = statistics.median(ind)
-    print(f"independent (sum of the parts, both at once): median {i:.0f} tokens/s of {[round(x, 1) for x in ind]}")
-    if hy:
-        print(f"hybrid / sum of the parts at once: {statistics.median(hy) / i:.1%} (target >= 97%); per rep: " +
-              ", ".join(f"{h / x:.1%}" for h, x in zip(hy, ind)))
+def rep_of(p):
+    return int(os.path.basename(p).split(".jsonl")[0].rsplit("-", 1)[1])
+def trace_line(tag, vendor, t):
+    ph, co = t["phases_ms"], t["collectives"]
+    rs = sum(v["call_ms"] + v["wait_ms"] for k, v in co.items() if "reduce_scatter" in k)
+    ag = sum(v["call_ms"] + v["wait_ms"] for k, v in co.items() if "all_gather" in k)
+    mb = sum(v["MB"] for k, v in co.items() if "reduce_scatter" in k or "all_gather" in k)
+    return (f"  {tag} {vendor}: step {t['step_ms']:.0f} ms = fwd {ph.get('fwd', 0):.0f} + bwd {ph.get('bwd', 0):.0f} "
+            f"(ZeRO epilogue {ph.get('bwd.epilogue', 0):.0f}) + micro-steps {ph.get('micro_step', 0):.0f} + drain "
+            f"{ph.get('drain', 0):.0f} + engine.step {ph.get('step', 0):.0f} + loss {ph.get('loss_allreduce', 0):.0f}; "
+            f"host in all-gathers {ag:.0f} ms, in reduce-scatters {rs:.0f} ms ({mb:.0f} MB)")
+def runs(kind, var, islands=False):  # the logs of KIND[-NAME]-REP, by rep
+    pat = f"{d}/{kind}{var}-*.jsonl" + (".*" if islands else "")
+    ps = [p for p in glob.glob(pat) if os.path.basename(p).split(".jsonl")[0].rsplit("-", 1)[0] == kind + var]
+    return sorted(ps, key=rep_of)
+hy, hy0 = [], None
+for name in sorted({os.path.basename(p).split(".jsonl")[0].rsplit("-", 1)[0] for p in glob.glob(f"{d}/hybrid*.jsonl")}):
+    var = name[len("hybrid"):]  # "" or "-NAME"
+    hy = [summ(p)["tokens_per_s"] for p in runs("hybrid", var)]
+    hy0 = hy if not var else hy0
+    # the sum of the parts, both islands at once: the islands' logs of each independent run, added
+    reps = sorted({p.rsplit(".jsonl", 1)[0] for p in runs("indep", var, True)}, key=rep_of)
+    ind = [sum(summ(p)["tokens_per_s"] for p in glob.glob(f"{r}.jsonl.*")) for r in reps]
+    print(f"variant '{var[1:] or 'default'}':")
+    if ind:
+        i = statistics.median(ind)
+        print(f"  independent (sum of the parts, both at once): median {i:.0f} tokens/s of {[round(x, 1) for x in ind]}")
+        if hy and len(hy) == len(ind):
+            r = [h / x for h, x in zip(hy, ind)]
+            print(f"  hybrid / sum of the parts at once: median {statistics.median(r):.1%} (target >= 97%), spread "
+                  f"{min(r):.1%}-{max(r):.1%}; per rep: " + ", ".join(f"{x:.1%}" for x in r) +
+                  f"; median hybrid / median independent {statistics.median(hy) / i:.1%}")
+    print(f"  hybrid: median {statistics.median(hy):.0f} tokens/s of {[round(x, 1) for x in hy]}")
+    for p in runs("hybrid", var) + runs("indep", var, True):
+        for vendor, t in sorted((summ(p).get("trace") or {}).items()):
+            print(trace_line(os.path.basename(p).replace(".jsonl", ""), vendor, t))
+        if summ(p).get("stamps"):
+            print(f"  {os.path.basename(p).replace('.jsonl', '')} seconds since start: {summ(p)['stamps']}")
+hy = hy0 or hy
 si = [summ(p)["tokens_per_s"] for p in sorted(glob.glob(f"{d}/single-*.jsonl"))]
 if hy:
     h = statistics.median(hy)
     print(f"hybrid (tessera, two islands): median {h:.0f} tokens/s of {hy}" +
           (f"; {h / parts:.1%} of the sum of the parts ({parts:.0f}, each alone; target >= 97%)" if parts else ""))
     print(f"engine.step() share of the step (CPU offload): " +
-          ", ".join(f"{summ(p)['step_share_engine_step']:.1%}" for p in sorted(glob.glob(f"{d}/hybrid-*.jsonl"))))
+          ", ".join(f"{os.path.basename(p)[:-6]} {summ(p)['step_share_engine_step']:.1%}"
+                    for p in sorted(glob.glob(f"{d}/hybrid*.jsonl"))))
 if si:
     print(f"one island (whole GPU, DeepSpeed's own backend): median {statistics.median(si):.0f} tokens/s of {si}")
 ph, pa, pb = (f"{d}/parity-{k}.jsonl" for k in ("hybrid", "single-a", "single-b"))
