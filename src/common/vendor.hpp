@@ -19,9 +19,9 @@ struct DeviceFamily {
   const char* prefix;       // device string prefix and --island DEVICE word: "cuda" (cuda:N)
   const char* label;        // its name in messages: "CUDA" ("no CUDA device is visible")
   const char* visible_env;  // the runtime's visible-devices variable: "CUDA_VISIBLE_DEVICES"
-  const char* torch_type;   // the torch device type of such a rank: "cuda"
+  const char* torch_type;   // the torch device type of such a rank: "cuda" ("" for none)
   const char* runtime;      // the device runtime row (comm/device): "cuda"
-  const char* ccl;          // the collective library row (comm/ccl): "nccl"
+  const char* ccl;          // the collective library row (comm/ccl): "nccl" ("" for none)
   bool mps;                 // NVIDIA MPS can cap a rank's SM share (tessera run --sm-share)
 };
 
@@ -33,12 +33,16 @@ struct DeviceFamily {
 // - musa: MUSA_VISIBLE_DEVICES, the MUSA runtime's counterpart of CUDA_VISIBLE_DEVICES (Moore Threads' MUSA
 //   SDK and torch_musa deployments use it so; no published header defines it); torch device type "musa"
 //   (torch_musa); runtime MUSA (libmusart.so), library MCCL.
-// cuda ranks run on the CUDA backend (comm/device/bridge_rank), npu and musa ranks on the generic accelerator
-// rank over their runtime row (comm/device/accel_rank); comm/runtime counts each family's devices.
+// - emu: Tessera's emulated device (comm/runtime/runtime_emu): a test device in host memory with a runtime's
+//   contract, so the device ranks' code runs without a GPU; no torch device type and no collective library ("":
+//   an island of emu ranks stages its island phases through the host path; a world of emu ranks alone is refused).
+// The family's runtime row picks its rank (comm/device OpenDeviceRank): the device bridge (bridge_rank) where the
+// row has it — cuda, emu — else pinned staging (accel_rank) — npu, musa; comm/runtime counts each family's devices.
 inline constexpr DeviceFamily kDeviceFamilies[] = {
     {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true},
     {"npu", "Ascend NPU", "ASCEND_RT_VISIBLE_DEVICES", "npu", "acl", "hccl", false},
     {"musa", "MUSA", "MUSA_VISIBLE_DEVICES", "musa", "musa", "mccl", false},
+    {"emu", "emulated", "TESSERA_EMU_VISIBLE_DEVICES", "", "emu", "", false},
 };
 
 // The row whose prefix is `prefix` ("cuda"), or null.

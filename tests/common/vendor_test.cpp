@@ -12,8 +12,11 @@ namespace {
 TEST(DeviceFamilies, EveryRowIsCompleteAndUnique) {
   std::set<std::string> prefixes, vars;
   for (const DeviceFamily& f : kDeviceFamilies) {
-    for (const char* field : {f.prefix, f.label, f.visible_env, f.torch_type, f.runtime, f.ccl})
+    for (const char* field : {f.prefix, f.label, f.visible_env, f.runtime})
       EXPECT_TRUE(field != nullptr && *field != '\0') << f.prefix;
+    // torch_type and ccl may be "" (none), as the emulated device's are; never null.
+    EXPECT_TRUE(f.torch_type != nullptr && f.ccl != nullptr) << f.prefix;
+    EXPECT_EQ(*f.torch_type == '\0', std::string(f.prefix) == "emu") << f.prefix;
     EXPECT_NE(std::string(f.prefix), "host");  // "host" means no device
     EXPECT_TRUE(prefixes.insert(f.prefix).second) << "prefix twice: " << f.prefix;
     EXPECT_TRUE(vars.insert(f.visible_env).second) << "visible-devices variable twice: " << f.visible_env;
@@ -34,7 +37,7 @@ TEST(DeviceName, ParsesHostAndPrefixIndex) {
   EXPECT_STREQ(c->family->prefix, "cuda");
   EXPECT_EQ(c->index, 12);
   EXPECT_EQ(c->ToString(), "cuda:12");
-  EXPECT_EQ(DeviceWords(), "host, cuda, npu or musa");
+  EXPECT_EQ(DeviceWords(), "host, cuda, npu, musa or emu");
   auto n = ParseDeviceName("npu:3", "TESSERA_DEVICE");
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_STREQ(n->family->visible_env, "ASCEND_RT_VISIBLE_DEVICES");

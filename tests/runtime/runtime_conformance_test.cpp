@@ -25,8 +25,12 @@
 namespace tessera::comm {
 namespace {
 
+// kShimmed: a test device whose device count and stream delay the test sets (kCountVar, kDelayVar): the host ABI
+// shims and the emulated device; the real CUDA runtime is not. kBuiltIn: no file to load (emu).
 struct AclRow {
-  static constexpr bool kShimmed = true;  // a host ABI shim: delayed streams, TESSERA_SHIM_DEVICE_COUNT
+  static constexpr bool kShimmed = true, kBuiltIn = false;
+  static constexpr const char* kCountVar = "TESSERA_SHIM_DEVICE_COUNT";
+  static constexpr const char* kDelayVar = "TESSERA_SHIM_STREAM_DELAY_US";
   static constexpr const char* kName = "acl";
   static constexpr const char* kShim = TESSERA_SHIM_ACL;
   static constexpr const char* kVar = "TESSERA_ACL_LIBRARY";
@@ -34,7 +38,9 @@ struct AclRow {
   static constexpr const char* kSecondSymbol = "aclrtGetDeviceCount";  // the first one the stub lacks
 };
 struct MusaRow {
-  static constexpr bool kShimmed = true;
+  static constexpr bool kShimmed = true, kBuiltIn = false;
+  static constexpr const char* kCountVar = "TESSERA_SHIM_DEVICE_COUNT";
+  static constexpr const char* kDelayVar = "TESSERA_SHIM_STREAM_DELAY_US";
   static constexpr const char* kName = "musa";
   static constexpr const char* kShim = TESSERA_SHIM_MUSA;
   static constexpr const char* kVar = "TESSERA_MUSA_LIBRARY";
@@ -43,22 +49,37 @@ struct MusaRow {
 };
 // The real CUDA runtime (the row's own file), where this machine has a GPU; every test skips elsewhere.
 struct CudaRow {
-  static constexpr bool kShimmed = false;
+  static constexpr bool kShimmed = false, kBuiltIn = false;
+  static constexpr const char* kCountVar = "";
+  static constexpr const char* kDelayVar = "";
   static constexpr const char* kName = "cuda";
   static constexpr const char* kShim = "libcudart.so.13";
   static constexpr const char* kVar = "TESSERA_CUDA_LIBRARY";
   static constexpr const char* kFree = "cudaFree";
   static constexpr const char* kSecondSymbol = "cudaGetLastError";  // the stub has only cudaGetErrorString
 };
+// The emulated device (src/comm/runtime/runtime_emu.cpp): built in, in every CI run.
+struct EmuRow {
+  static constexpr bool kShimmed = true, kBuiltIn = true;
+  static constexpr const char* kCountVar = "TESSERA_EMU_DEVICES";
+  static constexpr const char* kDelayVar = "TESSERA_EMU_STREAM_DELAY_US";
+  static constexpr const char* kName = "emu";
+  static constexpr const char* kShim = "(built in)";
+  static constexpr const char* kVar = "";
+  static constexpr const char* kFree = "emuFree";
+  static constexpr const char* kSecondSymbol = "";
+};
 
 // Sets a variable for the scope, restoring the previous value.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (*name == 0) return;  // a row without such a variable
     if (const char* old = std::getenv(name)) old_ = old, had_ = true;
     setenv(name, value.c_str(), 1);
   }
   ~ScopedEnv() {
+    if (*name_ == 0) return;
     if (had_)
       setenv(name_, old_.c_str(), 1);
     else
@@ -123,7 +144,7 @@ class RuntimeConformance : public ::testing::Test {
   std::shared_ptr<DeviceRuntime> rt_;
 };
 
-using Rows = ::testing::Types<AclRow, MusaRow, CudaRow>;
+using Rows = ::testing::Types<AclRow, MusaRow, CudaRow, EmuRow>;
 struct RowName {
   template <typename T>
   static std::string GetName(int) {
@@ -140,7 +161,7 @@ TYPED_TEST(RuntimeConformance, RowAndPath) {
 }
 
 TYPED_TEST(RuntimeConformance, DeviceCountAndInvalidIndex) {
-  ScopedEnv count("TESSERA_SHIM_DEVICE_COUNT", "3");  // the shims' (a real runtime ignores it)
+  ScopedEnv count(TypeParam::kCountVar, "3");  // a test device's (none on a real runtime)
   auto n = this->rt_->DeviceCount();
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   if (TypeParam::kShimmed) {
@@ -198,7 +219,7 @@ TYPED_TEST(RuntimeConformance, MemoryAndPointerInfo) {
 TYPED_TEST(RuntimeConformance, AsyncRoundTripNeedsTheSync) {
   auto& rt = *this->rt_;
   const size_t n = 1 << 20;
-  ScopedEnv delay("TESSERA_SHIM_STREAM_DELAY_US", "50000");  // each queued task waits 50 ms: streams made now
+  ScopedEnv delay(TypeParam::kDelayVar, "50000");  // each queued task waits 50 ms: streams made now
   auto s = this->NewStream();
   void* d = this->Dev(n);
   unsigned char *in = this->Pinned(n), *out = this->Pinned(n);
@@ -231,7 +252,7 @@ TYPED_TEST(RuntimeConformance, EventsOrderTwoStreams) {
   const size_t n = 64 << 10;
   DeviceRuntime::Stream slow = nullptr, fast = nullptr;
   {
-    ScopedEnv delay("TESSERA_SHIM_STREAM_DELAY_US", "50000");
+    ScopedEnv delay(TypeParam::kDelayVar, "50000");
     slow = this->NewStream();
   }
   fast = this->NewStream();  // no delay
@@ -300,7 +321,7 @@ TYPED_TEST(RuntimeConformance, Memset) {
 
 TYPED_TEST(RuntimeConformance, StagingRoundTripOddSizes) {
   auto& rt = *this->rt_;
-  ScopedEnv delay("TESSERA_SHIM_STREAM_DELAY_US", "2000");  // so a helper that did not wait would be caught
+  ScopedEnv delay(TypeParam::kDelayVar, "2000");  // so a helper that did not wait would be caught
   auto s = this->NewStream();
   ASSERT_TRUE(s);
   unsigned seed = 10;
@@ -322,6 +343,7 @@ TYPED_TEST(RuntimeConformance, StagingRoundTripOddSizes) {
 }
 
 TYPED_TEST(RuntimeConformance, MissingLibraryNamesFileAndVariable) {
+  if (TypeParam::kBuiltIn) GTEST_SKIP() << TypeParam::kName << " is built in: no file to miss";
   ScopedEnv lib(TypeParam::kVar, "/nonexistent/dir/libnot-a-runtime.so");
   auto r = LoadRuntime(TypeParam::kName);
   ASSERT_FALSE(r.ok());
@@ -334,6 +356,7 @@ TYPED_TEST(RuntimeConformance, MissingLibraryNamesFileAndVariable) {
 }
 
 TYPED_TEST(RuntimeConformance, MissingSymbolNamesSymbolAndFile) {
+  if (TypeParam::kBuiltIn) GTEST_SKIP() << TypeParam::kName << " is built in: no symbols to miss";
   ScopedEnv lib(TypeParam::kVar, TESSERA_RUNTIME_STUB);
   auto r = LoadRuntime(TypeParam::kName);
   ASSERT_FALSE(r.ok());
@@ -467,15 +490,28 @@ TEST(RuntimeTable, Rows) {
   EXPECT_FALSE(HasDeviceBridge(*acl));
   EXPECT_FALSE(HasDeviceBridge(*musa));
   EXPECT_EQ(FindKernels("acl"), nullptr);
-  EXPECT_EQ(RuntimeRowNames(), "cuda, acl, musa");
+  // The emulated device: built in, with the bridge's calls and the host folds as its kernels (every build).
+  const RuntimeRow* emu = FindRuntimeRow("emu");
+  ASSERT_NE(emu, nullptr);
+  EXPECT_TRUE(HasDeviceBridge(*emu));
+  EXPECT_EQ(RuntimeRowNames(), "cuda, acl, musa, emu");
 }
 
-TEST(RuntimeTable, DeviceMemoryOfNoStartedRuntimeIsNotDeviceMemory) {
-  // No runtime has started in this process before a device test runs (libcuda.so.1, libascendcl.so and
-  // libmusart.so are not mapped by loading the rows here): host memory and null are never device memory.
+TEST(RuntimeTable, IsDeviceMemoryAsksTheStartedRuntimes) {
+  // Host memory and null are never device memory; memory of a started runtime is (the emulated device's here).
   std::vector<char> host(64);
   EXPECT_FALSE(IsDeviceMemory(nullptr));
   EXPECT_FALSE(IsDeviceMemory(host.data()));
+  auto emu = LoadRuntime("emu");
+  ASSERT_TRUE(emu.ok()) << emu.status().ToString();
+  ASSERT_TRUE((*emu)->SetDevice(0).ok());
+  auto d = (*emu)->Malloc(100);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(IsDeviceMemory(*d));
+  EXPECT_TRUE(IsDeviceMemory(static_cast<char*>(*d) + 99));
+  EXPECT_FALSE(IsDeviceMemory(host.data()));
+  EXPECT_TRUE((*emu)->Free(*d).ok());
+  EXPECT_FALSE(IsDeviceMemory(*d));
 }
 
 TEST(RuntimeTable, UnknownRowListsTheKnownOnes) {
@@ -483,7 +519,7 @@ TEST(RuntimeTable, UnknownRowListsTheKnownOnes) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_NE(r.status().message().find("'rocm'"), std::string::npos) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("cuda, acl, musa"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("cuda, acl, musa, emu"), std::string::npos) << r.status().ToString();
 }
 
 TEST(RuntimeTable, AclWithoutSetDeviceIsAnErrorWithTheRuntimesMessage) {

@@ -55,7 +55,13 @@ Status BridgeRank::Attach(Comm* comm) {
   hybrid_ = comm->islands_.size() > 1;
   if (!hybrid_) {
     // World of one island: the island's CCL, on the caller's stream.
-    TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(dev_->device().family->ccl));
+    const DeviceFamily& family = *dev_->device().family;
+    if (*family.ccl == 0)
+      return Unsupported(fmt::format(
+          "rank {}: {} ({} device) has no collective library, so a world of {} ranks alone cannot run; put a host "
+          "or another device island beside it (e.g. --island other=host:1)",
+          comm->rank_, dev_->spec(), family.label, family.prefix));
+    TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(family.ccl));
     const Island& I = comm->islands_[comm->my_island_];
     auto c = CclComm::Create(lib, comm->store_.get(), fmt::format("ccl/island{}/id", I.index),
                              static_cast<int>(I.ranks.size()), comm->local_, comm->timeout_);

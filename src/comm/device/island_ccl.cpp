@@ -12,6 +12,12 @@ namespace tessera::comm {
 
 Result<std::unique_ptr<CclComm>> OpenIslandCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row,
                                                const std::string& family_label) {
+  if (row.empty()) {  // a family without a library (emu): every rank knows it, nothing to agree on
+    if (shape.island_rank == 0)
+      TSR_LOG_INFO("island {} ({}): no collective library; its island phases run on the host path", shape.island,
+                   family_label);
+    return std::unique_ptr<CclComm>();
+  }
   auto lib = CclLibrary::LoadFromEnv(row);
   const auto key = [&](int j) { return fmt::format("ccl/island{}/loaded/{}", shape.island, j); };
   TSR_RETURN_IF_ERROR(store->Set(key(shape.island_rank), lib.ok() ? "" : lib.status().message()));

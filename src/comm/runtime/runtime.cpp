@@ -29,6 +29,7 @@ constexpr bool FamiliesHaveRows() {
   for (const DeviceFamily& f : kDeviceFamilies) {
     bool runtime = false, ccl = false;
     for (const RuntimeRow& r : kRuntimeTable) runtime |= SameName(f.runtime, r.name);
+    ccl = *f.ccl == 0;  // none
     for (const CclRow& r : kCclTable) ccl |= SameName(f.ccl, r.name);
     if (!runtime || !ccl) return false;
   }
@@ -39,16 +40,17 @@ static_assert(FamiliesHaveRows(), "a DeviceFamily (common/vendor.hpp) names a ru
 
 // The kernels this build has, one entry per runtime (comm/kernels/cuda_kernels.cpp). A new vendor's kernels are
 // one more entry here.
-#ifdef TESSERA_HAVE_CUDA
 namespace internal {
+extern const DeviceKernels kEmuKernels;  // runtime_emu.cpp
+#ifdef TESSERA_HAVE_CUDA
 extern const DeviceKernels kCudaKernels;
-}
 #endif
+}  // namespace internal
 const DeviceKernels* FindKernels(std::string_view runtime) {
 #ifdef TESSERA_HAVE_CUDA
   if (runtime == internal::kCudaKernels.runtime) return &internal::kCudaKernels;
 #endif
-  (void)runtime;
+  if (runtime == internal::kEmuKernels.runtime) return &internal::kEmuKernels;
   return nullptr;
 }
 
@@ -86,7 +88,7 @@ uint32_t StartedRows() {
         const char* base = slash ? slash + 1 : name;
         uint32_t bit = 1;
         for (const RuntimeRow& row : kRuntimeTable) {
-          if (std::strcmp(base, row.started) == 0) *static_cast<uint32_t*>(out) |= bit;
+          if (row.started != nullptr && std::strcmp(base, row.started) == 0) *static_cast<uint32_t*>(out) |= bit;
           bit <<= 1;
         }
         return 0;
@@ -102,10 +104,11 @@ static_assert(sizeof(kRuntimeTable) / sizeof(kRuntimeTable[0]) <= 32, "StartedRo
 bool IsDeviceMemory(const void* p) {
   if (p == nullptr) return false;
   const uint32_t started = StartedRows();
-  if (started == 0) return false;
+  const bool emu = internal::EmuStarted();
+  if (started == 0 && !emu) return false;
   uint32_t bit = 1;
   for (const RuntimeRow& row : kRuntimeTable) {
-    const bool mapped = (started & bit) != 0;
+    const bool mapped = row.started == nullptr ? emu : (started & bit) != 0;
     bit <<= 1;
     if (!mapped) continue;
     auto rt = LoadRuntime(row.name);
@@ -210,6 +213,7 @@ Status MissingRuntimeSymbol(const RuntimeRow& row, const std::string& path, cons
 }  // namespace internal
 
 Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(const RuntimeRow& row) {
+  if (row.shape == RuntimeShape::kEmu) return internal::MakeEmu(row);  // built in: nothing to load
   dlerror();
   void* handle = dlopen(row.soname, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -226,6 +230,8 @@ Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(const RuntimeRow& row) {
     case RuntimeShape::kCudaApi:
       rt = internal::BindCudaApi(row, row.soname, handle);
       break;
+    case RuntimeShape::kEmu:
+      break;  // returned above
   }
   if (rt.ok()) TSR_LOG_DEBUG("loaded the {} device runtime from {}", row.name, row.soname);
   return rt;
@@ -237,7 +243,7 @@ Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(std::string_view name) {
     return InvalidArgument(
         fmt::format("'{}' is not a known device runtime (known: {})", std::string(name), RuntimeRowNames()));
   RuntimeRow row = *r;
-  const std::string path = env::Get(row.env_var).value_or("");
+  const std::string path = *row.env_var ? env::Get(row.env_var).value_or("") : std::string();
   if (!path.empty()) row.soname = path.c_str();
   // One object per row and file: the device ranks, ckpt's copies and the benchmarks of one process share it (the
   // runtime itself is process-wide; a failed load is not kept, so a fixed variable is seen on the next call).

@@ -36,6 +36,7 @@ namespace tessera::comm {
 // How a runtime is called.
 enum class RuntimeShape {
   kAcl,      // ACL's (acl_rt.h): aclInit once per process, destMax on copies and memsets, aclrtQueryEventStatus
+  kEmu,      // the emulated device (runtime_emu.cpp): built in, nothing to load
   kCudaApi,  // CUDA's runtime API (cuda_runtime_api.h) under the row's prefix: "cuda" itself, or "musa" (torch_musa's
              // 1:1 mapping; MUSA's values are ASSUMED to be CUDA's, see runtime_cuda_api.cpp)
 };
@@ -48,8 +49,8 @@ struct RuntimeRow {
   RuntimeShape shape;
   const char* prefix;  // kCudaApi: the symbols' prefix ("cuda" -> cudaMalloc, "musa" -> musaMalloc); else ""
   // A file mapped in a process once the runtime has started there (CUDA: the driver, libcuda.so.1, which libcudart
-  // maps on its first call; the others: the runtime itself). IsDeviceMemory asks only started runtimes, so a
-  // host rank never starts one (a CUDA context costs memory on the GPU).
+  // maps on its first call; the others: the runtime itself; null for the built-in emu row, started once made).
+  // IsDeviceMemory asks only started runtimes, so a host rank never starts one (a CUDA context costs GPU memory).
   const char* started;
   // Capability flags. host_register: mapped registration of existing host memory, as cudaHostRegister with
   // cudaHostRegisterMapped has it. stream_memops: stream write / wait value (cuStreamWriteValue32 and friends).
@@ -103,6 +104,18 @@ inline constexpr RuntimeRow kRuntimeTable[] = {
      .host_register = false,
      .stream_memops = false,
      .pinned_host_alloc = true},
+    // The emulated device (runtime_emu.cpp): "device memory" in host memory, a worker thread per stream, the host
+    // folds as its kernels. A test device with a runtime's contract (TESSERA_DEVICE=emu:N), so the device ranks'
+    // code runs on every machine; no vendor's values.
+    {.name = "emu",
+     .soname = "",
+     .env_var = "",
+     .shape = RuntimeShape::kEmu,
+     .prefix = "",
+     .started = nullptr,
+     .host_register = true,
+     .stream_memops = true,
+     .pinned_host_alloc = true},
 };
 
 // Whether a rank of this row (family) runs the device bridge: the row has mapped registration and stream memory
@@ -118,9 +131,9 @@ bool IsDeviceMemory(const void* p);
 // set when none (the runtime missing, or its error).
 int VisibleDeviceCount(const DeviceFamily& family, std::string* why);
 
-// The row named `name` ("cuda", "acl", "musa"), or null.
+// The row named `name` ("cuda", "acl", "musa", "emu"), or null.
 const RuntimeRow* FindRuntimeRow(std::string_view name);
-// "cuda, acl, musa": for messages.
+// "cuda, acl, musa, emu": for messages.
 std::string RuntimeRowNames();
 
 // The direction of a copy (each row maps it to its own kind value).
@@ -258,6 +271,8 @@ namespace internal {
 // The implementations (runtime_acl.cpp, runtime_cuda_api.cpp): bind `handle` (dlopen'ed `path`).
 Result<std::shared_ptr<DeviceRuntime>> BindAcl(const RuntimeRow& row, const std::string& path, void* handle);
 Result<std::shared_ptr<DeviceRuntime>> BindCudaApi(const RuntimeRow& row, const std::string& path, void* handle);
+Result<std::shared_ptr<DeviceRuntime>> MakeEmu(const RuntimeRow& row);  // runtime_emu.cpp
+bool EmuStarted();                                                      // an emu runtime has been made in this process
 // Unsupported: `path` (the `row` runtime) lacks `symbol`; names the row's variable.
 Status MissingRuntimeSymbol(const RuntimeRow& row, const std::string& path, const std::string& symbol);
 }  // namespace internal
