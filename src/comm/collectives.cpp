@@ -178,6 +178,20 @@ Status Comm::HostBridge(CollKind kind, const void* send, void* recv, size_t coun
   });
 }
 
+Status Comm::DeviceBridgeCollective(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op,
+                                    int root, DeviceOps* ops) {
+  Status s = Hierarchical(kind, send, recv, count, dt, op, root, ops);
+  ++seq_;
+  return s;
+}
+
+Status Comm::Health() {
+  if (failed_.ok() && async_failed_.load(std::memory_order_acquire))
+    return GuardFn("call", [] { return Status::Ok(); });  // makes the async error the failure
+  if (!failed_.ok()) return Status(failed_.code(), "communicator failed earlier: " + failed_.message());
+  return Status::Ok();
+}
+
 Status Comm::HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   DType dt;
   return Guard("send", [&]() -> Status {

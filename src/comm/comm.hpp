@@ -160,7 +160,6 @@ class Comm final : public Links, private HostPath {
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
  private:
-  friend class BridgeRank;       // the device-bridge backend (cuda) drives the host path below for staged buffers
   friend struct CommTestAccess;  // tests/comm/device_emu_worker: the device bridge on an emulated device
   Comm() = default;
   Status Init(const InitParams& p);
@@ -188,6 +187,12 @@ class Comm final : public Links, private HostPath {
   Status HostBarrier() override;
   Status HostBridge(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root) override;
   std::vector<Range> AllReduceChunks(size_t count, DType dt) const override { return BridgeChunks(count, dt); }
+  Status Health() override;
+  bool HasFailed() const override { return !failed_.ok(); }
+  bool DeviceBridgeFor(DType dt) const override { return DeviceBridgeEligible(islands_[my_island_], dt); }
+  Result<std::vector<BridgeRings>> DeviceBridgeRings() const override;
+  Status DeviceBridgeCollective(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,
+                                DeviceOps* ops) override;
   // In a world with a device island that stages through pinned memory (not DeviceBridgeEligible) and
   // more than one island, allreduce runs as consecutive collectives over chunks of TESSERA_DEVICE_CHUNK
   // bytes on EVERY rank, so that the GPU rank can pipeline its device<->host copies with the bridge;
@@ -222,7 +227,7 @@ class Comm final : public Links, private HostPath {
   // Device bridge (hierarchical.cpp): the device scratch one call of `kind` needs — for reduce-scatter its
   // reduced shard (the whole buffer, on an island of one rank) and then the accumulators of this rank's parts,
   // for allreduce the accumulators, nothing for broadcast/allgather. The caller reserves it at submission.
-  size_t DeviceScratchBytes(CollKind kind, size_t count, DType dt) const;
+  size_t DeviceScratchBytes(CollKind kind, size_t count, DType dt) const override;
 
   int rank_ = 0, size_ = 1, my_island_ = 0, local_ = 0;
   std::chrono::milliseconds timeout_ = env::DeclaredDuration("TESSERA_TIMEOUT");  // Init: the params'

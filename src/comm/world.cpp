@@ -278,6 +278,24 @@ Status Comm::Init(const InitParams& p) {
   return Status::Ok();
 }
 
+Result<std::vector<HostPath::BridgeRings>> Comm::DeviceBridgeRings() const {
+  std::vector<BridgeRings> links;
+  for (int p = 0; p < size_; ++p) {
+    if (infos_[p].island == my_island_) continue;
+    if (const TcpRelay* r = relay(p)) {
+      links.push_back({r->ring(TcpRelay::kIn), r->ring_bytes(TcpRelay::kIn), r->ring(TcpRelay::kOut),
+                       r->ring_bytes(TcpRelay::kOut), true});
+    } else if (inbox_ && peer_inboxes_[p]) {
+      const ShmInbox& mine = *inbox_;
+      const ShmInbox& theirs = *peer_inboxes_[p];
+      links.push_back({mine.ring(p), mine.ring_bytes(p), theirs.ring(rank_), theirs.ring_bytes(rank_), false});
+    } else {
+      return InternalError(fmt::format("device bridge: no host ring on the link to rank {}", p));
+    }
+  }
+  return links;
+}
+
 HostPath::Shape Comm::WorldShape() const {
   const Island& mine = islands_[my_island_];
   return {.rank = rank_,

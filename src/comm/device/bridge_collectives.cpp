@@ -20,10 +20,10 @@ Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrData
   auto rop = static_cast<RedOp>(op);
   if (!IsValid(dt))
     return Host(
-        [=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });  // names the bad type
+        [=, this] { return host_->HostAllReduce(send, recv, count, type, op, nullptr); });  // names the bad type
   size_t bytes = count * DTypeSize(dt);
   TSR_RETURN_IF_ERROR(Fail("allreduce", CheckBuffers("allreduce", send, bytes, recv, bytes, stream)));
-  if (stream == nullptr) return Host([=, this] { return comm_->HostAllReduce(send, recv, count, type, op, nullptr); });
+  if (stream == nullptr) return Host([=, this] { return host_->HostAllReduce(send, recv, count, type, op, nullptr); });
   if (!IsValid(rop))
     return Fail("allreduce", InvalidArgument(fmt::format("allreduce: op {} is not a tsrRedOp_t", int(op))));
   if (!hybrid_) {
@@ -33,7 +33,7 @@ Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrData
   }
   if (island_ccl_ && count > 0 && IslandTakes(CollKind::kAllReduce, dt, rop))
     return IslandAllReduce(send, recv, count, dt, rop, stream);
-  if (!ring_ops_ || !comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt)) {
+  if (!ring_ops_ || !host_->DeviceBridgeFor(dt)) {
     // Pinned staging, in place, one part per bridge chunk (the chunks every rank of the world uses).
     const size_t esz = DTypeSize(dt);
     std::byte *hin, *hout;
@@ -41,16 +41,14 @@ Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrData
     const auto* src = static_cast<const std::byte*>(send);
     auto* dst = static_cast<std::byte*>(recv);
     std::vector<Part> parts;
-    for (const Range& c : comm_->BridgeChunks(count, dt)) {
+    for (const Range& c : host_->AllReduceChunks(count, dt)) {
       std::byte* h = hin + c.lo * esz;
       const size_t n = c.len();
       parts.push_back(Part{{Copy{h, src + c.lo * esz, n * esz}},
+                           // One chunk: the host path's allreduce cuts it no further (the same chunks).
                            [this, h, n, dt, rop] {
-                             return comm_->GuardFn("allreduce", [&]() -> Status {
-                               Status st = comm_->Hierarchical(CollKind::kAllReduce, h, h, n, dt, rop, 0);
-                               ++comm_->seq_;
-                               return st;
-                             });
+                             return host_->HostAllReduce(h, h, n, static_cast<tsrDataType_t>(dt),
+                                                         static_cast<tsrRedOp_t>(rop), nullptr);
                            },
                            {Copy{dst + c.lo * esz, h, n * esz}}});
     }
@@ -69,8 +67,8 @@ Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrData
 // ---- hybrid world, island of several GPUs: the island's library does the island phases ----
 
 bool BridgeRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
-  return gate_.Takes(kind, dt, op, island_ccl_->lib(), "CUDA", /*widens=*/true,
-                     comm_->islands_[comm_->my_island_].index, "CUDA", comm_->local_ == 0);
+  return gate_.Takes(kind, dt, op, island_ccl_->lib(), "CUDA", /*widens=*/true, shape_.island, "CUDA",
+                     shape_.island_rank == 0);
 }
 
 Status BridgeRank::IslandCall(const char* what, int r) {
@@ -98,7 +96,7 @@ size_t Round256(size_t b) { return (b + 255) / 256 * 256; }
 
 Status BridgeRank::IslandReduceScatterOn(bridge::Stream st, const std::byte* in, size_t L, DType dt, RedOp op,
                                          std::byte* pad, std::byte* shard) {
-  const PaddedBlocks b(comm_->islands_[comm_->my_island_].ranks.size(), L);
+  const PaddedBlocks b(static_cast<size_t>(shape_.island_size), L);
   const DType rt = AccumType(dt);  // 16-bit data is reduced in f32 (widened here), everything else as it is
   const size_t esz = DTypeSize(dt), rsz = DTypeSize(rt);
   const std::byte* from = in;
@@ -125,7 +123,7 @@ Status BridgeRank::IslandReduceScatterOn(bridge::Stream st, const std::byte* in,
 
 Status BridgeRank::IslandAllGatherOn(bridge::Stream st, std::byte* shard, size_t L, DType dt, std::byte* pad,
                                      std::byte* out) {
-  const PaddedBlocks b(comm_->islands_[comm_->my_island_].ranks.size(), L);
+  const PaddedBlocks b(static_cast<size_t>(shape_.island_size), L);
   const size_t esz = DTypeSize(dt);
   TSR_RETURN_IF_ERROR(IslandCall(
       "AllGather",
@@ -142,21 +140,15 @@ Status BridgeRank::IslandAllGatherOn(bridge::Stream st, std::byte* shard, size_t
   return Status::Ok();
 }
 
-std::function<Status()> BridgeRank::IslandBridge(const char* what, CollKind kind, const std::byte* send,
-                                                 std::byte* recv, size_t count, DType dt, RedOp op, int root) {
-  return [=, this] {
-    return comm_->GuardFn(what, [&]() -> Status {
-      Status st = comm_->Hierarchical(kind, send, recv, count, dt, op, root, nullptr, IslandPhases::kDone);
-      ++comm_->seq_;
-      return st;
-    });
-  };
+std::function<Status()> BridgeRank::IslandBridge(CollKind kind, const std::byte* send, std::byte* recv, size_t count,
+                                                 DType dt, RedOp op, int root) {
+  return [=, this] { return host_->HostBridge(kind, send, recv, count, dt, op, root); };
 }
 
 Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream) {
-  const size_t n = comm_->islands_[comm_->my_island_].ranks.size(), esz = DTypeSize(dt);
+  const size_t n = static_cast<size_t>(shape_.island_size), esz = DTypeSize(dt);
   const size_t rsz = DTypeSize(AccumType(dt));  // the island's partial sums: f32 for 16-bit data
-  const std::vector<Range> chunks = comm_->BridgeChunks(count, dt);
+  const std::vector<Range> chunks = host_->AllReduceChunks(count, dt);
   // Device scratch: each chunk's shard (every chunk's reduce-scatter is queued before the first allgather; the
   // shard's partial sums go down, its final values come back into the same place), then one buffer of n equal
   // blocks, used by each chunk's steps in turn (stream order).
@@ -171,7 +163,7 @@ Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, D
   std::byte *hin, *hout;  // partial sums (AccumType) in, final values (dt) out
   TSR_RETURN_IF_ERROR(Fail("allreduce", StagingFor(count * rsz, count * esz, &hin, &hout)));
   std::byte* padbuf = *scratch + shards;
-  const int me = comm_->local_;
+  const int me = shape_.island_rank;
   std::vector<Part> parts;
   size_t off = 0;
   for (const Range& c : chunks) {
@@ -187,7 +179,7 @@ Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, D
     Part p;
     p.pre = [=, this](bridge::Stream st) { return IslandReduceScatterOn(st, in, L, dt, op, padbuf, shard); };
     p.down = {Copy{hp + S.lo * rsz, shard, S.len() * rsz}};
-    p.host = IslandBridge("allreduce", CollKind::kAllReduce, hp, hr, L, dt, op, 0);
+    p.host = IslandBridge(CollKind::kAllReduce, hp, hr, L, dt, op, 0);
     p.up = {Copy{shard, hr + S.lo * esz, S.len() * esz}};
     p.post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, L, dt, padbuf, out); };
     parts.push_back(std::move(p));
@@ -197,10 +189,10 @@ Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, D
 
 Status BridgeRank::IslandReduceScatter(const void* send, void* recv, size_t recvcount, DType dt, RedOp op,
                                        tsrStream_t stream) {
-  const size_t n = comm_->islands_[comm_->my_island_].ranks.size(), esz = DTypeSize(dt);
-  const size_t rsz = DTypeSize(AccumType(dt)), C = recvcount * comm_->size_;
+  const size_t n = static_cast<size_t>(shape_.island_size), esz = DTypeSize(dt);
+  const size_t rsz = DTypeSize(AccumType(dt)), C = recvcount * shape_.size;
   const PaddedBlocks b(n, C);
-  const Range S = b.shard(comm_->local_);
+  const Range S = b.shard(shape_.island_rank);
   auto scratch = IslandScratch(Round256(b.q * rsz) + Round256(b.n * b.q * rsz));
   if (!scratch.ok()) return Fail("reduce_scatter", scratch.status());
   std::byte *hin, *hout;
@@ -211,16 +203,16 @@ Status BridgeRank::IslandReduceScatter(const void* send, void* recv, size_t recv
   std::vector<Part> parts(1);
   parts[0].pre = [=, this](bridge::Stream st) { return IslandReduceScatterOn(st, in, C, dt, op, padbuf, shard); };
   parts[0].down = {Copy{hin + S.lo * rsz, shard, S.len() * rsz}};
-  parts[0].host = IslandBridge("reduce_scatter", CollKind::kReduceScatter, hin, hout, recvcount, dt, op, 0);
+  parts[0].host = IslandBridge(CollKind::kReduceScatter, hin, hout, recvcount, dt, op, 0);
   parts[0].up = {Copy{recv, hout, recvcount * esz}};
   return SubmitStaged("reduce_scatter", stream, std::move(parts));
 }
 
 Status BridgeRank::IslandAllGather(const void* send, void* recv, size_t sendcount, DType dt, tsrStream_t stream) {
-  const std::vector<int>& island = comm_->islands_[comm_->my_island_].ranks;
-  const size_t n = island.size(), esz = DTypeSize(dt), C = sendcount * comm_->size_;
+  const std::vector<int>& island = shape_.island_ranks;
+  const size_t n = island.size(), esz = DTypeSize(dt), C = sendcount * shape_.size;
   const PaddedBlocks b(n, C);
-  const Range S = b.shard(comm_->local_);
+  const Range S = b.shard(shape_.island_rank);
   auto scratch = IslandScratch(Round256(b.q * esz) + Round256(b.n * b.q * esz) + n * sendcount * esz);
   if (!scratch.ok()) return Fail("allgather", scratch.status());
   std::byte *hin, *hout;
@@ -241,8 +233,8 @@ Status BridgeRank::IslandAllGather(const void* send, void* recv, size_t sendcoun
     if (x.len() > 0)
       parts[0].down.push_back(Copy{hin + x.lo * esz, gathered + (j * sendcount + x.lo - lo) * esz, x.len() * esz});
   }
-  parts[0].host = IslandBridge("allgather", CollKind::kAllGather, hin + comm_->rank_ * sendcount * esz, hin, sendcount,
-                               dt, RedOp::kSum, 0);
+  parts[0].host =
+      IslandBridge(CollKind::kAllGather, hin + shape_.rank * sendcount * esz, hin, sendcount, dt, RedOp::kSum, 0);
   parts[0].up = {Copy{shard, hin + S.lo * esz, S.len() * esz}};
   auto* out = static_cast<std::byte*>(recv);
   parts[0].post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, C, dt, padbuf, out); };
@@ -250,10 +242,10 @@ Status BridgeRank::IslandAllGather(const void* send, void* recv, size_t sendcoun
 }
 
 Status BridgeRank::IslandBroadcast(const void* send, void* recv, size_t count, DType dt, int root, tsrStream_t stream) {
-  const std::vector<int>& island = comm_->islands_[comm_->my_island_].ranks;
+  const std::vector<int>& island = shape_.island_ranks;
   const size_t n = island.size(), esz = DTypeSize(dt);
   const PaddedBlocks b(n, count);
-  const Range S = b.shard(comm_->local_);
+  const Range S = b.shard(shape_.island_rank);
   auto scratch = IslandScratch(Round256(b.q * esz) + Round256(b.n * b.q * esz));
   if (!scratch.ok()) return Fail("broadcast", scratch.status());
   std::byte *hin, *hout;
@@ -262,14 +254,14 @@ Status BridgeRank::IslandBroadcast(const void* send, void* recv, size_t count, D
   std::byte* padbuf = shard + Round256(b.q * esz);
   auto* out = static_cast<std::byte*>(recv);
   std::vector<Part> parts(1);
-  parts[0].host = IslandBridge("broadcast", CollKind::kBroadcast, hin, hin, count, dt, RedOp::kSum, root);
+  parts[0].host = IslandBridge(CollKind::kBroadcast, hin, hin, count, dt, RedOp::kSum, root);
   const auto at = std::find(island.begin(), island.end(), root);
   if (at == island.end()) {  // the root is in another island: my shard comes over the bridge, NCCL spreads it
     parts[0].up = {Copy{shard, hin + S.lo * esz, S.len() * esz}};
     parts[0].post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, count, dt, padbuf, out); };
   } else {  // the root's island: NCCL broadcasts inside it, each rank sends its shard on over the bridge
     const int iroot = static_cast<int>(at - island.begin());
-    const void* from = comm_->rank_ == root ? send : recv;
+    const void* from = shape_.rank == root ? send : recv;
     parts[0].pre = [=, this](bridge::Stream st) {
       return IslandCall("Broadcast", island_ccl_->lib().Broadcast(from, recv, count, CclDataType(dt), iroot,
                                                                   island_ccl_->handle(), st));
@@ -283,11 +275,11 @@ Status BridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount,
                                  tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt))
-    return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
-  size_t rb = recvcount * DTypeSize(dt), sb = rb * comm_->size_;
+    return Host([=, this] { return host_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
+  size_t rb = recvcount * DTypeSize(dt), sb = rb * shape_.size;
   TSR_RETURN_IF_ERROR(Fail("reduce_scatter", CheckBuffers("reduce_scatter", send, sb, recv, rb, stream)));
   if (stream == nullptr)
-    return Host([=, this] { return comm_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
+    return Host([=, this] { return host_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
     if (!IsValid(static_cast<RedOp>(op)))
@@ -299,8 +291,7 @@ Status BridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount,
   if (island_ccl_ && recvcount > 0 && IsValid(static_cast<RedOp>(op)) &&
       IslandTakes(CollKind::kReduceScatter, dt, static_cast<RedOp>(op)))
     return IslandReduceScatter(send, recv, recvcount, dt, static_cast<RedOp>(op), stream);
-  if (ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], dt) &&
-      IsValid(static_cast<RedOp>(op))) {
+  if (ring_ops_ && host_->DeviceBridgeFor(dt) && IsValid(static_cast<RedOp>(op))) {
     // The device bridge: the whole reduced buffer is staged in device scratch (it is my shard), then routed.
     size_t scratch_bytes = 0;
     auto scratch = ReduceScratch("reduce_scatter", CollKind::kReduceScatter, recvcount, dt, &scratch_bytes);
@@ -311,16 +302,16 @@ Status BridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount,
     });
   }
   return StagedCall("reduce_scatter", stream, send, sb, recv, rb, [=, this](const void* hs, void* hr) {
-    return comm_->HostReduceScatter(hs, hr, recvcount, type, op, nullptr);
+    return host_->HostReduceScatter(hs, hr, recvcount, type, op, nullptr);
   });
 }
 
 Status BridgeRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
-  if (!IsValid(dt)) return Host([=, this] { return comm_->HostAllGather(send, recv, sendcount, type, nullptr); });
-  size_t sb = sendcount * DTypeSize(dt), rb = sb * comm_->size_;
+  if (!IsValid(dt)) return Host([=, this] { return host_->HostAllGather(send, recv, sendcount, type, nullptr); });
+  size_t sb = sendcount * DTypeSize(dt), rb = sb * shape_.size;
   TSR_RETURN_IF_ERROR(Fail("allgather", CheckBuffers("allgather", send, sb, recv, rb, stream)));
-  if (stream == nullptr) return Host([=, this] { return comm_->HostAllGather(send, recv, sendcount, type, nullptr); });
+  if (stream == nullptr) return Host([=, this] { return host_->HostAllGather(send, recv, sendcount, type, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream));
@@ -333,22 +324,22 @@ Status BridgeRank::AllGather(const void* send, void* recv, size_t sendcount, tsr
                         static_cast<std::byte*>(recv), sendcount, dt, RedOp::kSum, 0, nullptr, 0);
     });
   return StagedCall("allgather", stream, send, sb, recv, rb, [=, this](const void* hs, void* hr) {
-    return comm_->HostAllGather(hs, hr, sendcount, type, nullptr);
+    return host_->HostAllGather(hs, hr, sendcount, type, nullptr);
   });
 }
 
 Status BridgeRank::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
                              tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
-  if (!IsValid(dt) || root < 0 || root >= comm_->size_)
+  if (!IsValid(dt) || root < 0 || root >= shape_.size)
     return Host(
-        [=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });  // names the bad argument
-  bool is_root = root == comm_->rank_;
+        [=, this] { return host_->HostBroadcast(send, recv, count, type, root, nullptr); });  // names the bad argument
+  bool is_root = root == shape_.rank;
   size_t b = count * DTypeSize(dt);
   TSR_RETURN_IF_ERROR(
       Fail("broadcast", CheckBuffers("broadcast", is_root ? send : nullptr, is_root ? b : 0, recv, b, stream)));
   if (stream == nullptr)
-    return Host([=, this] { return comm_->HostBroadcast(send, recv, count, type, root, nullptr); });
+    return Host([=, this] { return host_->HostBroadcast(send, recv, count, type, root, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("Broadcast", ccl_->lib().Broadcast(is_root ? send : recv, recv, count, CclDataType(dt), root,
@@ -363,42 +354,42 @@ Status BridgeRank::Broadcast(const void* send, void* recv, size_t count, tsrData
     });
   return StagedCall("broadcast", stream, is_root ? send : nullptr, is_root ? b : 0, recv, b,
                     [=, this](const void* hs, void* hr) {
-                      return comm_->HostBroadcast(is_root ? hs : hr, hr, count, type, root, nullptr);
+                      return host_->HostBroadcast(is_root ? hs : hr, hr, count, type, root, nullptr);
                     });
 }
 
 Status BridgeRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
-  if (!IsValid(dt) || peer < 0 || peer >= comm_->size_ || peer == comm_->rank_)
-    return Host([=, this] { return comm_->HostSend(send, count, type, peer, nullptr); });
+  if (!IsValid(dt) || peer < 0 || peer >= shape_.size || peer == shape_.rank)
+    return Host([=, this] { return host_->HostSend(send, count, type, peer, nullptr); });
   size_t b = count * DTypeSize(dt);
   TSR_RETURN_IF_ERROR(Fail("send", CheckBuffers("send", send, b, nullptr, 0, stream)));
-  if (stream == nullptr) return Host([=, this] { return comm_->HostSend(send, count, type, peer, nullptr); });
+  if (stream == nullptr) return Host([=, this] { return host_->HostSend(send, count, type, peer, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("Send", ccl_->lib().Send(send, count, CclDataType(dt), peer, ccl_->handle(), stream));
   }
   return StagedCall("send", stream, send, b, nullptr, 0,
-                    [=, this](const void* hs, void*) { return comm_->HostSend(hs, count, type, peer, nullptr); });
+                    [=, this](const void* hs, void*) { return host_->HostSend(hs, count, type, peer, nullptr); });
 }
 
 Status BridgeRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
-  if (!IsValid(dt) || peer < 0 || peer >= comm_->size_ || peer == comm_->rank_)
-    return Host([=, this] { return comm_->HostRecv(recv, count, type, peer, nullptr); });
+  if (!IsValid(dt) || peer < 0 || peer >= shape_.size || peer == shape_.rank)
+    return Host([=, this] { return host_->HostRecv(recv, count, type, peer, nullptr); });
   size_t b = count * DTypeSize(dt);
   TSR_RETURN_IF_ERROR(Fail("recv", CheckBuffers("recv", nullptr, 0, recv, b, stream)));
-  if (stream == nullptr) return Host([=, this] { return comm_->HostRecv(recv, count, type, peer, nullptr); });
+  if (stream == nullptr) return Host([=, this] { return host_->HostRecv(recv, count, type, peer, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
     return CclCall("Recv", ccl_->lib().Recv(recv, count, CclDataType(dt), peer, ccl_->handle(), stream));
   }
   return StagedCall("recv", stream, nullptr, 0, recv, b,
-                    [=, this](const void*, void* hr) { return comm_->HostRecv(hr, count, type, peer, nullptr); });
+                    [=, this](const void*, void* hr) { return host_->HostRecv(hr, count, type, peer, nullptr); });
 }
 
 Status BridgeRank::Barrier() {
-  return Host([this] { return comm_->HostBarrier(); });
+  return Host([this] { return host_->HostBarrier(); });
 }
 
 void BridgeRank::Abort() {
@@ -432,18 +423,18 @@ Status BridgeRank::Group(const std::vector<P2POp>& ops) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const P2POp& op = ops[i];
     auto dt = static_cast<DType>(op.type);
-    if (!IsValid(dt) || op.peer < 0 || op.peer >= comm_->size_) bad = true;  // the host path names it
+    if (!IsValid(dt) || op.peer < 0 || op.peer >= shape_.size) bad = true;  // the host path names it
     if (op.stream != stream)
       return Fail("group", InvalidArgument(fmt::format("group: {} #{} is on stream {} but the group's first call on "
                                                        "this communicator is on stream {}: use one stream",
                                                        op.is_send ? "send" : "recv", i, op.stream, stream)));
   }
-  if (bad) return Host([ops, this] { return comm_->HostGroup(ops); });  // names the bad argument
+  if (bad) return Host([ops, this] { return host_->HostGroup(ops); });  // names the bad argument
   if (stream == nullptr) {
     for (const P2POp& op : ops)
       TSR_RETURN_IF_ERROR(Fail("group", CheckBuffers("group", op.is_send ? op.send : nullptr, 0,
                                                      op.is_send ? nullptr : op.recv, 0, nullptr)));
-    return Host([ops, this] { return comm_->HostGroup(ops); });
+    return Host([ops, this] { return host_->HostGroup(ops); });
   }
   size_t sb = 0, rb = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -461,7 +452,7 @@ Status BridgeRank::Group(const std::vector<P2POp>& ops) {
     Status s = lib.Check(lib.GroupStart(), "GroupStart");
     if (!s.ok()) {
       ccl_->MarkFailed();
-      return comm_->GuardFn("group", [&] { return s; });
+      return host_->Guarded("group", [&] { return s; });
     }
     for (const P2POp& op : ops) {
       const int t = CclDataType(static_cast<DType>(op.type));
@@ -472,7 +463,7 @@ Status BridgeRank::Group(const std::vector<P2POp>& ops) {
     const int end = lib.GroupEnd();  // always closes the CCL's group, even after an error inside it
     if (!s.ok()) {
       ccl_->MarkFailed();
-      return comm_->GuardFn("group", [&] { return s; });
+      return host_->Guarded("group", [&] { return s; });
     }
     return CclCall("GroupEnd", end);
   }
@@ -494,17 +485,17 @@ Status BridgeRank::Group(const std::vector<P2POp>& ops) {
       ro += bytes[i];
     }
   }
-  parts[0].host = [this, host = std::move(host)] { return comm_->HostGroup(host); };  // records its failures
+  parts[0].host = [this, host = std::move(host)] { return host_->HostGroup(host); };  // records its failures
   return SubmitStaged("group", stream, std::move(parts));
 }
 
 Status BridgeRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
                              const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
-  const int W = comm_->size_;
+  const int W = shape_.size;
   if (!IsValid(dt) || sendcounts == nullptr || sdispls == nullptr || recvcounts == nullptr || rdispls == nullptr)
     return Host([=, this] {  // names the bad argument
-      return comm_->HostAllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type);
+      return host_->HostAllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type);
     });
   const std::vector<size_t> sc(sendcounts, sendcounts + W), sd(sdispls, sdispls + W), rc(recvcounts, recvcounts + W),
       rd(rdispls, rdispls + W);
@@ -520,21 +511,21 @@ Status BridgeRank::AllToAllv(const void* send, const size_t* sendcounts, const s
   TSR_RETURN_IF_ERROR(Fail("alltoall", CheckBuffers("alltoallv", sext > 0 ? send : nullptr, sext * esz,
                                                     rext > 0 ? recv : nullptr, rext * esz, stream)));
   auto host_call = [=, this](const void* hs, void* hr) {
-    return comm_->HostAllToAllv(hs, sc.data(), sd.data(), hr, rc.data(), rd.data(), type);
+    return host_->HostAllToAllv(hs, sc.data(), sd.data(), hr, rc.data(), rd.data(), type);
   };
   if (stream == nullptr) return Host([=] { return host_call(send, recv); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
-    if (sc[comm_->rank_] != rc[comm_->rank_])
+    if (sc[shape_.rank] != rc[shape_.rank])
       return Fail("alltoall", InvalidArgument(fmt::format("alltoallv: rank {} sends {} element(s) to itself but "
                                                           "receives {}",
-                                                          comm_->rank_, sc[comm_->rank_], rc[comm_->rank_])));
+                                                          shape_.rank, sc[shape_.rank], rc[shape_.rank])));
     CclLibrary& lib = ccl_->lib();
     const int t = CclDataType(dt);
     Status s = lib.Check(lib.GroupStart(), "GroupStart");
     if (!s.ok()) {
       ccl_->MarkFailed();
-      return comm_->GuardFn("alltoall", [&] { return s; });
+      return host_->Guarded("alltoall", [&] { return s; });
     }
     for (int p = 0; p < W; ++p) {
       const auto* sp = static_cast<const std::byte*>(send) + sd[p] * esz;
@@ -545,7 +536,7 @@ Status BridgeRank::AllToAllv(const void* send, const size_t* sendcounts, const s
     const int end = lib.GroupEnd();
     if (!s.ok()) {
       ccl_->MarkFailed();
-      return comm_->GuardFn("alltoall", [&] { return s; });
+      return host_->Guarded("alltoall", [&] { return s; });
     }
     return CclCall("GroupEnd (alltoall)", end);
   }

@@ -51,8 +51,9 @@ Result<std::unique_ptr<DeviceRank>> OpenBridgeRank(const DeviceName& device) {
 }
 
 Status BridgeRank::Attach(Comm* comm) {
-  comm_ = comm;
-  hybrid_ = comm->islands_.size() > 1;
+  host_ = &comm->host_path();
+  shape_ = host_->WorldShape();
+  hybrid_ = shape_.islands > 1;
   if (!hybrid_) {
     // World of one island: the island's CCL, on the caller's stream.
     const DeviceFamily& family = *dev_->device().family;
@@ -60,14 +61,13 @@ Status BridgeRank::Attach(Comm* comm) {
       return Unsupported(fmt::format(
           "rank {}: {} ({} device) has no collective library, so a world of {} ranks alone cannot run; put a host "
           "or another device island beside it (e.g. --island other=host:1)",
-          comm->rank_, dev_->spec(), family.label, family.prefix));
+          shape_.rank, dev_->spec(), family.label, family.prefix));
     TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(family.ccl));
-    const Island& I = comm->islands_[comm->my_island_];
-    auto c = CclComm::Create(lib, comm->store_.get(), fmt::format("ccl/island{}/id", I.index),
-                             static_cast<int>(I.ranks.size()), comm->local_, comm->timeout_);
+    auto c = CclComm::Create(lib, host_->Store(), fmt::format("ccl/island{}/id", shape_.island), shape_.island_size,
+                             shape_.island_rank, shape_.timeout);
     if (!c.ok())
       return c.status().WithContext(
-          fmt::format("rank {}: creating island {}'s {} communicator", comm->rank_, I.index, lib->name()));
+          fmt::format("rank {}: creating island {}'s {} communicator", shape_.rank, shape_.island, lib->name()));
     ccl_ = std::move(c).value();
     direct_.call = ccl_->lib().AllReduce;
     direct_.handle = ccl_->handle();
@@ -93,33 +93,20 @@ Status BridgeRank::Attach(Comm* comm) {
   for (auto& e : in_ev_) {
     TSR_ASSIGN_OR_RETURN(e, rt.EventCreate());
   }
-  if (comm->DeviceBridgeEligible(comm->islands_[comm->my_island_], DType::kFloat32)) {
+  if (host_->DeviceBridgeFor(DType::kFloat32)) {
     // The host rings of every link to another island: shm inboxes on this host, a TcpRelay's otherwise.
-    std::vector<RuntimeRingOps::Rings> links;
-    for (int p = 0; p < comm->size_; ++p) {
-      if (comm->infos_[p].island == comm->my_island_) continue;
-      if (const TcpRelay* r = comm->relay(p)) {
-        ++relayed_links_;
-        links.push_back({r->ring(TcpRelay::kIn), r->ring_bytes(TcpRelay::kIn), r->ring(TcpRelay::kOut),
-                         r->ring_bytes(TcpRelay::kOut)});
-      } else if (comm->inbox_ && comm->peer_inboxes_[p]) {
-        const ShmInbox& mine = *comm->inbox_;
-        const ShmInbox& theirs = *comm->peer_inboxes_[p];
-        links.push_back({mine.ring(p), mine.ring_bytes(p), theirs.ring(comm->rank_), theirs.ring_bytes(comm->rank_)});
-      } else {
-        return InternalError(fmt::format("device bridge: no host ring on the link to rank {}", p));
-      }
-    }
+    TSR_ASSIGN_OR_RETURN(std::vector<HostPath::BridgeRings> links, host_->DeviceBridgeRings());
+    for (const auto& l : links) relayed_links_ += l.relayed ? 1 : 0;
     TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_DEVICE_PIECE"));
     if (piece < 4096 || piece % 8 != 0)
       return InvalidArgument(fmt::format("TESSERA_DEVICE_PIECE={} must be at least 4096 and a multiple of 8", piece));
-    auto ops = RuntimeRingOps::Create(rt, d2h_, h2d_, links, comm->timeout_, piece);
-    if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", comm->rank_));
+    auto ops = RuntimeRingOps::Create(rt, d2h_, h2d_, links, shape_.timeout, piece);
+    if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", shape_.rank));
     ring_ops_ = std::move(ops).value();
   }
-  if (comm->islands_[comm->my_island_].ranks.size() > 1) {
+  if (shape_.island_size > 1) {
     const DeviceFamily& family = *dev_->device().family;
-    TSR_ASSIGN_OR_RETURN(island_ccl_, OpenIslandCcl(comm->store_.get(), comm->WorldShape(), family.ccl, family.label));
+    TSR_ASSIGN_OR_RETURN(island_ccl_, OpenIslandCcl(host_->Store(), shape_, family.ccl, family.label));
   }
   worker_ = std::thread([this] { WorkerLoop(); });
   return Status::Ok();
@@ -138,7 +125,7 @@ BridgeRank::~BridgeRank() {
   if (d2h_) (void)rt.StreamSynchronize(d2h_);
   if (h2d_) (void)rt.StreamSynchronize(h2d_);
   if (!trace_prefix_.empty()) {
-    const std::string path = fmt::format("{}.rank{}", trace_prefix_, comm_->rank_);
+    const std::string path = fmt::format("{}.rank{}", trace_prefix_, shape_.rank);
     if (FILE* f = std::fopen(path.c_str(), "w")) {
       std::fprintf(f, "ticket submitted_us started_us ran_us copied_us\n");
       for (const TraceRow& r : trace_)
@@ -156,9 +143,9 @@ BridgeRank::~BridgeRank() {
     if (e) (void)rt.EventDestroy(e);
   if (d2h_) (void)rt.StreamDestroy(d2h_);
   if (h2d_) (void)rt.StreamDestroy(h2d_);
-  if (ccl_ && comm_ && !comm_->failed_.ok()) ccl_->MarkFailed();
+  if (ccl_ && host_ && host_->HasFailed()) ccl_->MarkFailed();
   ccl_.reset();
-  if (island_ccl_ && comm_ && !comm_->failed_.ok()) island_ccl_->MarkFailed();
+  if (island_ccl_ && host_ && host_->HasFailed()) island_ccl_->MarkFailed();
   island_ccl_.reset();
   if (island_dev_) (void)rt.Free(island_dev_);
   for (void* p : retired_dev_) (void)rt.Free(p);
@@ -217,7 +204,7 @@ Status BridgeRank::WarmUp() {
         "AllReduce (warm-up at init)");
   if (st.ok()) st = rt.EventRecord(done, s);
   // Bounded: a peer that died since init must not hang this one.
-  if (st.ok()) st = dev_->WaitEvent(done, comm_->timeout_, "the CCL's warm-up allreduce at init");
+  if (st.ok()) st = dev_->WaitEvent(done, shape_.timeout, "the CCL's warm-up allreduce at init");
   if (st.ok()) {
     (void)rt.Free(one);
     (void)rt.EventDestroy(done);
@@ -225,17 +212,11 @@ Status BridgeRank::WarmUp() {
     return Status::Ok();
   }
   ccl_->MarkFailed();  // abort, not destroy; what a stuck call may still use is left alone
-  return st.WithContext(fmt::format("rank {}: warming up island {}'s {} communicator", comm_->rank_,
-                                    comm_->islands_[comm_->my_island_].index, ccl_->lib().name()));
+  return st.WithContext(
+      fmt::format("rank {}: warming up island {}'s {} communicator", shape_.rank, shape_.island, ccl_->lib().name()));
 }
 
-Status BridgeRank::Direct() const {
-  if (comm_->failed_.ok() && comm_->async_failed_.load(std::memory_order_acquire))
-    return comm_->GuardFn("call", [] { return Status::Ok(); });  // makes the async error the failure
-  if (!comm_->failed_.ok())
-    return Status(comm_->failed_.code(), "communicator failed earlier: " + comm_->failed_.message());
-  return Status::Ok();
-}
+Status BridgeRank::Direct() const { return host_->Health(); }
 
 Status BridgeRank::CclCall(const char* what, int r) {
   Status s = ccl_->lib().Check(r, what);
@@ -245,7 +226,7 @@ Status BridgeRank::CclCall(const char* what, int r) {
   if (s.ok() && (++direct_.calls & 127) == 0) s = ccl_->AsyncError();
   if (!s.ok()) {
     ccl_->MarkFailed();
-    return comm_->GuardFn(what, [&] { return s; });
+    return host_->Guarded(what, [&] { return s; });
   }
   return s;
 }
@@ -254,8 +235,8 @@ Status BridgeRank::Fail(const char* what, Status s) {
   if (s.ok()) return s;
   // The communicator's state belongs to the worker thread while one runs.
   if (worker_.joinable() && std::this_thread::get_id() != worker_.get_id())
-    return SubmitHost([&] { return comm_->GuardFn(what, [&] { return s; }); });
-  return comm_->GuardFn(what, [&] { return s; });
+    return SubmitHost([&] { return host_->Guarded(what, [&] { return s; }); });
+  return host_->Guarded(what, [&] { return s; });
 }
 
 // ---- hybrid: the worker queue ----
@@ -267,7 +248,7 @@ Status BridgeRank::SubmitDevice(const char* what, tsrStream_t stream, std::funct
     return Status(async_error_.code(),
                   fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
   // Back-pressure: at most kInEvents device jobs in flight (each owns one input event).
-  if (!done_cv_.wait_for(l, comm_->timeout_,
+  if (!done_cv_.wait_for(l, shape_.timeout,
                          [&] { return submitted_ - completed_ < kInEvents || !async_error_.ok(); })) {
     l.unlock();
     return Fail(what, Timeout(fmt::format("{}: {} collectives queued on the GPU bridge did not finish within "
@@ -321,7 +302,7 @@ Status BridgeRank::SubmitStaged(const char* what, tsrStream_t stream, std::vecto
                   fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
   };
   if (!async_error_.ok()) return earlier();
-  if (!done_cv_.wait_for(l, comm_->timeout_,
+  if (!done_cv_.wait_for(l, shape_.timeout,
                          [&] { return submitted_ - completed_ < kInEvents || !async_error_.ok(); })) {
     l.unlock();
     return Fail(what, Timeout(fmt::format("{}: collectives queued on the GPU bridge did not finish within "
@@ -389,11 +370,11 @@ Status BridgeRank::WaitInput(uint32_t ticket, const char* what) {
       std::this_thread::yield();
       continue;
     }
-    if (std::chrono::steady_clock::now() - t0 > comm_->timeout_)
+    if (std::chrono::steady_clock::now() - t0 > shape_.timeout)
       return Fail(what, Timeout(fmt::format("{}: the device ({}) did not copy the input to the host within "
                                             "TESSERA_TIMEOUT ({} ms): the stream the call was queued on is "
                                             "blocked (waiting for an event or a kernel that never ends?)",
-                                            what, dev_->spec(), comm_->timeout_.count())));
+                                            what, dev_->spec(), shape_.timeout.count())));
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
@@ -449,7 +430,7 @@ void BridgeRank::WorkerLoop() {
     // Device job: (device bridge) make sure no copy of it is still in flight, then release the caller's stream.
     if (job.copy_streams) {
       Status c = CopiesDone();
-      if (s.ok() && !c.ok()) s = comm_->GuardFn("the device bridge", [&] { return c; });  // the peers hear of it
+      if (s.ok() && !c.ok()) s = host_->Guarded("the device bridge", [&] { return c; });  // the peers hear of it
     }
     if (!trace_prefix_.empty()) trace_.push_back({job.ticket, job.submitted_us, started, ran, MonotonicUs()});
     {
@@ -475,7 +456,7 @@ Status BridgeRank::CopiesDone() {
   bridge::Stream streams[2] = {d2h_, h2d_};
   for (int i = 0; i < 2; ++i) {
     TSR_RETURN_IF_ERROR(dev_->rt().EventRecord(copies_ev_[i], streams[i]).WithContext("the bridge's copies"));
-    Status w = dev_->WaitEvent(copies_ev_[i], comm_->timeout_, "the device bridge's copies");
+    Status w = dev_->WaitEvent(copies_ev_[i], shape_.timeout, "the device bridge's copies");
     if (!w.ok() && w.code() != Code::kTimeout) return w;  // a CUDA error: its own message
     if (!w.ok())
       return Timeout(fmt::format(
@@ -490,18 +471,16 @@ Status BridgeRank::CopiesDone() {
 
 Status BridgeRank::BridgeCall(bridge::Event in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
                               size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes) {
-  return comm_->GuardFn(what, [&]() -> Status {
+  return host_->Guarded(what, [&]() -> Status {
     ring_ops_->Use(scratch, scratch_bytes);
     TSR_RETURN_IF_ERROR(dev_->rt().StreamWaitEvent(d2h_, in).WithContext("the bridge's input"));
     TSR_RETURN_IF_ERROR(dev_->rt().StreamWaitEvent(h2d_, in).WithContext("the bridge's input"));
-    Status st = comm_->Hierarchical(kind, send, recv, count, dt, op, root, ring_ops_.get());
-    ++comm_->seq_;
-    return st;
+    return host_->DeviceBridgeCollective(kind, send, recv, count, dt, op, root, ring_ops_.get());
   });
 }
 
 Result<void*> BridgeRank::ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes) {
-  *bytes = comm_->DeviceScratchBytes(kind, count, dt);
+  *bytes = host_->DeviceScratchBytes(kind, count, dt);
   auto grown = ring_ops_->Grow(*bytes);
   if (!grown.ok()) return Fail(what, grown.status());
   return grown;

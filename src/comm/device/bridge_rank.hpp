@@ -111,9 +111,7 @@ class BridgeRank final : public DeviceRank {
   Result<void*> ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes);
   // Whether broadcast/allgather take the device bridge: the rings are registered (ring_ops_) and this
   // island's bridge channels are all shm (what DeviceBridgeEligible says for floating types).
-  bool SelectOnDevice() const {
-    return ring_ops_ && comm_->DeviceBridgeEligible(comm_->islands_[comm_->my_island_], DType::kFloat32);
-  }
+  bool SelectOnDevice() const { return ring_ops_ && host_->DeviceBridgeFor(DType::kFloat32); }
   // On the caller thread, before the job is queued: pinned buffers for a staged job.
   Status StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout);
   Status Fail(const char* what, Status s);  // records s through the communicator's Guard
@@ -135,8 +133,8 @@ class BridgeRank final : public DeviceRank {
                                std::byte* shard);
   Status IslandAllGatherOn(bridge::Stream st, std::byte* shard, size_t L, DType dt, std::byte* pad, std::byte* out);
   // A staged part's host step: the bridge of a call whose island phases the library runs (IslandPhases::kDone).
-  std::function<Status()> IslandBridge(const char* what, CollKind kind, const std::byte* send, std::byte* recv,
-                                       size_t count, DType dt, RedOp op, int root);
+  std::function<Status()> IslandBridge(CollKind kind, const std::byte* send, std::byte* recv, size_t count, DType dt,
+                                       RedOp op, int root);
   Status IslandCall(const char* what, int r);
   Result<std::byte*> IslandScratch(size_t bytes);  // caller thread; grown, never freed before the communicator
   Status Direct() const;
@@ -144,7 +142,8 @@ class BridgeRank final : public DeviceRank {
   Status CopiesDone();  // worker: a device-bridge job's copies have finished, or TESSERA_TIMEOUT has passed
 
   std::unique_ptr<bridge::Device> dev_;
-  Comm* comm_ = nullptr;
+  HostPath* host_ = nullptr;  // the communicator, through the narrow interface of device.hpp
+  HostPath::Shape shape_;
   bool hybrid_ = false;
   std::unique_ptr<CclComm> ccl_;         // world of one island
   std::unique_ptr<CclComm> island_ccl_;  // hybrid world, island of several GPUs whose ranks all have the library

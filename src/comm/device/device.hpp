@@ -6,7 +6,7 @@
 // Two backends, both written on the device-runtime table (comm/runtime) and the CCL table alone: BridgeRank
 // (bridge_rank.cpp: a row with the device bridge's calls and Tessera's kernels, HasDeviceBridge: cuda today) and
 // AccelRank (accel_rank.cpp: every other row: npu, musa; pinned staging). OpenDeviceRank picks by the row.
-// AccelRank reaches its communicator only through HostPath below; BridgeRank still as a friend of Comm.
+// Both reach their communicator only through HostPath below.
 #pragma once
 
 #include <atomic>
@@ -27,6 +27,7 @@
 namespace tessera::comm {
 
 class Comm;
+class DeviceOps;  // comm/engine.hpp
 class StoreClient;
 struct P2POp;
 enum class CollKind : uint32_t;  // comm.hpp
@@ -129,10 +130,10 @@ class DeviceRank {
   virtual std::string TraceLine() const { return {}; }
 };
 
-// What a device backend that stages through host memory needs of its communicator, and nothing more: the
-// world's shape, the store (for its CCL's id), the failure bookkeeping, and the host-memory collectives
-// (each one guarded collective of the communicator: argument checks, failure recorded and announced). Comm
-// implements it; AccelRank gets it in Attach.
+// What a device backend needs of its communicator, and nothing more: the world's shape, the store (for its CCL's
+// id), the failure bookkeeping, the host-memory collectives (each one guarded collective of the communicator:
+// argument checks, failure recorded and announced), and for the device bridge its rings and its collective. Comm
+// implements it; the device ranks get it in Attach (Comm::host_path).
 class HostPath {
  public:
   struct Shape {
@@ -175,6 +176,31 @@ class HostPath {
   // The pieces a staged allreduce of `count` elements of `dt` is cut into on every rank (each piece one collective
   // of its own): HostAllReduce's, so that a rank calling HostBridge piece by piece keeps in step with the others.
   virtual std::vector<Range> AllReduceChunks(size_t count, DType dt) const = 0;
+
+  // --- What a device-bridge backend (BridgeRank) needs beyond staging.
+  // OK while the communicator is healthy; else its failure ("communicator failed earlier: ..."). An asynchronous
+  // error recorded by another thread (AsyncError) becomes the failure here, announced to the other ranks.
+  virtual Status Health() = 0;
+  virtual bool HasFailed() const = 0;
+  // Whether this rank's collectives of `dt` take the device bridge (an island of one device rank whose every
+  // bridge link has host rings, decided alike on every rank; floating types).
+  virtual bool DeviceBridgeFor(DType dt) const = 0;
+  // The host rings of this rank's link to every rank of another island, for the device bridge's copy engines:
+  // `in` where the peer's bytes arrive, `out` where this rank's leave (shm inboxes, or a TcpRelay's rings).
+  struct BridgeRings {
+    std::byte* in;
+    size_t in_bytes;
+    std::byte* out;
+    size_t out_bytes;
+    bool relayed;  // a TCP link behind a TcpRelay
+  };
+  virtual Result<std::vector<BridgeRings>> DeviceBridgeRings() const = 0;
+  // The device scratch (accumulators) one device-bridge collective of `kind` needs.
+  virtual size_t DeviceScratchBytes(CollKind kind, size_t count, DType dt) const = 0;
+  // One collective over the device bridge: the hierarchical algorithm with its bridge steps on `ops` (the rank's
+  // copy engines and kernels), as the next collective of the communicator. Not guarded: run it inside Guarded.
+  virtual Status DeviceBridgeCollective(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op,
+                                        int root, DeviceOps* ops) = 0;
 
  protected:
   ~HostPath() = default;

@@ -21,15 +21,10 @@ namespace tessera::comm {
 
 class RuntimeRingOps final : public DeviceOps {
  public:
-  // The host rings of one bridge link: `in`, where the peer's bytes arrive (this rank's inbox slot, or a
-  // TCP relay's inbound ring), and `out`, where this rank's bytes leave (the peer's inbox slot, or the
-  // relay's outbound ring).
-  struct Rings {
-    std::byte* in;
-    size_t in_bytes;
-    std::byte* out;
-    size_t out_bytes;
-  };
+  // The host rings of one bridge link (HostPath::DeviceBridgeRings): `in`, where the peer's bytes arrive (this
+  // rank's inbox slot, or a TCP relay's inbound ring), and `out`, where this rank's bytes leave.
+  using Rings = HostPath::BridgeRings;
+
   // `send` and `fold` are the rank's bridge streams. Every ring is registered with the runtime, and each `in`
   // ring gets a device mirror. `piece`: bytes per copy (TESSERA_DEVICE_PIECE).
   static Result<std::unique_ptr<RuntimeRingOps>> Create(DeviceRuntime& rt, bridge::Stream send, bridge::Stream fold,
