@@ -78,13 +78,7 @@ Status AccelRank::Attach(Comm* comm) {
   TSR_ASSIGN_OR_RETURN(up_done_, rt_->EventCreate());
   if (shape_.islands > 1) return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
   // World of one island: the island's own library.
-  TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(name_.family->ccl));
-  auto c = CclComm::Create(lib, host_->Store(), fmt::format("ccl/island{}/id", shape_.island), shape_.island_size,
-                           shape_.island_rank, shape_.timeout);
-  if (!c.ok())
-    return c.status().WithContext(
-        fmt::format("rank {}: creating island {}'s {} communicator", shape_.rank, shape_.island, lib->name()));
-  ccl_ = std::move(c).value();
+  TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, name_.family->ccl));
   return Status::Ok();
 }
 

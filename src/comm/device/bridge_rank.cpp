@@ -62,13 +62,7 @@ Status BridgeRank::Attach(Comm* comm) {
           "rank {}: {} ({} device) has no collective library, so a world of {} ranks alone cannot run; put a host "
           "or another device island beside it (e.g. --island other=host:1)",
           shape_.rank, dev_->spec(), family.label, family.prefix));
-    TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(family.ccl));
-    auto c = CclComm::Create(lib, host_->Store(), fmt::format("ccl/island{}/id", shape_.island), shape_.island_size,
-                             shape_.island_rank, shape_.timeout);
-    if (!c.ok())
-      return c.status().WithContext(
-          fmt::format("rank {}: creating island {}'s {} communicator", shape_.rank, shape_.island, lib->name()));
-    ccl_ = std::move(c).value();
+    TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, family.ccl));
     direct_.call = ccl_->lib().AllReduce;
     direct_.handle = ccl_->handle();
     for (int t = 0; t < static_cast<int>(DType::kCount); ++t) {

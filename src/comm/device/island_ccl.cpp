@@ -10,6 +10,16 @@
 
 namespace tessera::comm {
 
+Result<std::unique_ptr<CclComm>> OpenWorldCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row) {
+  TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(row));
+  auto c = CclComm::Create(lib, store, fmt::format("ccl/island{}/id", shape.island), shape.island_size,
+                           shape.island_rank, shape.timeout);
+  if (!c.ok())
+    return c.status().WithContext(
+        fmt::format("rank {}: creating island {}'s {} communicator", shape.rank, shape.island, lib->name()));
+  return c;
+}
+
 Result<std::unique_ptr<CclComm>> OpenIslandCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row,
                                                const std::string& family_label) {
   if (row.empty()) {  // a family without a library (emu): every rank knows it, nothing to agree on

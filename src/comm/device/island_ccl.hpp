@@ -2,6 +2,7 @@
 // runs the hierarchical algorithm's island phases on its own collective library (docs/architecture.md, "Islands of
 // several devices"): the library reduce-scatters the island's inputs on the device, only each rank's shard goes
 // down to host memory and across the bridge, and the library allgathers the shards.
+//   - OpenWorldCcl: a world of one device island's communicator (not the island phases: everything);
 //   - OpenIslandCcl: every rank of the island says through the store whether it loaded the library; all use it or
 //     none does (a rank without it would leave the others waiting in the library's initialisation).
 //   - IslandCclRefusal: why a call cannot run its island phases on the library (empty: it can); IslandCclGate: the
@@ -21,6 +22,10 @@
 #include "comm/device/device.hpp"
 
 namespace tessera::comm {
+
+// A world of one device island: the island's communicator of `row` (TESSERA_CCL and friends apply), every rank of
+// it. Errors name the rank, the island and the library.
+Result<std::unique_ptr<CclComm>> OpenWorldCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row);
 
 // The island's communicator of `row` (TESSERA_CCL and friends apply) when every rank of the island could load the
 // library; null (and one warning on the island's first rank, naming the rank and its error) when one could not.
