@@ -14,6 +14,19 @@ const DeviceFamily* FindDeviceFamily(std::string_view prefix) {
   return nullptr;
 }
 
+const DeviceFamily* FindFamilyOfVendor(std::string_view vendor) {
+  if (vendor.empty()) return nullptr;
+  for (const DeviceFamily& f : kDeviceFamilies) {
+    std::string_view names = f.vendors;
+    while (!names.empty()) {
+      const size_t sp = names.find(' ');
+      if (names.substr(0, sp) == vendor) return &f;
+      names = sp == std::string_view::npos ? std::string_view() : names.substr(sp + 1);
+    }
+  }
+  return FindDeviceFamily(vendor);
+}
+
 std::string DeviceWords() {
   std::string out = "host";
   const size_t n = std::size(kDeviceFamilies);

@@ -23,6 +23,9 @@ struct DeviceFamily {
   const char* runtime;      // the device runtime row (comm/device): "cuda"
   const char* ccl;          // the collective library row (comm/ccl): "nccl" ("" for none)
   bool mps;                 // NVIDIA MPS can cap a rank's SM share (tessera run --sm-share)
+  // The vendor names of a catalog type or an island that mean this family, space-separated, the usual island
+  // name first ("ascend huawei"); "" for none.
+  const char* vendors;
 };
 
 // The families this build knows, one row each. Sources of the non-NVIDIA values:
@@ -39,14 +42,18 @@ struct DeviceFamily {
 // The family's runtime row picks its rank (comm/device OpenDeviceRank): the device bridge (bridge_rank) where the
 // row has it — cuda, emu — else pinned staging (accel_rank) — npu, musa; comm/runtime counts each family's devices.
 inline constexpr DeviceFamily kDeviceFamilies[] = {
-    {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true},
-    {"npu", "Ascend NPU", "ASCEND_RT_VISIBLE_DEVICES", "npu", "acl", "hccl", false},
-    {"musa", "MUSA", "MUSA_VISIBLE_DEVICES", "musa", "musa", "mccl", false},
-    {"emu", "emulated", "TESSERA_EMU_VISIBLE_DEVICES", "", "emu", "", false},
+    {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true, "nvidia"},
+    {"npu", "Ascend NPU", "ASCEND_RT_VISIBLE_DEVICES", "npu", "acl", "hccl", false, "ascend huawei"},
+    {"musa", "MUSA", "MUSA_VISIBLE_DEVICES", "musa", "musa", "mccl", false,
+     "moore mthreads moore-threads moorethreads"},
+    {"emu", "emulated", "TESSERA_EMU_VISIBLE_DEVICES", "", "emu", "", false, ""},
 };
 
 // The row whose prefix is `prefix` ("cuda"), or null.
 const DeviceFamily* FindDeviceFamily(std::string_view prefix);
+// The family a vendor name means ("nvidia" -> cuda, "huawei" -> npu; one of DeviceFamily::vendors, or a prefix
+// itself), or null.
+const DeviceFamily* FindFamilyOfVendor(std::string_view vendor);
 // "host or cuda" ("host, cuda or npu"): the DEVICE words a user may give, for messages.
 std::string DeviceWords();
 

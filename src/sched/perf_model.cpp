@@ -142,11 +142,8 @@ const char* IslandPathName(IslandPath p) {
 bool WidensOnDevice(const std::string& family) { return family == "cuda"; }
 
 std::string FamilyOfVendor(const std::string& vendor) {
-  if (vendor == "nvidia") return "cuda";
-  if (vendor == "ascend" || vendor == "huawei") return "npu";
-  if (vendor == "mthreads" || vendor == "moore-threads" || vendor == "moorethreads") return "musa";
-  if (FindDeviceFamily(vendor) != nullptr) return vendor;
-  return "";
+  const DeviceFamily* f = FindFamilyOfVendor(vendor);  // common/vendor: the one registry
+  return f ? f->prefix : "";
 }
 
 const char* LinkName(LinkKind k) {

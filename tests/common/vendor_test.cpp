@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 namespace tessera {
@@ -23,7 +27,45 @@ TEST(DeviceFamilies, EveryRowIsCompleteAndUnique) {
     EXPECT_EQ(FindDeviceFamily(f.prefix), &f);
   }
   EXPECT_EQ(FindDeviceFamily("hots"), nullptr);
+  // Vendor names (a catalog type's vendor, an island's name) find their family through the same table.
+  EXPECT_STREQ(FindFamilyOfVendor("nvidia")->prefix, "cuda");
+  EXPECT_STREQ(FindFamilyOfVendor("huawei")->prefix, "npu");
+  EXPECT_STREQ(FindFamilyOfVendor("ascend")->prefix, "npu");
+  EXPECT_STREQ(FindFamilyOfVendor("moore-threads")->prefix, "musa");
+  EXPECT_STREQ(FindFamilyOfVendor("musa")->prefix, "musa");  // a prefix is its own vendor name
+  EXPECT_EQ(FindFamilyOfVendor("moore-"), nullptr);
+  EXPECT_EQ(FindFamilyOfVendor(""), nullptr);
+  EXPECT_EQ(FindFamilyOfVendor("intel"), nullptr);
   EXPECT_EQ(FindDeviceFamily(""), nullptr);
+}
+
+// The Python package keeps the torch side of the table (python/tessera/torch/_backend.py: the island name of each
+// device kind, the families torch reaches through PrivateUse1, the device strings it accepts), since registering the
+// backend must not need the extension. It must agree with this table: a family added here and not there fails.
+TEST(DeviceFamilies, ThePythonPackageKnowsEveryTorchFamily) {
+  const char* dir = std::getenv("TESSERA_SOURCE_DIR");
+  std::ifstream in(std::string(dir ? dir : TESSERA_TEST_SOURCE_DIR) + "/python/tessera/torch/_backend.py");
+  ASSERT_TRUE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string py = ss.str();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(py, m, std::regex(R"(_VENDOR_OF_KIND = \{([^}]*)\})")));
+  const std::string vendor_of_kind = m[1];
+  ASSERT_TRUE(std::regex_search(py, m, std::regex(R"(_PRIVATEUSE1_FAMILIES = \(([^)]*)\))")));
+  const std::string privateuse1 = m[1];
+  ASSERT_TRUE(std::regex_search(py, m, std::regex(R"(re\.fullmatch\(r"\(([a-z|]*)\):)")));
+  const std::string accepted = "|" + std::string(m[1]) + "|";
+  for (const DeviceFamily& f : kDeviceFamilies) {
+    if (*f.torch_type == 0) continue;  // no torch device type (emu)
+    const std::string prefix = f.prefix, vendor = std::string(f.vendors).substr(0, std::string(f.vendors).find(' '));
+    EXPECT_NE(vendor_of_kind.find("\"" + prefix + "\": \"" + vendor + "\""), std::string::npos)
+        << prefix << " -> " << vendor << " missing from _VENDOR_OF_KIND: " << vendor_of_kind;
+    EXPECT_NE(accepted.find("|" + prefix + "|"), std::string::npos) << prefix << " not accepted by _device()";
+    if (std::string(f.torch_type) != "cuda") {  // torch's own device; the others come through PrivateUse1
+      EXPECT_NE(privateuse1.find("\"" + prefix + "\""), std::string::npos) << prefix << " not in _PRIVATEUSE1_FAMILIES";
+    }
+  }
 }
 
 TEST(DeviceName, ParsesHostAndPrefixIndex) {
