@@ -9,6 +9,13 @@
 #   calibrate   each island alone on its SM share (train_lm_deepspeed.py, one-island tessera jobs in turn):
 #               its tokens/s -> the weights of the speed split, and their sum = the sum of the parts (each alone;
 #               not both at once as lm-experiment.sh's `independent` runs: DeepSpeed takes the whole world)
+#   balance     the speed split for the hybrid job from the islands run at once: an independent run (as below,
+#               with the weights so far, --trace; BALANCE_VARIANT=NAME adds $ARGS_NAME) gives each island's time
+#               per sequence of the part of the step that grows with its batch (the step minus engine.step:
+#               forward, backward, ZeRO epilogue); their inverses are the weights (ds-weights.json; the old one
+#               kept as ds-weights.prev.json). The islands alone (calibrate) overweight the slow one: their
+#               tokens/s include engine.step, the same for both and, in the hybrid job, shared. BALANCE_FROM=DIR
+#               takes the independent runs (indep[-NAME]-REP) of an earlier OUT instead of running one
 #   throughput  REPS x: independent (the sum of the parts: each island a DeepSpeed world of one, both at once on
 #               their shares, the micro-batches of the hybrid job: train_lm_deepspeed.py --independent), hybrid
 #               (two islands, tessera) and nccl (one island, whole GPU)
@@ -103,6 +110,38 @@ top = max(r.values())
 json.dump({"islands": r, "weights": f"{r['ascend'] / top:.4f},{r['nvidia'] / top:.4f}", "sum_of_parts": sum(r.values())},
           open(out, "w"), indent=1)
 print(f"calibration: {r}; sum of the parts {sum(r.values()):.0f} tokens/s")
+EOF
+fi
+
+if phase balance; then
+  step "balance: the split from each island's forward+backward per sequence, the islands at once"
+  bv=${BALANCE_VARIANT:-}; bvar=ARGS_$bv; bx=${bv:+${!bvar:-}}
+  if [ -z "${BALANCE_FROM:-}" ]; then
+    run balance${bv:+-$bv} $TWO -- $LM $TB --independent --backend $NCCL --weights-file "$W" --trace \
+      --log "$OUTDIR/balance${bv:+-$bv}.jsonl" $bx
+  fi
+  "$PY" - "${BALANCE_FROM:-$OUTDIR}" "$W" "${bv}" "${BALANCE_FROM:+from}" <<'EOF'
+import glob, json, os, shutil, statistics, sys
+d, out, var, earlier = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+tag = ("indep" if earlier else "balance") + (f"-{var}" if var else "")
+per = {}
+for p in sorted(glob.glob(f"{d}/{tag}*.jsonl.*")):
+    name = os.path.basename(p).split(".jsonl")[0]
+    if name != tag and not (earlier and name.rsplit("-", 1)[0] == tag):
+        continue
+    s = json.loads(open(p).read().splitlines()[-1]); v = p.rsplit(".", 1)[1]; t = s["trace"][v]
+    per.setdefault(v, []).append((t["step_ms"] - t["phases_ms"]["step"]) / s["islands"][v]["batch"])
+ms = {v: statistics.median(x) for v, x in per.items()}
+top = max(1 / m for m in ms.values())
+w = {v: 1 / m / top for v, m in ms.items()}
+old = json.load(open(out)) if os.path.exists(out) else {}
+if os.path.exists(out):
+    shutil.copy(out, out.replace(".json", ".prev.json"))
+old.update({"weights": f"{w['ascend']:.4f},{w['nvidia']:.4f}",
+            "balance": {"ms_per_sequence": ms, "runs": {v: len(x) for v, x in per.items()}, "from": d, "tag": tag}})
+json.dump(old, open(out, "w"), indent=1)
+print(f"balance ({tag} in {d}): forward+backward per sequence " +
+      ", ".join(f"{v} {m:.3f} ms (median of {len(per[v])})" for v, m in ms.items()) + f" -> weights {old['weights']}")
 EOF
 fi
 
