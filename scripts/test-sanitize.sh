@@ -7,7 +7,7 @@ JOBS=${JOBS:-$(nproc)}
 for san in address thread; do
   dir=build-$([ $san = address ] && echo asan || echo tsan)
   [ -f $dir/build.ninja ] || cmake -S . -B $dir -G Ninja -DTESSERA_SANITIZE=$san -DTESSERA_CUDA=OFF -DTESSERA_BENCH=OFF -DTESSERA_COMM_ONLY=ON >/dev/null
-  targets="comm_worker device_emu_worker $(cd $dir && ninja -t targets all | grep -oE '^(comm|launch)_[a-z_]*test:' | tr -d ':' | sort -u | tr '\n' ' ')"
+  targets="comm_worker device_emu_worker accel_worker $(cd $dir && ninja -t targets all | grep -oE '^(comm|launch)_[a-z_]*test:' | tr -d ':' | sort -u | tr '\n' ' ')"
   cmake --build $dir -j "$JOBS" --target tessera_cli $targets
   echo "== comm tests under $san sanitizer"
   (cd $dir && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ASAN_OPTIONS="detect_leaks=1" \

@@ -1,4 +1,5 @@
-// tests/runtime/accel_worker: one rank of the accelerator-rank tests (accel_rank_test.cpp), run under `tessera run`.
+// tests/comm/accel_worker: one rank of the device-rank tests (tests/runtime/accel_rank_test.cpp on the vendors' shims,
+// tests/comm/collectives_test.cpp on the emulated device), run under `tessera run`.
 // A rank whose TESSERA_DEVICE is npu:N or musa:N works on device memory of that family's runtime row (the host
 // shims of tests/shims, found on LD_LIBRARY_PATH) with a stream of its own; a host rank on host memory with stream
 // NULL — in the same job. Inputs are pushed to the device on the rank's stream with nothing synchronised before
@@ -27,10 +28,10 @@
 #include <string>
 #include <vector>
 
-#include "../comm/reference.hpp"
 #include "comm/runtime/runtime.hpp"
 #include "common/dtype.hpp"
 #include "common/vendor.hpp"
+#include "reference.hpp"
 #include "tessera/tessera.h"
 
 using tessera::DType;
