@@ -34,5 +34,13 @@ if "--npu" in sys.argv:
     want = sorted(expected + ["npu"])
     check(mapped == want, f"after loading the npu test device c10d maps tessera to {mapped}, expected {want}")
     check(capability == want, f"after loading the npu test device tessera's device list is {capability}")
+# A fresh interpreter: `import tessera.torch` first (it imports torch, whose entry point then runs mid-import), and
+# `import torch` alone (the entry point registers the backend), each with the backend registered afterwards.
+import subprocess  # noqa: E402
+
+for first in ("import tessera.torch", "import torch"):
+    code = f"{first}; import torch.distributed as dist; assert 'TESSERA' in dist.Backend._plugins, 'not registered'"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"a fresh interpreter running {first!r} failed: {r.stderr.strip()[-400:]}")
 print(f"registration: {mapped}: {'passed' if not failures else 'FAILED'}", flush=True)
 sys.exit(1 if failures else 0)

@@ -25,9 +25,4 @@ __all__ = [
 ]
 
 
-def _autoload():
-    """The `torch.backends` entry point: registers the backend when torch is imported."""
-    register()
-
-
 register()
