@@ -79,6 +79,10 @@ class Buf {
     }
     std::memset(host_, fill, bytes_);
     Push();
+    // The copy reads host_ asynchronously: wait for it before the caller writes host_ (found by TSan on the
+    // emulated device, whose stream really runs later: an allgather's output, filled here and then written by the
+    // test, was pushed half old, half new).
+    if (g_rt) Rt(g_rt->StreamSynchronize(g_stream), "StreamSynchronize");
   }
   ~Buf() {
     if (g_rt) {

@@ -240,8 +240,7 @@ class EmuRuntime final : public DeviceRuntime {
   }
   Status StreamWriteValue32(Stream s, uint32_t* dev_addr, uint32_t value) override {
     Run(s, [dev_addr, value] {
-      std::atomic_thread_fence(std::memory_order_seq_cst);  // the stream's earlier writes first
-      __atomic_store_n(dev_addr, value, __ATOMIC_RELEASE);
+      __atomic_store_n(dev_addr, value, __ATOMIC_SEQ_CST);  // after the stream's earlier writes
     });
     return Status::Ok();
   }
@@ -343,8 +342,7 @@ int EmuSpinWait(const volatile uint32_t* flag, uint32_t value, void* s) {
 }
 int EmuWriteFlag(uint32_t* flag, uint32_t value, void* s) {
   static_cast<EmuStream*>(s)->Push([flag, value] {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+    __atomic_store_n(flag, value, __ATOMIC_SEQ_CST);
   });
   return 0;
 }
