@@ -341,9 +341,7 @@ int EmuSpinWait(const volatile uint32_t* flag, uint32_t value, void* s) {
   return 0;
 }
 int EmuWriteFlag(uint32_t* flag, uint32_t value, void* s) {
-  static_cast<EmuStream*>(s)->Push([flag, value] {
-    __atomic_store_n(flag, value, __ATOMIC_SEQ_CST);
-  });
+  static_cast<EmuStream*>(s)->Push([flag, value] { __atomic_store_n(flag, value, __ATOMIC_SEQ_CST); });
   return 0;
 }
 
