@@ -471,7 +471,13 @@ TEST(CclRows, TableHasTheThreeRowsAndTheirValues) {
 }
 
 TEST(CclRows, EveryDeviceFamilyNamesARow) {
-  for (const auto& f : kDeviceFamilies) EXPECT_NE(FindCclRow(f.ccl), nullptr) << f.prefix << " -> " << f.ccl;
+  for (const auto& f : kDeviceFamilies) {
+    if (*f.ccl == 0) {  // a family without a library (the emulated device): none to find
+      EXPECT_STREQ(f.prefix, "emu");
+      continue;
+    }
+    EXPECT_NE(FindCclRow(f.ccl), nullptr) << f.prefix << " -> " << f.ccl;
+  }
 }
 
 TEST(CclRows, MissingLibraryNamesItAndTheVariable) {
