@@ -78,7 +78,7 @@ Status AccelRank::Attach(Comm* comm) {
   TSR_ASSIGN_OR_RETURN(up_done_, rt_->EventCreate());
   if (shape_.islands > 1) return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
   // World of one island: the island's own library.
-  TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, name_.family->ccl));
+  TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, name_));
   return Status::Ok();
 }
 

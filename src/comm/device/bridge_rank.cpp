@@ -56,13 +56,7 @@ Status BridgeRank::Attach(Comm* comm) {
   hybrid_ = shape_.islands > 1;
   if (!hybrid_) {
     // World of one island: the island's CCL, on the caller's stream.
-    const DeviceFamily& family = *dev_->device().family;
-    if (*family.ccl == 0)
-      return Unsupported(fmt::format(
-          "rank {}: {} ({} device) has no collective library, so a world of {} ranks alone cannot run; put a host "
-          "or another device island beside it (e.g. --island other=host:1)",
-          shape_.rank, dev_->spec(), family.label, family.prefix));
-    TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, family.ccl));
+    TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, dev_->device()));
     direct_.call = ccl_->lib().AllReduce;
     direct_.handle = ccl_->handle();
     for (int t = 0; t < static_cast<int>(DType::kCount); ++t) {

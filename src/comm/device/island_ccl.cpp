@@ -10,8 +10,15 @@
 
 namespace tessera::comm {
 
-Result<std::unique_ptr<CclComm>> OpenWorldCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row) {
-  TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(row));
+Result<std::unique_ptr<CclComm>> OpenWorldCcl(StoreClient* store, const HostPath::Shape& shape,
+                                              const DeviceName& device) {
+  const DeviceFamily& family = *device.family;
+  if (*family.ccl == 0)
+    return Unsupported(fmt::format(
+        "rank {}: {} ({} device) has no collective library, so a world of {} ranks alone cannot run; put a host "
+        "or another device island beside it (e.g. --island other=host:1)",
+        shape.rank, device.ToString(), family.label, family.prefix));
+  TSR_ASSIGN_OR_RETURN(auto lib, CclLibrary::LoadFromEnv(family.ccl));
   auto c = CclComm::Create(lib, store, fmt::format("ccl/island{}/id", shape.island), shape.island_size,
                            shape.island_rank, shape.timeout);
   if (!c.ok())

@@ -23,9 +23,11 @@
 
 namespace tessera::comm {
 
-// A world of one device island: the island's communicator of `row` (TESSERA_CCL and friends apply), every rank of
-// it. Errors name the rank, the island and the library.
-Result<std::unique_ptr<CclComm>> OpenWorldCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row);
+// A world of one device island: the communicator of `device`'s family's library (TESSERA_CCL and friends apply),
+// every rank of it. Unsupported, saying why, for a family without a library (emu). Errors name the rank, the island
+// and the library.
+Result<std::unique_ptr<CclComm>> OpenWorldCcl(StoreClient* store, const HostPath::Shape& shape,
+                                              const DeviceName& device);
 
 // The island's communicator of `row` (TESSERA_CCL and friends apply) when every rank of the island could load the
 // library; null (and one warning on the island's first rank, naming the rank and its error) when one could not.

@@ -49,7 +49,7 @@ struct RuntimeRow {
   RuntimeShape shape;
   const char* prefix;  // kCudaApi: the symbols' prefix ("cuda" -> cudaMalloc, "musa" -> musaMalloc); else ""
   // A file mapped in a process once the runtime has started there (CUDA: the driver, libcuda.so.1, which libcudart
-  // maps on its first call; the others: the runtime itself; null for the built-in emu row, started once made).
+  // maps on its first call; the others: the runtime itself; null for a built-in row: started once LoadRuntime made it).
   // IsDeviceMemory asks only started runtimes, so a host rank never starts one (a CUDA context costs GPU memory).
   const char* started;
   // Capability flags. host_register: mapped registration of existing host memory, as cudaHostRegister with
@@ -272,7 +272,6 @@ namespace internal {
 Result<std::shared_ptr<DeviceRuntime>> BindAcl(const RuntimeRow& row, const std::string& path, void* handle);
 Result<std::shared_ptr<DeviceRuntime>> BindCudaApi(const RuntimeRow& row, const std::string& path, void* handle);
 Result<std::shared_ptr<DeviceRuntime>> MakeEmu(const RuntimeRow& row);  // runtime_emu.cpp
-bool EmuStarted();                                                      // an emu runtime has been made in this process
 // Unsupported: `path` (the `row` runtime) lacks `symbol`; names the row's variable.
 Status MissingRuntimeSymbol(const RuntimeRow& row, const std::string& path, const std::string& symbol);
 }  // namespace internal

@@ -32,8 +32,6 @@
 namespace tessera::comm::internal {
 namespace {
 
-std::atomic<bool> g_started{false};
-
 // One emulated stream: a worker running queued operations in order.
 class EmuStream {
  public:
@@ -41,10 +39,9 @@ class EmuStream {
   // Like cudaStreamDestroy, returns without waiting for the queued work, which still runs in order; a wait
   // that nothing will release (a stream write / wait value) ends instead of blocking the stream forever.
   ~EmuStream() {
-    stop_flag_.store(true, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
+      stop_.store(true, std::memory_order_relaxed);
     }
     cv_.notify_all();
     worker_.join();
@@ -62,7 +59,7 @@ class EmuStream {
     const uint64_t want = queued_;
     done_cv_.wait(l, [&] { return done_ >= want; });
   }
-  bool stopping() const { return stop_flag_.load(std::memory_order_relaxed); }
+  bool stopping() const { return stop_.load(std::memory_order_relaxed); }
 
  private:
   void Run() {
@@ -70,7 +67,7 @@ class EmuStream {
       std::function<void()> op;
       {
         std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return stop_ || !q_.empty(); });
+        cv_.wait(l, [&] { return stopping() || !q_.empty(); });
         if (q_.empty()) return;
         op = std::move(q_.front());
         q_.pop_front();
@@ -89,8 +86,7 @@ class EmuStream {
   std::condition_variable cv_, done_cv_;
   std::deque<std::function<void()>> q_;
   uint64_t queued_ = 0, done_ = 0;
-  bool stop_ = false;
-  std::atomic<bool> stop_flag_{false};
+  std::atomic<bool> stop_{false};  // the worker's loop, and the waits it runs (stopping)
   std::thread worker_;
 };
 
@@ -109,11 +105,22 @@ void WaitUntil(F done) {
   }
 }
 
+// The bodies of the stream memory operations (StreamWrite/WaitValue32, and the kernels' flag-write / spin-wait):
+// the write after the stream's earlier writes (sequentially consistent); the wait until the word reaches `value`
+// (wrap-around >=), or the stream is being destroyed (`st` null: the NULL stream, which nothing destroys).
+void WriteValue(uint32_t* addr, uint32_t value) { __atomic_store_n(addr, value, __ATOMIC_SEQ_CST); }
+void WaitValue(const EmuStream* st, const volatile uint32_t* addr, uint32_t value) {
+  WaitUntil([&] {
+    return (st != nullptr && st->stopping()) ||
+           static_cast<int32_t>(__atomic_load_n(addr, __ATOMIC_ACQUIRE) - value) >= 0;
+  });
+}
+
 thread_local int t_device = -1;
 
 class EmuRuntime final : public DeviceRuntime {
  public:
-  explicit EmuRuntime(const RuntimeRow& row) : DeviceRuntime(row, "(built in)") { g_started = true; }
+  explicit EmuRuntime(const RuntimeRow& row) : DeviceRuntime(row, "(built in)") {}
 
   Result<int> DeviceCount() override {
     const std::string visible = env::Get("TESSERA_EMU_VISIBLE_DEVICES").value_or("");
@@ -239,18 +246,12 @@ class EmuRuntime final : public DeviceRuntime {
     return Status::Ok();
   }
   Status StreamWriteValue32(Stream s, uint32_t* dev_addr, uint32_t value) override {
-    Run(s, [dev_addr, value] {
-      __atomic_store_n(dev_addr, value, __ATOMIC_SEQ_CST);  // after the stream's earlier writes
-    });
+    Run(s, [dev_addr, value] { WriteValue(dev_addr, value); });
     return Status::Ok();
   }
   Status StreamWaitValue32(Stream s, uint32_t* dev_addr, uint32_t value) override {
-    auto* st = static_cast<EmuStream*>(s);
-    Run(s, [st, dev_addr, value] {
-      WaitUntil([&] {
-        return st->stopping() || static_cast<int32_t>(__atomic_load_n(dev_addr, __ATOMIC_ACQUIRE) - value) >= 0;
-      });
-    });
+    auto* st = static_cast<const EmuStream*>(s);
+    Run(s, [st, dev_addr, value] { WaitValue(st, dev_addr, value); });
     return Status::Ok();
   }
 
@@ -332,16 +333,14 @@ int EmuFinalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int
   static_cast<EmuStream*>(s)->Push([=] { comm::Finalize(out, acc, n, dtype, op, divisor); });
   return 0;
 }
+// The kernels' fallbacks are the stream memory operations themselves here.
 int EmuSpinWait(const volatile uint32_t* flag, uint32_t value, void* s) {
   auto* st = static_cast<EmuStream*>(s);
-  st->Push([st, flag, value] {
-    WaitUntil(
-        [&] { return st->stopping() || static_cast<int32_t>(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) >= 0; });
-  });
+  st->Push([st, flag, value] { WaitValue(st, flag, value); });
   return 0;
 }
 int EmuWriteFlag(uint32_t* flag, uint32_t value, void* s) {
-  static_cast<EmuStream*>(s)->Push([flag, value] { __atomic_store_n(flag, value, __ATOMIC_SEQ_CST); });
+  static_cast<EmuStream*>(s)->Push([flag, value] { WriteValue(flag, value); });
   return 0;
 }
 
@@ -349,8 +348,6 @@ int EmuWriteFlag(uint32_t* flag, uint32_t value, void* s) {
 
 extern const DeviceKernels kEmuKernels;
 const DeviceKernels kEmuKernels = {"emu", EmuPreload, EmuFold, EmuFinalize, EmuSpinWait, EmuWriteFlag};
-
-bool EmuStarted() { return g_started.load(std::memory_order_relaxed); }
 
 Result<std::shared_ptr<DeviceRuntime>> MakeEmu(const RuntimeRow& row) {
   return std::shared_ptr<DeviceRuntime>(std::make_shared<EmuRuntime>(row));
