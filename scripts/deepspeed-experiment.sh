@@ -3,14 +3,19 @@
 # CPU with CPUAdam) on backend "tessera" across two islands on SM shares of one GPU (tessera run --sm-share, as
 # scripts/lm-experiment.sh) against DeepSpeed on nccl with one island, and a Hugging Face Trainer on tessera.
 # Needs the wheels of scripts/deepspeed-wheels.sh in .whl/ (carried) and a build (scripts/torch-check.sh BUILD
-# install, done here when tessera._C does not import). Phases (PHASES, default all, in this order):
+# install, done here when tessera._C does not import). The default layout of the throughput runs is the one
+# measured at >= 97% of the parts at once (docs/benchmarks.md, 2026-12-03): one micro-batch of 128 sequences per
+# optimizer step (ACCUM=1 GB=128), the split balanced on forward+backward per sequence (the balance phase).
+# Phases (PHASES, default all, in this order):
 #   tests       tests/torch/deepspeed_worker.py zero3 and zero3-offload on the two GPU islands (no SM caps), on
 #               tessera and, one island, nccl; tests/torch/hf_trainer_worker.py on two GPU islands (+ DCP save)
 #   calibrate   each island alone on its SM share (train_lm_deepspeed.py, one-island tessera jobs in turn):
 #               its tokens/s -> the weights of the speed split, and their sum = the sum of the parts (each alone;
 #               not both at once as lm-experiment.sh's `independent` runs: DeepSpeed takes the whole world)
-#   balance     the speed split for the hybrid job from the islands run at once: an independent run (as below,
-#               with the weights so far, --trace; BALANCE_VARIANT=NAME adds $ARGS_NAME) gives each island's time
+#   balance     the speed split for the hybrid job from the islands run at once: BALANCE_RUNS (3) independent
+#               runs (as below, with the weights so far, --trace; BALANCE_VARIANT=NAME adds $ARGS_NAME; the
+#               medians over the runs: the two worlds are not synchronised, so one run's islands may overlap
+#               only in part) give each island's time
 #               per sequence of the part of the step that grows with its batch (the step minus engine.step:
 #               forward, backward, ZeRO epilogue); their inverses are the weights (ds-weights.json; the old one
 #               kept as ds-weights.prev.json). The islands alone (calibrate) overweight the slow one: their
@@ -25,7 +30,10 @@
 # Usage: scripts/deepspeed-experiment.sh [BUILD_DIR] [--cpu]
 #   --cpu: a smoke run of the phases on CPU ranks (this machine too): tiny model, few steps, no MPS
 # env: STEPS (300), REPS (3), SLOW (35), FAST (65), PRECISION (tf32 on the MPS shares), TSTEPS (8), TWARM (3),
-#   ACCUM (4), GB (32), LM_ARGS (extra train_lm_deepspeed.py arguments), PHASES, OUT (bench/results/ds-<time>),
+#   ACCUM (1), GB (128): micro-batches per optimizer step and sequences per micro-batch of the calibrate, balance
+#   and throughput runs (ACCUM=4 GB=32: the layout of 2026-12-02), PGB (32): the parity and fp16 runs' global
+#   batch (one micro-batch a step), BALANCE_RUNS (3), LM_ARGS (extra train_lm_deepspeed.py arguments), PHASES,
+#   OUT (bench/results/ds-<time>),
 #   TKINDS ("indep hybrid single": the throughput runs made, in this order in each rep; KIND:NAME runs KIND with the
 #   extra arguments of $ARGS_NAME, e.g. TKINDS="indep hybrid indep:a1 hybrid:a1" ARGS_a1="--accum 1 --global-batch
 #   128": its logs are KIND-NAME-REP.*, and the summary gives each NAME's ratio), PROFILE (entries of TKINDS, or
@@ -58,13 +66,13 @@ if [ "${DS_READY:-0}" != 1 ]; then
   fi
 fi
 STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-8}; TWARM=${TWARM:-3}
-ACCUM=${ACCUM:-4}; GB=${GB:-32}; PRECISION=${PRECISION:-tf32}
-PHASES=" ${PHASES:-tests calibrate throughput parity fp16 summary} "
+ACCUM=${ACCUM:-1}; GB=${GB:-128}; PGB=${PGB:-32}; PRECISION=${PRECISION:-tf32}
+PHASES=" ${PHASES:-tests calibrate balance throughput parity fp16 summary} "
 TKINDS=" ${TKINDS:-indep hybrid single} "; PKINDS=" ${PKINDS:-hybrid single-a single-b} "
 TKINDS=${TKINDS//,/ }; PKINDS=${PKINDS//,/ }  # "indep,hybrid" as "indep hybrid"
 if [ $CPU = 1 ]; then
   export DS_ACCELERATOR=cpu
-  STEPS=6; REPS=1; TSTEPS=4; TWARM=1; ACCUM=1; GB=8; PRECISION=f32
+  STEPS=6; REPS=1; TSTEPS=4; TWARM=1; ACCUM=1; GB=8; PGB=8; PRECISION=f32
   TWO="--island ascend=host:1 --island nvidia=host:1"; ONE_A="--island ascend=host:1"; ONE_B="--island nvidia=host:1"
   ONE="--island nvidia=host:1"; NOCAP=$TWO; NCCL=gloo; LMX="--cpu"
 else
@@ -117,8 +125,10 @@ if phase balance; then
   step "balance: the split from each island's forward+backward per sequence, the islands at once"
   bv=${BALANCE_VARIANT:-}; bvar=ARGS_$bv; bx=${bv:+${!bvar:-}}
   if [ -z "${BALANCE_FROM:-}" ]; then
-    run balance${bv:+-$bv} $TWO -- $LM $TB --independent --backend $NCCL --weights-file "$W" --trace \
-      --log "$OUTDIR/balance${bv:+-$bv}.jsonl" $bx
+    for i in $(seq "${BALANCE_RUNS:-3}"); do
+      run balance${bv:+-$bv}-$i $TWO -- $LM $TB --independent --backend $NCCL --weights-file "$W" --trace \
+        --log "$OUTDIR/balance${bv:+-$bv}-$i.jsonl" $bx
+    done
   fi
   "$PY" - "${BALANCE_FROM:-$OUTDIR}" "$W" "${bv}" "${BALANCE_FROM:+from}" <<'EOF'
 import glob, json, os, shutil, statistics, sys
@@ -127,7 +137,7 @@ tag = ("indep" if earlier else "balance") + (f"-{var}" if var else "")
 per = {}
 for p in sorted(glob.glob(f"{d}/{tag}*.jsonl.*")):
     name = os.path.basename(p).split(".jsonl")[0]
-    if name != tag and not (earlier and name.rsplit("-", 1)[0] == tag):
+    if name.rsplit("-", 1)[0] != tag:  # TAG-RUN: balance[-NAME]-I here, indep[-NAME]-REP of an earlier OUT
         continue
     s = json.loads(open(p).read().splitlines()[-1]); v = p.rsplit(".", 1)[1]; t = s["trace"][v]
     per.setdefault(v, []).append((t["step_ms"] - t["phases_ms"]["step"]) / s["islands"][v]["batch"])
@@ -164,7 +174,7 @@ fi
 
 if phase parity; then
   step "loss parity: $STEPS steps, hybrid vs one island on $NCCL (twice: A/A)"
-  PB="--steps $STEPS --global-batch $GB --precision $PRECISION"
+  PB="--steps $STEPS --global-batch $PGB --precision $PRECISION"
   [[ "$PKINDS" == *" hybrid "* ]] && run parity-hybrid $TWO -- $LM $PB --weights-file "$W" --log "$OUTDIR/parity-hybrid.jsonl"
   [[ "$PKINDS" == *" single-a "* ]] && run parity-single-a $ONE -- $LM $PB --backend $NCCL --log "$OUTDIR/parity-single-a.jsonl"
   [[ "$PKINDS" == *" single-b "* ]] && run parity-single-b $ONE -- $LM $PB --backend $NCCL --log "$OUTDIR/parity-single-b.jsonl"
@@ -172,7 +182,7 @@ fi
 
 if phase fp16; then
   step "fp16 ZeRO-3 + CPUAdam on two islands without SM caps"
-  run fp16 $NOCAP -- $LM --steps $((TSTEPS * 4)) --warmup-steps $TWARM --global-batch $GB \
+  run fp16 $NOCAP -- $LM --steps $((TSTEPS * 4)) --warmup-steps $TWARM --global-batch $PGB \
     --precision "$([ $CPU = 1 ] && echo f32 || echo fp16)" --log "$OUTDIR/fp16.jsonl"
 fi
 
