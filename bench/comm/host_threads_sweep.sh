@@ -5,7 +5,9 @@
 # box's multi-threaded memcpy bandwidth x the traffic the allreduce must make) measured in the same run. Prints
 # the median busbw of each value and its ratio to the bound; raw rows go to $OUT/threads-sweep.jsonl when OUT is set.
 #   Usage: [VAR=NAME] bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)
-#   VAR names the variable swept (default TESSERA_HOST_THREADS; any other, with the threads then `auto`).
+#   VAR names the variable swept (default TESSERA_HOST_THREADS; any other, with the threads then `auto`). A value
+#   with '=' in it is a list of assignments instead, e.g. TESSERA_BRIDGE_ROUND=0,TESSERA_SHM_RING=8M.
+#   The bound is allreduce_bound's for the engine's default bridge round (TESSERA_BRIDGE_ROUND=4M).
 set -uo pipefail
 B=${1:?usage: host_threads_sweep.sh BUILD_DIR [VALUE...]}
 shift
@@ -20,7 +22,9 @@ echo "host_threads_sweep: $(nproc) cpus, $VAR = ${VALUES[*]}, ${REPS:-3} rounds"
 "$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M | tee "$OUTDIR/bound-1+1.txt"
 for rep in $(seq "${REPS:-3}"); do
   for t in "${VALUES[@]}"; do
-    env "$VAR=$t" timeout 120 "$B/tessera" run --timeout 60s --island a=host:1 --island b=host:1 -- \
+    case $t in *=*) assign=${t//,/ } ;; *) assign="$VAR=$t" ;; esac
+    # shellcheck disable=SC2086  # $assign: one or more NAME=VALUE words
+    env $assign timeout 120 "$B/tessera" run --timeout 60s --island a=host:1 --island b=host:1 -- \
       "$B/tessera" bench allreduce --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - --sizes 64M,256M \
       2> "$OUTDIR/threads-$t-r$rep.err" | grep -o '{.*}' | sed "s/^{/{\"threads\":\"$t\",/" >> "$ROWS" \
       || { echo "$VAR=$t round $rep failed:"; tail -5 "$OUTDIR/threads-$t-r$rep.err"; }
