@@ -4,7 +4,7 @@
 set -o pipefail
 B=/tmp/bh; L=$OUT/r35b; mkdir -p $L
 exec > >(tee $L/run.txt) 2>&1
-date -u +%FT%TZ; nproc; uptime
+date -u +%FT%TZ; nproc; uptime; echo "ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>&1)"
 t0=$SECONDS
 [ -x $B/tessera ] || cmake -S . -B $B -G Ninja -DTESSERA_CUDA=OFF -DTESSERA_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g0 -DNDEBUG" > $L/configure.log 2>&1
