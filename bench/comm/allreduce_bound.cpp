@@ -12,15 +12,12 @@
 // sends (k−1)/k of its shard (the accumulator when m > 1), folds k parts of S/(mk) in island order,
 // sends the result to k−1 owners and receives (k−1)/k of its shard's results; phase 3 (m > 1) sends its
 // shard to m−1 members and receives theirs. A copy of B bytes reads B and writes B, a fold reads its
-// inputs and writes its output. With the bridge in rounds (--round, the engine's TESSERA_BRIDGE_ROUND, 4M by
-// default as there) each round's results are sent right after their folds wrote them, so that read comes
-// from the cache like the ring bytes; with --round 0 it is a pass over memory. Two figures: `bound` leaves
-// out the ring bytes (the rings are small and stay in cache; what must reach memory is the inputs, the
-// outputs and the accumulators: 2·S per rank for 1+1 — read the input, write the output — or 2.5·S with one
-// round): no busbw above it without fewer passes over memory than the engine makes. `all-in-memory` counts
-// every ring byte as memory traffic too (4.5·S per rank for 1+1); a run above it is helped by the cache.
-// memcpy bandwidth = bytes copied / time, so the traffic rate is 2× it. The memcpy runs on --threads
-// threads over --copy-bytes (default: every usable CPU, 256 MiB: the box's memory bandwidth).
+// inputs and writes its output. Two figures: `bound` leaves out the ring bytes (the rings are small and
+// stay in cache; what must reach memory is the inputs, the outputs and the accumulators: 2.5·S per rank
+// for 1+1): no busbw above it without fewer passes over memory than the engine makes. `all-in-memory`
+// counts every ring byte as memory traffic too (4.5·S per rank for 1+1); a run above it is helped by the
+// cache. memcpy bandwidth = bytes copied / time, so the traffic rate is 2× it. The memcpy runs on
+// --threads threads over --copy-bytes (default: every usable CPU, 256 MiB: the box's memory bandwidth).
 #include <sched.h>
 
 #include <CLI/CLI.hpp>
@@ -76,8 +73,8 @@ struct Traffic {
 };
 
 // The traffic of one allreduce of S bytes on islands `sizes` (see the model above); a = accumulator bytes
-// per element byte (1, or 2 for f16/bf16); `rounds`: the bridge runs in rounds (its results leave from cache).
-Traffic Model(const std::vector<int>& sizes, double S, double a, bool rounds) {
+// per element byte (1, or 2 for f16/bf16).
+Traffic Model(const std::vector<int>& sizes, double S, double a) {
   Traffic t;
   const int k = static_cast<int>(sizes.size());
   for (int m : sizes) {
@@ -99,7 +96,6 @@ Traffic Model(const std::vector<int>& sizes, double S, double a, bool rounds) {
       r.all += e * (k - 1) * part + e * part + a * part + (k - 2) * 2 * a * part;
       if (a > 1 && !(k == 2 && m == 1)) r.all += a * part + part;  // finalize (two 16-bit parts: direct)
       send((k - 1) * part);
-      if (rounds) r.ring += (k - 1) * part;  // the result's read: from the cache, right after its folds
       recv((k - 1) * part);
     }
     if (m > 1) {  // phase 3: island allgather of the shards
@@ -123,7 +119,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"bound on the host engine's allreduce busbw: memcpy bandwidth × the allreduce's memory traffic"};
   std::string sizes_text = "64M,256M", islands_text = "1,1", dtype = "float32";
   int threads = UsableCpus(), iters = 10;
-  uint64_t copy_bytes = 256ull << 20, round = 4ull << 20;
+  uint64_t copy_bytes = 256ull << 20;
   app.add_option("--islands", islands_text, "Host island sizes, as `tessera run --island X=host:N` (1,1; 1,3; 2,2)");
   app.add_option("--sizes", sizes_text, "Allreduce sizes in bytes: list and/or ranges (64M,256M or 1M:256M:x4)");
   app.add_option("--threads", threads, "memcpy threads (default: every CPU this process may use)")
@@ -131,8 +127,6 @@ int Main(int argc, char** argv) {
   app.add_option("--copy-bytes", copy_bytes, "Bytes per measured copy (default 256M: out of cache)");
   app.add_option("--dtype", dtype, "float32 (also int*, float64: accumulator = element) or float16/bfloat16");
   app.add_option("--iters", iters, "Timed copies")->check(CLI::Range(1, 10000));
-  app.add_option("--round", round,
-                 "The engine's TESSERA_BRIDGE_ROUND in bytes (default 4194304 as there; 0: one round)");
   CLI11_PARSE(app, argc, argv);
   std::vector<int> islands;
   for (size_t p = 0; p <= islands_text.size();) {
@@ -157,15 +151,13 @@ int Main(int argc, char** argv) {
   for (int m : islands) n += m;
   const double copy_s = CopySeconds(copy_bytes, threads, iters);
   const double bw = static_cast<double>(copy_bytes) / copy_s;  // bytes copied per second
-  std::printf(
-      "# memcpy %llu MiB on %d threads: %.2f GB/s copied (%.2f GB/s of traffic); islands %s (%d ranks), %s, bridge "
-      "round %llu\n",
-      static_cast<unsigned long long>(copy_bytes >> 20), threads, bw / 1e9, 2 * bw / 1e9, islands_text.c_str(), n,
-      dtype.c_str(), static_cast<unsigned long long>(round));
+  std::printf("# memcpy %llu MiB on %d threads: %.2f GB/s copied (%.2f GB/s of traffic); islands %s (%d ranks), %s\n",
+              static_cast<unsigned long long>(copy_bytes >> 20), threads, bw / 1e9, 2 * bw / 1e9, islands_text.c_str(),
+              n, dtype.c_str());
   std::printf("# %12s %14s %14s %12s %12s %14s\n", "size", "traffic(MB)", "ring(MB)", "bound(us)", "bound-busbw",
               "all-in-memory");
   for (uint64_t s : sizes) {
-    const Traffic t = Model(islands, static_cast<double>(s), a, round > 0 && islands.size() > 1);
+    const Traffic t = Model(islands, static_cast<double>(s), a);
     const double bound_s = (t.all - t.ring) / (2 * bw), all_s = t.all / (2 * bw);
     const double bus = static_cast<double>(s) * 2 * (n - 1) / n;
     std::printf("  %12llu %14.1f %14.1f %12.1f %12.2f %14.2f\n", static_cast<unsigned long long>(s), t.all / 1e6,

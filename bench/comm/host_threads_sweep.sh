@@ -6,8 +6,7 @@
 # the median busbw of each value and its ratio to the bound; raw rows go to $OUT/threads-sweep.jsonl when OUT is set.
 #   Usage: [VAR=NAME] bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)
 #   VAR names the variable swept (default TESSERA_HOST_THREADS; any other, with the threads then `auto`). A value
-#   with '=' in it is a list of assignments instead, e.g. TESSERA_BRIDGE_ROUND=0,TESSERA_SHM_RING=8M.
-#   The bound is allreduce_bound's for the engine's default bridge round (TESSERA_BRIDGE_ROUND=4M).
+#   with '=' in it is a list of assignments instead, e.g. TESSERA_HOST_THREADS=4,TESSERA_SHM_RING=8M.
 set -uo pipefail
 B=${1:?usage: host_threads_sweep.sh BUILD_DIR [VALUE...]}
 shift

@@ -25,10 +25,7 @@ struct Header {
   int32_t op;
   int32_t root;
   int32_t rank;
-  // An allreduce's bridge round (Comm::BridgeRound, TESSERA_BRIDGE_ROUND): elements of each island's part per
-  // round; 0 when the bridge runs as one round. Every owner of a segment must cut it alike.
-  uint64_t round;
-  uint8_t pad[16];
+  uint8_t pad[24];
 };
 static_assert(sizeof(Header) == 64);
 

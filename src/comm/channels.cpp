@@ -41,7 +41,6 @@ Status Comm::SetUpChannels() {
   for (const RankInfo& r : infos_) local_ranks += r.host_id == me.host_id;
   TSR_ASSIGN_OR_RETURN(int threads, HostThreadsFromEnv(local_ranks));
   if (threads > 1 && host_pool() == nullptr) set_host_pool(std::make_unique<HostPool>(threads));
-  set_ring_bytes(ring);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     const RankInfo& peer = infos_[p];

@@ -206,7 +206,6 @@ Status Comm::HostSend(const void* send, size_t count, tsrDataType_t type, int pe
              0,
              rank_,
              rank_,
-             0,
              {}};
     Engine e(this);
     e.Send(peer, &h, sizeof(h));
@@ -281,7 +280,6 @@ Status Comm::HostGroup(const std::vector<P2POp>& ops) {
                         0,
                         rank_,
                         rank_,
-                        0,
                         {}};
         e.Send(op.peer, &hdr[i], sizeof(Header));
         e.Send(op.peer, op.send, bytes);
@@ -350,7 +348,6 @@ Status Comm::HostAllToAllv(const void* send_v, const size_t* sendcounts, const s
                        0,
                        0,
                        rank_,
-                       0,
                        {}};
       e.Send(p, &mine[p], sizeof(Header));
       e.Send(p, send + sdispls[p] * esz, sendcounts[p] * esz);

@@ -222,13 +222,7 @@ class Comm final : public Links, private HostPath {
   // Whether island `isl`'s allreduce of `dt` runs on the device bridge (Island::device_bridge, floating
   // types). The same answer on every rank.
   bool DeviceBridgeEligible(const Island& isl, DType dt) const { return isl.device_bridge && IsFloat(dt); }
-  // `round`: the call's bridge round (BridgeRound), which every peer must share.
-  Status ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers,
-                         uint64_t round = 0);
-  // Elements of each island's part per round of a host allreduce's bridge (TESSERA_BRIDGE_ROUND): set in a world
-  // of several host islands all on one host, where a piece's result leaving while still in cache saves a pass
-  // over memory; 0 (one round) elsewhere — device islands, and links through TCP, keep the schedule they had.
-  size_t BridgeRound(DType dt) const { return bridge_round_bytes_ / DTypeSize(dt); }
+  Status ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers);
   void* Scratch(int which, size_t bytes);
   // Device bridge (hierarchical.cpp): the device scratch one call of `kind` needs — for reduce-scatter its
   // reduced shard (the whole buffer, on an island of one rank) and then the accumulators of this rank's parts,
@@ -268,7 +262,6 @@ class Comm final : public Links, private HostPath {
   std::mutex health_mu_;
   std::chrono::steady_clock::time_point health_checked_{};
   size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
-  size_t bridge_round_bytes_ = 0;  // see BridgeRound; 0 = one round
   // This rank's device backend (TESSERA_DEVICE=cuda:N, npu:N, musa:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.
   std::unique_ptr<DeviceRank> device_;

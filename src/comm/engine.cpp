@@ -18,9 +18,8 @@ const std::byte kZeros[kChannelAlign] = {};
 // direction.
 constexpr size_t kMaxInFlight = 8;
 // Host mode with a pool of several threads: a copy or fold is cut into pieces of at least kPiece bytes,
-// one per thread at most, and a channel's turn moves threads × kPiece bytes, between kStep and half the ring
-// (Links::ring_bytes; kMaxStep, half of the default 2 MiB ring, when it is unknown), so the peer fills one
-// half while this rank drains the other. A larger ring (TESSERA_SHM_RING) scales the pieces with it.
+// one per thread at most, and a channel's turn moves threads × kPiece bytes, between kStep and kMaxStep
+// (half of the default 2 MiB ring, so the peer fills one half while this rank drains the other).
 constexpr size_t kPiece = 128 << 10;
 constexpr size_t kMaxStep = 1 << 20;
 
@@ -172,13 +171,7 @@ Status Engine::Run(const std::string& what) {
   if (dev_ != nullptr) devq_.resize(std::max(sends_.size(), recvs_.size()));
   HostPool* pool = links_->host_pool();
   pool_ = dev_ == nullptr && pool != nullptr && pool->threads() > 1 ? pool : nullptr;
-  if (pool_ == nullptr) {
-    step_ = kStep;
-  } else {
-    const size_t half = std::max(kStep, links_->ring_bytes() > 0 ? links_->ring_bytes() / 2 : kMaxStep);
-    const size_t scale = std::max<size_t>(1, half / kMaxStep);
-    step_ = std::clamp(static_cast<size_t>(pool_->threads()) * kPiece * scale, kStep, half);
-  }
+  step_ = pool_ == nullptr ? kStep : std::clamp(pool_->threads() * kPiece, kStep, kMaxStep);
   FuseLocalPairs();
   while (pending_ > 0) {
     bool progress = false;

@@ -54,10 +54,6 @@ class Links {
   // any Engine runs on these links (Comm::SetUpChannels); joined when the links are destroyed.
   HostPool* host_pool() const { return host_pool_.get(); }
   void set_host_pool(std::unique_ptr<HostPool> pool) { host_pool_ = std::move(pool); }
-  // Bytes of the host rings between ranks (TESSERA_SHM_RING; 0: unknown): with a pool, a channel's turn moves
-  // up to half of it, so the peer fills one half while this rank drains the other. Set with the pool.
-  size_t ring_bytes() const { return ring_bytes_; }
-  void set_ring_bytes(size_t bytes) { ring_bytes_ = bytes; }
   // Bytes queued to each peer by the engines on these links (TESSERA_LINK_TRACE): sized once, before any Engine
   // runs (Comm::SetUpChannels); a peer outside it is not counted. Any thread.
   void InitLinkCounters(int peers) {
@@ -73,7 +69,6 @@ class Links {
 
  private:
   std::unique_ptr<HostPool> host_pool_;
-  size_t ring_bytes_ = 0;
   std::unique_ptr<std::atomic<uint64_t>[]> sent_;
   int sent_peers_ = 0;
 };

@@ -26,8 +26,7 @@
 
 namespace tessera::comm {
 
-Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers,
-                             uint64_t round) {
+Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers) {
   Header mine{kHeaderMagic,
               static_cast<uint32_t>(kind),
               seq_,
@@ -36,7 +35,6 @@ Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, in
               static_cast<int32_t>(op),
               root,
               rank_,
-              round,
               {}};
   std::vector<Header> theirs(peers.size());
   Engine e(this);
@@ -58,11 +56,6 @@ Status Comm::ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, in
                                    static_cast<RedOp>(h.op), h.root),
                       h.seq));
     }
-    if (h.round != round)
-      return InvalidArgument(fmt::format(
-          "{} #{}: rank {} cuts the bridge into rounds of {} elements per part, {} into rounds of {} (0: one round): "
-          "set TESSERA_BRIDGE_ROUND alike on every rank",
-          CollName(kind), seq_, rank_, round, PeerName(peers[i]), h.round));
   }
   return Status::Ok();
 }
@@ -99,7 +92,6 @@ class Comm::Collective {
         ranks_(c.island_ranks_[c.my_island_]),
         n_(static_cast<int>(ranks_.size())),
         S_(Shard(ranks_.size(), static_cast<size_t>(local_), C_)),
-        round_(kind == CollKind::kAllReduce ? c.BridgeRound(dt) : 0),
         what_(fmt::format("{} #{}", CollName(kind), c.seq_)) {}
 
   Status Run() {
@@ -142,9 +134,9 @@ class Comm::Collective {
 
   // Header exchange with every peer of this rank's schedule (schedule.hpp: HeaderPeers).
   Status ExchangeHeaders() {
-    return c_.ExchangeHeaders(kind_, count_, dt_, op_, root_,
-                              HeaderPeers(c_.island_ranks_, segs_, c_.rank_, kind_ == CollKind::kReduceScatter, count_),
-                              round_);
+    return c_.ExchangeHeaders(
+        kind_, count_, dt_, op_, root_,
+        HeaderPeers(c_.island_ranks_, segs_, c_.rank_, kind_ == CollKind::kReduceScatter, count_));
   }
 
   // ---- select: allgather / broadcast. Each element has exactly one contributing rank. ----
@@ -288,28 +280,24 @@ class Comm::Collective {
 
   // Phase 2: for each of my segments, send the other islands' parts, reduce mine in island order
   // (2a) and, in the same run, share the reduced parts among the segment's owners as their folds
-  // finish (2b; not for reduce-scatter, whose parts are routed by ScatterToBlocks). With a bridge round
-  // (round_, Comm::BridgeRound) the segments are cut into pieces queued round by round (schedule.hpp:
-  // Rounds): each piece's result leaves while it is still in cache instead of after the whole buffer.
+  // finish (2b; not for reduce-scatter, whose parts are routed by ScatterToBlocks).
   Status BridgeReduce() {
     const size_t psz = DTypeSize(ptype_);
     const int divisor = c_.size_;
-    const std::vector<std::vector<Segment>> rounds =
-        Rounds(segs_, round_, k_, [&](const Segment& sg) { return sg.owner[me_] == c_.rank_; });
-    size_t pieces = 0;
-    for (const auto& round : rounds) pieces += round.size();
     std::vector<ReduceJob> jobs;
-    jobs.reserve(pieces);
-    std::vector<ReduceJob*> piece_job;  // my part's job, per piece in round order (null: an empty part)
-    piece_job.reserve(pieces);
-    for (const auto& round : rounds)
-      for (const Segment& sg : round) {
-        const Range p = PartOf(sg, me_);
-        if (p.len() == 0) {
-          piece_job.push_back(nullptr);
+    jobs.reserve(segs_.size());
+    Engine e(&c_, dev_);
+    for (const auto& sg : segs_) {
+      if (sg.owner[me_] != c_.rank_) continue;
+      for (int q = 0; q < k_; ++q) {
+        const Range p = PartOf(sg, q);
+        if (q != me_) {
+          e.Send(sg.owner[q], partial_ + (p.lo - pbase_) * psz, p.len() * psz);
           continue;
         }
-        ReduceJob& job = jobs.emplace_back();
+        if (p.len() == 0) continue;
+        jobs.emplace_back();
+        ReduceJob& job = jobs.back();
         job.n = p.len();
         job.dtype = dt_;
         job.op = op_;
@@ -323,40 +311,38 @@ class Comm::Collective {
         // in-place input before it is folded (it is folded at position me_, not first).
         job.acc = (AccumType(dt_) == dt_ && !(alias && me_ != 0)) ? dst : nullptr;
         job.dst = dst;
-        piece_job.push_back(&job);
       }
+    }
     TSR_RETURN_IF_ERROR(PlaceAccumulators(jobs));
-    Engine e(&c_, dev_);
-    size_t pi = 0;
-    for (const auto& round : rounds) {
-      for (const Segment& sg : round)
+    size_t ji = 0;
+    std::vector<ReduceJob*> seg_job(segs_.size(), nullptr);  // my part's job, per segment I own
+    for (size_t si = 0; si < segs_.size(); ++si) {
+      const Segment& sg = segs_[si];
+      if (sg.owner[me_] != c_.rank_) continue;
+      const Range p = PartOf(sg, me_);
+      if (p.len() == 0) continue;
+      ReduceJob& job = jobs[ji++];
+      seg_job[si] = &job;
+      for (int J = 0; J < k_; ++J) {
+        if (J == me_)
+          e.LocalFold(&job, J, partial_ + (p.lo - pbase_) * psz);
+        else
+          e.RecvFold(sg.owner[J], &job, J);
+      }
+    }
+    if (kind_ != CollKind::kReduceScatter) {
+      // Each part leaves as its folds finish, so the bridge's two phases overlap instead of draining in
+      // between.
+      for (size_t si = 0; si < segs_.size(); ++si) {
+        const Segment& sg = segs_[si];
+        if (sg.owner[me_] != c_.rank_) continue;
         for (int q = 0; q < k_; ++q) {
+          if (q == me_) continue;
           const Range p = PartOf(sg, q);
-          if (q != me_) e.Send(sg.owner[q], partial_ + (p.lo - pbase_) * psz, p.len() * psz);
-        }
-      for (size_t i = 0; i < round.size(); ++i) {
-        ReduceJob* job = piece_job[pi + i];
-        if (job == nullptr) continue;
-        const Range p = PartOf(round[i], me_);
-        for (int J = 0; J < k_; ++J) {
-          if (J == me_)
-            e.LocalFold(job, J, partial_ + (p.lo - pbase_) * psz);
-          else
-            e.RecvFold(round[i].owner[J], job, J);
+          if (seg_job[si] != nullptr) e.SendResult(sg.owner[q], seg_job[si]);
+          e.RecvCopy(sg.owner[q], out_ + (p.lo - obase_) * esz_, p.len() * esz_);
         }
       }
-      if (kind_ != CollKind::kReduceScatter) {
-        // Each part leaves as its folds finish, so the bridge's two phases overlap instead of draining in
-        // between.
-        for (size_t i = 0; i < round.size(); ++i)
-          for (int q = 0; q < k_; ++q) {
-            if (q == me_) continue;
-            const Range p = PartOf(round[i], q);
-            if (piece_job[pi + i] != nullptr) e.SendResult(round[i].owner[q], piece_job[pi + i]);
-            e.RecvCopy(round[i].owner[q], out_ + (p.lo - obase_) * esz_, p.len() * esz_);
-          }
-      }
-      pi += round.size();
     }
     return e.Run(what_ + (kind_ == CollKind::kReduceScatter ? " (bridge reduce)" : " (bridge)"));
   }
@@ -456,7 +442,6 @@ class Comm::Collective {
   const std::vector<int>& ranks_;  // my island's ranks
   const int n_;                    // ... and how many
   const Range S_;                  // my shard
-  const size_t round_;             // elements of each island's part per bridge round (0: one round)
   const std::string what_;         // "allreduce #7", for errors
   std::vector<Segment> segs_;
   // Reduce: the island's partial sums of my shard (IslandReduceScatter), where final values go (PlaceOutput).

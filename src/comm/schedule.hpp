@@ -8,9 +8,7 @@
 //   - BlocksOf: the output blocks of a reduce-scatter that a part touches;
 //   - Contribution: the elements a rank contributes to an allgather or broadcast;
 //   - HeaderPeers: whom a rank exchanges its 64-byte header with before a collective;
-//   - Chunks: consecutive pieces of at most `per` elements;
-//   - Rounds: the bridge's segments cut into pieces whose parts hold at most `per` elements, grouped by
-//     piece index, so a bridge reduce can finish and share each piece while it is still in cache.
+//   - Chunks: consecutive pieces of at most `per` elements.
 #pragma once
 
 #include <algorithm>
@@ -80,23 +78,5 @@ std::vector<int> HeaderPeers(const IslandRanks& islands, const std::vector<Segme
 // [0, count) in consecutive pieces of `per` elements (the last one shorter); one piece when per is 0 or
 // not less than count.
 std::vector<Range> Chunks(size_t count, size_t per);
-
-// The segments of `segs` that `owned(segment)` selects, each cut into consecutive pieces (same owners) of at
-// most per·parts elements — so that each of its `parts` parts (Part) holds at most about `per` — and grouped
-// into rounds: round i holds the i-th piece of every selected segment that has one, in segment order. One
-// round of the selected segments, uncut, when per is 0. Every owner of a segment cuts it alike, so the
-// messages of one segment keep their order on both ends of each link.
-template <typename Owned>
-std::vector<std::vector<Segment>> Rounds(const std::vector<Segment>& segs, size_t per, int parts, Owned owned) {
-  std::vector<std::vector<Segment>> rounds(1);
-  for (const Segment& sg : segs) {
-    if (!owned(sg)) continue;
-    const std::vector<Range> pieces = Chunks(sg.r.len(), per * static_cast<size_t>(parts));
-    if (rounds.size() < pieces.size()) rounds.resize(pieces.size());
-    for (size_t i = 0; i < pieces.size(); ++i)
-      rounds[i].push_back(Segment{{sg.r.lo + pieces[i].lo, sg.r.lo + pieces[i].hi}, sg.owner});
-  }
-  return rounds;
-}
 
 }  // namespace tessera::comm

@@ -269,17 +269,6 @@ Status Comm::Init(const InitParams& p) {
       return InvalidArgument(
           fmt::format("TESSERA_DEVICE_CHUNK={} must be at least 4096 and a multiple of 8", bridge_chunk_bytes_));
   }
-  const bool one_host =
-      std::all_of(infos_.begin(), infos_.end(), [&](const RankInfo& r) { return r.host_id == infos_[rank_].host_id; });
-  const bool tcp = std::find(transport_.begin(), transport_.end(), "tcp") != transport_.end();
-  if (!any_device && one_host && !tcp && islands_.size() > 1) {
-    TSR_ASSIGN_OR_RETURN(bridge_round_bytes_, env::Bytes("TESSERA_BRIDGE_ROUND"));
-    if (bridge_round_bytes_ != 0 && (bridge_round_bytes_ < 4096 || bridge_round_bytes_ % 8 != 0))
-      return InvalidArgument(
-          fmt::format("TESSERA_BRIDGE_ROUND={} must be 0 (one round) or at least 4096 and a "
-                      "multiple of 8",
-                      bridge_round_bytes_));
-  }
   if (device_) {
     TSR_RETURN_IF_ERROR(device_->Attach(this));
     direct_ = device_->DirectPath();

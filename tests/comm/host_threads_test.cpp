@@ -216,50 +216,6 @@ INSTANTIATE_TEST_SUITE_P(Comm, Jobs,
                          ::testing::Values("--island ascend=host:1 --island nvidia=host:1",
                                            "--island ascend=host:2 --island nvidia=host:1"));
 
-// A host allreduce's bridge in rounds (TESSERA_BRIDGE_ROUND, Comm::BridgeRound): every collective, type and op
-// checked against the reference and bit-identical to one round, with rounds small enough that each call is cut
-// into many (4 KiB of each island's part: 100003 f64 elements make 98 rounds on 1+1), with one and two
-// threads, on worlds of two and three islands and an island of two ranks.
-class Rounds : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(Rounds, EveryCollectiveTypeAndOpGivesTheSameBitsAsOneRound) {
-  std::map<std::string, std::string> first;
-  for (const char* env :
-       {"TESSERA_BRIDGE_ROUND=0 TESSERA_HOST_THREADS=1", "TESSERA_BRIDGE_ROUND=4K TESSERA_HOST_THREADS=1",
-        "TESSERA_BRIDGE_ROUND=64K TESSERA_HOST_THREADS=2"}) {
-    Proc r = Shell(std::string("TESSERA_TIMEOUT=120s ") + env + " " + Bin() + " run " + GetParam() + " -- " + Worker() +
-                   " --sizes 100003");
-    ASSERT_EQ(r.status, 0) << env << "\n" << r.out;
-    ASSERT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
-    auto h = Hashes(r.out);
-    ASSERT_GT(h.size(), 100u) << r.out;
-    if (first.empty()) {
-      first = h;
-      continue;
-    }
-    ASSERT_EQ(h.size(), first.size());
-    for (const auto& [k, v] : first) EXPECT_EQ(h[k], v) << k << " with " << env;
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Comm, Rounds,
-                         ::testing::Values("--island ascend=host:1 --island nvidia=host:1",
-                                           "--island ascend=host:2 --island nvidia=host:1",
-                                           "--island a=host:1 --island b=host:1 --island c=host:1"));
-
-// Ranks that would cut the bridge differently fail the call naming the variable and both values, instead of
-// exchanging streams out of step; a bad value fails at init.
-TEST(Rounds, RanksThatDisagreeFailNamingTheVariable) {
-  Proc r = Shell("TESSERA_TIMEOUT=20s " + Bin() + " run --island ascend=host:1 --island nvidia=host:1 -- sh -c '" +
-                 "[ \"$TESSERA_RANK\" = 0 ] && export TESSERA_BRIDGE_ROUND=8K; exec " + Worker() + " --sizes 5000'");
-  EXPECT_NE(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("set TESSERA_BRIDGE_ROUND alike on every rank"), std::string::npos) << r.out;
-  Proc bad = Shell("TESSERA_TIMEOUT=20s TESSERA_BRIDGE_ROUND=100 " + Bin() +
-                   " run --island ascend=host:1 --island nvidia=host:1 -- " + Worker() + " --sizes 1");
-  EXPECT_NE(bad.status, 0) << bad.out;
-  EXPECT_NE(bad.out.find("TESSERA_BRIDGE_ROUND=100 must be 0"), std::string::npos) << bad.out;
-}
-
 TEST(HostThreads, ABadValueFailsEveryRankNamingTheVariable) {
   Proc r = Shell("TESSERA_TIMEOUT=20s TESSERA_HOST_THREADS=many " + Bin() +
                  " run --island ascend=host:1 --island nvidia=host:1 -- " + Worker() + " --sizes 1");

@@ -322,61 +322,6 @@ TEST(Schedule, AHandWorkedWorldOfTwoAndThree) {
   EXPECT_EQ(HeaderPeers(islands, segs, 4, false, 6), (std::vector<int>{1, 2, 3}));
 }
 
-// Rounds (a host allreduce's bridge in rounds, TESSERA_BRIDGE_ROUND): for every rank, its owned segments cut into
-// pieces whose parts hold at most about `per` elements, the pieces of each segment in order and in rounds 0, 1, ...;
-// and the rounds of two ranks list the pieces of a segment they both own alike (so each link's stream matches).
-TEST(Schedule, RoundsCutEachOwnedSegmentAlikeForEveryOwner) {
-  for (const World& w : Worlds())
-    for (size_t total : kTotals)
-      for (size_t per : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{40}}) {
-        const auto segs = Segments(w.islands, total);
-        const int k = static_cast<int>(w.islands.size());
-        const std::string where = w.name + ", total " + std::to_string(total) + ", per " + std::to_string(per);
-        std::map<int, std::vector<std::vector<Segment>>> of;  // rank -> its rounds
-        for (const auto& isl : w.islands)
-          for (int r : isl) {
-            const int J = IslandOf(w.islands, r);
-            of[r] = Rounds(segs, per, k, [&](const Segment& sg) { return sg.owner[J] == r; });
-            ASSERT_FALSE(of[r].empty()) << where;
-            // Flattened by segment, the pieces tile exactly the segments r owns, each inside one of them.
-            for (const auto& sg : segs) {
-              if (sg.owner[J] != r) continue;
-              size_t at = sg.r.lo;
-              for (size_t i = 0; i < of[r].size(); ++i)
-                for (const auto& piece : of[r][i]) {
-                  if (piece.r.lo < sg.r.lo || piece.r.hi > sg.r.hi) continue;
-                  EXPECT_EQ(piece.r.lo, at) << where << ": round " << i;
-                  EXPECT_EQ(piece.owner, sg.owner) << where;
-                  if (per > 0) {
-                    EXPECT_LE(piece.r.len(), per * static_cast<size_t>(k)) << where;
-                  }
-                  at = piece.r.hi;
-                }
-              EXPECT_EQ(at, sg.r.hi) << where << ": rank " << r << "'s pieces of [" << sg.r.lo << ", " << sg.r.hi
-                                     << ")";
-            }
-            if (per == 0) {
-              EXPECT_EQ(of[r].size(), 1u) << where;
-            }
-          }
-        // Two owners of a segment: the (round, position among shared pieces) order of its pieces is the same.
-        for (const auto& [a, ra] : of)
-          for (const auto& [b, rb] : of) {
-            if (a >= b) continue;
-            auto shared = [&](const std::vector<std::vector<Segment>>& rounds) {
-              std::vector<std::pair<size_t, Range>> seq;
-              for (size_t i = 0; i < rounds.size(); ++i)
-                for (const auto& piece : rounds[i])
-                  if (std::find(piece.owner.begin(), piece.owner.end(), a) != piece.owner.end() &&
-                      std::find(piece.owner.begin(), piece.owner.end(), b) != piece.owner.end())
-                    seq.push_back({i, piece.r});
-              return seq;
-            };
-            EXPECT_EQ(shared(ra), shared(rb)) << where << ": ranks " << a << " and " << b;
-          }
-      }
-}
-
 TEST(Schedule, ChunksTileTheCountInPiecesOfAtMostPer) {
   for (size_t count : kTotals)
     for (size_t per : {size_t{0}, size_t{1}, size_t{3}, size_t{8}, size_t{1000}, size_t{5000}}) {
