@@ -266,6 +266,19 @@ def profile_step(args, engine, stream, scale, dev, rank, label):
           f"; trace {path}", flush=True)
 
 
+def start_together(rank, world, port, timeout_s=600):
+    """--independent: the worlds of one wait for each other before their first step (a TCPStore that job rank 0
+    serves on `port`). Unsynchronised, one island's timed steps may start after the other's have ended, and its
+    figure is then nearer "alone" than "at once" (seen on the H200: docs/benchmarks.md, "The balanced split
+    measured"). Returns the store, which rank 0 must keep serving while the others may still read it."""
+    from datetime import timedelta
+    store = dist.TCPStore(os.environ.get("MASTER_ADDR", "127.0.0.1"), port, world, rank == 0,
+                          timedelta(seconds=timeout_s))
+    store.set(f"ready{rank}", "1")
+    store.wait([f"ready{r}" for r in range(world)])
+    return store
+
+
 def sync(dev):
     if dev.type == "cuda":
         torch.cuda.synchronize()
@@ -284,9 +297,9 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
         torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     job_rank, job_world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    base_port = int(os.environ.get("MASTER_PORT", "29500"))
     if args.independent:  # a world of one per rank, on a port of its own beside the launcher's MASTER_PORT
-        port = int(os.environ.get("MASTER_PORT", "29500")) + 1 + job_rank
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", MASTER_PORT=str(port))
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", MASTER_PORT=str(base_port + 1 + job_rank))
     trace = Trace() if args.trace else None
     stamp("imports")
     deepspeed.init_distributed(dist_backend=args.backend)
@@ -318,6 +331,9 @@ def main():
               f"backend {dist.get_backend()}, world {world}; optimizer {type(opt.optimizer).__name__}; "
               f"batch split {sampler.shares} of {args.global_batch}", flush=True)
     stream = train_lm.BatchStream(data, sampler)
+    if args.independent and job_world > 1:  # the worlds use base_port + 1 .. base_port + job_world
+        barrier = start_together(job_rank, job_world, base_port + 1 + job_world)  # noqa: F841 (kept: rank 0 serves it)
+        stamp("start barrier")
     losses, tokens, t0, t_opt, t_all = [], 0, None, 0.0, 0.0
     timed = lambda phase, f, *a: timed_call(trace, phase, f, *a)  # noqa: E731
     for step in range(args.steps):
