@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/cuda-shim-check.sh: on the GPU machine, after the project is built, Tessera's Ascend code paths run on the
 # CUDA-backed ACL/HCCL shims of tests/shims/cuda (libascendcl.so on cudart, libhccl.so on NCCL): real device memory,
-# streams and events. It runs accel_worker check (tests/runtime) under `tessera run` in three worlds:
+# streams and events. It runs accel_worker check (tests/comm) under `tessera run` in three worlds:
 #   npu_beside_host     --island ascend=npu:1 --island x86=host:1    an Ascend rank on device memory beside a host rank
 #   npu_alone           --island ascend=npu:1                        a world of one Ascend island: HCCL (NCCL) inside
 #   npu_beside_2_hosts  --island ascend=npu:1 --island moore=host:2  as the first, with two host ranks
@@ -10,7 +10,7 @@
 # A job passes when it exits 0 and every rank printed "OK rank R" (tessera run prefixes its lines with "[rank R
 # ISLAND] "). Prints PASS/FAIL per job with its rank lines and exits 1 if any failed. This proves only that Tessera
 # calls the ABI correctly on asynchronous device memory, not that Ascend hardware behaves so (tests/shims/README.md).
-# Usage: scripts/cuda-shim-check.sh [BUILD_DIR]   (default build; it must have tessera, tests/runtime/accel_worker
+# Usage: scripts/cuda-shim-check.sh [BUILD_DIR]   (default build; it must have tessera, tests/comm/accel_worker
 # and tests/shims/cuda/lib). Full logs: one file per job under $OUT when set, else under a temporary directory.
 # TESSERA_TIMEOUT (default 60s) bounds each job inside tessera run; the shell stops a job after 300 s.
 set -uo pipefail
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.." || exit 1
 B=${1:-build}
 B=$(cd "$B" 2>/dev/null && pwd) || { echo "FAIL: build directory '${1:-build}' not found"; exit 1; }
 T=$B/tessera
-W=$B/tests/runtime/accel_worker
+W=$B/tests/comm/accel_worker
 LIB=$B/tests/shims/cuda/lib
 for f in "$T" "$W" "$LIB/libascendcl.so" "$LIB/libhccl.so" "$LIB/libhcomm.so"; do
   [ -e "$f" ] || { echo "FAIL: $f is missing (build with CUDA and NCCL: the shims are tests/shims/cuda)"; exit 1; }
