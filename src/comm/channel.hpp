@@ -40,14 +40,6 @@ class SendChannel {
   virtual bool dma() const { return false; }
   virtual std::pair<std::byte*, size_t> Reserve(size_t /*max*/) { return {nullptr, 0}; }
   virtual void Publish(size_t /*bytes*/) {}
-
-  // Single copy (transport/shm.hpp): the reader copies a message straight out of this process's memory.
-  // TryDescribe puts a descriptor of `bytes` at `src` in the stream in place of the bytes, whole or not at
-  // all (false: no room yet); src must stay as it is until Pulled() has reached Described() after it.
-  virtual bool single_copy() const { return false; }
-  virtual bool TryDescribe(const void* /*src*/, size_t /*bytes*/) { return false; }
-  virtual uint64_t Described() const { return 0; }  // bytes described so far, over the channel's life
-  virtual uint64_t Pulled() const { return 0; }     // ... of which the reader has copied out
   // An error the channel has seen outside a call (a relay's pump thread: transport/relay.hpp); Ok otherwise.
   virtual Status Health() const { return Status::Ok(); }
 };
@@ -74,16 +66,6 @@ class RecvChannel {
   // straddle the wrap); Consume releases claimed bytes oldest first once the device has read them.
   virtual bool dma() const { return false; }
   virtual std::pair<const std::byte*, size_t> Claim(size_t /*max*/, size_t /*unit*/) { return {nullptr, 0}; }
-
-  // Single copy (see SendChannel): TakeDescriptor takes the next descriptor off the stream, whole or not
-  // at all; Pull copies `bytes` at the writer's address `addr` into dst (any thread, several at once);
-  // MarkPulled tells the writer that `bytes` more have been copied out.
-  virtual bool single_copy() const { return false; }
-  virtual bool TakeDescriptor(uint64_t* /*addr*/, size_t* /*bytes*/) { return false; }
-  virtual Status Pull(void* /*dst*/, uint64_t /*addr*/, size_t /*bytes*/) const {
-    return Unsupported("this channel does not pull");
-  }
-  virtual void MarkPulled(size_t /*bytes*/) {}
   // As SendChannel::Health.
   virtual Status Health() const { return Status::Ok(); }
 };

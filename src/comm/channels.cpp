@@ -5,10 +5,7 @@
 // carrying the job token, and every connection is acknowledged before use. A device-bridge GPU rank's TCP
 // links to other islands go through a TcpRelay (transport/relay.hpp), whose host rings its copy engines use.
 // First, the rank's host thread pool (comm/host_pool.hpp), sized from the ranks of the communicator on this host.
-// Rings between host ranks may then go single copy (transport/shm.hpp; TESSERA_SINGLE_COPY): the writer offers,
-// the reader probes and accepts, and the channels are made after a barrier, so both ends agree.
 #include <fmt/format.h>
-#include <sys/prctl.h>
 
 #include <algorithm>
 #include <functional>
@@ -18,7 +15,6 @@
 
 #include "comm/comm.hpp"
 #include "common/env.hpp"
-#include "common/log.hpp"
 
 namespace tessera::comm {
 
@@ -28,7 +24,6 @@ Status Comm::SetUpChannels() {
   TSR_ASSIGN_OR_RETURN(uint64_t cuda_ring, env::Bytes("TESSERA_DEVICE_RING"));
   TSR_ASSIGN_OR_RETURN(int64_t streams, env::Int("TESSERA_TCP_STREAMS", 1, 64));
   TSR_ASSIGN_OR_RETURN(uint64_t chunk, env::Bytes("TESSERA_TCP_CHUNK"));
-  TSR_ASSIGN_OR_RETURN(std::string single_copy, env::Choice("TESSERA_SINGLE_COPY", {"auto", "on", "off"}));
   if (ring < (64 << 10) || ring % 4096 != 0)
     return InvalidArgument(fmt::format("TESSERA_SHM_RING={} must be at least 64K and a multiple of 4K", ring));
   if (cuda_ring < (64 << 10) || cuda_ring % 4096 != 0)
@@ -77,52 +72,23 @@ Status Comm::SetUpChannels() {
         sizes[p] = cuda_ring;
     return sizes;
   };
-  // Single copy is for rings between host ranks (a device-bridge rank's rings carry its copy engines'
-  // bytes). The reader pulls, so its threads decide: `auto` takes it where the reader has at least
-  // kSingleCopyThreads host threads (with fewer, two copies through a ring in cache cost less than one
-  // process_vm_readv: docs/benchmarks.md, "One copy instead of two").
-  auto may_pull = [&](int reader, int writer) {
-    return single_copy != "off" && !device_rank(reader) && !device_rank(writer);
-  };
-  const bool want_pull = single_copy == "on" || (single_copy == "auto" && threads >= Engine::kSingleCopyThreads);
   // Distinct per job and per communicator of the job (its namespace).
-  const size_t job_hash = std::hash<std::string>{}(token_ + "|" + ns_);
-  std::string prefix = fmt::format("/tsr-{:08x}-", static_cast<uint32_t>(job_hash));
+  std::string prefix = fmt::format("/tsr-{:08x}-", static_cast<uint32_t>(std::hash<std::string>{}(token_ + "|" + ns_)));
   if (any_shm) {
     TSR_ASSIGN_OR_RETURN(inbox_, ShmInbox::Create(prefix + std::to_string(rank_), inbox_rings(rank_)));
   }
-  // Under Yama's ptrace_scope 1 only an ancestor may read a process's memory: let the peers (no error
-  // where there is no Yama).
-  if (any_shm && single_copy != "off") (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   TSR_RETURN_IF_ERROR(store_->Barrier("shm-created", size_, timeout_));
   peer_inboxes_.resize(size_);
   for (int p = 0; p < size_; ++p) {
     if (transport_[p] != "shm") continue;
     TSR_ASSIGN_OR_RETURN(peer_inboxes_[p], ShmInbox::Open(prefix + std::to_string(p), inbox_rings(p)));
-    if (may_pull(p, rank_)) peer_inboxes_[p]->OfferSingleCopy(rank_, job_hash ^ (uint64_t{0x9E3779B97F4A7C15} * (rank_ + 1)));
+    send_[p] = peer_inboxes_[p]->Writer(rank_);
+    recv_[p] = inbox_->Reader(p);
   }
   TSR_RETURN_IF_ERROR(store_->Barrier("shm-mapped", size_, timeout_));
   if (inbox_) inbox_->Unlink();
   for (auto& pi : peer_inboxes_)
     if (pi) pi->Unlink();
-  for (int p = 0; p < size_; ++p) {
-    if (transport_[p] != "shm" || !want_pull || !may_pull(rank_, p)) continue;
-    Status s = inbox_->AcceptSingleCopy(p, infos_[p].pid);
-    if (s.ok()) continue;
-    if (single_copy == "on")
-      return s.WithContext(fmt::format(
-          "TESSERA_SINGLE_COPY=on, but rank {} cannot read the memory of {} (pid {}): ptrace rules (Yama's "
-          "ptrace_scope, a seccomp filter, another user) may forbid it; TESSERA_SINGLE_COPY=auto falls back to the "
-          "shared-memory rings",
-          rank_, PeerName(p), infos_[p].pid));
-    TSR_LOG_DEBUG("rank {}: no single copy from {}, two copies through the ring: {}", rank_, PeerName(p), s.ToString());
-  }
-  TSR_RETURN_IF_ERROR(store_->Barrier("shm-single-copy", size_, timeout_));
-  for (int p = 0; p < size_; ++p) {
-    if (transport_[p] != "shm") continue;
-    send_[p] = peer_inboxes_[p]->Writer(rank_);
-    recv_[p] = inbox_->Reader(p, infos_[p].pid);
-  }
   // TCP: connect to higher ranks, accept from lower ones, then acknowledge.
   std::vector<std::vector<int>> fds(size_, std::vector<int>(streams, -1));
   for (int p : tcp_higher) {

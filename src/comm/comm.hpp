@@ -239,8 +239,6 @@ class Comm final : public Links, private HostPath {
   std::vector<Island> islands_;
   IslandRanks island_ranks_;            // islands_' ranks: what the schedule (comm/schedule) is computed from
   std::vector<std::string> transport_;  // per peer: "shm", "tcp" or "" (self)
-  // transport_[peer], with "+single-copy" where the peer pulls what this rank sends it (transport/shm.hpp).
-  std::string LinkName(int peer) const;
   std::unique_ptr<StoreServer> store_server_;
   std::unique_ptr<StoreClient> store_;
   std::unique_ptr<TcpListener> listener_;

@@ -6,9 +6,7 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 #include "comm/reduce/reduce.hpp"
 
@@ -24,24 +22,6 @@ constexpr size_t kMaxInFlight = 8;
 // (half of the default 2 MiB ring, so the peer fills one half while this rank drains the other).
 constexpr size_t kPiece = 128 << 10;
 constexpr size_t kMaxStep = 1 << 20;
-// Single copy: a thread pulls a fold's source in pieces of this many bytes into a buffer of its own, which
-// stays in its cache while it folds from it.
-constexpr size_t kPullChunk = 64 << 10;
-
-// The first error of several threads' pieces.
-class FirstError {
- public:
-  void Set(Status s) {
-    if (s.ok()) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (status_.ok()) status_ = std::move(s);
-  }
-  Status Take() { return std::move(status_); }
-
- private:
-  std::mutex mu_;
-  Status status_;
-};
 
 // Runs f(begin, count) over [0, n) elements of `esz` bytes: inline when the pool is null or the work is
 // under two pieces, else cut into pieces of whole multiples of 64 elements across the pool's threads.
@@ -117,33 +97,10 @@ Status ReduceJob::FoldRange(int c, const void* src, size_t count, HostPool* pool
   return Status::Ok();
 }
 
-Status ReduceJob::FoldPulled(int c, const RecvChannel* ch, uint64_t addr, size_t count, HostPool* pool) {
-  const size_t at = done[c];
-  const size_t ssz = DTypeSize(src_type[c]);
-  const size_t chunk = kPullChunk / ssz;
-  FirstError error;
-  Pieces(pool, count, DTypeSize(AccumType(dtype)), [&](size_t b, size_t k) {
-    thread_local std::unique_ptr<std::byte[]> buf;  // per thread, not static TLS: the library may be dlopen'ed
-    if (!buf) buf.reset(new std::byte[kPullChunk]);
-    for (size_t j = 0; j < k; j += chunk) {
-      const size_t m = std::min(chunk, k - j);
-      Status s = ch->Pull(buf.get(), addr + (b + j) * ssz, m * ssz);
-      if (!s.ok()) return error.Set(std::move(s));
-      HostFold(c, at + b + j, buf.get(), m);
-    }
-  });
-  TSR_RETURN_IF_ERROR(error.Take());
-  if (fused_c >= 0 && c == 1 - fused_c) done[fused_c] += count;  // the fused pair: both are folded
-  done[c] += count;
-  return Status::Ok();
-}
-
 void Engine::Send(int peer, const void* data, size_t bytes) {
   if (bytes == 0) return;
   if (sends_.size() <= static_cast<size_t>(peer)) sends_.resize(peer + 1);
-  const bool pull = SingleCopy(bytes, links_->send(peer));
-  sends_[peer].push_back(
-      {static_cast<const std::byte*>(data), bytes, pull ? bytes : PadToChannel(bytes), 0, nullptr, pull});
+  sends_[peer].push_back({static_cast<const std::byte*>(data), bytes, PadToChannel(bytes), 0, nullptr});
   ++pending_;
   links_->CountSent(peer, bytes);
 }
@@ -152,9 +109,7 @@ void Engine::SendResult(int peer, const ReduceJob* job) {
   size_t bytes = job->n * DTypeSize(job->dtype);
   if (bytes == 0) return;
   if (sends_.size() <= static_cast<size_t>(peer)) sends_.resize(peer + 1);
-  const bool pull = SingleCopy(bytes, links_->send(peer));
-  sends_[peer].push_back(
-      {static_cast<const std::byte*>(job->dst), bytes, pull ? bytes : PadToChannel(bytes), 0, job, pull});
+  sends_[peer].push_back({static_cast<const std::byte*>(job->dst), bytes, PadToChannel(bytes), 0, job});
   ++pending_;
   links_->CountSent(peer, bytes);
 }
@@ -162,9 +117,7 @@ void Engine::SendResult(int peer, const ReduceJob* job) {
 void Engine::RecvCopy(int peer, void* dst, size_t bytes) {
   if (bytes == 0) return;
   if (recvs_.size() <= static_cast<size_t>(peer)) recvs_.resize(peer + 1);
-  const bool pull = SingleCopy(bytes, links_->recv(peer));
-  recvs_[peer].push_back({static_cast<std::byte*>(dst), nullptr, 0, bytes, pull ? bytes : PadToChannel(bytes), 0});
-  recvs_[peer].back().pull = pull;
+  recvs_[peer].push_back({static_cast<std::byte*>(dst), nullptr, 0, bytes, PadToChannel(bytes), 0});
   ++pending_;
 }
 
@@ -179,9 +132,7 @@ void Engine::RecvFold(int peer, ReduceJob* job, int contributor) {
   size_t bytes = job->n * DTypeSize(job->src_type[contributor]);
   if (bytes == 0) return;
   if (recvs_.size() <= static_cast<size_t>(peer)) recvs_.resize(peer + 1);
-  const bool pull = SingleCopy(bytes, links_->recv(peer));
-  recvs_[peer].push_back({nullptr, job, contributor, bytes, pull ? bytes : PadToChannel(bytes), 0});
-  recvs_[peer].back().pull = pull;
+  recvs_[peer].push_back({nullptr, job, contributor, bytes, PadToChannel(bytes), 0});
   ++pending_;
 }
 
@@ -240,10 +191,6 @@ Status Engine::Run(const std::string& what) {
         continue;
       }
       SendChannel* ch = links_->send(static_cast<int>(p));
-      if (q.front().pull) {
-        progress |= StepDescribedSend(static_cast<int>(p), ch, q);
-        continue;
-      }
       SendOp& op = q.front();
       size_t budget = receiving ? step_ : std::max(step_, ch->Lookahead());
       // With a pool, a large piece of a shm ring is written in place by its threads (Reserve, then Publish).
@@ -285,11 +232,6 @@ Status Engine::Run(const std::string& what) {
         continue;
       }
       RecvChannel* ch = links_->recv(static_cast<int>(p));
-      if (q.front().pull) {
-        TSR_ASSIGN_OR_RETURN(bool moved, StepPulledRecv(static_cast<int>(p), ch, q));
-        progress |= moved;
-        continue;
-      }
       RecvOp& op = q.front();
       if (op.dst != nullptr && op.off < op.bytes && ch->direct()) {  // a copy: straight from the socket
         auto got = ch->RecvInto(op.dst + op.off, op.bytes - op.off);
@@ -330,16 +272,6 @@ Status Engine::Run(const std::string& what) {
         --pending_;
       }
     }
-    // Single-copy sends the peer is still pulling.
-    for (auto it = deliveries_.begin(); it != deliveries_.end();) {
-      if (links_->send(it->peer)->Pulled() < it->until) {
-        ++it;
-        continue;
-      }
-      it = deliveries_.erase(it);
-      --pending_;
-      progress = true;
-    }
     // Local contributors.
     for (auto it = locals_.begin(); it != locals_.end();) {
       ReduceJob* job = it->job;
@@ -377,8 +309,6 @@ Status Engine::Run(const std::string& what) {
         std::vector<int> owed;
         for (size_t p = 0; p < sends_.size(); ++p)
           if (!sends_[p].empty()) owed.push_back(static_cast<int>(p));
-        for (const Delivery& d : deliveries_)
-          if (std::find(owed.begin(), owed.end(), d.peer) == owed.end()) owed.push_back(d.peer);
         for (size_t p = 0; p < recvs_.size(); ++p)
           if (!recvs_[p].empty() && std::find(owed.begin(), owed.end(), static_cast<int>(p)) == owed.end())
             owed.push_back(static_cast<int>(p));
@@ -396,7 +326,6 @@ Status Engine::Run(const std::string& what) {
   sends_.clear();
   recvs_.clear();
   checks_.clear();
-  deliveries_.clear();
   if (dev_ != nullptr) {
     // Folds and finalizes of local contributions may still be running: the step's results are
     // complete only when the fold queue has drained.
@@ -411,63 +340,6 @@ Status Engine::Run(const std::string& what) {
     }
   }
   return Status::Ok();
-}
-
-bool Engine::StepDescribedSend(int peer, SendChannel* ch, std::deque<SendOp>& q) {
-  SendOp& op = q.front();
-  const size_t ready = op.Ready();
-  bool progress = false;
-  // What is ready, at once; a result still being reduced in steps of at least step_ bytes (fewer descriptors).
-  if (ready > op.off && (ready == op.bytes || ready - op.off >= step_) && ch->TryDescribe(op.data + op.off, ready - op.off)) {
-    op.off = ready;
-    progress = true;
-  }
-  if (op.off == op.bytes) {  // described: pending until pulled
-    deliveries_.push_back({peer, ch->Described()});
-    q.pop_front();
-  }
-  return progress;
-}
-
-Result<bool> Engine::StepPulledRecv(int peer, RecvChannel* ch, std::deque<RecvOp>& q) {
-  RecvOp& op = q.front();
-  const size_t unit = op.dst != nullptr ? 1 : DTypeSize(op.job->src_type[op.contributor]);
-  bool progress = false;
-  if (op.rleft == 0) {
-    if (!ch->TakeDescriptor(&op.raddr, &op.rleft)) return false;
-    if (op.rleft == 0 || op.rleft > op.bytes - op.off || op.rleft % unit != 0)
-      return InternalError(fmt::format("{} described {} bytes where {} of a message of {} remain (elements of {} bytes)",
-                                       links_->PeerName(peer), op.rleft, op.bytes - op.off, op.bytes, unit));
-    progress = true;
-  }
-  size_t take;
-  static const size_t cap = [] {
-    const char* v = std::getenv("TESSERA_PULL_STEP");  // TEMPORARY experiment knob
-    return v ? std::strtoull(v, nullptr, 10) << 20 : SIZE_MAX;
-  }();
-  if (op.dst != nullptr) {
-    take = std::min(op.rleft, cap);
-    std::byte* dst = op.dst + op.off;
-    FirstError error;
-    Pieces(pool_, take, 1, [&](size_t b, size_t k) { error.Set(ch->Pull(dst + b, op.raddr + b, k)); });
-    TSR_RETURN_IF_ERROR(error.Take().WithContext("receiving from " + links_->PeerName(peer)));
-  } else {
-    const size_t elems = std::min(std::min(op.rleft, cap) / unit, op.job->Allowed(op.contributor));
-    if (elems == 0) return progress;
-    TSR_RETURN_IF_ERROR(op.job->FoldPulled(op.contributor, ch, op.raddr, elems, pool_)
-                            .WithContext("receiving from " + links_->PeerName(peer)));
-    take = elems * unit;
-  }
-  ch->MarkPulled(take);
-  op.raddr += take;
-  op.rleft -= take;
-  op.off += take;
-  if (op.off == op.bytes) {
-    if (op.check >= 0) TSR_RETURN_IF_ERROR(checks_[op.check]());
-    q.pop_front();
-    --pending_;
-  }
-  return true;
 }
 
 void Engine::FuseLocalPairs() {
@@ -508,7 +380,7 @@ Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
   SendOp& op = q.front();
   DevQueues& dq = devq_[peer];
   SendChannel* ch = links_->send(peer);
-  if (!ch->dma() || ch->single_copy())
+  if (!ch->dma())
     return InternalError(fmt::format("device bridge: the {} channel to {} cannot take device copies", ch->transport(),
                                      links_->PeerName(peer)));
   // Publish what the copy engine has written.
@@ -546,7 +418,7 @@ Result<bool> Engine::StepDeviceRecv(int peer, std::deque<RecvOp>& q) {
   RecvOp& op = q.front();
   DevQueues& dq = devq_[peer];
   RecvChannel* ch = links_->recv(peer);
-  if (!ch->dma() || ch->single_copy())
+  if (!ch->dma())
     return InternalError(fmt::format("device bridge: the {} channel from {} cannot take device copies", ch->transport(),
                                      links_->PeerName(peer)));
   // Release the ring bytes the device has finished reading.

@@ -15,13 +15,6 @@
 // the same bits: every element is still folded by the same kernel, with its contributors in the same
 // order (the pieces of one FoldRange are disjoint ranges of one contributor's fold; the next
 // contributor's fold of a range starts only after FoldRange has returned). Small messages run inline.
-//
-// Single copy (host mode, on a channel with single_copy(): transport/shm.hpp): a message of at least
-// kSingleCopyMin bytes is not copied through the ring. The sender describes its buffer (a result as its
-// job finishes it, in steps), the receiver's threads copy straight out of the sender's memory into the
-// destination, or, for a fold, in cache-sized pieces into a buffer of their own that they fold from at
-// once; the send completes when the receiver has pulled every byte. Both ends apply the same rule to the
-// same message sizes, so they agree on which messages travel so. Same bits: a fold reads the same values.
 #pragma once
 
 #include <algorithm>
@@ -133,9 +126,6 @@ struct ReduceJob {
   // Folds elements [done[c], done[c]+count) of contributor c from src (on the device's fold queue when
   // `device` is set; on the host, cut by element index across `pool`'s threads when it is large).
   Status FoldRange(int c, const void* src, size_t count, HostPool* pool = nullptr);
-  // FoldRange (host only) of `count` elements that lie at `addr` in a single-copy peer's memory, pulled
-  // through `ch` in cache-sized pieces by each thread as it folds them.
-  Status FoldPulled(int c, const RecvChannel* ch, uint64_t addr, size_t count, HostPool* pool);
   size_t Allowed(int c) const { return (c == 0 || (c == 1 && fused_c == 0) ? n : done[c - 1]) - done[c]; }
   // The host fold of FoldRange for elements [at, at+count) of contributor c (src: its element `at`),
   // without touching `done`: what each thread runs on its piece.
@@ -154,10 +144,6 @@ struct ReduceJob {
 // the device has finished with them. Run returns when all of it has completed.
 class Engine {
  public:
-  // Messages of at least this many bytes travel by single copy where the channel allows it.
-  static constexpr size_t kSingleCopyMin = 128 << 10;
-  // TESSERA_SINGLE_COPY=auto takes single copy for a rank with at least this many host threads.
-  static constexpr int kSingleCopyThreads = 4;
   explicit Engine(Links* links, DeviceOps* device = nullptr) : links_(links), dev_(device) {}
   void Send(int peer, const void* data, size_t bytes);
   void RecvCopy(int peer, void* dst, size_t bytes);
@@ -177,7 +163,6 @@ class Engine {
     const std::byte* data;
     size_t bytes, padded, off;
     const ReduceJob* gate;  // SendResult: only bytes the job has finished may go
-    bool pull;              // single copy: described, not sent
     size_t Ready() const { return gate == nullptr ? bytes : gate->Finished() * DTypeSize(gate->dtype); }
   };
   struct RecvOp {
@@ -185,15 +170,7 @@ class Engine {
     ReduceJob* job;
     int contributor;
     size_t bytes, padded, off;
-    int check = -1;     // index into checks_ (RecvCheck), -1 for none
-    bool pull = false;  // single copy: pulled from the sender's memory, descriptor by descriptor
-    uint64_t raddr = 0;  // ... where the current descriptor's bytes not yet pulled lie
-    size_t rleft = 0;    // ... and how many
-  };
-  // Single copy: a send fully described, complete when the peer's channel has pulled `until` bytes.
-  struct Delivery {
-    int peer;
-    uint64_t until;
+    int check = -1;  // index into checks_ (RecvCheck), -1 for none
   };
   // Device mode: ring bytes handed to the device, released (published / consumed) when its ticket is done.
   struct InFlight {
@@ -223,13 +200,6 @@ class Engine {
   };
   // Host mode: memcpy, cut across the pool's threads when it is large.
   void Copy(void* dst, const void* src, size_t bytes) const;
-  // Single copy: one turn of a described send / a pulled receive.
-  bool StepDescribedSend(int peer, SendChannel* ch, std::deque<SendOp>& q);
-  Result<bool> StepPulledRecv(int peer, RecvChannel* ch, std::deque<RecvOp>& q);
-  template <typename Channel>
-  bool SingleCopy(size_t bytes, const Channel* ch) const {
-    return dev_ == nullptr && bytes >= kSingleCopyMin && ch != nullptr && ch->single_copy();
-  }
   Links* links_;
   DeviceOps* dev_;
   HostPool* pool_ = nullptr;               // links_->host_pool() when it has several threads (host mode)
@@ -239,7 +209,6 @@ class Engine {
   std::vector<std::deque<RecvOp>> recvs_;  // by peer
   std::vector<LocalOp> locals_;
   std::vector<std::function<Status()>> checks_;
-  std::vector<Delivery> deliveries_;
   size_t pending_ = 0;
 };
 

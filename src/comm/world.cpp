@@ -85,7 +85,7 @@ Comm::~Comm() {
     for (int r : isl.ranks) island_of[r] = isl.index;
   for (int p = 0; p < size_; ++p)
     if (p != rank_)
-      std::fprintf(f, "peer %d island %d %s sent %llu\n", p, island_of[p], LinkName(p).c_str(),
+      std::fprintf(f, "peer %d island %d %s sent %llu\n", p, island_of[p], transport_[p].c_str(),
                    static_cast<unsigned long long>(SentTo(p)));
   if (device_) {
     const std::string line = device_->TraceLine();
@@ -308,11 +308,6 @@ HostPath::Shape Comm::WorldShape() const {
           .timeout = timeout_};
 }
 
-std::string Comm::LinkName(int peer) const {
-  const bool single = send_[peer] != nullptr && send_[peer]->single_copy();
-  return single ? transport_[peer] + "+single-copy" : transport_[peer];
-}
-
 std::string Comm::Describe() const {
   std::string out = fmt::format("world of {} rank{} in {} island{}:", size_, size_ == 1 ? "" : "s", islands_.size(),
                                 islands_.size() == 1 ? "" : "s");
@@ -322,7 +317,7 @@ std::string Comm::Describe() const {
   std::set<std::string> bridges, inside;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    (infos_[p].island == my_island_ ? inside : bridges).insert(LinkName(p));
+    (infos_[p].island == my_island_ ? inside : bridges).insert(transport_[p]);
   }
   auto join = [](const std::set<std::string>& s) {
     std::string r;

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,29 +17,15 @@ namespace {
 struct alignas(64) RingCtl {
   alignas(64) std::atomic<uint64_t> head;  // bytes written (by the peer)
   alignas(64) std::atomic<uint64_t> tail;  // bytes read (by the owner)
-  // Single copy (shm.hpp): bytes of described messages the owner has copied out of the writer's memory.
-  alignas(64) std::atomic<uint64_t> pulled;
-  // Set up once, before the channels exist: the writer's offer (a word of this block and where the writer
-  // sees it) and the owner's verdict (1: it pulls).
-  alignas(64) uint64_t probe;
-  uint64_t probe_addr;
-  uint32_t single_copy;
 };
-static_assert(sizeof(RingCtl) == 256);
+static_assert(sizeof(RingCtl) == 128);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 size_t CtlBytes(int nslots) { return (sizeof(RingCtl) * nslots + 4095) & ~size_t{4095}; }
 
-// A descriptor of a single-copy message, as it travels in the ring.
-struct Descriptor {
-  uint64_t addr, bytes;
-};
-static_assert(sizeof(Descriptor) % kChannelAlign == 0);
-
 class ShmReader final : public RecvChannel {
  public:
-  ShmReader(RingCtl* ctl, std::byte* ring, size_t size, int writer_pid)
-      : ctl_(ctl), ring_(ring), size_(size), pid_(ctl->single_copy == 1 ? writer_pid : 0) {}
+  ShmReader(RingCtl* ctl, std::byte* ring, size_t size) : ctl_(ctl), ring_(ring), size_(size) {}
   Result<std::pair<const std::byte*, size_t>> Peek() override {
     uint64_t head = ctl_->head.load(std::memory_order_acquire);
     uint64_t tail = tail_;
@@ -63,53 +48,18 @@ class ShmReader final : public RecvChannel {
     claimed_ += n;
     return {ring_ + at, n};
   }
-  bool single_copy() const override { return pid_ != 0; }
-  bool TakeDescriptor(uint64_t* addr, size_t* bytes) override {
-    if (ctl_->head.load(std::memory_order_acquire) - tail_ < sizeof(Descriptor)) return false;
-    Descriptor d;
-    const size_t at = tail_ % size_, first = std::min(sizeof d, size_ - at);
-    std::memcpy(&d, ring_ + at, first);
-    std::memcpy(reinterpret_cast<std::byte*>(&d) + first, ring_, sizeof d - first);  // across the wrap
-    Consume(sizeof d);
-    *addr = d.addr;
-    *bytes = d.bytes;
-    return true;
-  }
-  Status Pull(void* dst, uint64_t addr, size_t bytes) const override {
-    auto* d = static_cast<std::byte*>(dst);
-    while (bytes > 0) {
-      iovec local{d, bytes}, remote{reinterpret_cast<void*>(addr), bytes};
-      const ssize_t n = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
-      if (n <= 0) {
-        const int err = n == 0 ? EFAULT : errno;
-        if (err == ESRCH) return RemoteError(fmt::format("the sending process (pid {}) has exited", pid_));
-        return ErrnoError(fmt::format("process_vm_readv of {} bytes at {:#x} from pid {}", bytes, addr, pid_), err);
-      }
-      d += n;
-      addr += static_cast<uint64_t>(n);
-      bytes -= static_cast<size_t>(n);
-    }
-    return Status::Ok();
-  }
-  void MarkPulled(size_t bytes) override {
-    pulled_ += bytes;
-    ctl_->pulled.store(pulled_, std::memory_order_release);
-  }
 
  private:
   RingCtl* ctl_;
   std::byte* ring_;
   size_t size_;
-  const int pid_;  // the writer's, where this reader pulls (single copy); 0 otherwise
   uint64_t tail_ = 0;
   uint64_t claimed_ = 0;  // >= tail_: handed out by Claim, not yet consumed
-  uint64_t pulled_ = 0;
 };
 
 class ShmWriter final : public SendChannel {
  public:
-  ShmWriter(RingCtl* ctl, std::byte* ring, size_t size)
-      : ctl_(ctl), ring_(ring), size_(size), single_copy_(ctl->single_copy == 1) {}
+  ShmWriter(RingCtl* ctl, std::byte* ring, size_t size) : ctl_(ctl), ring_(ring), size_(size) {}
   Result<size_t> TrySend(const void* src, size_t bytes) override {
     uint64_t tail = ctl_->tail.load(std::memory_order_acquire);
     size_t space = size_ - (head_ - tail);
@@ -135,30 +85,13 @@ class ShmWriter final : public SendChannel {
     head_ += bytes;
     ctl_->head.store(head_, std::memory_order_release);
   }
-  bool single_copy() const override { return single_copy_; }
-  bool TryDescribe(const void* src, size_t bytes) override {
-    const Descriptor d{reinterpret_cast<uint64_t>(src), bytes};
-    if (size_ - (head_ - ctl_->tail.load(std::memory_order_acquire)) < sizeof d) return false;
-    const size_t at = head_ % size_, first = std::min(sizeof d, size_ - at);
-    std::memcpy(ring_ + at, &d, first);
-    std::memcpy(ring_, reinterpret_cast<const std::byte*>(&d) + first, sizeof d - first);  // across the wrap
-    head_ += sizeof d;
-    reserved_ = head_;
-    described_ += bytes;
-    ctl_->head.store(head_, std::memory_order_release);
-    return true;
-  }
-  uint64_t Described() const override { return described_; }
-  uint64_t Pulled() const override { return ctl_->pulled.load(std::memory_order_acquire); }
 
  private:
   RingCtl* ctl_;
   std::byte* ring_;
   size_t size_;
-  const bool single_copy_;
   uint64_t head_ = 0;
   uint64_t reserved_ = 0;  // >= head_: handed out by Reserve, not yet published
-  uint64_t described_ = 0;
 };
 
 Result<void*> MapFd(int fd, size_t size, const std::string& name) {
@@ -237,30 +170,8 @@ void ShmInbox::Unlink() {
   unlinked_ = true;
 }
 
-std::unique_ptr<RecvChannel> ShmInbox::Reader(int slot, int writer_pid) {
-  return std::make_unique<ShmReader>(static_cast<RingCtl*>(base_) + slot, ring(slot), ring_bytes_[slot], writer_pid);
-}
-
-void ShmInbox::OfferSingleCopy(int slot, uint64_t token) {
-  RingCtl* ctl = static_cast<RingCtl*>(base_) + slot;
-  ctl->probe = token | 1;  // never 0, the value of a block nobody offered
-  ctl->probe_addr = reinterpret_cast<uint64_t>(&ctl->probe);
-}
-
-Status ShmInbox::AcceptSingleCopy(int slot, int writer_pid) {
-  RingCtl* ctl = static_cast<RingCtl*>(base_) + slot;
-  ctl->single_copy = 0;
-  if (ctl->probe == 0) return Unsupported("the writer did not offer single copy");
-  uint64_t seen = 0;
-  iovec local{&seen, sizeof seen}, remote{reinterpret_cast<void*>(ctl->probe_addr), sizeof seen};
-  if (process_vm_readv(writer_pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof seen))
-    return ErrnoError(fmt::format("process_vm_readv from pid {}", writer_pid), errno);
-  if (seen != ctl->probe)
-    return Unsupported(fmt::format("pid {} holds {:#x} where the shared word holds {:#x}: not the process "
-                                          "that mapped this ring (another pid namespace?)",
-                                          writer_pid, seen, ctl->probe));
-  ctl->single_copy = 1;
-  return Status::Ok();
+std::unique_ptr<RecvChannel> ShmInbox::Reader(int slot) {
+  return std::make_unique<ShmReader>(static_cast<RingCtl*>(base_) + slot, ring(slot), ring_bytes_[slot]);
 }
 
 std::unique_ptr<SendChannel> ShmInbox::Writer(int slot) {

@@ -4,16 +4,6 @@
 // (its "inbox"); peers map it by name. Head/tail counters are atomics on their own cache lines; the
 // writer publishes with release, the reader observes with acquire. Segments are unlinked as soon as
 // every peer has mapped them, so a crash leaves nothing behind in /dev/shm.
-//
-// Single copy: a reader allowed to read its writer's memory (process_vm_readv: same user, ptrace rules
-// permitting) can take a large message straight out of the writer's buffer instead of through the ring
-// — one copy instead of two. The writer then puts a descriptor (address, bytes) in the ring in place of
-// the bytes, and counts a message as delivered when the reader's `pulled` counter has passed it. Whether
-// a ring works so is settled once, at setup: the writer offers (OfferSingleCopy: a word of the ring's
-// control block, at the address the writer sees it), and after a barrier the reader reads that word out
-// of the writer's process and, if it holds what the shared block holds, accepts (AcceptSingleCopy). Both
-// ends' channels, made after a second barrier, read the verdict; which messages go so is the engine's
-// rule (comm/engine.hpp), the same on both ends.
 #pragma once
 
 #include <memory>
@@ -37,14 +27,9 @@ class ShmInbox {
   ~ShmInbox();
   void Unlink();  // removes the name; mappings stay valid
 
-  // The reading end of ring `slot` (in the inbox's owner) and a writing end (in the peer). A ring whose
-  // reader accepted single copy gives channels with single_copy(); the reader pulls from `writer_pid`.
-  std::unique_ptr<RecvChannel> Reader(int slot, int writer_pid = 0);
+  // The reading end of ring `slot` (in the inbox's owner) and a writing end (in the peer).
+  std::unique_ptr<RecvChannel> Reader(int slot);
   std::unique_ptr<SendChannel> Writer(int slot);
-  // Single copy, at setup (see above): the writer offers ring `slot` (token: any value, distinct per job
-  // helps), then the reader tries it. Ok: accepted; an error says why not (the ring stays two-copy).
-  void OfferSingleCopy(int slot, uint64_t token);
-  Status AcceptSingleCopy(int slot, int writer_pid);
   // Ring `slot`'s bytes, for registering them with a device's copy engines.
   std::byte* ring(int slot) const { return static_cast<std::byte*>(base_) + offset_[slot]; }
   size_t ring_bytes(int slot) const { return ring_bytes_[slot]; }
