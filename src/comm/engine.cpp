@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "comm/reduce/reduce.hpp"
@@ -69,10 +70,13 @@ void ReduceJob::HostFold(int c, size_t at, const std::byte* src, size_t count) c
   }
 }
 
-void Engine::Copy(void* dst, const void* src, size_t bytes) const {
+void Engine::Copy(void* dst, const void* src, size_t bytes, bool stream) const {
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
-  Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { std::memcpy(d + b, s + b, k); });
+  if (stream)
+    Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { CopyStreaming(d + b, s + b, k); });
+  else
+    Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { std::memcpy(d + b, s + b, k); });
 }
 
 Status ReduceJob::FoldRange(int c, const void* src, size_t count, HostPool* pool) {
@@ -254,7 +258,11 @@ Status Engine::Run(const std::string& what) {
         take = std::min(avail, op.padded - op.off);
       } else if (op.dst != nullptr) {
         take = std::min({avail, op.bytes - op.off, step_});
-        Copy(op.dst + op.off, ptr, take);
+        static const size_t stream_min = [] {
+          const char* v = std::getenv("TESSERA_STREAM_MIN");  // TEMPORARY experiment knob (MiB)
+          return v ? std::strtoull(v, nullptr, 10) << 20 : SIZE_MAX;
+        }();
+        Copy(op.dst + op.off, ptr, take, op.bytes >= stream_min);
       } else {
         size_t esz = DTypeSize(op.job->src_type[op.contributor]);
         size_t elems = std::min({avail, op.bytes - op.off, step_}) / esz;
