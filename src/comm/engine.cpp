@@ -6,7 +6,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "comm/reduce/reduce.hpp"
@@ -70,13 +69,10 @@ void ReduceJob::HostFold(int c, size_t at, const std::byte* src, size_t count) c
   }
 }
 
-void Engine::Copy(void* dst, const void* src, size_t bytes, bool stream) const {
+void Engine::Copy(void* dst, const void* src, size_t bytes) const {
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
-  if (stream)
-    Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { CopyStreaming(d + b, s + b, k); });
-  else
-    Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { std::memcpy(d + b, s + b, k); });
+  Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { std::memcpy(d + b, s + b, k); });
 }
 
 Status ReduceJob::FoldRange(int c, const void* src, size_t count, HostPool* pool) {
@@ -258,11 +254,7 @@ Status Engine::Run(const std::string& what) {
         take = std::min(avail, op.padded - op.off);
       } else if (op.dst != nullptr) {
         take = std::min({avail, op.bytes - op.off, step_});
-        static const size_t stream_min = [] {
-          const char* v = std::getenv("TESSERA_STREAM_MIN");  // TEMPORARY experiment knob (MiB)
-          return v ? std::strtoull(v, nullptr, 10) << 20 : SIZE_MAX;
-        }();
-        Copy(op.dst + op.off, ptr, take, op.bytes >= stream_min);
+        Copy(op.dst + op.off, ptr, take);
       } else {
         size_t esz = DTypeSize(op.job->src_type[op.contributor]);
         size_t elems = std::min({avail, op.bytes - op.off, step_}) / esz;

@@ -199,7 +199,7 @@ class Engine {
     const std::byte* src;
   };
   // Host mode: memcpy, cut across the pool's threads when it is large.
-  void Copy(void* dst, const void* src, size_t bytes, bool stream = false) const;
+  void Copy(void* dst, const void* src, size_t bytes) const;
   Links* links_;
   DeviceOps* dev_;
   HostPool* pool_ = nullptr;               // links_->host_pool() when it has several threads (host mode)

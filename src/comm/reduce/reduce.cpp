@@ -3,11 +3,6 @@
 // is picked at the end of this file.
 #include "comm/reduce/reduce.hpp"
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -390,30 +385,6 @@ void Convert(void* out, DType dst_type, const void* src, DType src_type, size_t 
   } else {  // f32 -> half
     Finalize(out, src, n, dst_type, RedOp::kSum, 1);
   }
-}
-
-void CopyStreaming(void* dst, const void* src, size_t bytes) {
-#if defined(__x86_64__)
-  auto* d = static_cast<char*>(dst);
-  const auto* s = static_cast<const char*>(src);
-  const size_t head = std::min(bytes, static_cast<size_t>(-reinterpret_cast<uintptr_t>(d) & 63));
-  std::memcpy(d, s, head);  // up to the first whole line of dst
-  d += head, s += head, bytes -= head;
-  for (; bytes >= 64; d += 64, s += 64, bytes -= 64) {  // whole lines: SSE2, every x86-64 CPU has it
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
-  }
-  std::memcpy(d, s, bytes);
-  _mm_sfence();
-#else
-  std::memcpy(dst, src, bytes);
-#endif
 }
 
 }  // namespace tessera::comm

@@ -41,12 +41,6 @@ void Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int d
 // out[i] = convert(src[i]) from `src_type` to `dst_type` (both must be dtype or AccumType(dtype)).
 void Convert(void* out, DType dst_type, const void* src, DType src_type, size_t n);
 
-// memcpy whose stores bypass the caches (non-temporal, where the CPU has them; else memcpy): for a large
-// destination that will not be read again soon. A store that misses the cache first reads the line
-// (read-for-ownership); a streaming store does not, so a copy into memory moves 2 bytes per byte, not 3.
-// The stores are fenced before it returns.
-void CopyStreaming(void* dst, const void* src, size_t bytes);
-
 // The implementation of the 16-bit folds, Finalize and Convert (other types always run the portable code).
 enum class FoldPath : int { kPortable = 0, kAvx2, kAvx512, kCount };
 const char* FoldPathName(FoldPath p);  // "portable", "avx2", "avx512"
