@@ -9,6 +9,7 @@
 // would be seen (on the cuda row, a real GPU's, the checks that need a delayed stream are left out). The device
 // bridge's calls (mapped host memory, stream write / wait value, registration, the kernels) are tested on the rows
 // that claim them (cuda, on a GPU), and refused with a clear error by the rows that do not (acl, musa).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -512,6 +513,32 @@ TEST(RuntimeTable, IsDeviceMemoryAsksTheStartedRuntimes) {
   EXPECT_FALSE(IsDeviceMemory(host.data()));
   EXPECT_TRUE((*emu)->Free(*d).ok());
   EXPECT_FALSE(IsDeviceMemory(*d));
+}
+
+TEST(RuntimeTable, IsDeviceMemoryTriesARuntimeThatWillNotLoadOncePerLoadedLibrary) {
+  // The acl row's started file (libascendcl.so: the shim) is mapped, but its runtime will not load (the variable
+  // names a missing file), as libcuda.so.1 mapped by a torch built for another CUDA. Host collectives ask
+  // IsDeviceMemory twice each: the failed load is tried once, and again only after another library is loaded.
+  if (internal::RuntimeLoadAttempts("acl") > 0)  // ctest runs each test in a process of its own
+    GTEST_SKIP() << "an earlier test of this process loaded the acl runtime";
+  void* started = dlopen(TESSERA_SHIM_ACL, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(started, nullptr) << dlerror();
+  ScopedEnv lib("TESSERA_ACL_LIBRARY", "/nonexistent/dir/libascendcl.so");
+  std::vector<char> host(64);
+  const uint64_t before = 0;
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(IsDeviceMemory(host.data()));
+  EXPECT_EQ(internal::RuntimeLoadAttempts("acl"), before + 1);
+  void* other = dlopen(TESSERA_RUNTIME_STUB, RTLD_NOW | RTLD_LOCAL);  // something new is mapped: worth one more try
+  ASSERT_NE(other, nullptr) << dlerror();
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(IsDeviceMemory(host.data()));
+  EXPECT_EQ(internal::RuntimeLoadAttempts("acl"), before + 2);
+  // Fixed and loaded by its user, the runtime is asked from then on, without another load.
+  ScopedEnv fixed("TESSERA_ACL_LIBRARY", TESSERA_SHIM_ACL);
+  auto acl = LoadRuntime("acl");
+  ASSERT_TRUE(acl.ok()) << acl.status().ToString();
+  EXPECT_EQ(internal::RuntimeLoadAttempts("acl"), before + 3);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(IsDeviceMemory(host.data()));
+  EXPECT_EQ(internal::RuntimeLoadAttempts("acl"), before + 3);
 }
 
 TEST(RuntimeTable, UnknownRowListsTheKnownOnes) {

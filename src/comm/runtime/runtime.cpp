@@ -67,8 +67,8 @@ namespace {
 // (dlopen(RTLD_NOLOAD)) searches the library path when the file is not mapped: about 22 us per row on the
 // development machine, paid twice by every host collective (its buffer check). The list of mapped objects only
 // changes when something is loaded, which dl_iterate_phdr's dlpi_adds counts, so it is scanned again only then
-// (the first object's callback ends the walk: 0.01-0.02 us measured there).
-uint32_t StartedRows() {
+// (the first object's callback ends the walk: 0.01-0.02 us measured there). *epoch: that count.
+uint32_t StartedRows(unsigned long long* epoch) {
   static std::atomic<unsigned long long> seen_adds{~0ULL};
   static std::atomic<uint32_t> seen_mask{0};
   unsigned long long adds = 0;
@@ -78,6 +78,7 @@ uint32_t StartedRows() {
         return 1;
       },
       &adds);
+  *epoch = adds;
   if (adds == seen_adds.load(std::memory_order_acquire)) return seen_mask.load(std::memory_order_relaxed);
   uint32_t mask = 0;
   dl_iterate_phdr(
@@ -104,18 +105,30 @@ static_assert(sizeof(kRuntimeTable) / sizeof(kRuntimeTable[0]) <= 32, "StartedRo
 // loader keeps it): IsDeviceMemory asks it without the loader's lock, and a built-in row counts as started once made.
 constexpr size_t kRows = sizeof(kRuntimeTable) / sizeof(kRuntimeTable[0]);
 std::atomic<DeviceRuntime*> g_first_loaded[kRows] = {};
+// A row whose started file is mapped but whose runtime would not load (libcuda.so.1 mapped by a torch built for
+// another CUDA, without libcudart.so.13): the StartedRows epoch of IsDeviceMemory's failed load, plus one (0: none).
+// IsDeviceMemory tries again only once something more is loaded; else every host collective would pay a failed
+// dlopen (a search of the library path) twice.
+std::atomic<unsigned long long> g_failed_at[kRows] = {};
+// LoadRuntime(row) calls per row, for tests (internal::RuntimeLoadAttempts).
+std::atomic<uint64_t> g_load_attempts[kRows] = {};
 }  // namespace
 
 bool IsDeviceMemory(const void* p) {
   if (p == nullptr) return false;
-  const uint32_t started = StartedRows();
+  unsigned long long epoch = 0;
+  const uint32_t started = StartedRows(&epoch);
   for (size_t i = 0; i < kRows; ++i) {
     const RuntimeRow& row = kRuntimeTable[i];
     DeviceRuntime* rt = g_first_loaded[i].load(std::memory_order_acquire);
     if (row.started != nullptr ? (started & (1u << i)) == 0 : rt == nullptr) continue;
     if (rt == nullptr) {  // started by someone else (torch, the application): load the row once
+      if (g_failed_at[i].load(std::memory_order_relaxed) == epoch + 1) continue;  // failed, nothing loaded since
       auto loaded = LoadRuntime(row.name);
-      if (!loaded.ok()) continue;
+      if (!loaded.ok()) {
+        g_failed_at[i].store(epoch + 1, std::memory_order_relaxed);
+        continue;
+      }
       rt = loaded->get();
     }
     auto info = rt->GetPointerInfo(p);
@@ -218,6 +231,7 @@ Status MissingRuntimeSymbol(const RuntimeRow& row, const std::string& path, cons
 }  // namespace internal
 
 Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(const RuntimeRow& row) {
+  if (const RuntimeRow* r = FindRuntimeRow(row.name)) g_load_attempts[r - kRuntimeTable].fetch_add(1);
   if (row.shape == RuntimeShape::kEmu) return internal::MakeEmu(row);  // built in: nothing to load
   dlerror();
   void* handle = dlopen(row.soname, RTLD_NOW | RTLD_LOCAL);
@@ -262,6 +276,11 @@ Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(std::string_view name) {
   DeviceRuntime* none = nullptr;
   g_first_loaded[r - kRuntimeTable].compare_exchange_strong(none, rt.get(), std::memory_order_acq_rel);
   return rt;
+}
+
+uint64_t internal::RuntimeLoadAttempts(std::string_view name) {
+  const RuntimeRow* r = FindRuntimeRow(name);
+  return r == nullptr ? 0 : g_load_attempts[r - kRuntimeTable].load();
 }
 
 namespace {

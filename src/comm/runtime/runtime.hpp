@@ -274,6 +274,8 @@ Result<std::shared_ptr<DeviceRuntime>> BindCudaApi(const RuntimeRow& row, const 
 Result<std::shared_ptr<DeviceRuntime>> MakeEmu(const RuntimeRow& row);  // runtime_emu.cpp
 // Unsupported: `path` (the `row` runtime) lacks `symbol`; names the row's variable.
 Status MissingRuntimeSymbol(const RuntimeRow& row, const std::string& path, const std::string& symbol);
+// How many times this process has tried to load row `name`'s runtime (LoadRuntime of a row), for tests.
+uint64_t RuntimeLoadAttempts(std::string_view name);
 }  // namespace internal
 
 }  // namespace tessera::comm
