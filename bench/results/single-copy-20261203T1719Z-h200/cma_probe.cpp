@@ -2,22 +2,28 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
-#include <algorithm>
 using Clock = std::chrono::steady_clock;
 static size_t N = 256ull << 20;
 int main(int argc, char** argv) {
   int p2c[2], c2p[2];
-  pipe(p2c); pipe(c2p);
+  pipe(p2c);
+  pipe(c2p);
   char* src = (char*)aligned_alloc(4096, N);
   memset(src, 3, N);
   pid_t pid = fork();
-  if (pid == 0) { char b; read(p2c[0], &b, 1); _exit(0); }
+  if (pid == 0) {
+    char b;
+    read(p2c[0], &b, 1);
+    _exit(0);
+  }
   char* dst = (char*)aligned_alloc(4096, N);
   memset(dst, 1, N);
   std::vector<int> Ts;
@@ -34,18 +40,25 @@ int main(int argc, char** argv) {
           th.emplace_back([=] {
             size_t lo = N * t / T, hi = N * (t + 1) / T;
             static thread_local std::vector<char> tmp(tmpsz);
-            if (mode == 0) memcpy(dst + lo, src + lo, hi - lo);
+            if (mode == 0)
+              memcpy(dst + lo, src + lo, hi - lo);
             else if (mode == 1) {
               for (size_t o = lo; o < hi; o += 1 << 20) {
                 size_t k = std::min<size_t>(1 << 20, hi - o);
                 iovec l{dst + o, k}, r{src + o, k};
-                if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)k) { perror("readv"); exit(1); }
+                if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)k) {
+                  perror("readv");
+                  exit(1);
+                }
               }
             } else if (mode == 2) {
               for (size_t o = lo; o < hi; o += tmpsz) {
                 size_t k = std::min(tmpsz, hi - o);
                 iovec l{tmp.data(), k}, r{src + o, k};
-                if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)k) { perror("readv"); exit(1); }
+                if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)k) {
+                  perror("readv");
+                  exit(1);
+                }
               }
             } else {
               for (size_t o = lo; o < hi; o += tmpsz) memcpy(tmp.data(), src + o, std::min(tmpsz, hi - o));
