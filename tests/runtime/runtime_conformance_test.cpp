@@ -11,10 +11,13 @@
 // that claim them (cuda, on a GPU), and refused with a clear error by the rows that do not (acl, musa).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -528,8 +531,20 @@ TEST(RuntimeTable, IsDeviceMemoryTriesARuntimeThatWillNotLoadOncePerLoadedLibrar
   const uint64_t before = 0;
   for (int i = 0; i < 100; ++i) EXPECT_FALSE(IsDeviceMemory(host.data()));
   EXPECT_EQ(internal::RuntimeLoadAttempts("acl"), before + 1);
-  void* other = dlopen(TESSERA_RUNTIME_STUB, RTLD_NOW | RTLD_LOCAL);  // something new is mapped: worth one more try
+  // Something new is mapped: worth one more try. A copy of the stub under a new name, so that it is new even where
+  // an earlier test of this process loaded the stub itself.
+  char dir[] = "/tmp/tessera-loadonce-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string copy = std::string(dir) + "/libnew.so";
+  {
+    std::ifstream in(TESSERA_RUNTIME_STUB, std::ios::binary);
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+  }
+  void* other = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(other, nullptr) << dlerror();
+  std::remove(copy.c_str());
+  ::rmdir(dir);
   for (int i = 0; i < 100; ++i) EXPECT_FALSE(IsDeviceMemory(host.data()));
   EXPECT_EQ(internal::RuntimeLoadAttempts("acl"), before + 2);
   // Fixed and loaded by its user, the runtime is asked from then on, without another load.
