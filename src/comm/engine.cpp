@@ -5,14 +5,8 @@
 #include <poll.h>
 #include <sched.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "comm/reduce/reduce.hpp"
 
@@ -23,84 +17,33 @@ const std::byte kZeros[kChannelAlign] = {};
 // Device mode: at most kMaxInFlight copy-engine transfers (of DeviceOps::piece() bytes) per channel and
 // direction.
 constexpr size_t kMaxInFlight = 8;
-// Host mode with a pool of several threads: a copy or fold is cut into pieces of at least kPiece bytes,
-// one per thread at most, and a channel's turn moves threads × kPiece bytes, between kStep and kMaxStep
-// (half of the default 2 MiB ring, so the peer fills one half while this rank drains the other).
+// Host mode with a pool of several threads: a copy or fold of at least two kPiece is split, and a channel's
+// turn moves threads × kPiece bytes, between kStep and kMaxStep (half of the default 2 MiB ring, so the peer
+// fills one half while this rank drains the other).
 constexpr size_t kPiece = 128 << 10;
 constexpr size_t kMaxStep = 1 << 20;
-
-// TEMPORARY profile (TESSERA_ENGINE_PROFILE=1): where a rank's engine time goes, printed at exit.
-using PClock = std::chrono::steady_clock;
-inline uint64_t PNs(PClock::time_point a, PClock::time_point b) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
-}
-struct Prof {
-  bool on = std::getenv("TESSERA_ENGINE_PROFILE") != nullptr;
-  std::atomic<uint64_t> ns[12] = {};
-  std::atomic<uint64_t> n[12] = {};
-  void Add(int i, uint64_t v) {
-    ns[i].fetch_add(v, std::memory_order_relaxed);
-    n[i].fetch_add(1, std::memory_order_relaxed);
-  }
-  ~Prof() {
-    if (!on) return;
-    static const char* names[12] = {"run",        "send_split", "send_try", "recv_copy", "recv_fold",  "local_fold",
-                                    "idle_turns", "pf_wall",    "pf_busy",  "pf_cap",    "bytes_sent", "pf_spread"};
-    std::string out = "PROFILE pid " + std::to_string(getpid());
-    for (int i = 0; i < 12; ++i)
-      out += fmt::format(" {}={:.1f}ms/{}", names[i], static_cast<double>(ns[i].load()) / 1e6, n[i].load());
-    std::fprintf(stderr, "%s\n", out.c_str());
-  }
-};
-Prof g_prof;
+// A split copy or fold is cut into kPartsPerThread parts per thread, of at least kMinPart bytes; the pool's
+// threads claim them one at a time, so a thread slowed by the memory system takes fewer and the join waits
+// for one small part at most. With one equal part per thread the threads were busy 69% of each join on the
+// GPU machine's 16 cores (the parts finished up to 25 us apart); four parts of 32 KiB a thread made 1+1 host
+// ranks 26% / 21% faster at 64 / 256 MiB (docs/benchmarks.md, "Parts the threads claim").
+constexpr size_t kPartsPerThread = 4;
+constexpr size_t kMinPart = 32 << 10;
 
 // Runs f(begin, count) over [0, n) elements of `esz` bytes: inline when the pool is null or the work is
-// under two pieces, else cut into pieces of whole multiples of 64 elements across the pool's threads.
+// under two pieces, else cut into parts of whole multiples of 64 elements that the pool's threads claim.
 template <typename F>
 void Pieces(HostPool* pool, size_t n, size_t esz, F&& f) {
-  static const size_t split = [] {  // TEMPORARY experiment knobs: parts per thread, and the smallest part (KiB)
-    const char* v = std::getenv("TESSERA_PIECE_SPLIT");
-    return v ? std::strtoull(v, nullptr, 10) : 1;
-  }();
-  static const size_t min_piece = [] {
-    const char* v = std::getenv("TESSERA_PIECE_MIN");
-    return v ? std::strtoull(v, nullptr, 10) << 10 : kPiece;
-  }();
   if (pool == nullptr || std::min<size_t>(pool->threads(), n * esz / kPiece) <= 1) {
     f(size_t{0}, n);
     return;
   }
-  const size_t parts = std::min<size_t>(pool->threads() * split, n * esz / min_piece);
+  const size_t parts = std::min<size_t>(pool->threads() * kPartsPerThread, n * esz / kMinPart);
   const size_t per = ((n + parts - 1) / parts + 63) / 64 * 64;
-  const int np = static_cast<int>((n + per - 1) / per);
-  if (!g_prof.on) {
-    pool->ParallelFor(np, [&](int i) {
-      const size_t b = static_cast<size_t>(i) * per;
-      f(b, std::min(per, n - b));
-    });
-    return;
-  }
-  std::atomic<uint64_t> busy{0}, maxend{0}, minend{~0ull};
-  const auto t0 = PClock::now();
-  pool->ParallelFor(np, [&](int i) {
+  pool->ParallelFor(static_cast<int>((n + per - 1) / per), [&](int i) {
     const size_t b = static_cast<size_t>(i) * per;
-    const auto a = PClock::now();
     f(b, std::min(per, n - b));
-    const auto e = PClock::now();
-    busy.fetch_add(PNs(a, e));
-    const uint64_t end = PNs(t0, e);
-    uint64_t m = maxend.load();
-    while (end > m && !maxend.compare_exchange_weak(m, end)) {
-    }
-    m = minend.load();
-    while (end < m && !minend.compare_exchange_weak(m, end)) {
-    }
   });
-  const auto t1 = PClock::now();
-  g_prof.Add(7, PNs(t0, t1));
-  g_prof.Add(8, busy.load());
-  g_prof.Add(9, PNs(t0, t1) * static_cast<uint64_t>(np));
-  g_prof.Add(11, maxend.load() - minend.load());
 }
 }  // namespace
 
@@ -237,10 +180,8 @@ Status Engine::Run(const std::string& what) {
   pool_ = dev_ == nullptr && pool != nullptr && pool->threads() > 1 ? pool : nullptr;
   step_ = pool_ == nullptr ? kStep : std::clamp(pool_->threads() * kPiece, kStep, kMaxStep);
   FuseLocalPairs();
-  const auto run_t0 = PClock::now();
   while (pending_ > 0) {
     bool progress = false;
-    const auto turn_t0 = g_prof.on ? PClock::now() : PClock::time_point{};
     // Sends: push as much as each channel takes (bounded per turn so every channel gets its turn). A rank
     // that receives nothing meanwhile (a broadcast's root) hands a channel up to its Lookahead() at once:
     // on TCP that lets the streams after a full one send ahead (a broadcast between hosts gains from it);
@@ -269,16 +210,12 @@ Status Engine::Run(const std::string& what) {
         if (split && op.off < op.bytes && want >= 2 * kPiece) {
           auto [ptr, room] = ch->Reserve(want);
           if (room > 0) {
-            const auto a = g_prof.on ? PClock::now() : PClock::time_point{};
             Copy(ptr, src, room);
-            if (g_prof.on) g_prof.Add(1, PNs(a, PClock::now())), g_prof.Add(10, room);
             ch->Publish(room);
           }
           n = room;
         } else {
-          const auto a = g_prof.on ? PClock::now() : PClock::time_point{};
           auto sent = ch->TrySend(src, want);
-          if (g_prof.on) g_prof.Add(2, PNs(a, PClock::now()));
           if (!sent.ok()) return sent.status().WithContext("sending to " + links_->PeerName(static_cast<int>(p)));
           n = *sent;
         }
@@ -324,17 +261,13 @@ Status Engine::Run(const std::string& what) {
         take = std::min(avail, op.padded - op.off);
       } else if (op.dst != nullptr) {
         take = std::min({avail, op.bytes - op.off, step_});
-        const auto a = g_prof.on ? PClock::now() : PClock::time_point{};
         Copy(op.dst + op.off, ptr, take);
-        if (g_prof.on) g_prof.Add(3, PNs(a, PClock::now()));
       } else {
         size_t esz = DTypeSize(op.job->src_type[op.contributor]);
         size_t elems = std::min({avail, op.bytes - op.off, step_}) / esz;
         elems = std::min(elems, op.job->Allowed(op.contributor));
         if (elems == 0) continue;
-        const auto a = g_prof.on ? PClock::now() : PClock::time_point{};
         TSR_RETURN_IF_ERROR(op.job->FoldRange(op.contributor, ptr, elems, pool_));
-        if (g_prof.on) g_prof.Add(4, PNs(a, PClock::now()));
         take = elems * esz;
       }
       ch->Consume(take);
@@ -353,9 +286,7 @@ Status Engine::Run(const std::string& what) {
       size_t elems = std::min(job->Allowed(it->contributor), dev_ != nullptr ? job->n : step_ / 4);
       if (elems > 0) {
         size_t esz = DTypeSize(job->src_type[it->contributor]);
-        const auto a = g_prof.on ? PClock::now() : PClock::time_point{};
         TSR_RETURN_IF_ERROR(job->FoldRange(it->contributor, it->src + job->done[it->contributor] * esz, elems, pool_));
-        if (g_prof.on) g_prof.Add(5, PNs(a, PClock::now()));
         progress = true;
       }
       if (job->done[it->contributor] == job->n) {
@@ -370,7 +301,6 @@ Status Engine::Run(const std::string& what) {
       last_progress = Clock::now();
       continue;
     }
-    if (g_prof.on) g_prof.Add(6, PNs(turn_t0, PClock::now()));
     // Idle: spin briefly, then yield the core (ranks may outnumber cores), and check health. When only
     // TCP channels are pending, sleep in poll() on them instead (a few ms at most, so the health checks
     // below keep their pace): spinning would take the CPU the kernel's network stack needs.
@@ -400,7 +330,6 @@ Status Engine::Run(const std::string& what) {
       }
     }
   }
-  if (g_prof.on) g_prof.Add(0, PNs(run_t0, PClock::now()));
   sends_.clear();
   recvs_.clear();
   checks_.clear();

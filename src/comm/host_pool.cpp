@@ -55,6 +55,7 @@ void HostPool::ParallelFor(int parts, void (*fn)(void*, int), void* ctx) {
     return;
   }
   split_jobs_.fetch_add(1, std::memory_order_relaxed);
+  split_parts_.fetch_add(static_cast<uint64_t>(parts), std::memory_order_relaxed);
   fn_ = fn;
   ctx_ = ctx;
   finished_.store(0, std::memory_order_relaxed);

@@ -35,6 +35,7 @@ class HostPool {
   int threads() const { return threads_; }
   // Jobs run across the threads so far (not those run inline): for tests.
   uint64_t split_jobs() const { return split_jobs_.load(std::memory_order_relaxed); }
+  uint64_t split_parts() const { return split_parts_.load(std::memory_order_relaxed); }  // ... and their parts
   // Runs fn(ctx, i) for every i in [0, parts) on the workers and the calling thread; returns when all
   // have finished. parts must be at most 65535.
   void ParallelFor(int parts, void (*fn)(void* ctx, int part), void* ctx);
@@ -58,6 +59,7 @@ class HostPool {
   std::atomic<int> finished_{0};  // parts of the current job finished
   std::atomic<bool> busy_{false};
   std::atomic<uint64_t> split_jobs_{0};
+  std::atomic<uint64_t> split_parts_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
