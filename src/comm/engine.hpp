@@ -11,10 +11,10 @@
 // Host mode on a rank with a HostPool of several threads (Links::host_pool, TESSERA_HOST_THREADS): each
 // turn moves a larger step, and a large copy into or out of a ring, or a large fold, is cut into parts
 // (several per thread) that the pool's threads claim one at a time, the engine's thread waiting for all of
-// them before it publishes or consumes the ring bytes. Folds are element-wise, so cutting a fold range by element index gives
-// the same bits: every element is still folded by the same kernel, with its contributors in the same
-// order (the pieces of one FoldRange are disjoint ranges of one contributor's fold; the next
-// contributor's fold of a range starts only after FoldRange has returned). Small messages run inline.
+// them before it publishes or consumes the ring bytes. Folds are element-wise, so cutting a fold range by element index
+// gives the same bits: every element is still folded by the same kernel, with its contributors in the same order (the
+// pieces of one FoldRange are disjoint ranges of one contributor's fold; the next contributor's fold of a range starts
+// only after FoldRange has returned). Small messages run inline.
 #pragma once
 
 #include <algorithm>
