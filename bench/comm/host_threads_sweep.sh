@@ -18,18 +18,20 @@ mkdir -p "$OUTDIR"
 ROWS=$OUTDIR/threads-sweep.jsonl
 : > "$ROWS"
 echo "host_threads_sweep: $(nproc) cpus, $VAR = ${VALUES[*]}, ${REPS:-3} rounds"
-"$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M | tee "$OUTDIR/bound-1+1.txt"
+# File names: letters, digits, '.', '-' and '_' only, so that the device machine's $OUT hands every file back.
+"$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M | tee "$OUTDIR/bound-1-1.txt"
 for rep in $(seq "${REPS:-3}"); do
   for t in "${VALUES[@]}"; do
     case $t in *=*) assign=${t//,/ } ;; *) assign="$VAR=$t" ;; esac
+    err="$OUTDIR/threads-$(printf '%s' "$t" | tr -c 'A-Za-z0-9._-' '_')-r$rep.err"
     # shellcheck disable=SC2086  # $assign: one or more NAME=VALUE words
     env $assign timeout 120 "$B/tessera" run --timeout 60s --island a=host:1 --island b=host:1 -- \
       "$B/tessera" bench allreduce --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - --sizes 64M,256M \
-      2> "$OUTDIR/threads-$t-r$rep.err" | grep -o '{.*}' | sed "s/^{/{\"threads\":\"$t\",/" >> "$ROWS" \
-      || { echo "$VAR=$t round $rep failed:"; tail -5 "$OUTDIR/threads-$t-r$rep.err"; }
+      2> "$err" | grep -o '{.*}' | sed "s/^{/{\"threads\":\"$t\",/" >> "$ROWS" \
+      || { echo "$VAR=$t round $rep failed:"; tail -5 "$err"; }
   done
 done
-python3 - "$ROWS" "$OUTDIR/bound-1+1.txt" "${VALUES[@]}" <<'PY'
+python3 - "$ROWS" "$OUTDIR/bound-1-1.txt" "${VALUES[@]}" <<'PY'
 import json, re, statistics, sys
 rows_path, bound_path, *values = sys.argv[1:]
 bound = {}  # bytes -> busbw GB/s: allreduce_bound's rows are "size traffic ring bound(us) bound-busbw ..."
