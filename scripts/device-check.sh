@@ -81,6 +81,16 @@ else
 fi
 echo "HF safetensors reader: $HF_RC"
 
+step "checkpoints of device memory: a save and restores of CUDA memory through the device-runtime table"
+# SaveRestore.DeviceMemory skips without a GPU, so only here does it run; labelled ckpt, not gpu.
+if cmake --build "$B" -j "$(nproc)" --target ckpt_save_restore_test >> "$OUTDIR/build.log" 2>&1; then
+  (cd "$B" && timeout 120 ctest -R 'SaveRestore.DeviceMemory' --output-on-failure -V > "$OUTDIR/ctest-ckpt-device.log" 2>&1) \
+    || TEST_RC=1
+  grep -E "Passed|Failed|Skipped|SKIP" "$OUTDIR/ctest-ckpt-device.log" | head -3
+else
+  TEST_RC=1; grep -E "error" "$OUTDIR/build.log" | tail -5
+fi
+
 ROWS=$OUTDIR/rows.jsonl; : > "$ROWS"; : > "$OUTDIR/jobs.log"
 run_job() {  # [JOBENV="VAR=value ..."] run_job LABEL TIMEOUT -- tessera-run args...
   local label=$1 lim=$2; shift 3

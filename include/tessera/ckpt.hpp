@@ -55,7 +55,7 @@ struct TensorView {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;  // this rank's local shape
-  const void* data = nullptr;  // host memory, or device memory (detected with cudaPointerGetAttributes)
+  const void* data = nullptr;  // host memory, or device memory of a runtime this process has started (CUDA, ACL, MUSA)
   Sharding sharding = Sharding::kReplicated;
   int64_t row_offset = 0;    // row-sharded: first global row held here
   int64_t global_rows = -1;  // row-sharded: dim 0 of the whole tensor (required)

@@ -1,70 +1,48 @@
-// ckpt/device: host/device copies for snapshots and restores (cudaMemcpy when TESSERA_HAVE_CUDA).
+// ckpt/device: host/device copies for snapshots and restores through the device-runtime table; see device.hpp.
 #include "ckpt/device.hpp"
 
 #include <fmt/format.h>
 
 #include <cstring>
 
-#ifdef TESSERA_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "comm/runtime/runtime.hpp"
 
 namespace tessera::ckpt {
+namespace {
 
-int CudaDeviceCount() {
-#ifdef TESSERA_HAVE_CUDA
-  static const int count = [] {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    return n;
-  }();
-  return count;
-#else
-  return 0;
-#endif
+Status DeviceCopy(const comm::DeviceMemoryOwnerInfo& owner, void* dst, const void* src, size_t n, comm::CopyKind kind,
+                  bool bind_thread) {
+  comm::DeviceRuntime& rt = *owner.rt;
+  const auto what = [&] {
+    return fmt::format("copying {} bytes {} {} device memory ({} {})", n,
+                       kind == comm::CopyKind::kDeviceToHost ? "out of" : "into", rt.name(), rt.name(),
+                       owner.info.device);
+  };
+  if (bind_thread && owner.info.device >= 0) {
+    Status s = rt.SetDevice(owner.info.device);
+    if (!s.ok()) return s.WithContext(what());
+  }
+  Status s = rt.Memcpy(dst, n, src, n, kind);
+  return s.ok() ? s : s.WithContext(what());
 }
 
-bool IsDevicePointer(const void* p) {
-#ifdef TESSERA_HAVE_CUDA
-  if (p == nullptr || CudaDeviceCount() == 0) return false;
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
-#else
-  (void)p;
-  return false;
-#endif
-}
+}  // namespace
 
-Status CopyToHost(void* dst, const void* src, size_t n) {
-#ifdef TESSERA_HAVE_CUDA
-  if (IsDevicePointer(src)) {
-    cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess)
-      return SystemError(fmt::format("cudaMemcpy device→host of {} bytes: {}", n, cudaGetErrorString(e)));
-    return Status::Ok();
-  }
-#endif
-  if (n) std::memcpy(dst, src, n);
+bool IsDevicePointer(const void* p) { return comm::IsDeviceMemory(p); }
+
+Status CopyToHost(void* dst, const void* src, size_t n, bool bind_thread) {
+  if (n == 0) return Status::Ok();
+  const comm::DeviceMemoryOwnerInfo owner = comm::DeviceMemoryOwner(src);
+  if (owner.rt != nullptr) return DeviceCopy(owner, dst, src, n, comm::CopyKind::kDeviceToHost, bind_thread);
+  std::memcpy(dst, src, n);
   return Status::Ok();
 }
 
-Status CopyFromHost(void* dst, const void* src, size_t n) {
-#ifdef TESSERA_HAVE_CUDA
-  if (IsDevicePointer(dst)) {
-    cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess)
-      return SystemError(fmt::format("cudaMemcpy host→device of {} bytes: {}", n, cudaGetErrorString(e)));
-    return Status::Ok();
-  }
-#endif
-  if (n) std::memcpy(dst, src, n);
+Status CopyFromHost(void* dst, const void* src, size_t n, bool bind_thread) {
+  if (n == 0) return Status::Ok();
+  const comm::DeviceMemoryOwnerInfo owner = comm::DeviceMemoryOwner(dst);
+  if (owner.rt != nullptr) return DeviceCopy(owner, dst, src, n, comm::CopyKind::kHostToDevice, bind_thread);
+  std::memcpy(dst, src, n);
   return Status::Ok();
 }
 

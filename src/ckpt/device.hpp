@@ -1,6 +1,6 @@
-// ckpt/device: copies between caller memory (host, or CUDA device memory when built with CUDA) and the
-// checkpoint's host buffers. Device pointers are recognised with cudaPointerGetAttributes; without a
-// GPU (or without CUDA) every pointer is host memory.
+// ckpt/device: copies between caller memory (host, or device memory of any device runtime this process has
+// started: CUDA, ACL, MUSA, the emulated device; comm/runtime) and the checkpoint's host buffers. A pointer is
+// device memory when the runtime table says so (comm::DeviceMemoryOwner); its own runtime then copies it.
 #pragma once
 
 #include <cstddef>
@@ -10,11 +10,12 @@
 namespace tessera::ckpt {
 
 bool IsDevicePointer(const void* p);
-// Number of usable CUDA devices (0 without CUDA or GPU).
-int CudaDeviceCount();
-// dst is host memory; src host or device.
-Status CopyToHost(void* dst, const void* src, size_t n);
-// src is host memory; dst host or device.
-Status CopyFromHost(void* dst, const void* src, size_t n);
+// dst is host memory; src host or device. `bind_thread`: the calling thread is one Tessera made for this work
+// (a reader's helper), which no runtime knows yet: it is bound to src's device first, as the runtime table asks
+// of every thread before its calls (DeviceRuntime::SetDevice). A caller's own thread is left as it is: its
+// current device is the application's.
+Status CopyToHost(void* dst, const void* src, size_t n, bool bind_thread = false);
+// src is host memory; dst host or device (`bind_thread` as above, for dst's device).
+Status CopyFromHost(void* dst, const void* src, size_t n, bool bind_thread = false);
 
 }  // namespace tessera::ckpt

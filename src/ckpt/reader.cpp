@@ -405,7 +405,7 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
       }
       if (s.ok())
         s = CopyFromHost(dst, tmp.data() + static_cast<uint64_t>(ov_b - p.row_offset) * k.row_bytes,
-                         static_cast<uint64_t>(ov_e - ov_b) * k.row_bytes);
+                         static_cast<uint64_t>(ov_e - ov_b) * k.row_bytes, /*bind_thread=*/t != 0);
     }
     if (!s.ok()) {
       std::lock_guard lk(mu);

@@ -15,6 +15,7 @@
 #include "ckpt/device.hpp"
 #include "ckpt/format.hpp"
 #include "ckpt/test_util.hpp"
+#include "comm/runtime/runtime.hpp"
 #include "common/dtype.hpp"
 #include "tessera/ckpt.h"
 #include "tessera/ckpt.hpp"
@@ -451,7 +452,9 @@ TEST(SaveRestore, DeviceMemory) {
 #ifndef TESSERA_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA";
 #else
-  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA GPU present (cudaGetDeviceCount gave 0 or failed)";
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0)
+    GTEST_SKIP() << "no CUDA GPU present (cudaGetDeviceCount gave 0 or failed)";
   TempDir d;
   std::vector<float> h = Fill(5, 0, 4096), back(4096, 0);
   float* dev = nullptr;
@@ -468,6 +471,62 @@ TEST(SaveRestore, DeviceMemory) {
   EXPECT_TRUE(std::equal(back.begin() + 64, back.end(), h.begin() + 64));
   cudaFree(dev);
 #endif
+}
+
+TEST(SaveRestore, AnotherVendorsDeviceMemoryIsCopiedByItsRuntime) {
+  // NPU memory on the ACL host shim (tests/shims): the address it hands out is mapped PROT_NONE, so a host memcpy
+  // of it crashes (as the code before the runtime table did: it knew CUDA pointers only). A save and restores that
+  // work copied through the runtime table (aclrtMemcpy), the restores on the reader's own threads too (eight
+  // tensors, four readers; device.hpp: those threads are bound to the tensors' device first).
+  ::setenv("TESSERA_ACL_LIBRARY", TESSERA_SHIM_ACL, 1);
+  auto acl = comm::LoadRuntime("acl");
+  ASSERT_TRUE(acl.ok()) << acl.status().ToString();
+  comm::DeviceRuntime& rt = **acl;
+  ASSERT_TRUE(rt.SetDevice(1).ok());
+  constexpr int kTensors = 8;
+  constexpr size_t kElems = 64 * 64, kBytes = kElems * 4;
+  TempDir d;
+  std::vector<float> h = Fill(9, 0, kTensors * kElems), back(h.size(), -1.f);
+  auto dev = rt.Malloc(h.size() * 4);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  auto* g = static_cast<float*>(*dev);
+  ASSERT_TRUE(rt.Memcpy(g, h.size() * 4, h.data(), h.size() * 4, comm::CopyKind::kHostToDevice).ok());
+  EXPECT_TRUE(IsDevicePointer(g));
+  EXPECT_FALSE(IsDevicePointer(h.data()));
+  auto name = [](int i) { return "t" + std::to_string(i); };
+  std::vector<TensorView> views;
+  for (int i = 0; i < kTensors; ++i) views.push_back({name(i), DType::kFloat32, {64, 64}, g + i * kElems});
+  auto w = CheckpointWriter::Open(d.path(), 0, 1);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Status saved = (*w)->Save(1, views);
+  ASSERT_TRUE(saved.ok()) << saved.ToString();
+  ASSERT_TRUE((*w)->Wait().ok());
+  // The files hold the tensors' bytes.
+  std::vector<float> host(h.size(), 0.f);
+  std::vector<TensorSlot> to_host;
+  for (int i = 0; i < kTensors; ++i) to_host.push_back({name(i), host.data() + i * kElems, kBytes});
+  ASSERT_TRUE(Restore(d.path(), 1, to_host).ok());
+  EXPECT_EQ(host, h);
+  // Into the device memory: whole tensors, then rows 1..63 of each.
+  for (int64_t first : {0, 1}) {
+    ASSERT_TRUE(rt.Memset(g, h.size() * 4, 0, h.size() * 4).ok());
+    std::vector<TensorSlot> slots;
+    for (int i = 0; i < kTensors; ++i)
+      slots.push_back(
+          {name(i), g + i * kElems + first * 64, static_cast<size_t>(64 - first) * 64 * 4, first, 64 - first});
+    Status s = Restore(d.path(), 1, slots);
+    ASSERT_TRUE(s.ok()) << "from row " << first << ": " << s.ToString();
+    ASSERT_TRUE(rt.Memcpy(back.data(), h.size() * 4, g, h.size() * 4, comm::CopyKind::kDeviceToHost).ok());
+    for (int i = 0; i < kTensors; ++i) {
+      const size_t at = i * kElems;
+      EXPECT_TRUE(std::equal(back.begin() + at + first * 64, back.begin() + at + kElems, h.begin() + at + first * 64))
+          << name(i) << " from row " << first;
+      if (first > 0) {
+        EXPECT_EQ(back[at], 0.f) << name(i);
+      }
+    }
+  }
+  EXPECT_TRUE(rt.Free(g).ok());
 }
 
 }  // namespace

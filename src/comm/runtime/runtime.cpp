@@ -114,8 +114,10 @@ std::atomic<unsigned long long> g_failed_at[kRows] = {};
 std::atomic<uint64_t> g_load_attempts[kRows] = {};
 }  // namespace
 
-bool IsDeviceMemory(const void* p) {
-  if (p == nullptr) return false;
+bool IsDeviceMemory(const void* p) { return DeviceMemoryOwner(p).rt != nullptr; }
+
+DeviceMemoryOwnerInfo DeviceMemoryOwner(const void* p) {
+  if (p == nullptr) return {};
   unsigned long long epoch = 0;
   const uint32_t started = StartedRows(&epoch);
   for (size_t i = 0; i < kRows; ++i) {
@@ -132,9 +134,9 @@ bool IsDeviceMemory(const void* p) {
       rt = loaded->get();
     }
     auto info = rt->GetPointerInfo(p);
-    if (info.ok() && (info->type == MemoryType::kDevice || info->type == MemoryType::kManaged)) return true;
+    if (info.ok() && (info->type == MemoryType::kDevice || info->type == MemoryType::kManaged)) return {rt, *info};
   }
-  return false;
+  return {};
 }
 
 int VisibleDeviceCount(const DeviceFamily& family, std::string* why) {

@@ -262,6 +262,15 @@ Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(const RuntimeRow& row);
 // TESSERA_MUSA_LIBRARY) names when set. Loaded once per process and row: every later call returns the same object.
 Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(std::string_view name);
 
+// The started runtime whose device (or managed) memory `p` is, with what it says of `p` (its device); rt is null
+// for any other pointer. IsDeviceMemory(p) is DeviceMemoryOwner(p).rt != nullptr. The runtime lives as long as
+// the process.
+struct DeviceMemoryOwnerInfo {
+  DeviceRuntime* rt = nullptr;
+  PointerInfo info;
+};
+DeviceMemoryOwnerInfo DeviceMemoryOwner(const void* p);
+
 // Pinned staging, which every row supports: copies `bytes` from pinned host memory (MallocHost) to device memory
 // on `s` and waits for it (StageDown), or device to pinned host (StageUp). Returns when the copy is complete.
 Status StageDown(DeviceRuntime& rt, DeviceRuntime::Stream s, void* dev, const void* host_pinned, size_t bytes);
