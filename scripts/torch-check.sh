@@ -28,6 +28,11 @@ OUTDIR=${OUT:-$ROOT/bench/results}
 mkdir -p "$OUTDIR"
 PY=${PYTHON:-}
 [ -z "$PY" ] && { [ -x "$ROOT/.venv/bin/python" ] && PY=$ROOT/.venv/bin/python || PY=python3; }
+# DeepSpeed JIT-builds its ops (the shm comm op, cpu_adam) into TORCH_EXTENSIONS_DIR under a file lock. One
+# directory per build tree, not ~/.cache: a build interrupted elsewhere leaves its lock behind, and every rank of
+# a later run that finds it waits on it until the job times out.
+case $B in /*) B_ABS=$B ;; *) B_ABS=$ROOT/$B ;; esac
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$B_ABS/torch-extensions}
 step() { echo; echo "=== $* ($(date +%T))"; }
 
 if ! "$PY" -c 'import torch' 2>/dev/null; then
