@@ -28,8 +28,6 @@ Status DeviceCopy(const comm::DeviceMemoryOwnerInfo& owner, void* dst, const voi
 
 }  // namespace
 
-bool IsDevicePointer(const void* p) { return comm::IsDeviceMemory(p); }
-
 Status CopyToHost(void* dst, const void* src, size_t n, bool bind_thread) {
   if (n == 0) return Status::Ok();
   const comm::DeviceMemoryOwnerInfo owner = comm::DeviceMemoryOwner(src);

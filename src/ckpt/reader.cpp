@@ -16,6 +16,7 @@
 #include "ckpt/device.hpp"
 #include "ckpt/format.hpp"
 #include "ckpt/internal.hpp"
+#include "comm/runtime/runtime.hpp"
 #include "common/log.hpp"
 #include "common/parallel.hpp"
 
@@ -341,7 +342,7 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
         return Corrupt(fmt::format("checkpoint step {}: tensor '{}' piece in {} has {} bytes for {} rows", m.step,
                                    t.name, m.files[static_cast<size_t>(p.file)].name, p.end - p.begin, p.rows));
       bool whole = p.row_offset >= s.row_begin && p.row_offset + p.rows <= s.row_begin + rows;
-      if (whole && !IsDevicePointer(s.data) && p.end > p.begin) {
+      if (whole && !comm::IsDeviceMemory(s.data) && p.end > p.begin) {
         const uint64_t kChunk = uint64_t{32} << 20;
         for (uint64_t b = 0; b < p.end - p.begin; b += kChunk) {
           Task k{&s, &t, &p, rb, s.row_begin, rows};

@@ -16,6 +16,7 @@
 
 #include "comm/call_header.hpp"
 #include "comm/comm.hpp"
+#include "comm/runtime/runtime.hpp"
 #include "comm/schedule.hpp"
 
 namespace tessera::comm {
@@ -60,10 +61,11 @@ Status Comm::CheckArgs(const char* what, const void* send, const void* recv, siz
                     "NULL",
                     what, rank_, islands_[my_island_].vendor));
   if (!device_ && count > 0) {
-    if (IsDevicePointer(send) || IsDevicePointer(recv))
+    const bool send_dev = IsDeviceMemory(send);
+    if (send_dev || IsDeviceMemory(recv))
       return InvalidArgument(fmt::format("{}: {} = {} is device memory, but rank {}'s island ({}) uses host memory",
-                                         what, IsDevicePointer(send) ? "sendbuf" : "recvbuf",
-                                         IsDevicePointer(send) ? send : recv, rank_, islands_[my_island_].vendor));
+                                         what, send_dev ? "sendbuf" : "recvbuf", send_dev ? send : recv, rank_,
+                                         islands_[my_island_].vendor));
   }
   *dt = t;
   return Status::Ok();

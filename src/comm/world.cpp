@@ -509,6 +509,5 @@ Result<std::unique_ptr<Comm>> Comm::Split(int color, int key, const std::string&
 Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const DeviceName& device) {
   return HasDeviceBridge(*device.family) ? OpenBridgeRank(device) : OpenAccelRank(device);
 }
-bool IsDevicePointer(const void* p) { return IsDeviceMemory(p); }
 
 }  // namespace tessera::comm

@@ -460,7 +460,7 @@ TEST(SaveRestore, DeviceMemory) {
   float* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, h.size() * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dev, h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_TRUE(IsDevicePointer(dev));
+  EXPECT_TRUE(comm::IsDeviceMemory(dev));
   auto w = CheckpointWriter::Open(d.path(), 0, 1);
   ASSERT_TRUE((*w)->Save(1, {{"g", DType::kFloat32, {64, 64}, dev}}).ok());
   ASSERT_TRUE((*w)->Wait().ok());
@@ -491,8 +491,8 @@ TEST(SaveRestore, AnotherVendorsDeviceMemoryIsCopiedByItsRuntime) {
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   auto* g = static_cast<float*>(*dev);
   ASSERT_TRUE(rt.Memcpy(g, h.size() * 4, h.data(), h.size() * 4, comm::CopyKind::kHostToDevice).ok());
-  EXPECT_TRUE(IsDevicePointer(g));
-  EXPECT_FALSE(IsDevicePointer(h.data()));
+  EXPECT_TRUE(comm::IsDeviceMemory(g));
+  EXPECT_FALSE(comm::IsDeviceMemory(h.data()));
   auto name = [](int i) { return "t" + std::to_string(i); };
   std::vector<TensorView> views;
   for (int i = 0; i < kTensors; ++i) views.push_back({name(i), DType::kFloat32, {64, 64}, g + i * kElems});

@@ -212,7 +212,5 @@ class HostPath {
 Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const DeviceName& device);
 Result<std::unique_ptr<DeviceRank>> OpenBridgeRank(const DeviceName& device);
 Result<std::unique_ptr<DeviceRank>> OpenAccelRank(const DeviceName& device);
-// True when `p` is memory of a device backend (a host-island rank must not get such a pointer).
-bool IsDevicePointer(const void* p);
 
 }  // namespace tessera::comm
