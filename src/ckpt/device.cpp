@@ -10,13 +10,19 @@
 namespace tessera::ckpt {
 namespace {
 
-Status DeviceCopy(const comm::DeviceMemoryOwnerInfo& owner, void* dst, const void* src, size_t n, comm::CopyKind kind,
-                  bool bind_thread) {
+// Copies n bytes from src to dst, one of which is host memory; `device_side` is the other one, copied by its own
+// runtime when it is device memory (`kind` names the direction then), else with memcpy.
+Status Copy(void* dst, const void* src, size_t n, const void* device_side, comm::CopyKind kind, bool bind_thread) {
+  if (n == 0) return Status::Ok();
+  const comm::DeviceMemoryOwnerInfo owner = comm::DeviceMemoryOwner(device_side);
+  if (owner.rt == nullptr) {
+    std::memcpy(dst, src, n);
+    return Status::Ok();
+  }
   comm::DeviceRuntime& rt = *owner.rt;
   const auto what = [&] {
-    return fmt::format("copying {} bytes {} {} device memory ({} {})", n,
-                       kind == comm::CopyKind::kDeviceToHost ? "out of" : "into", rt.name(), rt.name(),
-                       owner.info.device);
+    return fmt::format("copying {} bytes {} {} device memory (device {})", n,
+                       kind == comm::CopyKind::kDeviceToHost ? "out of" : "into", rt.name(), owner.info.device);
   };
   if (bind_thread && owner.info.device >= 0) {
     Status s = rt.SetDevice(owner.info.device);
@@ -29,19 +35,11 @@ Status DeviceCopy(const comm::DeviceMemoryOwnerInfo& owner, void* dst, const voi
 }  // namespace
 
 Status CopyToHost(void* dst, const void* src, size_t n, bool bind_thread) {
-  if (n == 0) return Status::Ok();
-  const comm::DeviceMemoryOwnerInfo owner = comm::DeviceMemoryOwner(src);
-  if (owner.rt != nullptr) return DeviceCopy(owner, dst, src, n, comm::CopyKind::kDeviceToHost, bind_thread);
-  std::memcpy(dst, src, n);
-  return Status::Ok();
+  return Copy(dst, src, n, src, comm::CopyKind::kDeviceToHost, bind_thread);
 }
 
 Status CopyFromHost(void* dst, const void* src, size_t n, bool bind_thread) {
-  if (n == 0) return Status::Ok();
-  const comm::DeviceMemoryOwnerInfo owner = comm::DeviceMemoryOwner(dst);
-  if (owner.rt != nullptr) return DeviceCopy(owner, dst, src, n, comm::CopyKind::kHostToDevice, bind_thread);
-  std::memcpy(dst, src, n);
-  return Status::Ok();
+  return Copy(dst, src, n, dst, comm::CopyKind::kHostToDevice, bind_thread);
 }
 
 }  // namespace tessera::ckpt
