@@ -281,6 +281,9 @@ void Daemon::Routes() {
     row.compatible = comp_s;
     row.reason = waits;
     row.submitted_ms = now;
+    // A job that cannot start now waits for capacity from its submission on (its wake-up latency is then
+    // measured even when capacity comes before the scheduler's next pass looks at it).
+    if (!waits.empty()) row.blocked_since_ms = now;
     row.grace_ms = spec->run.grace_ms;
     std::string ckpt;
     auto added = store_->AddJob(row, [&](int64_t id) {

@@ -189,8 +189,9 @@ Result<int64_t> JobStore::AddJob(const JobRow& j, const std::function<std::strin
   TSR_ASSIGN_OR_RETURN(auto tx, sqlite::Transaction::Begin(db_.get(), purpose));
   TSR_RETURN_IF_ERROR(db_->Exec(
       "INSERT INTO jobs(name,tenant,priority,source,yaml,base_dir,compatible,state,reason,submitted_ms,grace_ms,"
-      "ckpt_dir) VALUES(?1,?2,?3,?4,?5,?6,?7,'queued',?8,?9,?10,'')",
-      {j.name, j.tenant, j.priority, j.source, j.yaml, j.base_dir, j.compatible, j.reason, j.submitted_ms, j.grace_ms},
+      "ckpt_dir,blocked_since_ms) VALUES(?1,?2,?3,?4,?5,?6,?7,'queued',?8,?9,?10,'',?11)",
+      {j.name, j.tenant, j.priority, j.source, j.yaml, j.base_dir, j.compatible, j.reason, j.submitted_ms, j.grace_ms,
+       sqlite::OptInt(j.blocked_since_ms)},
       purpose));
   int64_t id = db_->LastInsertId();
   TSR_RETURN_IF_ERROR(db_->Exec("UPDATE jobs SET ckpt_dir=?2 WHERE id=?1", {id, ckpt_dir_for(id)},

@@ -97,6 +97,15 @@ TEST_F(JobStoreTest, JobRowRoundTripsWithNulls) {
   EXPECT_EQ(j->position, 2);
   EXPECT_EQ(j->blocked_since_ms, 5000);  // the first time it started to wait is kept
 
+  // A job found waiting at its submission waits from then on: the scheduler's later passes keep that time.
+  JobRow waiting = NewJob("waiting", 0, 3000);
+  waiting.blocked_since_ms = 3000;
+  int64_t idw = Add(waiting);
+  ASSERT_TRUE(store_->SetQueueReason(idw, "needs 2 cards", 1, 7000).ok());
+  auto jw = store_->Job(idw);
+  ASSERT_TRUE(jw.ok());
+  EXPECT_EQ(jw->blocked_since_ms, 3000);
+
   // Text with a NUL, a quote and non-ASCII bytes is stored as given.
   JobRow odd = NewJob("o'dd", 0, 2000);
   odd.yaml = std::string("a\0b \xe2\x9c\x93 \"q\"", 12);
