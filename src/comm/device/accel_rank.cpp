@@ -42,7 +42,6 @@
 #include "comm/comm.hpp"
 #include "comm/runtime/runtime.hpp"
 #include "comm/schedule.hpp"
-#include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/vendor.hpp"
 
@@ -50,19 +49,7 @@ namespace tessera::comm {
 namespace {
 
 Result<std::unique_ptr<DeviceRank>> Open(const DeviceName& name) {
-  const DeviceFamily& f = *name.family;
-  TSR_ASSIGN_OR_RETURN(auto rt, LoadRuntime(f.runtime));
-  auto n = rt->DeviceCount();
-  if (!n.ok()) return n.status().WithContext(fmt::format("TESSERA_DEVICE='{}'", name.ToString()));
-  if (name.index >= *n) {
-    const std::string visible = env::Get(f.visible_env).value_or("");
-    return InvalidArgument(fmt::format(
-        "TESSERA_DEVICE='{}': the {} runtime ('{}') sees {} device{} ({}{}): use an index below {} (tessera run "
-        "gives each rank its own device as {}:0)",
-        name.ToString(), rt->name(), rt->path(), *n, *n == 1 ? "" : "s", f.visible_env,
-        visible.empty() ? " unset" : "='" + visible + "'", *n, f.prefix));
-  }
-  TSR_RETURN_IF_ERROR(rt->SetDevice(name.index).WithContext(fmt::format("TESSERA_DEVICE='{}'", name.ToString())));
+  TSR_ASSIGN_OR_RETURN(auto rt, OpenDevice(name));
   return std::unique_ptr<DeviceRank>(new AccelRank(std::move(rt), name));
 }
 

@@ -8,32 +8,15 @@
 #include <chrono>
 #include <thread>
 
-#include "common/env.hpp"
 #include "common/log.hpp"
 
 namespace tessera::comm::bridge {
 
 Result<std::unique_ptr<Device>> Device::Open(const DeviceName& name) {
-  const DeviceFamily& f = *name.family;
   std::unique_ptr<Device> d(new Device());
   d->name_ = name;
   d->spec_ = name.ToString();
-  auto rt = LoadRuntime(f.runtime);
-  if (!rt.ok())
-    return Unsupported(fmt::format("TESSERA_DEVICE='{}' but this machine has no usable {} device ({})", d->spec_,
-                                   f.label, rt.status().message()));
-  d->rt_ = std::move(rt).value();
-  auto count = d->rt_->DeviceCount();
-  if (!count.ok() || *count == 0)
-    return Unsupported(fmt::format("TESSERA_DEVICE='{}' but this machine has no usable {} device ({})", d->spec_,
-                                   f.label, count.ok() ? "0 devices" : count.status().message()));
-  if (name.index >= *count) {
-    const std::string visible = env::Get(f.visible_env).value_or("");
-    return InvalidArgument(fmt::format("TESSERA_DEVICE='{}' but only {} {} device(s) are visible ({}:0..{}:{}; {}{})",
-                                       d->spec_, *count, f.label, f.prefix, f.prefix, *count - 1, f.visible_env,
-                                       visible.empty() ? " unset" : "='" + visible + "'"));
-  }
-  TSR_RETURN_IF_ERROR(d->rt_->SetDevice(name.index).WithContext(fmt::format("TESSERA_DEVICE='{}'", d->spec_)));
+  TSR_ASSIGN_OR_RETURN(d->rt_, OpenDevice(name));
   TSR_ASSIGN_OR_RETURN(d->label_, d->rt_->DeviceName(name.index));
   TSR_ASSIGN_OR_RETURN(d->flag_, d->rt_->HostAllocMapped(64));
   *static_cast<uint32_t*>(d->flag_.host) = 0;

@@ -280,6 +280,29 @@ Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(std::string_view name) {
   return rt;
 }
 
+Result<std::shared_ptr<DeviceRuntime>> OpenDevice(const DeviceName& name) {
+  const DeviceFamily& f = *name.family;
+  const std::string spec = name.ToString();
+  auto no_device = [&](const std::string& why) {
+    return Unsupported(
+        fmt::format("TESSERA_DEVICE='{}' but this machine has no usable {} device ({})", spec, f.label, why));
+  };
+  auto rt = LoadRuntime(f.runtime);
+  if (!rt.ok()) return no_device(rt.status().message());
+  auto n = (*rt)->DeviceCount();
+  if (!n.ok()) return no_device(n.status().message());
+  const std::string visible = env::Get(f.visible_env).value_or("");
+  const std::string visible_text = std::string(f.visible_env) + (visible.empty() ? " unset" : "='" + visible + "'");
+  if (*n == 0) return no_device(fmt::format("the {} runtime sees 0 devices; {}", (*rt)->name(), visible_text));
+  if (name.index >= *n)
+    return InvalidArgument(
+        fmt::format("TESSERA_DEVICE='{}': the {} runtime ('{}') sees {} device{} ({}): use an index below {} (tessera "
+                    "run gives each rank its own device as {}:0)",
+                    spec, (*rt)->name(), (*rt)->path(), *n, *n == 1 ? "" : "s", visible_text, *n, f.prefix));
+  TSR_RETURN_IF_ERROR((*rt)->SetDevice(name.index).WithContext(fmt::format("TESSERA_DEVICE='{}'", spec)));
+  return rt;
+}
+
 uint64_t internal::RuntimeLoadAttempts(std::string_view name) {
   const RuntimeRow* r = FindRuntimeRow(name);
   return r == nullptr ? 0 : g_load_attempts[r - kRuntimeTable].load();

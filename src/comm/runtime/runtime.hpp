@@ -262,6 +262,13 @@ Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(const RuntimeRow& row);
 // TESSERA_MUSA_LIBRARY) names when set. Loaded once per process and row: every later call returns the same object.
 Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(std::string_view name);
 
+// Opens the device a rank drives (its TESSERA_DEVICE, `name`, not host): the family's runtime row, the index
+// checked against the devices that runtime sees, the device made current on the calling thread. Unsupported when
+// the runtime will not load or sees no device; InvalidArgument for an index past the last visible device. Each
+// message starts with TESSERA_DEVICE='<name>' and says why (the library and its variable, the visible-devices
+// variable).
+Result<std::shared_ptr<DeviceRuntime>> OpenDevice(const DeviceName& name);
+
 // The started runtime whose device (or managed) memory `p` is, with what it says of `p` (its device); rt is null
 // for any other pointer. IsDeviceMemory(p) is DeviceMemoryOwner(p).rt != nullptr. The runtime lives as long as
 // the process.
