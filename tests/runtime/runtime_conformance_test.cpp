@@ -10,6 +10,7 @@
 // bridge's calls (mapped host memory, stream write / wait value, registration, the kernels) are tested on the rows
 // that claim them (cuda, on a GPU), and refused with a clear error by the rows that do not (acl, musa).
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -562,6 +563,53 @@ TEST(RuntimeTable, UnknownRowListsTheKnownOnes) {
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_NE(r.status().message().find("'rocm'"), std::string::npos) << r.status().ToString();
   EXPECT_NE(r.status().message().find("cuda, acl, musa, emu"), std::string::npos) << r.status().ToString();
+}
+
+TEST(RuntimeTable, OpenDeviceChecksTheIndexAndMakesTheDeviceCurrent) {
+  // The one place a rank's device is opened (the accelerator rank and the device bridge both call it).
+  auto npu = [](const std::string& text) {
+    auto name = ParseDeviceName(text, "TESSERA_DEVICE");
+    EXPECT_TRUE(name.ok()) << name.status().ToString();
+    return *name;
+  };
+  {
+    ScopedEnv lib("TESSERA_ACL_LIBRARY", "/nonexistent/dir/libascendcl.so");
+    auto r = OpenDevice(npu("npu:0"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kUnsupported);
+    for (const char* want : {"TESSERA_DEVICE='npu:0'", "no usable Ascend NPU device", "/nonexistent/dir/libascendcl.so",
+                             "TESSERA_ACL_LIBRARY"})
+      EXPECT_NE(r.status().message().find(want), std::string::npos) << want << " in " << r.status().ToString();
+  }
+  ScopedEnv lib("TESSERA_ACL_LIBRARY", TESSERA_SHIM_ACL);
+  {
+    ScopedEnv none("ASCEND_RT_VISIBLE_DEVICES", "");  // as CUDA_VISIBLE_DEVICES="": no device at all
+    auto r = OpenDevice(npu("npu:0"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kUnsupported);
+    EXPECT_NE(r.status().message().find("sees 0 devices"), std::string::npos) << r.status().ToString();
+  }
+  ScopedEnv visible("ASCEND_RT_VISIBLE_DEVICES", "0,1");
+  auto past = OpenDevice(npu("npu:2"));
+  ASSERT_FALSE(past.ok());
+  EXPECT_EQ(past.status().code(), Code::kInvalidArgument);
+  for (const char* want : {"TESSERA_DEVICE='npu:2'", TESSERA_SHIM_ACL, "sees 2 devices",
+                           "ASCEND_RT_VISIBLE_DEVICES='0,1'", "use an index below 2"})
+    EXPECT_NE(past.status().message().find(want), std::string::npos) << want << " in " << past.status().ToString();
+  // On a new thread (ACL binds a device per thread): opened, the device is current there and memory can be had.
+  Status st;
+  std::thread t([&] {
+    auto rt = OpenDevice(npu("npu:1"));
+    if (!rt.ok()) return (void)(st = rt.status());
+    auto m = (*rt)->Malloc(64);
+    if (!m.ok()) return (void)(st = m.status());
+    auto info = (*rt)->GetPointerInfo(*m);
+    st = !info.ok()          ? info.status()
+         : info->device != 1 ? InvalidArgument(fmt::format("memory of device {} where npu:1 was opened", info->device))
+                             : (*rt)->Free(*m);
+  });
+  t.join();
+  EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
 TEST(RuntimeTable, AclWithoutSetDeviceIsAnErrorWithTheRuntimesMessage) {
