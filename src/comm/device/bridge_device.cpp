@@ -1,5 +1,5 @@
-// comm/device/bridge_device: device selection, pointer classification and the mapped resources of a device-bridge
-// rank, on its runtime row; see bridge_device.hpp.
+// comm/device/bridge_device: the opened device (OpenDevice), pointer classification and the mapped resources of a
+// device-bridge rank, on its runtime row; see bridge_device.hpp.
 #include "comm/device/bridge_device.hpp"
 
 #include <fmt/format.h>

@@ -1,10 +1,11 @@
 // comm/device/bridge_device: the device of a rank that runs the device bridge (comm/device/bridge_rank), on its
 // family's runtime row (comm/runtime: cuda today; any row whose flags give host registration, stream memory
-// operations and Tessera's kernels) — picks the device named by TESSERA_DEVICE (cuda:N), classifies pointers
-// (device memory vs host memory, with the allocation's extent when the runtime tells it), and owns the rank's
-// host-mapped completion flag. The per-communicator resources (streams, events, pinned staging, mapped flags) are
-// created ONCE, when the communicator is made (staging for whole-buffer copies grows on demand and is kept); no
-// collective creates a stream, event or buffer. No vendor header: every call goes through the DeviceRuntime.
+// operations and Tessera's kernels) — opens the device named by TESSERA_DEVICE (cuda:N) through the runtime's
+// OpenDevice, classifies pointers (device memory vs host memory, with the allocation's extent when the runtime
+// tells it), and owns the rank's host-mapped completion flag. The per-communicator resources (streams, events,
+// pinned staging, mapped flags) are created ONCE, when the communicator is made (staging for whole-buffer copies
+// grows on demand and is kept); no collective creates a stream, event or buffer. No vendor header: every call goes
+// through the DeviceRuntime.
 #pragma once
 
 #include <chrono>
@@ -26,8 +27,8 @@ using Event = DeviceRuntime::Event;
 
 class Device {
  public:
-  // Loads the family's runtime row, checks the index against the devices it sees and makes it current. Errors name
-  // the value, the runtime and its file.
+  // Opens the device (OpenDevice: the family's runtime row, the index checked, the device made current), then its
+  // name and the rank's mapped flag. Errors name the value, the runtime and its file.
   static Result<std::unique_ptr<Device>> Open(const DeviceName& name);
   ~Device();
 
