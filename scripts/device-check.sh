@@ -65,17 +65,21 @@ grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|async:|NUMERICS" "$OUTDIR/ctest-gpu.
 step "Ascend code paths on the CUDA-backed ACL/HCCL shims (scripts/cuda-shim-check.sh)"
 OUT=$OUTDIR/cuda-shim timeout 400 scripts/cuda-shim-check.sh "$B" | grep -vE "^  \[rank" || TEST_RC=1
 
+# The checkpoint test binary of the next two steps, built once, apart from the build above: if it fails to build,
+# only these two steps are lost.
+CKPT_BUILT=0
+cmake --build "$B" -j "$(nproc)" --target ckpt_save_restore_test >> "$OUTDIR/build.log" 2>&1 && CKPT_BUILT=1 \
+  || { TEST_RC=1; echo "ckpt_save_restore_test: build FAILED"; grep -E "error" "$OUTDIR/build.log" | tail -5; }
+
 step "checkpoint shards read by the Hugging Face safetensors library (when this image's python has it)"
 HF_RC=skip
-if python3 -c 'import safetensors, numpy' 2>/dev/null; then
+if [ $CKPT_BUILT = 0 ]; then
+  HF_RC=build-failed
+elif python3 -c 'import safetensors, numpy' 2>/dev/null; then
   python3 -c 'import safetensors; print("safetensors", safetensors.__version__)'
-  if cmake --build "$B" -j "$(nproc)" --target ckpt_save_restore_test >> "$OUTDIR/build.log" 2>&1; then
-    (cd "$B" && timeout 120 ctest -R 'SaveRestore.HfLibraryReadsShards' --output-on-failure -V > "$OUTDIR/ctest-hf.log" 2>&1) \
-      && HF_RC=passed || HF_RC=FAILED
-    grep -E "Passed|Failed|Skipped|SKIP" "$OUTDIR/ctest-hf.log" | head -5
-  else
-    HF_RC=build-failed; grep -E "error" "$OUTDIR/build.log" | tail -5
-  fi
+  (cd "$B" && timeout 120 ctest -R 'SaveRestore.HfLibraryReadsShards' --output-on-failure -V > "$OUTDIR/ctest-hf.log" 2>&1) \
+    && HF_RC=passed || HF_RC=FAILED
+  grep -E "Passed|Failed|Skipped|SKIP" "$OUTDIR/ctest-hf.log" | head -5
 else
   echo "no python3 module safetensors here"
 fi
@@ -83,12 +87,10 @@ echo "HF safetensors reader: $HF_RC"
 
 step "checkpoints of device memory: a save and restores of CUDA memory through the device-runtime table"
 # SaveRestore.DeviceMemory skips without a GPU, so only here does it run; labelled ckpt, not gpu.
-if cmake --build "$B" -j "$(nproc)" --target ckpt_save_restore_test >> "$OUTDIR/build.log" 2>&1; then
+if [ $CKPT_BUILT = 1 ]; then
   (cd "$B" && timeout 120 ctest -R 'SaveRestore.DeviceMemory' --output-on-failure -V > "$OUTDIR/ctest-ckpt-device.log" 2>&1) \
     || TEST_RC=1
   grep -E "Passed|Failed|Skipped|SKIP" "$OUTDIR/ctest-ckpt-device.log" | head -3
-else
-  TEST_RC=1; grep -E "error" "$OUTDIR/build.log" | tail -5
 fi
 
 ROWS=$OUTDIR/rows.jsonl; : > "$ROWS"; : > "$OUTDIR/jobs.log"

@@ -5,6 +5,7 @@
 # box's multi-threaded memcpy bandwidth x the traffic the allreduce must make) measured in the same run. Prints
 # the median busbw of each value and its ratio to the bound; raw rows go to $OUT/threads-sweep.jsonl when OUT is set.
 #   Usage: [VAR=NAME] bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)
+#   BUILD_DIR without a `tessera` in it is made first by bench/comm/host_build.sh (host only, release flags).
 #   VAR names the variable swept (default TESSERA_HOST_THREADS; any other, with the threads then `auto`). A value
 #   with '=' in it is a list of assignments instead, e.g. TESSERA_HOST_THREADS=4,TESSERA_SHM_RING=8M.
 set -uo pipefail
@@ -13,6 +14,7 @@ shift
 VALUES=("$@")
 [ ${#VALUES[@]} -gt 0 ] || VALUES=(1 2 4 6 8 12 auto)
 VAR=${VAR:-TESSERA_HOST_THREADS}
+[ -x "$B/tessera" ] || "$(dirname "$0")/host_build.sh" "$B" || exit 1
 OUTDIR=${OUT:-$(mktemp -d)}
 mkdir -p "$OUTDIR"
 ROWS=$OUTDIR/threads-sweep.jsonl
