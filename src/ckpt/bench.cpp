@@ -38,7 +38,8 @@ Status Shell(const std::string& cmd) {
   return Status::Ok();
 }
 
-// Runs `cmd` and returns its standard output.
+#ifdef TESSERA_HAVE_S3
+// Runs `cmd` and returns its standard output (the S3 comparison's only use).
 Result<std::string> ShellOutput(const std::string& cmd) {
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return ErrnoError("bench: popen " + cmd, errno);
@@ -49,6 +50,7 @@ Result<std::string> ShellOutput(const std::string& cmd) {
   if (rc != 0) return SystemError(fmt::format("bench: `{}` exited with {} (output '{}')", cmd, rc, out));
   return out;
 }
+#endif
 
 void DropCache(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);
