@@ -17,8 +17,7 @@ int RunCancel(int argc, char** argv) {
 #ifndef TESSERA_HAVE_DAEMON
   (void)argc;
   (void)argv;
-  std::fprintf(stderr, "tessera cancel: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return tessera::cli::kExitUnsupported;
+  return tessera::cli::NoDaemon("cancel");
 #else
   using namespace tessera::daemon;
   CLI::App app{"Cancel a job, or interrupt it and queue it again (--requeue)", "tessera cancel"};

@@ -20,10 +20,7 @@ int RunDaemonCmd(int argc, char** argv) {
 #ifndef TESSERA_HAVE_DAEMON
   (void)argc;
   (void)argv;
-  std::fprintf(stderr,
-               "tessera daemon: this build has no job daemon (it needs libsqlite3-dev and libcpp-httplib-dev at "
-               "configure time; run scripts/install-deps.sh and reconfigure)\n");
-  return tessera::cli::kExitUnsupported;
+  return tessera::cli::NoDaemon("daemon");
 #else
   if (argc >= 2 && !std::strcmp(argv[1], "shim")) return tessera::daemon::RunShim(argc - 1, argv + 1);
   CLI::App app{

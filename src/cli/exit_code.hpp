@@ -39,6 +39,17 @@ inline int Fail(const char* cmd, const Status& s) {
   return ExitCodeOf(s);
 }
 
+// A daemon command (`tessera daemon|submit|queue|status|cancel|logs|fleet`) in a build without the job daemon:
+// says what the build lacks and how to get it; returns kExitUnsupported.
+inline int NoDaemon(const char* cmd) {
+  std::fprintf(
+      stderr,
+      "tessera %s: this build has no job daemon (it needs libsqlite3-dev, libcpp-httplib-dev and libssl-dev at "
+      "configure time; run scripts/install-deps.sh and reconfigure)\n",
+      cmd);
+  return kExitUnsupported;
+}
+
 // After a CLI11 parse error: --help and --version exit 0, anything else is a usage error (2).
 inline int ParseExit(const CLI::App& app, const CLI::ParseError& e) { return app.exit(e) == 0 ? kExitOk : kExitUsage; }
 

@@ -60,8 +60,7 @@ int RunFleet(int argc, char** argv) {
 #ifndef TESSERA_HAVE_DAEMON
   (void)argc;
   (void)argv;
-  std::fprintf(stderr, "tessera fleet: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return tessera::cli::kExitUnsupported;
+  return tessera::cli::NoDaemon("fleet");
 #else
   using namespace tessera::daemon;
   CLI::App app{"Show or register the daemon's fleet, catalog and policy", "tessera fleet"};

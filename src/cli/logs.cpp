@@ -18,8 +18,7 @@ int RunLogs(int argc, char** argv) {
 #ifndef TESSERA_HAVE_DAEMON
   (void)argc;
   (void)argv;
-  std::fprintf(stderr, "tessera logs: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return tessera::cli::kExitUnsupported;
+  return tessera::cli::NoDaemon("logs");
 #else
   using namespace tessera::daemon;
   CLI::App app{"Print a job's output", "tessera logs"};

@@ -15,8 +15,7 @@ int RunQueue(int argc, char** argv) {
 #ifndef TESSERA_HAVE_DAEMON
   (void)argc;
   (void)argv;
-  std::fprintf(stderr, "tessera queue: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return tessera::cli::kExitUnsupported;
+  return tessera::cli::NoDaemon("queue");
 #else
   using namespace tessera::daemon;
   CLI::App app{"Show the queue: position and the reason each job waits", "tessera queue"};

@@ -18,8 +18,7 @@ int RunStatus(int argc, char** argv) {
 #ifndef TESSERA_HAVE_DAEMON
   (void)argc;
   (void)argv;
-  std::fprintf(stderr, "tessera status: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return tessera::cli::kExitUnsupported;
+  return tessera::cli::NoDaemon("status");
 #else
   using namespace tessera::daemon;
   using nlohmann::json;

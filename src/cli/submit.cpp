@@ -16,8 +16,7 @@ int RunSubmit(int argc, char** argv) {
 #ifndef TESSERA_HAVE_DAEMON
   (void)argc;
   (void)argv;
-  std::fprintf(stderr, "tessera submit: this build has no job daemon (needs libsqlite3-dev and libcpp-httplib-dev)\n");
-  return tessera::cli::kExitUnsupported;
+  return tessera::cli::NoDaemon("submit");
 #else
   using namespace tessera::daemon;
   CLI::App app{"Submit a job file to the daemon", "tessera submit"};
