@@ -87,7 +87,8 @@ demo_bill() {
   run "$TESSERA" bill --by job
   run "$TESSERA" bill --by type
   run "$TESSERA" bill compliance --day "$(date -u +%F)" --policy "$1"
-  echo "the same from the daemon's /metrics (what Prometheus scrapes; docs/daemon.md lists every series):"
+  echo "the daemon's /metrics (what Prometheus scrapes; docs/daemon.md lists every series): the money and job counts"
+  echo "as above; tessera_domestic_share is the share of the cards allocated now (1 when nothing runs), not the day's:"
   curl -s -H "Authorization: Bearer $(cat "$STATE/token")" "http://$ADDR/metrics" |
     grep -E '^tessera_(billed_amount_total|job_(starts|resumes|preemptions)_total|domestic_(share|floor))' || true
 }
