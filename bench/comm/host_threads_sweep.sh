@@ -7,7 +7,9 @@
 #   Usage: [VAR=NAME] bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)
 #   BUILD_DIR without a `tessera` in it is made first by bench/comm/host_build.sh (host only, release flags).
 #   VAR names the variable swept (default TESSERA_HOST_THREADS; any other, with the threads then `auto`). A value
-#   with '=' in it is a list of assignments instead, e.g. TESSERA_HOST_THREADS=4,TESSERA_SHM_RING=8M.
+#   with '=' in it is a list of assignments instead, e.g. TESSERA_HOST_THREADS=4,TESSERA_SHM_RING=8M. A value
+#   `build:DIR` runs DIR's tessera (threads `auto`) instead of BUILD_DIR's: two commits interleaved, A/B, e.g.
+#   `host_threads_sweep.sh /tmp/new build:/tmp/new build:/tmp/old` (DIR is built first like BUILD_DIR).
 set -uo pipefail
 B=${1:?usage: host_threads_sweep.sh BUILD_DIR [VALUE...]}
 shift
@@ -22,13 +24,21 @@ ROWS=$OUTDIR/threads-sweep.jsonl
 echo "host_threads_sweep: $(nproc) cpus, $VAR = ${VALUES[*]}, ${REPS:-3} rounds"
 # File names: letters, digits, '.', '-' and '_' only, so that the device machine's $OUT hands every file back.
 "$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M | tee "$OUTDIR/bound-1-1.txt"
+for t in "${VALUES[@]}"; do
+  case $t in build:*) [ -x "${t#build:}/tessera" ] || "$(dirname "$0")/host_build.sh" "${t#build:}" || exit 1 ;; esac
+done
 for rep in $(seq "${REPS:-3}"); do
   for t in "${VALUES[@]}"; do
-    case $t in *=*) assign=${t//,/ } ;; *) assign="$VAR=$t" ;; esac
+    bin=$B/tessera
+    case $t in
+      build:*) assign=TESSERA_HOST_THREADS=auto bin=${t#build:}/tessera ;;
+      *=*) assign=${t//,/ } ;;
+      *) assign="$VAR=$t" ;;
+    esac
     err="$OUTDIR/threads-$(printf '%s' "$t" | tr -c 'A-Za-z0-9._-' '_')-r$rep.err"
     # shellcheck disable=SC2086  # $assign: one or more NAME=VALUE words
-    env $assign timeout 120 "$B/tessera" run --timeout 60s --island a=host:1 --island b=host:1 -- \
-      "$B/tessera" bench allreduce --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - --sizes 64M,256M \
+    env $assign timeout 120 "$bin" run --timeout 60s --island a=host:1 --island b=host:1 -- \
+      "$bin" bench allreduce --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - --sizes 64M,256M \
       2> "$err" | grep -o '{.*}' | sed "s/^{/{\"threads\":\"$t\",/" >> "$ROWS" \
       || { echo "$VAR=$t round $rep failed:"; tail -5 "$err"; }
   done
