@@ -171,10 +171,12 @@ run_job numerics-gpu+gpu 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- 
 
 step "bench (d): the host engine on several threads (issue #35) beside the bound of its layout"
 # The bound: this box's memcpy bandwidth on every usable CPU x the memory traffic the allreduce of the layout
-# must make (bench/comm/allreduce_bound, its first lines give the model). Each job REPS times, interleaved
-# with the same job on one thread (TESSERA_HOST_THREADS=1: the engine before the pool) so load hits both.
-"$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M | tee "$OUTDIR/bound-1+1.txt"
+# must make (bench/comm/allreduce_bound, its first lines give the model), measured at the start of every rep (the
+# box's memcpy moved 39 to 56 GB/s in calls minutes apart: the ratio is to the median). Each job REPS times,
+# interleaved with the same job on one thread (TESSERA_HOST_THREADS=1: the engine before the pool) so load hits both.
 for rep in $(seq "${HOST_REPS:-3}"); do
+  "$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M > "$OUTDIR/bound-1-1-r$rep.txt"
+  grep '^# memcpy' "$OUTDIR/bound-1-1-r$rep.txt" | sed "s/^# /rep $rep: /"
   for t in auto 1; do
     JOBENV="TESSERA_HOST_THREADS=$t" run_job "host1+host1-threads-$t-r$rep" 90 -- --island a=host:1 --island b=host:1 -- "${AR[@]}" --sizes 64M,256M > /dev/null
     JOBENV="TESSERA_HOST_THREADS=$t" run_job "gpu1+host3-threads-$t-r$rep" 90 -- --island nvidia=cuda:1 --island ascend=host:3 -- "${AR[@]}" --sizes 64M,256M > /dev/null
@@ -272,13 +274,14 @@ for (ranks, nbytes), rs in sorted(groups.items()):
               f"(runs {runs}); nccl vs nccl {med('nccl_vs_nccl_pct'):+.2f}%; the device rank's full path {med('full_path_pct'):+.2f}%")
 # bench (d): median (min-max) busbw over the reps of each host-threads job, beside the bound of its layout
 import glob, re
-bound = {}
-for path in glob.glob(os.path.join(os.path.dirname(rows_path), "bound-*.txt")):
-    layout = os.path.basename(path)[len("bound-"):-len(".txt")]
+bounds = {}  # (layout, bytes) -> the bound of each rep (bound-<layout>-r<rep>.txt)
+for path in glob.glob(os.path.join(os.path.dirname(rows_path), "bound-*-r*.txt")):
+    layout = re.match(r"bound-(.+)-r\d+\.txt$", os.path.basename(path)).group(1)
     for line in open(path):
         f = line.split()
         if f and not line.startswith("#") and len(f) >= 6:
-            bound[(layout, int(f[0]))] = float(f[4])
+            bounds.setdefault((layout, int(f[0])), []).append(float(f[4]))
+bound = {k: median(v) for k, v in bounds.items()}
 ht = {}
 for r in rows:
     m = re.match(r"(.+)-threads-(\w+)-r\d+$", r.get("job", ""))
@@ -290,10 +293,12 @@ if ht:
     fmt = lambda v: f"{median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
     for (job, nbytes), by in sorted(ht.items()):
         a, o = by.get("auto", []), by.get("1", [])
-        b = bound.get((job.replace("host1+host1", "1+1"), nbytes))
+        b = bound.get((job.replace("host1+host1", "1-1"), nbytes))
         ratio = f"{median(a) / median(o):.2f}" if a and o else "-"
         vs = f"{median(a) / b:.0%}" if a and b else "-"
-        print(f"{job:14} {str(nbytes >> 20) + 'M':>6} {fmt(a):>20} {fmt(o):>20} {ratio:>7} {b or '-':>7} {vs:>10}")
+        print(f"{job:14} {str(nbytes >> 20) + 'M':>6} {fmt(a):>20} {fmt(o):>20} {ratio:>7} {f'{b:.2f}' if b else '-':>7} {vs:>10}")
+    for (layout, nbytes), v in sorted(bounds.items()):
+        print(f"bound {layout} {nbytes >> 20}M: median of {len(v)} reps {median(v):.2f} ({min(v):.2f}-{max(v):.2f}) GB/s busbw")
 for r in rows:
     if r.get("bench") == "numerics":
         print(f"numerics {r['job']:24} {r['dtype']:>8}: rel err (L2) {r['rel_err_l2']:.2e} vs one rounding {r['one_rounding_rel_err_l2']:.2e}; max rel {r['max_rel_err']:.2e}; beyond bound {r['beyond_one_rounding']}; bit-identical {r['bit_identical']}")

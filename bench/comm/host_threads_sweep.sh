@@ -2,8 +2,10 @@
 # bench/comm/host_threads_sweep.sh — the host engine's allreduce against its bound for each TESSERA_HOST_THREADS
 # value (issue #35): 1+1 host ranks (f32 avg in place, 64 and 256 MiB, `tessera bench allreduce`), REPS rounds
 # (default 3) with the values interleaved so load hits them alike, beside allreduce_bound for the layout (this
-# box's multi-threaded memcpy bandwidth x the traffic the allreduce must make) measured in the same run. Prints
-# the median busbw of each value and its ratio to the bound; raw rows go to $OUT/threads-sweep.jsonl when OUT is set.
+# box's multi-threaded memcpy bandwidth x the traffic the allreduce must make) measured at the start of every round:
+# the box's memcpy moved 39 to 56 GB/s in calls minutes apart on the GPU machine, so one measurement is not its
+# bandwidth. Prints the median busbw of each value and its ratio to the median bound (the bounds' range beside it);
+# raw rows go to $OUT/threads-sweep.jsonl when OUT is set.
 #   Usage: [VAR=NAME] bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)
 #   BUILD_DIR without a `tessera` in it is made first by bench/comm/host_build.sh (host only, release flags).
 #   VAR names the variable swept (default TESSERA_HOST_THREADS; any other, with the threads then `auto`). A value
@@ -23,11 +25,13 @@ ROWS=$OUTDIR/threads-sweep.jsonl
 : > "$ROWS"
 echo "host_threads_sweep: $(nproc) cpus, $VAR = ${VALUES[*]}, ${REPS:-3} rounds"
 # File names: letters, digits, '.', '-' and '_' only, so that the device machine's $OUT hands every file back.
-"$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M | tee "$OUTDIR/bound-1-1.txt"
 for t in "${VALUES[@]}"; do
   case $t in build:*) [ -x "${t#build:}/tessera" ] || "$(dirname "$0")/host_build.sh" "${t#build:}" || exit 1 ;; esac
 done
+rm -f "$OUTDIR"/bound-1-1-r*.txt
 for rep in $(seq "${REPS:-3}"); do
+  "$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M > "$OUTDIR/bound-1-1-r$rep.txt"
+  grep '^# memcpy' "$OUTDIR/bound-1-1-r$rep.txt" | sed "s/^# /round $rep: /"
   for t in "${VALUES[@]}"; do
     bin=$B/tessera
     case $t in
@@ -39,17 +43,21 @@ for rep in $(seq "${REPS:-3}"); do
     # shellcheck disable=SC2086  # $assign: one or more NAME=VALUE words
     env $assign timeout 120 "$bin" run --timeout 60s --island a=host:1 --island b=host:1 -- \
       "$bin" bench allreduce --iters 5 --batch 5 --warmup 2 --op avg --in-place --json - --sizes 64M,256M \
-      2> "$err" | grep -o '{.*}' | sed "s/^{/{\"threads\":\"$t\",/" >> "$ROWS" \
+      2> "$err" | grep -o '{.*}' | sed "s|^{|{\"threads\":\"$t\",|" >> "$ROWS" \
       || { echo "$VAR=$t round $rep failed:"; tail -5 "$err"; }
   done
 done
-python3 - "$ROWS" "$OUTDIR/bound-1-1.txt" "${VALUES[@]}" <<'PY'
-import json, re, statistics, sys
-rows_path, bound_path, *values = sys.argv[1:]
-bound = {}  # bytes -> busbw GB/s: allreduce_bound's rows are "size traffic ring bound(us) bound-busbw ..."
-for line in open(bound_path):
-    f = line.split()
-    if f and not line.startswith("#") and re.fullmatch(r"\d+", f[0]): bound[int(f[0])] = float(f[4])
+python3 - "$ROWS" "$OUTDIR" "${VALUES[@]}" <<'PY'
+import glob, json, os, re, statistics, sys
+rows_path, outdir, *values = sys.argv[1:]
+bounds = {}  # bytes -> busbw GB/s per round: allreduce_bound's rows are "size traffic ring bound(us) bound-busbw ..."
+for path in sorted(glob.glob(os.path.join(outdir, "bound-1-1-r*.txt"))):
+    for line in open(path):
+        f = line.split()
+        if f and not line.startswith("#") and re.fullmatch(r"\d+", f[0]): bounds.setdefault(int(f[0]), []).append(float(f[4]))
+bound = {s: statistics.median(v) for s, v in bounds.items()}
+for s, v in sorted(bounds.items()):
+    print(f"bound {s >> 20} MiB: median {bound[s]:.2f} GB/s busbw over {len(v)} rounds ({min(v):.2f}..{max(v):.2f})")
 got = {}
 for line in open(rows_path):
     d = json.loads(line)

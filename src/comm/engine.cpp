@@ -17,17 +17,34 @@ const std::byte kZeros[kChannelAlign] = {};
 // Device mode: at most kMaxInFlight copy-engine transfers (of DeviceOps::piece() bytes) per channel and
 // direction.
 constexpr size_t kMaxInFlight = 8;
-// Host mode with a pool of several threads: a copy or fold of at least two kPiece goes to the turn's join
-// (Engine::HostTask), and a channel's turn moves threads × kPiece bytes, between kStep and kMaxStep (half of
-// the default 2 MiB ring, so the peer fills one half while this rank drains the other).
+// Host mode with a pool of several threads: a copy or fold of at least two kPiece is split, and a channel's
+// turn moves threads × kPiece bytes, between kStep and kMaxStep (half of the default 2 MiB ring, so the peer
+// fills one half while this rank drains the other).
 constexpr size_t kPiece = 128 << 10;
 constexpr size_t kMaxStep = 1 << 20;
-// The join's parts: guided, each part of a turn's work a 1/(kGuide × threads) share of what is left, down to
-// kMinPart bytes, in whole multiples of 64 elements. The threads claim them one at a time, largest first: a
-// thread slowed by the memory system takes fewer, and the join waits at the end for one small part at most.
-// (Equal parts, one a thread, kept the threads busy 69% of each join on the GPU machine's 16 cores.)
-constexpr size_t kGuide = 2;
-constexpr size_t kMinPart = 16 << 10;
+// A split copy or fold is cut into kPartsPerThread parts per thread, of at least kMinPart bytes; the pool's
+// threads claim them one at a time, so a thread slowed by the memory system takes fewer and the join waits
+// for one small part at most. With one equal part per thread the threads were busy 69% of each join on the
+// GPU machine's 16 cores (the parts finished up to 25 us apart); four parts of 32 KiB a thread made 1+1 host
+// ranks 26% / 21% faster at 64 / 256 MiB (docs/benchmarks.md, "Parts the threads claim").
+constexpr size_t kPartsPerThread = 4;
+constexpr size_t kMinPart = 32 << 10;
+
+// Runs f(begin, count) over [0, n) elements of `esz` bytes: inline when the pool is null or the work is
+// under two pieces, else cut into parts of whole multiples of 64 elements that the pool's threads claim.
+template <typename F>
+void Pieces(HostPool* pool, size_t n, size_t esz, F&& f) {
+  if (pool == nullptr || std::min<size_t>(pool->threads(), n * esz / kPiece) <= 1) {
+    f(size_t{0}, n);
+    return;
+  }
+  const size_t parts = std::min<size_t>(pool->threads() * kPartsPerThread, n * esz / kMinPart);
+  const size_t per = ((n + parts - 1) / parts + 63) / 64 * 64;
+  pool->ParallelFor(static_cast<int>((n + per - 1) / per), [&](int i) {
+    const size_t b = static_cast<size_t>(i) * per;
+    f(b, std::min(per, n - b));
+  });
+}
 }  // namespace
 
 void ReduceJob::HostFold(int c, size_t at, const std::byte* src, size_t count) const {
@@ -59,15 +76,20 @@ void ReduceJob::HostFold(int c, size_t at, const std::byte* src, size_t count) c
   }
 }
 
-void ReduceJob::Folded(int c, size_t count) {
-  if (fused_c >= 0 && c == 1 - fused_c) done[fused_c] += count;  // the fused pair: both are folded
-  done[c] += count;
+void Engine::Copy(void* dst, const void* src, size_t bytes) const {
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  Pieces(pool_, bytes, 1, [&](size_t b, size_t k) { std::memcpy(d + b, s + b, k); });
 }
 
-Status ReduceJob::FoldRange(int c, const void* src, size_t count) {
+Status ReduceJob::FoldRange(int c, const void* src, size_t count, HostPool* pool) {
   if (device == nullptr) {
-    HostFold(c, done[c], static_cast<const std::byte*>(src), count);
-    Folded(c, count);
+    const size_t at = done[c];
+    const size_t ssz = DTypeSize(src_type[c]);
+    const auto* s = static_cast<const std::byte*>(src);
+    Pieces(pool, count, DTypeSize(AccumType(dtype)), [&](size_t b, size_t k) { HostFold(c, at + b, s + b * ssz, k); });
+    if (fused_c >= 0 && c == 1 - fused_c) done[fused_c] += count;  // the fused pair: both are folded
+    done[c] += count;
     return Status::Ok();
   }
   // A device: issue the kernels on its fold queue (device jobs are never fused: FuseLocalPairs).
@@ -80,58 +102,6 @@ Status ReduceJob::FoldRange(int c, const void* src, size_t count) {
   }
   done[c] += count;
   return Status::Ok();
-}
-
-bool Engine::Joined(size_t bytes) const { return pool_ != nullptr && bytes >= 2 * kPiece; }
-
-bool Engine::Fold(ReduceJob* job, int c, const std::byte* src, size_t elems, RecvChannel* ch, size_t bytes) {
-  const size_t asz = DTypeSize(AccumType(job->dtype));
-  if (!Joined(elems * asz)) {
-    job->HostFold(c, job->done[c], src, elems);
-    job->Folded(c, elems);
-    return false;
-  }
-  tasks_.push_back({nullptr, src, job, c, job->done[c], elems, asz});
-  commits_.push_back({nullptr, ch, bytes, job, c, elems});
-  return true;
-}
-
-void Engine::RunJoin() {
-  if (tasks_.empty()) return;
-  size_t left = 0;
-  for (const HostTask& t : tasks_) left += t.n * t.esz;
-  const size_t threads = static_cast<size_t>(pool_->threads());
-  parts_.clear();
-  for (uint32_t i = 0; i < tasks_.size(); ++i) {
-    const HostTask& t = tasks_[i];
-    for (size_t b = 0; b < t.n;) {
-      const size_t want = std::max<size_t>(64, std::max(kMinPart, left / (kGuide * threads)) / t.esz / 64 * 64);
-      const size_t k = std::min(want, t.n - b);
-      parts_.push_back({i, b, k});
-      b += k;
-      left -= k * t.esz;
-    }
-  }
-  auto run = [this](int i) {
-    const Part& p = parts_[static_cast<size_t>(i)];
-    const HostTask& t = tasks_[p.task];
-    if (t.job == nullptr)
-      std::memcpy(t.dst + p.begin, t.src + p.begin, p.n);
-    else
-      t.job->HostFold(t.contributor, t.at + p.begin, t.src + p.begin * DTypeSize(t.job->src_type[t.contributor]), p.n);
-  };
-  for (size_t first = 0; first < parts_.size(); first += 65535) {  // (ParallelFor's most parts a job)
-    const int n = static_cast<int>(std::min<size_t>(65535, parts_.size() - first));
-    pool_->ParallelFor(n, [&](int i) { run(static_cast<int>(first) + i); });
-  }
-  // In plan order: the ring bytes written are published, those read are released, the folds count.
-  for (const Commit& c : commits_) {
-    if (c.job != nullptr) c.job->Folded(c.contributor, c.elems);
-    if (c.publish != nullptr) c.publish->Publish(c.bytes);
-    if (c.consume != nullptr) c.consume->Consume(c.bytes);
-  }
-  tasks_.clear();
-  commits_.clear();
 }
 
 void Engine::Send(int peer, const void* data, size_t bytes) {
@@ -209,8 +179,6 @@ Status Engine::Run(const std::string& what) {
   HostPool* pool = links_->host_pool();
   pool_ = dev_ == nullptr && pool != nullptr && pool->threads() > 1 ? pool : nullptr;
   step_ = pool_ == nullptr ? kStep : std::clamp(pool_->threads() * kPiece, kStep, kMaxStep);
-  tasks_.clear();
-  commits_.clear();
   FuseLocalPairs();
   while (pending_ > 0) {
     bool progress = false;
@@ -232,21 +200,18 @@ Status Engine::Run(const std::string& what) {
       SendChannel* ch = links_->send(static_cast<int>(p));
       SendOp& op = q.front();
       size_t budget = receiving ? step_ : std::max(step_, ch->Lookahead());
-      // With a pool, a large piece of a shm ring is written in place by its threads in the turn's join
-      // (Reserve now, Publish after the join; nothing more on this channel this turn).
+      // With a pool, a large piece of a shm ring is written in place by its threads (Reserve, then Publish).
       const bool split = pool_ != nullptr && std::strcmp(ch->transport(), "shm") == 0;
       const size_t ready = op.Ready();
-      bool reserved = false;
-      while (!reserved && budget > 0 && op.off < op.padded && (op.off < ready || op.off >= op.bytes)) {
+      while (budget > 0 && op.off < op.padded && (op.off < ready || op.off >= op.bytes)) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;
         size_t want = op.off < op.bytes ? std::min(ready - op.off, budget) : op.padded - op.off;
         size_t n;
-        if (split && op.off < op.bytes && Joined(want)) {
+        if (split && op.off < op.bytes && want >= 2 * kPiece) {
           auto [ptr, room] = ch->Reserve(want);
           if (room > 0) {
-            tasks_.push_back({ptr, src, nullptr, 0, 0, room, 1});
-            commits_.push_back({ch, nullptr, room, nullptr, 0, 0});
-            reserved = true;
+            Copy(ptr, src, room);
+            ch->Publish(room);
           }
           n = room;
         } else {
@@ -292,27 +257,20 @@ Status Engine::Run(const std::string& what) {
       auto [ptr, avail] = *peeked;
       if (avail == 0) continue;
       size_t take;
-      bool deferred = false;     // consumed after the turn's join
       if (op.off >= op.bytes) {  // padding
         take = std::min(avail, op.padded - op.off);
       } else if (op.dst != nullptr) {
         take = std::min({avail, op.bytes - op.off, step_});
-        if (Joined(take) && op.check < 0) {  // (a checked header is small, and checked as soon as it is in)
-          tasks_.push_back({op.dst + op.off, ptr, nullptr, 0, 0, take, 1});
-          commits_.push_back({nullptr, ch, take, nullptr, 0, 0});
-          deferred = true;
-        } else {
-          std::memcpy(op.dst + op.off, ptr, take);
-        }
+        Copy(op.dst + op.off, ptr, take);
       } else {
         size_t esz = DTypeSize(op.job->src_type[op.contributor]);
         size_t elems = std::min({avail, op.bytes - op.off, step_}) / esz;
         elems = std::min(elems, op.job->Allowed(op.contributor));
         if (elems == 0) continue;
+        TSR_RETURN_IF_ERROR(op.job->FoldRange(op.contributor, ptr, elems, pool_));
         take = elems * esz;
-        deferred = Fold(op.job, op.contributor, ptr, elems, ch, take);
       }
-      if (!deferred) ch->Consume(take);
+      ch->Consume(take);
       op.off += take;
       progress = true;
       if (op.off == op.padded) {
@@ -322,22 +280,16 @@ Status Engine::Run(const std::string& what) {
       }
     }
     // Local contributors.
-    for (auto& l : locals_) {
-      ReduceJob* job = l.job;
+    for (auto it = locals_.begin(); it != locals_.end();) {
+      ReduceJob* job = it->job;
       // (On a device a fold is only issued, so it takes whatever the contributor order allows.)
-      size_t elems = std::min(job->Allowed(l.contributor), dev_ != nullptr ? job->n : step_ / 4);
+      size_t elems = std::min(job->Allowed(it->contributor), dev_ != nullptr ? job->n : step_ / 4);
       if (elems > 0) {
-        size_t esz = DTypeSize(job->src_type[l.contributor]);
-        if (dev_ != nullptr)
-          TSR_RETURN_IF_ERROR(job->FoldRange(l.contributor, l.src + job->done[l.contributor] * esz, elems));
-        else
-          Fold(job, l.contributor, l.src + job->done[l.contributor] * esz, elems, nullptr, 0);
+        size_t esz = DTypeSize(job->src_type[it->contributor]);
+        TSR_RETURN_IF_ERROR(job->FoldRange(it->contributor, it->src + job->done[it->contributor] * esz, elems, pool_));
         progress = true;
       }
-    }
-    RunJoin();
-    for (auto it = locals_.begin(); it != locals_.end();) {
-      if (it->job->done[it->contributor] == it->job->n) {
+      if (job->done[it->contributor] == job->n) {
         it = locals_.erase(it);
         --pending_;
       } else {

@@ -9,14 +9,12 @@
 // peers still owed; the Links' health check turns a dead peer or another rank's abort into an error.
 //
 // Host mode on a rank with a HostPool of several threads (Links::host_pool, TESSERA_HOST_THREADS): each
-// turn moves a larger step, and the turn's large copies into and out of rings and its large folds are not
-// run where the turn meets them but planned (HostTask), then run together in one join at the end of the
-// turn, cut into guided parts (largest first) that the pool's threads claim one at a time; only after the
-// join are the ring bytes published or consumed and the folds counted (ReduceJob::done), so everything a
-// turn plans reads what earlier turns finished. Folds are element-wise, so cutting a fold range by element
-// index gives the same bits: every element is still folded by the same kernel, with its contributors in
-// the same order (a turn folds disjoint ranges: contributor c+1 only where c's fold was counted before the
-// turn). Small messages run inline.
+// turn moves a larger step, and a large copy into or out of a ring, or a large fold, is cut into parts
+// (several per thread) that the pool's threads claim one at a time, the engine's thread waiting for all of
+// them before it publishes or consumes the ring bytes. Folds are element-wise, so cutting a fold range by element index
+// gives the same bits: every element is still folded by the same kernel, with its contributors in the same order (the
+// pieces of one FoldRange are disjoint ranges of one contributor's fold; the next contributor's fold of a range starts
+// only after FoldRange has returned). Small messages run inline.
 #pragma once
 
 #include <algorithm>
@@ -126,10 +124,8 @@ struct ReduceJob {
     done.assign(contributors, 0);
   }
   // Folds elements [done[c], done[c]+count) of contributor c from src (on the device's fold queue when
-  // `device` is set; on the host, on the calling thread).
-  Status FoldRange(int c, const void* src, size_t count);
-  // Counts `count` more elements of contributor c folded (and of its fused partner).
-  void Folded(int c, size_t count);
+  // `device` is set; on the host, cut by element index across `pool`'s threads when it is large).
+  Status FoldRange(int c, const void* src, size_t count, HostPool* pool = nullptr);
   size_t Allowed(int c) const { return (c == 0 || (c == 1 && fused_c == 0) ? n : done[c - 1]) - done[c]; }
   // The host fold of FoldRange for elements [at, at+count) of contributor c (src: its element `at`),
   // without touching `done`: what each thread runs on its piece.
@@ -202,33 +198,8 @@ class Engine {
     int contributor;
     const std::byte* src;
   };
-  // Host mode with a pool: a copy or fold planned for the turn's join, and what follows it.
-  struct HostTask {
-    std::byte* dst;        // copy target (null for a fold)
-    const std::byte* src;  // copy source; a fold's contributor data at element `at`
-    ReduceJob* job;        // the fold's job (null for a copy)
-    int contributor;
-    size_t at, n, esz;  // first element, elements, bytes each (the accumulator's for a fold; 1 for a copy)
-  };
-  struct Commit {
-    SendChannel* publish;  // ring bytes written: published
-    RecvChannel* consume;  // ring bytes read: released
-    size_t bytes;
-    ReduceJob* job;  // a fold counted in done
-    int contributor;
-    size_t elems;
-  };
-  struct Part {
-    uint32_t task;
-    size_t begin, n;  // task elements
-  };
-  // Work of at least two kPiece bytes goes to the join (with a pool); less runs where it is met.
-  bool Joined(size_t bytes) const;
-  // Host mode: folds `elems` elements of contributor c of `job` from src, now or in the turn's join (then
-  // `bytes` of `ch`, when set, are consumed after it); true when it went to the join.
-  bool Fold(ReduceJob* job, int c, const std::byte* src, size_t elems, RecvChannel* ch, size_t bytes);
-  // Runs the turn's planned tasks across the pool's threads, then their commits in plan order.
-  void RunJoin();
+  // Host mode: memcpy, cut across the pool's threads when it is large.
+  void Copy(void* dst, const void* src, size_t bytes) const;
   Links* links_;
   DeviceOps* dev_;
   HostPool* pool_ = nullptr;               // links_->host_pool() when it has several threads (host mode)
@@ -237,9 +208,6 @@ class Engine {
   std::vector<std::deque<SendOp>> sends_;  // by peer
   std::vector<std::deque<RecvOp>> recvs_;  // by peer
   std::vector<LocalOp> locals_;
-  std::vector<HostTask> tasks_;  // the turn's join (host mode with a pool)
-  std::vector<Commit> commits_;
-  std::vector<Part> parts_;
   std::vector<std::function<Status()>> checks_;
   size_t pending_ = 0;
 };

@@ -154,7 +154,7 @@ std::array<std::vector<unsigned char>, 2> BridgeAllReduce(int threads, DType dt,
   if (threads > 1 && n * esz >= (4 << 20)) {  // large enough: the copies and folds were cut across threads
     EXPECT_GT(l0.host_pool()->split_jobs(), 4u);
     EXPECT_GT(l1.host_pool()->split_jobs(), 4u);
-    // ... into more parts than threads, which the threads claim one at a time (engine.cpp: guided parts).
+    // ... into more parts than threads, which the threads claim one at a time (engine.cpp: kPartsPerThread).
     for (const RingLinks* l : {&l0, &l1})
       EXPECT_GT(l->host_pool()->split_parts(), l->host_pool()->split_jobs() * static_cast<uint64_t>(threads));
   }
