@@ -53,9 +53,13 @@ void ReduceJob::HostFold(int c, size_t at, const std::byte* src, size_t count) c
   bool last = c + 1 == static_cast<int>(done.size());
   if (fused_c >= 0 && c == 1 - fused_c) {  // the received one of the fused pair: fold both now
     const std::byte* l = fused + at * DTypeSize(src_type[fused_c]);
-    if (done.size() == 2 && dst != nullptr && IsHalf(dtype)) {
-      // Two contributors of a 16-bit type: straight into dst; the f32 accumulator never reaches memory (same bits).
-      std::byte* d = static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
+    std::byte* d = dst == nullptr ? nullptr : static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
+    if (done.size() == 2 && d != nullptr && (IsHalf(dtype) || !(d == a && op != RedOp::kAvg))) {
+      // Two contributors: straight into dst, the accumulator never reaches memory (same bits: the same Fold2 and
+      // Finalize, on a block on the stack). For a 16-bit type it is f32; for the others it is a scratch buffer as
+      // large as the result where dst is the rank's in-place input folded second (hierarchical.cpp), whose lines
+      // the fold would read for ownership from memory and write back, or dst itself, which an avg divides in a
+      // second pass. Only a sum into dst itself is left to Fold2 alone.
       if (fused_c == 0)
         Fold2Finalize(d, l, src_type[0], src, src_type[1], count, dtype, op, divisor);
       else

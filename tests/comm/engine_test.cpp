@@ -247,6 +247,52 @@ TEST(Engine, TwoContributorBf16JobFinalizesIntoItsOutput) {
   }
 }
 
+// The in-place case of hierarchical.cpp's bridge: dst is the rank's own input, folded second, so the job has a
+// separate accumulator. A two-contributor job goes straight into dst and leaves the accumulator untouched (it
+// was a second stream through memory), with the same values: for every type with an accumulator of its own
+// type, sum and avg, the local contributor first or second.
+TEST(Engine, TwoContributorJobWritesItsOutputAndNeverItsScratchAccumulator) {
+  const size_t n = 5000;  // more than one of Fold2Finalize's stack blocks
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kInt8}) {
+    const size_t esz = DTypeSize(dt);
+    for (RedOp op : {RedOp::kSum, RedOp::kAvg, RedOp::kMax}) {
+      for (int local : {0, 1}) {
+        std::vector<std::byte> mine(n * esz), theirs(n * esz), want(n * esz);
+        for (size_t i = 0; i < n; ++i) {
+          StoreElement(mine.data(), i, dt, static_cast<double>(static_cast<int>(i % 91) - 45) * 0.5);
+          StoreElement(theirs.data(), i, dt, static_cast<double>(static_cast<int>(i % 37) - 11) * 0.25);
+        }
+        // The reference: the kernels the job would run through a separate accumulator (contributor 0 first).
+        std::vector<std::byte> ref_acc(n * esz);
+        const auto& c0 = local == 0 ? mine : theirs;
+        const auto& c1 = local == 0 ? theirs : mine;
+        Fold2(ref_acc.data(), c0.data(), dt, c1.data(), dt, n, dt, op);
+        Finalize(want.data(), ref_acc.data(), n, dt, op, 2);
+        std::vector<std::byte> acc(n * esz, std::byte{0x5A});
+        const std::vector<std::byte> poison = acc;
+        LoopLinks links(2);
+        ReduceJob job;
+        job.acc = acc.data();
+        job.n = n;
+        job.dtype = dt;
+        job.op = op;
+        job.divisor = 2;
+        job.dst = mine.data();  // in place: the local input is the output
+        job.Init(2);
+        Engine e(&links);
+        e.Send(1, theirs.data(), n * esz);
+        e.LocalFold(&job, local, mine.data());
+        e.RecvFold(1, &job, 1 - local);
+        ASSERT_TRUE(e.Run("in place").ok());
+        const std::string what = std::string(DTypeName(dt)) + " op " + std::to_string(static_cast<int>(op)) +
+                                 " local " + std::to_string(local);
+        EXPECT_TRUE(mine == want) << what << ": the result differs from Fold2 + Finalize";
+        EXPECT_TRUE(acc == poison) << what << ": the scratch accumulator was written";
+      }
+    }
+  }
+}
+
 TEST(Engine, SendResultSendsTheReductionAsItIsFinished) {
   const size_t n = 70001;
   std::vector<int32_t> x(n), y(n), got(n, -1), dst(n, -2);
