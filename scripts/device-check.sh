@@ -172,7 +172,7 @@ run_job numerics-gpu+gpu 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- 
 step "bench (d): the host engine on several threads (issue #35) beside the bound of its layout"
 # The bound: this box's memcpy bandwidth on every usable CPU x the memory traffic the allreduce of the layout
 # must make (bench/comm/allreduce_bound, its first lines give the model), measured at the start of every rep (the
-# box's memcpy moved 39 to 56 GB/s in calls minutes apart: the ratio is to the median). Each job REPS times,
+# box's memcpy moved 39 to 64 GB/s in calls minutes apart: the ratio is to the median). Each job REPS times,
 # interleaved with the same job on one thread (TESSERA_HOST_THREADS=1: the engine before the pool) so load hits both.
 for rep in $(seq "${HOST_REPS:-3}"); do
   "$B/bench/comm/allreduce_bound" --islands 1,1 --sizes 64M,256M > "$OUTDIR/bound-1-1-r$rep.txt"

@@ -50,11 +50,13 @@ void Pieces(HostPool* pool, size_t n, size_t esz, F&& f) {
 void ReduceJob::HostFold(int c, size_t at, const std::byte* src, size_t count) const {
   const size_t asz = DTypeSize(AccumType(dtype));
   std::byte* a = static_cast<std::byte*>(acc) + at * asz;
+  std::byte* d = dst == nullptr ? nullptr : static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
+  // The result needs a Finalize into dst, unless dst is the accumulator and the op leaves it as it is.
+  const bool finalize = d != nullptr && !(d == a && op != RedOp::kAvg);
   bool last = c + 1 == static_cast<int>(done.size());
   if (fused_c >= 0 && c == 1 - fused_c) {  // the received one of the fused pair: fold both now
     const std::byte* l = fused + at * DTypeSize(src_type[fused_c]);
-    std::byte* d = dst == nullptr ? nullptr : static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
-    if (done.size() == 2 && d != nullptr && (IsHalf(dtype) || !(d == a && op != RedOp::kAvg))) {
+    if (done.size() == 2 && finalize) {
       // Two contributors: straight into dst, the accumulator never reaches memory (same bits: the same Fold2 and
       // Finalize, on a block on the stack). For a 16-bit type it is f32; for the others it is a scratch buffer as
       // large as the result where dst is the rank's in-place input folded second (hierarchical.cpp), whose lines
@@ -74,10 +76,7 @@ void ReduceJob::HostFold(int c, size_t at, const std::byte* src, size_t count) c
   } else if (!(c == 0 && src == a)) {
     Fold(a, src, count, dtype, src_type[c], op, c == 0);
   }
-  if (last && dst != nullptr) {
-    std::byte* d = static_cast<std::byte*>(dst) + at * DTypeSize(dtype);
-    if (!(d == a && op != RedOp::kAvg)) Finalize(d, a, count, dtype, op, divisor);
-  }
+  if (last && finalize) Finalize(d, a, count, dtype, op, divisor);
 }
 
 void Engine::Copy(void* dst, const void* src, size_t bytes) const {

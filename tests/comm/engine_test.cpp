@@ -250,7 +250,7 @@ TEST(Engine, TwoContributorBf16JobFinalizesIntoItsOutput) {
 // The in-place case of hierarchical.cpp's bridge: dst is the rank's own input, folded second, so the job has a
 // separate accumulator. A two-contributor job goes straight into dst and leaves the accumulator untouched (it
 // was a second stream through memory), with the same values: for every type with an accumulator of its own
-// type, sum and avg, the local contributor first or second.
+// type, sum, avg and max, the local contributor first or second.
 TEST(Engine, TwoContributorJobWritesItsOutputAndNeverItsScratchAccumulator) {
   const size_t n = 5000;  // more than one of Fold2Finalize's stack blocks
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kInt8}) {
