@@ -11,7 +11,8 @@
 #   VAR names the variable swept (default TESSERA_HOST_THREADS; any other, with the threads then `auto`). A value
 #   with '=' in it is a list of assignments instead, e.g. TESSERA_HOST_THREADS=4,TESSERA_SHM_RING=8M. A value
 #   `build:DIR` runs DIR's tessera (threads `auto`) instead of BUILD_DIR's: two commits interleaved, A/B, e.g.
-#   `host_threads_sweep.sh /tmp/new build:/tmp/new build:/tmp/old` (DIR is built first like BUILD_DIR).
+#   `host_threads_sweep.sh /tmp/new build:/tmp/new build:/tmp/old`. DIR must hold a built `tessera` already (from the
+#   other commit's tree: its own bench/comm/host_build.sh); one without is an error, not built from this tree.
 set -uo pipefail
 B=${1:?usage: host_threads_sweep.sh BUILD_DIR [VALUE...]}
 shift
@@ -26,7 +27,11 @@ ROWS=$OUTDIR/threads-sweep.jsonl
 echo "host_threads_sweep: $(nproc) cpus, $VAR = ${VALUES[*]}, ${REPS:-3} rounds"
 # File names: letters, digits, '.', '-' and '_' only, so that the device machine's $OUT hands every file back.
 for t in "${VALUES[@]}"; do
-  case $t in build:*) [ -x "${t#build:}/tessera" ] || "$(dirname "$0")/host_build.sh" "${t#build:}" || exit 1 ;; esac
+  case $t in build:*) [ -x "${t#build:}/tessera" ] || {
+    echo "host_threads_sweep: value '$t': ${t#build:}/tessera does not exist; build that commit's tree there first" \
+      "(its bench/comm/host_build.sh ${t#build:})" >&2
+    exit 2
+  } ;; esac
 done
 rm -f "$OUTDIR"/bound-1-1-r*.txt
 for rep in $(seq "${REPS:-3}"); do
