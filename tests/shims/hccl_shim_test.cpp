@@ -141,21 +141,23 @@ TEST(HcclShimValues, MatchHcclTypesH) {
   EXPECT_STREQ(H().HcclGetErrorString(HCCL_E_PARA), "parameter error");
 }
 
-TEST(HcclShimReference, SixteenBitReductionsRoundOnce) {
-  // The test data make "round once after an f32 fold" differ from rounding after every step, so the
-  // allreduce checks below would catch a fold that rounds early.
-  std::vector<char> once = shimtest::Expected(T::bf16, R::sum, 4, 512), step(once.size());
-  for (size_t i = 0; i < 512; ++i) {
-    float acc = static_cast<float>(shimtest::Input(T::bf16, R::sum, 0, i));
-    acc = tessera::Bf16ToF32(tessera::F32ToBf16(acc));
-    for (int r = 1; r < 4; ++r) {
-      std::vector<char> one(2);
-      shimtest::Put(T::bf16, one.data(), 0, shimtest::Input(T::bf16, R::sum, r, i));
-      acc = tessera::Bf16ToF32(tessera::F32ToBf16(acc + static_cast<float>(shimtest::Get(T::bf16, one.data(), 0))));
+TEST(HcclShimReference, SixteenBitReductionsRoundAtEveryHopInRingOrder) {
+  // The test data make the libraries' rule (16-bit at every hop, ring order) differ from Tessera's (rank order in
+  // f32, rounded once) and from per-hop rounding in rank order, on 3 and 4 ranks, so the allreduce and
+  // reduce-scatter checks below catch a shim that folds either way. On 2 ranks there is one add: they agree.
+  for (T t : {T::bf16, T::f16}) {
+    for (int n : {3, 4}) {
+      const std::vector<char> hop = shimtest::Expected(t, R::sum, n, 512);
+      EXPECT_GE(shimtest::FirstDiff(t, hop, shimtest::Expected(t, R::sum, n, 512, shimtest::Fold16::rank_order_once)),
+                0);
+      std::vector<char> rank_order(hop.size());  // per hop, but every element from rank 0 (the owner is n - 1)
+      for (size_t i = 0; i < 512; ++i) shimtest::Expect(t, R::sum, n, i, n - 1, rank_order.data(), i);
+      EXPECT_GE(shimtest::FirstDiff(t, hop, rank_order), 0);
     }
-    shimtest::Put(T::bf16, step.data(), i, acc);
+    EXPECT_EQ(shimtest::FirstDiff(t, shimtest::Expected(t, R::sum, 2, 512),
+                                  shimtest::Expected(t, R::sum, 2, 512, shimtest::Fold16::rank_order_once)),
+              -1);
   }
-  EXPECT_GE(shimtest::FirstDiff(T::bf16, once, step), 0);
 }
 
 TEST_P(HcclShim, AllReduceOfEveryTypeAndOpMatchesTheReference) {
@@ -212,12 +214,14 @@ TEST_P(HcclShim, ReduceScatterAllGatherBroadcastAndGroupedSendRecv) {
     RANK_CHECK(h.HcclGetRankId(r.comm, &id) == HCCL_SUCCESS && id == static_cast<uint32_t>(rank), "rank id");
     const size_t nn = static_cast<size_t>(n);
     for (const auto& [ht, t, op, hop] : {std::tuple{HCCL_DATA_TYPE_FP32, T::f32, R::sum, HCCL_REDUCE_SUM},
-                                         std::tuple{HCCL_DATA_TYPE_BFP16, T::bf16, R::max, HCCL_REDUCE_MAX}}) {
+                                         std::tuple{HCCL_DATA_TYPE_BFP16, T::bf16, R::max, HCCL_REDUCE_MAX},
+                                         std::tuple{HCCL_DATA_TYPE_BFP16, T::bf16, R::sum, HCCL_REDUCE_SUM},
+                                         std::tuple{HCCL_DATA_TYPE_FP16, T::f16, R::sum, HCCL_REDUCE_SUM}}) {
       const size_t rc = 700;
       void *ds = Upload(shimtest::Inputs(t, op, rank, nn * rc)), *dr = Upload(std::vector<char>(rc * Size(t)));
       RANK_CHECK(h.HcclReduceScatter(ds, dr, rc, ht, hop, r.comm, r.stream) == HCCL_SUCCESS, "reduce-scatter");
       RANK_OK(Sync(r, "reduce-scatter"));
-      const std::vector<char> all = shimtest::Expected(t, op, n, nn * rc);
+      const std::vector<char> all = shimtest::ExpectedReduceScatter(t, op, n, rc);
       const std::vector<char> want(all.begin() + static_cast<long>(rank * rc * Size(t)),
                                    all.begin() + static_cast<long>((rank + 1) * rc * Size(t)));
       RANK_CHECK(shimtest::FirstDiff(t, Download(dr, rc * Size(t)), want) < 0, "reduce-scatter result (type %d)", ht);

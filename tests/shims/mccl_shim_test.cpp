@@ -178,7 +178,7 @@ TEST_P(McclShim, ReduceScatterAllGatherBroadcastAndAllToAll) {
     char* dr = ds + static_cast<size_t>(rank) * rc * 2;
     RANK_CHECK(c.mcclReduceScatter(ds, dr, rc, mcclBfloat16, mcclSum, r.comm, r.stream) == mcclSuccess, "rs");
     RANK_OK(Sync(r, "reduce-scatter"));
-    const std::vector<char> all = shimtest::Expected(T::bf16, R::sum, n, nn * rc);
+    const std::vector<char> all = shimtest::ExpectedReduceScatter(T::bf16, R::sum, n, rc);
     RANK_CHECK(Download(dr, rc * 2) == std::vector<char>(all.begin() + static_cast<long>(rank * rc * 2),
                                                          all.begin() + static_cast<long>((rank + 1) * rc * 2)),
                "reduce-scatter result");

@@ -377,8 +377,15 @@ Result Comm::AllReduce(const char* in, char* out, size_t count, DType t, Op op) 
       kAllReduce, t, count, static_cast<int>(op), 0, nchunks,
       [&](size_t c) { std::memcpy(Slot(rank_), in + c * per * e, len(c) * e); },
       [&](size_t c) {
-        for (int q = 0; q < nranks_; ++q) src[static_cast<size_t>(q)] = Slot(q);
-        Fold(t, op, src.data(), nranks_, out + c * per * e, len(c));
+        // Split at the ring's part boundaries: each part starts its ring at a different rank.
+        const size_t part = (count + static_cast<size_t>(nranks_) - 1) / static_cast<size_t>(nranks_);
+        for (size_t i = c * per, end = c * per + len(c); i < end;) {
+          const int owner = AllReduceOwner(i, count, nranks_);
+          const size_t stop = std::min(end, (static_cast<size_t>(owner) + 1) * part);
+          for (int q = 0; q < nranks_; ++q) src[static_cast<size_t>(q)] = Slot(q) + (i - c * per) * e;
+          Fold(t, op, src.data(), nranks_, RingFirst(owner, nranks_), out + i * e, stop - i);
+          i = stop;
+        }
       });
 }
 
@@ -395,7 +402,7 @@ Result Comm::ReduceScatter(const char* in, char* out, size_t recvcount, DType t,
       },
       [&](size_t c) {
         for (int q = 0; q < nranks_; ++q) src[static_cast<size_t>(q)] = Slot(q) + static_cast<size_t>(rank_) * per * e;
-        Fold(t, op, src.data(), nranks_, out + c * per * e, len(c));
+        Fold(t, op, src.data(), nranks_, RingFirst(rank_, nranks_), out + c * per * e, len(c));
       });
 }
 

@@ -1,8 +1,9 @@
 // tests/shims/shim_coll: the multi-process collective engine behind the HCCL and MCCL host shims. The ranks of
 // one communicator (separate processes, forked or exec'd) meet in a POSIX shared-memory segment named in the
 // root info / unique id, and run allreduce, reduce-scatter, allgather, broadcast, barrier and send/recv there,
-// chunk by chunk. Reductions fold the ranks in rank order (16-bit floats in f32, rounded once), so every rank
-// gets the same bits. Vendor-neutral: the vendor files map its types, operations and errors.
+// chunk by chunk. Reductions are deterministic, so every rank gets the same bits: 16-bit floats are reduced in
+// their own type at every hop, in ring order (see Fold), everything else in rank order. Vendor-neutral: the vendor
+// files map its types, operations and errors.
 //
 // Nothing waits forever: a wait without progress for TESSERA_SHIM_TIMEOUT_MS (default 5000; init:
 // TESSERA_SHIM_INIT_TIMEOUT_MS, default 60000) fails, a peer whose process has exited is noticed within ~20 ms,
@@ -30,8 +31,20 @@ enum class Op { kSum, kProd, kMax, kMin, kAvg };
 size_t Size(DType t);
 const char* Name(DType t);
 const char* Name(Op op);
-// out[i] = src[0][i] op src[1][i] op ... op src[n-1][i] (shim_reduce.cpp); out may alias any src.
-void Fold(DType t, Op op, const char* const* src, int n, char* out, size_t count);
+// out[i] = src[0][i] op src[1][i] op ... op src[n-1][i] (shim_reduce.cpp); out may alias any src. 16-bit floats
+// are folded as a ring reduces them (NCCL's ring kernels; HCCL accumulates in the native type too): from rank
+// `first` round the ring, rounded to the 16-bit type after every step, avg as a pre-multiplied sum; other types
+// ignore `first` and fold in rank order.
+void Fold(DType t, Op op, const char* const* src, int n, int first, char* out, size_t count);
+// The rank a ring starts element `i` of a reduction of `count` elements at: the one after the rank that finalises
+// it. A reduce-scatter's block r is finalised by rank r; an allreduce splits its buffer into n parts of
+// ceil(count / n) elements (the last ones shorter or empty), part p finalised by rank p (NCCL's ring allreduce:
+// step 0 sends chunk ringIx - 1, the last step reduces chunk ringIx).
+inline int RingFirst(int owner, int n) { return (owner + 1) % n; }
+inline int AllReduceOwner(size_t i, size_t count, int n) {
+  const size_t part = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+  return static_cast<int>(i / part);
+}
 
 enum class Err {
   kOk,

@@ -1,7 +1,11 @@
-// tests/shims/shim_reduce: the element-wise folds of the host collective engine (shim_coll). Ranks are folded in
-// rank order; 16-bit floats accumulate in f32 and are rounded once at the end (round to nearest even, with
-// common/dtype.hpp's conversions), f32 in f32, f64 in f64; integers wrap (two's complement) and avg divides the
-// sum, truncating, as integer division does.
+// tests/shims/shim_reduce: the element-wise folds of the host collective engine (shim_coll). 16-bit floats are
+// reduced as the vendors' libraries reduce them, in their own type at every hop: the ranks in ring order from
+// `first` (first, first+1, ..., n-1, 0, ..., first-1), each step computed in f32 and rounded to the 16-bit type
+// (round to nearest even, common/dtype.hpp's conversions) -- what NCCL's ring kernels do with __hadd2 (an f32
+// add of two 16-bit values rounded once is the correctly rounded 16-bit add: f32 has more than 2p+2 bits) and
+// what HCCL's public kernels do (native-type accumulation); avg is NCCL's PreMulSum: each input times 1/n
+// rounded to the type, then a sum. f32 folds in f32 and f64 in f64, in rank order; integers wrap (two's
+// complement) and avg divides the sum, truncating, as integer division does.
 #include <cstring>
 #include <type_traits>
 
@@ -78,18 +82,25 @@ void FoldFloat(Op op, const char* const* src, int n, char* out, size_t count) {
 }
 
 template <float (*ToF32)(uint16_t), uint16_t (*FromF32)(float)>
-void FoldHalf(Op op, const char* const* src, int n, char* out, size_t count) {
+void FoldHalf(Op op, const char* const* src, int n, int first, char* out, size_t count) {
+  // NCCL (src/enqueue.cc, hostToDevRedOp): ncclAvg of a 16-bit float is ncclDevPreMulSum with the scalar
+  // __float2bfloat16 / __float2half(float(1.0 / nRanks)).
+  const float scale = ToF32(FromF32(static_cast<float>(1.0 / n)));
+  auto in = [&](int q, size_t i) {
+    const float v = ToF32(Load<uint16_t>(src[q], i));
+    return op == Op::kAvg ? ToF32(FromF32(v * scale)) : v;
+  };
+  const Op step = op == Op::kAvg ? Op::kSum : op;
   for (size_t i = 0; i < count; ++i) {
-    float acc = ToF32(Load<uint16_t>(src[0], i));
-    for (int q = 1; q < n; ++q) acc = FloatApply<float>(op, acc, ToF32(Load<uint16_t>(src[q], i)));
-    if (op == Op::kAvg) acc = acc / static_cast<float>(n);
+    float acc = in(first, i);
+    for (int k = 1; k < n; ++k) acc = ToF32(FromF32(FloatApply<float>(step, acc, in((first + k) % n, i))));
     Store<uint16_t>(out, i, FromF32(acc));
   }
 }
 
 }  // namespace
 
-void Fold(DType t, Op op, const char* const* src, int n, char* out, size_t count) {
+void Fold(DType t, Op op, const char* const* src, int n, int first, char* out, size_t count) {
   switch (t) {
     case DType::kI8:
       return FoldInt<int8_t>(op, src, n, out, count);
@@ -108,9 +119,9 @@ void Fold(DType t, Op op, const char* const* src, int n, char* out, size_t count
     case DType::kU64:
       return FoldInt<uint64_t>(op, src, n, out, count);
     case DType::kF16:
-      return FoldHalf<tessera::F16ToF32, tessera::F32ToF16>(op, src, n, out, count);
+      return FoldHalf<tessera::F16ToF32, tessera::F32ToF16>(op, src, n, first, out, count);
     case DType::kBF16:
-      return FoldHalf<tessera::Bf16ToF32, tessera::F32ToBf16>(op, src, n, out, count);
+      return FoldHalf<tessera::Bf16ToF32, tessera::F32ToBf16>(op, src, n, first, out, count);
     case DType::kF32:
       return FoldFloat<float>(op, src, n, out, count);
     case DType::kF64:

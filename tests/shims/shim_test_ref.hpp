@@ -1,6 +1,8 @@
 // tests/shims/shim_test_ref: test data and reference results for the collective tests of shim_test: one input
-// per (type, op, rank, element), and what a reduction must give -- ranks folded in rank order, 16-bit floats in
-// f32 rounded once, integers wrapping as their type does, avg = sum / n (integers truncate).
+// per (type, op, rank, element), and what a reduction must give -- 16-bit floats as a vendor's ring reduces them
+// (in their own type, rounded after every hop, from the rank after the one that finalises the element round the
+// ring; avg as NCCL's pre-multiplied sum), f32 and f64 in rank order in their type, integers wrapping as their
+// type does, integer avg = sum / n truncated.
 #pragma once
 
 #include <cstdint>
@@ -121,8 +123,21 @@ inline std::vector<char> Inputs(T t, R op, int rank, size_t count) {
   return v;
 }
 
-// The reduction of element i over ranks [0, n), from the stored inputs.
-inline void Expect(T t, R op, int n, size_t i, void* out, size_t oi) {
+// The ring order of a 16-bit reduction: element i of a reduce-scatter block r is finalised by rank r; an allreduce
+// of `count` splits into n parts of ceil(count / n) elements, part p finalised by rank p. The ring starts at the
+// rank after the finaliser and ends with it (NCCL's ring: chunk ringIx is reduced last on rank ringIx).
+inline int AllReduceOwner(size_t i, size_t count, int n) {
+  return static_cast<int>(i / ((count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n)));
+}
+
+// How a 16-bit reduction of element i over ranks [0, n) is folded.
+enum class Fold16 {
+  ring_per_hop,     // the vendor libraries: ring order from owner + 1, rounded to 16 bits at every step
+  rank_order_once,  // Tessera's own rule: rank order in f32, rounded once (for tests that show the difference)
+};
+
+// The reduction of element i over ranks [0, n), from the stored inputs; `owner` finalises it (see above).
+inline void Expect(T t, R op, int n, size_t i, int owner, void* out, size_t oi, Fold16 how = Fold16::ring_per_hop) {
   auto apply = [op](auto a, auto b) {
     switch (op) {
       case R::prod:
@@ -140,6 +155,21 @@ inline void Expect(T t, R op, int n, size_t i, void* out, size_t oi) {
     Put(t, one.data(), 0, Input(t, op, r, i));
     return Get(t, one.data(), 0);
   };
+  auto round = [&](float v) {  // to the 16-bit type and back
+    Put(t, one.data(), 0, v);
+    return static_cast<float>(Get(t, one.data(), 0));
+  };
+  if ((t == T::f16 || t == T::bf16) && how == Fold16::ring_per_hop) {
+    const float scale = round(static_cast<float>(1.0 / n));  // NCCL's avg: PreMulSum by 1/n in the type
+    auto in = [&](int r) {
+      const float v = static_cast<float>(stored(r));
+      return op == R::avg ? round(v * scale) : v;
+    };
+    const int first = (owner + 1) % n;
+    float acc = in(first);
+    for (int k = 1; k < n; ++k) acc = round(op == R::avg ? acc + in((first + k) % n) : apply(acc, in((first + k) % n)));
+    return Put(t, out, oi, acc);
+  }
   if (t == T::f16 || t == T::bf16 || t == T::f32) {  // f32 accumulation in rank order, one rounding
     float acc = static_cast<float>(stored(0));
     for (int r = 1; r < n; ++r) acc = apply(acc, static_cast<float>(stored(r)));
@@ -158,9 +188,17 @@ inline void Expect(T t, R op, int n, size_t i, void* out, size_t oi) {
   Put(t, out, oi, static_cast<double>(acc));
 }
 
-inline std::vector<char> Expected(T t, R op, int n, size_t count) {
+// What an allreduce of `count` elements gives.
+inline std::vector<char> Expected(T t, R op, int n, size_t count, Fold16 how = Fold16::ring_per_hop) {
   std::vector<char> v(count * Size(t));
-  for (size_t i = 0; i < count; ++i) Expect(t, op, n, i, v.data(), i);
+  for (size_t i = 0; i < count; ++i) Expect(t, op, n, i, AllReduceOwner(i, count, n), v.data(), i, how);
+  return v;
+}
+
+// What a reduce-scatter of `recvcount` per rank gives, all n blocks (rank r receives block r).
+inline std::vector<char> ExpectedReduceScatter(T t, R op, int n, size_t recvcount) {
+  std::vector<char> v(static_cast<size_t>(n) * recvcount * Size(t));
+  for (size_t i = 0; i < v.size() / Size(t); ++i) Expect(t, op, n, i, static_cast<int>(i / recvcount), v.data(), i);
   return v;
 }
 

@@ -23,6 +23,9 @@
 // 2, MIN 3 -> ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3 (nccl:282-285). Rejected as hccl_shim.cpp does:
 // reductions of uint8/16/32/64 and fp64 and prod of int16/bfp16 (HCCL_E_NOT_SUPPORT), types HCCL numbers but these
 // calls do not take (12, 14-17: HCCL_E_NOT_SUPPORT), other numbers (HCCL_E_PARA), ops outside 0..3 (HCCL_E_PARA).
+// 16-bit reductions are NCCL's: its ring and tree kernels round to fp16 / bf16 at every add (__hadd2), as HCCL's
+// native-type accumulation does and as the host shim models in a fixed ring order; NCCL's order depends on its
+// algorithm, protocol and channels, and NVLS accumulates in f32 within a node (NCCL_NVLS_ENABLE=0 keeps per-hop).
 // Not kept on NCCL: reductions of int16, which HCCL supports (NCCL cannot: HCCL_E_NOT_SUPPORT); [same] (ranks that
 // disagree on count, type or op are not detected: NCCL hangs or reads past the buffer); buffers are checked to be
 // device memory of the communicator's device (aclrtPointerGetAttributes) but not for their size; a stream handle
