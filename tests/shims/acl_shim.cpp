@@ -354,6 +354,9 @@ ACL_ABI_EXPORT aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent even
   return ACL_SUCCESS;
 }
 
+// Not an ACL API: where libnnopbase.so (the aclnn shim) leaves its messages for aclGetRecentErrMsg.
+ACL_ABI_EXPORT void tesseraAclShimSetError(const char* msg) { t_err = msg ? msg : ""; }
+
 // Not an ACL API: what libhccl.so (the HCCL shim) uses to reach this runtime's streams and memory.
 ACL_ABI_EXPORT const tshim::RuntimeHooks* tesseraAclShimHooks() {
   static const tshim::RuntimeHooks hooks = {

@@ -31,7 +31,9 @@
 // shim fails the task; here it is CUDA's fault); aclrtStreamWaitEvent waits without TESSERA_SHIM_EVENT_TIMEOUT_MS;
 // aclrtResetDevice synchronises the default stream and forgets the thread's device but does not cudaDeviceReset
 // (NCCL and the process's other CUDA users share the primary context); a forked child cannot use CUDA, so the
-// host shim's fork rule has no counterpart. Exports only the API of acl_abi.h (libhccl.so uses that API too).
+// host shim's fork rule has no counterpart. Exports the API of acl_abi.h (libhccl.so uses that API too) and, for
+// the aclnn shims beside it, three calls of its own (tesseraAclShimSetError, tesseraAclCudaShimLookup,
+// tesseraAclCudaShimStream).
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -579,6 +581,29 @@ ACL_ABI_EXPORT aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent even
   if (!s) return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtStreamWaitEvent: stream %p is not a live stream", stream));
   CU("aclrtStreamWaitEvent", cudaStreamWaitEvent(s->handle, static_cast<cudaEvent_t>(event), 0));  // the latest record
   return ACL_SUCCESS;
+}
+
+// Not ACL APIs: what the aclnn shims (libnnopbase.so, cuda/opapi_cuda_shim.cu's libopapi.so) use. Messages for
+// aclGetRecentErrMsg; device memory this shim allocated (1, with its ACL device and the bytes left to its end, or
+// 0); a live stream (0, with the cudaStream_t, its ACL device and that device's CUDA number, or -1).
+ACL_ABI_EXPORT void tesseraAclShimSetError(const char* msg) { t_err = msg ? msg : ""; }
+
+ACL_ABI_EXPORT int tesseraAclCudaShimLookup(const void* p, int* device, size_t* avail) {
+  const PtrInfo i = Lookup(p);
+  if (i.kind != Kind::kDevice || !i.base) return 0;
+  *device = i.device;
+  *avail = i.avail;
+  return 1;
+}
+
+ACL_ABI_EXPORT int tesseraAclCudaShimStream(aclrtStream stream, void** cuda_stream, int* device, int* cuda_device) {
+  if (!Initialized()) return -1;
+  auto s = Resolve(stream);
+  if (!s || s->device < 0 || static_cast<size_t>(s->device) >= Devs().cuda.size()) return -1;
+  *cuda_stream = s->handle;
+  *device = s->device;
+  *cuda_device = Devs().cuda[static_cast<size_t>(s->device)];
+  return 0;
 }
 
 }  // extern "C"
