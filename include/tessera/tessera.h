@@ -86,7 +86,7 @@ typedef struct {
 } tsrUniqueId;
 
 #define TSR_CONFIG_MAGIC 0x54535243u /* "TSRC" */
-#define TSR_CONFIG_VERSION 1
+#define TSR_CONFIG_VERSION 2
 /* Per-rank settings of tsrCommInitRank / tsrCommSplit. Versioned like ncclConfig_t: start from
  * TSR_CONFIG_INITIALIZER so that fields added later get their defaults. */
 typedef struct {
@@ -98,9 +98,15 @@ typedef struct {
   const char* device;   /* "host" or "cuda:N"; NULL: TESSERA_DEVICE, else "host" */
   int timeout_ms;       /* bound on every wait; <= 0: TESSERA_TIMEOUT, else 60 s */
   const char* token;    /* job token; NULL: the one carried in the unique id (see tsrGetUniqueId) */
+  /* Version 2. How an island of several device ranks reduces 16-bit data inside itself: "f32" (widened on
+   * the device, reduced in f32 by the island's library, rounded once after the bridge: the same bits as a
+   * host reduction) or "native" (the library reduces in the data's own type, as in a job of that vendor
+   * alone: half the island's bytes, the library's rounding; the fold across islands stays f32). Every rank
+   * of an island must pass the same. NULL: TESSERA_ISLAND_REDUCE, else "f32". */
+  const char* island_reduce;
 } tsrConfig_t;
 #define TSR_CONFIG_INITIALIZER \
-  { sizeof(tsrConfig_t), TSR_CONFIG_MAGIC, TSR_CONFIG_VERSION, -1, NULL, NULL, 0, NULL }
+  { sizeof(tsrConfig_t), TSR_CONFIG_MAGIC, TSR_CONFIG_VERSION, -1, NULL, NULL, 0, NULL, NULL }
 
 /* Makes a new id (call it on one rank, normally rank 0) and starts the job's rendezvous store in the
  * calling process: it listens on TESSERA_BRIDGE_ADDR when set, else on the first non-loopback IPv4

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -196,12 +197,19 @@ tessera::Status CheckConfig(const char* what, const tsrConfig_t* c) {
         fmt::format("{}: config->magic is {:#x}, not TSR_CONFIG_MAGIC ({:#x}): start "
                     "from TSR_CONFIG_INITIALIZER",
                     what, c->magic, TSR_CONFIG_MAGIC));
-  if (c->version < 1 || c->size < sizeof(tsrConfig_t))
-    return tessera::InvalidArgument(
-        fmt::format("{}: config version {} of size {} is not supported (this library "
-                    "reads version {} of size {})",
-                    what, c->version, c->size, TSR_CONFIG_VERSION, sizeof(tsrConfig_t)));
+  // Version 1 ended before island_reduce: a program built against it passes the smaller size.
+  if (c->version < 1 || c->size < offsetof(tsrConfig_t, island_reduce) ||
+      (c->version >= 2 && c->size < sizeof(tsrConfig_t)))
+    return tessera::InvalidArgument(fmt::format(
+        "{}: config version {} of size {} is not supported (this library "
+        "reads version {} of size {}, and version 1 of size {})",
+        what, c->version, c->size, TSR_CONFIG_VERSION, sizeof(tsrConfig_t), offsetof(tsrConfig_t, island_reduce)));
   return tessera::Status::Ok();
+}
+
+// config->island_reduce where the config has it (version 2), else null.
+const char* IslandReduceOf(const tsrConfig_t* c) {
+  return c != nullptr && c->version >= 2 && c->size >= sizeof(tsrConfig_t) ? c->island_reduce : nullptr;
 }
 
 tessera::Result<tessera::comm::InitParams> InitRankParams(int nranks, const tsrUniqueId& id, int rank,
@@ -229,6 +237,7 @@ tessera::Result<tessera::comm::InitParams> InitRankParams(int nranks, const tsrU
     TSR_ASSIGN_OR_RETURN(p.timeout, tessera::env::Duration("TESSERA_TIMEOUT"));
   }
   p.token = c != nullptr && c->token != nullptr ? c->token : pid.token;
+  if (const char* ir = IslandReduceOf(c)) p.island_reduce = ir;
   p.store_addr = pid.address;
   // Its own namespace per id: under one job token (every id `tessera run`'s ranks make) communicators
   // made at the same moment, such as a DeviceMesh's subgroups, must not share shm names ("/tsr-H-<rank>").

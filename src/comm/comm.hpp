@@ -58,8 +58,8 @@ struct Island {
   // A device island of one rank whose floating-point allreduce crosses the bridge on the GPU's copy
   // engines. TESSERA_DEVICE_BRIDGE=auto: where every rank of the world is on its host and TESSERA_BRIDGE is
   // not tcp (every bridge channel a shm ring the copy engines reach); =device: also over TCP (its TCP
-  // links relayed through host rings, transport/relay.hpp); =staged: never. Only where every device island of
-  // the world qualifies (a staged island chunks allreduces, a bridged one does not). Set in Comm::Init.
+  // links relayed through host rings, transport/relay.hpp); =staged: never. Decided per island: staged islands
+  // beside it change only how an allreduce is cut (BridgeChunks, which the device bridge follows). Set in Comm::Init.
   bool device_bridge = false;
 };
 
@@ -83,6 +83,9 @@ struct InitParams {
   std::string store_addr;                                      // host:port of the rendezvous store
   std::string token;                                           // job token
   std::chrono::milliseconds timeout = env::DeclaredDuration("TESSERA_TIMEOUT");
+  // How an island of several device ranks reduces 16-bit data ("f32" or "native", tsrConfig_t::island_reduce);
+  // empty: TESSERA_ISLAND_REDUCE.
+  std::string island_reduce;
   // Key namespace of this communicator: its store keys, shm segment names and CCL ids are distinct from
   // every other communicator of the job. "" for the job's first communicator; Split makes
   // "<parent>.s<seq>.<color>".
@@ -232,6 +235,7 @@ class Comm final : public Links, private HostPath {
   int rank_ = 0, size_ = 1, my_island_ = 0, local_ = 0;
   std::chrono::milliseconds timeout_ = env::DeclaredDuration("TESSERA_TIMEOUT");  // Init: the params'
   std::string token_;
+  std::string island_reduce_ = env::DeclaredString("TESSERA_ISLAND_REDUCE");  // "f32" or "native"
   std::string store_addr_;
   std::string ns_;
   uint64_t split_seq_ = 0;

@@ -127,6 +127,14 @@ Status Comm::Init(const InitParams& p) {
   const int island = p.island;
   timeout_ = p.timeout;
   ns_ = p.ns;
+  if (p.island_reduce.empty()) {
+    TSR_ASSIGN_OR_RETURN(island_reduce_, env::Choice("TESSERA_ISLAND_REDUCE", {"f32", "native"}));
+  } else if (p.island_reduce == "f32" || p.island_reduce == "native") {
+    island_reduce_ = p.island_reduce;
+  } else {
+    return InvalidArgument(
+        fmt::format("rank {}: island_reduce '{}' is not \"f32\" or \"native\"", p.rank, p.island_reduce));
+  }
   TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", {"auto", "shm", "tcp"}));
   std::string vendor = p.vendor.empty() ? "island" + std::to_string(island) : p.vendor;
   std::string device = p.device.empty() ? env::DeclaredString("TESSERA_DEVICE") : p.device;
@@ -251,13 +259,10 @@ Status Comm::Init(const InitParams& p) {
     isl.device_bridge = family != nullptr && HasDeviceBridge(*family) && isl.ranks.size() == 1 &&
                         (cuda_bridge == "device" || (cuda_bridge == "auto" && all_shm));
   }
-  // All device islands on the bridge, or none: a staged island cuts every allreduce into bridge chunks
-  // (BridgeChunks), which a device-bridge rank does not, so a world mixing the two would disagree on the calls
-  // (seen on the GPU machine: an npu island staged beside a CUDA island on the bridge).
-  const bool mixed = std::any_of(islands_.begin(), islands_.end(),
-                                 [](const Island& isl) { return isl.backend != "host" && !isl.device_bridge; });
-  if (mixed)
-    for (auto& isl : islands_) isl.device_bridge = false;
+  // Each island decides alone: a CUDA island keeps the device bridge beside staged islands. What every rank must
+  // agree on is how an allreduce is cut into collectives (BridgeChunks, a world constant computed from the islands
+  // alone), and the device-bridge ranks follow it too (BridgeRank cuts its device-bridge allreduce into the same
+  // chunks).
   TSR_RETURN_IF_ERROR(SetUpChannels());
   p2p_sent_.assign(size_, 0);
   p2p_recvd_.assign(size_, 0);
@@ -305,7 +310,8 @@ HostPath::Shape Comm::WorldShape() const {
           .island_size = static_cast<int>(mine.ranks.size()),
           .island_rank = local_,
           .island_ranks = mine.ranks,
-          .timeout = timeout_};
+          .timeout = timeout_,
+          .native_island_reduce = island_reduce_ == "native"};
 }
 
 std::string Comm::Describe() const {
@@ -497,6 +503,7 @@ Result<std::unique_ptr<Comm>> Comm::Split(int color, int key, const std::string&
   p.device = device.empty() ? infos_[rank_].device : device;
   p.store_addr = store_addr_;
   p.token = token_;
+  p.island_reduce = island_reduce_;
   p.timeout = timeout > std::chrono::milliseconds::zero() ? timeout : timeout_;
   p.ns = (ns_.empty() ? "" : ns_ + ".") + fmt::format("s{}.{}", seq, color);
   auto c = Create(p);

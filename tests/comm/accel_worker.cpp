@@ -12,9 +12,10 @@
 //       that must stay untouched;
 //   accel_worker wrongmem                 device ranks pass host memory with a stream: they get
 //       tsrInvalidArgument naming the buffer, every other rank an error, all within the timeout;
-//   accel_worker die RANK                  RANK exits after one allreduce; the others must fail in time;
-//   accel_worker traffic COUNT             one f32 sum allreduce of COUNT elements (rank r gives r + 1 everywhere),
-//       checked exact; the test reads what each link carried from TESSERA_LINK_TRACE.
+//   accel_worker die RANK [bf16]           RANK exits after one allreduce (f32, or bf16); the others must fail in
+//       time;
+//   accel_worker traffic COUNT [bf16]      one f32 (or bf16) sum allreduce of COUNT elements (rank r gives r + 1
+//       everywhere), checked exact; the test reads what each link carried from TESSERA_LINK_TRACE.
 // Prints "OK rank R (npu:0|host): ..." on success, "FAIL rank R: why" and exits 1 otherwise.
 #include <unistd.h>
 
@@ -133,7 +134,12 @@ void CheckReduced(const unsigned char* got, size_t first, size_t count, DType t,
                   const std::string& what) {
   for (size_t i = 0; i < count; ++i) {
     double abs_sum, ref = Expected(seed, first + i, t, op, &abs_sum);
-    if (!WithinBound(LoadElement(got, i, t), ref, abs_sum, t, g_size))
+    // ACCEL_WORKER_LIBRARY_16BIT=1: 16-bit reductions are the island library's (a world of one device island, or
+    // TESSERA_ISLAND_REDUCE=native), rounded at every hop: its bound, not Tessera's single rounding.
+    static const bool library16 = std::getenv("ACCEL_WORKER_LIBRARY_16BIT") != nullptr;
+    const bool ok = library16 ? WithinLibraryBound(LoadElement(got, i, t), ref, abs_sum, t, g_size)
+                              : WithinBound(LoadElement(got, i, t), ref, abs_sum, t, g_size);
+    if (!ok)
       Fail(what + " " + tessera::DTypeName(t) + " op " + std::to_string(op) + " count " + std::to_string(count) +
            ": element " + std::to_string(i) + " = " + std::to_string(LoadElement(got, i, t)) + ", f64 reference " +
            std::to_string(ref));
@@ -302,7 +308,8 @@ int ExpectError(tsrResult_t r, double secs, bool offender) {
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: accel_worker check [--sizes a,b] | wrongmem | die RANK | traffic COUNT\n");
+    std::fprintf(stderr,
+                 "usage: accel_worker check [--sizes a,b] | wrongmem | die RANK [bf16] | traffic COUNT [bf16]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -343,8 +350,9 @@ int main(int argc, char** argv) {
     rc = ExpectError(r, secs, offender);
   } else if (mode == "die") {
     const int victim = argc > 2 ? std::atoi(argv[2]) : 0;
+    const tsrDataType_t type = argc > 3 && std::string(argv[3]) == "bf16" ? tsrBfloat16 : tsrFloat32;
     Buf buf(1 << 20);
-    Check(tsrAllReduce(buf.ptr(), buf.ptr(), 1 << 18, tsrFloat32, tsrSum, g_comm, S()), "first allreduce");
+    Check(tsrAllReduce(buf.ptr(), buf.ptr(), 1 << 18, type, tsrSum, g_comm, S()), "first allreduce");
     if (g_rank == victim) {
       std::printf("DYING rank %d\n", g_rank);
       std::fflush(stdout);
@@ -353,7 +361,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     tsrResult_t r = tsrSuccess;
     for (int i = 0; i < 100 && r == tsrSuccess; ++i) {
-      r = tsrAllReduce(buf.ptr(), buf.ptr(), 1 << 18, tsrFloat32, tsrSum, g_comm, S());
+      r = tsrAllReduce(buf.ptr(), buf.ptr(), 1 << 18, type, tsrSum, g_comm, S());
       if (r == tsrSuccess && g_rt) r = g_rt->StreamSynchronize(g_stream).ok() ? tsrSuccess : tsrInternalError;
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -362,17 +370,18 @@ int main(int argc, char** argv) {
     rc = (r == tsrRemoteError || r == tsrTimeout) ? 0 : 1;
   } else if (mode == "traffic") {
     const size_t count = argc > 2 ? std::stoull(argv[2]) : 0;
-    Buf buf(count * 4);
-    for (size_t i = 0; i < count; ++i) StoreElement(buf.host(), i, DType::kFloat32, g_rank + 1);
+    const bool bf16 = argc > 3 && std::string(argv[3]) == "bf16";
+    const DType t = bf16 ? DType::kBfloat16 : DType::kFloat32;
+    Buf buf(count * tessera::DTypeSize(t));
+    for (size_t i = 0; i < count; ++i) StoreElement(buf.host(), i, t, g_rank + 1);
     buf.Push();
-    Check(tsrAllReduce(buf.ptr(), buf.ptr(), count, tsrFloat32, tsrSum, g_comm, S()), "allreduce");
+    Check(tsrAllReduce(buf.ptr(), buf.ptr(), count, bf16 ? tsrBfloat16 : tsrFloat32, tsrSum, g_comm, S()), "allreduce");
     buf.Pull();
     const double want = g_size * (g_size + 1) / 2.0;
     for (size_t i = 0; i < count; ++i)
-      if (LoadElement(buf.host(), i, DType::kFloat32) != want)
-        Fail("traffic: element " + std::to_string(i) + " = " +
-             std::to_string(LoadElement(buf.host(), i, DType::kFloat32)));
-    std::printf("OK rank %d (%s): allreduce of %zu f32\n", g_rank, g_device.c_str(), count);
+      if (LoadElement(buf.host(), i, t) != want)
+        Fail("traffic: element " + std::to_string(i) + " = " + std::to_string(LoadElement(buf.host(), i, t)));
+    std::printf("OK rank %d (%s): allreduce of %zu %s\n", g_rank, g_device.c_str(), count, bf16 ? "bf16" : "f32");
   } else {
     Fail("unknown mode " + mode);
   }

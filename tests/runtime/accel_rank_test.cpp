@@ -59,8 +59,10 @@ TEST_P(Layouts, EveryCollectiveIsExactAndBitIdenticalOnDeviceMemory) {
 INSTANTIATE_TEST_SUITE_P(
     Accel, Layouts,
     ::testing::Values(
-        Layout{"one_npu_island_of_3_on_hccl", "--island ascend=npu:3", 3, ""},
-        Layout{"one_musa_island_of_2_on_mccl", "--island moore=musa:2", 2, ""},
+        // A world of one island is the island's library alone: its 16-bit reductions carry the library's rounding
+        // at every hop (the shims round as HCCL and NCCL's ring kernels do), checked against that bound.
+        Layout{"one_npu_island_of_3_on_hccl", "--island ascend=npu:3", 3, "ACCEL_WORKER_LIBRARY_16BIT=1"},
+        Layout{"one_musa_island_of_2_on_mccl", "--island moore=musa:2", 2, "ACCEL_WORKER_LIBRARY_16BIT=1"},
         Layout{"npu_2_beside_host_1", "--island ascend=npu:2 --island nvidia=host:1", 3, ""},
         Layout{"npu_1_musa_2_host_1", "--island ascend=npu:1 --island moore=musa:2 --island x86=host:1", 4, ""},
         Layout{"npu_3_beside_musa_1_slow_streams", "--island ascend=npu:3 --island moore=musa:1", 4,
@@ -74,6 +76,14 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"npu_2_beside_npu_3_over_tcp", "--island ascend=npu:2 --island ascend2=npu:3", 5, "TESSERA_BRIDGE=tcp"},
         Layout{"npu_3_beside_musa_5", "--island ascend=npu:3 --island moore=musa:5", 8, ""},
         Layout{"host_1_beside_npu_8", "--island x86=host:1 --island ascend=npu:8", 9, ""},
+        // npu islands that widen 16-bit data on the device (CANN's aclnnCast on the shim) and reduce it in f32 on
+        // HCCL, beside an emulated device island on the device bridge and host islands.
+        Layout{"npu_2_beside_emu_1_host_1", "--island ascend=npu:2 --island nvidia=emu:1 --island x86=host:1", 4, ""},
+        Layout{"npu_3_beside_emu_1_slow_streams", "--island ascend=npu:3 --island nvidia=emu:1", 4,
+               "TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
+        Layout{"npu_4_beside_emu_1_host_2", "--island ascend=npu:4 --island nvidia=emu:1 --island x86=host:2", 7, ""},
+        Layout{"npu_3_small_chunks_beside_host_1", "--island ascend=npu:3 --island x86=host:1", 4,
+               "TESSERA_DEVICE_CHUNK=4K"},
         // The NCCL row over a multi-rank NCCL-shaped library (the MCCL shim under the prefix mccl).
         Layout{"musa_2_on_the_nccl_row_beside_host_2", "--island moore=musa:2 --island x86=host:2", 4,
                "TESSERA_CCL=nccl TESSERA_CCL_LIB=" TESSERA_SHIM_DIR "/libmccl.so.2 TESSERA_CCL_PREFIX=mccl"}),
@@ -157,6 +167,72 @@ TEST(Accel, OnlyShardsCrossTheBridgeFromAnIslandOfSeveralDevices) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Accel, SixteenBitShardsCrossTheBridgeInF32FromAWideningIsland) {
+  // npu 2 + host 2, one bf16 allreduce of C elements in one bridge chunk: the island widens its inputs on the device
+  // (aclnnCast), HCCL reduce-scatters them in f32, and each npu rank stages down only its shard of f32 partial sums
+  // (C/2 elements, twice the 16-bit bytes) and takes up its shard of bf16 results; its counterpart in the host island
+  // gets a quarter of the buffer as f32 partial sums and a quarter as bf16 final values.
+  const size_t C = 1 << 20;
+  char dir[] = "/tmp/tsr-linktrace-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string prefix = std::string(dir) + "/t";
+  Proc r = Job("TESSERA_LINK_TRACE=" + prefix, "--island ascend=npu:2 --island nvidia=host:2",
+               "traffic " + std::to_string(C) + " bf16");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    Traffic t = ReadTrace(prefix + ".rank" + std::to_string(rank));
+    EXPECT_EQ(t.down, C / 2 * 4) << "rank " << rank;
+    EXPECT_EQ(t.up, C / 2 * 2) << "rank " << rank;
+    EXPECT_LE(t.sent[1 - rank], kHeaders) << "rank " << rank << " to its island peer";
+    EXPECT_GE(t.sent[rank + 2], C / 4 * 6) << "rank " << rank << " to its counterpart";
+    EXPECT_LE(t.sent[rank + 2], C / 4 * 6 + kHeaders) << "rank " << rank << " to its counterpart";
+  }
+  // CANN's operator library missing: one warning names the file and the variable, and 16-bit reductions are staged
+  // whole (the island phases on the host path).
+  Proc s = Job("TESSERA_LINK_TRACE=" + prefix + "s TESSERA_ACL_OPAPI_LIBRARY=/nonexistent/libopapi.so",
+               "--island ascend=npu:2 --island nvidia=host:2", "traffic " + std::to_string(C) + " bf16");
+  ASSERT_EQ(s.status, 0) << s.out;
+  EXPECT_EQ(Count(s.out, "cannot widen 16-bit data to f32 on its device.*/nonexistent/libopapi.so"), 1) << s.out;
+  EXPECT_NE(s.out.find("TESSERA_ACL_OPAPI_LIBRARY"), std::string::npos) << s.out;
+  Traffic t = ReadTrace(prefix + "s.rank0");
+  EXPECT_EQ(t.down, C * 2);
+  EXPECT_EQ(t.up, C * 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Accel, AnEmuIslandKeepsTheDeviceBridgeBesideAStagedNpuIsland) {
+  // The device bridge is chosen per island: the emulated device's rank stays on it beside a staged npu island, and
+  // every collective stays exact and bit-identical (the staged island cuts allreduces into chunks, which the device
+  // bridge follows).
+  Proc r = Job("TESSERA_LOG=info TESSERA_DEVICE_CHUNK=64K", "--island nvidia=emu:1 --island ascend=npu:2",
+               "check --sizes 0,7,4099,70001");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "OK rank"), 3) << r.out;
+  EXPECT_EQ(Count(r.out, "rank 0: joined[^\n]*copy engines straight into the shm rings"), 1) << r.out;
+}
+
+TEST(Accel, NativeIslandReduceHandsSixteenBitDataToTheLibrary) {
+  // TESSERA_ISLAND_REDUCE=native: HCCL reduces bf16 in bf16, rounding at every hop as the shim (and HCCL's public
+  // code) does, so a 16-bit sum of four ranks is no longer within one rounding of the exact sum: the same check that
+  // passes by default fails, naming a 16-bit case. (This is what a 16-bit reduction handed to a vendor library looks
+  // like to the bit-identity tests.)
+  Proc r = Job("TESSERA_ISLAND_REDUCE=native", "--island ascend=npu:4 --island x86=host:1", "check --sizes 4099");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_GE(Count(r.out, "FAIL rank [0-4]: [^\n]*(bf16|f16|bfloat16|float16)"), 1) << r.out;
+  // Within the library's bound, every rank still gets the same bits (the island allgathers the shard owners'
+  // results), and the fold across islands is still f32 with one rounding.
+  Proc ok = Job("TESSERA_ISLAND_REDUCE=native ACCEL_WORKER_LIBRARY_16BIT=1",
+                "--island ascend=npu:4 --island x86=host:1 --island nvidia=emu:1", "check --sizes 7,4099");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_EQ(Count(ok.out, "OK rank"), 6) << ok.out;
+  // Every rank of an island must ask for the same: one that differs is refused, naming both settings.
+  Proc m = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_TIMEOUT=20s " TESSERA_CLI
+                 " run --island ascend=npu:2 --island x86=host:1 -- sh -c '[ $TESSERA_RANK = 1 ] && export "
+                 "TESSERA_ISLAND_REDUCE=native; exec " TESSERA_ACCEL_WORKER " check --sizes 7'");
+  EXPECT_NE(m.status, 0) << m.out;
+  EXPECT_NE(m.out.find("every rank of an island must use the same"), std::string::npos) << m.out;
+}
+
 TEST(Accel, TheLibraryMissingOnOneRankStagesTheWholeIsland) {
   // Rank 1 of the npu island cannot load HCCL: the island agrees to stage (one warning naming the rank and the
   // file), and every collective stays exact.
@@ -226,6 +302,14 @@ TEST(Accel, ADeadRankOfAnIslandOfSeveralDevicesFailsEveryRankInTime) {
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "ERROR rank [023] after"), 3) << r.out;
   EXPECT_EQ(Count(r.out, "ERROR rank [023] after [^\\n]*rank 1"), 3) << r.out;
+  ExpectErrorsWithin(r.out, 15.0);
+}
+
+TEST(Accel, ADeadRankOfAWideningIslandFailsEveryRankInTime) {
+  // As above, with bf16: the island widens on the device and reduces in f32 when rank 1 dies.
+  Proc r = Job("TESSERA_TIMEOUT=10s", "--island ascend=npu:2 --island nvidia=host:2", "die 1 bf16");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "ERROR rank [023] after [^\n]*rank 1"), 3) << r.out;
   ExpectErrorsWithin(r.out, 15.0);
 }
 

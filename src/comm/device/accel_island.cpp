@@ -9,6 +9,7 @@
 
 #include "comm/device/accel_rank.hpp"
 #include "comm/device/island_ccl.hpp"
+#include "comm/reduce/reduce.hpp"
 #include "comm/schedule.hpp"
 #include "common/log.hpp"
 
@@ -17,21 +18,33 @@ namespace tessera::comm {
 Status AccelRank::AttachIslandLibrary() {
   TSR_ASSIGN_OR_RETURN(ccl_, OpenIslandCcl(host_->Store(), shape_, name_.family->ccl, name_.family->label));
   island_lib_ = ccl_ != nullptr;
+  if (!island_lib_) return Status::Ok();
+  const Status widen = rt_->WidenSupport();
+  TSR_ASSIGN_OR_RETURN(half_,
+                       AgreeIslandHalf(host_->Store(), shape_, widen.ok() ? "" : widen.message(), name_.family->label));
   return Status::Ok();
 }
 
 // ---- hybrid world, island of several ranks ----
 
 bool AccelRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
-  return island_lib_ && gate_.Takes(kind, dt, op, ccl_->lib(), rt_->name(), /*widens=*/false, shape_.island,
-                                    name_.family->label, shape_.island_rank == 0);
+  return island_lib_ && gate_.Takes(kind, dt, op, ccl_->lib(), rt_->name(), half_, shape_.island, name_.family->label,
+                                    shape_.island_rank == 0);
 }
 
 Status AccelRank::GrowDevice(size_t q_bytes, size_t extra) {
   const int n = shape_.island_size;
-  const size_t need = RoundUp(q_bytes) + RoundUp(q_bytes * n) + extra;
+  const size_t need = 2 * RoundUp(q_bytes) + RoundUp(q_bytes * n) + extra;
+  dev_q_ = q_bytes;  // the layout of this call (DevShard, DevPad, DevExtra)
   if (need <= dev_cap_) return Status::Ok();
-  if (dev_) TSR_RETURN_IF_ERROR(rt_->Free(dev_));
+  if (dev_) {
+    // Work queued earlier on the caller's stream may still use it.
+    if (up_pending_) {
+      up_pending_ = false;
+      TSR_RETURN_IF_ERROR(rt_->EventSynchronize(up_done_));
+    }
+    TSR_RETURN_IF_ERROR(rt_->Free(dev_));
+  }
   dev_ = nullptr;
   dev_cap_ = 0;
   const size_t want = std::max<size_t>(need, 1 << 20);
@@ -41,31 +54,63 @@ Status AccelRank::GrowDevice(size_t q_bytes, size_t extra) {
   return Status::Ok();
 }
 
-Status AccelRank::ShardDown(const char* what, const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* host,
-                            DeviceRuntime::Stream s) {
-  return host_->Guarded(what, [&]() -> Status {
-    const PaddedBlocks b(shape_.island_size, L);
-    const size_t esz = DTypeSize(dt), qb = b.q * esz;
-    TSR_RETURN_IF_ERROR(GrowDevice(qb, 0));
-    bool drained = false;
-    const std::byte* in = buf;
-    if (b.padded()) {  // the schedule's uneven shards into the library's equal blocks
+Status AccelRank::QueueReduceScatter(const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* shard,
+                                     DeviceRuntime::Stream s) {
+  const PaddedBlocks b(shape_.island_size, L);
+  const DType rt = IslandReduceType(dt, half_);  // f32 for 16-bit data unless the island is native
+  const size_t esz = DTypeSize(dt), rsz = DTypeSize(rt);
+  const std::byte* in = buf;
+  bool drained = false;
+  if (rt != dt) {
+    // Widened whole, from and into 32-byte-aligned device memory (CANN's rule for tensor data; an unaligned input is
+    // first copied to the scratch after the padded blocks), then laid into the library's blocks where they differ.
+    const std::byte* from = buf;
+    std::byte* wide = b.padded() ? DevExtra() : DevPad();
+    if (reinterpret_cast<uintptr_t>(buf) % 32 != 0) {
+      std::byte* aligned = DevExtra() + RoundUp(L * rsz);
+      TSR_RETURN_IF_ERROR(CopyOn(s, aligned, buf, L * esz, CopyKind::kDeviceToDevice, &drained));
+      from = aligned;
+    }
+    TSR_RETURN_IF_ERROR(
+        rt_->Widen(wide, from, L, dt, s).WithContext("widening the island's 16-bit inputs to f32 on the device"));
+    if (b.padded())
       for (size_t j = 0; j < b.n; ++j) {
         const Range sj = b.shard(j);
-        TSR_RETURN_IF_ERROR(
-            CopyOn(s, DevPad(qb) + j * qb, buf + sj.lo * esz, sj.len() * esz, CopyKind::kDeviceToDevice, &drained));
+        TSR_RETURN_IF_ERROR(CopyOn(s, DevPad() + j * b.q * rsz, wide + sj.lo * rsz, sj.len() * rsz,
+                                   CopyKind::kDeviceToDevice, &drained));
       }
-      in = DevPad(qb);
+    in = DevPad();
+  } else if (b.padded()) {  // the schedule's uneven shards into the library's equal blocks
+    for (size_t j = 0; j < b.n; ++j) {
+      const Range sj = b.shard(j);
+      TSR_RETURN_IF_ERROR(
+          CopyOn(s, DevPad() + j * b.q * esz, buf + sj.lo * esz, sj.len() * esz, CopyKind::kDeviceToDevice, &drained));
     }
-    const int cop = ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
-    TSR_RETURN_IF_ERROR(
-        Ccl("ReduceScatter", ccl_->lib().ReduceScatter(in, DevShard(), b.q, CclDataType(dt), cop, ccl_->handle(), s)));
-    drained = false;
-    const Range S = b.shard(shape_.island_rank);
-    TSR_RETURN_IF_ERROR(CopyOn(s, host + S.lo * esz, DevShard(), S.len() * esz, CopyKind::kDeviceToHost, &drained));
-    down_bytes_ += S.len() * esz;
-    return rt_->StreamSynchronize(s);
-  });
+    in = DevPad();
+  }
+  const int cop = ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
+  return Ccl("ReduceScatter", ccl_->lib().ReduceScatter(in, shard, b.q, CclDataType(rt), cop, ccl_->handle(), s));
+}
+
+// The device scratch a widening reduce-scatter of up to L elements needs after the padded blocks (QueueReduceScatter).
+size_t AccelRank::WidenExtra(size_t L, DType dt) const {
+  if (IslandReduceType(dt, half_) == dt) return 0;
+  return RoundUp(L * DTypeSize(AccumType(dt))) + RoundUp(L * DTypeSize(dt));
+}
+
+Status AccelRank::QueueAllGather(const std::byte* shard, size_t L, DType dt, std::byte* buf, DeviceRuntime::Stream s) {
+  const PaddedBlocks b(shape_.island_size, L);
+  const size_t esz = DTypeSize(dt), qb = b.q * esz;
+  std::byte* out = b.padded() ? DevPad() : buf;
+  TSR_RETURN_IF_ERROR(Ccl("AllGather", ccl_->lib().AllGather(shard, out, b.q, CclDataType(dt), ccl_->handle(), s)));
+  bool drained = false;
+  if (b.padded())
+    for (size_t j = 0; j < b.n; ++j) {
+      const Range sj = b.shard(j);
+      TSR_RETURN_IF_ERROR(
+          CopyOn(s, buf + sj.lo * esz, DevPad() + j * qb, sj.len() * esz, CopyKind::kDeviceToDevice, &drained));
+    }
+  return Status::Ok();
 }
 
 Status AccelRank::ShardUp(const char* what, const std::byte* host, size_t L, DType dt, std::byte* buf,
@@ -76,36 +121,68 @@ Status AccelRank::ShardUp(const char* what, const std::byte* host, size_t L, DTy
     TSR_RETURN_IF_ERROR(GrowDevice(qb, 0));
     bool drained = false;
     const Range S = b.shard(shape_.island_rank);
-    TSR_RETURN_IF_ERROR(CopyOn(s, DevShard(), host + S.lo * esz, S.len() * esz, CopyKind::kHostToDevice, &drained));
+    TSR_RETURN_IF_ERROR(CopyOn(s, DevShard(0), host + S.lo * esz, S.len() * esz, CopyKind::kHostToDevice, &drained));
     up_bytes_ += S.len() * esz;
-    std::byte* out = b.padded() ? DevPad(qb) : buf;
-    TSR_RETURN_IF_ERROR(
-        Ccl("AllGather", ccl_->lib().AllGather(DevShard(), out, b.q, CclDataType(dt), ccl_->handle(), s)));
-    drained = false;
-    if (b.padded())
-      for (size_t j = 0; j < b.n; ++j) {
-        const Range sj = b.shard(j);
-        TSR_RETURN_IF_ERROR(
-            CopyOn(s, buf + sj.lo * esz, DevPad(qb) + j * qb, sj.len() * esz, CopyKind::kDeviceToDevice, &drained));
-      }
-    return Status::Ok();
+    return QueueAllGather(DevShard(0), L, dt, buf, s);
   });
 }
 
+// Chunk by chunk, as every other rank cuts the call, double-buffered on the caller's thread: chunk k+1's reduce-scatter
+// and copy down are queued before chunk k crosses the bridge, so the device works while the host bridges. The island's
+// partial sums come down in the accumulator type (f32 for 16-bit data, widened on the device; a native island's come
+// down in the data's type and are widened here), each chunk in its own place in the staging (partial sums in in_,
+// results in out_), so no chunk waits for another's copies.
 Status AccelRank::IslandAllReduce(const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op,
                                   tsrStream_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
   auto* s = static_cast<DeviceRuntime::Stream>(stream);
-  const size_t esz = DTypeSize(dt);
+  const size_t n = shape_.island_size, me = shape_.island_rank;
+  const size_t esz = DTypeSize(dt), rsz = DTypeSize(AccumType(dt)), dsz = DTypeSize(IslandReduceType(dt, half_));
+  const bool native = dsz != rsz;
+  const std::vector<Range> chunks = host_->AllReduceChunks(count, dt);
+  size_t q_bytes = 0, largest = 0;
+  for (const Range& c : chunks) {
+    q_bytes = std::max(q_bytes, PaddedBlocks(n, c.len()).q * dsz);
+    largest = std::max(largest, c.len());
+  }
   ++island_calls_;
-  TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&] { return ReuseStaging(count * esz, 0); }));
-  // Piece by piece, as every other rank cuts it; each piece in place in its own part of the staging, so a piece's
-  // copy up may still run while the next one crosses the bridge.
-  for (const Range& c : host_->AllReduceChunks(count, dt)) {
-    std::byte* host = in_ + c.lo * esz;
-    TSR_RETURN_IF_ERROR(ShardDown("allreduce", send + c.lo * esz, c.len(), dt, op, host, s));
-    TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kAllReduce, host, host, c.len(), dt, op, 0));
-    TSR_RETURN_IF_ERROR(ShardUp("allreduce", host, c.len(), dt, recv + c.lo * esz, s));
+  TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(ReuseStaging(count * rsz, count * esz));
+    return GrowDevice(q_bytes, WidenExtra(largest, dt));
+  }));
+  auto shard_of = [&](size_t k) { return PaddedBlocks(n, chunks[k].len()).shard(me); };
+  auto down = [&](size_t k) {
+    return host_->Guarded("allreduce", [&]() -> Status {
+      const Range c = chunks[k], S = shard_of(k);
+      std::byte* shard = DevShard(k % 2);
+      TSR_RETURN_IF_ERROR(QueueReduceScatter(send + c.lo * esz, c.len(), dt, op, shard, s));
+      std::byte* to = native ? out_ + (c.lo + S.lo) * esz : in_ + (c.lo + S.lo) * rsz;
+      bool drained = false;
+      TSR_RETURN_IF_ERROR(CopyOn(s, to, shard, S.len() * dsz, CopyKind::kDeviceToHost, &drained));
+      down_bytes_ += S.len() * dsz;
+      return rt_->EventRecord(down_ev_[k % 2], s);
+    });
+  };
+  for (size_t k = 0; k < std::min<size_t>(2, chunks.size()); ++k) TSR_RETURN_IF_ERROR(down(k));
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    const Range c = chunks[k], S = shard_of(k);
+    TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&]() -> Status {
+      TSR_RETURN_IF_ERROR(rt_->EventSynchronize(down_ev_[k % 2]).WithContext("the island's shard coming down"));
+      if (native)  // the library's 16-bit result, widened exactly for the bridge's f32 fold
+        Convert(in_ + (c.lo + S.lo) * rsz, AccumType(dt), out_ + (c.lo + S.lo) * esz, dt, S.len());
+      return Status::Ok();
+    }));
+    TSR_RETURN_IF_ERROR(
+        host_->HostBridge(CollKind::kAllReduce, in_ + c.lo * rsz, out_ + c.lo * esz, c.len(), dt, op, 0));
+    TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&]() -> Status {
+      std::byte* shard = DevShard(k % 2);
+      bool drained = false;
+      TSR_RETURN_IF_ERROR(
+          CopyOn(s, shard, out_ + (c.lo + S.lo) * esz, S.len() * esz, CopyKind::kHostToDevice, &drained));
+      up_bytes_ += S.len() * esz;
+      return QueueAllGather(shard, c.len(), dt, recv + c.lo * esz, s);
+    }));
+    if (k + 2 < chunks.size()) TSR_RETURN_IF_ERROR(down(k + 2));
   }
   return UpQueued("allreduce", s);
 }
@@ -114,10 +191,26 @@ Status AccelRank::IslandReduceScatter(const std::byte* send, std::byte* recv, si
                                       tsrStream_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
   auto* s = static_cast<DeviceRuntime::Stream>(stream);
-  const size_t esz = DTypeSize(dt), C = recvcount * shape_.size;
+  const size_t esz = DTypeSize(dt), rsz = DTypeSize(AccumType(dt)), dsz = DTypeSize(IslandReduceType(dt, half_));
+  const size_t C = recvcount * shape_.size;
+  const bool native = dsz != rsz;
+  const PaddedBlocks b(shape_.island_size, C);
+  const Range S = b.shard(shape_.island_rank);
   ++island_calls_;
-  TSR_RETURN_IF_ERROR(host_->Guarded("reduce_scatter", [&] { return ReuseStaging(C * esz, recvcount * esz); }));
-  TSR_RETURN_IF_ERROR(ShardDown("reduce_scatter", send, C, dt, op, in_, s));
+  // Partial sums (accumulator type) in in_[0, C); a native island's shard comes down after them, in dt.
+  TSR_RETURN_IF_ERROR(host_->Guarded("reduce_scatter", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(ReuseStaging(C * rsz + (native ? S.len() * esz : 0), recvcount * esz));
+    TSR_RETURN_IF_ERROR(GrowDevice(b.q * dsz, WidenExtra(C, dt)));
+    std::byte* shard = DevShard(0);
+    TSR_RETURN_IF_ERROR(QueueReduceScatter(send, C, dt, op, shard, s));
+    bool drained = false;
+    TSR_RETURN_IF_ERROR(
+        CopyOn(s, native ? in_ + C * rsz : in_ + S.lo * rsz, shard, S.len() * dsz, CopyKind::kDeviceToHost, &drained));
+    down_bytes_ += S.len() * dsz;
+    TSR_RETURN_IF_ERROR(rt_->StreamSynchronize(s));
+    if (native) Convert(in_ + S.lo * rsz, AccumType(dt), in_ + C * rsz, dt, S.len());
+    return Status::Ok();
+  }));
   TSR_RETURN_IF_ERROR(host_->HostBridge(CollKind::kReduceScatter, in_, out_, recvcount, dt, op, 0));
   return host_->Guarded("reduce_scatter", [&]() -> Status {
     bool drained = true;
@@ -141,7 +234,7 @@ Status AccelRank::IslandAllGather(const std::byte* send, std::byte* recv, size_t
     TSR_RETURN_IF_ERROR(ReuseStaging(C * esz, 0));
     const size_t q_bytes = (C + n - 1) / n * esz;
     TSR_RETURN_IF_ERROR(GrowDevice(q_bytes, n * sendcount * esz));
-    std::byte* gathered = DevPad(q_bytes) + RoundUp(q_bytes * n);
+    std::byte* gathered = DevExtra();
     TSR_RETURN_IF_ERROR(
         Ccl("AllGather", ccl_->lib().AllGather(send, gathered, sendcount, CclDataType(dt), ccl_->handle(), s)));
     bool drained = false;

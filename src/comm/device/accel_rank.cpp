@@ -63,6 +63,9 @@ Status AccelRank::Attach(Comm* comm) {
   shape_ = host_->WorldShape();
   TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
   TSR_ASSIGN_OR_RETURN(up_done_, rt_->EventCreate());
+  for (auto& e : down_ev_) {
+    TSR_ASSIGN_OR_RETURN(e, rt_->EventCreate());
+  }
   if (shape_.islands > 1) return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
   // World of one island: the island's own library.
   TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, name_));
@@ -73,6 +76,8 @@ AccelRank::~AccelRank() {
   (void)rt_->SetDevice(name_.index);
   if (up_pending_) (void)rt_->EventSynchronize(up_done_);
   if (up_done_) (void)rt_->EventDestroy(up_done_);
+  for (auto& e : down_ev_)
+    if (e) (void)rt_->EventDestroy(e);
   if (dev_) (void)rt_->Free(dev_);
   if (in_) (void)rt_->FreeHost(in_);
   if (out_) (void)rt_->FreeHost(out_);
@@ -224,8 +229,48 @@ Status AccelRank::AllReduce(const void* send, void* recv, size_t count, tsrDataT
     return OnCcl("allreduce", "AllReduce", [&] {
       return ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream);
     });
-  return Staged("allreduce", stream, {{send, 0, bytes}}, bytes, {{recv, 0, bytes}}, bytes,
-                [&](std::byte* in, std::byte* out) { return host_->HostAllReduce(in, out, count, type, op, nullptr); });
+  return StagedAllReduce(send, recv, count, type, op, stream);
+}
+
+// Chunk by chunk (the chunks every rank of the world cuts an allreduce into), double-buffered on the caller's
+// thread: chunk k+1 is queued down before chunk k crosses the bridge, and chunk k goes back up as soon as it has.
+// In place in the staging, each chunk in its own part of it.
+Status AccelRank::StagedAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                                  tsrStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* s = static_cast<DeviceRuntime::Stream>(stream);
+  const size_t esz = DTypeSize(static_cast<DType>(type));
+  const std::vector<Range> chunks = host_->AllReduceChunks(count, static_cast<DType>(type));
+  const auto* src = static_cast<const std::byte*>(send);
+  auto* dst = static_cast<std::byte*>(recv);
+  ++staged_calls_;
+  TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&] { return ReuseStaging(count * esz, 0); }));
+  auto down = [&](size_t k) {
+    return host_->Guarded("allreduce", [&]() -> Status {
+      const Range c = chunks[k];
+      bool drained = false;
+      TSR_RETURN_IF_ERROR(
+          CopyOn(s, in_ + c.lo * esz, src + c.lo * esz, c.len() * esz, CopyKind::kDeviceToHost, &drained));
+      down_bytes_ += c.len() * esz;
+      return rt_->EventRecord(down_ev_[k % 2], s);
+    });
+  };
+  for (size_t k = 0; k < std::min<size_t>(2, chunks.size()); ++k) TSR_RETURN_IF_ERROR(down(k));
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    const Range c = chunks[k];
+    std::byte* h = in_ + c.lo * esz;
+    TSR_RETURN_IF_ERROR(host_->Guarded(
+        "allreduce", [&] { return rt_->EventSynchronize(down_ev_[k % 2]).WithContext("the inputs coming down"); }));
+    // One chunk: the host path's allreduce cuts it no further (the same chunks).
+    TSR_RETURN_IF_ERROR(host_->HostAllReduce(h, h, c.len(), type, op, nullptr));
+    TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&]() -> Status {
+      bool drained = false;
+      up_bytes_ += c.len() * esz;
+      return CopyOn(s, dst + c.lo * esz, h, c.len() * esz, CopyKind::kHostToDevice, &drained);
+    }));
+    if (k + 2 < chunks.size()) TSR_RETURN_IF_ERROR(down(k + 2));
+  }
+  return UpQueued("allreduce", s);
 }
 
 Status AccelRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,

@@ -88,18 +88,26 @@ class AccelRank final : public DeviceRank {
                              tsrStream_t stream);
   Status IslandAllGather(const std::byte* send, std::byte* recv, size_t sendcount, DType dt, tsrStream_t stream);
   Status IslandBroadcast(const std::byte* send, std::byte* recv, size_t count, DType dt, int root, tsrStream_t stream);
-  // The device steps of an island call (each a step of a collective, guarded): the library's reduce-scatter of
-  // buf[0, L) into this rank's shard (its block of the library's padded blocks), and the copy of that shard into
-  // host[S]; the copy up of host[S] and the library's allgather of the shards into buf[0, L).
-  Status ShardDown(const char* what, const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* host,
-                   DeviceRuntime::Stream s);
+  // The device steps of an island call, queued on `s` (not guarded: the caller guards them): the library's
+  // reduce-scatter of buf[0, L) into `shard` (its block of the library's padded blocks, in IslandReduceType: 16-bit
+  // data widened to f32 on the device first unless the island is native), and the library's allgather of `shard`
+  // into buf[0, L).
+  Status QueueReduceScatter(const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* shard,
+                            DeviceRuntime::Stream s);
+  Status QueueAllGather(const std::byte* shard, size_t L, DType dt, std::byte* buf, DeviceRuntime::Stream s);
+  size_t WidenExtra(size_t L, DType dt) const;  // the `extra` scratch a widening QueueReduceScatter of L needs
+  // The copy up of host[S] (dt) and the library's allgather of the shards into buf[0, L); guarded as a step of `what`.
   Status ShardUp(const char* what, const std::byte* host, size_t L, DType dt, std::byte* buf, DeviceRuntime::Stream s);
-  // Device scratch: the shard (one block of q elements, 256-byte rounded), then the padded blocks (n x q), then
-  // `extra` bytes.
+  // Device scratch of a call: two shard slots (blocks of at most q_bytes, 256-byte rounded: chunk k uses slot k % 2),
+  // then the padded blocks (n x q_bytes), then `extra` bytes. Sets the layout of the call.
   Status GrowDevice(size_t q_bytes, size_t extra);
-  std::byte* DevShard() const { return dev_; }
-  std::byte* DevPad(size_t q_bytes) const { return dev_ + RoundUp(q_bytes); }
+  std::byte* DevShard(size_t slot) const { return dev_ + slot * RoundUp(dev_q_); }
+  std::byte* DevPad() const { return dev_ + 2 * RoundUp(dev_q_); }
+  std::byte* DevExtra() const { return DevPad() + RoundUp(dev_q_ * shape_.island_size); }
   static size_t RoundUp(size_t b) { return (b + 255) / 256 * 256; }
+  // A staged allreduce, chunk by chunk and double-buffered as IslandAllReduce is (accel_rank.cpp).
+  Status StagedAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                         tsrStream_t stream);
   // Waits for the previous staged call's copies up (the staging is about to be reused), and grows the staging.
   Status ReuseStaging(size_t in_bytes, size_t out_bytes);
   // The copies up of a call are queued on `s`: the next call that reuses the staging waits for them (up_done_);
@@ -121,7 +129,10 @@ class AccelRank final : public DeviceRank {
   bool island_lib_ = false;   // hybrid world: ccl_ runs the island phases
   std::byte* dev_ = nullptr;  // device scratch of island calls
   size_t dev_cap_ = 0;
-  IslandCclGate gate_;  // hybrid world: which calls take the island's library
+  size_t dev_q_ = 0;                      // its layout for the current call (GrowDevice)
+  DeviceRuntime::Event down_ev_[2] = {};  // chunk k's copy down recorded in down_ev_[k % 2]
+  IslandHalf half_ = IslandHalf::kWiden;  // how the island's library reduces 16-bit data (AgreeIslandHalf)
+  IslandCclGate gate_;                    // hybrid world: which calls take the island's library
   // TESSERA_LINK_TRACE: bytes staged each way, calls to the library, island calls, staged calls.
   uint64_t down_bytes_ = 0, up_bytes_ = 0, ccl_calls_ = 0, island_calls_ = 0, staged_calls_ = 0;
 };

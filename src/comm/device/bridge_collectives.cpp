@@ -54,21 +54,29 @@ Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrData
     }
     return SubmitStaged("allreduce", stream, std::move(parts));
   }
-  // The device bridge.
+  // The device bridge: one collective per chunk that every rank of the world cuts the call into (one chunk unless a
+  // staged device island shares the world), in one job of the worker.
+  std::vector<Range> chunks = host_->AllReduceChunks(count, dt);
+  size_t largest = 0;
+  for (const Range& c : chunks) largest = std::max(largest, c.len());
   size_t acc_bytes = 0;
-  auto acc = ReduceScratch("allreduce", CollKind::kAllReduce, count, dt, &acc_bytes);
+  auto acc = ReduceScratch("allreduce", CollKind::kAllReduce, largest, dt, &acc_bytes);
   if (!acc.ok()) return acc.status();
-  return SubmitDevice("allreduce", stream, [=, this, scratch = *acc](bridge::Event in) {
-    return BridgeCall(in, CollKind::kAllReduce, "allreduce", static_cast<const std::byte*>(send),
-                      static_cast<std::byte*>(recv), count, dt, rop, 0, scratch, acc_bytes);
+  return SubmitDevice("allreduce", stream, [=, this, scratch = *acc, chunks = std::move(chunks)](bridge::Event in) {
+    const size_t esz = DTypeSize(dt);
+    for (const Range& c : chunks)
+      TSR_RETURN_IF_ERROR(
+          BridgeCall(in, CollKind::kAllReduce, "allreduce", static_cast<const std::byte*>(send) + c.lo * esz,
+                     static_cast<std::byte*>(recv) + c.lo * esz, c.len(), dt, rop, 0, scratch, acc_bytes));
+    return Status::Ok();
   });
 }
 
 // ---- hybrid world, island of several GPUs: the island's library does the island phases ----
 
 bool BridgeRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
-  return gate_.Takes(kind, dt, op, island_ccl_->lib(), "CUDA", /*widens=*/true, shape_.island, "CUDA",
-                     shape_.island_rank == 0);
+  return gate_.Takes(kind, dt, op, island_ccl_->lib(), dev_->rt().name(), half_, shape_.island,
+                     dev_->device().family->label, shape_.island_rank == 0);
 }
 
 Status BridgeRank::IslandCall(const char* what, int r) {
@@ -97,7 +105,7 @@ size_t Round256(size_t b) { return (b + 255) / 256 * 256; }
 Status BridgeRank::IslandReduceScatterOn(bridge::Stream st, const std::byte* in, size_t L, DType dt, RedOp op,
                                          std::byte* pad, std::byte* shard) {
   const PaddedBlocks b(static_cast<size_t>(shape_.island_size), L);
-  const DType rt = AccumType(dt);  // 16-bit data is reduced in f32 (widened here), everything else as it is
+  const DType rt = IslandReduceType(dt, half_);  // 16-bit data in f32 (widened here) unless native
   const size_t esz = DTypeSize(dt), rsz = DTypeSize(rt);
   const std::byte* from = in;
   if (b.padded() || rt != dt) {  // the schedule's shards into the library's equal blocks (widened)
@@ -106,7 +114,7 @@ Status BridgeRank::IslandReduceScatterOn(bridge::Stream st, const std::byte* in,
       if (sj.len() == 0) continue;
       if (rt != dt)
         TSR_RETURN_IF_ERROR(dev_->rt()
-                                .Fold(pad + j * b.q * rsz, in + sj.lo * esz, sj.len(), dt, dt, RedOp::kSum, true, st)
+                                .Widen(pad + j * b.q * rsz, in + sj.lo * esz, sj.len(), dt, st)
                                 .WithContext("widening the island's 16-bit inputs to f32"));
       else
         TSR_RETURN_IF_ERROR(dev_->rt()
@@ -141,13 +149,20 @@ Status BridgeRank::IslandAllGatherOn(bridge::Stream st, std::byte* shard, size_t
 }
 
 std::function<Status()> BridgeRank::IslandBridge(CollKind kind, const std::byte* send, std::byte* recv, size_t count,
-                                                 DType dt, RedOp op, int root) {
-  return [=, this] { return host_->HostBridge(kind, send, recv, count, dt, op, root); };
+                                                 DType dt, RedOp op, int root, Range widen, const std::byte* native) {
+  if (widen.len() == 0) return [=, this] { return host_->HostBridge(kind, send, recv, count, dt, op, root); };
+  // A native island's shard came down in the data's type (at `native`): widened here into send[widen], exactly.
+  return [=, this] {
+    Convert(const_cast<std::byte*>(send) + widen.lo * DTypeSize(AccumType(dt)), AccumType(dt), native, dt, widen.len());
+    return host_->HostBridge(kind, send, recv, count, dt, op, root);
+  };
 }
 
 Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream) {
   const size_t n = static_cast<size_t>(shape_.island_size), esz = DTypeSize(dt);
-  const size_t rsz = DTypeSize(AccumType(dt));  // the island's partial sums: f32 for 16-bit data
+  const size_t rsz = DTypeSize(AccumType(dt));  // the island's partial sums on the host: f32 for 16-bit data
+  const size_t dsz = DTypeSize(IslandReduceType(dt, half_));  // ... on the device: dt where the island is native
+  const bool native = dsz != rsz;
   const std::vector<Range> chunks = host_->AllReduceChunks(count, dt);
   // Device scratch: each chunk's shard (every chunk's reduce-scatter is queued before the first allgather; the
   // shard's partial sums go down, its final values come back into the same place), then one buffer of n equal
@@ -155,8 +170,8 @@ Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, D
   size_t shards = 0, pad = 0;
   for (const Range& c : chunks) {
     const PaddedBlocks b(n, c.len());
-    shards += Round256(b.q * rsz);
-    pad = std::max(pad, b.n * b.q * rsz);
+    shards += Round256(b.q * dsz);
+    pad = std::max(pad, b.n * b.q * dsz);
   }
   auto scratch = IslandScratch(shards + Round256(pad));
   if (!scratch.ok()) return Fail("allreduce", scratch.status());
@@ -170,7 +185,7 @@ Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, D
     const PaddedBlocks b(n, c.len());
     const Range S = b.shard(me);
     std::byte* shard = *scratch + off;
-    off += Round256(b.q * rsz);
+    off += Round256(b.q * dsz);
     const std::byte* in = static_cast<const std::byte*>(send) + c.lo * esz;
     std::byte* out = static_cast<std::byte*>(recv) + c.lo * esz;
     std::byte* hp = hin + c.lo * rsz;
@@ -178,8 +193,9 @@ Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, D
     const size_t L = c.len();
     Part p;
     p.pre = [=, this](bridge::Stream st) { return IslandReduceScatterOn(st, in, L, dt, op, padbuf, shard); };
-    p.down = {Copy{hp + S.lo * rsz, shard, S.len() * rsz}};
-    p.host = IslandBridge(CollKind::kAllReduce, hp, hr, L, dt, op, 0);
+    // Native: the shard comes down in dt into its place in the results, and is widened there on the host.
+    p.down = {native ? Copy{hr + S.lo * esz, shard, S.len() * esz} : Copy{hp + S.lo * rsz, shard, S.len() * rsz}};
+    p.host = IslandBridge(CollKind::kAllReduce, hp, hr, L, dt, op, 0, native ? S : Range{0, 0}, hr + S.lo * esz);
     p.up = {Copy{shard, hr + S.lo * esz, S.len() * esz}};
     p.post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, L, dt, padbuf, out); };
     parts.push_back(std::move(p));
@@ -191,19 +207,25 @@ Status BridgeRank::IslandReduceScatter(const void* send, void* recv, size_t recv
                                        tsrStream_t stream) {
   const size_t n = static_cast<size_t>(shape_.island_size), esz = DTypeSize(dt);
   const size_t rsz = DTypeSize(AccumType(dt)), C = recvcount * shape_.size;
+  const size_t dsz = DTypeSize(IslandReduceType(dt, half_));
+  const bool native = dsz != rsz;
   const PaddedBlocks b(n, C);
   const Range S = b.shard(shape_.island_rank);
-  auto scratch = IslandScratch(Round256(b.q * rsz) + Round256(b.n * b.q * rsz));
+  auto scratch = IslandScratch(Round256(b.q * dsz) + Round256(b.n * b.q * dsz));
   if (!scratch.ok()) return Fail("reduce_scatter", scratch.status());
   std::byte *hin, *hout;
-  TSR_RETURN_IF_ERROR(Fail("reduce_scatter", StagingFor(C * rsz, recvcount * esz, &hin, &hout)));
+  // Native: the shard comes down in dt after the partial sums' region, and is widened into it on the host.
+  TSR_RETURN_IF_ERROR(
+      Fail("reduce_scatter", StagingFor(C * rsz + (native ? S.len() * esz : 0), recvcount * esz, &hin, &hout)));
   std::byte* shard = *scratch;
-  std::byte* padbuf = *scratch + Round256(b.q * rsz);
+  std::byte* padbuf = *scratch + Round256(b.q * dsz);
+  std::byte* hnative = hin + C * rsz;
   const auto* in = static_cast<const std::byte*>(send);
   std::vector<Part> parts(1);
   parts[0].pre = [=, this](bridge::Stream st) { return IslandReduceScatterOn(st, in, C, dt, op, padbuf, shard); };
-  parts[0].down = {Copy{hin + S.lo * rsz, shard, S.len() * rsz}};
-  parts[0].host = IslandBridge(CollKind::kReduceScatter, hin, hout, recvcount, dt, op, 0);
+  parts[0].down = {native ? Copy{hnative, shard, S.len() * esz} : Copy{hin + S.lo * rsz, shard, S.len() * rsz}};
+  parts[0].host =
+      IslandBridge(CollKind::kReduceScatter, hin, hout, recvcount, dt, op, 0, native ? S : Range{0, 0}, hnative);
   parts[0].up = {Copy{recv, hout, recvcount * esz}};
   return SubmitStaged("reduce_scatter", stream, std::move(parts));
 }

@@ -95,6 +95,11 @@ Status BridgeRank::Attach(Comm* comm) {
   if (shape_.island_size > 1) {
     const DeviceFamily& family = *dev_->device().family;
     TSR_ASSIGN_OR_RETURN(island_ccl_, OpenIslandCcl(host_->Store(), shape_, family.ccl, family.label));
+    if (island_ccl_) {
+      const Status widen = rt.WidenSupport();
+      TSR_ASSIGN_OR_RETURN(half_,
+                           AgreeIslandHalf(host_->Store(), shape_, widen.ok() ? "" : widen.message(), family.label));
+    }
   }
   worker_ = std::thread([this] { WorkerLoop(); });
   return Status::Ok();

@@ -132,9 +132,10 @@ class BridgeRank final : public DeviceRank {
   Status IslandReduceScatterOn(bridge::Stream st, const std::byte* in, size_t L, DType dt, RedOp op, std::byte* pad,
                                std::byte* shard);
   Status IslandAllGatherOn(bridge::Stream st, std::byte* shard, size_t L, DType dt, std::byte* pad, std::byte* out);
-  // A staged part's host step: the bridge of a call whose island phases the library runs (IslandPhases::kDone).
+  // A staged part's host step: the bridge of a call whose island phases the library runs (IslandPhases::kDone). A
+  // native island's shard (`widen`, non-empty) is first widened on the host from `native` into send[widen].
   std::function<Status()> IslandBridge(CollKind kind, const std::byte* send, std::byte* recv, size_t count, DType dt,
-                                       RedOp op, int root);
+                                       RedOp op, int root, Range widen = {0, 0}, const std::byte* native = nullptr);
   Status IslandCall(const char* what, int r);
   Result<std::byte*> IslandScratch(size_t bytes);  // caller thread; grown, never freed before the communicator
   Status Direct() const;
@@ -149,8 +150,9 @@ class BridgeRank final : public DeviceRank {
   std::unique_ptr<CclComm> island_ccl_;  // hybrid world, island of several GPUs whose ranks all have the library
   std::byte* island_dev_ = nullptr;      // its device scratch (shards, padded blocks)
   size_t island_dev_cap_ = 0;
-  std::vector<void*> retired_dev_;  // outgrown scratch, freed with the communicator (freeing synchronizes)
-  IslandCclGate gate_;              // which calls take island_ccl_
+  std::vector<void*> retired_dev_;        // outgrown scratch, freed with the communicator (freeing synchronizes)
+  IslandCclGate gate_;                    // which calls take island_ccl_
+  IslandHalf half_ = IslandHalf::kWiden;  // how island_ccl_ reduces 16-bit data (AgreeIslandHalf)
   // The lean allreduce path of a world of one island (set up in Attach; its `call` stays null otherwise),
   // and every rank's cache of validated device allocations.
   DirectAllReduce direct_;

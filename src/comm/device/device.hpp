@@ -142,6 +142,8 @@ class HostPath {
     int island_size = 1, island_rank = 0;  // my island's ranks, and my place among them
     std::vector<int> island_ranks;         // ... their world ranks, in island order
     std::chrono::milliseconds timeout{0};  // TESSERA_TIMEOUT of this communicator
+    // TESSERA_ISLAND_REDUCE=native: an island's library reduces 16-bit data in its own type (not widened to f32).
+    bool native_island_reduce = false;
   };
   virtual Shape WorldShape() const = 0;
   virtual StoreClient* Store() const = 0;

@@ -35,19 +35,36 @@ Result<std::unique_ptr<CclComm>> OpenWorldCcl(StoreClient* store, const HostPath
 Result<std::unique_ptr<CclComm>> OpenIslandCcl(StoreClient* store, const HostPath::Shape& shape, std::string_view row,
                                                const std::string& family_label);
 
-// Why a hybrid call of `kind` on (dt, op) cannot run its island phases on `lib`: a 16-bit reduction where the device
-// backend cannot widen it to f32 (`widens` false; Tessera reduces 16-bit data in f32 inside an island; `runtime`
-// names the backend), or a type or op the library lacks (avg is the library's sum: the bridge divides once; a
-// widened reduction is the library's f32 reduction). Empty when it can.
+// Every rank of the island publishes `mine` under `key` (a store key with "{}" for the island rank) and reads the
+// others': the island's values in island order. For what the island must agree on before its first call.
+Result<std::vector<std::string>> IslandExchange(StoreClient* store, const HostPath::Shape& shape,
+                                                const std::string& key, const std::string& mine);
+
+// How an island's library reduces 16-bit data: widened to f32 on the device (Tessera's rule: the same bits as the
+// host path), in the data's own type (TESSERA_ISLAND_REDUCE=native), or not at all (the backend cannot widen on its
+// device, and the island did not ask for native: 16-bit reductions are staged).
+enum class IslandHalf { kWiden, kNative, kStaged };
+// What the island's ranks agree on for 16-bit reductions (IslandHalf), through the store: every rank must ask for the
+// same TESSERA_ISLAND_REDUCE (InvalidArgument naming two ranks that differ); f32 widens where every rank can (`why`
+// empty: this rank can; else one warning on the island's first rank names a rank that cannot and why).
+Result<IslandHalf> AgreeIslandHalf(StoreClient* store, const HostPath::Shape& shape, const std::string& why,
+                                   const char* family_label);
+
+// Why a hybrid call of `kind` on (dt, op) cannot run its island phases on `lib`: a 16-bit reduction the island stages
+// (`half`; Tessera reduces 16-bit data in f32 inside an island; `runtime` names the backend), or a type or op the
+// library lacks (avg is the library's sum: the bridge divides once; a widened reduction is the library's f32
+// reduction, a native one the library's reduction in the data's type). Empty when it can.
 std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime,
-                             bool widens);
+                             IslandHalf half);
+// The type an island's library reduces `dt` in: AccumType(dt) where it widens, dt otherwise.
+DType IslandReduceType(DType dt, IslandHalf half);
 
 // A device rank's choice, per call, between the island's library and staging: IslandCclRefusal, and where it refuses,
 // one info line per reason and communicator, on the island's first rank (`first`).
 class IslandCclGate {
  public:
-  bool Takes(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime, bool widens, int island,
-             const char* family_label, bool first);
+  bool Takes(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime, IslandHalf half,
+             int island, const char* family_label, bool first);
 
  private:
   std::set<std::string> said_;  // reasons already logged

@@ -201,6 +201,17 @@ Status DeviceRuntime::HostUnregister(void*) { return Lacks("host memory registra
 Status DeviceRuntime::StreamWriteValue32(Stream, uint32_t*, uint32_t) { return Lacks("stream write-value"); }
 Status DeviceRuntime::StreamWaitValue32(Stream, uint32_t*, uint32_t) { return Lacks("stream wait-value"); }
 
+Status DeviceRuntime::WidenSupport() {
+  if (kernels_ == nullptr)
+    return Lacks("a kernel to widen 16-bit data to f32 on the device (no Tessera kernels in this build)");
+  return Status::Ok();
+}
+
+Status DeviceRuntime::Widen(void* dst, const void* src, size_t n, DType src_type, Stream s) {
+  TSR_RETURN_IF_ERROR(WidenSupport());
+  return Fold(dst, src, n, src_type, src_type, RedOp::kSum, /*first=*/true, s);
+}
+
 Status DeviceRuntime::PreloadKernels() {
   if (kernels_ == nullptr) return Lacks("Tessera kernels in this build");
   return CheckCode(kernels_->preload(), "loading Tessera's kernels");

@@ -245,6 +245,14 @@ class DeviceRuntime {
   Status SpinWait(uint32_t* dev_addr, uint32_t value, Stream s);
   Status WriteFlag(uint32_t* dev_addr, uint32_t value, Stream s);
 
+  // --- Widening 16-bit floats to f32 on the device, exactly (an island's 16-bit reduction runs in f32 on its
+  // library): Tessera's fold kernel where the build has kernels for the row, else the runtime's own operator library
+  // where it has one (ACL: CANN's aclnnCast, comm/runtime/aclnn). WidenSupport: OK, or Unsupported saying why (the
+  // files tried and the variables that point at others). Narrowing is never done on the device.
+  virtual Status WidenSupport();
+  // dst (f32) = src (f16 or bf16), n elements, queued on `s`.
+  virtual Status Widen(void* dst, const void* src, size_t n, DType src_type, Stream s);
+
  protected:
   DeviceRuntime(const RuntimeRow& row, std::string path);
   // A failed kernel launch's code as this runtime's error ("cuda error 'invalid argument' (1) in the fold kernel").

@@ -9,9 +9,12 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <set>
+#include <vector>
 
+#include "comm/runtime/aclnn.hpp"
 #include "comm/runtime/runtime.hpp"
 
 namespace tessera::comm::internal {
@@ -158,11 +161,38 @@ class AclRuntime final : public DeviceRuntime {
     return Check(a_.MemsetAsync(dev, dst_bytes, value, bytes, s), fmt::format("aclrtMemsetAsync ({} bytes)", bytes));
   }
 
+  // Widening through CANN's operator API (aclnn.hpp): this row has no Tessera kernels.
+  Status WidenSupport() override { return AclnnOps::Get().Support(); }
+  Status Widen(void* dst, const void* src, size_t n, DType src_type, Stream s) override {
+    return AclnnOps::Get().Widen(dst, src, n, src_type, s, &AclRuntime::Workspace, this);
+  }
+
  protected:
   Status CheckCode(int code, const std::string& what) const override { return Check(code, what); }
 
  private:
+  // An operator's workspace: device memory per stream, grown as needed and used in that stream's order. A smaller
+  // buffer replaced while work queued earlier may still use it is kept: like the runtime, they live as long as the
+  // process (freeing device memory at exit, after the runtime's own teardown, is not safe).
+  static Result<void*> Workspace(void* self, size_t bytes, void* stream) {
+    auto* rt = static_cast<AclRuntime*>(self);
+    std::lock_guard<std::mutex> lock(rt->ws_mu_);
+    Buffer& w = rt->workspace_[stream];
+    if (w.bytes >= bytes) return w.p;
+    if (w.p != nullptr) rt->retired_.push_back(w.p);
+    w = Buffer{};
+    TSR_ASSIGN_OR_RETURN(void* p, rt->Malloc(bytes));
+    w = Buffer{p, bytes};
+    return p;
+  }
+  struct Buffer {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
   AclApi a_;
+  std::mutex ws_mu_;
+  std::map<void*, Buffer> workspace_;
+  std::vector<void*> retired_;
 };
 
 }  // namespace
