@@ -42,7 +42,8 @@ grep -E "Tessera|CUDA" "$OUTDIR/configure.log" | head -5
 # Only what this check runs: the library, the launcher binary and the GPU targets (other modules' tests
 # are CI's business, and build on CI's compiler).
 cmake --build "$B" -j "$(nproc)" --target tessera_cli gpu_test gpu_worker gpu_bench bench_gpu_test framework_gpu_test framework_gpu_worker ccl_loader_test tessera_fake_ccl allreduce_bound \
-  accel_worker tessera_cuda_shim_acl tessera_cuda_shim_hccl tessera_cuda_shim_hcomm runtime_conformance_test tessera_runtime_stub \
+  accel_worker tessera_cuda_shim_acl tessera_cuda_shim_hccl tessera_cuda_shim_hcomm tessera_cuda_shim_nnopbase \
+  tessera_cuda_shim_opapi aclnn_cuda_shim_test runtime_conformance_test tessera_runtime_stub \
   > "$OUTDIR/build.log" 2>&1 || { grep -E "error|FAILED" "$OUTDIR/build.log" | head -30; echo "build FAILED"; exit 1; }
 echo "build ok"
 T=$B/tessera; W=$B/tests/gpu/gpu_worker; BENCH=$B/bench/gpu/gpu_bench
