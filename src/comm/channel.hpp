@@ -2,9 +2,11 @@
 //
 // Every collective is a fixed schedule of messages, known to both ends, so channels carry no framing:
 // messages follow each other, each padded to a multiple of kChannelAlign bytes so that elements never
-// straddle a ring's wrap. Two transports implement it: `shm` (a ring in shared memory, same host) and
-// `tcp` (several parallel TCP streams, chunks dealt round-robin across them); a GPU rank's device bridge
-// sees its TCP links through `relay` (host rings in front of TCP, as shm's).
+// straddle a ring's wrap. The transport rows (transport/transport.hpp) implement it: `shm` (a ring in shared
+// memory, same host) and `tcp` (several parallel TCP streams, chunks dealt round-robin across them); a GPU
+// rank's device bridge sees a link without rings through `relay` (host rings in front of it, as shm's).
+// Callers ask a channel what it can do (dma, direct, writes_peer_memory), never which transport it is:
+// transport() names it in messages only.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,11 @@ class SendChannel {
   virtual bool dma() const { return false; }
   virtual std::pair<std::byte*, size_t> Reserve(size_t /*max*/) { return {nullptr, 0}; }
   virtual void Publish(size_t /*bytes*/) {}
+  // Reserve hands out the receiver's own memory (a ring it reads in place: shm), so several threads may write
+  // large pieces of one message there at once and the write is the delivery.
+  virtual bool writes_peer_memory() const { return false; }
+  // The ring Reserve writes (dma channels), to register with a device's copy engines; {nullptr, 0} otherwise.
+  virtual std::pair<std::byte*, size_t> ring_memory() const { return {nullptr, 0}; }
   // An error the channel has seen outside a call (a relay's pump thread: transport/relay.hpp); Ok otherwise.
   virtual Status Health() const { return Status::Ok(); }
 };
@@ -66,6 +73,8 @@ class RecvChannel {
   // straddle the wrap); Consume releases claimed bytes oldest first once the device has read them.
   virtual bool dma() const { return false; }
   virtual std::pair<const std::byte*, size_t> Claim(size_t /*max*/, size_t /*unit*/) { return {nullptr, 0}; }
+  // The ring Claim reads (dma channels), to register with a device's copy engines; {nullptr, 0} otherwise.
+  virtual std::pair<std::byte*, size_t> ring_memory() const { return {nullptr, 0}; }
   // As SendChannel::Health.
   virtual Status Health() const { return Status::Ok(); }
 };

@@ -11,7 +11,8 @@
 // hybrid world the island phases run on this host algorithm too (docs/gpu.md, "Where NCCL runs today").
 //
 // The class is implemented in several files, one concern each: world.cpp (joining: parameters, the
-// store, the islands; health, timeouts, abort), channels.cpp (the shm and TCP channels to every peer),
+// store, the islands; health, timeouts, abort), channels.cpp (the records in the store and the channels to every
+// peer, each pair on its transport row: transport/transport.hpp),
 // schedule.{hpp,cpp} (the algorithm's pure arithmetic: shards, segments, owners, peers),
 // hierarchical.cpp (the algorithm's steps) and collectives.cpp (the public calls: dispatch to the device
 // backend or the host path, argument checks, failure bookkeeping; send/recv, groups, alltoall).
@@ -33,6 +34,7 @@
 #include "comm/transport/relay.hpp"
 #include "comm/transport/shm.hpp"
 #include "comm/transport/tcp.hpp"
+#include "comm/transport/transport.hpp"
 #include "common/dtype.hpp"
 #include "common/env.hpp"
 #include "tessera/status.hpp"
@@ -47,7 +49,9 @@ struct RankInfo {
   std::string device;   // "host" or "cuda:N"
   std::string host_id;  // HostId(): UTS hostname/boot id/net ns/IPC ns; equal means same host (shm reaches it)
   int pid = 0;
-  std::string tcp_addr;  // bridge listener, host:port
+  std::string addr;             // the address other hosts reach it at (TESSERA_BRIDGE_ADDR, else its host name)
+  std::string order;            // its transport orders, TransportOrder::Encode (equal on every rank)
+  std::vector<RowRecord> rows;  // per transport row (registry order): viable, domain, connection blob
 };
 
 struct Island {
@@ -56,10 +60,11 @@ struct Island {
   std::string backend;     // "host" or "cuda"
   std::vector<int> ranks;  // sorted
   // A device island of one rank whose floating-point allreduce crosses the bridge on the GPU's copy
-  // engines. TESSERA_DEVICE_BRIDGE=auto: where every rank of the world is on its host and TESSERA_BRIDGE is
-  // not tcp (every bridge channel a shm ring the copy engines reach); =device: also over TCP (its TCP
-  // links relayed through host rings, transport/relay.hpp); =staged: never. Decided per island: staged islands
-  // beside it change only how an allreduce is cut (BridgeChunks, which the device bridge follows). Set in Comm::Init.
+  // engines. TESSERA_DEVICE_BRIDGE=auto: where the row joining it to every other rank has host rings
+  // (TransportCaps::rings: shm, so every rank on its host) that the copy engines reach; =device: also over
+  // TCP (its links without rings relayed through host rings, transport/relay.hpp); =staged: never. Decided per
+  // island: staged islands beside it change only how an allreduce is cut (BridgeChunks, which the device bridge
+  // follows). Set in Comm::Init.
   bool device_bridge = false;
 };
 
@@ -201,6 +206,16 @@ class Comm final : public Links, private HostPath {
   // bytes on EVERY rank, so that the GPU rank can pipeline its device<->host copies with the bridge;
   // otherwise one chunk. Deterministic from count and type.
   std::vector<Range> BridgeChunks(size_t count, DType dt) const;
+  // Builds the transport rows, publishes this rank's record (its rows' entries: transport/transport.hpp) and
+  // reads every rank's into infos_ (channels.cpp).
+  Status PublishRecords(int island, const std::string& vendor, const std::string& device,
+                        const std::string& store_host);
+  std::vector<std::string> RowNames() const;
+  TransportSetup Setup() const;
+  // The row (index in rows_) that joins ranks a and b; the same answer on every rank (ChooseRow).
+  Result<int> PairRow(int a, int b) const;
+  // Whether ranks a and b are joined by a row whose channels are host rings (TransportCaps::rings).
+  bool PairOnRings(int a, int b) const;
   Status SetUpChannels();
   // Puts every TCP link of this rank to another island behind a TcpRelay (host rings of `ring_bytes` per
   // direction), so that a device bridge can copy into and out of them; returns how many there are. Done by
@@ -242,12 +257,12 @@ class Comm final : public Links, private HostPath {
   std::vector<RankInfo> infos_;
   std::vector<Island> islands_;
   IslandRanks island_ranks_;            // islands_' ranks: what the schedule (comm/schedule) is computed from
-  std::vector<std::string> transport_;  // per peer: "shm", "tcp" or "" (self)
+  std::vector<std::string> transport_;  // per peer: its row's name, "" for self
   std::unique_ptr<StoreServer> store_server_;
   std::unique_ptr<StoreClient> store_;
-  std::unique_ptr<TcpListener> listener_;
-  std::unique_ptr<ShmInbox> inbox_;
-  std::vector<std::unique_ptr<ShmInbox>> peer_inboxes_;
+  TransportOrder order_;
+  std::vector<std::unique_ptr<Transport>> rows_;   // registry order; outlive the channels and relays, which use them
+  std::vector<int> row_of_;                        // per peer: index in rows_, -1 for self
   std::vector<std::unique_ptr<TcpRelay>> relays_;  // per peer, or null; outlives send_/recv_, which use it
   std::vector<std::unique_ptr<SendChannel>> send_;
   std::vector<std::unique_ptr<RecvChannel>> recv_;

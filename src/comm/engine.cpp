@@ -203,8 +203,9 @@ Status Engine::Run(const std::string& what) {
       SendChannel* ch = links_->send(static_cast<int>(p));
       SendOp& op = q.front();
       size_t budget = receiving ? step_ : std::max(step_, ch->Lookahead());
-      // With a pool, a large piece of a shm ring is written in place by its threads (Reserve, then Publish).
-      const bool split = pool_ != nullptr && std::strcmp(ch->transport(), "shm") == 0;
+      // With a pool, a large piece of a ring in the peer's memory is written in place by its threads (Reserve,
+      // then Publish).
+      const bool split = pool_ != nullptr && ch->writes_peer_memory();
       const size_t ready = op.Ready();
       while (budget > 0 && op.off < op.padded && (op.off < ready || op.off >= op.bytes)) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;

@@ -1,12 +1,11 @@
 // comm/world: how a rank joins a communicator and how it learns that the job is failing. Joining: the
 // parameters (TESSERA_* or tsrCommInitRank's), the store (served by rank 0 when no launcher does), every
-// rank's record (island, vendor, device, host identity, pid, bridge address), the islands and their
-// validation, then the channels (channels.cpp); tsrCommSplit's sub-communicators. Failing: the health
+// rank's record (island, vendor, device, host identity, pid, address, transport entries: channels.cpp), the
+// islands and their validation, then the channels (channels.cpp); tsrCommSplit's sub-communicators. Failing: the health
 // check while waiting (a posted abort, a dead same-host peer), the explanation of a timeout (the chain of
 // stuck ranks), tsrCommAbort and tsrCommGetAsyncError; names of peers and hosts for error messages.
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +13,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -30,25 +28,6 @@
 
 namespace tessera::comm {
 namespace {
-
-// This machine as the ranks compare it: "UTS hostname/boot id/net namespace/IPC namespace". Ranks with
-// equal identities share memory (shm channels) and see each other's pids; any difference means another
-// host (TCP). Namespaces share the boot id, so the namespace inodes (and the hostname, which `unshare
-// --uts` makes per namespace) tell "hosts" made of network/IPC namespaces on one machine apart.
-std::string HostId() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  std::string boot;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, boot);
-  std::string id = std::string(name) + "/" + boot;
-  for (const char* ns : {"net", "ipc"}) {
-    struct stat st {};
-    const std::string path = std::string("/proc/self/ns/") + ns;
-    id += fmt::format("/{}:{}", ns, ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0);
-  }
-  return id;
-}
 
 std::vector<std::string> SplitString(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -135,7 +114,6 @@ Status Comm::Init(const InitParams& p) {
     return InvalidArgument(
         fmt::format("rank {}: island_reduce '{}' is not \"f32\" or \"native\"", p.rank, p.island_reduce));
   }
-  TSR_ASSIGN_OR_RETURN(std::string bridge, env::Choice("TESSERA_BRIDGE", {"auto", "shm", "tcp"}));
   std::string vendor = p.vendor.empty() ? "island" + std::to_string(island) : p.vendor;
   std::string device = p.device.empty() ? env::DeclaredString("TESSERA_DEVICE") : p.device;
   auto name = ParseDeviceName(device, "TESSERA_DEVICE");  // common/vendor: the one parser of device strings
@@ -169,55 +147,7 @@ Status Comm::Init(const InitParams& p) {
   if (!store.ok()) return store.status().WithContext("rank " + std::to_string(rank_) + " joining the job");
   store_ = PrefixedStore(std::move(store).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
 
-  std::string bridge_host = env::Get("TESSERA_BRIDGE_ADDR").value_or("");
-  if (bridge_host.empty()) {
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    bridge_host = (store_host == "127.0.0.1" || store_host == "localhost") ? "127.0.0.1" : name;
-  }
-  if (bridge != "shm" && size_ > 1) {
-    // The TCP bridge listens on the address it advertises, not on every interface, unless
-    // TESSERA_BRIDGE_LISTEN says otherwise (e.g. 0.0.0.0 behind NAT).
-    std::string listen_host = env::Get("TESSERA_BRIDGE_LISTEN").value_or(bridge_host);
-    const bool loopback_store = store_host == "127.0.0.1" || store_host == "localhost";
-    if (!env::Get("TESSERA_BRIDGE_LISTEN") && !env::Get("TESSERA_BRIDGE_ADDR") && !loopback_store &&
-        ResolvesToLoopback(bridge_host)) {
-      // The host name resolves to a loopback address here (Debian's 127.0.1.1), which ranks on other
-      // hosts cannot reach: listen everywhere, as before, and say how to narrow it.
-      TSR_LOG_WARN(
-          "rank {}: this host's name '{}' resolves to a loopback address; the TCP bridge listens on "
-          "0.0.0.0 (set TESSERA_BRIDGE_ADDR to this host's address to listen there only)",
-          rank_, bridge_host);
-      listen_host = "0.0.0.0";
-    }
-    auto l = TcpListener::Listen(listen_host);
-    if (!l.ok()) return l.status().WithContext(fmt::format("rank {}: TESSERA_BRIDGE_LISTEN/ADDR", rank_));
-    listener_ = std::move(l).value();
-  }
-  std::string me = fmt::format("{}|{}|{}|{}|{}|{}:{}", island, vendor, device, HostId(), getpid(), bridge_host,
-                               listener_ ? listener_->port() : 0);
-  TSR_RETURN_IF_ERROR(store_->Set("rank/" + std::to_string(rank_), me));
-  infos_.resize(size_);
-  for (int r = 0; r < size_; ++r) {
-    auto v = store_->Get("rank/" + std::to_string(r), timeout_);
-    if (!v.ok())
-      return v.status().WithContext(
-          fmt::format("rank {} waiting for rank {} to join (TESSERA_WORLD_SIZE={})", rank_, r, size_));
-    auto f = SplitString(*v, '|');
-    if (f.size() != 6) return RemoteError(fmt::format("malformed record of rank {} in the store: '{}'", r, *v));
-    RankInfo& ri = infos_[r];
-    ri.rank = r;
-    auto isl = env::ParseInt(fmt::format("island of rank {}", r), f[0], 0, size_ - 1);
-    auto pid = env::ParseInt(fmt::format("pid of rank {}", r), f[4], 0, INT32_MAX);
-    if (!isl.ok()) return InvalidArgument(isl.status().message() + " (its record: '" + *v + "')");
-    if (!pid.ok()) return RemoteError(pid.status().message() + " (its record: '" + *v + "')");
-    ri.island = static_cast<int>(*isl);
-    ri.vendor = f[1];
-    ri.device = f[2];
-    ri.host_id = f[3];
-    ri.pid = static_cast<int>(*pid);
-    ri.tcp_addr = f[5];
-  }
+  TSR_RETURN_IF_ERROR(PublishRecords(island, vendor, device, store_host));
   // Islands: indices 0..k-1, one vendor and one device backend each.
   std::map<int, Island> by_index;
   for (const auto& ri : infos_) {
@@ -248,13 +178,13 @@ Status Comm::Init(const InitParams& p) {
   local_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
   // Device islands on the device bridge: decided once, from the world and the environment, so every rank
   // reaches the same answer (see Island::device_bridge).
-  // `auto`: where every link is shm; `device`: also over TCP (the rank's TCP links then go through a
-  // TcpRelay, whose host rings its copy engines use).
+  // `auto`: where every link is on a row with host rings (shm); `device`: also over TCP (the rank's TCP links then go
+  // through a TcpRelay, whose host rings its copy engines use).
   TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_DEVICE_BRIDGE", {"auto", "staged", "device"}));
   for (auto& isl : islands_) {
-    const std::string& host = infos_[isl.ranks.front()].host_id;
-    const bool all_shm = bridge != "tcp" && std::all_of(infos_.begin(), infos_.end(),
-                                                        [&](const RankInfo& ri) { return ri.host_id == host; });
+    const int r0 = isl.ranks.front();
+    const bool all_shm = std::all_of(infos_.begin(), infos_.end(),
+                                     [&](const RankInfo& ri) { return ri.rank == r0 || PairOnRings(r0, ri.rank); });
     const DeviceFamily* family = FindDeviceFamily(isl.backend);
     isl.device_bridge = family != nullptr && HasDeviceBridge(*family) && isl.ranks.size() == 1 &&
                         (cuda_bridge == "device" || (cuda_bridge == "auto" && all_shm));
@@ -290,10 +220,10 @@ Result<std::vector<HostPath::BridgeRings>> Comm::DeviceBridgeRings() const {
     if (const TcpRelay* r = relay(p)) {
       links.push_back({r->ring(TcpRelay::kIn), r->ring_bytes(TcpRelay::kIn), r->ring(TcpRelay::kOut),
                        r->ring_bytes(TcpRelay::kOut), true});
-    } else if (inbox_ && peer_inboxes_[p]) {
-      const ShmInbox& mine = *inbox_;
-      const ShmInbox& theirs = *peer_inboxes_[p];
-      links.push_back({mine.ring(p), mine.ring_bytes(p), theirs.ring(rank_), theirs.ring_bytes(rank_), false});
+    } else if (recv_[p]->dma() && send_[p]->dma()) {  // a row with rings (TransportCaps::rings)
+      auto [in, in_bytes] = recv_[p]->ring_memory();
+      auto [out, out_bytes] = send_[p]->ring_memory();
+      links.push_back({in, in_bytes, out, out_bytes, false});
     } else {
       return InternalError(fmt::format("device bridge: no host ring on the link to rank {}", p));
     }
@@ -341,9 +271,8 @@ std::string Comm::PeerName(int peer) const {
   if (infos_[peer].host_id == infos_[rank_].host_id) return fmt::format("rank {} ({})", peer, infos_[peer].vendor);
   // On another host: name it (its hostname and the address its bridge listens on).
   const std::string& id = infos_[peer].host_id;
-  const std::string& addr = infos_[peer].tcp_addr;
   return fmt::format("rank {} ({}) on host {} ({})", peer, infos_[peer].vendor, id.substr(0, id.find('/')),
-                     addr.substr(0, addr.rfind(':')));
+                     infos_[peer].addr);
 }
 
 Status Comm::CheckHealth(const std::vector<int>& waiting_on) {
@@ -367,7 +296,7 @@ std::string Comm::StoreSilence(const Status& why) const {
   const std::string store_host = store_addr_.substr(0, store_addr_.rfind(':'));
   std::string where;
   for (const auto& ri : infos_) {
-    if (ri.host_id != infos_[rank_].host_id && ri.tcp_addr.substr(0, ri.tcp_addr.rfind(':')) == store_host) {
+    if (ri.host_id != infos_[rank_].host_id && ri.addr == store_host) {
       where = fmt::format(", on host {} ({}),", ri.host_id.substr(0, ri.host_id.find('/')), store_host);
       break;
     }

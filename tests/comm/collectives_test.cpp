@@ -92,6 +92,34 @@ TEST(Comm, LargeAndOddCountsOverTcpBridge) {
   EXPECT_EQ(Count(r.out, "OK rank"), 5) << r.out;
 }
 
+// Each pair takes the first row of its order: TESSERA_TRANSPORTS for every pair, TESSERA_BRIDGE for the links
+// between islands alone (the "joined" line names each rank's rows inside its island and across islands).
+TEST(Comm, TheTransportOrderPicksEachPairsRow) {
+  struct Case {
+    std::string env, inside, bridge;
+  } cases[] = {
+      {"", "shm", "shm"},
+      {"TESSERA_TRANSPORTS=tcp", "tcp", "tcp"},
+      {"TESSERA_BRIDGE=tcp", "shm", "tcp"},
+      {"TESSERA_TRANSPORTS=tcp,shm", "tcp", "tcp"},
+  };
+  for (const auto& c : cases) {
+    Proc r = Shell("TESSERA_LOG=info " + c.env + " " + Bin() + " run" + Islands({2, 1}) + " -- " + Worker() +
+                   " check --sizes 1,4099");
+    EXPECT_EQ(r.status, 0) << c.env << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "OK rank"), 3) << c.env << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "rank 0: joined — [^\n]*island library: host \\(" + c.inside + "\\); bridge: " + c.bridge),
+              1)
+        << c.env << "\n"
+        << r.out;
+  }
+  // Both at once: refused on every rank, naming both.
+  Proc r = Shell("TESSERA_TRANSPORTS=tcp TESSERA_BRIDGE=shm " + Bin() + " run --timeout 10s" + Islands({1, 1}) +
+                 " -- " + Worker() + " check");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "TESSERA_TRANSPORTS='tcp' and TESSERA_BRIDGE='shm' are both set"), 2) << r.out;
+}
+
 TEST(Comm, LargeCountsOverShm) {
   Proc r = Shell("TESSERA_SHM_RING=64K " + Bin() + " run" + Islands({2, 2}) + " -- " + Worker() +
                  " check --sizes 262147 --dtype f16");

@@ -48,6 +48,7 @@ class ShmReader final : public RecvChannel {
     claimed_ += n;
     return {ring_ + at, n};
   }
+  std::pair<std::byte*, size_t> ring_memory() const override { return {ring_, size_}; }
 
  private:
   RingCtl* ctl_;
@@ -85,6 +86,8 @@ class ShmWriter final : public SendChannel {
     head_ += bytes;
     ctl_->head.store(head_, std::memory_order_release);
   }
+  bool writes_peer_memory() const override { return true; }
+  std::pair<std::byte*, size_t> ring_memory() const override { return {ring_, size_}; }
 
  private:
   RingCtl* ctl_;

@@ -1,0 +1,435 @@
+// tests/comm/channel_suite_test: the channel conformance suite — the same typed tests over every transport row
+// (transport/transport.hpp), joined the way Comm joins two ranks (Listen, the blobs, Connect on both sides at
+// once, with a store for the rows that use barriers): shm, tcp, and tcp behind a TcpRelay (the device bridge's
+// view of a link without rings). In both directions: a stream of odd-sized messages arrives intact across many
+// laps of the ring (or the streams' round-robin); partial consumes keep the rest in order; a full channel takes
+// nothing (without blocking) until the reader reads; an empty channel hands out nothing and its wait fd, where it
+// has one, is not ready until bytes come; a peer that closes after sending gives its bytes and then an error
+// (rows that can see a close; shm cannot, and keeps answering "nothing yet" — Comm watches same-host peers' pids);
+// reserved bytes stay invisible until published and claims never straddle the wrap (rows with rings); and a
+// Connect whose peer never comes ends with an error by its deadline instead of hanging.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/store/store.hpp"
+#include "comm/transport/relay.hpp"
+#include "comm/transport/rows.hpp"
+#include "comm/transport/transport.hpp"
+
+namespace tessera::comm {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kToken = "channel-suite-token";
+constexpr size_t kRing = 64 << 10;  // small rings: many laps per test
+
+std::byte Byte(uint64_t i) { return static_cast<std::byte>((i * 2654435761u) >> 13); }
+
+struct Side {
+  std::unique_ptr<StoreClient> store;
+  std::unique_ptr<Transport> row;
+  std::unique_ptr<TcpRelay> relay;
+  Link link;
+  void Close() {
+    link.send.reset();
+    link.recv.reset();
+    relay.reset();
+    row.reset();
+  }
+};
+
+// Two "ranks" of one process joined by one row.
+struct Pair {
+  std::unique_ptr<StoreServer> server;
+  Side side[2];
+  TransportSetup setup[2];
+  Status connected[2];
+  SendChannel* send(int from) { return side[from].link.send.get(); }
+  RecvChannel* recv(int to) { return side[to].link.recv.get(); }
+};
+
+std::unique_ptr<Pair> Prepare(std::unique_ptr<Transport> (*make)()) {
+  static std::atomic<int> seq{0};
+  auto pair = std::make_unique<Pair>();
+  auto server = StoreServer::Start("127.0.0.1", 0, kToken);
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  pair->server = std::move(server).value();
+  const std::string addr = "127.0.0.1:" + std::to_string(pair->server->port());
+  std::vector<std::string> blobs(2);
+  const std::string prefix = "/tsr-suite-" + std::to_string(getpid()) + "-" + std::to_string(seq++) + "-";
+  for (int i = 0; i < 2; ++i) {
+    auto store = StoreClient::Connect(addr, kToken, 5s);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    Side& s = pair->side[i];
+    s.store = std::move(store).value();
+    s.row = make();
+    EXPECT_TRUE(s.row->Viable().ok()) << s.row->Viable().ToString();
+    TransportSetup& t = pair->setup[i];
+    t.rank = i;
+    t.size = 2;
+    t.token = kToken;
+    t.name_prefix = prefix;
+    t.store = s.store.get();
+    t.timeout = 10s;
+    t.peer_name = [](int p) { return "rank " + std::to_string(p); };
+    t.host_addr = "127.0.0.1";
+    t.loopback_store = true;
+    t.ring_bytes = [](int, int) { return kRing; };
+    auto blob = s.row->Listen(t);
+    EXPECT_TRUE(blob.ok()) << blob.status().ToString();
+    blobs[i] = blob.ok() ? *blob : "";
+  }
+  for (auto& t : pair->setup) t.blobs = blobs;
+  return pair;
+}
+
+// Connects side `i` by `deadline`; the link lands in the side.
+void ConnectSide(Pair& p, int i, Clock::time_point deadline) {
+  auto links = p.side[i].row->Connect(p.setup[i], {1 - i}, deadline);
+  if (!links.ok()) {
+    p.connected[i] = links.status();
+    return;
+  }
+  if (links->size() != 1 || (*links)[0].peer != 1 - i) {
+    p.connected[i] = InternalError("Connect returned no link to the peer");
+    return;
+  }
+  p.side[i].link = std::move((*links)[0]);
+}
+
+std::unique_ptr<Pair> Join(std::unique_ptr<Transport> (*make)()) {
+  auto pair = Prepare(make);
+  const auto deadline = Clock::now() + 10s;
+  std::thread other([&] { ConnectSide(*pair, 1, deadline); });
+  ConnectSide(*pair, 0, deadline);
+  other.join();
+  EXPECT_TRUE(pair->connected[0].ok()) << pair->connected[0].ToString();
+  EXPECT_TRUE(pair->connected[1].ok()) << pair->connected[1].ToString();
+  return pair;
+}
+
+// The rows under test. kSeesClose: a receiver learns that its peer closed (an error after its bytes).
+// Viable: whether the row runs here (or why not: the test is skipped, saying so).
+bool AlwaysViable(std::string*) { return true; }
+
+struct ShmRow {
+  static constexpr bool kSeesClose = false;
+  static bool Viable(std::string* why) { return AlwaysViable(why); }
+  static std::unique_ptr<Pair> Make() { return Join(&MakeShmTransport); }
+  static std::unique_ptr<Pair> Unjoined() { return Prepare(&MakeShmTransport); }
+};
+
+struct TcpRow {
+  static constexpr bool kSeesClose = true;
+  static bool Viable(std::string* why) { return AlwaysViable(why); }
+  static std::unique_ptr<Pair> Make() { return Join(&MakeTcpTransport); }
+  static std::unique_ptr<Pair> Unjoined() { return Prepare(&MakeTcpTransport); }
+};
+
+// Side 0's link behind a relay (its copy engines' view); side 1 plain tcp, as the peer of a device-bridge rank is.
+struct RelayRow {
+  static constexpr bool kSeesClose = true;
+  static bool Viable(std::string* why) { return AlwaysViable(why); }
+  static std::unique_ptr<Pair> Make() {
+    auto pair = Join(&MakeTcpTransport);
+    Side& s = pair->side[0];
+    auto relay = TcpRelay::Create(std::move(s.link.send), std::move(s.link.recv), kRing, "rank 1", 2000ms);
+    EXPECT_TRUE(relay.ok()) << relay.status().ToString();
+    s.relay = std::move(relay).value();
+    s.link.send = s.relay->Writer();
+    s.link.recv = s.relay->Reader();
+    return pair;
+  }
+  static std::unique_ptr<Pair> Unjoined() { return Prepare(&MakeTcpTransport); }
+};
+
+#define SKIP_UNLESS_VIABLE()                           \
+  do {                                                 \
+    std::string why;                                   \
+    if (!TypeParam::Viable(&why)) GTEST_SKIP() << why; \
+  } while (0)
+
+template <typename Row>
+class ChannelSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // Two streams of small chunks: the round-robin wraps as often as a small ring does.
+    setenv("TESSERA_TCP_STREAMS", "2", 1);
+    setenv("TESSERA_TCP_CHUNK", "4096", 1);
+  }
+};
+
+using Rows = ::testing::Types<ShmRow, TcpRow, RelayRow>;
+class RowNames {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    if (std::is_same_v<T, ShmRow>) return "shm";
+    if (std::is_same_v<T, TcpRow>) return "tcp";
+    return "relay";
+  }
+};
+TYPED_TEST_SUITE(ChannelSuite, Rows, RowNames);
+
+// Moves `sizes` (each padded, as the engine pads) from `from` to `to` in one thread, alternating sends and
+// reads, checking every byte; `consume_step` caps each Consume (partial reads). False on a mismatch or when
+// it stalls past a generous safety bound.
+bool Pump(Pair& p, int from, const std::vector<size_t>& sizes, size_t consume_step = SIZE_MAX) {
+  SendChannel* tx = p.send(from);
+  RecvChannel* rx = p.recv(1 - from);
+  uint64_t total = 0;
+  for (size_t n : sizes) total += PadToChannel(n);
+  std::vector<std::byte> src(1 << 20);
+  uint64_t sent = 0, got = 0;
+  const auto bound = Clock::now() + 60s;
+  while (got < total) {
+    if (Clock::now() > bound) {
+      ADD_FAILURE() << "stalled at " << got << " of " << total << " bytes received, " << sent << " sent";
+      return false;
+    }
+    if (sent < total) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(src.size(), total - sent));
+      for (size_t i = 0; i < n; ++i) src[i] = Byte(sent + i);
+      auto took = tx->TrySend(src.data(), n);
+      if (!took.ok()) {
+        ADD_FAILURE() << took.status().ToString();
+        return false;
+      }
+      sent += *took;
+    }
+    auto peek = rx->Peek();
+    if (!peek.ok()) {
+      ADD_FAILURE() << peek.status().ToString();
+      return false;
+    }
+    auto [data, avail] = *peek;
+    const size_t take = std::min(avail, consume_step);
+    for (size_t i = 0; i < take; ++i)
+      if (data[i] != Byte(got + i)) {
+        ADD_FAILURE() << "byte " << got + i << " of the stream is wrong";
+        return false;
+      }
+    if (take > 0) rx->Consume(take);
+    got += take;
+  }
+  return true;
+}
+
+TYPED_TEST(ChannelSuite, OddSizedMessagesArriveIntactAcrossManyLaps) {
+  SKIP_UNLESS_VIABLE();
+  auto p = TypeParam::Make();
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 12; ++i)
+    for (size_t n : {size_t{1}, size_t{7}, size_t{4096}, kRing + 3, size_t{200001}}) sizes.push_back(n);
+  for (int from = 0; from < 2; ++from) EXPECT_TRUE(Pump(*p, from, sizes)) << "from side " << from;
+}
+
+TYPED_TEST(ChannelSuite, PartialConsumesKeepTheRestInOrder) {
+  SKIP_UNLESS_VIABLE();
+  auto p = TypeParam::Make();
+  for (int from = 0; from < 2; ++from) {
+    EXPECT_TRUE(Pump(*p, from, {3 * kRing + 5}, 1000)) << "from side " << from;
+    EXPECT_TRUE(Pump(*p, from, {10000}, 1)) << "from side " << from;
+  }
+}
+
+TYPED_TEST(ChannelSuite, AFullChannelTakesNothingUntilTheReaderReads) {
+  SKIP_UNLESS_VIABLE();
+  auto p = TypeParam::Make();
+  for (int from = 0; from < 2; ++from) {
+    SendChannel* tx = p->send(from);
+    RecvChannel* rx = p->recv(1 - from);
+    std::vector<std::byte> src(256 << 10);
+    uint64_t sent = 0;
+    int zeros = 0;
+    // Until TrySend has said "full" several times in a row (a relay's pump or the kernel may still make room once).
+    while (zeros < 50 && sent < (1ull << 30)) {
+      for (size_t i = 0; i < src.size(); ++i) src[i] = Byte(sent + i);
+      auto n = tx->TrySend(src.data(), src.size());
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      sent += *n;
+      zeros = *n == 0 ? zeros + 1 : 0;
+      if (*n == 0) std::this_thread::sleep_for(2ms);
+    }
+    ASSERT_LT(sent, 1ull << 30) << "the channel never filled";
+    // Read everything back; the sender can go on afterwards.
+    uint64_t got = 0;
+    const auto bound = Clock::now() + 30s;
+    while (got < sent && Clock::now() < bound) {
+      auto peek = rx->Peek();
+      ASSERT_TRUE(peek.ok()) << peek.status().ToString();
+      for (size_t i = 0; i < peek->second; ++i) ASSERT_EQ(peek->first[i], Byte(got + i)) << "byte " << got + i;
+      rx->Consume(peek->second);
+      got += peek->second;
+    }
+    ASSERT_EQ(got, sent);
+    const std::byte more[8] = {Byte(sent),     Byte(sent + 1), Byte(sent + 2), Byte(sent + 3),
+                               Byte(sent + 4), Byte(sent + 5), Byte(sent + 6), Byte(sent + 7)};
+    auto n = tx->TrySend(more, sizeof(more));
+    ASSERT_TRUE(n.ok());
+    EXPECT_GT(*n, 0u) << "an emptied channel takes bytes again";
+    uint64_t tail = *n, seen = 0;
+    const auto bound2 = Clock::now() + 10s;
+    while (seen < tail && Clock::now() < bound2) {
+      auto peek = rx->Peek();
+      ASSERT_TRUE(peek.ok());
+      for (size_t i = 0; i < peek->second; ++i) ASSERT_EQ(peek->first[i], Byte(sent + seen + i));
+      rx->Consume(peek->second);
+      seen += peek->second;
+    }
+    EXPECT_EQ(seen, tail);
+  }
+}
+
+TYPED_TEST(ChannelSuite, AnEmptyChannelHandsOutNothingAndItsWaitFdIsNotReady) {
+  SKIP_UNLESS_VIABLE();
+  auto p = TypeParam::Make();
+  for (int from = 0; from < 2; ++from) {
+    RecvChannel* rx = p->recv(1 - from);
+    auto peek = rx->Peek();
+    ASSERT_TRUE(peek.ok()) << peek.status().ToString();
+    EXPECT_EQ(peek->second, 0u);
+    const int fd = rx->WaitFd();
+    if (fd >= 0) {
+      pollfd pfd{fd, POLLIN, 0};
+      EXPECT_EQ(::poll(&pfd, 1, 0), 0) << "the wait fd is ready with nothing sent";
+    }
+    const std::byte one[8] = {Byte(0), Byte(1), Byte(2), Byte(3), Byte(4), Byte(5), Byte(6), Byte(7)};
+    auto n = p->send(from)->TrySend(one, sizeof(one));
+    ASSERT_TRUE(n.ok());
+    ASSERT_EQ(*n, sizeof(one));
+    if (fd >= 0) {
+      pollfd pfd{fd, POLLIN, 0};
+      EXPECT_EQ(::poll(&pfd, 1, 10000), 1) << "the wait fd did not become ready when bytes came";
+    }
+    size_t got = 0;
+    const auto bound = Clock::now() + 10s;
+    while (got < sizeof(one) && Clock::now() < bound) {
+      auto pk = rx->Peek();
+      ASSERT_TRUE(pk.ok());
+      for (size_t i = 0; i < pk->second; ++i) EXPECT_EQ(pk->first[i], Byte(got + i));
+      rx->Consume(pk->second);
+      got += pk->second;
+    }
+    EXPECT_EQ(got, sizeof(one));
+  }
+}
+
+TYPED_TEST(ChannelSuite, APeerThatClosesGivesItsBytesThenAnError) {
+  SKIP_UNLESS_VIABLE();
+  for (int from = 0; from < 2; ++from) {
+    auto p = TypeParam::Make();
+    constexpr size_t kBytes = 3000;
+    std::vector<std::byte> src(kBytes);
+    for (size_t i = 0; i < kBytes; ++i) src[i] = Byte(i);
+    size_t sent = 0;
+    while (sent < kBytes) {
+      auto n = p->send(from)->TrySend(src.data() + sent, kBytes - sent);
+      ASSERT_TRUE(n.ok());
+      sent += *n;
+    }
+    p->side[from].Close();  // a relay drains what was published first
+    RecvChannel* rx = p->recv(1 - from);
+    size_t got = 0;
+    Status error;
+    const auto bound = Clock::now() + 10s;
+    while (Clock::now() < bound) {
+      auto peek = rx->Peek();
+      if (!peek.ok()) {
+        error = peek.status();
+        break;
+      }
+      for (size_t i = 0; i < peek->second; ++i) ASSERT_EQ(peek->first[i], Byte(got + i));
+      rx->Consume(peek->second);
+      got += peek->second;
+      if (!TypeParam::kSeesClose && got == kBytes) break;
+    }
+    EXPECT_EQ(got, kBytes) << "from side " << from;
+    if (TypeParam::kSeesClose) {
+      EXPECT_FALSE(error.ok()) << "from side " << from << ": no error after the peer closed";
+      EXPECT_FALSE(error.message().empty());
+    } else {
+      auto peek = rx->Peek();  // nothing more, and no garbage
+      ASSERT_TRUE(peek.ok());
+      EXPECT_EQ(peek->second, 0u);
+    }
+  }
+}
+
+TYPED_TEST(ChannelSuite, ReservedBytesStayInvisibleUntilPublishedAndClaimsNeverStraddleTheWrap) {
+  SKIP_UNLESS_VIABLE();
+  auto p = TypeParam::Make();
+  for (int from = 0; from < 2; ++from) {
+    SendChannel* tx = p->send(from);
+    RecvChannel* rx = p->recv(1 - from);
+    if (!tx->dma() && !rx->dma()) continue;  // no ring end on this direction
+    // Move the rings' positions close to their ends, so that what follows wraps.
+    ASSERT_TRUE(Pump(*p, from, {kRing - 24}));
+    size_t room = 0;
+    if (tx->dma()) {
+      auto [ptr, n] = tx->Reserve(64);
+      ASSERT_GT(n, 0u);
+      ASSERT_LE(n, 24u) << "a reservation crossed the end of the ring";
+      for (size_t i = 0; i < n; ++i) ptr[i] = Byte(i);
+      auto peek = rx->Peek();
+      ASSERT_TRUE(peek.ok());
+      EXPECT_EQ(peek->second, 0u) << "reserved bytes are visible before Publish";
+      tx->Publish(n);
+      room = n;
+    } else {
+      std::byte buf[64];
+      for (size_t i = 0; i < sizeof(buf); ++i) buf[i] = Byte(i);
+      auto n = tx->TrySend(buf, sizeof(buf));
+      ASSERT_TRUE(n.ok());
+      room = *n;
+    }
+    size_t got = 0;
+    if (rx->dma()) {
+      // Claims: multiples of the unit, and never across the wrap.
+      std::pair<const std::byte*, size_t> claim{nullptr, 0};
+      const auto bound = Clock::now() + 10s;
+      while (claim.second == 0 && Clock::now() < bound) claim = rx->Claim(1 << 20, 8);
+      ASSERT_GT(claim.second, 0u);
+      EXPECT_EQ(claim.second % 8, 0u);
+      EXPECT_LE(claim.second, 24u) << "a claim crossed the end of the ring";
+      for (size_t i = 0; i < claim.second; ++i) EXPECT_EQ(claim.first[i], Byte(i));
+      rx->Consume(claim.second);
+      got = claim.second;
+    }
+    // The rest by Peek, in order.
+    const auto bound = Clock::now() + 10s;
+    while (got < room && Clock::now() < bound) {
+      auto peek = rx->Peek();
+      ASSERT_TRUE(peek.ok());
+      for (size_t i = 0; i < peek->second; ++i) EXPECT_EQ(peek->first[i], Byte(got + i));
+      rx->Consume(peek->second);
+      got += peek->second;
+    }
+    EXPECT_EQ(got, room);
+  }
+}
+
+TYPED_TEST(ChannelSuite, AConnectWhosePeerNeverComesEndsAtItsDeadline) {
+  SKIP_UNLESS_VIABLE();
+  for (int alone = 0; alone < 2; ++alone) {
+    auto p = TypeParam::Unjoined();
+    ConnectSide(*p, alone, Clock::now() + 300ms);
+    EXPECT_FALSE(p->connected[alone].ok()) << "side " << alone << " connected to a peer that never came";
+    EXPECT_FALSE(p->connected[alone].message().empty());
+  }
+}
+
+}  // namespace
+}  // namespace tessera::comm
