@@ -110,6 +110,8 @@ nlohmann::json Json(const perf::Scenario& s, const perf::Prediction& p, const st
   j["binding"] = p.binding;
   j["binding_detail"] = p.binding_detail;
   j["island_path"] = perf::IslandPathName(s.island_path);
+  j["island_reduce"] = perf::IslandReduceName(s.island_reduce);
+  j["nics_per_node"] = s.links.nics_per_node;
   auto& cs = j["collectives"] = nlohmann::json::array();
   for (const auto& c : p.collectives) {
     nlohmann::json cj{{"name", c.name},   {"kind", perf::CollName(c.kind)}, {"bytes", c.bytes},
@@ -120,6 +122,7 @@ nlohmann::json Json(const perf::Scenario& s, const perf::Prediction& p, const st
     for (const auto& x : c.islands)
       ip.push_back({{"path", x.path},
                     {"widened", x.widened},
+                    {"native", x.native},
                     {"staged_bytes", x.staged_bytes},
                     {"ring_bytes", x.ring_bytes},
                     {"why", x.why}});
@@ -131,9 +134,13 @@ nlohmann::json Json(const perf::Scenario& s, const perf::Prediction& p, const st
 void Print(const perf::Scenario& s, const perf::Prediction& p, const std::string& currency) {
   std::string mix;
   for (const auto& is : s.islands) mix += fmt::format("{}{} {}", mix.empty() ? "" : " + ", is.cards, is.type);
-  std::printf("predicted step: %s, %.4g parameters, ZeRO-%d%s, %lld tokens a step, island phases %s\n\n", mix.c_str(),
-              s.model.params, s.model.zero, s.model.offload ? " with offload" : "",
-              static_cast<long long>(p.tokens_per_step), perf::IslandPathName(s.island_path));
+  std::printf(
+      "predicted step: %s, %.4g parameters, ZeRO-%d%s, %lld tokens a step, island phases %s, island reduce %s, %lld "
+      "NIC%s a node\n\n",
+      mix.c_str(), s.model.params, s.model.zero, s.model.offload ? " with offload" : "",
+      static_cast<long long>(p.tokens_per_step), perf::IslandPathName(s.island_path),
+      perf::IslandReduceName(s.island_reduce), static_cast<long long>(s.links.nics_per_node),
+      s.links.nics_per_node == 1 ? "" : "s");
   std::printf("  split per micro-batch of %lld sequences:", static_cast<long long>(s.model.batch));
   for (size_t i = 0; i < s.islands.size(); ++i)
     std::printf("%s %s %lld", i ? "," : "", s.islands[i].type.c_str(), static_cast<long long>(p.split[i]));
@@ -151,7 +158,9 @@ void Print(const perf::Scenario& s, const perf::Prediction& p, const std::string
     for (size_t i = 0; i < c.islands.size() && s.islands.size() > 1; ++i) {
       const auto& x = c.islands[i];
       std::printf("      island %zu (%s): %s%s", i, s.islands[i].type.c_str(), x.path.c_str(),
-                  x.widened ? ", widened to f32 on the device" : "");
+                  x.widened  ? ", widened to f32 on the device"
+                  : x.native ? ", 16-bit reduced in its own type"
+                             : "");
       if (x.staged_bytes > 0) std::printf(", stages %.4g bytes a rank", x.staged_bytes);
       if (!x.why.empty()) std::printf(" (%s)", x.why.c_str());
       std::printf("\n");
@@ -178,8 +187,9 @@ int RunPredict(int argc, char** argv) {
   std::string catalog_path, params_text, grad_dtype = "bf16", param_dtype = "bf16", versus;
   int zero = 0;
   bool offload = false, json = false, one_host = false, no_device_bridge = false, island_ccl = false,
-       island_host = false;
-  int64_t seq = 0, batch = 0, accum = 1, cores = 0;
+       island_host = false, island_host_reduce = false;
+  int64_t seq = 0, batch = 0, accum = 1, cores = 0, nics = 1;
+  std::string island_reduce = "f32";
   double overlap = 0, shm_gbs = 0, net_gbps = 0, device_gbs = 0, pcie_gbs = 0, latency_us = 0, host_adam_gbs = 0;
   app.add_option("--island", islands, "TYPE=CARDS[@CARDS_PER_NODE] (default 8 per node), in rank order")->required();
   app.add_option("--catalog", catalog_path, "catalog (YAML): prices and domesticity of the types");
@@ -192,7 +202,7 @@ int RunPredict(int argc, char** argv) {
   app.add_option("--host-ranks", hosts, "TYPE: that island's ranks are host (CPU) ranks");
   app.add_option("--family", families,
                  "TYPE=FAMILY: the device family of that type's cards (cuda, npu, musa; default: from the catalog's "
-                 "vendor, nvidia -> cuda, ascend -> npu): only cuda widens 16-bit reductions on the device");
+                 "vendor, nvidia -> cuda, ascend -> npu): its capabilities (device bridge, collective library)");
   app.add_option("--params", params_text, "parameters (151943168, 1.3e11, 130B)")->required();
   app.add_option("--grad-dtype", grad_dtype, "gradient type: bf16, f16 or f32 (default bf16)");
   app.add_option("--param-dtype", param_dtype, "parameter type on the cards, for ZeRO's allgathers (default bf16)");
@@ -205,7 +215,10 @@ int RunPredict(int argc, char** argv) {
   app.add_option("--accum", accum, "micro-batches per step (default 1)");
   app.add_option("--overlap", overlap, "part of the communication hidden behind compute, 0-1 (default 0)");
   app.add_option("--shm-gbs", shm_gbs, "shared-memory transfers per host, GB/s");
-  app.add_option("--net-gbps", net_gbps, "network per host between hosts, Gb/s (RoCE 200 Gb/s: 200)");
+  app.add_option("--net-gbps", net_gbps, "network per NIC between hosts, Gb/s (RoCE 200 Gb/s: 200)");
+  app.add_option("--nics-per-node", nics,
+                 "NICs of --net-gbps each per node, rail-aligned: local rank i on NIC i % N, so a node's ranks reach "
+                 "min(N, ranks on it) x --net-gbps (default 1)");
   app.add_option("--device-gbs", device_gbs, "device bridge per card, GB/s");
   app.add_option("--pcie-gbs", pcie_gbs, "pinned host<->device copies per card, GB/s");
   app.add_option("--latency-us", latency_us, "per message on shm and network, microseconds");
@@ -213,13 +226,22 @@ int RunPredict(int argc, char** argv) {
   app.add_flag("--one-host", one_host, "every rank on one host");
   app.add_flag("--no-device-bridge", no_device_bridge, "stage one-card device islands through host memory");
   auto* ccl_flag = app.add_flag("--island-ccl", island_ccl,
-                                "what-if: every multi-card device island of a hybrid world runs its island phases on "
-                                "its library, 16-bit reductions included (as if ACL and MUSA could widen them on the "
-                                "device; as built, npu and musa islands stage those through the host engine)");
+                                "every multi-card device island of a hybrid world on its library, 16-bit reductions "
+                                "widened on the device: the default (as built), kept for older command lines");
+  auto* host_reduce_flag =
+      app.add_flag("--island-host-reduce", island_host_reduce,
+                   "what-if: the 16-bit reductions of multi-card islands without the device bridge (npu, musa) "
+                   "staged whole on the host engine (no widening on the device, or no operator library)")
+          ->excludes(ccl_flag);
   app.add_flag("--island-host-path", island_host,
                "what-if: every island of a hybrid world stages the whole buffer and runs its island phases on the "
                "host engine (the code before 4d8e064)")
-      ->excludes(ccl_flag);
+      ->excludes(ccl_flag)
+      ->excludes(host_reduce_flag);
+  app.add_option("--island-reduce", island_reduce,
+                 "f32 (default) or native: how an island's library reduces 16-bit data (TESSERA_ISLAND_REDUCE): "
+                 "widened to f32 on the device, or in its own type (the island ring's bytes halve)")
+      ->check(CLI::IsMember({"f32", "native"}));
   app.add_option("--versus", versus, "TYPE: also predict the same job on as many cards of TYPE alone");
   app.add_flag("--json", json, "print JSON");
   try {
@@ -294,12 +316,14 @@ int RunPredict(int argc, char** argv) {
   s.model.batch = batch;
   s.model.accum = accum;
   s.model.overlap = overlap;
-  s.links = {shm_gbs, net_gbps / 8, device_gbs, pcie_gbs, latency_us * 1e-6, cores};
+  if (nics < 1) return Fail(tessera::InvalidArgument(fmt::format("--nics-per-node: {} is not a positive count", nics)));
+  s.links = {shm_gbs, net_gbps / 8, device_gbs, pcie_gbs, latency_us * 1e-6, cores, nics};
   s.one_host = one_host;
   s.device_bridge = !no_device_bridge;
-  s.island_path = island_ccl    ? perf::IslandPath::kLibrary
-                  : island_host ? perf::IslandPath::kHost
-                                : perf::IslandPath::kAsBuilt;
+  s.island_path = island_host          ? perf::IslandPath::kHost
+                  : island_host_reduce ? perf::IslandPath::kHostReduce
+                                       : perf::IslandPath::kAsBuilt;
+  s.island_reduce = island_reduce == "native" ? perf::IslandReduce::kNative : perf::IslandReduce::kF32;
   std::string currency = "CNY";
   Catalog catalog;
   if (!catalog_path.empty()) {

@@ -5,16 +5,17 @@
 //   - the split: the sampler's integer apportioning (Apportion, the C++ twin of python/tessera/split.py);
 //   - compute: each rank's share of the global batch at its card's rate (measured tokens/s per card, or
 //     FLOP/s × utilisation over 6 × parameters FLOP per token); the step waits for the slowest rank;
-//   - communication: the bytes each rank sends to each peer in every phase of the hierarchical
-//     algorithm, taken from comm/schedule's own functions (Shard, Segments, Part, BlocksOf, Contribution:
-//     CollectiveLoad), put on links — host memory (shm), the network between hosts (TCP/RoCE, per node),
-//     the device bridge of one-card islands on one host, pinned staging over PCIe — with a bandwidth and a
-//     latency each; a world of one island uses its vendor library instead (a ring on the island fabric);
+//   - communication (perf_collective.cpp): the bytes each rank sends to each peer in every phase of the
+//     hierarchical algorithm, taken from comm/schedule's own functions (Shard, Segments, Part, BlocksOf,
+//     Contribution: CollectiveLoad), put on links — host memory (shm), the network between hosts (per node: its
+//     NICs, rail-aligned), the device bridge of one-card islands on one host, pinned staging over PCIe — with a
+//     bandwidth and a latency each; a world of one island uses its vendor library instead (a ring on the island
+//     fabric);
 //   - the island path, per island and per collective and type, as built (docs/architecture.md, "Islands of
-//     several devices"): in a hybrid world a device island of several ranks runs its island phases on its
-//     library (a ring on the island fabric) and stages only each rank's shard, except 16-bit reductions on a
-//     backend that cannot widen them on the device (every family but cuda), which stage the whole buffer and
-//     run the island phases on the host engine; what-ifs: every island on its library, or none (IslandPath);
+//     several devices"): in a hybrid world a device island of several ranks whose family has a collective
+//     library runs its island phases on it and stages only each rank's shard, 16-bit reductions widened to f32
+//     on the device (or, IslandReduce::kNative, reduced by the library in their own type); what-ifs: the old
+//     host-engine reductions of the pinned-staging families, or every island staged whole (IslandPath);
 //   - overlap: the part of the communication hidden behind compute;
 //   - the optimizer: on the card (HBM) or offloaded to the host (host memory, PCIe).
 // Output: step time, tokens/s, hybrid against the sum of its parts, cost per million tokens, domestic
@@ -49,6 +50,7 @@ const char* LinkName(LinkKind k);             // "shm", "net", "device"
 struct World {
   comm::IslandRanks islands;        // ranks of each island, sorted (comm/schedule's input)
   std::vector<int> host;            // per rank: its host (node) index
+  std::vector<int> local;           // per rank: its index among its host's ranks (its NIC: local % NICs per node)
   std::vector<bool> device_bridge;  // per rank: a one-rank device island on the device bridge
   int hosts = 0;
   // The link between two ranks: kDevice when both are on the device bridge and share a host, kShm on one
@@ -60,13 +62,14 @@ struct World {
 // its host (shared memory, or the device bridge's copy engines), the bytes every host sends and receives on
 // the network, and the most messages one rank sends.
 struct PhaseLoad {
-  std::string name;                         // "island reduce-scatter", "bridge", "island allgather", ...
-  std::vector<double> local_out, local_in;  // per rank: bytes to / from ranks of its own host
-  std::vector<double> net_out, net_in;      // per host: bytes leaving / arriving over the network
-  std::vector<double> sent;                 // per rank: every byte it sends, on any link
-  std::vector<int64_t> messages;            // per rank: its non-empty sends
-  int64_t max_messages = 0;                 // per rank, the most non-empty sends
-  double total_bytes = 0;                   // every send of the phase
+  std::string name;                               // "island reduce-scatter", "bridge", "island allgather", ...
+  std::vector<double> local_out, local_in;        // per rank: bytes to / from ranks of its own host
+  std::vector<double> net_out, net_in;            // per host: bytes leaving / arriving over the network
+  std::vector<double> rank_net_out, rank_net_in;  // per rank: its bytes leaving / arriving over the network
+  std::vector<double> sent;                       // per rank: every byte it sends, on any link
+  std::vector<int64_t> messages;                  // per rank: its non-empty sends
+  int64_t max_messages = 0;                       // per rank, the most non-empty sends
+  double total_bytes = 0;                         // every send of the phase
 };
 
 // The phases of one call of the hierarchical algorithm (comm/hierarchical.cpp) for `count` elements (per
@@ -79,13 +82,15 @@ std::vector<PhaseLoad> CollectiveLoad(const World& w, Coll kind, size_t count, s
 struct Links {
   // A rank moves its bytes within a host at shm_gbs (a host rank: its own copies into and out of the shm
   // rings) or device_gbs (a rank on the device bridge: its GPU's copy engines), each direction; a host's
-  // network at net_gbs each direction, shared by its ranks.
+  // network through its nics_per_node NICs of net_gbs each direction, rail-aligned: the rank of local index i
+  // on NIC i % nics_per_node, so a host's ranks reach min(nics_per_node, ranks on it) x net_gbs together.
   double shm_gbs = 0;          // GB/s (1e9 B/s) per host rank on shared memory
-  double net_gbs = 0;          // GB/s per host on the network between hosts (each direction)
+  double net_gbs = 0;          // GB/s per NIC on the network between hosts (each direction)
   double device_gbs = 0;       // GB/s of the device bridge per card (each direction)
   double pcie_gbs = 0;         // GB/s of pinned host<->device copies per card (staging, offload)
   double latency_s = 0;        // per message, shm and network
   int64_t cores_per_host = 0;  // > 0: host ranks beyond this many per host share the cores (shm_gbs scaled)
+  int64_t nics_per_node = 1;   // NICs of net_gbs each per host (>= 1)
 };
 
 struct IslandSpec {
@@ -93,8 +98,8 @@ struct IslandSpec {
   int64_t cards = 0;
   int64_t cards_per_node = 8;
   bool device = true;       // accelerator ranks (false: host ranks: no staging, no device bridge)
-  std::string family;       // device family (common/vendor: "cuda", "npu", "musa"; "" unnamed): only cuda widens
-                            // 16-bit reductions on the device, so only there do they run on the island's library
+  std::string family;       // device family (common/vendor: "cuda", "npu", "musa", "emu"; "" unnamed: taken to
+                            // have the device bridge and a collective library, as cuda has)
   double tokens_per_s = 0;  // per card, measured; 0: from tflops × mfu
   double split_weight = 0;  // the speed the sampler is given for its cards (0: their rate): a split from
                             // a stale calibration
@@ -126,16 +131,27 @@ struct ModelSpec {
 
 // How a hybrid world's device islands of several ranks run the island phases.
 enum class IslandPath {
-  kAsBuilt,  // on the island's library, but 16-bit reductions of a family that cannot widen them (not cuda)
-             // staged whole on the host engine: what the code does since 4d8e064 / 3e6231a
-  kLibrary,  // what-if: every one on its library, 16-bit reductions included (as if ACL and MUSA could widen)
-  kHost,     // what-if: every one staged whole on the host engine (the code before 4d8e064)
+  kAsBuilt,     // on the island's library where its family has one (HasCollectiveLibrary), 16-bit reductions
+                // widened to f32 on the device (or native, IslandReduce); else staged whole on the host engine
+  kHostReduce,  // what-if: as built, but the 16-bit reductions of a family without the device bridge (the pinned-
+                // staging rank: npu, musa) staged whole on the host engine — the code before those rows widened on
+                // the device, and what it does where the operator library (libopapi) is missing
+  kHost,        // what-if: every one staged whole on the host engine (the code before 4d8e064)
 };
-const char* IslandPathName(IslandPath p);  // "as built", "library", "host"
+const char* IslandPathName(IslandPath p);  // "as built", "host reduce", "host"
 
-// Whether a device family's backend widens 16-bit data to f32 on the device (so that its 16-bit reductions
-// can run on the island's library): cuda (BridgeRank) yes; npu, musa and any other (AccelRank) no.
-bool WidensOnDevice(const std::string& family);
+// How an island's library reduces 16-bit data (TESSERA_ISLAND_REDUCE): kF32 widened to f32 on the device first (the
+// island ring carries f32: twice the 16-bit bytes); kNative in its own type (the ring carries 16-bit). Either way
+// the shard crosses the bridge as f32 partial sums and the cross-island fold is f32.
+enum class IslandReduce { kF32, kNative };
+const char* IslandReduceName(IslandReduce r);  // "f32", "native"
+
+// Capabilities of a device family, from its rows (common/vendor, comm/runtime); "" (unnamed) has both.
+// The device bridge (BridgeRank): the runtime row maps host memory and has stream memory operations (cuda, emu);
+// the others stage through pinned memory (AccelRank: npu, musa).
+bool HasDeviceBridge(const std::string& family);
+// A collective library row (nccl, hccl, mccl): every family but emu.
+bool HasCollectiveLibrary(const std::string& family);
 
 // The device family of a catalog vendor ("nvidia" -> "cuda", "ascend" -> "npu", "mthreads"/"moore-threads" ->
 // "musa", or a family's own prefix), "" for a vendor this table does not know.
@@ -145,9 +161,12 @@ struct Scenario {
   std::vector<IslandSpec> islands;  // in rank order
   ModelSpec model;
   Links links;
-  bool one_host = false;                          // every rank on one host (the H200 experiment, the CPU jobs)
-  bool device_bridge = true;                      // one-card device islands on one host use the device bridge
-  IslandPath island_path = IslandPath::kAsBuilt;  // see IslandPath
+  bool one_host = false;  // every rank on one host (the H200 experiment, the CPU jobs)
+  // One-card device islands of a family with the device bridge use it where every rank is on one host
+  // (TESSERA_DEVICE_BRIDGE=auto: each island decides alone); false: they stage (=staged).
+  bool device_bridge = true;
+  IslandPath island_path = IslandPath::kAsBuilt;    // see IslandPath
+  IslandReduce island_reduce = IslandReduce::kF32;  // see IslandReduce
   bool sum_of_parts = true;  // false: leave Prediction::sum_of_parts_tokens_per_s and hybrid_over_parts 0
 };
 
@@ -170,6 +189,7 @@ struct CollectiveCost {
     std::string path;         // "library": island phases on its library; "host": on the host engine; "one rank":
                               // no island phases; "one island": a world of one island (its library, or the host)
     bool widened = false;     // a 16-bit reduction reduce-scattered in f32 on the device (its partial sums: f32)
+    bool native = false;      // a 16-bit reduction reduce-scattered by the library in its own type (IslandReduce)
     double staged_bytes = 0;  // per rank, the most one of its ranks copies one way over PCIe (0: none)
     double ring_bytes = 0;    // per rank, the most one of its ranks sends in its library's island phases
     std::string why;          // why a device island of several ranks is on the host engine ("" otherwise)
@@ -212,6 +232,9 @@ Status Check(const Scenario& s);
 // One call of a collective in the scenario's world (`count` elements per rank for reduce-scatter and
 // allgather, of the whole buffer for allreduce; `esz` bytes each).
 Result<CollectiveCost> CallCost(const Scenario& s, Coll kind, size_t count, size_t esz);
+// The same in the world `w` of `s` (WorldOf), named `name`, `calls` per step.
+Result<CollectiveCost> CallCost(const Scenario& s, const World& w, const std::string& name, Coll kind, size_t count,
+                                size_t esz, int64_t calls);
 
 // The step of the scenario, and each island as a job of its own for the sum of the parts.
 Result<Prediction> Predict(const Scenario& s);

@@ -253,7 +253,7 @@ const std::string kSeed =
     Ex("brief/catalog-equal.yaml");
 
 TEST(PredictCli, TheSeedConfigurationInJsonMatchesTheModel) {
-  Out r = Tessera(kSeed + " --island-ccl --versus nvidia-h800 --json");
+  Out r = Tessera(kSeed + " --versus nvidia-h800 --json");
   ASSERT_EQ(r.rc, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   // The same scenario through the C++ API.
@@ -280,12 +280,13 @@ TEST(PredictCli, TheSeedConfigurationInJsonMatchesTheModel) {
   s.model.batch = 512;
   s.model.accum = 8;
   s.model.overlap = 1;
-  s.links = {2, 25, 0, 25, 20e-6, 0};
-  s.island_path = IslandPath::kLibrary;
+  s.links = {2, 25, 0, 25, 20e-6, 0, 1};
   auto p = Predict(s);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_DOUBLE_EQ(j["tokens_per_s"].get<double>(), p->tokens_per_s);
-  EXPECT_EQ(j["island_path"], "library");
+  EXPECT_EQ(j["island_path"], "as built");
+  EXPECT_EQ(j["island_reduce"], "f32");
+  EXPECT_EQ(j["nics_per_node"], 1);
   EXPECT_EQ(j["binding"], p->binding);
   EXPECT_EQ(j["cost_per_hour"], "588.80");  // 64 x 2.4 + 64 x 6.8
   EXPECT_DOUBLE_EQ(j["domestic_card_share"].get<double>(), 0.5);
@@ -296,9 +297,11 @@ TEST(PredictCli, TheSeedConfigurationInJsonMatchesTheModel) {
   EXPECT_DOUBLE_EQ(j["versus_tokens_ratio"].get<double>(), p->tokens_per_s / j["versus"]["tokens_per_s"].get<double>());
 }
 
-TEST(PredictCli, AsBuiltTheSeedsBf16GradientsStageOnTheAscendIslandAndTakeNcclOnTheH800s) {
+TEST(PredictCli, AsBuiltTheSeedsBf16GradientsTakeHcclAndNcclWidenedAndTheWhatIfsStageThem) {
   // The catalog's vendors give the families (ascend -> npu, nvidia -> cuda); --family overrides them.
-  for (const std::string extra : {"", " --family nvidia-h800=npu", " --island-host-path"}) {
+  for (const std::string extra :
+       {"", " --island-ccl", " --island-host-reduce", " --family nvidia-h800=npu --island-host-reduce",
+        " --island-host-path", " --island-reduce native"}) {
     Out r = Tessera(kSeed + extra + " --json");
     ASSERT_EQ(r.rc, 0) << r.out;
     auto j = nlohmann::json::parse(r.out);
@@ -306,28 +309,62 @@ TEST(PredictCli, AsBuiltTheSeedsBf16GradientsStageOnTheAscendIslandAndTakeNcclOn
     ASSERT_EQ(cs.size(), 2u) << r.out;
     EXPECT_EQ(cs[0]["name"], "gradient reduce-scatter");
     const bool host = extra == " --island-host-path";
-    EXPECT_EQ(j["island_path"], host ? "host" : "as built");
-    // The bf16 reduce-scatter: ACL cannot widen, so the 910B island stages the whole buffer; NCCL widens.
-    EXPECT_EQ(cs[0]["islands"][0]["path"], "host") << extra;
-    EXPECT_EQ(cs[0]["islands"][0]["staged_bytes"].get<double>(), cs[0]["bytes"].get<double>()) << extra;
-    const bool nccl = extra.empty();
-    EXPECT_EQ(cs[0]["islands"][1]["path"], nccl ? "library" : "host") << extra;
-    EXPECT_EQ(cs[0]["islands"][1]["widened"], nccl) << extra;
-    if (nccl) {  // its shard of f32 partial sums: 1/64 of the buffer at twice the width
-      EXPECT_DOUBLE_EQ(cs[0]["islands"][1]["staged_bytes"].get<double>(), cs[0]["bytes"].get<double>() * 2 / 64);
+    const bool host_reduce = extra.find("--island-host-reduce") != std::string::npos;
+    const bool native = extra == " --island-reduce native";
+    EXPECT_EQ(j["island_path"], host ? "host" : host_reduce ? "host reduce" : "as built") << extra;
+    EXPECT_EQ(j["island_reduce"], native ? "native" : "f32") << extra;
+    // The bf16 reduce-scatter: as built both islands on their library, widened to f32 on the device (or native),
+    // each rank staging its shard of f32 partial sums, 1/64 of the buffer at twice the width. With
+    // --island-host-reduce the npu island (no device bridge) stages the whole buffer on the host engine.
+    for (int i : {0, 1}) {
+      const bool staged_whole = host || (host_reduce && (i == 0 || extra.find("=npu") != std::string::npos));
+      EXPECT_EQ(cs[0]["islands"][i]["path"], staged_whole ? "host" : "library") << extra << i;
+      EXPECT_EQ(cs[0]["islands"][i]["widened"], !staged_whole && !native) << extra << i;
+      EXPECT_EQ(cs[0]["islands"][i]["native"], !staged_whole && native) << extra << i;
+      EXPECT_DOUBLE_EQ(cs[0]["islands"][i]["staged_bytes"].get<double>(),
+                       cs[0]["bytes"].get<double>() * (staged_whole ? 1 : 2.0 / 64))
+          << extra << i;
     }
     // The bf16 parameter allgathers are no reduction: on both libraries unless the host path is asked for.
     for (int i : {0, 1}) EXPECT_EQ(cs[1]["islands"][i]["path"], host ? "host" : "library") << extra;
   }
   Out text = Tessera(kSeed);
-  EXPECT_NE(text.out.find("island 0 (ascend-910b): host, stages"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("16-bit reduction: the npu backend has no kernel to widen it"), std::string::npos)
+  EXPECT_NE(text.out.find("island 0 (ascend-910b): library, widened to f32 on the device"), std::string::npos)
       << text.out;
-  EXPECT_NE(text.out.find("island 1 (nvidia-h800): library, widened to f32 on the device"), std::string::npos)
-      << text.out;
-  Out both = Tessera(kSeed + " --island-ccl --island-host-path");
-  EXPECT_EQ(both.rc, 2) << both.out;
-  EXPECT_NE(both.out.find("excludes"), std::string::npos) << both.out;
+  EXPECT_NE(text.out.find("island phases as built, island reduce f32, 1 NIC a node"), std::string::npos) << text.out;
+  Out old = Tessera(kSeed + " --island-host-reduce");
+  EXPECT_NE(old.out.find("island 0 (ascend-910b): host, stages"), std::string::npos) << old.out;
+  EXPECT_NE(old.out.find("16-bit reductions of the npu family's pinned-staging rank on the host engine"),
+            std::string::npos)
+      << old.out;
+  Out native = Tessera(kSeed + " --island-reduce native --nics-per-node 8");
+  EXPECT_NE(native.out.find("island 0 (ascend-910b): library, 16-bit reduced in its own type"), std::string::npos)
+      << native.out;
+  EXPECT_NE(native.out.find("island reduce native, 8 NICs a node"), std::string::npos) << native.out;
+  for (const std::string both : {" --island-ccl --island-host-path", " --island-host-reduce --island-host-path"}) {
+    Out r = Tessera(kSeed + both);
+    EXPECT_EQ(r.rc, 2) << both << r.out;
+    EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;
+  }
+}
+
+TEST(PredictCli, NicsPerNodeSpeedTheNetworkBoundSeed) {
+  // The seed is bound by the network of one 200 Gb/s port a node; eight rail-aligned ports move its bridge and its
+  // rings across hosts eight times as fast (the step then gains less: compute and the optimizer stay). Bad counts
+  // are usage errors naming the value.
+  auto tokens = [](const std::string& extra) {
+    Out r = Tessera(kSeed + extra + " --json");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    return nlohmann::json::parse(r.out)["tokens_per_s"].get<double>();
+  };
+  EXPECT_GT(tokens(" --nics-per-node 8"), 1.5 * tokens(""));
+  EXPECT_DOUBLE_EQ(tokens(" --nics-per-node 1"), tokens(""));
+  Out bad = Tessera(kSeed + " --nics-per-node 0");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--nics-per-node: 0 is not a positive count"), std::string::npos) << bad.out;
+  Out reduce = Tessera(kSeed + " --island-reduce bf16");
+  EXPECT_EQ(reduce.rc, 2) << reduce.out;
+  EXPECT_NE(reduce.out.find("bf16"), std::string::npos) << reduce.out;
 }
 
 TEST(PredictCli, TextNamesEveryTermAndTheBindingOne) {
