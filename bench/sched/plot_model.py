@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """bench/sched/plot_model: docs/model-extrapolation.png from `tessera predict --json` — hybrid / sum of the parts and
 CNY per million tokens against cards (128 -> 1,024) and domestic share (25, 50, 75% Ascend 910B), for the seed's
-configuration of docs/model.md (130B, ZeRO-3 + offload, one 200 Gb/s RoCE port a node), in three variants: as
-built (the code since 4d8e064/3e6231a: island phases on each island's library, but the 910B island's bf16 gradient
-reduce-scatters staged whole on the host engine, ACL having no kernel to widen them), every island on its library
-(--island-ccl: as if ACL could widen) and the old host path (--island-host-path: the code before 4d8e064); beside
-all H800 (--versus). Every point is a model output.
+configuration of docs/model.md (130B, ZeRO-3 + offload, 200 Gb/s RoCE ports), in four variants: as built (every
+island's bf16 reductions on its library, widened to f32 on the device) and --island-reduce native (reduced by the
+library in bf16), each with one and with eight ports a node (--nics-per-node 8); beside all H800 (--versus) with one
+and eight ports. Every point is a model output.
 
   python3 bench/sched/plot_model.py [--tessera build/tessera] [--out docs/model-extrapolation.png] [--json FILE]
 
@@ -28,7 +27,13 @@ SEED = ("--tflops ascend-910b=320 --tflops nvidia-h800=989 --mfu ascend-910b=0.4
         "--latency-us 20 --versus nvidia-h800").split()
 
 
-VARIANTS = {"as built": [], "ccl": ["--island-ccl"], "host path": ["--island-host-path"]}
+VARIANTS = {
+    "as built": [],
+    "native": ["--island-reduce", "native"],
+    "as built, 8 NICs": ["--nics-per-node", "8"],
+    "native, 8 NICs": ["--island-reduce", "native", "--nics-per-node", "8"],
+}
+STYLES = {"as built": "-", "native": "--", "as built, 8 NICs": "-.", "native, 8 NICs": ":"}
 
 
 def predict(tessera, cards, share, variant):
@@ -71,7 +76,7 @@ def main():
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     colors = {0.25: "tab:blue", 0.5: "tab:orange", 0.75: "tab:green"}
-    for variant, style in (("as built", "-"), ("ccl", "--"), ("host path", ":")):
+    for variant, style in STYLES.items():
         for share in SHARES:
             pts = sorted((r for r in rows if r["point"]["variant"] == variant and r["point"]["share"] == share),
                          key=lambda r: r["point"]["cards"])
@@ -83,11 +88,13 @@ def main():
                       label=label)
             right.plot(cards, [r["cost_per_million_tokens"] for r in pts], style, marker="o", color=colors[share],
                        label=label)
-    ref = sorted((r for r in rows if r["point"]["variant"] == "as built" and r["point"]["share"] == SHARES[0]),
-                 key=lambda r: r["point"]["cards"])
-    if ref and "versus" in ref[0]:
-        right.plot([r["point"]["cards"] for r in ref], [r["versus"]["cost_per_million_tokens"] for r in ref], "-.",
-                   marker="s", color="black", label="all H800 (NCCL)")
+    for variant, style, label in (("as built", "-", "all H800 (NCCL)"), ("as built, 8 NICs", "-.",
+                                                                        "all H800 (NCCL), 8 NICs")):
+        ref = sorted((r for r in rows if r["point"]["variant"] == variant and r["point"]["share"] == SHARES[0]),
+                     key=lambda r: r["point"]["cards"])
+        if ref and "versus" in ref[0]:
+            right.plot([r["point"]["cards"] for r in ref], [r["versus"]["cost_per_million_tokens"] for r in ref],
+                       style, marker="s", color="black", label=label)
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_xticks(CARDS, [str(c) for c in CARDS])
@@ -102,8 +109,8 @@ def main():
     right.yaxis.set_minor_formatter(plain)
     right.set_title("Cost per million tokens (model output)")
     right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
-    fig.suptitle("130B, ZeRO-3 + offload, 200 Gb/s RoCE a node: as built (solid), every island on its library "
-                 "(--island-ccl, dashed), the old host path (dotted)", fontsize=10)
+    fig.suptitle("130B, ZeRO-3 + offload, 200 Gb/s RoCE ports: as built (solid), --island-reduce native (dashed); "
+                 "8 ports a node: as built (dash-dot), native (dotted)", fontsize=10)
     fig.tight_layout()
     fig.savefig(a.out, dpi=110)
     print(f"wrote {a.out} ({len(rows)} predictions)")
