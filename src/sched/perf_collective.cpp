@@ -363,16 +363,18 @@ Result<CollectiveCost> CallCost(const Scenario& s, const World& w, const std::st
       if (ci.widened) scale[i] = static_cast<double>(asz) / static_cast<double>(esz);
       on_library[i] = true;
       // What each rank copies over PCIe, down and up: its shard (partial sums in the accumulator type for a
-      // reduction); for reduce-scatter its output block comes up; for allgather the island's contributions to its
+      // reduction, widened on the device; a native island's shard comes down in the data's type and is widened on
+      // the host); for reduce-scatter its output block comes up; for allgather the island's contributions to its
       // shard go down and the other islands' come up.
+      const size_t psz = ci.native ? esz : asz;
       for (size_t j = 0; j < n; ++j) {
         const Range sh = comm::Shard(n, j, C);
         double down = 0, up = 0;
         if (kind == Coll::kAllReduce) {
-          down = static_cast<double>(sh.len() * asz);
+          down = static_cast<double>(sh.len() * psz);
           up = static_cast<double>(sh.len() * esz);
         } else if (kind == Coll::kReduceScatter) {
-          down = static_cast<double>(sh.len() * asz);
+          down = static_cast<double>(sh.len() * psz);
           up = static_cast<double>(count * esz);
         } else {
           size_t mine = 0;

@@ -141,8 +141,9 @@ enum class IslandPath {
 const char* IslandPathName(IslandPath p);  // "as built", "host reduce", "host"
 
 // How an island's library reduces 16-bit data (TESSERA_ISLAND_REDUCE): kF32 widened to f32 on the device first (the
-// island ring carries f32: twice the 16-bit bytes); kNative in its own type (the ring carries 16-bit). Either way
-// the shard crosses the bridge as f32 partial sums and the cross-island fold is f32.
+// island ring carries f32: twice the 16-bit bytes); kNative in its own type (the ring carries 16-bit, and each
+// rank's shard comes down in 16-bit to be widened on the host). Either way the shard crosses the bridge as f32
+// partial sums and the cross-island fold is f32.
 enum class IslandReduce { kF32, kNative };
 const char* IslandReduceName(IslandReduce r);  // "f32", "native"
 

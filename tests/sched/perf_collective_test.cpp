@@ -258,8 +258,9 @@ TEST(PerfModelIslands, NonReductionsWhatIfsAndFamiliesWithoutALibrary) {
 
 TEST(PerfModelIslands, NativeIslandReduceHalvesTheIslandRingOf16BitDataOnly) {
   // TESSERA_ISLAND_REDUCE=native: the library reduces 16-bit data in its own type, so the island reduce-scatter's
-  // ring carries 16-bit bytes (half the widened ring's); the shard still crosses the bridge as f32 partial sums (the
-  // cross-island fold is f32), so the staging and the bridge are unchanged; f32 data and allgathers are unchanged.
+  // ring carries 16-bit bytes (half the widened ring's) and each rank's shard comes down in 16-bit (widened on the
+  // host); it still crosses the bridge as f32 partial sums (the cross-island fold is f32), so the bridge is
+  // unchanged; f32 data and allgathers are unchanged.
   const size_t count = 1 << 20, C = 8 * count;
   Scenario native = NpuAndCuda(IslandPath::kAsBuilt);
   native.island_reduce = IslandReduce::kNative;
@@ -272,9 +273,11 @@ TEST(PerfModelIslands, NativeIslandReduceHalvesTheIslandRingOf16BitDataOnly) {
     EXPECT_FALSE(n->islands[i].widened) << i;
     EXPECT_DOUBLE_EQ(n->islands[i].ring_bytes, 3.0 / 4 * C * 2) << i;
     EXPECT_DOUBLE_EQ(n->islands[i].ring_bytes, w->islands[i].ring_bytes / 2) << i;
-    EXPECT_DOUBLE_EQ(n->islands[i].staged_bytes, w->islands[i].staged_bytes) << i;
+    EXPECT_DOUBLE_EQ(n->islands[i].staged_bytes, C / 4 * 2.0) << i;  // its shard down, its output block up
+    EXPECT_DOUBLE_EQ(w->islands[i].staged_bytes, C / 4 * 4.0) << i;
   }
   EXPECT_DOUBLE_EQ(n->phases[0].seconds, w->phases[0].seconds / 2);
+  EXPECT_DOUBLE_EQ(n->staging_s, w->staging_s / 2);
   ASSERT_EQ(n->phases.size(), w->phases.size());
   for (size_t ph = 1; ph < n->phases.size(); ++ph) EXPECT_DOUBLE_EQ(n->phases[ph].seconds, w->phases[ph].seconds);
   // The island allgather of an allreduce moves results in the data's type either way.
