@@ -90,7 +90,7 @@ demo_bill() {
   echo "the daemon's /metrics (what Prometheus scrapes; docs/daemon.md lists every series): the money and job counts"
   echo "as above; tessera_domestic_share is the share of the cards allocated now (1 when nothing runs), not the day's:"
   curl -s -H "Authorization: Bearer $(cat "$STATE/token")" "http://$ADDR/metrics" |
-    grep -E '^tessera_(billed_amount_total|job_(starts|resumes|preemptions)_total|domestic_(share|floor))' || true
+    grep -E '^tessera_(billed_amount_total|job_(starts|resumes|preemptions|moves)_total|domestic_(share|floor))' || true
 }
 
 # KEEP=1: the daemon and its console stay up until Ctrl-C. Argument: how the demo was started (for the hint).

@@ -8,7 +8,10 @@
 #   5. interrupts it (a higher-priority job takes the 910B cards: SIGTERM -> checkpoint -> queue), and shows
 #      it waking up by itself and resuming from its checkpoint when the cards free up, then checks that it
 #      ends with the same parameter bits as the same job run without interruption;
-#   6. prints the bill and the domestic-share compliance report (and the same series from /metrics).
+#   6. a move: with the H800 made cheaper per unit of work (a new catalog version), a 2-card job starts on
+#      1 x 910B + 1 x H800; the policy's calendar then puts a 100% floor in force from today, and the running job
+#      is stopped and continues from its checkpoint on 2 x 910B (docs/daemon.md, "Moving running jobs");
+#   7. prints the bill and the domestic-share compliance report (and the same series from /metrics).
 # The daemon's web console (http://ADDRESS/, printed at step 1) shows the jobs, bills and compliance as they
 # happen; with KEEP=1 the daemon stays up after the last step until Ctrl-C.
 # Finishes in about two minutes on a 2-core machine; the daemon and any job are stopped on exit.
@@ -91,7 +94,23 @@ echo "  uninterrupted:           $HASH_STRAIGHT"
 if [ -n "$HASH_DAEMON" ] && [ "$HASH_DAEMON" = "$HASH_STRAIGHT" ]; then echo "  identical"; else
   echo "demo: the resumed run differs from the uninterrupted one" >&2; exit 1; fi
 
-step "6. The bill (per second, fixed-point money) and the compliance report"
+step "6. A move: the floor rises at a date of the policy's calendar, and a running job continues on a compliant mix"
+run "$TESSERA" fleet register "$ROOT/examples/demo/fleet.yaml" \
+  --catalog "$ROOT/examples/demo/catalog-h800-discount.yaml" --policy "$ROOT/examples/demo/policy.yaml"
+run "$TESSERA" submit "$ROOT/examples/jobs/moving-mlp.yaml"
+MOVING=3
+wait_state $MOVING running 30
+wait_progress $MOVING 60 60
+printf 'unit: cards\ncalendar:\n  - {from: 2025-01-01, floor: 50%%}\n  - {from: %s, floor: 100%%}\n' \
+  "$(date -u +%F)" >"$STATE/policy-rise.yaml"
+cat "$STATE/policy-rise.yaml"
+run "$TESSERA" fleet policy "$STATE/policy-rise.yaml"
+wait_state $MOVING succeeded 90
+run "$TESSERA" status $MOVING --no-events
+if ! "$TESSERA" status $MOVING | grep -q "moved (policy)"; then
+  echo "demo: job $MOVING did not move to a compliant mix" >&2; exit 1; fi
+
+step "7. The bill (per second, fixed-point money) and the compliance report"
 demo_bill "$ROOT/examples/demo/policy.yaml"
 demo_keep "make demo"
 

@@ -23,34 +23,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// The last "step N[/M]" in the tail of a log: the job's progress as the example trainer prints it.
-json ProgressFromLog(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return nullptr;
-  std::fseek(f, 0, SEEK_END);
-  long size = std::ftell(f);
-  long from = std::max(0L, size - 65536L);
-  std::fseek(f, from, SEEK_SET);
-  std::string tail(static_cast<size_t>(size - from), '\0');
-  size_t n = std::fread(tail.data(), 1, tail.size(), f);
-  std::fclose(f);
-  tail.resize(n);
-  static const std::regex re(R"(step (\d+)(?:/(\d+))?(?: loss ([0-9.eE+-]+))?)");
-  json out = nullptr;
-  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), re); it != std::sregex_iterator(); ++it) {
-    // The log is the job's: a number no int64 holds is skipped, not thrown.
-    auto step = env::ParseInt("step", (*it)[1], 0, std::numeric_limits<int64_t>::max());
-    if (!step.ok()) continue;
-    out = json{{"step", *step}};
-    if ((*it)[2].matched) {
-      auto of = env::ParseInt("of", (*it)[2], 0, std::numeric_limits<int64_t>::max());
-      if (of.ok()) out["of"] = *of;
-    }
-    if ((*it)[3].matched) out["loss"] = (*it)[3].str();
-  }
-  return out;
-}
-
 // ---- HTTP ---------------------------------------------------------------------------------------------
 
 // JSON text of an answer. Strings from the request (a path, a parameter echoed in an error) may hold bytes
@@ -346,7 +318,8 @@ void Daemon::Routes() {
                       {"wake_latency_ms", Opt(a.wake_latency_ms)},
                       {"billed", a.billed},
                       {"shim_pid", a.shim_pid},
-                      {"islands", alloc.is_object() ? alloc.value("islands", json()) : json()}});
+                      {"islands", alloc.is_object() ? alloc.value("islands", json()) : json()},
+                      {"move", alloc.is_object() ? alloc.value("move", json()) : json()}});
       }
     } else {
       TSR_LOG_ERROR("GET /v1/jobs/{}: {}", id, atts.status().ToString());

@@ -47,6 +47,25 @@ ConfigTexts DefaultConfig();
 // A placement as the API shows it and as attempts store it (alloc_json, plan_json).
 nlohmann::json PlacementToJson(const sched::Placement& p, const sched::Catalog& catalog, const FleetSpec& fleet);
 
+// A mix of cards: cards per catalog type.
+using Mix = std::map<std::string, int64_t>;
+Mix MixOfAllocation(const std::string& alloc_json);  // an attempt's stored allocation ("by_type")
+Mix MixOfPlacement(const sched::Placement& p);
+std::string MixText(const Mix& mix);  // "2xascend-910b + 2xnvidia-h800"
+// What a mix costs per hour now and the work it does per hour (the catalog's throughput for the job's class).
+struct MixValue {
+  sched::Money cost_per_hour = 0;
+  sched::Throughput throughput = 0;
+};
+MixValue ValueOfMix(const Mix& mix, const sched::Catalog& catalog, const std::string& workload_class);
+// The predicted gain in work per unit of money of doing the remaining work (`remaining_s` seconds on `from`) on
+// `to` instead, paying `restart_s` seconds of `to`'s price for the move: cost on `from` / cost on `to` - 1.
+// nullopt when a value is zero (no throughput for the class, no price, nothing left).
+std::optional<double> PredictedGain(const MixValue& from, const MixValue& to, double remaining_s, double restart_s);
+std::string FormatGain(std::optional<double> gain);  // "+23.5%", "unknown"
+// The last "step N[/M] [loss L]" of the job's log: {step, of?, loss?}, or null.
+nlohmann::json ProgressFromLog(const std::string& path);
+
 struct Caller {
   std::string tenant;
   bool admin = false;
@@ -72,9 +91,30 @@ class Daemon {
   void BillPending();
   void Schedule(int64_t now);
   Result<std::vector<sched::RunningJob>> Running(std::vector<AttemptOfJob>* active_rows);
-  Result<sched::PlanResult> PlanJob(const JobSpec& spec, const std::vector<sched::RunningJob>& running);
+  // `moving`: the key of a running job in `running` planned for a move (sched::PlanMove): its cards count as free.
+  Result<sched::PlanResult> PlanJob(const JobSpec& spec, const std::vector<sched::RunningJob>& running,
+                                    const std::string& moving = "");
   Status Start(const JobRow& job, const JobSpec& spec, const sched::Placement& placement, int64_t now);
   Status RequestStop(int64_t job_id, const std::string& intent, const std::string& reason);
+  // ---- moving running jobs (remix.cpp; under mu_; docs/daemon.md, "Moving running jobs")
+  struct MoveRequest {
+    std::string reason;  // policy | cost | capacity
+    std::string why, from, to;
+    std::optional<double> gain;
+  };
+  // The floor rose and `running` breaks it: stops the lowest-priority jobs until the rest comply, each with a
+  // compliant mix chosen for it now (recorded as a move) when its remix mode allows one and one exists.
+  void PolicyMoves(const std::vector<AttemptOfJob>& active, const std::vector<sched::RunningJob>& running,
+                   const sched::ShareStatus& share, int64_t now);
+  // At each new committed checkpoint of a `remix: cost` job: moves it when a compliant mix is predicted to gain
+  // at least remix.min_gain; true when a move was requested.
+  bool CostMoves(const std::vector<AttemptOfJob>& active, const std::vector<sched::RunningJob>& running, int64_t now);
+  Status RequestMove(int64_t job_id, int64_t priority, const MoveRequest& m);
+  // At the start of an attempt: records the move it completes (if any) in its allocation, counts it, logs it.
+  void CompleteMove(int64_t job_id, nlohmann::json* alloc, int64_t now);
+  std::optional<double> RemainingSeconds(const AttemptOfJob& a, int64_t now);  // of the job's work, on its mix
+  double RestartSeconds(int64_t job_id, const RemixSpec& remix);  // the last measured move's, else remix.restart
+  std::optional<int64_t> LastMoveMs(int64_t job_id);              // start of the attempt of its last move
   // ---- Slurm executor (slurm_executor.cpp; under mu_)
   Status CheckSlurmReady();  // at start: Slurm's client answers, jobs can run as their users
   // Submits the attempt as one heterogeneous job; a failure of sbatch fails the job (naming the command and
@@ -129,7 +169,11 @@ class Daemon {
   std::map<std::pair<int64_t, int64_t>, std::string> slurm_reason_;  // (job, attempt) -> reason last stored
   std::set<std::pair<int64_t, int64_t>> slurm_ran_;                  // attempts seen RUNNING in Slurm
   std::map<int64_t, int64_t> hold_;  // beneficiary job -> its priority, while preemption is in flight
-  int64_t last_capacity_ms_ = 0;     // last time capacity became available (an attempt ended, fleet changed)
+  // Jobs being moved -> their priority, from the stop until the new start: the cards are kept for them.
+  std::map<int64_t, int64_t> moving_;
+  std::map<std::pair<int64_t, int64_t>, int64_t> cost_checked_step_;  // (job, attempt) -> checkpoint step seen
+  std::set<std::string> cost_noted_;                                  // non-moves already told in the events
+  int64_t last_capacity_ms_ = 0;  // last time capacity became available (an attempt ended, fleet changed)
   // Compliance preemption runs when the policy changes (a new policy, or a new floor from its calendar),
   // not when a job's end lowers the share: the planner already keeps the floor for every placement.
   bool policy_changed_ = true;

@@ -49,7 +49,66 @@ bool IsTopLevelContinuation(const std::string& line) {
          line.find_first_not_of(" \t\r") == std::string::npos;
 }
 
+// `remix: never|policy|cost` or `remix: {mode: ..., min_gain: 15%, min_interval: 10m}`.
+Status ParseRemix(const std::string& source, const YAML::Node& r, RemixSpec* out) {
+  auto mode = [&](const YAML::Node& m, const std::string& key) -> Status {
+    std::string v = m.IsScalar() ? m.as<std::string>() : "";
+    if (v == "never")
+      out->mode = RemixMode::kNever;
+    else if (v == "policy")
+      out->mode = RemixMode::kPolicy;
+    else if (v == "cost")
+      out->mode = RemixMode::kCost;
+    else
+      return InvalidArgument(
+          fmt::format("{}: {}: '{}' is not one of never, policy, cost", Where(source, m), key, v.empty() ? "?" : v));
+    return Status::Ok();
+  };
+  if (r.IsScalar()) return mode(r, "remix");
+  if (!r.IsMap())
+    return InvalidArgument(fmt::format(
+        "{}: remix: must be never, policy or cost, or a mapping like {{mode: cost, min_gain: 15%}}", Where(source, r)));
+  for (const auto& kv : r) {
+    auto key = kv.first.as<std::string>();
+    if (key != "mode" && key != "min_gain" && key != "min_interval" && key != "restart")
+      return InvalidArgument(fmt::format("{}: remix.{}: unknown key (use mode, min_gain, min_interval, restart)",
+                                         Where(source, kv.first), key));
+  }
+  if (auto m = r["mode"]) TSR_RETURN_IF_ERROR(mode(m, "remix.mode"));
+  if (auto g = r["min_gain"]) {
+    auto v =
+        sched::ParseShare(fmt::format("{}: remix.min_gain", Where(source, g)), g.IsScalar() ? g.as<std::string>() : "");
+    if (!v.ok()) return v.status();
+    out->min_gain = *v;
+  }
+  if (auto i = r["min_interval"]) {
+    auto v = env::ParseDuration(fmt::format("{}: remix.min_interval", Where(source, i)),
+                                i.IsScalar() ? i.as<std::string>() : "");
+    if (!v.ok()) return v.status();
+    out->min_interval_ms = v->count();
+  }
+  if (auto i = r["restart"]) {
+    auto v =
+        env::ParseDuration(fmt::format("{}: remix.restart", Where(source, i)), i.IsScalar() ? i.as<std::string>() : "");
+    if (!v.ok()) return v.status();
+    out->restart_ms = v->count();
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+const char* RemixModeName(RemixMode m) {
+  switch (m) {
+    case RemixMode::kNever:
+      return "never";
+    case RemixMode::kCost:
+      return "cost";
+    case RemixMode::kPolicy:
+      break;
+  }
+  return "policy";
+}
 
 std::string BlankTopLevelKeys(const std::string& yaml, const std::vector<std::string>& keys) {
   auto lines = Lines(yaml);
@@ -156,6 +215,8 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
       run.grace_ms = v->count();
     }
 
+    if (auto r = root["remix"]) TSR_RETURN_IF_ERROR(ParseRemix(source, r, &run.remix));
+
     if (auto e = root["env"]) {
       if (!e.IsMap())
         return InvalidArgument(fmt::format("{}: env: must be a mapping of NAME: value", Where(source, e)));
@@ -172,7 +233,7 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
     return InvalidArgument(fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
   }
 
-  std::string rest = BlankTopLevelKeys(yaml, {"command", "workdir", "checkpoint", "grace", "env"});
+  std::string rest = BlankTopLevelKeys(yaml, {"command", "workdir", "checkpoint", "grace", "env", "remix"});
   // The tenant comes from the bearer token; a file may name it only if it agrees.
   if (auto t = root["tenant"]) {
     if (t.IsScalar() && t.as<std::string>() != tenant && tenant != "admin")

@@ -6,6 +6,10 @@
 //   checkpoint: {dir: DIR, every: N}  where the job's checkpoints live (TESSERA_CKPT_ROOT); every N steps
 //   grace: 10s                        SIGTERM -> SIGKILL grace period on preemption or cancel
 //   env: {NAME: value}                extra environment for the ranks
+//   remix: never|policy|cost          whether the scheduler may move the running job to another mix of cards,
+//                                     or {mode: cost, min_gain: 15%, min_interval: 10m,
+//                                     restart: 30s} (docs/daemon.md,
+//                                     "Moving running jobs"); default policy
 // A relative command is resolved against the job file's directory, workdir and checkpoint.dir against the
 // tenant's area (and confined to it). Errors name the file, the line and the key.
 #pragma once
@@ -20,6 +24,16 @@
 
 namespace tessera::daemon {
 
+// When the scheduler may move a running job to another mix of cards (docs/daemon.md, "Moving running jobs").
+enum class RemixMode { kNever, kPolicy, kCost };
+const char* RemixModeName(RemixMode m);  // "never" | "policy" | "cost"
+struct RemixSpec {
+  RemixMode mode = RemixMode::kPolicy;
+  sched::Ppm min_gain = 150'000;      // predicted gain in tokens per unit of money that a cost move needs
+  int64_t min_interval_ms = 600'000;  // no move by choice (cost) sooner than this after the job's last move
+  int64_t restart_ms = 30'000;        // the restart a move costs, until one of the job's moves measured it
+};
+
 struct RunSpec {
   std::vector<std::string> command;
   std::string workdir;
@@ -27,6 +41,7 @@ struct RunSpec {
   int64_t ckpt_every = 0;  // 0 = the program's default
   int64_t grace_ms = 10000;
   std::map<std::string, std::string> env;
+  RemixSpec remix;
 };
 
 struct JobSpec {

@@ -172,6 +172,9 @@ Registry& Default() {
     reg->DeclareCounter(kJobPreemptions,
                         "Stops requested to requeue a running job (priority, policy floor, or cancel --requeue), "
                         "per tenant.");
+    reg->DeclareCounter(kJobMoves,
+                        "Running jobs moved to another mix of cards, per reason (policy, cost, capacity); counted when "
+                        "the new attempt starts.");
     reg->DeclareCounter(kJobFailures, "Jobs that ended failed (non-zero exit, or could not start), per tenant.");
     reg->DeclareHistogram(kWakeLatency,
                           "Time from capacity becoming available to a waiting job's new attempt being started.",

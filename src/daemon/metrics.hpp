@@ -94,6 +94,7 @@ inline constexpr const char* kJobStarts = "tessera_job_starts_total";
 inline constexpr const char* kJobResumes = "tessera_job_resumes_total";
 inline constexpr const char* kJobPreemptions = "tessera_job_preemptions_total";
 inline constexpr const char* kJobFailures = "tessera_job_failures_total";
+inline constexpr const char* kJobMoves = "tessera_job_moves_total";
 inline constexpr const char* kWakeLatency = "tessera_wakeup_latency_seconds";
 inline constexpr const char* kPassDuration = "tessera_scheduling_pass_duration_seconds";
 

@@ -117,7 +117,8 @@ Result<std::vector<sched::RunningJob>> Daemon::Running(std::vector<AttemptOfJob>
   return out;
 }
 
-Result<sched::PlanResult> Daemon::PlanJob(const JobSpec& spec, const std::vector<sched::RunningJob>& running) {
+Result<sched::PlanResult> Daemon::PlanJob(const JobSpec& spec, const std::vector<sched::RunningJob>& running,
+                                          const std::string& moving) {
   sched::PlanRequest req;
   req.catalog = &catalog_;
   req.fleet = &fleet_.fleet;
@@ -125,7 +126,7 @@ Result<sched::PlanResult> Daemon::PlanJob(const JobSpec& spec, const std::vector
   req.job = &spec.job;
   req.running = &running;
   req.day = sched::Today();
-  return sched::Plan(req);
+  return moving.empty() ? sched::Plan(req) : sched::PlanMove(req, moving);
 }
 
 // ---- the scheduler ------------------------------------------------------------------------------------
@@ -265,7 +266,10 @@ void Daemon::FinishAttempt(const AttemptOfJob& a, int exit_code, int sig, int64_
   if (state == "failed") metrics::CountJobEvent(store_.get(), job, metrics::kJobFailures);
   term_sent_.erase({job, n});
   kill_sent_.erase({job, n});
-  if (state != "queued") hold_.erase(job);
+  if (state != "queued") {
+    hold_.erase(job);
+    moving_.erase(job);
+  }
   last_capacity_ms_ = std::max(last_capacity_ms_, ended_ms);
   wake_ = true;
 }
@@ -370,6 +374,7 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
   }
   json alloc = PlacementToJson(placement, catalog_, fleet_);
   alloc["islands"] = IslandsToJson(islands);
+  CompleteMove(id, &alloc, now);
   std::optional<int64_t> latency;
   if (job.blocked_since_ms && last_capacity_ms_ >= *job.blocked_since_ms) latency = now - last_capacity_ms_;
 
@@ -449,6 +454,7 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
                         resume.empty() ? "" : ", resuming from " + resume,
                         latency ? fmt::format(", {} ms after capacity became available", *latency) : ""));
   hold_.erase(id);
+  moving_.erase(id);
   return Status::Ok();
 }
 
@@ -471,7 +477,8 @@ void Daemon::Schedule(int64_t now) {
   for (const auto& [id, prio] : hold_) hold = std::max(hold, prio);
 
   // Policy: a floor that rose (new policy, or a new date in the calendar) can make the running jobs
-  // non-compliant; preempt the lowest-priority jobs until the remaining ones comply.
+  // non-compliant; stop the lowest-priority jobs until the remaining ones comply, moving each to a compliant mix
+  // chosen now where its job file allows it (remix.cpp).
   sched::Ppm floor_now = policy_.FloorAt(sched::Today());
   if (floor_now != last_floor_) policy_changed_ = true;
   last_floor_ = floor_now;
@@ -479,28 +486,18 @@ void Daemon::Schedule(int64_t now) {
     policy_changed_ = false;
     auto share = sched::FleetShare(catalog_, fleet_.fleet, policy_, *running, sched::Today());
     if (share.ok() && !share->compliant && !active.empty()) {
-      std::vector<size_t> order(active.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-        if (active[x].priority != active[y].priority) return active[x].priority < active[y].priority;
-        return active[x].attempt.started_ms > active[y].attempt.started_ms;
-      });
-      std::vector<sched::RunningJob> rest = *running;
-      std::set<std::string> removed;
-      for (size_t idx : order) {
-        std::string key = JobKey(active[idx].name, active[idx].attempt.job_id);
-        removed.insert(key);
-        std::erase_if(rest, [&](const sched::RunningJob& r) { return r.name == key; });
-        Status s = RequestStop(active[idx].attempt.job_id, "preempt",
-                               fmt::format("preempted: the fleet's domestic share {} is below the floor {} in force "
-                                           "today; it will be placed again under the policy",
-                                           sched::FormatShare(share->share), sched::FormatShare(share->floor)));
-        if (!s.ok()) TSR_LOG_ERROR("{}", s.ToString());
-        auto after = sched::FleetShare(catalog_, fleet_.fleet, policy_, rest, sched::Today());
-        if (!after.ok() || after->compliant) break;
-      }
+      PolicyMoves(active, *running, *share, now);
       return;  // place nothing until the preempted jobs have stopped
     }
+  }
+  // Cost: at a checkpoint boundary of a `remix: cost` job, a cheaper compliant mix may be worth a move.
+  if (have_fleet_ && !stopping && CostMoves(active, *running, now)) return;
+  // Cards are kept for jobs being moved: no job of their priority or lower takes them first.
+  int64_t moving_prio = std::numeric_limits<int64_t>::min();
+  std::string movers;
+  for (const auto& [id, prio] : moving_) {
+    moving_prio = std::max(moving_prio, prio);
+    movers += (movers.empty() ? "" : ", ") + std::to_string(id);
   }
 
   int64_t position = 0;
@@ -517,6 +514,8 @@ void Daemon::Schedule(int64_t now) {
       reason = "no fleet registered yet (tessera fleet register FLEET.yaml)";
     } else if (job.priority < hold) {
       reason = "held: cards freed by preemption go to a higher-priority job first";
+    } else if (!moving_.empty() && !moving_.count(id) && job.priority <= moving_prio) {
+      reason = fmt::format("held: cards are kept for job(s) {} moving to another mix", movers);
     } else {
       auto plan = PlanJob(*spec, *running);
       if (!plan.ok()) {
@@ -536,6 +535,7 @@ void Daemon::Schedule(int64_t now) {
       } else {
         reason = plan->infeasible->reason;
         if (!plan->infeasible->fix.empty()) reason += " (" + plan->infeasible->fix + ")";
+        if (moving_.erase(id)) Event(id, "its move's new mix is no longer free; it waits in the queue: " + reason);
         // Preemption: the first blocked job may take cards from lower-priority running jobs.
         if (!tried_preempt) {
           tried_preempt = true;

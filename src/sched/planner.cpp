@@ -143,6 +143,22 @@ bool HaveGlpk() {
 #endif
 }
 
+Result<PlanResult> PlanMove(const PlanRequest& request, const std::string& moving) {
+  std::vector<RunningJob> rest;
+  bool found = false;
+  if (request.running)
+    for (const auto& r : *request.running) {
+      if (r.name == moving)
+        found = true;
+      else
+        rest.push_back(r);
+    }
+  if (!found) return NotFound(fmt::format("cannot plan a move of '{}': it is not among the running jobs", moving));
+  PlanRequest req = request;
+  req.running = &rest;
+  return Plan(req);
+}
+
 Result<ShareStatus> FleetShare(const Catalog& catalog, const Fleet& fleet, const Policy& policy,
                                const std::vector<RunningJob>& running, int64_t day) {
   TSR_RETURN_IF_ERROR(CheckWeightClass(catalog, policy));

@@ -281,6 +281,12 @@ struct PlanResult {
 // does not fit is an OK Result holding `infeasible`.
 Result<PlanResult> Plan(const PlanRequest& request);
 
+// Plans a running job's move to another mix (the daemon's "Moving running jobs"): the running job named `moving`
+// gives its cards back, the others keep theirs, and the job is planned as Plan() plans it. The placement may
+// reuse the job's own cards (they are free once it stops) and keeps the floor next to the others. NotFound when
+// `moving` is not among request.running.
+Result<PlanResult> PlanMove(const PlanRequest& request, const std::string& moving);
+
 // The fleet's domestic share of the running jobs against the floor in force on `day` (for preemption).
 struct ShareStatus {
   ShareUnit unit = ShareUnit::kCards;

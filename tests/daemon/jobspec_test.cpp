@@ -1,5 +1,5 @@
 // tests/daemon/jobspec_test: the daemon's job and fleet files — its own keys (command, workdir, checkpoint,
-// grace, env, emulated, sm_share) are read, blanked without moving the planner's line numbers, and errors name
+// grace, env, remix, emulated, sm_share) are read, blanked without moving the planner's line numbers, and errors name
 // the file, the line and the key — and the islands a placement on such a fleet becomes (IslandsFor, IslandArgs,
 // the job rows' JSON), with the example fleet examples/fleet-gpu-sm-share.yaml.
 #include "daemon/jobspec.hpp"
@@ -76,6 +76,35 @@ TEST(JobSpec, ErrorsNameFileLineAndKey) {
   auto no_compat = ParseJobSpec(base + "command: [a]\n", "j.yaml", "/b", "t", {});
   ASSERT_FALSE(no_compat.ok());
   EXPECT_NE(no_compat.status().message().find("--policy-compatible"), std::string::npos);
+}
+
+TEST(JobSpec, RemixModeAndItsThresholds) {
+  std::string base = "name: n\nclass: c\ncards: 1\ncommand: [a]\n";
+  auto parse = [&](const std::string& extra) { return ParseJobSpec(base + extra, "j.yaml", "/b", "t", {"ascend"}); };
+  auto d = parse("");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->run.remix.mode, RemixMode::kPolicy);  // the default: moved when the floor rises
+  EXPECT_EQ(d->run.remix.min_gain, 150'000);
+  EXPECT_EQ(d->run.remix.min_interval_ms, 600'000);
+  auto n = parse("remix: never\n");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->run.remix.mode, RemixMode::kNever);
+  auto c = parse("remix: {mode: cost, min_gain: 25%, min_interval: 30s}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->run.remix.mode, RemixMode::kCost);
+  EXPECT_EQ(c->run.remix.min_gain, 250'000);
+  EXPECT_EQ(c->run.remix.min_interval_ms, 30'000);
+  auto bad = [&](const std::string& extra) {
+    auto s = parse(extra);
+    EXPECT_FALSE(s.ok()) << extra;
+    return s.ok() ? std::string() : s.status().message();
+  };
+  EXPECT_NE(bad("remix: always\n").find("j.yaml:5: remix: 'always' is not one of never, policy, cost"),
+            std::string::npos)
+      << bad("remix: always\n");
+  EXPECT_NE(bad("remix: {mode: cost, gain: 1}\n").find("remix.gain: unknown key"), std::string::npos);
+  EXPECT_NE(bad("remix: {min_gain: lots}\n").find("remix.min_gain"), std::string::npos);
+  EXPECT_NE(bad("remix: {min_interval: soon}\n").find("remix.min_interval"), std::string::npos);
 }
 
 TEST(JobSpec, DuplicateKeysOfTheDaemonsOwnFieldsAreRefused) {

@@ -290,6 +290,67 @@ TEST(SchedPlanner, MatchesBruteForceOnRandomInstances) {
   EXPECT_GT(with_floor, 200);
 }
 
+// A move (PlanMove, the daemon's "Moving running jobs"): the job runs on the mix it was placed on, then the floor
+// or the prices change; its new mix gives its own cards back and keeps the others', and equals a brute force over
+// the fleet without the job (same feasibility, same cost per unit of work), keeping the floor next to the others.
+TEST(SchedPlanner, MoveMatchesBruteForceWithTheJobsOwnCardsFree) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  std::mt19937_64 rng(20260303);
+  auto uni = [&](int64_t a, int64_t b) { return std::uniform_int_distribution<int64_t>(a, b)(rng); };
+  int moved = 0, other_mix = 0, on_own_cards = 0;
+  for (int i = 0; i < 600; ++i) {
+    Instance in = RandomInstance(rng);
+    SCOPED_TRACE(fmt::format("instance {}", i));
+    auto first = Plan(Request(in));
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    if (!first->placed()) continue;
+    Instance now = in;
+    now.running.push_back({"j", "t", first->placement->by_node});
+    static const Ppm kFloors[] = {0, 300'000, 500'000, 600'000, 750'000, 1'000'000};
+    now.policy.calendar = {{0, kFloors[uni(0, 5)]}};
+    for (auto& t : now.catalog.types)
+      if (uni(0, 1)) t.price_per_card_hour = uni(5, 90) * 100'000;
+    auto mv = PlanMove(Request(now), "j");
+    ASSERT_TRUE(mv.ok()) << mv.status().ToString();
+    Instance without = now;
+    without.running.pop_back();
+    Brute b = BruteForce(without);
+    ASSERT_EQ(mv->placed(), b.feasible) << (mv->placed() ? "planner moved, brute force found nothing"
+                                                         : "planner: " + mv->infeasible->reason)
+                                        << "\n"
+                                        << Describe(without);
+    if (!b.feasible) continue;
+    ++moved;
+    const Placement& p = *mv->placement;
+    CheckPlacement(without, p);
+    i128 cost = p.cost_per_hour, work = p.total_throughput;
+    if (without.job.cards > 0) {
+      EXPECT_TRUE(cost * b.work == b.cost * work) << Describe(without);
+    } else {
+      EXPECT_EQ(static_cast<int64_t>(cost), static_cast<int64_t>(b.cost)) << Describe(without);
+    }
+    std::map<std::string, int64_t> before, after;
+    for (const auto& t : first->placement->by_type) before[t.type] = t.cards;
+    for (const auto& t : p.by_type) after[t.type] = t.cards;
+    if (before != after) ++other_mix;
+    for (const auto& nc : p.by_node)
+      for (const auto& old : first->placement->by_node)
+        if (nc.node == old.node) ++on_own_cards;
+    without.running.push_back({"j", "t", p.by_node});
+    auto share = FleetShare(without.catalog, without.fleet, without.policy, without.running, 0);
+    ASSERT_TRUE(share.ok()) << share.status().ToString();
+    EXPECT_TRUE(share->compliant);
+  }
+  EXPECT_GT(moved, 150);
+  EXPECT_GT(other_mix, 30);     // the changes move many jobs to another mix
+  EXPECT_GT(on_own_cards, 50);  // and their own cards are free to them
+  Instance in = RandomInstance(rng);
+  auto none = PlanMove(Request(in), "not-running");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("cannot plan a move of 'not-running': it is not among the running jobs"),
+            std::string::npos);
+}
+
 namespace {
 
 // One zone per entry: {zone, type, free cards}; catalog: d (domestic, 2.4), n (6.8), equal throughput.
@@ -318,6 +379,32 @@ types:
 }
 
 }  // namespace
+
+TEST(SchedPlanner, MoveOnARisingFloorReusesTheJobsOwnCards) {
+  if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
+  // The foreign card does more work per money (d at 9.0 against n at 6.8, equal throughput): with a 50% floor a
+  // 4-card job takes 2 + 2, all the fleet's free domestic-and-foreign pairs but 2 + 2.
+  Instance in = Simple({{"z", "d", 4}, {"z", "n", 4}}, 500'000, 4);
+  in.catalog.types[0].price_per_card_hour = 9'000'000;
+  auto first = Plan(Request(in));
+  ASSERT_TRUE(first.ok() && first->placed());
+  ASSERT_EQ(first->placement->by_type.size(), 2u);
+  EXPECT_EQ(first->placement->by_type[0].cards, 2);
+  in.running.push_back({"j", "t", first->placement->by_node});
+  in.policy.calendar[0].floor = 750'000;
+  // Planned as a new job next to itself it cannot keep 75% (it would need 4 more domestic cards; 2 are free) ...
+  auto fresh = Plan(Request(in));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(fresh->placed());
+  // ... moved, its own cards are free: 3 + 1.
+  auto mv = PlanMove(Request(in), "j");
+  ASSERT_TRUE(mv.ok()) << mv.status().ToString();
+  ASSERT_TRUE(mv->placed()) << mv->infeasible->reason;
+  ASSERT_EQ(mv->placement->by_type.size(), 2u);
+  EXPECT_EQ(mv->placement->by_type[0].cards, 3);
+  EXPECT_EQ(mv->placement->by_type[1].cards, 1);
+  EXPECT_EQ(mv->placement->share_after, 750'000);
+}
 
 TEST(SchedPlanner, FloorDiagnosisNamesTheZoneAndAFixThatFits) {
   if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
