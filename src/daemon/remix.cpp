@@ -36,7 +36,7 @@ int64_t ResumeStep(const std::string& resume_from) {
 
 }  // namespace
 
-// The last "step N[/M]" in the tail of a log: the job's progress as the example trainer prints it.
+// The last "step N[/M]" line in the tail of a log: the job's progress as the example trainer prints it.
 json ProgressFromLog(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return nullptr;
@@ -48,7 +48,8 @@ json ProgressFromLog(const std::string& path) {
   size_t n = std::fread(tail.data(), 1, tail.size(), f);
   std::fclose(f);
   tail.resize(n);
-  static const std::regex re(R"(step (\d+)(?:/(\d+))?(?: loss ([0-9.eE+-]+))?)");
+  // At the start of a line, or after `tessera run`'s "[rank 0 ascend] " prefix: not "checkpoint step 400 committed".
+  static const std::regex re(R"((?:^|\n|\] )step (\d+)(?:/(\d+))?(?: loss ([0-9.eE+-]+))?)");
   json out = nullptr;
   for (auto it = std::sregex_iterator(tail.begin(), tail.end(), re); it != std::sregex_iterator(); ++it) {
     // The log is the job's: a number no int64 holds is skipped, not thrown.

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "daemon/daemon_impl.hpp"
 #include "daemon/harness.hpp"
 
 namespace tessera::daemon::testing {
@@ -275,6 +276,23 @@ TEST_F(Remix, CostMoveWhenThePriceDropsClearsMinGainAndDoesNotMoveBack) {
   auto metrics = admin_->GetText("/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_NE(metrics->find("tessera_job_moves_total{reason=\"cost\"} 1"), std::string::npos) << *metrics;
+}
+
+// The progress a move's prediction reads: a step line, not the checkpoint line the trainer prints after it at
+// every checkpoint (which once hid the step count, M, exactly when a cost move is considered).
+TEST(RemixProgress, TheCheckpointLineAfterAStepLineIsNotProgress) {
+  std::string dir = MakeTempDir("progress");
+  WriteText(dir + "/job.log",
+            "=== tessera daemon: job 1 attempt 1 ===\n[rank 0 ascend] step 40/400 loss 0.5\n"
+            "[rank 0 ascend] tessera info: checkpoint step 40 committed in /w/ckpt/step-0000000040 (19624 bytes)\n");
+  json p = ProgressFromLog(dir + "/job.log");
+  ASSERT_TRUE(p.is_object()) << p.dump();
+  EXPECT_EQ(p["step"], 40);
+  EXPECT_EQ(p["of"], 400);
+  EXPECT_EQ(p["loss"], "0.5");
+  WriteText(dir + "/plain.log", "step 7/9 loss 1.25\n");  // a program run without the launcher's prefixes
+  EXPECT_EQ(ProgressFromLog(dir + "/plain.log")["of"], 9);
+  Shell("rm -rf '" + dir + "'");
 }
 
 }  // namespace
