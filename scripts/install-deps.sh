@@ -36,6 +36,7 @@ TEST_PACKAGES=(
   python3-venv python3-dev                                                    # .venv: PyTorch, moto, playwright; tessera._C's headers
   prometheus chromium                                                         # promtool (checks /metrics), the web console's browser test
   iproute2 util-linux iperf3                                                  # tests/hosts (namespaces), bench/hosts (iperf3)
+  libucx-dev ucx-utils                                                        # the ucx transport row (headers; UCX loads at run time), ucx_perftest
   slurm-wlm munge                                                             # the daemon's Slurm executor tests (a real cluster)
   gdb                                                                         # native stacks of a hung torch rank (scripts/stacks-lib.sh)
 )

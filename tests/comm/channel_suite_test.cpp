@@ -1,13 +1,14 @@
 // tests/comm/channel_suite_test: the channel conformance suite — the same typed tests over every transport row
 // (transport/transport.hpp), joined the way Comm joins two ranks (Listen, the blobs, Connect on both sides at
-// once, with a store for the rows that use barriers): shm, tcp, and tcp behind a TcpRelay (the device bridge's
-// view of a link without rings). In both directions: a stream of odd-sized messages arrives intact across many
-// laps of the ring (or the streams' round-robin); partial consumes keep the rest in order; a full channel takes
-// nothing (without blocking) until the reader reads; an empty channel hands out nothing and its wait fd, where it
-// has one, is not ready until bytes come; a peer that closes after sending gives its bytes and then an error
-// (rows that can see a close; shm cannot, and keeps answering "nothing yet" — Comm watches same-host peers' pids);
-// reserved bytes stay invisible until published and claims never straddle the wrap (rows with rings); and a
-// Connect whose peer never comes ends with an error by its deadline instead of hanging.
+// once, with a store for the rows that use barriers): shm, tcp, tcp behind a TcpRelay (the device bridge's
+// view of a link without rings), and ucx where UCX is installed (skipped, saying why, where it is not). In both
+// directions: a stream of odd-sized messages arrives intact across many laps of the ring (or the streams' round-robin);
+// partial consumes keep the rest in order; a full channel takes nothing (without blocking) until the reader reads; an
+// empty channel hands out nothing and its wait fd, where it has one, is not ready until bytes come; a peer that closes
+// after sending gives its bytes and then an error (rows that can see a close; shm cannot, and keeps answering "nothing
+// yet" — Comm watches same-host peers' pids); reserved bytes stay invisible until published and claims never straddle
+// the wrap (rows with rings); and a Connect whose peer never comes ends with an error by its deadline instead of
+// hanging.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include "comm/transport/relay.hpp"
 #include "comm/transport/rows.hpp"
 #include "comm/transport/transport.hpp"
+#include "comm/transport/ucx.hpp"
 
 namespace tessera::comm {
 namespace {
@@ -155,6 +157,21 @@ struct RelayRow {
   static std::unique_ptr<Pair> Unjoined() { return Prepare(&MakeTcpTransport); }
 };
 
+#if TESSERA_HAVE_UCX_HEADERS
+// UCX as it finds itself here (ctest also runs these cases with UCX_TLS=tcp and with UCX_TLS=sm: one UCP context
+// per process, so one transport set per run).
+struct UcxRow {
+  static constexpr bool kSeesClose = true;
+  static bool Viable(std::string* why) {
+    const Status v = MakeUcxTransport()->Viable();
+    *why = v.ok() ? "" : "the ucx row is not viable here: " + v.message();
+    return v.ok();
+  }
+  static std::unique_ptr<Pair> Make() { return Join(&MakeUcxTransport); }
+  static std::unique_ptr<Pair> Unjoined() { return Prepare(&MakeUcxTransport); }
+};
+#endif
+
 #define SKIP_UNLESS_VIABLE()                           \
   do {                                                 \
     std::string why;                                   \
@@ -171,14 +188,19 @@ class ChannelSuite : public ::testing::Test {
   }
 };
 
+#if TESSERA_HAVE_UCX_HEADERS
+using Rows = ::testing::Types<ShmRow, TcpRow, RelayRow, UcxRow>;
+#else
 using Rows = ::testing::Types<ShmRow, TcpRow, RelayRow>;
+#endif
 class RowNames {
  public:
   template <typename T>
   static std::string GetName(int) {
     if (std::is_same_v<T, ShmRow>) return "shm";
     if (std::is_same_v<T, TcpRow>) return "tcp";
-    return "relay";
+    if (std::is_same_v<T, RelayRow>) return "relay";
+    return "ucx";
   }
 };
 TYPED_TEST_SUITE(ChannelSuite, Rows, RowNames);

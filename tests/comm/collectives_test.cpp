@@ -18,6 +18,7 @@
 #include <string>
 
 #include "comm/store/store.hpp"
+#include "comm/transport/ucx.hpp"
 
 namespace {
 
@@ -259,6 +260,47 @@ TEST(BridgeRankEmulated, ADeadPeerFailsEveryRankInTime) {
   EXPECT_EQ(Count(r.out, "ERROR rank [01] after"), 2) << r.out;
   EXPECT_LT(r.seconds, 20) << r.out;
 }
+
+// The ucx row carrying every pair (TESSERA_TRANSPORTS=ucx) on this host: UCX's own choice of transport, and TCP
+// alone on loopback. Skipped, saying why, where UCX is not installed.
+#define SKIP_WITHOUT_UCX()                                                          \
+  do {                                                                              \
+    const tessera::Status v = tessera::comm::MakeUcxTransport()->Viable();          \
+    if (!v.ok()) GTEST_SKIP() << "the ucx row is not viable here: " << v.message(); \
+  } while (0)
+
+#if TESSERA_HAVE_UCX_HEADERS
+TEST(CommUcx, EveryCollectiveTypeAndOpIsExactAndBitIdenticalOverTheUcxRow) {
+  SKIP_WITHOUT_UCX();
+  for (const std::string tls : {"", "UCX_TLS=tcp"}) {
+    Proc r = Shell("TESSERA_LOG=info TESSERA_TIMEOUT=30s TESSERA_TRANSPORTS=ucx " + tls + " " + Bin() + " run" +
+                   Islands({2, 1}) + " -- " + Worker() + " check --sizes 1,4099,262147");
+    EXPECT_EQ(r.status, 0) << tls << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "OK rank"), 3) << tls << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "island library: host \\((ucx|none)\\); bridge: ucx"), 3) << tls << "\n" << r.out;
+  }
+}
+
+TEST(CommUcx, ADeadOrStalledPeerOnTheUcxRowFailsEveryRankInTime) {
+  SKIP_WITHOUT_UCX();
+  Proc dead = Shell("TESSERA_TIMEOUT=10s TESSERA_TRANSPORTS=ucx " + Bin() + " run" + Islands({2, 2}) + " -- " +
+                    Worker() + " die 2");
+  EXPECT_NE(dead.status, 0) << dead.out;
+  // The dying rank _exits without destroying its communicator, so bytes UCX still held in its memory die with it: a
+  // peer may already fail its first allreduce (the TCP row's bytes were in the kernel and arrive).
+  EXPECT_EQ(Count(dead.out, "(ERROR rank \\d after [0-9.]+s|FAIL rank \\d: first allreduce): (remote error|timeout)"),
+            3)
+      << dead.out;
+  EXPECT_NE(dead.out.find("rank 2"), std::string::npos) << dead.out;
+  EXPECT_LT(dead.seconds, 10 + 5) << dead.out;
+  Proc stalled = Shell("TESSERA_TIMEOUT=2s TESSERA_TRANSPORTS=ucx " + Bin() + " run" + Islands({1, 2}) + " -- " +
+                       Worker() + " stall 1");
+  EXPECT_NE(stalled.status, 0) << stalled.out;
+  EXPECT_EQ(Count(stalled.out, "ERROR rank \\d after [0-9.]+s: (timeout|remote error)"), 2) << stalled.out;
+  EXPECT_GE(Count(stalled.out, "no progress for 2000 ms \\(TESSERA_TIMEOUT\\) waiting on rank 1"), 1) << stalled.out;
+  EXPECT_LT(stalled.seconds, 2 + 2 + 10) << stalled.out;
+}
+#endif
 
 TEST(CommFaults, CountMismatchIsReportedOnEveryRank) {
   Proc r = Shell("TESSERA_TIMEOUT=20s " + Bin() + " run" + Islands({2, 2}) + " -- " + Worker() + " mismatch");

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "comm/transport/rows.hpp"
+#include "comm/transport/ucx.hpp"
 #include "common/env.hpp"
 
 namespace tessera::comm {
@@ -60,6 +61,9 @@ bool Unhex(const std::string& hex, std::string* out) {
 std::vector<std::unique_ptr<Transport>> MakeTransports() {
   std::vector<std::unique_ptr<Transport>> rows;
   rows.push_back(MakeShmTransport());
+#if TESSERA_HAVE_UCX_HEADERS
+  rows.push_back(MakeUcxTransport());  // before tcp: the default order takes it only where it offers RDMA
+#endif
   rows.push_back(MakeTcpTransport());
   return rows;
 }

@@ -1,5 +1,5 @@
 // comm/transport/transport: a transport is a row — the interface every way of joining two ranks implements
-// (shm, tcp), and how a pair of ranks picks its row.
+// (shm, ucx, tcp), and how a pair of ranks picks its row.
 //
 // A row has a name, capabilities (what the engine and the device bridge may ask of its channels; nothing
 // compares names), whether it can run here (its library loaded, its device present), a domain (two ranks
@@ -80,7 +80,7 @@ class Transport {
                                             std::chrono::steady_clock::time_point deadline) = 0;
 };
 
-// Every row this build has, in registry order: shm, tcp.
+// Every row this build has, in registry order: shm, ucx (where UCX's headers were found at build time), tcp.
 std::vector<std::unique_ptr<Transport>> MakeTransports();
 
 // The transport orders of a rank: for pairs inside an island and for pairs across islands (the bridge).
