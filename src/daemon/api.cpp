@@ -482,6 +482,7 @@ void Daemon::Routes() {
     if (p == 0) ps = cur->policy_source, py = cur->policy_yaml;
     Status s = ApplyConfig(cs, cy, fs, fy, ps, py, true);
     if (!s.ok()) return Error(res, 400, s.message());
+    failed_nodes_.clear();  // a registered fleet is what is usable now
     last_capacity_ms_ = NowMs();
     wake_ = true;
     cv_.notify_all();

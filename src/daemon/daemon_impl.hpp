@@ -112,6 +112,12 @@ class Daemon {
   Status RequestMove(int64_t job_id, int64_t priority, const MoveRequest& m);
   // At the start of an attempt: records the move it completes (if any) in its allocation, counts it, logs it.
   void CompleteMove(int64_t job_id, nlohmann::json* alloc, int64_t now);
+  // An attempt of the local executor that ended because some of its ranks were killed by SIGKILL from outside
+  // the launcher (a lost node or card): leaves the nodes of those islands' types out of planning (failed_nodes_)
+  // and records a capacity move; returns the reason to queue it with, "" when it was no such loss.
+  std::string CapacityLost(const AttemptOfJob& a);
+  // The fleet without the failed nodes' free cards (what a job can be placed on now).
+  sched::Fleet UsableFleet(const std::vector<sched::RunningJob>& running) const;
   std::optional<double> RemainingSeconds(const AttemptOfJob& a, int64_t now);  // of the job's work, on its mix
   double RestartSeconds(int64_t job_id, const RemixSpec& remix);  // the last measured move's, else remix.restart
   std::optional<int64_t> LastMoveMs(int64_t job_id);              // start of the attempt of its last move
@@ -173,7 +179,8 @@ class Daemon {
   std::map<int64_t, int64_t> moving_;
   std::map<std::pair<int64_t, int64_t>, int64_t> cost_checked_step_;  // (job, attempt) -> checkpoint step seen
   std::set<std::string> cost_noted_;                                  // non-moves already told in the events
-  int64_t last_capacity_ms_ = 0;  // last time capacity became available (an attempt ended, fleet changed)
+  std::set<std::string> failed_nodes_;  // nodes that lost a job's ranks: left out until the fleet is registered
+  int64_t last_capacity_ms_ = 0;        // last time capacity became available (an attempt ended, fleet changed)
   // Compliance preemption runs when the policy changes (a new policy, or a new floor from its calendar),
   // not when a job's end lowers the share: the planner already keeps the floor for every placement.
   bool policy_changed_ = true;

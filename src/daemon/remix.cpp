@@ -5,11 +5,14 @@
 // moves when the predicted gain in work per unit of money over its remaining work, after paying the restart,
 // clears `remix.min_gain`. A move is a stop (SIGTERM, grace: the job checkpoints) and a start on the new mix
 // from that checkpoint; the cards it needs are kept for it in between, and the move is recorded with the
-// attempt that completes it.
+// attempt that completes it. Under the local executor, an attempt whose ranks were killed by SIGKILL from outside
+// the launcher lost capacity: the nodes of those islands' types are left out of planning and the job is queued
+// again at once (a `capacity` move) to resume on what is free.
 #include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <regex>
+#include <set>
 
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -223,6 +226,79 @@ void Daemon::PolicyMoves(const std::vector<AttemptOfJob>& active, const std::vec
     auto after = sched::FleetShare(catalog_, fleet_.fleet, policy_, rest, sched::Today());
     if (!after.ok() || after->compliant) break;
   }
+}
+
+std::string Daemon::CapacityLost(const AttemptOfJob& a) {
+  if (opts_.executor == "slurm") return "";  // Slurm reports NODE_FAIL itself (CheckSlurmAttempt)
+  int64_t id = a.attempt.job_id, n = a.attempt.n;
+  FILE* f = std::fopen(JobLogPath(id).c_str(), "rb");
+  if (!f) return "";
+  std::fseek(f, 0, SEEK_END);
+  long size = std::ftell(f);
+  long from = std::max(0L, size - 262144L);
+  std::fseek(f, from, SEEK_SET);
+  std::string tail(static_cast<size_t>(size - from), '\0');
+  tail.resize(std::fread(tail.data(), 1, tail.size(), f));
+  std::fclose(f);
+  // This attempt's part of the log: from its header line to the next header.
+  std::string header = fmt::format("=== tessera daemon: job {} (", id), mine = fmt::format(") attempt {} at ", n);
+  std::set<std::string> vendors;
+  std::string lines;
+  bool in = false;
+  size_t pos = 0;
+  static const std::regex killed(R"(tessera run: rank (\d+) \((\w+)\) was killed by signal 9 \(SIGKILL\)\r?$)");
+  while (pos < tail.size()) {
+    size_t end = tail.find('\n', pos);
+    std::string line = tail.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    pos = end == std::string::npos ? tail.size() : end + 1;
+    if (line.rfind("=== tessera daemon: job ", 0) == 0) {
+      in = line.rfind(header, 0) == 0 && line.find(mine) != std::string::npos;
+      continue;
+    }
+    std::smatch m;
+    if (in && std::regex_search(line, m, killed)) {
+      vendors.insert(m[2].str());
+      lines += (lines.empty() ? "" : "; ") + line.substr(static_cast<size_t>(m.position(0)));
+    }
+  }
+  if (vendors.empty()) return "";
+  // The nodes of the lost islands' types in this attempt's allocation are left out of planning.
+  json alloc = json::parse(a.attempt.alloc_json, nullptr, /*allow_exceptions=*/false);
+  std::set<std::string> types;
+  if (alloc.is_object() && alloc.value("islands", json()).is_array())
+    for (const auto& i : alloc["islands"])
+      if (i.is_object() && vendors.count(i.value("vendor", std::string())))
+        types.insert(i.value("type", std::string()));
+  std::string lost;
+  if (alloc.is_object() && alloc.value("by_node", json()).is_array())
+    for (const auto& nc : alloc["by_node"]) {
+      std::string id_of = nc.is_object() ? nc.value("node", std::string()) : "";
+      const auto* node = fleet_.fleet.Find(id_of);
+      if (node && types.count(node->type) && failed_nodes_.insert(id_of).second)
+        lost += (lost.empty() ? "" : ", ") + id_of;
+    }
+  if (lost.empty()) return "";
+  std::string why = fmt::format("{}: node(s) {} are left out until the fleet is registered again", lines, lost);
+  json rec = {{"reason", "capacity"},
+              {"why", why},
+              {"from", MixText(MixOfAllocation(a.attempt.alloc_json))},
+              {"to", ""},
+              {"requested_ms", NowMs()},
+              {"predicted_gain", json()}};
+  if (Status s = store_->SetMeta(MoveKey(id), rec.dump()); !s.ok()) TSR_LOG_ERROR("{}", s.ToString());
+  return "capacity lost: " + why + "; it resumes from its newest checkpoint on what is free";
+}
+
+sched::Fleet Daemon::UsableFleet(const std::vector<sched::RunningJob>& running) const {
+  sched::Fleet usable = fleet_.fleet;
+  std::map<std::string, int64_t> used;
+  for (const auto& r : running)
+    for (const auto& nc : r.allocations) used[nc.node] += nc.cards;
+  std::erase_if(usable.nodes, [&](const sched::Node& n) { return failed_nodes_.count(n.id) && used[n.id] == 0; });
+  for (auto& n : usable.nodes)
+    if (failed_nodes_.count(n.id)) n.cards = used[n.id];  // others still run there: nothing more is free
+  if (Status s = usable.Reindex(); !s.ok()) TSR_LOG_ERROR("{}", s.ToString());
+  return usable;
 }
 
 bool Daemon::CostMoves(const std::vector<AttemptOfJob>& active, const std::vector<sched::RunningJob>& running,

@@ -122,6 +122,11 @@ Result<sched::PlanResult> Daemon::PlanJob(const JobSpec& spec, const std::vector
   sched::PlanRequest req;
   req.catalog = &catalog_;
   req.fleet = &fleet_.fleet;
+  sched::Fleet usable;
+  if (!failed_nodes_.empty()) {
+    usable = UsableFleet(running);
+    req.fleet = &usable;
+  }
   req.policy = &policy_;
   req.job = &spec.job;
   req.running = &running;
@@ -251,6 +256,10 @@ void Daemon::FinishAttempt(const AttemptOfJob& a, int exit_code, int sig, int64_
   } else if (!note.empty()) {
     state = "queued";
     reason = "restarting: " + note;
+    terminal = false;
+  } else if (std::string lost = CapacityLost(a); !lost.empty()) {
+    state = "queued";
+    reason = "restarting: " + lost;
     terminal = false;
   } else {
     state = "failed";

@@ -5,7 +5,8 @@
 //  * cost: two 1 + 1 jobs; the 910B's price drops (a new catalog version) -> the job whose min_gain the predicted
 //    gain clears moves to 2 x 910B (one island instead of two), the other (min_gain 100%) does not; the prices
 //    then turn so that the way back would pay, and the moved job does not move back within its
-//    remix.min_interval.
+//    remix.min_interval;
+//  * capacity: a 2 + 2 job whose H800 rank is killed (SIGKILL) resumes at once on the other H800 node.
 // Each ends with the job succeeded, every checkpoint verified (`tessera ckpt verify`), steps 1..N each trained
 // exactly once, the losses before the move bit-identical to an unmoved run of the same job and after it within
 // 1e-4 relative of it: the trainer's gradient is the global batch's whatever the islands and the split, so a
@@ -14,10 +15,13 @@
 // or above the floor at every poll (every 50 ms) from the moment the move was asked for.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "daemon/daemon_impl.hpp"
 #include "daemon/harness.hpp"
@@ -276,6 +280,66 @@ TEST_F(Remix, CostMoveWhenThePriceDropsClearsMinGainAndDoesNotMoveBack) {
   auto metrics = admin_->GetText("/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_NE(metrics->find("tessera_job_moves_total{reason=\"cost\"} 1"), std::string::npos) << *metrics;
+}
+
+TEST_F(Remix, CapacityARankKilledResumesAtOnceOnOtherFreeCards) {
+  const int kSteps = 240;
+  Curve ref = Reference("--island ascend=host:2 --island nvidia=host:2", "0.3,1", kSteps, "ref.txt");
+  // Two H800 nodes: the job takes n1's two cards; when one of its H800 ranks dies, n1 is left out and it
+  // continues on n2 at once.
+  json body = {{"fleet", Doc("fleet.yaml", R"(emulated: true
+nodes:
+  - {id: a, zone: z, type: ascend-910b, cards: 4}
+  - {id: n1, zone: z, type: nvidia-h800, cards: 2}
+  - {id: n2, zone: z, type: nvidia-h800, cards: 2}
+)")},
+               {"catalog", Doc("catalog.yaml", kCatalog)},
+               {"policy", Doc("policy.yaml", "floor: 50%\n")}};
+  ASSERT_TRUE(admin_->Put("/v1/fleet", body).ok());
+  int64_t id = Submit("cap", "cards: 4", kSteps, "policy", "env: {TESSERA_TIMEOUT: 5s}\n");
+  ASSERT_TRUE(WaitFor([&] { return ReadCurve(dir_ + "/out/cap.txt").steps.size() >= 50; }, 120s)) << Get(id).dump(2);
+  json a1 = Get(id)["attempts_detail"][0];
+  ASSERT_EQ(IslandsText(a1), "2xascend-910b + 2xnvidia-h800");
+  // One H800 rank (island 1) of this job dies as if its node went away.
+  std::string pids;
+  ASSERT_EQ(Shell(fmt::format("pgrep -f -- '{}/out/cap.txt'", dir_), &pids), 0);
+  pid_t victim = -1;
+  std::istringstream in(pids);
+  for (pid_t p; in >> p;) {
+    std::string env = ReadText(fmt::format("/proc/{}/environ", p));
+    if (env.find(std::string("TESSERA_ISLAND=1") + '\0') != std::string::npos) victim = p;
+  }
+  ASSERT_GT(victim, 0) << pids;
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return Get(id)["state"] == "succeeded"; }, 240s)) << Get(id).dump(2);
+  json j = Get(id);
+  ASSERT_EQ(j["attempts_detail"].size(), 2u) << j.dump(2);
+  const json& a2 = j["attempts_detail"][1];
+  EXPECT_EQ(IslandsText(a2), "2xascend-910b + 2xnvidia-h800");
+  std::string nodes;
+  for (const auto& e : j["allocation"]["by_node"]) nodes += e["node"].get<std::string>() + " ";
+  EXPECT_EQ(nodes.find("n1"), std::string::npos) << j["allocation"].dump();
+  EXPECT_NE(nodes.find("n2"), std::string::npos) << j["allocation"].dump();
+  ASSERT_TRUE(a2["move"].is_object()) << a2.dump(2);
+  EXPECT_EQ(a2["move"]["reason"], "capacity");
+  EXPECT_LT(a2["wake_latency_ms"].is_null() ? 0 : a2["wake_latency_ms"].get<int64_t>(), 5000);
+  EXPECT_GE(a2["started_ms"].get<int64_t>(), j["attempts_detail"][0]["ended_ms"].get<int64_t>());
+  // The steps after the newest checkpoint were lost with the rank and trained again: each step's last line is
+  // the reference's bits (the same layout), and only steps after the resume point appear twice.
+  int64_t resumed = ResumeStep(a2);
+  Curve c = ReadCurve(dir_ + "/out/cap.txt");
+  std::map<int64_t, std::string> last;
+  std::map<int64_t, int> seen;
+  for (size_t i = 0; i < c.steps.size(); ++i) last[c.steps[i]] = c.bits[i], ++seen[c.steps[i]];
+  ASSERT_EQ(last.size(), static_cast<size_t>(kSteps));
+  for (int64_t s = 1; s <= kSteps; ++s) {
+    EXPECT_EQ(last[s], ref.bits[static_cast<size_t>(s - 1)]) << "step " << s;
+    EXPECT_LE(seen[s], s <= resumed ? 1 : 2) << "step " << s;
+  }
+  ExpectVerified(j);
+  auto m = admin_->GetText("/metrics");
+  ASSERT_TRUE(m.ok());
+  EXPECT_NE(m->find("tessera_job_moves_total{reason=\"capacity\"} 1"), std::string::npos) << *m;
 }
 
 // The progress a move's prediction reads: a step line, not the checkpoint line the trainer prints after it at
