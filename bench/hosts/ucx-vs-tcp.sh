@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# bench/hosts/ucx-vs-tcp.sh — the ucx transport row against the tcp row, ucx_perftest and iperf3, between two
+# "hosts" (network namespaces joined by one veth pair, scripts/netns-hosts.sh; needs root), in one run.
+#
+# For each size, for $ROUNDS rounds, back to back so that a noisy (shared) machine hurts all alike:
+#   iperf3 -P 1, h0 -> h1, ITERS x SIZE bytes, -w 4M (the tcp row's socket buffers);
+#   ucx_perftest -t stream_bw (UCP stream bandwidth, the API the ucx row uses), UCX_TLS=$UCX_TLS, messages of SIZE,
+#     ITERS iterations: what UCX itself moves on this link and transport. Busy-polling: with UCX 1.13 its `-E sleep`
+#     mode hangs at these sizes (stream_bw and tag_bw, 64 MiB, between these hosts);
+#   Tessera broadcast from rank 0 (h0) to rank 1 (h1) over the ucx row (TESSERA_TRANSPORTS=ucx, UCX_TLS=$UCX_TLS)
+#     and over the tcp row (the default between hosts): `tessera bench broadcast` algbw, every byte crossing once.
+# Prints medians over rounds (GB/s = 1e9 B/s) and the per-round ratios' medians: ucx row / ucx_perftest,
+# ucx row / iperf3, tcp row / iperf3; writes every measurement to bench/results/hosts-ucx-<date>.json.
+# Knobs (environment): BUILD=build SIZES="64M" ROUNDS=5 ITERS=10 WARMUP=2 UCX_TLS= (unset: UCX's own choice)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+SIZES=${SIZES:-"64M"}
+ROUNDS=${ROUNDS:-5}
+ITERS=${ITERS:-10}
+WARMUP=${WARMUP:-2}
+TLS=${UCX_TLS:-}  # empty: UCX chooses (tcp between these hosts)
+NS=scripts/netns-hosts.sh
+TAG=ucxb$$
+die() { echo "ucx-vs-tcp: $*" >&2; exit 1; }
+$NS check || die "cannot make network namespaces here"
+command -v iperf3 >/dev/null || die "iperf3 is missing (scripts/install-deps.sh installs it)"
+command -v ucx_perftest >/dev/null || die "ucx_perftest is missing (scripts/install-deps.sh installs ucx-utils)"
+[ -x "$BUILD/tessera" ] || die "$BUILD/tessera is missing: build it first (cmake --build $BUILD --target tessera_cli)"
+BIN=$(realpath "$BUILD/tessera")
+OUT=bench/results/hosts-ucx-$(date -u +%Y-%m-%dT%H%M).json
+TMP=$(mktemp -d)
+trap '$NS down $TAG; rm -rf $TMP' EXIT
+$NS up $TAG 2
+export TESSERA_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+bytes() { numfmt --from=iec "$1"; }
+h() { ip netns exec "tsr-$TAG-h$1" "${@:2}"; }
+ucxenv() { if [ -n "$TLS" ]; then UCX_TLS=$TLS "$@"; else "$@"; fi; }
+
+iperf() {  # size -> GB/s received
+  local total=$(($(bytes "$1") * ITERS))
+  h 1 iperf3 -s -1 -p 5201 -J >"$TMP/iperf-server.json" &
+  local srv=$!
+  for _ in $(seq 50); do h 1 ss -ltn 2>/dev/null | grep -q ':5201 ' && break; sleep 0.05; done
+  h 0 iperf3 -c 10.77.0.2 -p 5201 -n "$total" -P 1 -w 4M -J >"$TMP/iperf.json"
+  wait $srv || true
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/8e9)' "$TMP/iperf.json"
+}
+
+perftest() {  # size -> GB/s (the "Final:" line's average bandwidth, printed in MB/s = 2^20 B/s)
+  ucxenv h 1 ucx_perftest -p 13337 >"$TMP/perf-server.log" 2>&1 &
+  local srv=$!
+  for _ in $(seq 50); do h 1 ss -ltn 2>/dev/null | grep -q ':13337 ' && break; sleep 0.05; done
+  ucxenv h 0 ucx_perftest 10.77.0.2 -p 13337 -t stream_bw -s "$(bytes "$1")" -n "$ITERS" -w "$WARMUP" \
+    >"$TMP/perf.log" 2>&1 || { cat "$TMP/perf.log" >&2; die "ucx_perftest failed"; }
+  wait $srv || true
+  awk '/Final:/ {print $(NF-3) * 1048576 / 1e9}' "$TMP/perf.log"
+}
+
+tessera() {  # size VAR=VALUE... -> GB/s (algbw of the slowest rank, as tessera bench reports it)
+  local size=$1
+  shift
+  for i in 0 1; do
+    env "$@" $NS exec $TAG $i "$BIN" run --nnodes 2 --node-rank $i --store 10.77.0.1:29400 --timeout 120s \
+      --island ascend=host:1 --island nvidia=host:1 -- \
+      "$BIN" bench broadcast --sizes "$size" --dtype f32 --iters "$ITERS" --warmup "$WARMUP" --json "$TMP/t$i.json" \
+      >"$TMP/t$i.log" 2>&1 &
+  done
+  wait
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["rows"] if "rows" in d else d["results"]; print(r[0]["algbw_GBps"])' "$TMP/t0.json" ||
+    { cat "$TMP/t0.log" "$TMP/t1.log" >&2; die "tessera bench failed"; }
+}
+
+echo "# $(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds, $ITERS iterations; UCX_TLS=${TLS:-(UCX chooses)}; $(ucx_info -v | head -1)"
+records=()
+for round in $(seq "$ROUNDS"); do
+  for size in $SIZES; do
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    a=$(iperf "$size")
+    p=$(perftest "$size")
+    u=$(tessera "$size" TESSERA_TRANSPORTS=ucx ${TLS:+UCX_TLS=$TLS})
+    t=$(tessera "$size")
+    printf 'round %s %s (load %s): iperf3 %.2f  ucx_perftest stream_bw %.2f  ucx row %.2f  tcp row %.2f GB/s\n' \
+      "$round" "$size" "$load" "$a" "$p" "$u" "$t"
+    records+=("{\"round\":$round,\"size\":\"$size\",\"load1\":$load,\"iperf3\":$a,\"ucx_perftest\":$p,\"ucx_row\":$u,\"tcp_row\":$t}")
+  done
+done
+printf '%s\n' "${records[@]}" | python3 -c '
+import json, os, platform, statistics, sys
+rows = [json.loads(l) for l in sys.stdin]
+nan = float("nan")
+for r in rows:  # a run that moved nothing (a starved busy-polling perftest prints 0) gives no ratio
+    r["ucx_over_perftest"] = r["ucx_row"] / r["ucx_perftest"] if r["ucx_perftest"] > 0 else nan
+    r["ucx_over_iperf3"] = r["ucx_row"] / r["iperf3"]
+    r["tcp_over_iperf3"] = r["tcp_row"] / r["iperf3"]
+out = {"machine": {"uname": " ".join(platform.uname()), "cpus": os.cpu_count()}, "ucx_tls": sys.argv[2], "rows": rows}
+keys = ("iperf3", "ucx_perftest", "ucx_row", "tcp_row", "ucx_over_perftest", "ucx_over_iperf3", "tcp_over_iperf3")
+print("GB/s and ratios: median (min-max) over rounds; ratios per round")
+print("| size | " + " | ".join(keys) + " |")
+print("|---|" + "---|" * len(keys))
+for size in dict.fromkeys(r["size"] for r in rows):
+    sel = [r for r in rows if r["size"] == size]
+    cells = []
+    for k in keys:
+        v = [r[k] for r in sel if r[k] == r[k]]  # without NaN
+        cells.append("%.2f (%.2f-%.2f), n=%d" % (statistics.median(v), min(v), max(v), len(v)) if v else "none")
+    print("| %s | %s |" % (size, " | ".join(cells)))
+json.dump(json.loads(json.dumps(out).replace("NaN", "null")), open(sys.argv[1], "w"), indent=1)
+' "$OUT" "$TLS"
+echo "wrote $OUT"
