@@ -361,12 +361,15 @@ void UnmapRing(Ucx& u, Ring* r) {
 
 // Waits for `req` (progressing the worker) until `deadline`; false when it did not complete by then.
 bool WaitRequest(Worker& w, void* req, Clock::time_point deadline) {
-  while (w.ucx->api.request_check_status(req) == UCS_INPROGRESS) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> l(w.mu);  // no UCX call while the progress thread makes one
+      if (w.ucx->api.request_check_status(req) != UCS_INPROGRESS) return true;
+    }
     if (Clock::now() > deadline) return false;
     w.Progress();
     std::this_thread::yield();
   }
-  return true;
 }
 
 Endpoint::~Endpoint() {
@@ -398,6 +401,7 @@ Endpoint::~Endpoint() {
       }
       if (UCS_PTR_IS_PTR(req)) {
         WaitRequest(*worker, req, deadline);
+        std::lock_guard<std::mutex> l(worker->mu);
         u.api.request_free(req);
       }
     }
@@ -410,11 +414,15 @@ Endpoint::~Endpoint() {
     }
     if (UCS_PTR_IS_PTR(req)) {
       WaitRequest(*worker, req, Clock::now() + std::chrono::seconds(1));
+      std::lock_guard<std::mutex> l(worker->mu);
       u.api.request_free(req);
     }
   }
-  for (auto& [req, end] : sends)
-    if (req) u.api.request_free(req);
+  {
+    std::lock_guard<std::mutex> l(worker->mu);
+    for (auto& [req, end] : sends)
+      if (req) u.api.request_free(req);
+  }
   for (void* req : {in_req, out_req, stream_req}) {
     if (req == nullptr) continue;
     {
@@ -422,6 +430,7 @@ Endpoint::~Endpoint() {
       u.api.request_cancel(worker->w, req);
     }
     WaitRequest(*worker, req, Clock::now() + std::chrono::seconds(1));
+    std::lock_guard<std::mutex> l(worker->mu);
     u.api.request_free(req);
   }
   UnmapRing(u, &send_ring);
@@ -438,17 +447,17 @@ class UcxSend final : public SendChannel {
     {
       std::lock_guard<std::mutex> l(e.worker->mu);
       e.PollControl();
-    }
-    while (!e.sends.empty()) {
-      auto [req, end] = e.sends.front();
-      if (req) {
-        const ucs_status_t st = u.api.request_check_status(req);
-        if (st == UCS_INPROGRESS) break;
-        u.api.request_free(req);
-        if (st != UCS_OK) e.error.store(st, std::memory_order_release);
+      while (!e.sends.empty()) {
+        auto [req, end] = e.sends.front();
+        if (req) {
+          const ucs_status_t st = u.api.request_check_status(req);
+          if (st == UCS_INPROGRESS) break;
+          u.api.request_free(req);
+          if (st != UCS_OK) e.error.store(st, std::memory_order_release);
+        }
+        done_ = end;
+        e.sends.pop_front();
       }
-      done_ = end;
-      e.sends.pop_front();
     }
     if (e.failed() || e.bye_at != UINT64_MAX) return e.Failure();
     const Ring& r = e.send_ring;
@@ -500,6 +509,7 @@ class UcxRecv final : public RecvChannel {
       Credit();
     }
     const Ring& r = e.recv_ring;
+    std::unique_lock<std::mutex> lock(e.worker->mu);
     for (int round = 0; round < 2; ++round) {
       if (req_ != nullptr) {
         size_t len = 0;
@@ -518,11 +528,7 @@ class UcxRecv final : public RecvChannel {
       p.memory_type = UCS_MEMORY_TYPE_HOST;
       p.memh = r.memh;
       size_t len = 0;
-      void* req;
-      {
-        std::lock_guard<std::mutex> l(e.worker->mu);
-        req = u.api.stream_recv_nbx(e.ep, r.data + at, room, &len, &p);
-      }
+      void* req = u.api.stream_recv_nbx(e.ep, r.data + at, room, &len, &p);
       if (UCS_PTR_IS_ERR(req)) {
         e.error.store(UCS_PTR_STATUS(req), std::memory_order_release);
         break;
@@ -533,6 +539,7 @@ class UcxRecv final : public RecvChannel {
         req_ = req;
       }
     }
+    lock.unlock();
     const size_t at = tail_ % r.bytes;
     const size_t avail = std::min(static_cast<size_t>(head_ - tail_), r.bytes - at);
     if (avail == 0 && (e.failed() || head_ >= e.bye_at)) return e.Failure();  // its bytes first, then its error
