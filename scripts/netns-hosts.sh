@@ -55,6 +55,14 @@ case "$cmd" in
       ip -n "$(ns "$tag" $i)" addr add "10.77.0.$((i + 1))/24" dev eth0
       ip -n "$(ns "$tag" $i)" link set eth0 up
     done
+    # Until every eth0 is running: the kernel reports a new link's carrier up to a second late, and a program that
+    # lists the interfaces meanwhile (UCX does, once) leaves eth0 out.
+    for ((i = 0; i < n; i++)); do
+      for _ in $(seq 100); do
+        ip -n "$(ns "$tag" $i)" link show eth0 | grep -q 'state UP' && break
+        sleep 0.05
+      done
+    done
     # Host names h0..hN-1 resolve on every host (`ip netns exec` mounts /etc/netns/NS/hosts on /etc/hosts).
     for ((i = 0; i < n; i++)); do
       mkdir -p "/etc/netns/$(ns "$tag" $i)"

@@ -4,8 +4,9 @@
 // the others by veth links, and runs its `tessera run --nnodes N --node-rank I --store 10.77.0.1:PORT` in
 // new UTS, IPC and mount namespaces (hostname hI, a private /dev/shm), so shared memory cannot cross hosts
 // and only TCP joins them. The cases check every collective, type and op (exact against an f64 reference,
-// bit-identical on every rank) on 2 and 3 hosts with islands that span hosts; a host that disappears (its
-// link taken down, or its processes killed) makes every rank fail within TESSERA_TIMEOUT naming the host;
+// bit-identical on every rank) on 2 and 3 hosts with islands that span hosts, over the tcp row and over the ucx
+// row; a host that disappears (its link taken down, or its processes killed; on the ucx row also stopped) makes
+// every rank fail within TESSERA_TIMEOUT naming the host;
 // and a node with another job token is refused by the store. They need root; otherwise (or when `ip netns`
 // fails) they skip and say why.
 #include <gtest/gtest.h>
@@ -22,6 +23,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "comm/transport/ucx.hpp"
 
 namespace {
 
@@ -104,7 +107,8 @@ class Hosts {
     return s;
   }
   // Waits until every launcher has exited (at most `limit`); their exit statuses, -1 for one still running.
-  std::vector<int> Wait(std::chrono::seconds limit) const {
+  // `except`: a host not waited for (one that was stopped).
+  std::vector<int> Wait(std::chrono::seconds limit, int except = -1) const {
     const auto end = std::chrono::steady_clock::now() + limit;
     std::vector<int> rc(n_, -1);
     for (;;) {
@@ -112,7 +116,7 @@ class Hosts {
       for (int i = 0; i < n_; ++i) {
         const std::string t = ReadFile(dir_ + "/rc" + std::to_string(i));
         if (t.empty())
-          all = false;
+          all = all && i == except;
         else
           rc[i] = std::atoi(t.c_str());
       }
@@ -187,23 +191,39 @@ TEST(Hosts, EveryCollectiveIsExactAndBitIdenticalOnThreeHosts) {
   EXPECT_NE(Joined(out, 4).find("island library: host (shm+tcp)"), std::string::npos) << out;
 }
 
+// How a host disappears: its link taken down, its processes killed, or stopped (alive, silent).
+enum class Gone { kCut, kKilled, kStopped };
+
+// The ucx row between hosts, shm within a host; UCX chooses its transport (TCP between these hosts: they have no
+// RDMA NIC) on the device TESSERA_UCX_DEVICES gives each rank: every host's eth0.
+const std::string kUcx = "TESSERA_TRANSPORTS=shm,ucx TESSERA_UCX_DEVICES=eth0";
+
 // Three hosts run allreduces until one disappears; every rank must fail within TESSERA_TIMEOUT (plus the
 // time its failing call had already run, bounded by the same), and the survivors' messages name it.
-void DeadHost(bool cut_link, int victim = 2) {
+void DeadHost(bool cut_link, int victim = 2, const std::string& env = "", Gone how = Gone::kKilled) {
+  if (cut_link) how = Gone::kCut;
   Hosts hosts(3);
   ASSERT_TRUE(hosts.ok()) << hosts.why();
   constexpr int kTimeout = 5;
   // h0: ascend 0-1; h1: ascend 2, nvidia 3; h2: nvidia 4-5.
-  hosts.StartAll(kToken + " TESSERA_TIMEOUT=" + std::to_string(kTimeout) + "s",
+  hosts.StartAll(kToken + " TESSERA_TIMEOUT=" + std::to_string(kTimeout) + "s " + env,
                  "--island ascend=host:3 --island nvidia=host:3 -- " + Worker() + " until-failure 120");
   ASSERT_TRUE(hosts.WaitFor("RUNNING rank", 6, std::chrono::seconds(60))) << hosts.AllOut();
-  if (cut_link)
+  if (how == Gone::kCut)
     ASSERT_EQ(Shell(Script() + " cut " + hosts.tag() + " " + std::to_string(victim)).status, 0);
   else
-    ASSERT_EQ(system(("ip netns pids " + hosts.Ns(victim) + " | xargs -r kill -9").c_str()), 0);
+    ASSERT_EQ(
+        system(("ip netns pids " + hosts.Ns(victim) + " | xargs -r kill -" + (how == Gone::kStopped ? "STOP" : "9"))
+                   .c_str()),
+        0);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto rc = hosts.Wait(std::chrono::seconds(4 * kTimeout + 20));
+  // A stopped host never exits: the others are waited for, then it is killed.
+  std::vector<int> rc = hosts.Wait(std::chrono::seconds(4 * kTimeout + 20), how == Gone::kStopped ? victim : -1);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (how == Gone::kStopped) {
+    (void)!system(("ip netns pids " + hosts.Ns(victim) + " | xargs -r kill -9").c_str());
+    rc = hosts.Wait(std::chrono::seconds(10));
+  }
   const std::string out = hosts.AllOut();
   for (int i = 0; i < 3; ++i) EXPECT_NE(rc[i], 0) << "host h" << i << " still ran or succeeded\n" << out;
   // The survivors' ranks fail naming the victim; how long each failing call ran is bounded by the timeout.
@@ -218,7 +238,7 @@ void DeadHost(bool cut_link, int victim = 2) {
     ASSERT_TRUE(std::regex_search(text, m, re)) << "rank " << r << "\n" << out;
     EXPECT_LE(std::stod(m[1].str()), kTimeout + 3) << m[0] << "\n" << out;
   }
-  if (cut_link) {
+  if (how == Gone::kCut) {
     // Cut off, the victim's own ranks fail too: one names a host it lost (the other may learn it from that
     // one's exit).
     const std::string text = hosts.Out(victim);
@@ -244,6 +264,50 @@ TEST(Hosts, AHostWhoseProcessesAreKilledMakesEveryRankFailNamingIt) {
   SKIP_WITHOUT_NAMESPACES();
   DeadHost(false);
 }
+
+#if TESSERA_HAVE_UCX_HEADERS
+// Skipped, saying why, where UCX is not installed.
+#define SKIP_WITHOUT_UCX()                                                          \
+  do {                                                                              \
+    const tessera::Status v = tessera::comm::MakeUcxTransport()->Viable();          \
+    if (!v.ok()) GTEST_SKIP() << "the ucx row is not viable here: " << v.message(); \
+  } while (0)
+
+TEST(Hosts, EveryCollectiveIsExactAndBitIdenticalOverUcxOnTwoHosts) {
+  SKIP_WITHOUT_NAMESPACES();
+  SKIP_WITHOUT_UCX();
+  Hosts hosts(2);
+  ASSERT_TRUE(hosts.ok()) << hosts.why();
+  // As the two-host case above, with the hosts joined by the ucx row.
+  hosts.StartAll(kToken + " TESSERA_LOG=info TESSERA_TIMEOUT=60s " + kUcx,
+                 "--island ascend=host:3 --island nvidia=host:2 -- " + Worker() + " check --sizes 0,1,7,97,1000,70001");
+  const auto rc = hosts.Wait(std::chrono::seconds(400));
+  const std::string out = hosts.AllOut();
+  EXPECT_EQ(rc, (std::vector<int>{0, 0})) << out;
+  EXPECT_EQ(Count(out, "OK rank \\d: "), 5) << out;
+  EXPECT_NE(Joined(out, 0).find("island library: host (shm+ucx); bridge: ucx"), std::string::npos) << out;
+  EXPECT_NE(Joined(out, 2).find("island library: host (ucx); bridge: shm"), std::string::npos) << out;
+}
+
+TEST(Hosts, AHostCutOffFromTheUcxRowMakesEveryRankFailNamingIt) {
+  SKIP_WITHOUT_NAMESPACES();
+  SKIP_WITHOUT_UCX();
+  DeadHost(true, 2, kUcx);
+}
+
+TEST(Hosts, AHostKilledOnTheUcxRowMakesEveryRankFailNamingIt) {
+  SKIP_WITHOUT_NAMESPACES();
+  SKIP_WITHOUT_UCX();
+  DeadHost(false, 2, kUcx);
+}
+
+TEST(Hosts, AHostStoppedOnTheUcxRowMakesEveryRankFailNamingIt) {
+  SKIP_WITHOUT_NAMESPACES();
+  SKIP_WITHOUT_UCX();
+  DeadHost(false, 2, kUcx, Gone::kStopped);
+}
+
+#endif
 
 TEST(Hosts, TheStoreRefusesANodeWithAnotherToken) {
   SKIP_WITHOUT_NAMESPACES();
