@@ -12,6 +12,7 @@
 
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/nesting.hpp"
 #include "daemon/console.hpp"
 #include "daemon/daemon_impl.hpp"
 #include "daemon/util.hpp"
@@ -37,6 +38,11 @@ void Error(httplib::Response& res, int status, const std::string& msg) { Reply(r
 
 // Parses the request body as a JSON object into *body; otherwise answers 400 saying what it is.
 bool ParseBody(const httplib::Request& req, httplib::Response& res, json* body) {
+  // Bounded before parsing: the answers below quote what was sent, and quoting recurses into the value.
+  if (Status s = CheckNesting(req.body, Syntax::kJson, "the request body"); !s.ok()) {
+    Error(res, 400, s.message());
+    return false;
+  }
   *body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body->is_discarded()) {
     Error(res, 400, "the request body is not JSON");

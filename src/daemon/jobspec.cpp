@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/env.hpp"
+#include "common/nesting.hpp"
 #include "common/yaml.hpp"
 #include "daemon/security.hpp"
 
@@ -137,6 +138,7 @@ std::string BlankTopLevelKeys(const std::string& yaml, const std::vector<std::st
 Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source, const std::string& base_dir,
                              const std::string& tenant, const std::vector<std::string>& compatible,
                              const std::string& area) {
+  TSR_RETURN_IF_ERROR(CheckNesting(yaml, Syntax::kYaml, source));
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
@@ -326,6 +328,7 @@ Result<EmulationKeys> ReadEmulationKeys(const YAML::Node& m, const std::string& 
 }  // namespace
 
 Result<FleetSpec> ParseFleetSpec(const std::string& yaml, const std::string& source) {
+  TSR_RETURN_IF_ERROR(CheckNesting(yaml, Syntax::kYaml, source));
   YAML::Node root;
   try {
     root = YAML::Load(yaml);

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/file.hpp"
+#include "common/nesting.hpp"
 #include "common/yaml.hpp"
 #include "sched/inputs_internal.hpp"
 #include "sched/perf_model.hpp"
@@ -125,6 +126,7 @@ class Reader {
 };
 
 Result<YAML::Node> ParseYaml(const std::string& text, const std::string& source) {
+  TSR_RETURN_IF_ERROR(CheckNesting(text, Syntax::kYaml, source));
   try {
     YAML::Node root = YAML::Load(text);
     if (!root || root.IsNull()) return InvalidArgument(fmt::format("{}: the file is empty", source));

@@ -107,6 +107,24 @@ TEST(JobSpec, RemixModeAndItsThresholds) {
   EXPECT_NE(bad("remix: {min_interval: soon}\n").find("remix.min_interval"), std::string::npos);
 }
 
+// A job file of 100,000 nested flow sequences: refused before yaml-cpp reads it, naming the file.
+TEST(JobSpec, DeeplyNestedJobFilesAreRefusedBeforeParsing) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto s = ParseJobSpec("name: n\nclass: c\ncards: 1\ncommand: " + deep + "\n", "j.yaml", "/b", "t", {"ascend"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("j.yaml: nests deeper than 64 levels"), std::string::npos)
+      << s.status().message();
+  // Brackets inside quotes and comments do not count; 64 levels are read.
+  auto q = ParseJobSpec("name: '[[[[' # " + std::string(100, '[') + "\nclass: c\ncards: 1\ncommand: " +
+                            std::string(64, '[') + "a" + std::string(64, ']') + "\n",
+                        "j.yaml", "/b", "t", {"ascend"});
+  EXPECT_EQ(q.status().message().find("nests deeper"), std::string::npos) << q.status().message();
+  auto f = ParseFleetSpec("nodes: " + deep + "\n", "f.yaml");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("f.yaml: nests deeper than 64 levels"), std::string::npos)
+      << f.status().message();
+}
+
 TEST(JobSpec, DuplicateKeysOfTheDaemonsOwnFieldsAreRefused) {
   // The planner's keys were checked already; the daemon's own (command, env, ...) were taken silently.
   auto s = ParseJobSpec("name: n\nclass: c\ncards: 1\ncommand: [a]\ncommand: [b]\n", "j.yaml", "/b", "t", {"ascend"});

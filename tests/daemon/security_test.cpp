@@ -349,6 +349,37 @@ TEST_F(DaemonSecurity, MalformedRequestsGetJson400s) {
   EXPECT_EQ(Request(d_->state(), "GET", "/v1/health", "", "").status, 200) << "the daemon did not survive";
 }
 
+// A body of 100,000 nested arrays from a tenant killed the daemon (stack overflow quoting it back in the 400):
+// every endpoint that reads a body, and the job file inside one, refuse such nesting and the daemon lives.
+TEST_F(DaemonSecurity, DeeplyNestedBodiesGet400AndTheDaemonLives) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(Register());
+  std::string token = AdminToken(d_->state());
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string deep_obj = "{\"yaml\":" + deep + "}";
+  json deep_yaml = {{"source", "deep.yaml"}, {"yaml", "name: x\ncommand: " + deep + "\n"}};
+  struct Case {
+    std::string method, path, body, mentions;
+  };
+  std::vector<Case> cases = {
+      {"POST", "/v1/jobs", deep, "nests deeper than 64"},
+      {"POST", "/v1/jobs", deep_obj, "nests deeper than 64"},
+      {"POST", "/v1/jobs", deep_yaml.dump(), "deep.yaml: nests deeper than 64"},
+      {"PUT", "/v1/policy", deep, "nests deeper than 64"},
+      {"PUT", "/v1/fleet", deep, "nests deeper than 64"},
+  };
+  for (const auto& c : cases) {
+    Raw r = Request(d_->state(), c.method, c.path, c.body, token);
+    EXPECT_EQ(r.status, 400) << c.method << " " << c.path << " -> " << r.body.substr(0, 200);
+    EXPECT_NE(ErrorOf(r).find(c.mentions), std::string::npos) << c.method << " " << c.path << " -> " << r.body;
+    ASSERT_EQ(Request(d_->state(), "GET", "/v1/health", "", "").status, 200) << "the daemon died on " << c.path;
+  }
+  // Nesting within the bound is parsed and refused for what it says.
+  Raw ok = Request(d_->state(), "POST", "/v1/jobs", std::string(60, '[') + std::string(60, ']'), token);
+  EXPECT_EQ(ok.status, 400);
+  EXPECT_NE(ErrorOf(ok).find("must be a JSON object, not array"), std::string::npos) << ok.body;
+}
+
 // Issue #13, 7: names with control characters split `tessera queue` rows and truncated the ledger key.
 TEST_F(DaemonSecurity, NamesWithControlCharactersAreRefused) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
