@@ -17,6 +17,7 @@
 #include "ckpt/internal.hpp"
 #include "ckpt/tiers.hpp"
 #include "common/env.hpp"
+#include "common/nesting.hpp"
 
 namespace tessera::ckpt {
 namespace {
@@ -57,12 +58,15 @@ class ColdStore final : public TierStore {
   }
 
   Result<std::pair<Manifest, std::vector<Member>>> ReadIndex(int64_t step) {
-    auto text = ReadFile(Index(step));
+    auto text = ReadRegularFile(Index(step));
     if (!text.ok()) {
       if (text.status().code() == Code::kNotFound)
         return NotFound(fmt::format("checkpoint step {} is not committed in {}", step, Describe()));
       return text.status();
     }
+    if (size_t at = NestingExceeds(*text, Syntax::kJson); at != std::string::npos)
+      return Corrupt(fmt::format("checkpoint step {}: index {} nests deeper than {} levels (at byte {})", step,
+                                 Index(step), kMaxNesting, at));
     try {
       json j = json::parse(*text);
       TSR_ASSIGN_OR_RETURN(Manifest m, ManifestForStep(j.at("manifest").dump(), Index(step), step));
@@ -96,11 +100,12 @@ class ColdStore final : public TierStore {
     Status s;
     for (const auto& f : m.files) {
       std::string src = JoinPath(src_dir, f.name);
-      int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-      if (in < 0) {
-        s = ErrnoError(fmt::format("checkpoint step {}: open {}", m.step, src), errno);
+      auto opened = OpenRegularFile(src);
+      if (!opened.ok()) {
+        s = opened.status().WithContext(fmt::format("checkpoint step {}", m.step));
         break;
       }
+      int in = *opened;
       Member mem{f.name, pos, 0, f.bytes};
       uint64_t off = 0;
       bool last = false;
@@ -148,8 +153,9 @@ class ColdStore final : public TierStore {
                     const std::function<Status(const char*, size_t, uint64_t)>& sink, const Progress& progress,
                     uint64_t* done) {
     std::string path = Archive(m.step);
-    int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) return ErrnoError(fmt::format("checkpoint step {}: open archive {}", m.step, path), errno);
+    auto opened = OpenRegularFile(path);
+    if (!opened.ok()) return opened.status().WithContext(fmt::format("checkpoint step {}: archive", m.step));
+    int in = *opened;
     ZSTD_DCtx* dctx = ZSTD_createDCtx();
     const size_t in_cap = ZSTD_DStreamInSize() * 16, out_cap = ZSTD_DStreamOutSize() * 16;
     std::unique_ptr<char[]> inbuf(new char[in_cap]), outbuf(new char[out_cap]);
@@ -260,8 +266,7 @@ class ColdStore final : public TierStore {
     uint64_t done = 0;
     for (size_t i = 0; i < members.size() && i < m.files.size(); ++i) {
       std::string out = JoinPath(dst_dir, m.files[i].name);
-      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) return ErrnoError("create " + out, errno);
+      TSR_ASSIGN_OR_RETURN(int fd, CreateFileExclusive(out));
       Status s = ReadMember(
           m, members[i], m.files[i],
           [&](const char* p, size_t n, uint64_t off) { return PwriteAll(fd, p, n, off, out); }, progress, &done);

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "ckpt/crc32c.hpp"
+#include "common/nesting.hpp"
 
 namespace tessera::ckpt {
 
@@ -203,6 +204,8 @@ std::string ManifestToJson(const Manifest& m) {
 Result<Manifest> ManifestFromJson(const std::string& text, const std::string& what) {
   Manifest m;
   Status err;
+  if (size_t at = NestingExceeds(text, Syntax::kJson); at != std::string::npos)
+    return Corrupt(fmt::format("{}: the manifest nests deeper than {} levels (at byte {})", what, kMaxNesting, at));
   try {
     json j = json::parse(text);
     Fields top(j, what + ": manifest", &err);
@@ -368,6 +371,23 @@ Status MakeDirs(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) return SystemError(fmt::format("cannot create directory {}: {}", dir, ec.message()));
   return Status::Ok();
+}
+
+Status CheckStepDir(const std::string& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return errno == ENOENT ? Status::Ok() : ErrnoError("stat " + dir, errno);
+  if (S_ISDIR(st.st_mode)) return Status::Ok();
+  return Corrupt(
+      fmt::format("{} is {}, not a step directory (checkpoint commands never follow a link out of their "
+                  "root)",
+                  dir, S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory"));
+}
+
+Result<int> CreateFileExclusive(const std::string& path, int mode) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("remove " + path, errno);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return ErrnoError("create " + path, errno);
+  return fd;
 }
 
 Status RemoveTree(const std::string& path) {

@@ -98,6 +98,13 @@ inline int64_t Rows(const std::vector<int64_t>& shape) { return shape.empty() ? 
 // ReadFile, WriteFileAtomic, FsyncDir, PwriteAll, PreadAll: common/file.hpp.
 Status MakeDirs(const std::string& dir);
 Status RemoveTree(const std::string& path);
+// A job owns its checkpoint root and may plant links in it: no command follows one out of the root.
+// CheckStepDir: OK when `dir` is a directory or absent; Corrupt naming it when it is a symbolic link or
+// something else. (Files in a step directory are opened with OpenRegularFile, which follows no link.)
+Status CheckStepDir(const std::string& dir);
+// Creates `path` for writing, exclusively (O_CREAT|O_EXCL|O_NOFOLLOW): whatever is already there — a stale
+// file, or a link planted to make the write land elsewhere — is unlinked first (the link, never its target).
+Result<int> CreateFileExclusive(const std::string& path, int mode = 0644);
 
 // ---- test hooks (fault injection) ------------------------------------------------------------------
 namespace testing {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,8 +14,10 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "ckpt/format.hpp"
+#include "common/nesting.hpp"
 
 namespace tessera::ckpt {
 namespace {
@@ -36,8 +39,10 @@ struct Mapped {
 
 Status MapFile(const std::string& path, Mapped* m) {
   m->path = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("import: open " + path, errno);
+  // The files to import may be links (a model cache's are), but must end at regular files: never a FIFO.
+  auto opened = OpenRegularFile(path, /*follow_links=*/true);
+  if (!opened.ok()) return opened.status().WithContext("import");
+  int fd = *opened;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int e = errno;
@@ -79,12 +84,23 @@ Status ReadTensors(const Mapped& m, std::vector<TensorView>* views, std::map<std
   const char* base = m.data + 8 + hlen;
   uint64_t data_size = m.size - 8 - hlen;
   json h;
+  std::string twice;  // a key the header's top-level object names twice (parsing keeps only the last)
+  std::set<std::string> keys;
+  auto note_keys = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && !keys.insert(parsed.get<std::string>()).second &&
+        twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
+  if (size_t at = NestingExceeds(std::string_view(m.data + 8, hlen), Syntax::kJson); at != std::string::npos)
+    return bad(fmt::format("has a header that nests deeper than {} levels (at byte {})", kMaxNesting, 8 + at));
   try {
-    h = json::parse(std::string(m.data + 8, hlen));
+    h = json::parse(std::string(m.data + 8, hlen), note_keys);
   } catch (const std::exception& e) {
     return bad(fmt::format("is not a safetensors file: its header is not JSON ({})", e.what()));
   }
   if (!h.is_object()) return bad("is not a safetensors file: its header is not a JSON object");
+  if (!twice.empty()) return bad(fmt::format(": tensor '{}' is given twice in its header", twice));
   for (const auto& [name, t] : h.items()) {
     if (name == "__metadata__") continue;
     std::string where = fmt::format(": tensor '{}'", name);
@@ -96,6 +112,9 @@ Status ReadTensors(const Mapped& m, std::vector<TensorView>* views, std::map<std
       if (!ParseSafetensorsDType(ds, &dt))
         return bad(
             fmt::format("{} has dtype {}, which checkpoints do not store (they store {})", where, ds, StoredDTypes()));
+      for (const auto& d : t.at("shape"))
+        if (!d.is_number_integer())
+          return bad(fmt::format("{} has a dimension {}, not an integer", where, d.dump().substr(0, 40)));
       shape = t.at("shape").get<std::vector<int64_t>>();
       off = t.at("data_offsets").get<std::vector<uint64_t>>();
     } catch (const std::exception& e) {
@@ -146,6 +165,25 @@ Result<ImportSummary> ImportSafetensors(const std::string& root, int64_t step, c
     TSR_RETURN_IF_ERROR(ReadTensors(*maps.back(), &views, &owner));
   }
   if (views.empty()) return InvalidArgument(fmt::format("import: {} hold no tensors", fmt::join(sum.files, ", ")));
+  // One import of a step at a time: two started together would write the same shard names and both commit.
+  // The lock is the kernel's (flock), so a killed import leaves no stale lock; the file stays (removing it
+  // would let a third import lock a new file while the second holds the old one).
+  TSR_RETURN_IF_ERROR(MakeDirs(root));
+  const std::string lock = JoinPath(root, fmt::format(".{}.import-lock", StepDirName(step)));
+  int lfd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (lfd < 0) return ErrnoError("import: create " + lock, errno);
+  struct LockCloser {
+    int fd;
+    ~LockCloser() { ::close(fd); }
+  } lock_closer{lfd};
+  if (::flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return InvalidArgument(fmt::format(
+          "import: checkpoint step {} is being imported into {} by another process (it holds {}); nothing was "
+          "written",
+          step, root, lock));
+    return ErrnoError("import: lock " + lock, errno);
+  }
   WriterOptions wo;
   wo.progress = progress;
   TSR_ASSIGN_OR_RETURN(auto w, CheckpointWriter::Open(root, 0, 1, wo));

@@ -18,6 +18,7 @@
 #include "ckpt/internal.hpp"
 #include "comm/runtime/runtime.hpp"
 #include "common/log.hpp"
+#include "common/nesting.hpp"
 #include "common/parallel.hpp"
 
 namespace tessera::ckpt {
@@ -27,7 +28,8 @@ using json = nlohmann::json;
 Result<Manifest> LoadManifest(const std::string& root, int64_t step) {
   std::string dir = JoinPath(root, StepDirName(step));
   std::string path = JoinPath(dir, kManifestName);
-  auto text = ReadFile(path);
+  TSR_RETURN_IF_ERROR(CheckStepDir(dir).WithContext(fmt::format("checkpoint step {}", step)));
+  auto text = ReadRegularFile(path);
   if (!text.ok()) {
     if (text.status().code() == Code::kNotFound)
       return NotFound(fmt::format("checkpoint step {} does not exist in {} (no committed {})", step, root, path));
@@ -111,8 +113,12 @@ Status ShardCheck::Header(const std::string& first_bytes) {
   TSR_ASSIGN_OR_RETURN(uint64_t hlen, HeaderLength(first_bytes.data()));
   if (first_bytes.size() < 8 + hlen) return Corrupt(Where("is shorter than its safetensors header"));
   const uint64_t data_start = 8 + hlen, bytes = m_.files[fi_].bytes;
+  const std::string_view header = std::string_view(first_bytes).substr(8, hlen);
+  if (size_t at = NestingExceeds(header, Syntax::kJson); at != std::string::npos)
+    return Corrupt(Where(
+        fmt::format("has a safetensors header that nests deeper than {} levels (at byte {})", kMaxNesting, 8 + at)));
   try {
-    json h = json::parse(first_bytes.substr(8, hlen));
+    json h = json::parse(header);
     if (!h.is_object()) return Corrupt(Where("has a safetensors header that is not a JSON object"));
     size_t entries = 0;
     for (auto it = h.begin(); it != h.end(); ++it) entries += it.key() != "__metadata__";
@@ -213,11 +219,12 @@ Status VerifyFile(const Manifest& m, size_t fi, const std::string& dir, bool che
   const ManifestFile& f = m.files[fi];
   std::string path = JoinPath(dir, f.name);
   ShardCheck check(m, fi, "file " + path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Corrupt(check.Where("is missing"));
-    return ErrnoError(check.Where("cannot be opened"), errno);
+  auto opened = OpenRegularFile(path);
+  if (!opened.ok()) {
+    if (opened.status().code() == Code::kNotFound) return Corrupt(check.Where("is missing"));
+    return opened.status().WithContext(fmt::format("checkpoint step {}", m.step));
   }
+  int fd = *opened;
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
@@ -364,14 +371,14 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
     size_t fi = static_cast<size_t>(task.piece->file);
     if (fds[fi] >= 0) continue;
     std::string path = JoinPath(dir, m.files[fi].name);
-    fds[fi] = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fds[fi] >= 0) ::posix_fadvise(fds[fi], 0, 0, POSIX_FADV_SEQUENTIAL);
-    if (fds[fi] < 0) {
-      int e = errno;
+    auto opened = OpenRegularFile(path);
+    if (!opened.ok()) {
       for (int fd : fds)
         if (fd >= 0) ::close(fd);
-      return ErrnoError(fmt::format("checkpoint step {}: open {}", m.step, path), e);
+      return opened.status().WithContext(fmt::format("checkpoint step {}", m.step));
     }
+    fds[fi] = *opened;
+    ::posix_fadvise(fds[fi], 0, 0, POSIX_FADV_SEQUENTIAL);
   }
   std::atomic<uint64_t> done{0};
   std::mutex mu;
@@ -459,11 +466,17 @@ Status RestoreWithProgress(const std::string& root, int64_t step, const std::vec
 Status Remove(const std::string& root, int64_t step) {
   std::string dir = JoinPath(root, StepDirName(step));
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0)
+  if (::lstat(dir.c_str(), &st) != 0)
     return NotFound(fmt::format("checkpoint step {} does not exist in {}", step, root));
+  TSR_RETURN_IF_ERROR(CheckStepDir(dir).WithContext(fmt::format("checkpoint step {}: not removed", step)));
+  // The manifest is unlinked beneath the directory's own descriptor: a directory swapped for a link after the
+  // check is not followed (O_NOFOLLOW).
   std::string manifest = JoinPath(dir, kManifestName);
-  if (::unlink(manifest.c_str()) != 0 && errno != ENOENT)
-    return ErrnoError(fmt::format("checkpoint step {}: remove {}", step, manifest), errno);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return ErrnoError(fmt::format("checkpoint step {}: open {}", step, dir), errno);
+  int r = ::unlinkat(dfd, kManifestName, 0), e = errno;
+  ::close(dfd);
+  if (r != 0 && e != ENOENT) return ErrnoError(fmt::format("checkpoint step {}: remove {}", step, manifest), e);
   TSR_RETURN_IF_ERROR(FsyncDir(dir));
   return RemoveTree(dir);
 }

@@ -413,8 +413,7 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& prefix) {
 }
 
 Status Client::PutFile(const std::string& key, const std::string& path, const Progress& progress) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open " + path, errno);
+  TSR_ASSIGN_OR_RETURN(int fd, OpenRegularFile(path));
   struct stat st {};
   fstat(fd, &st);
   uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -485,8 +484,7 @@ Status Client::PutMultipart(const std::string& key, int fd, uint64_t size, const
 }
 
 Status Client::GetToFile(const std::string& key, const std::string& path, uint64_t size, const Progress& progress) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("create " + path, errno);
+  TSR_ASSIGN_OR_RETURN(int fd, CreateFileExclusive(path));
   uint64_t chunk = cfg_.part_size;
   uint64_t nparts = std::max<uint64_t>(1, (size + chunk - 1) / chunk);
   std::atomic<uint64_t> done{0};

@@ -46,14 +46,13 @@ namespace {
 // Copies a file with a progress callback, then fsyncs it.
 Status CopyFile(const std::string& from, const std::string& to, const Progress& progress, uint64_t* done,
                 uint64_t total) {
-  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return ErrnoError("open " + from, errno);
-  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out < 0) {
-    int e = errno;
+  TSR_ASSIGN_OR_RETURN(int in, OpenRegularFile(from));
+  auto created = CreateFileExclusive(to);
+  if (!created.ok()) {
     ::close(in);
-    return ErrnoError("create " + to, e);
+    return created.status();
   }
+  int out = *created;
   constexpr size_t kChunk = size_t{8} << 20;
   std::unique_ptr<char[]> buf(new char[kChunk]);
   Status s;
@@ -88,7 +87,9 @@ class HotStore final : public TierStore {
   std::string Dir(int64_t step) const { return JoinPath(root_, StepDirName(step)); }
   Status Put(const Manifest& m, const std::string& src_dir, const Progress& progress) override {
     std::string dir = Dir(m.step);
+    TSR_RETURN_IF_ERROR(CheckStepDir(dir));
     TSR_RETURN_IF_ERROR(MakeDirs(dir));
+    TSR_RETURN_IF_ERROR(CheckStepDir(dir));
     uint64_t done = 0, total = m.TotalBytes();
     for (const auto& f : m.files) {
       Status s = CopyFile(JoinPath(src_dir, f.name), JoinPath(dir, f.name), progress, &done, total);
@@ -100,9 +101,11 @@ class HotStore final : public TierStore {
     return VerifyDir(m, Dir(m.step), VerifyOptions{true}, progress);
   }
   Status Commit(const Manifest& m) override {
+    TSR_RETURN_IF_ERROR(CheckStepDir(Dir(m.step)));
     return WriteFileAtomic(JoinPath(Dir(m.step), kManifestName), ManifestToJson(m));
   }
   Status Fetch(const Manifest& m, const std::string& dst_dir, const Progress& progress) override {
+    TSR_RETURN_IF_ERROR(CheckStepDir(Dir(m.step)));
     uint64_t done = 0, total = m.TotalBytes();
     for (const auto& f : m.files)
       TSR_RETURN_IF_ERROR(CopyFile(JoinPath(Dir(m.step), f.name), JoinPath(dst_dir, f.name), progress, &done, total));
@@ -197,7 +200,8 @@ Status DeleteAbove(std::vector<std::unique_ptr<TierStore>>& stores, int64_t step
 Status Stage(const TierConfig& tiers, int64_t step, const Progress& progress) {
   TSR_ASSIGN_OR_RETURN(auto stores, OpenStores(tiers));
   TierStore* hot = stores[0].get();
-  if (hot->ReadManifest(step).ok()) return Status::Ok();
+  auto in_hot = hot->ReadManifest(step);
+  if (in_hot.ok()) return Status::Ok();
   for (size_t i = 1; i < stores.size(); ++i) {
     auto m = stores[i]->ReadManifest(step);
     if (!m.ok()) {
@@ -221,6 +225,9 @@ Status Stage(const TierConfig& tiers, int64_t step, const Progress& progress) {
     TSR_LOG_INFO("checkpoint step {} staged from {} into {}", step, stores[i]->Describe(), dir);
     return Status::Ok();
   }
+  // A hot copy whose manifest does not read (corrupt, a FIFO, a link) and no other copy: say what is wrong
+  // with it, not that the step is absent.
+  if (in_hot.status().code() != Code::kNotFound) return in_hot.status();
   return NotFound(fmt::format("checkpoint step {} is committed in no tier", step));
 }
 

@@ -324,7 +324,7 @@ class WriterImpl final : public CheckpointWriter {
     for (int r = 0; r < world_; ++r) {
       std::string p = JoinPath(dir, PartFileName(r));
       for (;;) {
-        auto text = ReadFile(p);
+        auto text = ReadRegularFile(p);
         if (text.ok()) {
           try {
             parts[static_cast<size_t>(r)] = json::parse(*text);
@@ -398,7 +398,10 @@ class WriterImpl final : public CheckpointWriter {
       if (!d.ok()) return d.WithContext(fmt::format("checkpoint step {}", step));
     }
     CrashPoint("save:before-manifest");
-    Status s = WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m), {.fsync = opt_.fsync});
+    // Exclusive: of two writers of one step (two imports started together), exactly one commits; the other
+    // is refused here instead of replacing the first's manifest.
+    Status s =
+        WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m), {.fsync = opt_.fsync, .replace = false});
     if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}: committing", step));
     CrashPoint("save:committed");
     for (int r = 0; r < world_; ++r) ::unlink(JoinPath(dir, PartFileName(r)).c_str());

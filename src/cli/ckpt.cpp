@@ -131,22 +131,26 @@ int CmdLs(const TierConfig& t, bool verify) {
   if (!all.ok()) return Fail(all.status());
   int64_t now = static_cast<int64_t>(std::time(nullptr));
   std::vector<std::vector<std::string>> rows{{"STEP", "SIZE", "TIERS", "AGE", "STATE"}};
-  int64_t latest = -1;
+  // "latest" is the library's (what a resuming job and tsrCkptLatest take): the newest hot step whose data
+  // passes its checksums. The steps it skipped on the way are bad whatever the cheaper check below says.
+  auto lat = Latest(t.hot);
+  const int64_t latest = lat.ok() ? lat->step : -1;
   std::vector<std::vector<std::string>> body;
   for (const auto& l : all.value()) {
     std::string state = "committed";
     if (std::find(l.tiers.begin(), l.tiers.end(), Tier::kHot) != l.tiers.end()) {
       Status s = Verify(t.hot, l.step, VerifyOptions{verify});
+      if (s.ok() && l.step > latest) s = Verify(t.hot, l.step);  // skipped by Latest: say why
       state =
           s.ok() ? (verify ? "verified" : "ok") : (s.message().find("torn") != std::string::npos ? "TORN" : "CORRUPT");
-      if (s.ok()) latest = l.step;
       auto info = Describe(t.hot, l.step);
       if (s.ok() && info.ok() && !info->manifest_protected) state += " (unprotected manifest)";
     } else if (std::find(l.tiers.begin(), l.tiers.end(), Tier::kCold) != l.tiers.end() && l.tiers.size() == 1) {
       state = "archived (restore to read)";
     }
-    body.push_back(
-        {std::to_string(l.step), HumanBytes(l.bytes), TierList(l.tiers), HumanAge(now - l.created_unix), state});
+    // A manifest that does not read has no commit time: no age ("-"), not the age of the epoch.
+    body.push_back({std::to_string(l.step), HumanBytes(l.bytes), TierList(l.tiers),
+                    l.created_unix > 0 ? HumanAge(now - l.created_unix) : "-", state});
   }
   // Uncommitted step directories in hot (a save in progress or killed): shown, never "latest".
   std::error_code ec;
@@ -257,6 +261,11 @@ int CmdRestore(const TierConfig& t, int64_t step, const std::string& to) {
     if (s.ok()) s = out->Commit(*m);
   } else {
     s = Stage(dst, step, bar.Callback());
+    // Not in --to's tiers: when the hot copy exists but does not read, that is what to report.
+    if (!to.empty() && s.code() == Code::kNotFound) {
+      auto hot = LoadManifest(t.hot, step);
+      if (!hot.ok() && hot.status().code() != Code::kNotFound) s = hot.status();
+    }
   }
   bar.Finish();
   if (!s.ok()) return Fail(s);
@@ -281,7 +290,10 @@ int CmdRm(const TierConfig& t, int64_t step, const std::string& tier) {
   int removed = 0;
   for (auto& s : stores.value()) {
     if (tier != "all" && tier != TierName(s->tier())) continue;
-    if (!s->ReadManifest(step).ok()) continue;
+    // A copy whose manifest does not read (corrupt) is removed too; Delete refuses what is not the tier's own
+    // (a step directory that is a link out of the root).
+    auto m = s->ReadManifest(step);
+    if (!m.ok() && m.status().code() == Code::kNotFound) continue;
     Status st = s->Delete(step);
     if (!st.ok()) return Fail(st);
     std::printf("removed step %lld from %s\n", static_cast<long long>(step), s->Describe().c_str());

@@ -9,16 +9,25 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <mutex>
 
 namespace tessera {
 
-Result<std::string> ReadFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return NotFound(fmt::format("{} does not exist", path));
-    return ErrnoError("open " + path, errno);
-  }
+namespace {
+
+const char* FileKind(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISLNK(m)) return "a symbolic link";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a plain file";
+}
+
+// Reads `fd` to its end and closes it.
+Result<std::string> ReadAll(int fd, const std::string& path) {
   std::string out;
   struct stat st {};
   if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
@@ -37,6 +46,51 @@ Result<std::string> ReadFile(const std::string& path) {
   }
   ::close(fd);
   return out;
+}
+
+}  // namespace
+
+Result<int> OpenRegularFile(const std::string& path, bool follow_links) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_links ? 0 : O_NOFOLLOW));
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ENOENT || e == ENOTDIR) return NotFound(fmt::format("{} does not exist", path));
+    struct stat st {};
+    if (e == ELOOP && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      return Corrupt(fmt::format("{} is a symbolic link, not a regular file (links are not followed here)", path));
+    return ErrnoError("open " + path, e);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return ErrnoError("stat " + path, e);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Corrupt(fmt::format("{} is {}, not a regular file", path, FileKind(st.st_mode)));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return ErrnoError("fcntl " + path, e);
+  }
+  return fd;
+}
+
+Result<std::string> ReadRegularFile(const std::string& path) {
+  TSR_ASSIGN_OR_RETURN(int fd, OpenRegularFile(path));
+  return ReadAll(fd, path);
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return NotFound(fmt::format("{} does not exist", path));
+    return ErrnoError("open " + path, errno);
+  }
+  return ReadAll(fd, path);
 }
 
 std::string DirName(const std::string& path) {
@@ -67,7 +121,18 @@ Status WriteFileAtomicWith(const std::string& path, const AtomicWrite& how,
   Status s = write(fd, tmp);
   if (s.ok() && how.fsync && ::fsync(fd) != 0) s = ErrnoError("fsync " + tmp, errno);
   if (::close(fd) != 0 && s.ok()) s = ErrnoError("close " + tmp, errno);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoError("rename " + tmp + " to " + path, errno);
+  if (s.ok() && how.replace && ::rename(tmp.c_str(), path.c_str()) != 0)
+    s = ErrnoError("rename " + tmp + " to " + path, errno);
+  if (s.ok() && !how.replace) {
+    int r = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+    if (r != 0 && errno == EINVAL) {  // a filesystem without RENAME_NOREPLACE: link() is exclusive too
+      r = ::link(tmp.c_str(), path.c_str());
+      if (r == 0) ::unlink(tmp.c_str());
+    }
+    if (r != 0)
+      s = errno == EEXIST ? InvalidArgument(fmt::format("{} already exists (another writer committed it first)", path))
+                          : ErrnoError("rename " + tmp + " to " + path, errno);
+  }
   if (!s.ok()) {
     ::unlink(tmp.c_str());
     return s;

@@ -23,11 +23,23 @@ namespace tessera {
 // pipes) are read whole too.
 Result<std::string> ReadFile(const std::string& path);
 
+// For files in a directory another party controls (a job's checkpoint directory): opens `path` read-only only
+// when it is a regular file. The open does not block (O_NONBLOCK, cleared afterwards), so a FIFO or a device
+// under the expected name is refused at once instead of hanging the reader; with !follow_links a symbolic link
+// as the last component is refused too (O_NOFOLLOW). NotFound as ReadFile; Corrupt "PATH is a FIFO, not a
+// regular file" (or "a symbolic link", "a directory", ...) naming what is there. The caller closes the fd.
+Result<int> OpenRegularFile(const std::string& path, bool follow_links = false);
+// ReadFile through OpenRegularFile (no links followed).
+Result<std::string> ReadRegularFile(const std::string& path);
+
 struct AtomicWrite {
   int mode = 0644;        // of the new file (before the umask)
   bool fsync = true;      // fsync the file before the rename; false: atomic, not durable (and no directory fsync)
   bool fsync_dir = true;  // with fsync: also fsync the directory after the rename (false: the caller does it
                           // once for several files)
+  bool replace = true;    // false: exclusive — when `path` already exists (another writer got there first) the
+                          // write fails, InvalidArgument "PATH already exists", and leaves it as it is
+                          // (renameat2 RENAME_NOREPLACE; link, then unlink, where a filesystem lacks it)
 };
 // Replaces `path` with `data`: writes PATH.tmp.<pid>.<n> in the same directory, fsyncs it, renames it over
 // `path` and fsyncs the directory (each step's error names the file and is returned). On any failure the

@@ -18,20 +18,7 @@ namespace {
 
 using test::TempDir;
 
-struct Run {
-  int rc;
-  std::string out;
-};
-Run Tessera(const std::string& args) {
-  std::string cmd = test::TesseraBin() + " ckpt " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = ::pclose(p);
-  return {WEXITSTATUS(st), out};
-}
+using test::Tessera;
 
 void Save(const std::string& root, int64_t step) {
   auto w = CheckpointWriter::Open(root, 0, 1);
@@ -68,6 +55,13 @@ TEST(Cli, LsShowVerifyRm) {
   r = Tessera("--root " + d.path() + " ls --verify");
   EXPECT_NE(r.out.find("CORRUPT"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("verified (latest)"), std::string::npos) << r.out;
+  // Without --verify too: `ls` called step 30 "ok (latest)" while Latest() (a resuming job) skipped it.
+  r = Tessera("--root " + d.path() + " ls");
+  EXPECT_NE(r.out.find("CORRUPT"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ok (latest)"), r.out.rfind("ok (latest)")) << r.out;
+  EXPECT_NE(r.out.find("ok (latest)"), std::string::npos) << r.out;
+  EXPECT_EQ(Latest(d.path())->step, 20);
+  EXPECT_LT(r.out.find("ok (latest)"), r.out.find("\n30 ")) << "step 20 is the latest: " << r.out;
   r = Tessera("--root " + d.path() + " rm 30");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(*ListSteps(d.path()), (std::vector<int64_t>{10, 20}));
@@ -129,31 +123,8 @@ TEST(Cli, TierRestoreAndCost) {
   EXPECT_NE(r.out.find("/nonexistent.yaml"), std::string::npos) << r.out;
 }
 
-struct StTensor {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-// Writes a safetensors file as the format's spec lays it out (what Hugging Face's library writes).
-void WriteSafetensors(const std::string& path, const std::vector<StTensor>& ts) {
-  nlohmann::json h = nlohmann::json::object();
-  h["__metadata__"] = {{"format", "pt"}};
-  std::string data;
-  for (const auto& t : ts) {
-    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-    data += t.bytes;
-  }
-  std::string text = h.dump();
-  while (text.size() % 8) text += ' ';
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
-  std::ofstream(path, std::ios::binary) << out << text << data;
-}
-
-template <typename T>
-std::string Bytes(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
+using test::Bytes;
+using test::WriteSafetensors;
 
 TEST(Cli, ImportSafetensorsAsAStep) {
   TempDir root, model;
