@@ -51,7 +51,9 @@ Status CheckTenantName(const std::string& name, const std::string& where) {
   return Status::Ok();
 }
 
-Status CheckNoControlChars(const std::string& field, const std::string& value) {
+Status CheckNoControlChars(const std::string& field, const std::string& value, size_t max_bytes) {
+  if (value.size() > max_bytes)
+    return InvalidArgument(fmt::format("{}: is {} bytes long; at most {} are allowed", field, value.size(), max_bytes));
   for (size_t i = 0; i < value.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(value[i]);
     if (c < 0x20 || c == 0x7f)
@@ -59,6 +61,21 @@ Status CheckNoControlChars(const std::string& field, const std::string& value) {
           fmt::format("{}: contains the control character 0x{:02x} at byte {}; use printable "
                       "characters only",
                       field, c, i));
+    // The code point of a 2- or 3-byte UTF-8 sequence starting here (others cannot be format characters).
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0 && i + 1 < value.size()) {
+      cp = ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(value[i + 1]) & 0x3Fu);
+    } else if ((c & 0xF0) == 0xE0 && i + 2 < value.size()) {
+      cp = ((c & 0x0Fu) << 12) | ((static_cast<unsigned char>(value[i + 1]) & 0x3Fu) << 6) |
+           (static_cast<unsigned char>(value[i + 2]) & 0x3Fu);
+    }
+    const bool c1 = cp >= 0x80 && cp <= 0x9F;
+    const bool format = cp == 0xAD || cp == 0x61C || (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x202A && cp <= 0x202E) ||
+                        (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xFEFF;
+    if (c1 || format)
+      return InvalidArgument(
+          fmt::format("{}: contains the {} character U+{:04X} at byte {}; use printable characters only", field,
+                      c1 ? "control" : "invisible format (it reorders or hides the text around it)", cp, i));
   }
   return Status::Ok();
 }

@@ -41,8 +41,12 @@ Result<std::vector<Tenant>> LoadTenantsFile(const std::string& path);
 
 // A tenant name is also a directory name: 1-64 of [A-Za-z0-9_.-], not starting with '.' or '-'.
 Status CheckTenantName(const std::string& name, const std::string& where);
-// Refuses control characters (bytes < 0x20 and 0x7f, NUL included) in `value`; `field` names it.
-Status CheckNoControlChars(const std::string& field, const std::string& value);
+// Refuses, in `value` (`field` names it): more than max_bytes bytes; control characters (bytes < 0x20 and 0x7f,
+// NUL included, and the C1 controls U+0080-U+009F); and the invisible format characters that reorder or hide
+// text where the value is shown (bidi overrides and isolates U+202A-U+202E, U+2066-U+2069, U+061C, marks
+// U+200E-U+200F, zero-width U+200B-U+200D, U+2060-U+2064, U+FEFF, U+00AD): `x\u202egnp.exe` renders as
+// "xexe.png" in the queue, the bill and the console.
+Status CheckNoControlChars(const std::string& field, const std::string& value, size_t max_bytes = 256);
 
 // Resolves `path` (a relative one against `base`): '..' and the symlinks of its existing part are resolved.
 // The result must be `area` itself or inside it, else InvalidArgument naming `field` and both paths.

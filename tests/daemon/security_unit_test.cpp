@@ -66,6 +66,22 @@ TEST(DaemonNames, ControlCharactersAreRefusedWithTheirPosition) {
   EXPECT_FALSE(CheckNoControlChars("name", "a\x7f").ok());
 }
 
+// `x\u202egnp.exe` rendered as "xexe.png" in the queue, the bill and the console; a name of 100,000 characters
+// was accepted.
+TEST(DaemonNames, FormatCharactersAndOverlongNamesAreRefused) {
+  auto s = CheckNoControlChars("name", "x\u202egnp.exe");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("U+202E at byte 1"), std::string::npos) << s.message();
+  for (const char* bad : {"a\u2066b", "a\u200bb", "a\u200fb", "a\ufeffb", "a\u0085b", "a\u00adb", "a\u061cb"})
+    EXPECT_FALSE(CheckNoControlChars("name", bad).ok()) << bad;
+  for (const char* good : {"résumé", "训练-任务", "a\u2010b" /* a hyphen */, "a\u00a0b"})
+    EXPECT_TRUE(CheckNoControlChars("name", good).ok()) << good;
+  EXPECT_TRUE(CheckNoControlChars("name", std::string(256, 'x')).ok());
+  auto l = CheckNoControlChars("name", std::string(100000, 'x'));
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.message().find("100000 bytes long; at most 256"), std::string::npos) << l.message();
+}
+
 class DaemonConfine : public ::testing::Test {
  protected:
   void SetUp() override {
