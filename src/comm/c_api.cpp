@@ -95,8 +95,12 @@ tsrComm_t Wrap(std::unique_ptr<tessera::comm::Comm> c) {
 
 // ---- unique ids -----------------------------------------------------------------------------------
 
-// Layout of tsrUniqueId::internal: "TSRU1 <token> <host:port>", NUL-padded; the token has no spaces.
-constexpr char kIdMagic[] = "TSRU1 ";
+// Layout of tsrUniqueId::internal: "TSRU2 <token> <host:port>", NUL-padded; the token has no spaces. In a job
+// (TESSERA_TOKEN set where the id is made) the token field is kJobToken: the id store checks the job token, and
+// a joining rank presents its own TESSERA_TOKEN. The id travels through stores a non-member may read (torch's
+// env:// store), so it never carries the job token itself: a member can use it only with the token it has.
+constexpr char kIdMagic[] = "TSRU2 ";
+constexpr char kJobToken[] = "-";
 constexpr size_t kMaxIdToken = 64;  // TESSERA_TOKEN, when it is used
 
 struct ParsedId {
@@ -117,16 +121,28 @@ tessera::Result<ParsedId> ParseId(const tsrUniqueId& id) {
   ParsedId out;
   out.token = text.substr(magic, space - magic);
   out.address = text.substr(space + 1);
+  if (out.token == kJobToken) {
+    out.token = tessera::env::Get("TESSERA_TOKEN").value_or("");
+    if (out.token.empty())
+      return tessera::InvalidArgument(
+          "tsrCommInitRank: the unique id was made in a job (TESSERA_TOKEN set where tsrGetUniqueId ran), and "
+          "this rank has no TESSERA_TOKEN: run every rank of the group with the job's token");
+  }
   if (out.address.find(':') == std::string::npos || out.address.find(' ') != std::string::npos)
     return tessera::InvalidArgument(
         fmt::format("tsrCommInitRank: the unique id is corrupt (store address '{}')", out.address));
   return out;
 }
 
-// Where this process's id stores listen: TESSERA_BRIDGE_ADDR, else this host's first non-loopback IPv4
-// address (from its name), else 127.0.0.1.
+// Where this process's id stores listen: TESSERA_BRIDGE_ADDR (`tessera run` on several nodes: the node's route
+// to the job's store); else, where the launcher's store is on loopback (`tessera run` on one host), 127.0.0.1;
+// else this host's first non-loopback IPv4 address (from its name), else 127.0.0.1.
 std::string IdHost() {
   if (auto v = tessera::env::Get("TESSERA_BRIDGE_ADDR")) return *v;
+  if (auto s = tessera::env::Get("TESSERA_STORE")) {
+    const std::string h = s->substr(0, s->rfind(':'));
+    if (h.rfind("127.", 0) == 0 || h == "localhost" || h == "[::1]" || h == "::1") return "127.0.0.1";
+  }
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) == 0) {
     addrinfo hints{};
@@ -156,7 +172,8 @@ tessera::Status MakeId(tsrUniqueId* id) {
         fmt::format("tsrGetUniqueId: TESSERA_TOKEN ({} bytes) must be at most {} bytes "
                     "without spaces to travel in a unique id",
                     token.size(), kMaxIdToken));
-  if (token.empty()) {
+  const bool job_token = !token.empty();
+  if (!job_token) {
     TSR_ASSIGN_OR_RETURN(token, tessera::RandomToken("tsrGetUniqueId's job token"));
   }
   const std::string host = IdHost();
@@ -175,7 +192,7 @@ tessera::Status MakeId(tsrUniqueId* id) {
   TSR_ASSIGN_OR_RETURN(auto server, tessera::comm::StoreServer::Start(host, 0, token));
   const std::string address =
       fmt::format("{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, server->port());
-  const std::string text = kIdMagic + token + " " + address;
+  const std::string text = kIdMagic + (job_token ? kJobToken : token) + " " + address;
   if (text.size() >= TSR_UNIQUE_ID_BYTES)
     return tessera::InvalidArgument(fmt::format(
         "tsrGetUniqueId: the store address '{}' (TESSERA_BRIDGE_ADDR) is too long for a unique id", address));

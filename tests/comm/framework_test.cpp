@@ -137,7 +137,7 @@ TEST(FrameworkApi, InitRankWithoutEnvTwoCommunicatorsAtOnce) {
   ExpectAllOk(RunRanks("basic", {1, 2, 1}, false), 4);
 }
 
-// Under `tessera run` every id of the job carries the job's token. Two communicators of disjoint ranks made
+// Under `tessera run` every id of the job is checked against the job's token. Two communicators of disjoint ranks made
 // at the same moment (a DeviceMesh's subgroups) each have a rank 0, whose shared-memory inbox must not
 // take the other's name (it did: "shm_open /tsr-...-0: File exists").
 TEST(FrameworkApi, DisjointCommunicatorsOfOneJobTokenMadeAtOnce) {
@@ -152,7 +152,7 @@ TEST(FrameworkApi, DisjointCommunicatorsOfOneJobTokenMadeAtOnce) {
       for (auto& id : fresh) ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
       unsetenv("TESSERA_TOKEN");
     }
-    ExpectAllOk(RunRanks("pairs", {2, 2}, false, {}, round == 0 ? &ids : &fresh), 4);
+    ExpectAllOk(RunRanks("pairs", {2, 2}, false, {"TESSERA_TOKEN=one-job-token"}, round == 0 ? &ids : &fresh), 4);
   }
 }
 
@@ -200,7 +200,7 @@ int Threads() {
 TEST(FrameworkApi, SilentStrayConnectionsNeitherBreakAJobNorHoldThreads) {
   std::vector<tsrUniqueId> ids(2);
   for (auto& id : ids) ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
-  const std::string text(ids[0].internal);  // "TSRU1 <token> <host:port>"
+  const std::string text(ids[0].internal);  // "TSRU2 <token> <host:port>"
   const std::string addr = text.substr(text.rfind(' ') + 1);
   const std::string host = addr.substr(0, addr.rfind(':'));
   const int port = std::atoi(addr.c_str() + addr.rfind(':') + 1);
@@ -221,22 +221,42 @@ TEST(FrameworkApi, SilentStrayConnectionsNeitherBreakAJobNorHoldThreads) {
   ExpectAllOk(j, 3);
 }
 
-TEST(FrameworkApi, TheIdCarriesTesseraTokenAndAConfigTokenMustMatchIt) {
+// In a job (TESSERA_TOKEN set) the id carried the job token in plain text, and torch publishes the id in its
+// env:// store, which any local process could read; a rank with a wrong TESSERA_TOKEN joined with the id's
+// token. Now the id carries no token, its store checks the job token, and each rank presents its own, as a
+// rank under `tessera run` does to the launcher's store. In a job on one host the id's store is on loopback.
+TEST(FrameworkApi, AJobsIdCarriesNoTokenAndOnlyTheJobTokenJoins) {
   setenv("TESSERA_TOKEN", "job-token-42", 1);
+  setenv("TESSERA_STORE", "127.0.0.1:1", 1);  // the launcher's store on loopback
   tsrUniqueId id;
   const tsrResult_t made = tsrGetUniqueId(&id);
   unsetenv("TESSERA_TOKEN");
+  unsetenv("TESSERA_STORE");
   ASSERT_EQ(made, tsrSuccess) << tsrGetLastError(nullptr);
-  EXPECT_EQ(std::string(id.internal).rfind("TSRU1 job-token-42 ", 0), 0u) << id.internal;
+  const std::string bytes(id.internal, sizeof(id.internal));
+  EXPECT_EQ(bytes.find("job-token-42"), std::string::npos) << id.internal;
+  EXPECT_EQ(std::string(id.internal).rfind("TSRU2 - 127.0.0.1:", 0), 0u) << id.internal;
   tsrConfig_t cfg = TSR_CONFIG_INITIALIZER;
   cfg.timeout_ms = 3000;
-  cfg.token = "another-token";
   tsrComm_t c = nullptr;
+  // No token at all: refused before connecting, saying what is missing.
+  EXPECT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("has no TESSERA_TOKEN"), std::string::npos)
+      << tsrGetLastError(nullptr);
+  // A wrong token, from the environment or the config: the id's store refuses it.
+  setenv("TESSERA_TOKEN", "another-token", 1);
   EXPECT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrInvalidArgument);
   EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("refused the job token"), std::string::npos)
       << tsrGetLastError(nullptr);
-  cfg.token = "job-token-42";  // a world of one host rank
-  ASSERT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrSuccess) << tsrGetLastError(nullptr);
+  cfg.token = "another-token";
+  EXPECT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("refused the job token"), std::string::npos)
+      << tsrGetLastError(nullptr);
+  cfg.token = nullptr;
+  setenv("TESSERA_TOKEN", "job-token-42", 1);  // the job's token: a world of one host rank
+  const tsrResult_t joined = tsrCommInitRank(&c, 1, id, 0, &cfg);
+  unsetenv("TESSERA_TOKEN");
+  ASSERT_EQ(joined, tsrSuccess) << tsrGetLastError(nullptr);
   float x = 1.5f;
   EXPECT_EQ(tsrAllReduce(&x, &x, 1, tsrFloat32, tsrSum, c, nullptr), tsrSuccess) << tsrGetLastError(c);
   EXPECT_EQ(x, 1.5f);

@@ -563,8 +563,9 @@ int main(int argc, char** argv) {
     }
   }
   for (int n : g_layout) g_world += n;
-  // No variable that says who this rank is or where the job meets (the bridge's tuning may be set).
-  for (const char* v : {"TESSERA_RANK", "TESSERA_WORLD_SIZE", "TESSERA_STORE", "TESSERA_TOKEN", "TESSERA_ISLAND",
+  // No variable that says who this rank is or where the job meets (the bridge's tuning may be set, and
+  // TESSERA_TOKEN when the ids were made in a job: each rank joins them with the job's token).
+  for (const char* v : {"TESSERA_RANK", "TESSERA_WORLD_SIZE", "TESSERA_STORE", "TESSERA_ISLAND",
                         "TESSERA_ISLAND_VENDOR", "TESSERA_DEVICE", "TESSERA_TIMEOUT"})
     if (std::getenv(v) != nullptr) Fail(std::string("the test must run without ") + v);
   const size_t nids = scenario == "basic" || scenario == "pairs" ? 2 : 1;
