@@ -181,6 +181,7 @@ class Job {
       // Room for every rank's communicators (a split opens one store connection per member) unless
       // TESSERA_STORE_MAX_CONNS says otherwise.
       StoreLimits limits = StoreLimits::FromEnv();
+      limits.handshake_timeout = options_.timeout;  // the job's --timeout, not only TESSERA_TIMEOUT
       if (!env::Get("TESSERA_STORE_MAX_CONNS"))
         limits.max_connections = std::max<int>(limits.max_connections, 16 * static_cast<int>(ranks_.size()));
       if (multi && !env::Get("TESSERA_STORE_MAX_CONNS"))  // the whole job's ranks meet here

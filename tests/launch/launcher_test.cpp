@@ -387,6 +387,17 @@ TEST(Launcher, TimeoutComesFromTheFlagTheCallerOrTheDefault) {
   EXPECT_TRUE(Contains(bad.err, "TESSERA_TIMEOUT='soon'")) << bad.err;
 }
 
+// A connection that never authenticates was kept for TESSERA_TIMEOUT's default (60 s) in a job run with
+// --timeout 1s: the store drops it after the job's own timeout (the rank's `cat` sees the end well before its
+// 20 s bound, which gives 124).
+TEST(Launcher, StoreDropsSilentConnectionsAfterTheJobsTimeout) {
+  const std::string script =
+      "exec bash -c 'exec 3<>/dev/tcp/${TESSERA_STORE%:*}/${TESSERA_STORE##*:} && timeout 20 cat <&3 >/dev/null; "
+      "echo rc=$?'";
+  const Outcome o = Tessera(RunArgs({"a=host:1"}, {"--timeout", "1s"}, script), {{"TESSERA_TIMEOUT", ""}}).Finish();
+  EXPECT_EQ(o.out, "[rank 0 a] rc=0\n") << o.err;
+}
+
 TEST(Launcher, OutputIsPrefixedPerRankAndStream) {
   Tessera t(RunArgs({"a=host:2", "b=host:1"}, {},
                     "echo out1; echo err1 >&2; echo out2; echo err2 >&2; printf 'tail-without-newline'"));
