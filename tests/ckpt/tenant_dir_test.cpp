@@ -209,5 +209,36 @@ TEST(TenantDir, OfTwoConcurrentImportsOfAStepExactlyOneCommits) {
   }
 }
 
+// import stored a dimension 4.5 as 4 and took the last of a tensor key given twice; both are refused, naming
+// the file and the tensor, as the manifest validator refuses them.
+TEST(TenantDir, ImportRefusesFractionalDimensionsAndKeysGivenTwice) {
+  TempDir root, in;
+  auto raw = [&](const std::string& name, const std::string& header, size_t data_bytes) {
+    std::string h = header;
+    while (h.size() % 8) h += ' ';
+    std::string len(8, '\0');
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+    std::ofstream(in / name, std::ios::binary) << len << h << std::string(data_bytes, '\0');
+    return in / name;
+  };
+  auto frac = ImportSafetensors(
+      root.path(), 1, {raw("frac.safetensors", R"({"w":{"dtype":"F32","shape":[4.5],"data_offsets":[0,16]}})", 16)},
+      {});
+  ASSERT_FALSE(frac.ok());
+  EXPECT_NE(frac.status().message().find("frac.safetensors: tensor 'w' has a dimension 4.5, not an integer"),
+            std::string::npos)
+      << frac.status().ToString();
+  auto dup = ImportSafetensors(root.path(), 1,
+                               {raw("dup.safetensors",
+                                    R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                    R"("w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                                    16)},
+                               {});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("dup.safetensors: tensor 'w' is given twice in its header"), std::string::npos)
+      << dup.status().ToString();
+  EXPECT_TRUE(ListSteps(root.path())->empty()) << "a refused import commits nothing";
+}
+
 }  // namespace
 }  // namespace tessera::ckpt
