@@ -281,6 +281,18 @@ TEST(CommUcx, EveryCollectiveTypeAndOpIsExactAndBitIdenticalOverTheUcxRow) {
   }
 }
 
+// A device island (the emulated device) across the ucx row: the device bridge over its links relayed through host
+// rings (the row has none of its own), and staged through the host engine.
+TEST(CommUcx, AnEmulatedDeviceIslandIsExactAcrossTheUcxRow) {
+  SKIP_WITHOUT_UCX();
+  for (const std::string env : {"TESSERA_DEVICE_BRIDGE=device", "TESSERA_DEVICE_BRIDGE=staged"}) {
+    Proc r = EmuJob("TESSERA_TRANSPORTS=ucx " + env, "--island a=emu:1 --island b=host:2", "check");
+    EXPECT_EQ(r.status, 0) << env << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "OK rank"), 3) << env << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "FAIL"), 0) << env << "\n" << r.out;
+  }
+}
+
 TEST(CommUcx, ADeadOrStalledPeerOnTheUcxRowFailsEveryRankInTime) {
   SKIP_WITHOUT_UCX();
   Proc dead = Shell("TESSERA_TIMEOUT=10s TESSERA_TRANSPORTS=ucx " + Bin() + " run" + Islands({2, 2}) + " -- " +
