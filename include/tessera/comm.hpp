@@ -7,7 +7,8 @@
 //   if (!comm.ok()) { ...comm.status().message()... }
 //   Status s = comm->AllReduce(send, recv, n, tsrFloat32, tsrSum);
 // The rules are the C API's (tessera.h): every rank issues the same collectives in the same order; calls
-// on one communicator must not run concurrently; after an error the communicator is failed: destroy it.
+// on one communicator must not run concurrently; a bad argument (kInvalidArgument naming the call, the argument
+// and its value) leaves the communicator usable, any other error fails it: destroy it.
 #pragma once
 
 #include <cstddef>

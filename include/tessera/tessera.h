@@ -10,8 +10,15 @@
  * stream, as in NCCL. In-place calls (sendbuf == recvbuf) are allowed everywhere.
  *
  * Errors: every call returns a tsrResult_t; tsrGetLastError(comm) gives a readable message naming the
- * offending value or peer. A dead peer gives tsrRemoteError or tsrTimeout within TESSERA_TIMEOUT, and
- * afterwards the communicator is unusable (destroy it). No call throws.
+ * offending value or peer. Bad arguments are found on the calling rank before anything is allocated or sent
+ * (a datatype or op outside its enum, a NULL buffer with a count, a count whose byte size — count × type
+ * size, × the world size where a call gathers or scatters — overflows or ends past the addresses a process
+ * can map, a root or peer that is not a rank, a stream on a host rank, alltoallv's counts): the call returns
+ * tsrInvalidArgument with a message that names the call, the argument and its value ("tsrBroadcast: root 5
+ * is not a rank of this communicator of 2 (0 ... 1)"), and the communicator stays usable, as with NCCL's
+ * ncclInvalidArgument (every rank checks the same arguments the same way). Errors that involve other ranks
+ * fail the communicator for good: mismatched calls (named on the ranks that see them), or a dead peer, which
+ * gives tsrRemoteError or tsrTimeout within TESSERA_TIMEOUT; destroy it then. No call throws.
  *
  * Joining without a launcher (frameworks): rank 0 calls tsrGetUniqueId, hands the id to the other ranks
  * by its own means (a framework's store, a file), and every rank calls tsrCommInitRank with it and a

@@ -1,6 +1,8 @@
 // comm/c_api: the C ABI of tessera.h over the C++ communicator. No exception crosses it; each call
 // records a readable message retrievable with tsrGetLastError. Also here: the unique id
 // (tsrGetUniqueId: a store served by this process) and the per-thread group queue (tsrGroupStart/End).
+// Every call's arguments are checked (comm/api_args) before anything is allocated or sent: a refused call
+// returns tsrInvalidArgument and leaves the communicator usable.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -19,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/api_args.hpp"
 #include "comm/comm.hpp"
 #include "comm/store/store.hpp"
 #include "common/c_result.hpp"
@@ -42,6 +45,8 @@ struct tsrComm {
   // A world of one device island: the lean allreduce path (comm/device/device.hpp), called from here
   // directly so that a taken call reads no more than this handle and that path's data.
   tessera::comm::DirectAllReduce* direct = nullptr;
+  // What the argument checks need (rank, size, host or device, vendor): fixed for the communicator's life.
+  tessera::comm::api::Shape shape;
 };
 
 namespace {
@@ -59,9 +64,9 @@ thread_local std::vector<std::pair<tsrComm_t, tessera::comm::P2POp>> g_group_ops
 const char* kInGroup = "is not allowed between tsrGroupStart and tsrGroupEnd (only tsrSend and tsrRecv are)";
 
 template <typename F>
-tsrResult_t Call(tsrComm_t comm, F&& f) {
+tsrResult_t Call(const char* name, tsrComm_t comm, F&& f) {
   if (comm == nullptr || !comm->impl) {
-    g_init_error = "NULL or destroyed communicator";
+    g_init_error = fmt::format("{}: comm is NULL (or destroyed)", name);
     return tsrInvalidArgument;
   }
   try {
@@ -83,12 +88,13 @@ tsrResult_t CallOutsideGroup(const char* name, tsrComm_t comm, F&& f) {
     g_init_error = msg;
     return tsrInvalidArgument;
   }
-  return Call(comm, std::forward<F>(f));
+  return Call(name, comm, std::forward<F>(f));
 }
 
 tsrComm_t Wrap(std::unique_ptr<tessera::comm::Comm> c) {
   auto* h = new tsrComm;
   h->direct = c->direct();
+  h->shape = {c->rank(), c->size(), c->device() == nullptr, c->islands()[c->island()].vendor};
   h->impl = std::move(c);
   return h;
 }
@@ -384,7 +390,10 @@ tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
 }
 
 tsrResult_t tsrCommAbort(tsrComm_t comm) {
-  if (comm == nullptr || comm->impl == nullptr) return tsrInvalidArgument;
+  if (comm == nullptr || comm->impl == nullptr) {
+    g_init_error = "tsrCommAbort: comm is NULL (or destroyed)";
+    return tsrInvalidArgument;
+  }
   try {
     comm->impl->Abort();
     return tsrSuccess;
@@ -394,7 +403,12 @@ tsrResult_t tsrCommAbort(tsrComm_t comm) {
 }
 
 tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error) {
-  if (comm == nullptr || comm->impl == nullptr || error == nullptr) return tsrInvalidArgument;
+  if (comm == nullptr || comm->impl == nullptr || error == nullptr) {
+    g_init_error = comm == nullptr || comm->impl == nullptr ? "tsrCommGetAsyncError: comm is NULL (or destroyed)"
+                                                            : "tsrCommGetAsyncError: error is NULL";
+    if (comm != nullptr && comm->impl != nullptr) SetLastError(comm, g_init_error);
+    return tsrInvalidArgument;
+  }
   try {
     const tessera::Status s = comm->impl->AsyncError();
     *error = ToResult(s);
@@ -441,7 +455,10 @@ tsrResult_t tsrGroupEnd(void) {
       std::vector<tessera::comm::P2POp> mine;
       for (const auto& [cc, op] : ops)
         if (cc == c) mine.push_back(op);
-      const tsrResult_t r = Call(c, [&](tessera::comm::Comm&) { return c->impl->Group(mine); });
+      const tsrResult_t r = Call("tsrGroupEnd", c, [&](tessera::comm::Comm&) {
+        TSR_RETURN_IF_ERROR(tessera::comm::api::CheckGroup(mine, c->shape));
+        return c->impl->Group(mine);
+      });
       if (r != tsrSuccess && first == tsrSuccess) first = r;
     }
   } catch (const std::exception& e) {
@@ -451,39 +468,46 @@ tsrResult_t tsrGroupEnd(void) {
   return first;
 }
 
-tsrResult_t tsrCommRank(tsrComm_t comm, int* rank) {
-  if (rank == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::comm::Comm& c) {
-    *rank = c.rank();
+namespace {
+// The queries: `out` NULL is refused naming the call.
+tsrResult_t Query(const char* name, tsrComm_t comm, int* out, int (tessera::comm::Comm::*get)() const) {
+  if (out == nullptr) {
+    const std::string msg = fmt::format("{}: the output pointer is NULL", name);
+    if (comm != nullptr && comm->impl != nullptr) SetLastError(comm, msg);
+    g_init_error = msg;
+    return tsrInvalidArgument;
+  }
+  return Call(name, comm, [&](tessera::comm::Comm& c) {
+    *out = (c.*get)();
     return tessera::Status::Ok();
   });
+}
+}  // namespace
+
+tsrResult_t tsrCommRank(tsrComm_t comm, int* rank) {
+  return Query("tsrCommRank", comm, rank, &tessera::comm::Comm::rank);
 }
 
 tsrResult_t tsrCommSize(tsrComm_t comm, int* size) {
-  if (size == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::comm::Comm& c) {
-    *size = c.size();
-    return tessera::Status::Ok();
-  });
+  return Query("tsrCommSize", comm, size, &tessera::comm::Comm::size);
 }
 
 tsrResult_t tsrCommIsland(tsrComm_t comm, int* island) {
-  if (island == nullptr) return tsrInvalidArgument;
-  return Call(comm, [&](tessera::comm::Comm& c) {
-    *island = c.island();
-    return tessera::Status::Ok();
-  });
+  return Query("tsrCommIsland", comm, island, &tessera::comm::Comm::island);
 }
 
 tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
                          tsrComm_t comm, tsrStream_t stream) {
   if (comm != nullptr && comm->direct != nullptr && g_group_depth == 0) {
+    // Takes only calls whose arguments it has checked (device.hpp); the rest go through the checks below.
     const int r = comm->direct->TryCall(sendbuf, recvbuf, count, datatype, op, stream);
     if (r == 0) return tsrSuccess;
     if (r != tessera::comm::DirectAllReduce::kNotTaken)
-      return Call(comm, [&](tessera::comm::Comm&) { return comm->direct->report(comm->direct->owner, r); });
+      return Call("tsrAllReduce", comm,
+                  [&](tessera::comm::Comm&) { return comm->direct->report(comm->direct->owner, r); });
   }
   return CallOutsideGroup("tsrAllReduce", comm, [&](tessera::comm::Comm& c) {
+    TSR_RETURN_IF_ERROR(tessera::comm::api::CheckAllReduce(sendbuf, recvbuf, count, datatype, op, stream, comm->shape));
     return c.AllReduce(sendbuf, recvbuf, count, datatype, op, stream);
   });
 }
@@ -491,6 +515,8 @@ tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDa
 tsrResult_t tsrReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, tsrDataType_t datatype,
                              tsrRedOp_t op, tsrComm_t comm, tsrStream_t stream) {
   return CallOutsideGroup("tsrReduceScatter", comm, [&](tessera::comm::Comm& c) {
+    TSR_RETURN_IF_ERROR(
+        tessera::comm::api::CheckReduceScatter(sendbuf, recvbuf, recvcount, datatype, op, stream, comm->shape));
     return c.ReduceScatter(sendbuf, recvbuf, recvcount, datatype, op, stream);
   });
 }
@@ -498,6 +524,7 @@ tsrResult_t tsrReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcoun
 tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, tsrDataType_t datatype, tsrComm_t comm,
                          tsrStream_t stream) {
   return CallOutsideGroup("tsrAllGather", comm, [&](tessera::comm::Comm& c) {
+    TSR_RETURN_IF_ERROR(tessera::comm::api::CheckAllGather(sendbuf, recvbuf, sendcount, datatype, stream, comm->shape));
     return c.AllGather(sendbuf, recvbuf, sendcount, datatype, stream);
   });
 }
@@ -505,6 +532,8 @@ tsrResult_t tsrAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, t
 tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, int root,
                          tsrComm_t comm, tsrStream_t stream) {
   return CallOutsideGroup("tsrBroadcast", comm, [&](tessera::comm::Comm& c) {
+    TSR_RETURN_IF_ERROR(
+        tessera::comm::api::CheckBroadcast(sendbuf, recvbuf, count, datatype, root, stream, comm->shape));
     return c.Broadcast(sendbuf, recvbuf, count, datatype, root, stream);
   });
 }
@@ -512,12 +541,18 @@ tsrResult_t tsrBroadcast(const void* sendbuf, void* recvbuf, size_t count, tsrDa
 tsrResult_t tsrSend(const void* sendbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm,
                     tsrStream_t stream) {
   if (g_group_depth > 0) return QueueGroupOp("tsrSend", comm, true, sendbuf, nullptr, count, datatype, peer, stream);
-  return Call(comm, [&](tessera::comm::Comm& c) { return c.Send(sendbuf, count, datatype, peer, stream); });
+  return Call("tsrSend", comm, [&](tessera::comm::Comm& c) {
+    TSR_RETURN_IF_ERROR(tessera::comm::api::CheckSendRecv(true, sendbuf, count, datatype, peer, stream, comm->shape));
+    return c.Send(sendbuf, count, datatype, peer, stream);
+  });
 }
 
 tsrResult_t tsrRecv(void* recvbuf, size_t count, tsrDataType_t datatype, int peer, tsrComm_t comm, tsrStream_t stream) {
   if (g_group_depth > 0) return QueueGroupOp("tsrRecv", comm, false, nullptr, recvbuf, count, datatype, peer, stream);
-  return Call(comm, [&](tessera::comm::Comm& c) { return c.Recv(recvbuf, count, datatype, peer, stream); });
+  return Call("tsrRecv", comm, [&](tessera::comm::Comm& c) {
+    TSR_RETURN_IF_ERROR(tessera::comm::api::CheckSendRecv(false, recvbuf, count, datatype, peer, stream, comm->shape));
+    return c.Recv(recvbuf, count, datatype, peer, stream);
+  });
 }
 
 tsrResult_t tsrBarrier(tsrComm_t comm) {
@@ -527,23 +562,21 @@ tsrResult_t tsrBarrier(tsrComm_t comm) {
 tsrResult_t tsrAllToAll(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrComm_t comm,
                         tsrStream_t stream) {
   return CallOutsideGroup("tsrAllToAll", comm, [&](tessera::comm::Comm& c) -> tessera::Status {
-    if (comm->impl == nullptr) return tessera::Unsupported("tsrAllToAll: not a Tessera communicator");
+    TSR_RETURN_IF_ERROR(tessera::comm::api::CheckAllToAll(sendbuf, recvbuf, count, datatype, stream, comm->shape));
     const size_t w = static_cast<size_t>(c.size());
-    if (count > 0 && count > SIZE_MAX / w)
-      return tessera::InvalidArgument(fmt::format("tsrAllToAll: count {} × {} ranks overflows", count, w));
     std::vector<size_t> counts(w, count), displs(w);
     for (size_t p = 0; p < w; ++p) displs[p] = p * count;
-    return comm->impl->AllToAllv(sendbuf, counts.data(), displs.data(), recvbuf, counts.data(), displs.data(), datatype,
-                                 stream);
+    return c.AllToAllv(sendbuf, counts.data(), displs.data(), recvbuf, counts.data(), displs.data(), datatype, stream);
   });
 }
 
 tsrResult_t tsrAllToAllv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[], void* recvbuf,
                          const size_t recvcounts[], const size_t rdispls[], tsrDataType_t datatype, tsrComm_t comm,
                          tsrStream_t stream) {
-  return CallOutsideGroup("tsrAllToAllv", comm, [&](tessera::comm::Comm&) -> tessera::Status {
-    if (comm->impl == nullptr) return tessera::Unsupported("tsrAllToAllv: not a Tessera communicator");
-    return comm->impl->AllToAllv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype, stream);
+  return CallOutsideGroup("tsrAllToAllv", comm, [&](tessera::comm::Comm& c) -> tessera::Status {
+    TSR_RETURN_IF_ERROR(tessera::comm::api::CheckAllToAllv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
+                                                           datatype, stream, comm->shape));
+    return c.AllToAllv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype, stream);
   });
 }
 

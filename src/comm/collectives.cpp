@@ -52,19 +52,21 @@ void* Comm::Scratch(int which, size_t bytes) {
 Status Comm::CheckArgs(const char* what, const void* send, const void* recv, size_t count, tsrDataType_t type,
                        tsrStream_t stream, DType* dt) {
   auto t = static_cast<DType>(type);
-  if (!IsValid(t)) return InvalidArgument(fmt::format("{}: datatype {} is not a tsrDataType_t", what, int(type)));
+  if (!IsValid(t))
+    return InvalidArgument(fmt::format("rank {}: {}: datatype {} is not a tsrDataType_t", rank_, what, int(type)));
   if (count > 0 && (send == nullptr || recv == nullptr))
-    return InvalidArgument(fmt::format("{}: NULL buffer with count {}", what, count));
+    return InvalidArgument(fmt::format("rank {}: {}: NULL buffer with count {}", rank_, what, count));
+  if (count > SIZE_MAX / DTypeSize(t))
+    return InvalidArgument(fmt::format("rank {}: {}: count {} of {} overflows", rank_, what, count, DTypeName(t)));
   if (stream != nullptr)
     return InvalidArgument(
-        fmt::format("{}: a stream was passed, but rank {}'s island ({}) uses host memory: pass "
-                    "NULL",
-                    what, rank_, islands_[my_island_].vendor));
+        fmt::format("rank {}: {}: a stream was passed, but its island ({}) uses host memory: pass NULL", rank_, what,
+                    islands_[my_island_].vendor));
   if (!device_ && count > 0) {
     const bool send_dev = IsDeviceMemory(send);
     if (send_dev || IsDeviceMemory(recv))
-      return InvalidArgument(fmt::format("{}: {} = {} is device memory, but rank {}'s island ({}) uses host memory",
-                                         what, send_dev ? "sendbuf" : "recvbuf", send_dev ? send : recv, rank_,
+      return InvalidArgument(fmt::format("rank {}: {}: {} = {} is device memory, but its island ({}) uses host memory",
+                                         rank_, what, send_dev ? "sendbuf" : "recvbuf", send_dev ? send : recv,
                                          islands_[my_island_].vendor));
   }
   *dt = t;
@@ -111,11 +113,13 @@ Status Comm::GuardFn(const std::string& what, const std::function<Status()>& bod
 
 Status Comm::HostAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
                            tsrStream_t stream) {
+  // The checks come before Guard: a bad argument is this rank's alone, found before any traffic, and leaves the
+  // communicator usable.
   DType dt;
   auto r = static_cast<RedOp>(op);
+  TSR_RETURN_IF_ERROR(CheckArgs("allreduce", send, recv, count, type, stream, &dt));
+  if (!IsValid(r)) return InvalidArgument(fmt::format("rank {}: allreduce: op {} is not a tsrRedOp_t", rank_, int(op)));
   return Guard("allreduce", [&]() -> Status {
-    TSR_RETURN_IF_ERROR(CheckArgs("allreduce", send, recv, count, type, stream, &dt));
-    if (!IsValid(r)) return InvalidArgument(fmt::format("allreduce: op {} is not a tsrRedOp_t", int(op)));
     const size_t esz = DTypeSize(dt);
     for (const Range& c : BridgeChunks(count, dt)) {
       Status s = Hierarchical(CollKind::kAllReduce, static_cast<const std::byte*>(send) + c.lo * esz,
@@ -131,9 +135,10 @@ Status Comm::HostReduceScatter(const void* send, void* recv, size_t recvcount, t
                                tsrStream_t stream) {
   DType dt;
   auto r = static_cast<RedOp>(op);
+  TSR_RETURN_IF_ERROR(CheckArgs("reduce_scatter", send, recv, recvcount, type, stream, &dt));
+  if (!IsValid(r))
+    return InvalidArgument(fmt::format("rank {}: reduce_scatter: op {} is not a tsrRedOp_t", rank_, int(op)));
   return Guard("reduce_scatter", [&]() -> Status {
-    TSR_RETURN_IF_ERROR(CheckArgs("reduce_scatter", send, recv, recvcount, type, stream, &dt));
-    if (!IsValid(r)) return InvalidArgument(fmt::format("reduce_scatter: op {} is not a tsrRedOp_t", int(op)));
     Status s = Hierarchical(CollKind::kReduceScatter, send, recv, recvcount, dt, r, 0);
     ++seq_;
     return s;
@@ -142,8 +147,8 @@ Status Comm::HostReduceScatter(const void* send, void* recv, size_t recvcount, t
 
 Status Comm::HostAllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
   DType dt;
+  TSR_RETURN_IF_ERROR(CheckArgs("allgather", send, recv, sendcount, type, stream, &dt));
   return Guard("allgather", [&]() -> Status {
-    TSR_RETURN_IF_ERROR(CheckArgs("allgather", send, recv, sendcount, type, stream, &dt));
     Status s = Hierarchical(CollKind::kAllGather, send, recv, sendcount, dt, RedOp::kSum, 0);
     ++seq_;
     return s;
@@ -153,10 +158,11 @@ Status Comm::HostAllGather(const void* send, void* recv, size_t sendcount, tsrDa
 Status Comm::HostBroadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
                            tsrStream_t stream) {
   DType dt;
+  if (root < 0 || root >= size_)
+    return InvalidArgument(
+        fmt::format("rank {}: broadcast: root {} is not a rank of this world of {}", rank_, root, size_));
+  TSR_RETURN_IF_ERROR(CheckArgs("broadcast", rank_ == root ? send : recv, recv, count, type, stream, &dt));
   return Guard("broadcast", [&]() -> Status {
-    if (root < 0 || root >= size_)
-      return InvalidArgument(fmt::format("broadcast: root {} is not a rank of this world of {}", root, size_));
-    TSR_RETURN_IF_ERROR(CheckArgs("broadcast", rank_ == root ? send : recv, recv, count, type, stream, &dt));
     Status s = Hierarchical(CollKind::kBroadcast, send, recv, count, dt, RedOp::kSum, root);
     ++seq_;
     return s;
@@ -196,10 +202,11 @@ Status Comm::Health() {
 
 Status Comm::HostSend(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   DType dt;
+  TSR_RETURN_IF_ERROR(CheckArgs("send", send, send, count, type, stream, &dt));
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    return InvalidArgument(
+        fmt::format("rank {}: send: peer {} is not another rank of this world of {}", rank_, peer, size_));
   return Guard("send", [&]() -> Status {
-    TSR_RETURN_IF_ERROR(CheckArgs("send", send, send, count, type, stream, &dt));
-    if (peer < 0 || peer >= size_ || peer == rank_)
-      return InvalidArgument(fmt::format("send: peer {} is not another rank of this world of {}", peer, size_));
     Header h{kHeaderMagic,
              static_cast<uint32_t>(CollKind::kSend),
              p2p_sent_[peer]++,
@@ -218,10 +225,11 @@ Status Comm::HostSend(const void* send, size_t count, tsrDataType_t type, int pe
 
 Status Comm::HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   DType dt;
+  TSR_RETURN_IF_ERROR(CheckArgs("recv", recv, recv, count, type, stream, &dt));
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    return InvalidArgument(
+        fmt::format("rank {}: recv: peer {} is not another rank of this world of {}", rank_, peer, size_));
   return Guard("recv", [&]() -> Status {
-    TSR_RETURN_IF_ERROR(CheckArgs("recv", recv, recv, count, type, stream, &dt));
-    if (peer < 0 || peer >= size_ || peer == rank_)
-      return InvalidArgument(fmt::format("recv: peer {} is not another rank of this world of {}", peer, size_));
     Header h{};
     Engine e(this);
     e.RecvCopy(peer, &h, sizeof(h));
@@ -240,29 +248,34 @@ Status Comm::HostRecv(void* recv, size_t count, tsrDataType_t type, int peer, ts
 }
 
 Status Comm::HostGroup(const std::vector<P2POp>& ops) {
+  // This rank's own checks first, outside Guard (see HostAllReduce).
+  std::vector<DType> dts(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& op = ops[i];
+    const std::string what = fmt::format("{} #{} of the group", op.is_send ? "send" : "recv", i);
+    const void* buf = op.is_send ? op.send : op.recv;
+    if (op.peer < 0 || op.peer >= size_)
+      return InvalidArgument(
+          fmt::format("rank {}: {}: peer {} is not a rank of this world of {}", rank_, what, op.peer, size_));
+    TSR_RETURN_IF_ERROR(CheckArgs(what.c_str(), buf, buf, op.count, op.type, op.stream, &dts[i]));
+  }
+  // To itself: the k-th send to self goes to the k-th receive from self.
+  std::vector<size_t> self_sends, self_recvs;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].peer == rank_) (ops[i].is_send ? self_sends : self_recvs).push_back(i);
+  if (self_sends.size() != self_recvs.size())
+    return InvalidArgument(fmt::format("rank {}: the group has {} send(s) to itself but {} recv(s) from it", rank_,
+                                       self_sends.size(), self_recvs.size()));
+  for (size_t k = 0; k < self_sends.size(); ++k) {
+    const P2POp &s_op = ops[self_sends[k]], &r_op = ops[self_recvs[k]];
+    if (s_op.count != r_op.count || dts[self_sends[k]] != dts[self_recvs[k]])
+      return InvalidArgument(fmt::format("rank {}: group: sends {} × {} to itself but receives {} × {}", rank_,
+                                         s_op.count, DTypeName(dts[self_sends[k]]), r_op.count,
+                                         DTypeName(dts[self_recvs[k]])));
+  }
   return Guard("group", [&]() -> Status {
-    std::vector<DType> dts(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const P2POp& op = ops[i];
-      const std::string what = fmt::format("{} #{} of the group", op.is_send ? "send" : "recv", i);
-      const void* buf = op.is_send ? op.send : op.recv;
-      if (op.peer < 0 || op.peer >= size_)
-        return InvalidArgument(fmt::format("{}: peer {} is not a rank of this world of {}", what, op.peer, size_));
-      TSR_RETURN_IF_ERROR(CheckArgs(what.c_str(), buf, buf, op.count, op.type, op.stream, &dts[i]));
-    }
-    // To itself: the k-th send to self goes to the k-th receive from self.
-    std::vector<size_t> self_sends, self_recvs;
-    for (size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].peer == rank_) (ops[i].is_send ? self_sends : self_recvs).push_back(i);
-    if (self_sends.size() != self_recvs.size())
-      return InvalidArgument(fmt::format("the group has {} send(s) to rank {} itself but {} recv(s) from it",
-                                         self_sends.size(), rank_, self_recvs.size()));
     for (size_t k = 0; k < self_sends.size(); ++k) {
       const P2POp &s_op = ops[self_sends[k]], &r_op = ops[self_recvs[k]];
-      if (s_op.count != r_op.count || dts[self_sends[k]] != dts[self_recvs[k]])
-        return InvalidArgument(fmt::format("group: rank {} sends {} × {} to itself but receives {} × {}", rank_,
-                                           s_op.count, DTypeName(dts[self_sends[k]]), r_op.count,
-                                           DTypeName(dts[self_recvs[k]])));
       if (s_op.count > 0) std::memmove(r_op.recv, s_op.send, s_op.count * DTypeSize(dts[self_sends[k]]));
     }
     // Every other send is a header and the data, every receive the same (the wire format of Send/Recv);
@@ -309,32 +322,31 @@ Status Comm::HostGroup(const std::vector<P2POp>& ops) {
 
 Status Comm::HostAllToAllv(const void* send_v, const size_t* sendcounts, const size_t* sdispls, void* recv_v,
                            const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type) {
+  // This rank's own checks first, outside Guard (see HostAllReduce).
   DType dt;
+  if (sendcounts == nullptr || sdispls == nullptr || recvcounts == nullptr || rdispls == nullptr)
+    return InvalidArgument(fmt::format("rank {}: alltoallv: NULL counts or displacements", rank_));
+  // Extents, checked for overflow: the highest element touched + 1 in each buffer.
+  size_t sext = 0, rext = 0;
+  for (int p = 0; p < size_; ++p) {
+    if (sendcounts[p] > SIZE_MAX - sdispls[p] || recvcounts[p] > SIZE_MAX - rdispls[p])
+      return InvalidArgument(fmt::format("rank {}: alltoallv: count + displacement of rank {} overflows", rank_, p));
+    if (sendcounts[p] > 0) sext = std::max(sext, sdispls[p] + sendcounts[p]);
+    if (recvcounts[p] > 0) rext = std::max(rext, rdispls[p] + recvcounts[p]);
+  }
+  TSR_RETURN_IF_ERROR(CheckArgs("alltoallv", sext > 0 ? send_v : recv_v, rext > 0 ? recv_v : send_v,
+                                std::max(sext, rext), type, nullptr, &dt));
+  const size_t esz = DTypeSize(dt);
+  const auto* send = static_cast<const std::byte*>(send_v);
+  auto* recv = static_cast<std::byte*>(recv_v);
+  if (sext > 0 && rext > 0 && send < recv + rext * esz && recv < send + sext * esz)
+    return InvalidArgument(
+        fmt::format("rank {}: alltoallv: sendbuf {} ({} elements) and recvbuf {} ({} elements) overlap", rank_, send_v,
+                    sext, recv_v, rext));
+  if (sendcounts[rank_] != recvcounts[rank_])
+    return InvalidArgument(fmt::format("rank {}: alltoallv: sends {} element(s) to itself but receives {}", rank_,
+                                       sendcounts[rank_], recvcounts[rank_]));
   return Guard("alltoall", [&]() -> Status {
-    if (sendcounts == nullptr || sdispls == nullptr || recvcounts == nullptr || rdispls == nullptr)
-      return InvalidArgument("alltoallv: NULL counts or displacements");
-    // Extents, checked for overflow: the highest element touched + 1 in each buffer.
-    size_t sext = 0, rext = 0;
-    for (int p = 0; p < size_; ++p) {
-      if (sendcounts[p] > SIZE_MAX - sdispls[p] || recvcounts[p] > SIZE_MAX - rdispls[p])
-        return InvalidArgument(fmt::format("alltoallv: count + displacement of rank {} overflows", p));
-      if (sendcounts[p] > 0) sext = std::max(sext, sdispls[p] + sendcounts[p]);
-      if (recvcounts[p] > 0) rext = std::max(rext, rdispls[p] + recvcounts[p]);
-    }
-    TSR_RETURN_IF_ERROR(CheckArgs("alltoallv", sext > 0 ? send_v : recv_v, rext > 0 ? recv_v : send_v,
-                                  std::max(sext, rext), type, nullptr, &dt));
-    const size_t esz = DTypeSize(dt);
-    if (sext > SIZE_MAX / esz || rext > SIZE_MAX / esz)
-      return InvalidArgument(
-          fmt::format("alltoallv: {} elements of {} overflow the address space", std::max(sext, rext), DTypeName(dt)));
-    const auto* send = static_cast<const std::byte*>(send_v);
-    auto* recv = static_cast<std::byte*>(recv_v);
-    if (sext > 0 && rext > 0 && send < recv + rext * esz && recv < send + sext * esz)
-      return InvalidArgument(fmt::format("alltoallv: sendbuf {} ({} elements) and recvbuf {} ({} elements) overlap",
-                                         send_v, sext, recv_v, rext));
-    if (sendcounts[rank_] != recvcounts[rank_])
-      return InvalidArgument(fmt::format("alltoallv: rank {} sends {} element(s) to itself but receives {}", rank_,
-                                         sendcounts[rank_], recvcounts[rank_]));
     const uint64_t seq = seq_++;
     if (sendcounts[rank_] > 0)
       std::memcpy(recv + rdispls[rank_] * esz, send + sdispls[rank_] * esz, sendcounts[rank_] * esz);
@@ -421,12 +433,10 @@ Status Comm::AllToAllv(const void* send, const size_t* sendcounts, const size_t*
                        const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
   if (device_) return device_->AllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type, stream);
   if (stream != nullptr)
-    return Guard("alltoall", [&] {
-      return InvalidArgument(
-          fmt::format("alltoallv: a stream was passed, but rank {}'s island ({}) uses host "
-                      "memory: pass NULL",
-                      rank_, islands_[my_island_].vendor));
-    });
+    return InvalidArgument(
+        fmt::format("rank {}: alltoallv: a stream was passed, but its island ({}) uses host memory: "
+                    "pass NULL",
+                    rank_, islands_[my_island_].vendor));
   return HostAllToAllv(send, sendcounts, sdispls, recv, recvcounts, rdispls, type);
 }
 
