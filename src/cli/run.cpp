@@ -1,5 +1,6 @@
-// cli/run: `tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--sm-share VENDOR=PCT] [--timeout D] [--dry-run]
-//   [--nnodes N --node-rank K --store HOST:PORT [--node-addr A] [--token-file F]] -- PROGRAM ARGS...`
+// cli/run: `tessera run --island VENDOR=DEVICE:COUNT [--island ...] [--sm-share VENDOR=PCT] [--timeout D]
+//   [--stop-grace D] [--dry-run] [--nnodes N --node-rank K --store HOST:PORT [--node-addr A] [--token-file F]]
+//   -- PROGRAM ARGS...`
 // Parses the command line (and, inside a Slurm step without --nnodes, the SLURM_* variables) and hands over
 // to launch/launcher, which starts this node's ranks.
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
+#include "comm/store/store.hpp"
 #include "common/env.hpp"
 #include "launch/launcher.hpp"
 #include "launch/sm_share.hpp"
@@ -59,9 +61,14 @@ int RunRun(int argc, char** argv) {
       ->type_name("VENDOR=DEVICE:COUNT")
       ->allow_extra_args(false);
   app.add_option("--timeout", timeout_text,
-                 "TESSERA_TIMEOUT for the ranks (e.g. 30s, 2m), and how long the other ranks get to exit after one "
-                 "fails. Default: the caller's TESSERA_TIMEOUT, else " +
+                 "TESSERA_TIMEOUT for the ranks (e.g. 30s, 2m). Default: the caller's TESSERA_TIMEOUT, else " +
                      tessera::env::DeclaredString("TESSERA_TIMEOUT") + ".")
+      ->type_name("DURATION");
+  std::string stop_grace_text;
+  app.add_option("--stop-grace", stop_grace_text,
+                 "When a rank fails (on any node of the job), how long the others get to exit on their own, so that "
+                 "they can print why they fail, before they are stopped (e.g. 500ms, 10s). Default: " +
+                     tessera::comm::FormatDuration(launch::Options{}.stop_grace) + ".")
       ->type_name("DURATION");
   app.add_option("--sm-share", sm_shares,
                  "Run a cuda island's ranks on PERCENT% of their GPU's SMs (NVIDIA MPS), e.g. ascend=40: a model of a "
@@ -92,8 +99,8 @@ int RunRun(int argc, char** argv) {
       "Each rank gets TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_ISLAND, TESSERA_ISLAND_VENDOR, TESSERA_DEVICE,\n"
       "TESSERA_LOCAL_RANK, TESSERA_ISLANDS, TESSERA_STORE, TESSERA_TOKEN and TESSERA_TIMEOUT. Its output lines are\n"
       "prefixed \"[rank R vendor] \". SIGINT, SIGTERM and SIGHUP are forwarded to the ranks (a second SIGINT kills\n"
-      "them). When a rank fails, the others get TESSERA_TIMEOUT to exit, then SIGTERM, then SIGKILL 2s later;\n"
-      "the exit status is the first failing rank's (128+N for signal N). See docs/launcher.md.\n\n"
+      "them). When a rank fails, the others (on every node) get --stop-grace to exit, then SIGTERM, then SIGKILL\n"
+      "2s later; the exit status is the first failing rank's (128+N for signal N). See docs/launcher.md.\n\n"
       "example: tessera run --island ascend=host:3 --island nvidia=host:5 -- ./train");
   app.allow_extras();
   try {
@@ -125,6 +132,11 @@ int RunRun(int argc, char** argv) {
     auto t = tessera::env::Duration("TESSERA_TIMEOUT");
     if (!t.ok()) return Error(t.status().message());
     options.timeout = *t;
+  }
+  if (!stop_grace_text.empty()) {
+    auto g = tessera::env::ParseDuration("--stop-grace", stop_grace_text);
+    if (!g.ok()) return Error(g.status().message());
+    options.stop_grace = *g;
   }
   // Nodes: from the flags, else from a Slurm step (one launcher per task), else one node.
   const bool flags = nnodes > 0 || node_rank >= 0 || !store.empty();

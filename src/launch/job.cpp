@@ -1,7 +1,8 @@
 // launch/job: runs this node's ranks of a `tessera run` job — what a one-node job is, and each node's
 // part of a job across nodes. Starts the store (node 0) with the job token, forks and execs one process per
 // rank with its environment (RankEnvironment), prefixes and forwards their output, forwards signals, and
-// when a rank fails reports which one and how, waits up to TESSERA_TIMEOUT for the others, then stops them.
+// when a rank fails reports which one and how, gives the others a short grace (--stop-grace), then stops them; the
+// other nodes of a job across nodes hear of it through the store (launch/failure_notice) and stop theirs too.
 //
 // One thread does everything after start-up: a poll loop over the ranks' stdout/stderr pipes and a
 // self-pipe that the signal handlers (SIGCHLD, SIGINT, SIGTERM, SIGHUP) write to. Each rank runs in its
@@ -29,8 +30,10 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/token.hpp"
+#include "launch/failure_notice.hpp"
 #include "launch/internal.hpp"
 #include "launch/launcher.hpp"
+#include "launch/signal_scope.hpp"
 
 extern char** environ;
 
@@ -46,58 +49,6 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr size_t kMaxLine = 1 << 20;  // a longer line without '\n' is emitted in pieces of this size
-
-int g_signal_pipe = -1;  // write end of the self-pipe, for the signal handler
-
-void OnSignal(int sig) {
-  const int saved = errno;
-  const unsigned char b = static_cast<unsigned char>(sig);
-  if (g_signal_pipe >= 0) (void)!::write(g_signal_pipe, &b, 1);
-  errno = saved;
-}
-
-const int kHandledSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
-
-// Installs the handlers (and ignores SIGPIPE) for its lifetime; restores the previous ones after.
-class SignalScope {
- public:
-  SignalScope() = default;
-  Status Install() {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoError("tessera run: pipe", errno);
-    read_fd_ = p[0];
-    write_fd_ = p[1];
-    g_signal_pipe = write_fd_;
-    struct sigaction sa {};
-    sa.sa_handler = OnSignal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    for (int sig : kHandledSignals) {
-      struct sigaction one = sa;
-      if (sig == SIGCHLD) one.sa_flags |= SA_NOCLDSTOP;
-      ::sigaction(sig, &one, &old_[sig]);
-    }
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    ::sigaction(SIGPIPE, &ign, &old_[SIGPIPE]);
-    installed_ = true;
-    return Status::Ok();
-  }
-  ~SignalScope() {
-    if (installed_) {
-      for (auto& [sig, sa] : old_) ::sigaction(sig, &sa, nullptr);
-      g_signal_pipe = -1;
-    }
-    if (read_fd_ >= 0) ::close(read_fd_);
-    if (write_fd_ >= 0) ::close(write_fd_);
-  }
-  int read_fd() const { return read_fd_; }
-
- private:
-  int read_fd_ = -1, write_fd_ = -1;
-  bool installed_ = false;
-  std::map<int, struct sigaction> old_;
-};
 
 // Writes all of `data` to fd; false when the reader is gone.
 bool WriteAll(int fd, const char* data, size_t n) {
@@ -225,6 +176,12 @@ class Job {
 
     Status s = signals_.Install();
     if (!s.ok()) return Fail(1, s.message());
+    if (multi) {  // with the signals blocked: the notice's thread must not take them
+      ::pthread_sigmask(SIG_BLOCK, &block, &old);
+      notice_ = std::make_unique<FailureNotice>(fmt::format("{}:{}", store_host_, store_port_), token_,
+                                                options_.node_rank, options_.timeout, signals_.write_fd(), kNoticeByte);
+      ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    }
     TSR_LOG_INFO("tessera run: store at {}:{}; node {} of {} starting {} of {} ranks ({})", store_host_, store_port_,
                  options_.node_rank, options_.nnodes, ranks_.size(), world_size_, layout_);
     for (auto& r : ranks_) {
@@ -401,7 +358,7 @@ class Job {
         if (left > 0) {
           Say(fmt::format(
               "stopping the {} rank{} still running {} after rank {} failed (SIGTERM, then SIGKILL after {})", left,
-              left == 1 ? "" : "s", FormatDuration(options_.timeout), first_failed_,
+              left == 1 ? "" : "s", FormatDuration(options_.stop_grace), first_failed_,
               FormatDuration(options_.kill_after)));
           SignalAll(SIGTERM);
           kill_deadline_ = now + options_.kill_after;
@@ -437,6 +394,10 @@ class Job {
     while ((n = ::read(signals_.read_fd(), buf, sizeof(buf))) > 0) {
       for (ssize_t i = 0; i < n; ++i) {
         const int sig = buf[i];
+        if (sig == kNoticeByte) {
+          OnOtherNodesFailure();
+          continue;
+        }
         if (sig == SIGCHLD) {
           seen.insert(SIGCHLD);
           continue;
@@ -498,14 +459,29 @@ class Job {
     if (first_failed_ >= 0) return;
     first_failed_ = r.spec.rank;
     exit_code_ = code;
+    if (notice_) notice_->Post(r.spec.rank, code, fmt::format("rank {} ({}) {}", r.spec.rank, r.spec.vendor, how));
+    StartGrace(Running() == 1 ? std::string("the other rank") : fmt::format("the other {} ranks", Running()));
+  }
+
+  // The grace after the job's first failure: the ranks still running get --stop-grace to exit on their own.
+  void StartGrace(const std::string& whom) {
     const size_t left = Running();
     if (left > 0 && kill_deadline_ == Clock::time_point::max()) {
-      Say(fmt::format("waiting up to {} (TESSERA_TIMEOUT) for {} to exit, then stopping {}",
-                      FormatDuration(options_.timeout),
-                      left == 1 ? std::string("the other rank") : fmt::format("the other {} ranks", left),
-                      left == 1 ? "it" : "them"));
-      grace_deadline_ = Clock::now() + options_.timeout;
+      Say(fmt::format("waiting up to {} (--stop-grace) for {} to exit, then stopping {}",
+                      FormatDuration(options_.stop_grace), whom, left == 1 ? "it" : "them"));
+      grace_deadline_ = Clock::now() + options_.stop_grace;
     }
+  }
+
+  // Another node's launcher posted the job's first failure: this node's ranks get the same grace.
+  void OnOtherNodesFailure() {
+    auto n = notice_ ? notice_->Take() : std::nullopt;
+    if (!n || first_failed_ >= 0) return;
+    Say(fmt::format("node {}: {}", n->node, n->what));
+    first_failed_ = n->rank;
+    exit_code_ = n->code;
+    const size_t left = Running();
+    StartGrace(left == 1 ? std::string("this node's rank") : fmt::format("this node's {} ranks", left));
   }
 
   // Reads what is there from one stream and prints its complete lines; false at end of file.
@@ -578,6 +554,10 @@ class Job {
   // The launcher's own visible-devices variable of each device family (CUDA_VISIBLE_DEVICES), "" when unset.
   std::map<std::string, std::string> visible_devices_;
   SignalScope signals_;
+  // A job across nodes: the other nodes' first failure, and this node's for them. After signals_ (its thread
+  // writes to signals_' pipe), so destroyed first.
+  std::unique_ptr<FailureNotice> notice_;
+  static constexpr unsigned char kNoticeByte = 0;  // on the self-pipe: no signal has number 0
   int exit_code_ = 0;
   int first_failed_ = -1;
   int interrupts_ = 0;

@@ -4,8 +4,9 @@
 // job token) and one process per rank on this machine, numbered in island order, each with the TESSERA_*
 // variables that tsrCommInitFromEnv() reads. It prefixes every line the ranks print with
 // "[rank R vendor] ", forwards SIGINT/SIGTERM/SIGHUP to them, and when one rank fails it reports which
-// one and how, waits up to TESSERA_TIMEOUT for the others to exit on their own, then stops them
-// (SIGTERM, SIGKILL 2 s later). docs/launcher.md is the user guide.
+// one and how, gives the others a short grace (--stop-grace) to exit on their own, then stops them
+// (SIGTERM, SIGKILL 2 s later); on several nodes every node's launcher hears of it through the store and
+// stops its ranks the same way. docs/launcher.md is the user guide.
 //
 // Several hosts form one job when every host runs the same `tessera run` with --nnodes N --node-rank K
 // --store HOST:PORT (or inside a Slurm step, where all three come from SLURM_*): the ranks of the job
@@ -133,8 +134,11 @@ std::string SignalName(int sig);
 struct Options {
   std::vector<IslandSpec> islands;
   std::vector<std::string> program;  // PROGRAM ARGS...
-  // TESSERA_TIMEOUT for the ranks; also the grace after a failure. Default: its declared one.
+  // TESSERA_TIMEOUT for the ranks. Default: its declared one.
   std::chrono::milliseconds timeout = env::DeclaredDuration("TESSERA_TIMEOUT");
+  // After the job's first failure (on any node), how long the other ranks get to exit on their own (to say why
+  // they fail) before they are stopped (--stop-grace).
+  std::chrono::milliseconds stop_grace{3000};
   std::chrono::milliseconds kill_after{2000};  // from SIGTERM to SIGKILL when stopping ranks
   bool dry_run = false;                        // print the rank table, start nothing
   // --sm-share VENDOR=PERCENT: the cuda island VENDOR runs on PERCENT% of its GPU's SMs (MPS; sm_share.hpp).

@@ -3,9 +3,12 @@
 // output, failure handling, signal forwarding, bad input; and ranks that meet at the launcher's store.
 #include "launch/launcher.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -240,6 +243,13 @@ class Tessera {
   }
 
   void Signal(int sig) { ::kill(pid_, sig); }
+  // What it has printed so far.
+  Outcome Peek() const {
+    Outcome o;
+    o.out = out_;
+    o.err = err_;
+    return o;
+  }
 
   // Waits for the launcher to exit and its output to end; kills it after `timeout`.
   Outcome Finish(milliseconds timeout = 60s) {
@@ -457,6 +467,32 @@ TEST(Launcher, FailingRankStopsStuckRanksAndNamesIt) {
     EXPECT_TRUE(Gone(pid)) << "rank process " << pid << " is still running";
   }
   EXPECT_EQ(pids, 4) << o.out;
+}
+
+TEST(Launcher, AFailedRankStopsTheOthersAfterTheStopGraceNotTheTimeout) {
+  // Rank 2 fails before the others have joined anything; they would wait for the whole --timeout (60 s) before
+  // being stopped. They get the default grace (3 s) instead.
+  Tessera t(RunArgs({"a=host:3"}, {"--timeout", "60s"},
+                    "if [ $TESSERA_RANK = 2 ]; then echo failing; exit 4; fi; exec sleep 1000"));
+  const Outcome o = t.Finish(40s);
+  EXPECT_EQ(o.status, 4) << o.err;
+  EXPECT_TRUE(Contains(o.err, "waiting up to 3s (--stop-grace) for the other 2 ranks to exit, then stopping them"))
+      << o.err;
+  EXPECT_TRUE(Contains(o.err, "stopping the 2 ranks still running 3s after rank 2 failed")) << o.err;
+  EXPECT_TRUE(Contains(o.err, "rank 0 (a) was killed by signal 15 (SIGTERM) sent by tessera run")) << o.err;
+}
+
+TEST(Launcher, StopGraceComesFromTheFlag) {
+  Tessera t(
+      RunArgs({"a=host:2"}, {"--stop-grace", "200ms"}, "if [ $TESSERA_RANK = 0 ]; then exit 1; fi; exec sleep 1000"));
+  const Outcome o = t.Finish(30s);
+  EXPECT_EQ(o.status, 1) << o.err;
+  EXPECT_TRUE(Contains(o.err, "waiting up to 200ms (--stop-grace) for the other rank to exit")) << o.err;
+  EXPECT_TRUE(Contains(o.err, "stopping the 1 rank still running 200ms after rank 0 failed")) << o.err;
+  const Outcome bad = Tessera(RunArgs({"a=host:1"}, {"--stop-grace", "soon"}, "true")).Finish(30s);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(Contains(bad.err, "--stop-grace")) << bad.err;
+  EXPECT_TRUE(Contains(bad.err, "soon")) << bad.err;
 }
 
 TEST(Launcher, RanksThatIgnoreSigtermAreKilled) {
@@ -869,6 +905,75 @@ TEST(LauncherNodes, DryRunWithFlags) {
       Tessera({"run", "--nnodes", "2", "--node-rank", "1", "--island", "a=host:2", "--", "true"}).Finish(30s);
   EXPECT_EQ(bad.status, 2);
   EXPECT_TRUE(Contains(bad.err, "give --store HOST:PORT")) << bad.err;
+}
+
+TEST(LauncherNodes, AFailureOnOneNodeStopsTheOtherNodesRanksAfterTheGrace) {
+  // Two launchers on this host form a job of two nodes; node 1's rank fails at once, node 0's would wait for the
+  // whole --timeout (60 s): node 0 hears of it through the store and stops its rank after the grace.
+  const std::string script = "if [ $TESSERA_RANK = 2 ]; then exit 3; fi; echo up; exec sleep 1000";
+  const std::map<std::string, std::string> env = {{"TESSERA_TOKEN", "two-nodes-one-host"}};
+  auto node = [&](int k, const std::string& store) {
+    return RunArgs({"a=host:4"},
+                   {"--nnodes", "2", "--node-rank", std::to_string(k), "--store", store, "--timeout", "60s",
+                    "--stop-grace", "500ms"},
+                   script);
+  };
+  Tessera node0(node(0, "127.0.0.1:0"), env);
+  ASSERT_TRUE(node0.WaitFor("start the other nodes with --store 127.0.0.1:", 1, 20s, /*in_stderr=*/true));
+  ASSERT_TRUE(node0.WaitFor("up", 2, 20s));
+  const Outcome partial = node0.Peek();
+  const size_t at = partial.err.find("--store 127.0.0.1:");
+  const std::string store = partial.err.substr(at + 8, partial.err.find('\n', at) - at - 8);
+  Tessera node1(node(1, store), env);
+  const Outcome o1 = node1.Finish(30s);
+  const Outcome o0 = node0.Finish(30s);
+  EXPECT_EQ(o1.status, 3) << o1.err;
+  EXPECT_TRUE(Contains(o1.err, "rank 2 (a) exited with status 3")) << o1.err;
+  EXPECT_EQ(o0.status, 3) << "node 0 exits with the failed rank's status: " << o0.err;
+  EXPECT_TRUE(Contains(o0.err, "node 1: rank 2 (a) exited with status 3\n")) << o0.err;
+  EXPECT_TRUE(Contains(o0.err, "waiting up to 500ms (--stop-grace) for this node's 2 ranks to exit")) << o0.err;
+  EXPECT_TRUE(Contains(o0.err, "rank 0 (a) was killed by signal 15 (SIGTERM) sent by tessera run")) << o0.err;
+}
+
+TEST(LauncherSlurm, AFailureInOneTaskStopsTheOtherTasksRanksAfterTheGrace) {
+  // Two tasks of a Slurm step on this host (the step's node list: localhost), one launcher each: task 1's rank
+  // fails at once, task 0 hears of it through the store and stops its rank. The store's port comes from the job
+  // id (20000 + 2 × (id mod 20000)): an id whose port is free here.
+  auto port_free = [](int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+  };
+  int job = -1;
+  for (int id = 1 + ::getpid() % 19999, tries = 0; tries < 500 && job < 0; ++tries, id = 1 + (id + 7919) % 19999)
+    if (port_free(20000 + 2 * id) && port_free(20001 + 2 * id)) job = id;
+  ASSERT_GT(job, 0) << "no free port for the step's store";
+  auto task = [&](int k) {
+    return Tessera(RunArgs({"a=host:2"}, {"--timeout", "60s", "--stop-grace", "500ms"},
+                           "if [ $TESSERA_RANK = 1 ]; then exit 3; fi; echo up; exec sleep 1000"),
+                   {{"SLURM_PROCID", std::to_string(k)},
+                    {"SLURM_NTASKS", "2"},
+                    {"SLURM_LOCALID", std::to_string(k)},
+                    {"SLURM_NODEID", "0"},
+                    {"SLURM_TASKS_PER_NODE", "2"},
+                    {"SLURM_JOB_NODELIST", "localhost"},
+                    {"SLURM_JOB_ID", std::to_string(job)},
+                    {"TESSERA_TOKEN", "one-step-one-host"}});
+  };
+  Tessera task0 = task(0);
+  ASSERT_TRUE(task0.WaitFor("up", 1, 20s));
+  Tessera task1 = task(1);
+  const Outcome o1 = task1.Finish(30s);
+  const Outcome o0 = task0.Finish(30s);
+  EXPECT_EQ(o1.status, 3) << o1.err;
+  EXPECT_EQ(o0.status, 3) << o0.err;
+  EXPECT_TRUE(Contains(o0.err, "node 1: rank 1 (a) exited with status 3\n")) << o0.err;
+  EXPECT_TRUE(Contains(o0.err, "rank 0 (a) was killed by signal 15 (SIGTERM) sent by tessera run")) << o0.err;
 }
 
 TEST(LauncherNodes, TokenFileMustBePrivate) {
