@@ -2,11 +2,14 @@
 #include "comm/host_pool.hpp"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <new>
+#include <set>
 #include <string>
 
 #include "common/env.hpp"
@@ -23,18 +26,76 @@ inline void CpuRelax() {
 constexpr std::chrono::microseconds kSpin{200};
 }  // namespace
 
+// The live pools, for the fork handlers (never destroyed: a static destructor could run while a pool lives).
+struct PoolForkHooks {
+  static std::mutex& Mu() {
+    static auto* mu = new std::mutex;
+    return *mu;
+  }
+  static std::set<HostPool*>& Pools() {
+    static auto* pools = new std::set<HostPool*>;
+    return *pools;
+  }
+  static void Prepare() {  // no worker holds a pool's lock across the fork
+    Mu().lock();
+    for (HostPool* p : Pools()) p->mu_.lock();
+  }
+  static void Parent() {
+    for (HostPool* p : Pools()) p->mu_.unlock();
+    Mu().unlock();
+  }
+  static void Child() {
+    for (HostPool* p : Pools()) {
+      p->mu_.unlock();
+      // The condition variable may count the parent's sleeping workers as waiters, which a notify would wait
+      // for forever (glibc): start it afresh.
+      new (&p->cv_) std::condition_variable();
+      // The std::thread objects name the parent's workers, which do not exist here: forget them without
+      // join (it would wait forever) or destruction (a joinable thread's destructor terminates).
+      for (auto& t : p->workers_) new (&t) std::thread();
+      p->forked_.store(true, std::memory_order_relaxed);
+    }
+    Mu().unlock();
+  }
+  static void Add(HostPool* p) {
+    static const bool installed = pthread_atfork(Prepare, Parent, Child) == 0;
+    (void)installed;
+    std::lock_guard<std::mutex> l(Mu());
+    Pools().insert(p);
+  }
+  static void Remove(HostPool* p) {
+    std::lock_guard<std::mutex> l(Mu());
+    Pools().erase(p);
+  }
+};
+
 HostPool::HostPool(int threads) : threads_(std::clamp(threads, 1, kMaxThreads)) {
   workers_.reserve(threads_ - 1);
   for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
+  PoolForkHooks::Add(this);
+}
+
+void HostPool::RebuildAfterFork() {
+  workers_.clear();  // none of them joinable (PoolForkHooks::Child)
+  // A job the parent was running on another thread has no caller here: retire it.
+  word_.store(static_cast<uint64_t>(Gen(word_.load()) + 1) << 32);
+  finished_.store(0);
+  busy_.store(false);
+  sleepers_.store(0);
+  stop_.store(false);
+  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
+  forked_.store(false, std::memory_order_release);
 }
 
 HostPool::~HostPool() {
+  PoolForkHooks::Remove(this);
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_.store(true);
   }
   cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    if (t.joinable()) t.join();  // none is, in a forked child that never ran a job
 }
 
 int HostPool::Claim(uint32_t gen) {
@@ -50,6 +111,7 @@ int HostPool::Claim(uint32_t gen) {
 
 void HostPool::ParallelFor(int parts, void (*fn)(void*, int), void* ctx) {
   if (parts <= 0) return;
+  if (forked_.load(std::memory_order_relaxed)) RebuildAfterFork();
   if (threads_ == 1 || parts == 1 || busy_.exchange(true, std::memory_order_acquire)) {
     for (int i = 0; i < parts; ++i) fn(ctx, i);
     return;
@@ -75,7 +137,7 @@ void HostPool::ParallelFor(int parts, void (*fn)(void*, int), void* ctx) {
 }
 
 void HostPool::Work() {
-  uint32_t seen = 0;
+  uint32_t seen = Gen(word_.load(std::memory_order_acquire));
   for (;;) {
     // Spin for the next job a little (the engine hands out one every few microseconds), then sleep.
     auto until = std::chrono::steady_clock::now() + kSpin;

@@ -9,6 +9,11 @@
 // ParallelFor splits nothing itself: the caller cuts its work into parts and the calling thread takes
 // parts too, so a job never waits for a sleeping worker to wake. One job at a time: a second caller
 // while a job runs (another thread on the same communicator) runs its parts inline.
+//
+// Fork-safe: around a fork (pthread_atfork) every pool's lock is taken, so no worker holds it in the child (its
+// condition variable, which may count the parent's sleeping workers as waiters, starts afresh there); the
+// child's copy of a pool has no workers (only the forking thread is copied), so it forgets them without
+// joining and starts new ones at its first job (a pool rebuilt in the child), and it can be destroyed there.
 #pragma once
 
 #include <atomic>
@@ -48,6 +53,9 @@ class HostPool {
 
  private:
   void Work();
+  // In a forked child: the workers of the parent are gone; new ones are started at the next job.
+  void RebuildAfterFork();
+  friend struct PoolForkHooks;
   // Claims the next part of job `gen`; -1 when that job has none left (or is not the current one).
   int Claim(uint32_t gen);
 
@@ -65,6 +73,7 @@ class HostPool {
   std::condition_variable cv_;
   std::atomic<int> sleepers_{0};  // changed under mu_
   std::vector<std::thread> workers_;
+  std::atomic<bool> forked_{false};  // set in a forked child until RebuildAfterFork
 };
 
 // The number of CPUs this process may run on (its affinity mask; the online CPUs without one).

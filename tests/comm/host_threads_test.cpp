@@ -1,12 +1,14 @@
 // tests/comm/host_threads_test: the rank's host thread pool (comm/host_pool, TESSERA_HOST_THREADS, issue #35).
 //
 // The pool alone: every part runs once, callers nest and overlap safely, threads are joined on
-// destruction, the `auto` rule and the variable's errors. The engine alone over in-memory rings with
-// pools of 1, 2 and 7 threads: large copies and folds give the same bits. And whole jobs under
+// destruction, a forked child rebuilds its pool, the `auto` rule and the variable's errors. The engine alone over
+// in-memory rings with pools of 1, 2 and 7 threads: large copies and folds give the same bits. And whole jobs under
 // `tessera run` (host_threads_worker) with TESSERA_HOST_THREADS=1, 2 and 7: every collective × type × op
 // is exact and gives the same bits for every thread count, on 1+1 and 2+1 islands.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
@@ -14,7 +16,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +65,61 @@ TEST(HostPool, WorkersThatSleptWakeForTheNextJob) {
   std::atomic<int> n{0};
   pool.ParallelFor(6, [&](int) { ++n; });
   EXPECT_EQ(n.load(), 6);
+}
+
+TEST(HostPool, AForkedChildRebuildsItsPoolAndCanDestroyIt) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "TSan does not support starting threads after a multi-threaded fork (die_after_fork)";
+#endif
+  // The parent's workers are busy around the forks (another thread hands them jobs): a child's copy of the pool
+  // has none of them. Each child runs jobs, which must run on more than one thread again (new workers), and then
+  // destroys the pool (joining the parent's workers there waited forever).
+  auto pool = std::make_unique<HostPool>(4);
+  std::atomic<bool> stop{false};
+  std::thread load([&] {
+    while (!stop) pool->ParallelFor(8, [](int) { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
+  });
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 8; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(k % 3));  // forks at different points of a job
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::mutex m;
+      std::set<std::thread::id> ids;
+      std::atomic<int> n{0};
+      for (int r = 0; r < 20; ++r)
+        pool->ParallelFor(8, [&](int) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          ++n;
+          std::lock_guard<std::mutex> l(m);
+          ids.insert(std::this_thread::get_id());
+        });
+      pool.reset();
+      ::_exit(n != 160 ? 2 : ids.size() < 2 ? 3 : 0);
+    }
+    ASSERT_GT(pid, 0);
+    kids.push_back(pid);
+  }
+  stop = true;
+  load.join();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (pid_t pid : kids) {
+    int st = 0;
+    while (::waitpid(pid, &st, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &st, 0);
+        ADD_FAILURE() << "child " << pid << " hung (its pool waited for the parent's workers)";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (WIFSIGNALED(st)) {
+      ADD_FAILURE() << "child " << pid << " was killed by signal " << WTERMSIG(st);
+    } else {
+      EXPECT_EQ(WEXITSTATUS(st), 0) << "2: a part did not run; 3: every part ran on the calling thread (no workers)";
+    }
+  }
 }
 
 TEST(HostPool, AutoRuleAndTheVariablesErrors) {
