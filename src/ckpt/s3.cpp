@@ -220,6 +220,28 @@ std::string XmlField(const std::string& xml, const std::string& tag, size_t from
   return xml.substr(b + open.size(), e - b - open.size());
 }
 
+// "HTTP 403 SignatureDoesNotMatch: message" from S3's error body; where the answer has no error code (a HEAD's
+// answer has no body, a proxy's may be empty) the status's reason and the request's query instead, so that
+// the message still says what was refused: "HTTP 403 Forbidden (no S3 error in the answer; query uploadId=7)".
+std::string HttpFailure(long code, const std::string& body, const std::string& query, bool with_message) {
+  const std::string err = XmlField(body, "Code");
+  if (!err.empty()) {
+    const std::string msg = with_message ? XmlField(body, "Message") : "";
+    return fmt::format("HTTP {} {}{}{}", code, err, msg.empty() ? "" : ": ", msg);
+  }
+  static const std::pair<long, const char*> kReasons[] = {
+      {400, "Bad Request"},       {401, "Unauthorized"},          {403, "Forbidden"},
+      {404, "Not Found"},         {405, "Method Not Allowed"},    {409, "Conflict"},
+      {411, "Length Required"},   {412, "Precondition Failed"},   {416, "Range Not Satisfiable"},
+      {429, "Too Many Requests"}, {500, "Internal Server Error"}, {501, "Not Implemented"},
+      {502, "Bad Gateway"},       {503, "Service Unavailable"},   {504, "Gateway Timeout"}};
+  const char* reason = "";
+  for (const auto& [c, r] : kReasons)
+    if (c == code) reason = r;
+  return fmt::format("HTTP {}{}{} (no S3 error in the answer{})", code, *reason ? " " : "", reason,
+                     query.empty() ? "" : "; query " + query);
+}
+
 std::string AmzDate() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -336,15 +358,14 @@ Result<Client::Response> Client::Request(const std::string& method, const std::s
     // CompleteMultipartUpload may fail with 200 and an <Error> body.
     bool error_body = method == "POST" && resp.body.find("<Error>") != std::string::npos;
     if (resp.code >= 500 || resp.code == 429 || (error_body && XmlField(resp.body, "Code") == "InternalError")) {
-      last = RemoteError(fmt::format("{}: HTTP {} {}", what, resp.code, XmlField(resp.body, "Code")));
+      last = RemoteError(fmt::format("{}: {}", what, HttpFailure(resp.code, resp.body, qs, false)));
       continue;
     }
     if (resp.code == 404 && method != "HEAD")
-      return NotFound(fmt::format("{}: HTTP 404 {}", what, XmlField(resp.body, "Code")));
+      return NotFound(fmt::format("{}: {}", what, HttpFailure(resp.code, resp.body, qs, false)));
     if (resp.code >= 300 || error_body) {
       if (resp.code == 404) return NotFound(fmt::format("{}: HTTP 404", what));
-      return RemoteError(fmt::format("{}: HTTP {} {}: {}", what, resp.code, XmlField(resp.body, "Code"),
-                                     XmlField(resp.body, "Message")));
+      return RemoteError(fmt::format("{}: {}", what, HttpFailure(resp.code, resp.body, qs, true)));
     }
     if (sink) resp.body.assign(std::to_string(io.sink_len));  // the length written into the sink
     return resp;

@@ -16,6 +16,7 @@ Modes (exit 0 when every check passed; failures print "FAIL ..."):
 """
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -292,6 +293,9 @@ def s3_server():
         srv = FakeS3()
         srv.kind = "fake_s3"
         return srv
+    # Werkzeug, under moto, logs every request to stderr ("127.0.0.1 - - [...] "PUT /b/k HTTP/1.1" 200 -"),
+    # hundreds of lines per tier test; its warnings and errors still show.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
     host, port = moto.get_host_and_port()
