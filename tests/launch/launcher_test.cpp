@@ -450,8 +450,8 @@ TEST(Launcher, LinesAreNeverBrokenOrInterleaved) {
 }
 
 TEST(Launcher, FailingRankStopsStuckRanksAndNamesIt) {
-  // Rank 3 fails at once; the others hang. With --timeout 1s they get 1 s of grace, then SIGTERM.
-  Tessera t(RunArgs({"a=host:2", "b=host:2"}, {"--timeout", "1s"},
+  // Rank 3 fails at once; the others hang. With --stop-grace 1s they get 1 s of grace, then SIGTERM.
+  Tessera t(RunArgs({"a=host:2", "b=host:2"}, {"--stop-grace", "1s"},
                     "echo pid $$; if [ $TESSERA_RANK = 3 ]; then exit 3; fi; exec sleep 1000"));
   const Outcome o = t.Finish(30s);
   EXPECT_EQ(o.status, 3) << o.err;
@@ -496,7 +496,7 @@ TEST(Launcher, StopGraceComesFromTheFlag) {
 }
 
 TEST(Launcher, RanksThatIgnoreSigtermAreKilled) {
-  Tessera t(RunArgs({"a=host:3"}, {"--timeout", "500ms"},
+  Tessera t(RunArgs({"a=host:3"}, {"--stop-grace", "500ms"},
                     "trap '' TERM; echo pid $$; if [ $TESSERA_RANK = 0 ]; then exit 1; fi; exec sleep 1000"));
   const Outcome o = t.Finish(30s);
   EXPECT_EQ(o.status, 1) << o.err;
