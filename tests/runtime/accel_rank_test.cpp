@@ -19,6 +19,7 @@
 #include <regex>
 #include <string>
 
+#include "comm/transport/ucx.hpp"
 #include "common/shell.hpp"
 
 namespace {
@@ -88,6 +89,18 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"musa_2_on_the_nccl_row_beside_host_2", "--island moore=musa:2 --island x86=host:2", 4,
                "TESSERA_CCL=nccl TESSERA_CCL_LIB=" TESSERA_SHIM_DIR "/libmccl.so.2 TESSERA_CCL_PREFIX=mccl"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+#if TESSERA_HAVE_UCX_HEADERS
+// An npu island's data crosses the ucx row as it crosses any link: staged to host memory, copied into the row's ring
+// (plain mmap'ed memory registered with UCX; NPU memory is never handed to UCX). Skipped where UCX is not installed.
+TEST(Accel, AnNpuIslandIsExactAcrossTheUcxRow) {
+  const tessera::Status v = tessera::comm::MakeUcxTransport()->Viable();
+  if (!v.ok()) GTEST_SKIP() << "the ucx row is not viable here: " << v.message();
+  Proc r = Job("TESSERA_TRANSPORTS=ucx", "--island ascend=npu:2 --island nvidia=host:1", "check");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "OK rank"), 3) << r.out;
+}
+#endif
 
 TEST(Accel, LargeCountsCrossStagingGrowthAndBridgeChunks) {
   Proc r = Job("TESSERA_DEVICE_CHUNK=64K", "--island ascend=npu:2 --island nvidia=host:1", "check --sizes 300007");
