@@ -205,9 +205,10 @@ if [ "$WHAT" != bench ]; then
     rm -rf "$CK"
   fi
   if in_group faults; then
-    step "faults: a rank gone, ranks calling different collectives"
+    step "faults: a rank gone, ranks calling different collectives, a group destroyed under a pending call"
     expect_fail fault 120 "${MIX2[@]}" -- $TW fault
     expect_fail mismatch 120 "${MIX1[@]}" -- $TW mismatch
+    job destroy-pending 120 --island a=host:2 -- $TW destroy
   fi
   if in_group init; then
     step "init_process_group without tessera run: env://, tcp://, file://, torchrun (tests/torch/init_worker.py)"

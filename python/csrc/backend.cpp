@@ -498,7 +498,9 @@ class Backend : public c10d::Backend {
     if (r == tsrSuccess) return;
     const char* kind = tsrGetErrorString(r);
     const char* detail = comm_ != nullptr ? tsrGetLastError(comm_) : tsrGetLastError(nullptr);
-    std::string msg = std::string("tessera: ") + what + " failed on rank " + std::to_string(rank_) + ": " +
+    const char* destroyed =
+        ref_->Closing() ? "the process group was destroyed (destroy_process_group) while this call was pending: " : "";
+    std::string msg = std::string("tessera: ") + what + " failed on rank " + std::to_string(rank_) + ": " + destroyed +
                       (kind != nullptr ? kind : "?") + ": " + (detail != nullptr ? detail : "");
     if (CrashTraceOn()) std::fprintf(stderr, "%s\n", msg.c_str());  // seen even if raising fails
     TSR_CHECK(false, msg);
@@ -571,7 +573,12 @@ class Backend : public c10d::Backend {
   template <typename F>
   c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& outputs, F&& body) {
-    TSR_CHECK(comm_ != nullptr, "tessera: ", title, " on a process group that was shut down");
+    // Counted while it runs: shutdown() on another thread aborts it and waits for it before freeing the communicator.
+    TSR_CHECK(ref_->Enter(), "tessera: ", title, " on a process group that was shut down (destroy_process_group)");
+    struct Leave {
+      CommRef* ref;
+      ~Leave() { ref->Leave(); }
+    } leave{ref_.get()};
     ++sequence_;
     // Inside a coalescing block a collective runs at once (torch's fast path hands whole coalesced calls
     // here); only after queued sends/receives would it be out of order, so that is refused.

@@ -3,6 +3,8 @@
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <cstdio>
+
 #include "check.hpp"
 
 namespace tessera_torch {
@@ -18,9 +20,39 @@ std::pair<tsrResult_t, std::string> CommRef::Error() {
           last.empty() ? "the collective failed in the background (its ranks' own messages name the cause)" : last};
 }
 
-void CommRef::Destroy() {
+bool CommRef::Enter() {
   std::lock_guard<std::mutex> l(mu);
-  if (comm != nullptr) tsrCommDestroy(comm);
+  if (closing || comm == nullptr) return false;
+  ++in_flight;
+  return true;
+}
+
+void CommRef::Leave() {
+  std::lock_guard<std::mutex> l(mu);
+  if (--in_flight == 0) drained.notify_all();
+}
+
+bool CommRef::Closing() {
+  std::lock_guard<std::mutex> l(mu);
+  return closing;
+}
+
+void CommRef::Destroy() {
+  std::unique_lock<std::mutex> l(mu);
+  closing = true;
+  if (comm == nullptr) return;
+  if (in_flight > 0) {
+    (void)tsrCommAbort(comm);  // safe beside the calls in flight; they fail promptly
+    if (!drained.wait_for(l, std::chrono::seconds(60), [&] { return in_flight == 0; })) {
+      std::fprintf(stderr,
+                   "tessera: %d call(s) still inside the communicator 60 s after destroy_process_group aborted it; "
+                   "it is left allocated\n",
+                   in_flight);
+      comm = nullptr;
+      return;
+    }
+  }
+  tsrCommDestroy(comm);
   comm = nullptr;
 }
 

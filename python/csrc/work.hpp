@@ -17,7 +17,9 @@
 //     event), and a pageable copy there then holds up the bridge worker's device calls until the collective ends:
 //     a deadlock (completer.hpp; docs/torch.md, Status).
 // Every Work reaches the communicator only through CommRef: a Work may outlive its process group (DDP and futures
-// keep them), and shutdown() empties the CommRef before destroying the communicator.
+// keep them), and shutdown() empties the CommRef before destroying the communicator. Every call of the backend is
+// counted in CommRef while it is inside the communicator: destroy_process_group() on another thread aborts those
+// calls (they raise, saying the group was destroyed) and frees the communicator only once they have returned.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -25,6 +27,7 @@
 #include <tessera/tessera.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,9 +40,18 @@ namespace tessera_torch {
 // The communicator as Works see it (see the file comment).
 struct CommRef {
   std::mutex mu;
+  std::condition_variable drained;  // in_flight reached 0
   tsrComm_t comm = nullptr;
+  int in_flight = 0;     // calls inside the communicator now (Backend::Run)
+  bool closing = false;  // Destroy has begun: no new call enters
   // tsrSuccess, or the communicator's asynchronous error with its message (empty after shutdown).
   std::pair<tsrResult_t, std::string> Error();
+  // A call enters before it touches comm and leaves when it is done with it; Enter is false once Destroy began.
+  bool Enter();
+  void Leave();
+  bool Closing();
+  // Aborts the calls in flight (tsrCommAbort: they return within about 50 ms), waits for them to leave, then
+  // destroys the communicator (left allocated, and said so, if one has not left 60 s after the abort).
   void Destroy();
 };
 

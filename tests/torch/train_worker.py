@@ -14,11 +14,15 @@ Modes (each rank exits 0 when its checks pass; failures print "FAIL ..."):
   fault     the last rank exits abruptly mid-training; every other rank must get a RuntimeError (within
             the group's timeout) instead of hanging.
   mismatch  ranks call different collectives; every rank must get a RuntimeError naming both calls.
+  destroy   rank 0 destroys the process group while another of its threads has an all_reduce pending (the
+            other ranks never join it): that call raises a RuntimeError saying the group was destroyed, and
+            the rank exits cleanly (it died of SIGSEGV, the backend freed under the running call).
 """
 import datetime
 import faulthandler
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -193,6 +197,34 @@ def mismatch_mode(dev, rank, world):
     os._exit(0 if not failures else 1)
 
 
+def destroy_mode(dev, rank, world):
+    t = torch.ones(1 << 10, device=dev)
+    dist.all_reduce(t)  # every rank is up
+    if rank != 0:
+        time.sleep(5)  # rank 0's destroy comes first, and its pending call fails for that reason
+        dist.destroy_process_group()
+        os._exit(0)
+    outcome = {}
+
+    def pending():
+        try:
+            dist.all_reduce(torch.ones(16, device=dev))  # only rank 0 calls it: it stays pending
+            outcome["returned"] = True
+        except RuntimeError as e:
+            outcome["error"] = str(e)
+
+    caller = threading.Thread(target=pending)
+    caller.start()
+    time.sleep(1)
+    dist.destroy_process_group()
+    caller.join(30)
+    check(not caller.is_alive(), "destroy: the pending all_reduce did not return within 30 s of the destroy")
+    msg = outcome.get("error", "")
+    print(f"destroy: rank 0's pending all_reduce raised: {msg.splitlines()[0][:240] if msg else outcome}", flush=True)
+    check("destroyed" in msg, f"destroy: the error does not say the group was destroyed: {outcome}")
+    os._exit(0 if not failures else 1)
+
+
 def main():
     mode = sys.argv[1]
     # A hang dumps every thread's Python stack and exits (after Tessera's own timeout had its chance).
@@ -200,12 +232,13 @@ def main():
     dev = device()
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-    timeout = datetime.timedelta(seconds=20 if mode in ("fault", "mismatch") else 300)
+    timeout = datetime.timedelta(seconds=20 if mode in ("fault", "mismatch", "destroy") else 300)
     dist.init_process_group("tessera", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     {"ddp": lambda: ddp_mode(dev, rank), "replicas": lambda: replicas_mode(dev, rank),
      "uneven": lambda: uneven_mode(dev, rank, world), "fsdp": lambda: fsdp_mode(dev, rank, world),
-     "fault": lambda: fault_mode(dev, rank, world), "mismatch": lambda: mismatch_mode(dev, rank, world)}[mode]()
+     "fault": lambda: fault_mode(dev, rank, world), "mismatch": lambda: mismatch_mode(dev, rank, world),
+     "destroy": lambda: destroy_mode(dev, rank, world)}[mode]()
     dist.destroy_process_group()
     print(f"rank {rank}: {mode} {'passed' if not failures else 'FAILED'}", flush=True)
     sys.exit(1 if failures else 0)
