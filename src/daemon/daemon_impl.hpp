@@ -116,6 +116,8 @@ class Daemon {
   // the launcher (a lost node or card): leaves the nodes of those islands' types out of planning (failed_nodes_)
   // and records a capacity move; returns the reason to queue it with, "" when it was no such loss.
   std::string CapacityLost(const AttemptOfJob& a);
+  // Records a capacity move of the attempt's job (for its next start); returns the reason to queue it with.
+  std::string RecordCapacityMove(const AttemptOfJob& a, const std::string& why);
   // The fleet without the failed nodes' free cards (what a job can be placed on now).
   sched::Fleet UsableFleet(const std::vector<sched::RunningJob>& running) const;
   std::optional<double> RemainingSeconds(const AttemptOfJob& a, int64_t now);  // of the job's work, on its mix

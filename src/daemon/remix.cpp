@@ -278,14 +278,18 @@ std::string Daemon::CapacityLost(const AttemptOfJob& a) {
         lost += (lost.empty() ? "" : ", ") + id_of;
     }
   if (lost.empty()) return "";
-  std::string why = fmt::format("{}: node(s) {} are left out until the fleet is registered again", lines, lost);
+  return RecordCapacityMove(
+      a, fmt::format("{}: node(s) {} are left out until the fleet is registered again", lines, lost));
+}
+
+std::string Daemon::RecordCapacityMove(const AttemptOfJob& a, const std::string& why) {
   json rec = {{"reason", "capacity"},
               {"why", why},
               {"from", MixText(MixOfAllocation(a.attempt.alloc_json))},
               {"to", ""},
               {"requested_ms", NowMs()},
               {"predicted_gain", json()}};
-  if (Status s = store_->SetMeta(MoveKey(id), rec.dump()); !s.ok()) TSR_LOG_ERROR("{}", s.ToString());
+  if (Status s = store_->SetMeta(MoveKey(a.attempt.job_id), rec.dump()); !s.ok()) TSR_LOG_ERROR("{}", s.ToString());
   return "capacity lost: " + why + "; it resumes from its newest checkpoint on what is free";
 }
 

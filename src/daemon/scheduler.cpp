@@ -122,16 +122,20 @@ Result<sched::PlanResult> Daemon::PlanJob(const JobSpec& spec, const std::vector
   sched::PlanRequest req;
   req.catalog = &catalog_;
   req.fleet = &fleet_.fleet;
-  sched::Fleet usable;
-  if (!failed_nodes_.empty()) {
-    usable = UsableFleet(running);
-    req.fleet = &usable;
-  }
   req.policy = &policy_;
   req.job = &spec.job;
   req.running = &running;
   req.day = sched::Today();
-  return moving.empty() ? sched::Plan(req) : sched::PlanMove(req, moving);
+  auto plan = [&] { return moving.empty() ? sched::Plan(req) : sched::PlanMove(req, moving); };
+  if (!failed_nodes_.empty()) {
+    // Nodes that lost a job's ranks are avoided while the job fits elsewhere; else it waits for them as before.
+    sched::Fleet usable = UsableFleet(running);
+    req.fleet = &usable;
+    auto p = plan();
+    req.fleet = &fleet_.fleet;
+    if (!p.ok() || p->placed()) return p;
+  }
+  return plan();
 }
 
 // ---- the scheduler ------------------------------------------------------------------------------------

@@ -140,6 +140,22 @@ Result<std::vector<Node>> ParseNodes(const std::string& text) {
 
 std::string SlurmNodeOf(const std::string& id) { return id.substr(0, id.find('/')); }
 
+bool IsDown(const Node& n) {
+  return n.state.find("DOWN") != std::string::npos || n.state.find("DRAIN") != std::string::npos ||
+         n.state.find("FAIL") != std::string::npos;
+}
+
+std::vector<std::string> LostNodes(const std::vector<Node>& nodes, const std::vector<std::string>& fleet_nodes) {
+  std::vector<std::string> lost;
+  for (const auto& id : fleet_nodes)
+    for (const auto& n : nodes)
+      if (n.name == SlurmNodeOf(id) && IsDown(n)) {
+        lost.push_back(id);
+        break;
+      }
+  return lost;
+}
+
 Status CheckNoSmShare(const FleetSpec& fleet) {
   for (const auto& n : fleet.fleet.nodes) {
     int p = fleet.SmShare(n.id);
@@ -169,9 +185,7 @@ Result<std::string> FleetYaml(const std::vector<Node>& nodes, const sched::Catal
   std::string body, notes;
   int64_t count = 0;
   for (const auto& n : nodes) {
-    bool down = n.state.find("DOWN") != std::string::npos || n.state.find("DRAIN") != std::string::npos ||
-                n.state.find("FAIL") != std::string::npos;
-    if (down && !o.include_down) {
+    if (IsDown(n) && !o.include_down) {
       notes += fmt::format("# node {} left out: state {}\n", n.name, n.state);
       continue;
     }

@@ -51,6 +51,11 @@ Result<std::string> FleetYaml(const std::vector<Node>& nodes, const sched::Catal
                               const ImportOptions& options, const std::string& origin);
 // The Slurm node of a fleet node id (the part before '/').
 std::string SlurmNodeOf(const std::string& fleet_node_id);
+// A node Slurm cannot run jobs on: its state says DOWN, DRAIN or FAIL.
+bool IsDown(const Node& node);
+// After a NODE_FAIL: the fleet node ids of an allocation (`fleet_nodes`, "a01" or "a01/TYPE") whose Slurm node is
+// down in `nodes` (`scontrol show nodes`), in the allocation's order.
+std::vector<std::string> LostNodes(const std::vector<Node>& nodes, const std::vector<std::string>& fleet_nodes);
 
 // Cards emulated on an SM share of a GPU (`sm_share:` in the fleet file) are a single-host emulation: one
 // launcher starts the MPS daemon that shares its GPU, which a job spread by Slurm over nodes does not have.

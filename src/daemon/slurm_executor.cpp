@@ -300,12 +300,30 @@ void Daemon::CheckSlurmAttempt(const AttemptOfJob& a, int64_t now) {
     case slurm::Phase::kCompleted:
       FinishAttempt(end, 0, 0, ended_ms, "");
       break;
-    case slurm::Phase::kNodeFail:
+    case slurm::Phase::kNodeFail: {
+      // The nodes Slurm now says are down are left out of planning: the job resumes on what is free now.
+      std::string note = fmt::format("node failure: Slurm ended job {} as NODE_FAIL (nodes {})", sid,
+                                     st.nodes.empty() ? "?" : st.nodes);
+      std::vector<std::string> ids;
+      json alloc = json::parse(a.attempt.alloc_json, nullptr, /*allow_exceptions=*/false);
+      if (alloc.is_object() && alloc.value("by_node", json()).is_array())
+        for (const auto& nc : alloc["by_node"])
+          if (nc.is_object()) ids.push_back(nc.value("node", std::string()));
+      auto shown = slurm::RunCommand({"scontrol", "show", "nodes"}, opts_.slurm_timeout_ms);
+      auto nodes = shown.exit_code == 0
+                       ? slurm::ParseNodes(shown.out)
+                       : Result<std::vector<slurm::Node>>(InternalError(shown.Describe("scontrol show nodes")));
+      std::string lost;
+      if (nodes.ok())
+        for (const auto& id : slurm::LostNodes(*nodes, ids))
+          if (failed_nodes_.insert(id).second) lost += (lost.empty() ? "" : ", ") + id;
       FinishAttempt(end, -1, 0, ended_ms,
-                    fmt::format("node failure: Slurm ended job {} as NODE_FAIL (nodes {}); it resumes from its "
-                                "newest checkpoint",
-                                sid, st.nodes.empty() ? "?" : st.nodes));
+                    lost.empty() ? note + "; it resumes from its newest checkpoint"
+                                 : RecordCapacityMove(a, fmt::format("{}: node(s) {} are left out until the fleet is "
+                                                                     "registered again",
+                                                                     note, lost)));
       break;
+    }
     case slurm::Phase::kCancelled:
       if (end.stop_intent.empty()) {
         end.stop_intent = "cancel";

@@ -62,6 +62,22 @@ TEST(SlurmParse, NodesOfScontrol) {
   EXPECT_EQ((*nodes)[1].gres[0].name, "gpu");
 }
 
+// After a NODE_FAIL the daemon leaves the allocation's nodes that Slurm shows down out of planning: by the Slurm
+// node's name, for fleet ids with a type suffix too, and only those down.
+TEST(SlurmParse, LostNodesOfANodeFailAreTheDownOnes) {
+  std::string text = kNodes;
+  auto at = text.find("State=IDLE");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 10, "State=DOWN+NOT_RESPONDING");  // localhost went down; vm is still IDLE
+  auto nodes = ParseNodes(text);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  EXPECT_TRUE(IsDown((*nodes)[0]));
+  EXPECT_FALSE(IsDown((*nodes)[1]));
+  EXPECT_EQ(LostNodes(*nodes, {"vm", "localhost/ascend-910b", "elsewhere"}),
+            std::vector<std::string>{"localhost/ascend-910b"});
+  EXPECT_TRUE(LostNodes(*ParseNodes(kNodes), {"vm", "localhost"}).empty());
+}
+
 TEST(SlurmParse, GresForms) {
   auto g = ParseGres("gpu:h800:8(S:0-1),npu:910b:4,gpu:1,mps:4K");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
