@@ -1,9 +1,10 @@
 // common/file: the one set of whole-file helpers every module uses — ReadFile (the whole file, NotFound naming
-// the path when it is missing), WriteFileAtomic (a temporary file in the same directory, written, fsync'd,
-// renamed over the target, then the directory fsync'd: readers see the old content or the new, never a part,
-// and a failed write leaves the old file as it was), FsyncDir, and PwriteAll/PreadAll (whole ranges, EINTR
-// retried). Every write of PwriteAll (and so of WriteFileAtomic) passes the fault-injection hook that tests set
-// with fault::SetWriteHook (a full disk at a chosen file and offset, a kill mid-write).
+// the path when it is missing), OpenRegularFile/ReadRegularFile (the same for a directory another party
+// controls: only a regular file, never blocking on a FIFO, following no link), WriteFileAtomic (a temporary file in the
+// same directory, written, fsync'd, renamed over the target, then the directory fsync'd: readers see the old content or
+// the new, never a part, and a failed write leaves the old file as it was), FsyncDir, and PwriteAll/PreadAll (whole
+// ranges, EINTR retried). Every write of PwriteAll (and so of WriteFileAtomic) passes the fault-injection hook that
+// tests set with fault::SetWriteHook (a full disk at a chosen file and offset, a kill mid-write).
 #pragma once
 
 #include <sys/types.h>
