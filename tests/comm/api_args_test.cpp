@@ -29,6 +29,15 @@
 
 namespace {
 
+// A C caller may pass any int as a tsrDataType_t or tsrRedOp_t; in C++ a value outside the enum's range (0 ... 7
+// for both) is undefined, and UBSan's enum check (the ASan+UBSan tree) stops the test at it. There only bad values
+// inside the range are passed (ops 5 ... 7; no datatype is bad inside it).
+#ifdef TESSERA_TEST_UBSAN
+constexpr bool kOutOfRangeEnums = false;
+#else
+constexpr bool kOutOfRangeEnums = true;
+#endif
+
 // Runs fn(rank, comm) on one thread per rank of a new world of `n` host ranks, then destroys the communicators.
 void WithWorld(int n, const std::function<void(int, tsrComm_t)>& fn) {
   tsrUniqueId id{};
@@ -78,9 +87,13 @@ TEST(ApiArgs, OverflowingAllReduceCountIsRefusedOnEveryRankAndTheCommunicatorSta
 TEST(ApiArgs, ALocalErrorLeavesTheCommunicatorUsableAndIsNamedOnce) {
   WithWorld(2, [](int me, tsrComm_t c) {
     float x = 1, y = 0;
-    ASSERT_EQ(tsrAllReduce(&x, &y, 1, static_cast<tsrDataType_t>(99), tsrSum, c, nullptr), tsrInvalidArgument);
-    EXPECT_STREQ(tsrGetLastError(c),
-                 "tsrAllReduce: datatype 99 is not a tsrDataType_t (tsrInt8 = 0 ... tsrFloat64 = 7)");
+    if constexpr (kOutOfRangeEnums) {
+      ASSERT_EQ(tsrAllReduce(&x, &y, 1, static_cast<tsrDataType_t>(99), tsrSum, c, nullptr), tsrInvalidArgument);
+      EXPECT_STREQ(tsrGetLastError(c),
+                   "tsrAllReduce: datatype 99 is not a tsrDataType_t (tsrInt8 = 0 ... tsrFloat64 = 7)");
+    }
+    ASSERT_EQ(tsrAllReduce(&x, &y, 1, tsrFloat32, static_cast<tsrRedOp_t>(6), c, nullptr), tsrInvalidArgument);
+    EXPECT_STREQ(tsrGetLastError(c), "tsrAllReduce: op 6 is not a tsrRedOp_t (tsrSum = 0 ... tsrAvg = 4)");
     ASSERT_EQ(tsrBroadcast(&x, &y, 1, tsrFloat32, 2, c, nullptr), tsrInvalidArgument);
     EXPECT_STREQ(tsrGetLastError(c), "tsrBroadcast: root 2 is not a rank of this communicator of 2 (0 ... 1)");
     ASSERT_EQ(tsrAllReduce(nullptr, &y, 3, tsrFloat32, tsrSum, c, nullptr), tsrInvalidArgument);
@@ -115,9 +128,9 @@ TEST(ApiArgs, TheCommunicatorsOwnChecksDoNotFailIt) {
     tessera::comm::Comm* impl = tessera::comm::Unwrap(c);
     ASSERT_NE(impl, nullptr);
     int v = 1, out = 0;
-    const tessera::Status s = impl->AllReduce(&v, &out, 1, tsrInt32, static_cast<tsrRedOp_t>(17), nullptr);
+    const tessera::Status s = impl->AllReduce(&v, &out, 1, tsrInt32, static_cast<tsrRedOp_t>(6), nullptr);
     EXPECT_EQ(s.code(), tessera::Code::kInvalidArgument);
-    EXPECT_EQ(s.message(), "rank " + std::to_string(me) + ": allreduce: op 17 is not a tsrRedOp_t");
+    EXPECT_EQ(s.message(), "rank " + std::to_string(me) + ": allreduce: op 6 is not a tsrRedOp_t");
     const tessera::Status b = impl->Broadcast(&v, &out, 1, tsrInt32, -1, nullptr);
     EXPECT_EQ(b.code(), tessera::Code::kInvalidArgument) << b.message();
     ExpectUsable(me, 2, c, "Comm's refusals");
@@ -252,14 +265,14 @@ class Fuzzer {
   // hold zeros, so that no fold overflows a signed integer.
   Args Common(Draw& d, size_t blocks) {
     Args a;
-    if (d.Chance(8)) {
+    if (d.Chance(8) && kOutOfRangeEnums) {
       a.type = static_cast<tsrDataType_t>(d.Pick<int>({-1, 8, 99, INT_MIN, INT_MAX}));
       a.bad.push_back("datatype");
     } else {
       a.type = static_cast<tsrDataType_t>(d.Below(8));
     }
     if (d.Chance(6)) {
-      a.op = static_cast<tsrRedOp_t>(d.Pick<int>({-1, 5, 1000}));
+      a.op = static_cast<tsrRedOp_t>(kOutOfRangeEnums ? d.Pick<int>({-1, 5, 1000}) : d.Pick<int>({5, 6, 7}));
       a.bad.push_back("op");
     } else {
       a.op = static_cast<tsrRedOp_t>(d.Below(5));
