@@ -404,6 +404,12 @@ int InitExit(tsrResult_t r) {
   }
 }
 
+// Under `tessera run` every rank parses the same command line: rank 0 alone reports a mistake in it.
+bool OtherRank() {
+  auto r = tessera::env::Get("TESSERA_RANK");
+  return r && !r->empty() && *r != "0";
+}
+
 // ---- the command ------------------------------------------------------------------------------------
 
 int RunBench(int argc, char** argv) {
@@ -437,11 +443,12 @@ int RunBench(int argc, char** argv) {
   try {
     app.parse(argc, argv);  // argv[0] is "bench"
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0 && OtherRank()) return kExitUsage;
     return tessera::cli::ParseExit(app, e);
   }
 
   auto fail = [](const std::string& msg, int code = kExitUsage) {
-    std::fprintf(stderr, "tessera bench: %s\n", msg.c_str());
+    if (code != kExitUsage || !OtherRank()) std::fprintf(stderr, "tessera bench: %s\n", msg.c_str());
     return code;
   };
   if (coll == "allreduce")

@@ -93,7 +93,7 @@ class ProgressBar {
 };
 
 int Fail(const Status& s) {
-  std::fprintf(stderr, "tessera ckpt: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "tessera ckpt: %s\n", s.message().c_str());
   return tessera::cli::ExitCodeOf(s);
 }
 

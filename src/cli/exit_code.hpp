@@ -10,7 +10,10 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include "common/text.hpp"
 #include "tessera/status.hpp"
 
 namespace tessera::cli {
@@ -50,7 +53,33 @@ inline int NoDaemon(const char* cmd) {
   return kExitUnsupported;
 }
 
-// After a CLI11 parse error: --help and --version exit 0, anything else is a usage error (2).
-inline int ParseExit(const CLI::App& app, const CLI::ParseError& e) { return app.exit(e) == 0 ? kExitOk : kExitUsage; }
+// The long flags and subcommand names of `app` ("--island", "compliance"), for "did you mean".
+inline std::vector<std::string> NamesOf(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : app.get_options())
+    for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(s->get_name());
+  return names;
+}
+
+// After a CLI11 parse error: --help and --version exit 0 (printed by CLI11). Anything else is a usage error (2),
+// printed as "tessera CMD: what; did you mean '--island'? (tessera CMD --help lists the flags)".
+inline int ParseExit(const CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  std::string name = app.get_name().empty() ? "tessera" : app.get_name();
+  std::string hint;
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    std::string what = e.what(), word;
+    for (size_t at = what.find(": "); at != std::string::npos && hint.empty();) {
+      size_t end = what.find_first_of(" ,", at + 2);
+      word = what.substr(at + 2, end == std::string::npos ? std::string::npos : end - at - 2);
+      hint = DidYouMean(word, NamesOf(app));
+      at = end == std::string::npos ? end : end - 1;
+    }
+  }
+  std::fprintf(stderr, "%s: %s%s (`%s --help` lists what it takes)\n", name.c_str(), e.what(), hint.c_str(),
+               name.c_str());
+  return kExitUsage;
+}
 
 }  // namespace tessera::cli

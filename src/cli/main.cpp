@@ -2,9 +2,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "cli/command.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 #include "tessera/tessera.h"
 
 namespace tessera::cli {
@@ -40,7 +43,11 @@ int main(int argc, char** argv) {
   for (const auto& c : tessera::cli::Registry()) {
     if (!std::strcmp(argv[1], c.name)) return c.run(argc - 1, argv + 1);
   }
-  std::fprintf(stderr, "tessera: unknown command '%s'\n\n", argv[1]);
-  Usage(stderr);
+  std::vector<std::string> names;
+  for (const auto& c : tessera::cli::Registry()) names.push_back(c.name);
+  std::string hint = tessera::DidYouMean(argv[1], names);
+  if (!std::strcmp(argv[1], "version")) hint = "; did you mean 'tessera --version'?";
+  std::fprintf(stderr, "tessera: unknown command '%s'%s (`tessera --help` lists the commands)\n", argv[1],
+               hint.c_str());
   return 2;
 }

@@ -17,7 +17,7 @@ namespace {
 using namespace tessera::sched;
 
 int Fail(const tessera::Status& s) {
-  std::fprintf(stderr, "tessera plan: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "tessera plan: %s\n", s.message().c_str());
   return tessera::cli::ExitCodeOf(s);
 }
 

@@ -8,8 +8,12 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
@@ -22,7 +26,7 @@ using tessera::Result;
 using tessera::Status;
 
 int Fail(const Status& s) {
-  std::fprintf(stderr, "tessera predict: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "tessera predict: %s\n", s.message().c_str());
   return tessera::cli::ExitCodeOf(s);
 }
 
@@ -181,6 +185,82 @@ void Print(const perf::Scenario& s, const perf::Prediction& p, const std::string
   std::printf("  binding term:   %s: %s\n", p.binding.c_str(), p.binding_detail.c_str());
 }
 
+// Presets: documented configurations whose flags apply where the command line does not give them.
+// reference-128: docs/model.md's seed — 64 + 64 cards on 8-card hosts, 130B, ZeRO-3 with offload, RoCE 200 Gb/s.
+const std::map<std::string, std::vector<std::string>>& Presets() {
+  static const std::map<std::string, std::vector<std::string>> presets = {
+      {"reference-128",
+       {"--island",
+        "ascend-910b=64@8",
+        "--island",
+        "nvidia-h800=64@8",
+        "--tflops",
+        "ascend-910b=320",
+        "--tflops",
+        "nvidia-h800=989",
+        "--mfu",
+        "ascend-910b=0.4",
+        "--mfu",
+        "nvidia-h800=0.4",
+        "--fabric-gbs",
+        "ascend-910b=196",
+        "--fabric-gbs",
+        "nvidia-h800=200",
+        "--params",
+        "130B",
+        "--zero",
+        "3",
+        "--offload",
+        "--host-adam-gbs",
+        "200",
+        "--seq",
+        "2048",
+        "--batch",
+        "512",
+        "--accum",
+        "8",
+        "--overlap",
+        "1",
+        "--net-gbps",
+        "200",
+        "--shm-gbs",
+        "2",
+        "--pcie-gbs",
+        "25",
+        "--latency-us",
+        "20"}},
+  };
+  return presets;
+}
+
+// One input of the model that may be missing: the flag that gives it, for which type, and where it lives.
+struct Input {
+  std::string flag;  // "--shm-gbs GB/s", "--tflops nvidia-h800=TFLOPS"
+  std::function<double&(perf::Scenario&)> at;
+};
+
+// Every input that the model needs for this scenario and that is not given, found by asking the model: with
+// every unset input set the prediction must work, and without one of them it must fail for it to be needed.
+Result<std::vector<std::string>> MissingInputs(const perf::Scenario& s, const std::vector<Input>& inputs) {
+  perf::Scenario filled = s;
+  std::vector<const Input*> unset;
+  for (const auto& in : inputs)
+    if (in.at(filled) == 0) {
+      unset.push_back(&in);
+      in.at(filled) = 1;
+    }
+  if (unset.empty()) return std::vector<std::string>{};
+  auto all = perf::Predict(filled);
+  if (!all.ok()) return all.status();
+  std::vector<std::string> missing;
+  for (const Input* in : unset) {
+    perf::Scenario without = filled;
+    in->at(without) = 0;
+    if (!perf::Predict(without).ok()) missing.push_back(in->flag);
+  }
+  return missing;
+}
+
 int RunPredict(int argc, char** argv) {
   CLI::App app{"Predict one training step of a hybrid data-parallel job (docs/model.md)", "tessera predict"};
   std::vector<std::string> islands, rates, weights, tflops, mfus, fabrics, hbms, hosts, families;
@@ -191,7 +271,14 @@ int RunPredict(int argc, char** argv) {
   int64_t seq = 0, batch = 0, accum = 1, cores = 0, nics = 1;
   std::string island_reduce = "f32";
   double overlap = 0, shm_gbs = 0, net_gbps = 0, device_gbs = 0, pcie_gbs = 0, latency_us = 0, host_adam_gbs = 0;
-  app.add_option("--island", islands, "TYPE=CARDS[@CARDS_PER_NODE] (default 8 per node), in rank order")->required();
+  std::string preset;
+  std::string preset_names;
+  for (const auto& [name, args] : Presets()) preset_names += (preset_names.empty() ? "" : ", ") + name;
+  app.add_option("--preset", preset,
+                 "a documented configuration whose flags apply where the command line gives none: " + preset_names +
+                     " (docs/model.md)")
+      ->check(CLI::IsMember(Presets()));
+  app.add_option("--island", islands, "TYPE=CARDS[@CARDS_PER_NODE] (default 8 per node), in rank order (required)");
   app.add_option("--catalog", catalog_path, "catalog (YAML): prices and domesticity of the types");
   app.add_option("--rate", rates, "TYPE=TOKENS_PER_S per card, measured (else --tflops and --mfu)");
   app.add_option("--split-weight", weights, "TYPE=W: the speed the sampler splits by (default: the cards' rate)");
@@ -203,15 +290,15 @@ int RunPredict(int argc, char** argv) {
   app.add_option("--family", families,
                  "TYPE=FAMILY: the device family of that type's cards (cuda, npu, musa; default: from the catalog's "
                  "vendor, nvidia -> cuda, ascend -> npu): its capabilities (device bridge, collective library)");
-  app.add_option("--params", params_text, "parameters (151943168, 1.3e11, 130B)")->required();
+  app.add_option("--params", params_text, "parameters (151943168, 1.3e11, 130B) (required)");
   app.add_option("--grad-dtype", grad_dtype, "gradient type: bf16, f16 or f32 (default bf16)");
   app.add_option("--param-dtype", param_dtype, "parameter type on the cards, for ZeRO's allgathers (default bf16)");
   app.add_option("--zero", zero, "ZeRO stage 0-3 (default 0: plain data parallel)");
   app.add_flag("--offload", offload, "optimizer on the host (ZeRO-Offload)");
   app.add_option("--host-adam-gbs", host_adam_gbs, "offload: host memory bandwidth per node for the optimizer, GB/s");
-  app.add_option("--seq", seq, "tokens per sequence")->required();
-  app.add_option("--batch", batch, "sequences per micro-batch, the whole job (what the speed split divides)")
-      ->required();
+  app.add_option("--seq", seq, "tokens per sequence (required)");
+  app.add_option("--batch", batch,
+                 "sequences per micro-batch, the whole job (what the speed split divides) (required)");
   app.add_option("--accum", accum, "micro-batches per step (default 1)");
   app.add_option("--overlap", overlap, "part of the communication hidden behind compute, 0-1 (default 0)");
   app.add_option("--shm-gbs", shm_gbs, "shared-memory transfers per host, GB/s");
@@ -246,8 +333,40 @@ int RunPredict(int argc, char** argv) {
   app.add_flag("--json", json, "print JSON");
   try {
     app.parse(argc, argv);
+    if (!preset.empty()) {
+      // Again, with the preset's flags first where the command line gives none of that flag.
+      std::vector<std::string> args = {argv[0]};
+      const auto& p = Presets().at(preset);
+      for (size_t i = 0; i < p.size(); ++i) {
+        bool valued = i + 1 < p.size() && p[i + 1].rfind("--", 0) != 0;
+        if (app.get_option(p[i])->count() == 0) {
+          args.push_back(p[i]);
+          if (valued) args.push_back(p[i + 1]);
+        }
+        if (valued) ++i;
+      }
+      for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+      std::vector<char*> av;
+      for (auto& a : args) av.push_back(a.data());
+      app.clear();
+      app.parse(static_cast<int>(av.size()), av.data());
+    }
   } catch (const CLI::ParseError& e) {
     return tessera::cli::ParseExit(app, e);
+  }
+  {
+    std::vector<std::string> missing;
+    if (islands.empty()) missing.push_back("--island TYPE=CARDS[@CARDS_PER_NODE] (e.g. --island nvidia-h800=8)");
+    if (params_text.empty()) missing.push_back("--params N (e.g. 7B)");
+    if (seq <= 0) missing.push_back("--seq TOKENS (e.g. 2048)");
+    if (batch <= 0) missing.push_back("--batch SEQUENCES (e.g. 32)");
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& m : missing) list += "\n  " + m;
+      std::fprintf(stderr, "tessera predict: missing inputs:%s\n(or start from --preset %s: docs/model.md)\n",
+                   list.c_str(), preset_names.c_str());
+      return tessera::cli::kExitUsage;
+    }
   }
   perf::Scenario s;
   for (const auto& item : islands) {
@@ -332,6 +451,63 @@ int RunPredict(int argc, char** argv) {
     catalog = std::move(*c);
     currency = catalog.currency;
     if (auto st = perf::FillFromCatalog(catalog, &s); !st.ok()) return Fail(tessera::InvalidArgument(st.message()));
+    // The catalog's model figures (docs/sched.md, "Placing by the model") fill what the flags leave unset.
+    for (auto& is : s.islands) {
+      const AcceleratorType* t = catalog.Find(is.type);
+      if (t == nullptr || !t->model) continue;
+      for (auto [field, v] :
+           {std::pair{&perf::IslandSpec::tflops, t->model->tflops}, std::pair{&perf::IslandSpec::mfu, t->model->mfu},
+            std::pair{&perf::IslandSpec::fabric_gbs, t->model->fabric_gbs},
+            std::pair{&perf::IslandSpec::hbm_gbs, t->model->hbm_gbs}})
+        if (is.*field == 0) is.*field = v;
+    }
+    if (catalog.model) {
+      const HostFigures& h = *catalog.model;
+      for (auto [field, v] :
+           {std::pair{&s.links.net_gbs, h.net_gbps / 8}, std::pair{&s.links.pcie_gbs, h.pcie_gbs},
+            std::pair{&s.links.shm_gbs, h.shm_gbs}, std::pair{&s.links.latency_s, h.latency_us * 1e-6},
+            std::pair{&s.model.host_adam_gbs, h.host_adam_gbs}})
+        if (*field == 0) *field = v;
+    }
+  }
+  {
+    // Every input the model still lacks, at once, each with the flag that gives it.
+    std::vector<Input> inputs;
+    for (size_t i = 0; i < s.islands.size(); ++i) {
+      const std::string& t = s.islands[i].type;
+      if (s.islands[i].tokens_per_s == 0) {
+        inputs.push_back(
+            {fmt::format("--tflops {}=TFLOPS (dense 16-bit peak per card; or --rate {}=TOKENS_PER_S)", t, t),
+             [i](perf::Scenario& x) -> double& { return x.islands[i].tflops; }});
+        inputs.push_back({fmt::format("--mfu {}=FRACTION (e.g. 0.4)", t),
+                          [i](perf::Scenario& x) -> double& { return x.islands[i].mfu; }});
+      }
+      inputs.push_back({fmt::format("--fabric-gbs {}=GB/s (NVLink, HCCS per card)", t),
+                        [i](perf::Scenario& x) -> double& { return x.islands[i].fabric_gbs; }});
+      inputs.push_back({fmt::format("--hbm-gbs {}=GB/s (card memory, for the optimizer on the card)", t),
+                        [i](perf::Scenario& x) -> double& { return x.islands[i].hbm_gbs; }});
+    }
+    inputs.push_back({"--shm-gbs GB/s (shared memory per host rank; measured here: docs/model.md)",
+                      [](perf::Scenario& x) -> double& { return x.links.shm_gbs; }});
+    inputs.push_back(
+        {"--net-gbps Gb/s (network per host, e.g. 200)", [](perf::Scenario& x) -> double& { return x.links.net_gbs; }});
+    inputs.push_back({"--device-gbs GB/s (device bridge per card)",
+                      [](perf::Scenario& x) -> double& { return x.links.device_gbs; }});
+    inputs.push_back({"--pcie-gbs GB/s (pinned host<->device copies per card, e.g. 25)",
+                      [](perf::Scenario& x) -> double& { return x.links.pcie_gbs; }});
+    inputs.push_back({"--host-adam-gbs GB/s (host memory per node for the offloaded optimizer)",
+                      [](perf::Scenario& x) -> double& { return x.model.host_adam_gbs; }});
+    auto missing = MissingInputs(s, inputs);
+    if (!missing.ok()) return Fail(missing.status());
+    if (!missing->empty()) {
+      std::string list;
+      for (const auto& m : *missing) list += "\n  " + m;
+      std::fprintf(stderr,
+                   "tessera predict: the model needs %zu more input(s) for this job:%s\n(or take them from a --catalog "
+                   "whose types have model: figures, or from --preset %s: docs/model.md)\n",
+                   missing->size(), list.c_str(), preset_names.c_str());
+      return tessera::cli::kExitUsage;
+    }
   }
   auto p = perf::Predict(s);
   if (!p.ok()) return Fail(p.status());

@@ -76,6 +76,10 @@ int RunRun(int argc, char** argv) {
       ->type_name("VENDOR=PERCENT")
       ->allow_extra_args(false);
   app.add_flag("--dry-run", dry_run, "Print the ranks (rank, island, vendor, device) and start nothing.");
+  bool no_prefix = false;
+  app.add_flag("--no-prefix", no_prefix,
+               "Print the ranks' lines as they write them, without \"[rank R vendor] \" (output for machines: "
+               "`tessera bench --json -` prints one JSON line; lines stay whole).");
   int nnodes = 0, node_rank = -1;
   std::string store, node_addr, token_file;
   app.add_option("--nnodes", nnodes,
@@ -98,7 +102,8 @@ int RunRun(int argc, char** argv) {
   app.footer(
       "Each rank gets TESSERA_RANK, TESSERA_WORLD_SIZE, TESSERA_ISLAND, TESSERA_ISLAND_VENDOR, TESSERA_DEVICE,\n"
       "TESSERA_LOCAL_RANK, TESSERA_ISLANDS, TESSERA_STORE, TESSERA_TOKEN and TESSERA_TIMEOUT. Its output lines are\n"
-      "prefixed \"[rank R vendor] \". SIGINT, SIGTERM and SIGHUP are forwarded to the ranks (a second SIGINT kills\n"
+      "prefixed \"[rank R vendor] \" (--no-prefix: not). SIGINT, SIGTERM and SIGHUP are forwarded to the ranks (a "
+      "second SIGINT kills\n"
       "them). When a rank fails, the others (on every node) get --stop-grace to exit, then SIGTERM, then SIGKILL\n"
       "2s later; the exit status is the first failing rank's (128+N for signal N). See docs/launcher.md.\n\n"
       "example: tessera run --island ascend=host:3 --island nvidia=host:5 -- ./train");
@@ -112,7 +117,8 @@ int RunRun(int argc, char** argv) {
   if (!extras.empty()) {
     if (sep < 0 && !extras[0].empty() && extras[0][0] != '-')
       return Error("put '--' before the program ('" + extras[0] + "'): " + kUsage);
-    return Error("unknown option '" + extras[0] + "': " + kUsage);
+    return Error("unknown option '" + extras[0] + "'" + tessera::DidYouMean(extras[0], tessera::cli::NamesOf(app)) +
+                 ": " + kUsage);
   }
 
   auto parsed = launch::ParseIslands(islands);
@@ -120,6 +126,7 @@ int RunRun(int argc, char** argv) {
   launch::Options options;
   options.islands = std::move(parsed).value();
   options.dry_run = dry_run;
+  options.prefix = !no_prefix;
   auto shares = launch::ParseSmShares(sm_shares, options.islands);
   if (!shares.ok()) return Error(shares.status().message());
   options.sm_share = std::move(shares).value();

@@ -82,7 +82,8 @@ std::optional<int64_t> Statement::OptInt(int col) const {
 
 Result<std::unique_ptr<Db>> Db::Open(const std::string& path, const OpenOptions& o) {
   sqlite3* h = nullptr;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | (o.serialized ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX);
+  int flags = (o.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+              (o.serialized ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX);
   if (sqlite3_open_v2(path.c_str(), &h, flags, nullptr) != SQLITE_OK) {
     std::string msg = h ? sqlite3_errmsg(h) : "out of memory";
     if (h) sqlite3_close_v2(h);
@@ -90,6 +91,7 @@ Result<std::unique_ptr<Db>> Db::Open(const std::string& path, const OpenOptions&
   }
   std::unique_ptr<Db> db(new Db(h, path, o.label));
   sqlite3_busy_timeout(h, o.busy_timeout_ms);
+  if (o.read_only) return db;
   if (o.wal) TSR_RETURN_IF_ERROR(db->ExecScript("PRAGMA journal_mode=WAL", "set journal_mode=WAL"));
   if (o.synchronous_full) TSR_RETURN_IF_ERROR(db->ExecScript("PRAGMA synchronous=FULL", "set synchronous=FULL"));
   if (o.secure_delete) TSR_RETURN_IF_ERROR(db->ExecScript("PRAGMA secure_delete=ON", "set secure_delete=ON"));

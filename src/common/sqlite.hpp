@@ -74,6 +74,7 @@ struct OpenOptions {
   bool secure_delete = false;      // deleted rows are overwritten, not left in free pages
   bool serialized = false;         // SQLITE_OPEN_FULLMUTEX (else NOMUTEX: one thread at a time)
   int busy_timeout_ms = 10000;
+  bool read_only = false;  // SQLITE_OPEN_READONLY: an existing database, never created or written (no pragmas)
 };
 
 class Db {

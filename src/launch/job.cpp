@@ -296,7 +296,7 @@ class Job {
       streams_.push_back(Stream{fd,
                                 static_cast<size_t>(&r - ranks_.data()),
                                 to,
-                                fmt::format("[rank {} {}] ", r.spec.rank, r.spec.vendor),
+                                options_.prefix ? fmt::format("[rank {} {}] ", r.spec.rank, r.spec.vendor) : "",
                                 {}});
     }
     // EOF on the exec-error pipe means execve succeeded (the pipe is close-on-exec).

@@ -141,6 +141,7 @@ struct Options {
   std::chrono::milliseconds stop_grace{3000};
   std::chrono::milliseconds kill_after{2000};  // from SIGTERM to SIGKILL when stopping ranks
   bool dry_run = false;                        // print the rank table, start nothing
+  bool prefix = true;  // "[rank R vendor] " before every line of the ranks' output (--no-prefix: as they print it)
   // --sm-share VENDOR=PERCENT: the cuda island VENDOR runs on PERCENT% of its GPU's SMs (MPS; sm_share.hpp).
   std::map<std::string, int> sm_share;
   // Several nodes (docs/launcher.md, "Jobs across hosts"). One node: nnodes 1, store_host "" (a store on

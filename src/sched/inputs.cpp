@@ -10,6 +10,7 @@
 
 #include "common/file.hpp"
 #include "common/nesting.hpp"
+#include "common/text.hpp"
 #include "common/yaml.hpp"
 #include "sched/inputs_internal.hpp"
 #include "sched/perf_model.hpp"
@@ -31,16 +32,18 @@ class Reader {
     return InvalidArgument(fmt::format("{}: {}: {}", where, field.empty() ? "(top level)" : field, msg));
   }
 
-  // Rejects keys not in `allowed`.
+  // Rejects keys not in `allowed`, naming the closest one.
   Status OnlyKeys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> allowed) const {
+    return OnlyKeys(map, field, std::vector<std::string>(allowed.begin(), allowed.end()));
+  }
+  Status OnlyKeys(const YAML::Node& map, const std::string& field, const std::vector<std::string>& allowed) const {
     for (auto it = map.begin(); it != map.end(); ++it) {
       std::string k = it->first.Scalar();
-      bool ok = std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; });
-      if (!ok) {
-        std::string list;
-        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        return Err(it->first, Join(field, k), fmt::format("unknown field (expected one of: {})", list));
-      }
+      if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      return Err(it->first, Join(field, k),
+                 fmt::format("unknown field{} (expected one of: {})", DidYouMean(k, allowed), list));
     }
     return Status::Ok();
   }
@@ -404,13 +407,18 @@ bool Job::Accepts(const AcceleratorType& t) const {
   return false;
 }
 
+const std::vector<std::string>& JobKeys() {
+  static const std::vector<std::string> keys = {"name",       "tenant",     "priority", "class", "cards",
+                                                "throughput", "compatible", "bounds",   "model"};
+  return keys;
+}
+
 Result<Job> ParseJob(const std::string& yaml, const std::string& source) {
   TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
   return Guard(source, [&]() -> Result<Job> {
     Reader r(source);
     TSR_RETURN_IF_ERROR(r.Map(root, ""));
-    TSR_RETURN_IF_ERROR(r.OnlyKeys(
-        root, "", {"name", "tenant", "priority", "class", "cards", "throughput", "compatible", "bounds", "model"}));
+    TSR_RETURN_IF_ERROR(r.OnlyKeys(root, "", JobKeys()));
     Job j;
     j.source = source;
     TSR_ASSIGN_OR_RETURN(j.name, r.Str(root, "", "name"));

@@ -3,8 +3,11 @@
 // transaction, so a crash leaves either the whole row or nothing. Reports split intervals at filter and day
 // boundaries with cumulative rounding, so that the parts of a row add up exactly to its amount.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 
 #include "sched/inputs_internal.hpp"
@@ -102,6 +105,17 @@ Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path) {
   return std::unique_ptr<Ledger>(new Ledger(std::move(impl)));
 }
 
+Result<std::unique_ptr<Ledger>> Ledger::OpenReadOnly(const std::string& path) {
+  if (::access(path.c_str(), F_OK) != 0)
+    return NotFound(fmt::format("no ledger at {}: {}", path, std::strerror(errno)));
+  auto impl = std::make_unique<Impl>();
+  sqlite::OpenOptions o;
+  o.label = "ledger";
+  o.read_only = true;
+  TSR_ASSIGN_OR_RETURN(impl->db, sqlite::Db::Open(path, o));
+  return std::unique_ptr<Ledger>(new Ledger(std::move(impl)));
+}
+
 Status Ledger::Append(std::vector<UsageRecord>* rows) {
   for (const auto& r : *rows) TSR_RETURN_IF_ERROR(Validate(r));
   sqlite::Db* db = impl_->db.get();
@@ -188,6 +202,7 @@ Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path) {
                   "libsqlite3-dev and rebuild)",
                   path));
 }
+Result<std::unique_ptr<Ledger>> Ledger::OpenReadOnly(const std::string& path) { return Open(path); }
 Status Ledger::Append(std::vector<UsageRecord>*) { return Unsupported("built without SQLite"); }
 Result<UsageRecord> Ledger::Record(const Catalog&, const std::string&, const std::string&, const std::string&, int64_t,
                                    int64_t, int64_t) {

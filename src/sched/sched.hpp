@@ -198,6 +198,8 @@ Result<Policy> LoadPolicy(const std::string& path);
 Result<Policy> ParsePolicy(const std::string& yaml, const std::string& source = "<policy>");
 Result<Job> LoadJob(const std::string& path);
 Result<Job> ParseJob(const std::string& yaml, const std::string& source = "<job>");
+// The top-level keys of a job file that ParseJob reads (the daemon adds its own: docs/daemon.md).
+const std::vector<std::string>& JobKeys();
 Result<std::vector<RunningJob>> LoadRunning(const std::string& path);
 Result<std::vector<RunningJob>> ParseRunning(const std::string& yaml, const std::string& source = "<running>");
 
@@ -357,6 +359,8 @@ struct Compliance {
 class Ledger {
  public:
   static Result<std::unique_ptr<Ledger>> Open(const std::string& path);
+  // An existing ledger, for reports: NotFound naming `path` when there is no file, never created or written.
+  static Result<std::unique_ptr<Ledger>> OpenReadOnly(const std::string& path);
   ~Ledger();
   Ledger(const Ledger&) = delete;
   Ledger& operator=(const Ledger&) = delete;

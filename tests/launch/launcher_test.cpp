@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -424,6 +425,33 @@ TEST(Launcher, OutputIsPrefixedPerRankAndStream) {
     EXPECT_EQ(errs, (std::vector<std::string>{"err1", "err2"})) << o.err;
   }
   EXPECT_EQ(Lines(o.out).size(), 9u) << o.out;
+}
+
+// --no-prefix: the ranks' lines as they wrote them (machine-readable output stays parseable), still whole.
+TEST(Launcher, NoPrefixPrintsTheLinesAsWritten) {
+  Tessera t(RunArgs({"a=host:1", "b=host:1"}, {"--no-prefix"},
+                    "printf 'rank=%s\\n' $TESSERA_RANK; echo \"err $TESSERA_RANK\" >&2"));
+  const Outcome o = t.Finish();
+  ASSERT_EQ(o.status, 0) << o.err;
+  auto outs = Lines(o.out), errs = Lines(o.err);
+  std::sort(outs.begin(), outs.end());
+  std::sort(errs.begin(), errs.end());
+  EXPECT_EQ(outs, (std::vector<std::string>{"rank=0", "rank=1"})) << o.out;
+  EXPECT_EQ(errs, (std::vector<std::string>{"err 0", "err 1"})) << o.err;
+}
+
+// A mistake in `tessera bench`'s command line is the same on every rank: it is printed once, by rank 0.
+TEST(Launcher, BenchUsageErrorIsPrintedOnce) {
+  const char* bin = std::getenv("TESSERA_BIN");
+  ASSERT_NE(bin, nullptr);
+  Tessera t({"run", "--island", "a=host:1", "--island", "b=host:1", "--", bin, "bench", "allredcue"});
+  const Outcome o = t.Finish();
+  EXPECT_EQ(o.status, 2) << o.err;
+  size_t n = 0;
+  for (size_t at = o.err.find("unknown collective 'allredcue'"); at != std::string::npos;
+       at = o.err.find("unknown collective 'allredcue'", at + 1))
+    ++n;
+  EXPECT_EQ(n, 1u) << o.err;
 }
 
 TEST(Launcher, LinesAreNeverBrokenOrInterleaved) {

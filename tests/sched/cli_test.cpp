@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <tuple>
 
 #include "sched/perf_model.hpp"
@@ -242,6 +243,66 @@ TEST(SchedCli, BillRecordReportAndCompliance) {
   fs::remove_all(dir);
 }
 
+// The rows of `tessera bill` (card-seconds, card-hours, amount) as printed: "  KEY  SECONDS  HOURS  AMOUNT".
+std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>> BillRows(const std::string& out) {
+  std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>> rows;
+  std::istringstream in(out);
+  std::string line;
+  auto hundredths = [](const std::string& v) {
+    auto dot = v.find('.');
+    return std::stoll(v.substr(0, dot)) * 100 + std::stoll(v.substr(dot + 1));
+  };
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string key, secs, hours, amount;
+    if (!(f >> key >> secs >> hours >> amount) || secs.find_first_not_of("0123456789") != std::string::npos) continue;
+    rows.emplace_back(key, std::stoll(secs), hundredths(hours), hundredths(amount));
+  }
+  return rows;
+}
+
+// A report opens an existing ledger read-only: a wrong path is exit 3 naming it, and no file appears. With no
+// --db the daemon's STATE/ledger.db is read (TESSERA_HOME). Rows printed with two decimals add up to the total.
+TEST(SchedCli, BillFindsTheDaemonLedgerAndItsRowsAddUp) {
+  if (!tessera::sched::HaveSqlite()) GTEST_SKIP() << "built without SQLite";
+  fs::path dir = fs::temp_directory_path() / ("tessera-bill-home-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ::unsetenv("TESSERA_LEDGER");
+  Out missing = Tessera("bill --db " + (dir / "typo.db").string());
+  EXPECT_EQ(missing.rc, 3) << missing.out;
+  EXPECT_TRUE(Has(missing.out, (dir / "typo.db").string())) << missing.out;
+  EXPECT_FALSE(fs::exists(dir / "typo.db")) << "a report must not create a ledger";
+  ::setenv("TESSERA_HOME", dir.c_str(), 1);
+  Out none = Tessera("bill");
+  EXPECT_EQ(none.rc, 3) << none.out;
+  EXPECT_TRUE(Has(none.out, (dir / "ledger.db").string())) << none.out;
+  // 18 s of one 910B card (0.012 CNY) and of one H800 (0.034 CNY): 0.01 + 0.03 would not make the 0.05 total.
+  std::string rec = "bill record --db " + (dir / "ledger.db").string() + " --catalog " + Ex("catalog.yaml") +
+                    " --job demo --tenant t --cards 1 --start 2026-03-01T00:00:00Z --end 2026-03-01T00:00:18Z";
+  ASSERT_EQ(Tessera(rec + " --type ascend-910b").rc, 0);
+  ASSERT_EQ(Tessera(rec + " --type nvidia-h800").rc, 0);
+  Out bill = Tessera("bill --by type");
+  ::unsetenv("TESSERA_HOME");
+  ASSERT_EQ(bill.rc, 0) << bill.out;
+  auto rows = BillRows(bill.out);
+  ASSERT_EQ(rows.size(), 3u) << bill.out;
+  auto [tkey, tsecs, thours, tamount] = rows.back();
+  EXPECT_EQ(tkey, "total");
+  EXPECT_EQ(tsecs, 36);
+  EXPECT_EQ(thours, std::get<2>(rows[0]) + std::get<2>(rows[1])) << bill.out;
+  EXPECT_EQ(tamount, 5) << bill.out;
+  EXPECT_EQ(tamount, std::get<3>(rows[0]) + std::get<3>(rows[1])) << bill.out;
+  EXPECT_TRUE(Has(bill.out, "add up to the total")) << bill.out;
+  Out today = Tessera("bill compliance --db " + (dir / "ledger.db").string() + " --policy " + Ex("policy.yaml"));
+  EXPECT_EQ(today.rc, 0) << today.out;
+  EXPECT_TRUE(Has(today.out, "compliance on " + tessera::sched::FormatDate(tessera::sched::Today()))) << today.out;
+  Out yday = Tessera("bill compliance --db " + (dir / "ledger.db").string() + " --day yesterday --policy " +
+                     Ex("policy.yaml"));
+  EXPECT_TRUE(Has(yday.out, "compliance on " + tessera::sched::FormatDate(tessera::sched::Today() - 1))) << yday.out;
+  fs::remove_all(dir);
+}
+
 namespace {
 
 // docs/model.md's seed configuration: 64 + 64 cards on 8-card hosts, 130B, ZeRO-3 with offload, RoCE 200 Gb/s.
@@ -377,6 +438,52 @@ TEST(PredictCli, TextNamesEveryTermAndTheBindingOne) {
                            "optimizer:", "sum of parts:", "cost:           588.80 CNY/h",
                            "domestic share: 50.0% of the cards", "binding term:   communication"})
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+}
+
+// --preset reference-128 is docs/model.md's seed; flags given override it.
+TEST(PredictCli, ThePresetIsTheSeedAndFlagsOverrideIt) {
+  Out seed = Tessera(kSeed + " --versus nvidia-h800");
+  Out preset =
+      Tessera("predict --preset reference-128 --catalog " + Ex("brief/catalog-equal.yaml") + " --versus nvidia-h800");
+  ASSERT_EQ(preset.rc, 0) << preset.out;
+  EXPECT_EQ(preset.out, seed.out);
+  Out more = Tessera("predict --preset reference-128 --params 7B --json");
+  ASSERT_EQ(more.rc, 0) << more.out;
+  std::string seven_args = kSeed.substr(0, kSeed.find(" --catalog"));
+  seven_args.replace(seven_args.find("--params 130B"), 13, "--params 7B");
+  Out seven = Tessera(seven_args + " --json");
+  EXPECT_EQ(nlohmann::json::parse(more.out)["step_s"], nlohmann::json::parse(seven.out)["step_s"]) << more.out;
+}
+
+// Whatever the model lacks is reported at once, each input with its flag; a catalog's model: figures fill them.
+TEST(PredictCli, EveryMissingInputIsNamedAtOnceWithItsFlag) {
+  Out r = Tessera("predict --island nvidia-h800=8 --island ascend-910b=8 --params 7B --seq 2048 --batch 32");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  for (const char* flag :
+       {"--tflops nvidia-h800=", "--mfu nvidia-h800=", "--tflops ascend-910b=", "--mfu ascend-910b=",
+        "--fabric-gbs nvidia-h800=", "--hbm-gbs ascend-910b=", "--shm-gbs", "--preset reference-128"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
+  EXPECT_EQ(r.out.find("bandwidth is 0"), std::string::npos) << r.out;
+  Out none = Tessera("predict --seq 2048");
+  EXPECT_EQ(none.rc, 2) << none.out;
+  for (const char* flag : {"--island", "--params", "--batch"})
+    EXPECT_NE(none.out.find(flag), std::string::npos) << flag;
+  fs::path dir = fs::temp_directory_path() / ("tessera-predict-model-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "catalog.yaml")
+      << "currency: CNY\nprice_version: v\nmodel: {net_gbps: 200, pcie_gbs: 25, shm_gbs: 2, latency_us: 20, "
+         "host_adam_gbs: 200}\ntypes:\n"
+         "  - {name: ascend-910b, vendor: ascend, domestic: true, price_per_card_hour: 2.4, throughput: {llm-train: "
+         "0.3}, model: {tflops: 320, mfu: 0.4, fabric_gbs: 196, hbm_gbs: 1600}}\n"
+         "  - {name: nvidia-h800, vendor: nvidia, domestic: false, price_per_card_hour: 6.8, throughput: {llm-train: "
+         "1.0}, model: {tflops: 989, mfu: 0.4, fabric_gbs: 200, hbm_gbs: 3350}}\n";
+  Out filled = Tessera(
+      "predict --island nvidia-h800=8 --island ascend-910b=8 --params 7B --seq 2048 --batch 32 "
+      "--device-gbs 22 --catalog " +
+      (dir / "catalog.yaml").string());
+  EXPECT_EQ(filled.rc, 0) << filled.out;
+  EXPECT_NE(filled.out.find("tokens/s:"), std::string::npos) << filled.out;
+  fs::remove_all(dir);
 }
 
 TEST(PredictCli, BadInputIsNamed) {

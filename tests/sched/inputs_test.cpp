@@ -77,7 +77,7 @@ TEST(SchedInputs, CatalogErrorsNameFileLineField) {
   ExpectError(ParseCatalog(Replace(k, "name: nvidia-h800", "name: ascend-910b"), "cat.yaml"),
               {"cat.yaml:10:", "types[1].name", "listed twice"});
   ExpectError(ParseCatalog(Replace(k, "memory_gib: 64", "memry_gib: 64"), "cat.yaml"),
-              {"cat.yaml:8:", "types[0].memry_gib", "unknown field"});
+              {"cat.yaml:8:", "types[0].memry_gib", "unknown field; did you mean 'memory_gib'?"});
   ExpectError(ParseCatalog(Replace(k, "{llm-train: 1.0, infer: 2}", "{llm-train: fast}"), "cat.yaml"),
               {"cat.yaml:14:", "types[1].throughput.llm-train", "'fast'"});
   ExpectError(ParseCatalog(Replace(k, "{llm-train: 1.0, infer: 2}", "{llm-train: 0}"), "cat.yaml"),
@@ -163,7 +163,7 @@ TEST(SchedInputs, Job) {
       ParseJob("name: x\ntenant: t\nclass: c\ncards: 4\ncompatible: [a]\nbounds:\n  a: {min: 5, max: 2}\n", "job.yaml"),
       {"job.yaml:7:", "bounds.a.max", "below min"});
   ExpectError(ParseJob("name: x\ntenant: t\nclass: c\ncards: 4\ncompatible: [a]\npriorty: 3\n", "job.yaml"),
-              {"job.yaml:6:", "priorty", "unknown field"});
+              {"job.yaml:6:", "priorty", "unknown field; did you mean 'priority'?"});
 }
 
 TEST(SchedInputs, JobModelAndTheCatalogsModelFigures) {

@@ -11,13 +11,19 @@ unset TESSERA_CKPT_ROOT TESSERA_CKPT_WARM TESSERA_CKPT_COLD TESSERA_LEDGER
 export TESSERA_HOME=$tmp/home
 failures=0
 # expect CODE DESCRIPTION -- ARGS...: runs `tessera ARGS`, checks the exit status (and that an error says why).
+# With SAYS=TEXT set, the output must contain TEXT too (the message convention: "tessera CMD: ...", no internal
+# code names, "did you mean" for a near miss).
 expect() {
   local want=$1 what=$2
   shift 3
   local out rc
   out=$("$bin" "$@" 2>&1)
   rc=$?
-  if [ "$rc" != "$want" ]; then
+  if [ -n "${SAYS:-}" ] && [[ "$out" != *"$SAYS"* ]]; then
+    echo "FAILED: $what: tessera $* does not say: $SAYS" >&2
+    echo "$out" | head -5 | sed 's/^/    /' >&2
+    failures=$((failures + 1))
+  elif [ "$rc" != "$want" ]; then
     echo "FAILED: $what: tessera $* exited $rc, want $want" >&2
     echo "$out" | head -5 | sed 's/^/    /' >&2
     failures=$((failures + 1))
@@ -46,9 +52,22 @@ expect 3 "plan with a catalog file that does not exist" -- plan --catalog "$tmp/
   --policy "$ex/policy.yaml" --job "$ex/job.yaml"
 expect 2 "plan with a malformed job file" -- plan --catalog "$ex/catalog.yaml" --fleet "$ex/fleet.yaml" \
   --policy "$ex/policy.yaml" --job "$tmp/bad-job.yaml"
-expect 2 "bill without a ledger" -- bill
-expect 1 "bill with a ledger it cannot open (a system error)" -- bill --db "$tmp/no/such/dir/ledger.db"
+expect 3 "bill without a ledger (the daemon's STATE/ledger.db does not exist)" -- bill
+expect 3 "bill with a ledger file that does not exist" -- bill --db "$tmp/no/such/dir/ledger.db"
+expect 1 "bill with a ledger it cannot read (a system error)" -- bill --db "$tmp"
 expect 2 "run without a program" -- run --island a=host:1
+# Messages: the command's name first, no internal code names, the closest name for a near miss.
+SAYS="did you mean 'run'?" expect 2 "mistyped command" -- runn
+SAYS="did you mean '--island'?" expect 2 "mistyped flag (run)" -- run --islnad a=host:1 -- true
+SAYS="did you mean '--catalog'?" expect 2 "mistyped flag (plan)" -- plan --catalog "$ex/catalog.yaml" \
+  --fleet "$ex/fleet.yaml" --policy "$ex/policy.yaml" --job "$ex/job.yaml" --catalgo x
+SAYS="tessera status: " expect 2 "a job id that is not a number" -- status abc
+SAYS="tessera plan: $tmp/nonexistent.yaml" expect 3 "plan: a missing file, without a code name" -- plan \
+  --catalog "$tmp/nonexistent.yaml" --fleet "$ex/fleet.yaml" --policy "$ex/policy.yaml" --job "$ex/job.yaml"
+if "$bin" submit --help >/dev/null 2>&1; then  # a build with the job daemon
+  expect 3 "submit with a job file that does not exist" -- submit "$tmp/nonexistent.yaml"
+  SAYS="Start it with \`tessera daemon\`" expect 1 "a daemon that cannot be reached" -- queue --daemon 127.0.0.1:1
+fi
 expect 2 "bench with an unknown collective" -- bench nope
 echo "$failures failure(s)"
 [ "$failures" = 0 ]
