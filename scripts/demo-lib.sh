@@ -78,7 +78,7 @@ demo_start_daemon() {
   [ -f "$STATE/daemon.json" ] || { cat "$STATE/daemon.log" >&2; exit 1; }
   head -1 "$STATE/daemon.log"
   ADDR=$(sed 's/.*"address":"\([^"]*\)".*/\1/' "$STATE/daemon.json")
-  printf '\033[1mweb console: http://%s/\033[0m  (log in with the admin token: cat %s/token)\n' "$ADDR" "$STATE"
+  printf '\033[1mweb console: http://%s/\033[0m  (log in with the admin token: %s daemon token)\n' "$ADDR" "$TESSERA"
   echo "metrics: http://$ADDR/metrics"
 }
 

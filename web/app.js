@@ -214,10 +214,70 @@ async function pageQueue() {
   ];
 }
 
+// The loss per step as a line, the x axis running to the job's total steps, and a dashed marker at the current
+// step with the estimated end (at the pace so far) when the job runs.
+function lossChart(curve, j) {
+  const W = 760, H = 220, L = 56, R = 16, T = 14, B = 34;
+  const pts = curve.points;
+  const last = pts[pts.length - 1][0];
+  const xmax = Math.max(curve.of || last, last, 1), xmin = Math.min(pts[0][0], xmax - 1);
+  let lo = Math.min(...pts.map((p) => p[1])), hi = Math.max(...pts.map((p) => p[1]));
+  if (hi <= lo) hi = lo + 1;
+  const x = (s) => L + (W - L - R) * (s - xmin) / (xmax - xmin);
+  const y = (v) => T + (H - T - B) * (1 - (v - lo) / (hi - lo));
+  const g = [svg('line', {x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: '#d8dde2'})];
+  for (const f of [0, 0.5, 1]) {
+    const v = lo + f * (hi - lo);
+    g.push(svg('line', {x1: L, y1: y(v), x2: W - R, y2: y(v), stroke: '#eef1f4'}));
+    g.push(svg('text', {x: L - 6, y: y(v) + 4, 'text-anchor': 'end'}, v.toPrecision(3)));
+  }
+  for (const s of [xmin, Math.round((xmin + xmax) / 2), xmax])
+    g.push(svg('text', {x: x(s), y: H - B + 16, 'text-anchor': 'middle'}, 'step ' + s));
+  g.push(svg('polyline', {
+    points: pts.map((p) => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join(' '),
+    fill: 'none',
+    stroke: '#7c3aed',
+    'stroke-width': 2,
+    id: 'job-loss-line',
+    'data-points': pts.length
+  }));
+  if (j.estimated_end_ms) {
+    g.push(svg('line', {
+      x1: x(last), y1: T, x2: x(last), y2: H - B, stroke: '#111827', 'stroke-dasharray': '4,3', class: 'now'}));
+    g.push(svg('text', {x: Math.min(x(last) + 6, W - R - 150), y: T + 12, id: 'job-eta'},
+               'ends ~' + fmtMs(j.estimated_end_ms)));
+  }
+  return svg('svg', {
+    class: 'chart', id: 'job-loss-chart', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img',
+    'aria-label': 'loss per step'}, g);
+}
+
+// The newest checkpoints in a table, the rest counted: a long run keeps the page short.
+function checkpointList(ck) {
+  const all = ck.checkpoints, newest = all.slice(-5);
+  const bytes = all.reduce((n, c) => n + c.bytes, 0);
+  return [
+    el('p', {id: 'job-checkpoint-summary'},
+       all.length ? all.length + ' checkpoint(s), steps ' + all[0].step + ' … ' + all[all.length - 1].step + ', ' +
+               (bytes / 1048576).toFixed(1) + ' MiB stored' + (all.length > 5 ? '; the newest 5:' : '') :
+                    'no checkpoint yet'),
+    table(
+        'job-checkpoints', ['step', 'tiers', 'bytes', 'committed'],
+        newest.map(
+            (c) => ({
+              attrs: {'data-step': c.step},
+              cells: [c.step, c.tiers.join(', '), c.bytes, c.created_unix ? fmtMs(c.created_unix * 1000) : '-']
+            })),
+        [0, 2]),
+  ];
+}
+
 async function pageJob(id) {
   const j = await api('/v1/jobs/' + id);  // first: its error ("not found") is the one to show
-  const [ck, log] = await Promise.all(
-      [api('/v1/jobs/' + id + '/checkpoints'), api('/v1/jobs/' + id + '/logs?tail=6000', {text: true})]);
+  const [ck, log, curve] = await Promise.all([
+    api('/v1/jobs/' + id + '/checkpoints'), api('/v1/jobs/' + id + '/logs?tail=6000', {text: true}),
+    api('/v1/jobs/' + id + '/progress')
+  ]);
   const p = j.progress || {};
   const atts = j.attempts_detail || [];
   return [
@@ -227,6 +287,7 @@ async function pageJob(id) {
        card('progress', p.step === undefined ? '-' : 'step ' + p.step + (p.of ? ' / ' + p.of : ''), 'job-progress'),
        card('loss', p.loss === undefined ? '-' : p.loss, 'job-loss'), card('attempts', j.attempts, 'job-attempts')),
     j.reason ? el('p', {id: 'job-reason'}, j.reason) : null,
+    curve.points.length ? lossChart(curve, j) : el('p', {class: 'muted'}, 'no "step N loss L" line in the log yet'),
     j.allocation ? el('p', {},
                       'cards: ' + allocText(j) + ' in zone ' + j.allocation.zone + ', ' + j.allocation.cost_per_hour +
                           ' ' + j.allocation.currency + '/h') :
@@ -255,14 +316,7 @@ async function pageJob(id) {
                  })),
         [0]),
     el('h2', {}, 'Checkpoints'),
-    table(
-        'job-checkpoints', ['step', 'tiers', 'bytes', 'committed'],
-        ck.checkpoints.map(
-            (c) => ({
-              attrs: {'data-step': c.step},
-              cells: [c.step, c.tiers.join(', '), c.bytes, c.created_unix ? fmtMs(c.created_unix * 1000) : '-']
-            })),
-        [0, 2]),
+    ...checkpointList(ck),
     el('p', {class: 'muted'},
        'hot ' + ck.hot + (ck.warm ? ' · warm ' + ck.warm : '') + (ck.cold ? ' · cold ' + ck.cold : '')),
     ck.warning ? el('p', {class: 'bad'}, ck.warning) : null,

@@ -1,5 +1,8 @@
 // cli/daemon: `tessera daemon` — runs the job daemon (HTTP/JSON API on 127.0.0.1, SQLite state, queue with
-// automatic wake-up, local executor). `tessera daemon shim ...` is the per-attempt shim it starts.
+// automatic wake-up, local executor). `tessera daemon token [show|rotate]` prints or replaces the admin token;
+// `tessera daemon shim ...` is the per-attempt shim it starts.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
@@ -9,12 +12,71 @@
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
 #include "common/env.hpp"
+#include "common/file.hpp"
+#include "common/process.hpp"
+#include "common/token.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/executor.hpp"
 #endif
 
 namespace {
+
+#ifdef TESSERA_HAVE_DAEMON
+// `tessera daemon token [show|rotate] [--state-dir DIR]`: the admin token of STATE/token on stdout. rotate
+// writes a new one (0600) and sends the running daemon SIGHUP, after which the old one is refused.
+int RunToken(int argc, char** argv) {
+  CLI::App app{
+      "Print the daemon's admin token (STATE/token), or replace it (rotate): the web console and the CLI "
+      "log in with it",
+      "tessera daemon token"};
+  std::string state, action = "show";
+  app.add_option("action", action, "show (default) or rotate")->check(CLI::IsMember({"show", "rotate"}));
+  app.add_option("--state-dir", state, "State directory (default $TESSERA_HOME or ~/.tessera)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return tessera::cli::ParseExit(app, e);
+  }
+  state = tessera::daemon::DefaultStateDir(state);
+  const std::string path = state + "/token";
+  if (action == "show") {
+    auto t = tessera::ReadFile(path);
+    if (!t.ok()) {
+      if (t.status().code() != tessera::Code::kNotFound) return tessera::cli::Fail("daemon token", t.status());
+      return tessera::cli::Fail("daemon token",
+                                tessera::NotFound(fmt::format("no admin token in {} (`tessera daemon --state-dir {}` "
+                                                              "creates it at its first start)",
+                                                              path, state)));
+    }
+    std::string tok = *t;
+    while (!tok.empty() && (tok.back() == '\n' || tok.back() == ' ')) tok.pop_back();
+    std::printf("%s\n", tok.c_str());
+    return 0;
+  }
+  auto tok = tessera::RandomToken("the admin token");
+  if (!tok.ok()) return tessera::cli::Fail("daemon token", tok.status());
+  tessera::Status s = tessera::WriteFileAtomic(path, *tok + "\n", {.mode = 0600});
+  if (!s.ok()) return tessera::cli::Fail("daemon token", s);
+  std::printf("%s\n", tok->c_str());
+  // The running daemon (daemon.json's pid) reads it again on SIGHUP.
+  auto info = tessera::ReadFile(state + "/daemon.json");
+  auto j = nlohmann::json::parse(info.ok() ? *info : std::string(), nullptr, /*allow_exceptions=*/false);
+  pid_t pid = j.is_object() && j.value("pid", nlohmann::json()).is_number_integer() ? j["pid"].get<pid_t>() : 0;
+  if (pid > 0 && tessera::ProcessAlive(pid) && ::kill(pid, SIGHUP) == 0) {
+    std::fprintf(stderr, "tessera daemon token: the daemon (pid %d) takes the new token now; the old one is refused\n",
+                 static_cast<int>(pid));
+  } else {
+    std::fprintf(stderr, "tessera daemon token: no running daemon found in %s: it takes the new token at its start\n",
+                 state.c_str());
+  }
+  return 0;
+}
+#endif
 
 int RunDaemonCmd(int argc, char** argv) {
 #ifndef TESSERA_HAVE_DAEMON
@@ -23,10 +85,11 @@ int RunDaemonCmd(int argc, char** argv) {
   return tessera::cli::NoDaemon("daemon");
 #else
   if (argc >= 2 && !std::strcmp(argv[1], "shim")) return tessera::daemon::RunShim(argc - 1, argv + 1);
+  if (argc >= 2 && !std::strcmp(argv[1], "token")) return RunToken(argc - 1, argv + 1);
   CLI::App app{
       "Run the job daemon: HTTP/JSON API on 127.0.0.1 with bearer tokens, state in SQLite (WAL), queue with "
       "automatic wake-up, local execution through `tessera run`. Jobs keep running when it stops; a "
-      "restart reconciles with them.",
+      "restart reconciles with them. `tessera daemon token [show|rotate]` prints or replaces the admin token.",
       "tessera daemon"};
   tessera::daemon::DaemonOptions o;
   std::string state, tick = "100ms";
@@ -67,6 +130,7 @@ int RunDaemonCmd(int argc, char** argv) {
     return tessera::cli::ParseExit(app, e);
   }
   o.state_dir = tessera::daemon::DefaultStateDir(state);
+  o.state_dir_is_default = state.empty() && !tessera::env::Get("TESSERA_HOME");
   if (!tenants.empty()) {
     std::fprintf(stderr,
                  "tessera daemon: --tenant NAME=TOKEN is no longer accepted: every user can read it in `ps`. Write "

@@ -7,6 +7,7 @@
 #include "cli/exit_code.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include "daemon/cli_flags.hpp"
+#include "daemon/util.hpp"
 #endif
 
 namespace {
@@ -37,8 +38,25 @@ int RunQueue(int argc, char** argv) {
     std::printf("%s\n", r->dump(2).c_str());
     return 0;
   }
-  std::printf("%-5s %-18s %-10s %4s %-10s %4s  %s\n", "ID", "NAME", "TENANT", "PRI", "STATE", "POS", "CARDS / REASON");
-  for (const auto& j : (*r)["jobs"]) {
+  const auto& jobs = (*r)["jobs"];
+  if (jobs.empty()) {
+    // Say so, and how many finished jobs --all would show.
+    size_t finished = 0;
+    if (!all) {
+      auto every = (*client)->Get("/v1/jobs?all=1");
+      if (every.ok()) finished = (*every)["jobs"].size();
+    }
+    if (all || finished == 0)
+      std::printf("no jobs yet (`tessera submit JOB.yaml` queues one)\n");
+    else
+      std::printf("no jobs running or queued (%zu finished: `tessera queue --all`)\n", finished);
+    return 0;
+  }
+  // As squeue / sacct / `sky queue`: run time over all attempts, progress in one format in every state, cost
+  // so far at the catalog's prices, and the cards (running), the reason (queued) or how it ended.
+  std::printf("%-5s %-18s %-10s %4s %-10s %4s %10s  %-26s %12s  %s\n", "ID", "NAME", "TENANT", "PRI", "STATE", "POS",
+              "ELAPSED", "PROGRESS", "COST", "CARDS / REASON / END");
+  for (const auto& j : jobs) {
     std::string state = j["state"];
     std::string pos = j["position"].is_null() ? "-" : std::to_string(j["position"].get<int64_t>());
     std::string what;
@@ -47,13 +65,30 @@ int RunQueue(int argc, char** argv) {
       // stopping: why; running: what the executor reports, if anything (Slurm: its state and reason).
       std::string reason = j.value("reason", "");
       if (!reason.empty()) what += "  [" + reason + "]";
+      if (j.value("started_ms", nlohmann::json()).is_number_integer())
+        what += "; started " + FormatMs(j["started_ms"].get<int64_t>());
+      if (j.value("estimated_end_ms", nlohmann::json()).is_number_integer())
+        what += ", ends ~" + FormatMs(j["estimated_end_ms"].get<int64_t>());
+    } else if (state == "queued") {
+      what = j["reason"].get<std::string>();
+      if (what.empty()) what = "being placed";
     } else {
       what = j["reason"].get<std::string>();
-      if (state == "queued" && what.empty()) what = "being placed";
+      if (what.empty()) what = state == "succeeded" ? "exit code 0" : state;
+      if (j.value("ended_ms", nlohmann::json()).is_number_integer())
+        what += "; ended " + FormatMs(j["ended_ms"].get<int64_t>());
     }
-    std::printf("%-5lld %-18s %-10s %4lld %-10s %4s  %s\n", static_cast<long long>(j["id"].get<int64_t>()),
-                j["name"].get<std::string>().c_str(), j["tenant"].get<std::string>().c_str(),
-                static_cast<long long>(j["priority"].get<int64_t>()), state.c_str(), pos.c_str(), what.c_str());
+    std::string elapsed = j.value("elapsed_ms", nlohmann::json()).is_number_integer() && j["elapsed_ms"] > 0
+                              ? FormatElapsed(j["elapsed_ms"].get<int64_t>())
+                              : "-";
+    std::string cost = j.value("cost_so_far", nlohmann::json()).is_string() && j["elapsed_ms"] > 0
+                           ? j["cost_so_far"].get<std::string>() + " " + j.value("currency", "")
+                           : "-";
+    std::printf("%-5lld %-18s %-10s %4lld %-10s %4s %10s  %-26s %12s  %s\n",
+                static_cast<long long>(j["id"].get<int64_t>()), j["name"].get<std::string>().c_str(),
+                j["tenant"].get<std::string>().c_str(), static_cast<long long>(j["priority"].get<int64_t>()),
+                state.c_str(), pos.c_str(), elapsed.c_str(),
+                FormatProgress(j.value("progress", nlohmann::json())).c_str(), cost.c_str(), what.c_str());
   }
   return 0;
 #endif

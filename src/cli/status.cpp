@@ -14,6 +14,30 @@
 
 namespace {
 
+#ifdef TESSERA_HAVE_DAEMON
+// A list of any length on one short line: "[50, 100, 150]" up to 8 steps, else "61 steps: 50, 100 … 2950, 3000";
+// with the bytes stored, from GET /v1/jobs/ID/checkpoints when it answers.
+std::string CheckpointSummary(tessera::daemon::Client& c, int64_t id, const nlohmann::json& steps) {
+  if (!steps.is_array() || steps.empty()) return "none yet";
+  std::vector<int64_t> s;
+  for (const auto& x : steps) s.push_back(x.get<int64_t>());
+  std::string out;
+  if (s.size() <= 8) {
+    for (int64_t x : s) out += (out.empty() ? "" : ", ") + std::to_string(x);
+    out = "[" + out + "]";
+  } else {
+    out = fmt::format("{} steps: {}, {} … {}, {}", s.size(), s[0], s[1], s[s.size() - 2], s.back());
+  }
+  auto detail = c.Get(fmt::format("/v1/jobs/{}/checkpoints", id));
+  if (detail.ok() && (*detail)["checkpoints"].is_array()) {
+    int64_t bytes = 0;
+    for (const auto& x : (*detail)["checkpoints"]) bytes += x.value("bytes", int64_t{0});
+    out += fmt::format(", {:.1f} MiB stored", static_cast<double>(bytes) / (1 << 20));
+  }
+  return out;
+}
+#endif
+
 int RunStatus(int argc, char** argv) {
 #ifndef TESSERA_HAVE_DAEMON
   (void)argc;
@@ -58,17 +82,18 @@ int RunStatus(int argc, char** argv) {
                 a["cost_per_hour"].get<std::string>().c_str(), a["currency"].get<std::string>().c_str(),
                 a["share_after"].get<std::string>().c_str());
   }
-  if (j["progress"].is_object()) {
-    const auto& p = j["progress"];
-    std::printf("  progress:    step %lld", static_cast<long long>(p["step"].get<int64_t>()));
-    if (p.contains("of")) std::printf(" of %lld", static_cast<long long>(p["of"].get<int64_t>()));
-    if (p.contains("loss")) std::printf(", loss %s", p["loss"].get<std::string>().c_str());
+  if (j["progress"].is_object()) std::printf("  progress:    %s\n", FormatProgress(j["progress"]).c_str());
+  if (j.value("elapsed_ms", json()).is_number_integer() && j["elapsed_ms"] > 0) {
+    std::printf("  run time:    %s over %lld attempt(s), %s %s so far",
+                FormatElapsed(j["elapsed_ms"].get<int64_t>()).c_str(),
+                static_cast<long long>(j["attempts"].get<int64_t>()), j["cost_so_far"].get<std::string>().c_str(),
+                j.value("currency", "").c_str());
+    if (j.value("estimated_end_ms", json()).is_number_integer())
+      std::printf("; ends ~%s at its pace so far", FormatMs(j["estimated_end_ms"].get<int64_t>()).c_str());
     std::printf("\n");
   }
-  std::string steps;
-  for (const auto& s : j["checkpoints"]) steps += (steps.empty() ? "" : ", ") + std::to_string(s.get<int64_t>());
-  std::printf("  checkpoints: %s  [%s]\n", j["checkpoint_dir"].get<std::string>().c_str(),
-              steps.empty() ? "none yet" : steps.c_str());
+  std::printf("  checkpoints: %s  %s\n", j["checkpoint_dir"].get<std::string>().c_str(),
+              CheckpointSummary(**client, id, j["checkpoints"]).c_str());
   for (const auto& a : j["attempts_detail"]) {
     std::string islands;
     for (const auto& i : a["islands"])

@@ -198,6 +198,8 @@ json Daemon::JobSummary(const JobRow& j) {
     out["cards"] = it->second.job.cards;
     out["compatible"] = it->second.job.compatible;
   }
+  out["progress"] = ProgressFromLog(JobLogPath(j.id));
+  AddRunTimes(j, &out);
   return out;
 }
 
@@ -339,7 +341,6 @@ void Daemon::Routes() {
     } else {
       TSR_LOG_ERROR("GET /v1/jobs/{}: {}", id, ev.status().ToString());
     }
-    out["progress"] = ProgressFromLog(JobLogPath(id));
     auto steps = ckpt::ListSteps(j->ckpt_dir);
     out["checkpoints"] = steps.ok() ? json(*steps) : json::array();
     Reply(res, 200, out);

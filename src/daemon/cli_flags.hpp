@@ -42,4 +42,28 @@ inline std::string DescribeAllocation(const nlohmann::json& a) {
   return s;
 }
 
+// A job's progress as `queue` and `status` print it in every state: "step 140/400, loss 0.1645" ("-": none).
+inline std::string FormatProgress(const nlohmann::json& p) {
+  if (!p.is_object() || !p.contains("step")) return "-";
+  std::string s = "step " + std::to_string(p["step"].get<int64_t>());
+  if (p.contains("of")) s += "/" + std::to_string(p["of"].get<int64_t>());
+  if (p.contains("loss")) s += ", loss " + p["loss"].get<std::string>();
+  return s;
+}
+
+// A duration as squeue's TIME: "M:SS", "H:MM:SS" or "D-HH:MM:SS".
+inline std::string FormatElapsed(int64_t ms) {
+  int64_t s = ms / 1000, d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60;
+  char buf[48];
+  if (d > 0)
+    std::snprintf(buf, sizeof buf, "%lld-%02lld:%02lld:%02lld", static_cast<long long>(d), static_cast<long long>(h),
+                  static_cast<long long>(m), static_cast<long long>(s % 60));
+  else if (h > 0)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(h), static_cast<long long>(m),
+                  static_cast<long long>(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(m), static_cast<long long>(s % 60));
+  return buf;
+}
+
 }  // namespace tessera::daemon

@@ -61,11 +61,7 @@ Result<json> Client::Call(const std::string& method, const std::string& path, co
   httplib::Result r = method == "GET"    ? cli.Get(path, h)
                       : method == "POST" ? cli.Post(path, h, body ? body->dump() : "{}", "application/json")
                                          : cli.Put(path, h, body ? body->dump() : "{}", "application/json");
-  if (!r)
-    return SystemError(
-        fmt::format("cannot reach the tessera daemon at {} (address from {}): {}; is `tessera daemon` "
-                    "running?",
-                    address_, where_, httplib::to_string(r.error())));
+  if (!r) return Unreachable(r.error());
   json j;
   try {
     j = r->body.empty() ? json::object() : json::parse(r->body);
@@ -91,9 +87,7 @@ Result<std::string> Client::GetText(const std::string& path, size_t* size) {
   httplib::Headers h;
   if (!token_.empty()) h.emplace("Authorization", "Bearer " + token_);
   auto r = cli.Get(path, h);
-  if (!r)
-    return SystemError(
-        fmt::format("cannot reach the tessera daemon at {}: {}", address_, httplib::to_string(r.error())));
+  if (!r) return Unreachable(r.error());
   if (r->status >= 400) {
     std::string msg = r->body;
     try {
@@ -106,9 +100,20 @@ Result<std::string> Client::GetText(const std::string& path, size_t* size) {
   return r->body;
 }
 
+Status Client::Unreachable(httplib::Error e) const {
+  std::string why = e == httplib::Error::Connection          ? "nothing answers there (connection refused)"
+                    : e == httplib::Error::ConnectionTimeout ? "the connection timed out"
+                                                             : "the request failed (" + httplib::to_string(e) + ")";
+  return SystemError(fmt::format(
+      "cannot reach the tessera daemon at {} (the address comes from {}): {}. Start it with `tessera daemon` (it "
+      "writes STATE/daemon.json; STATE is --state-dir, $TESSERA_HOME or ~/.tessera), or point --daemon or "
+      "TESSERA_DAEMON at a running one",
+      address_, where_, why));
+}
+
 Result<json> ReadDocument(const std::string& path, std::string* base_dir) {
   auto text = ReadFile(path);
-  if (!text.ok()) return InvalidArgument(text.status().message());
+  if (!text.ok()) return text.status();  // NotFound (exit 3) for a file that does not exist
   char buf[PATH_MAX];
   std::string abs = ::realpath(path.c_str(), buf) ? buf : path;
   if (base_dir) *base_dir = abs.substr(0, abs.rfind('/'));

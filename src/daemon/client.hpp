@@ -9,6 +9,10 @@
 
 #include "tessera/status.hpp"
 
+namespace httplib {
+enum class Error;
+}
+
 namespace tessera::daemon {
 
 struct ClientOptions {
@@ -29,6 +33,7 @@ class Client {
 
  private:
   Result<nlohmann::json> Call(const std::string& method, const std::string& path, const nlohmann::json* body);
+  Status Unreachable(httplib::Error e) const;  // where the address came from and how to start the daemon
   std::string host_;
   int port_ = 0;
   std::string address_, token_, where_;

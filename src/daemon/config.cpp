@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 #include "common/token.hpp"
 #include "daemon/daemon_impl.hpp"
 #include "daemon/executor.hpp"
@@ -116,7 +118,8 @@ Status Daemon::Init() {
     return InvalidArgument(fmt::format("--executor '{}': expected local or slurm", opts_.executor));
   if (opts_.executor == "slurm") TSR_RETURN_IF_ERROR(CheckSlurmReady());
   // The tenants' areas are reachable by the jobs' identity; the state directory by nobody but the daemon.
-  work_dir_ = opts_.work_dir.empty() ? opts_.state_dir + "-work" : opts_.work_dir;
+  TSR_ASSIGN_OR_RETURN(work_dir_, ChooseWorkDir(opts_.work_dir, opts_.state_dir, opts_.state_dir_is_default,
+                                                opts_.system_work_dir, identity_));
   {
     ::umask(022);
     Status s = MakeDirs(work_dir_, 0755);
@@ -141,9 +144,19 @@ Status Daemon::Init() {
   std::string lock = opts_.state_dir + "/daemon.lock";
   lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd_ < 0) return ErrnoError("open " + lock, errno);
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
-    return InvalidArgument(
-        fmt::format("another tessera daemon already uses the state directory {} (lock {})", opts_.state_dir, lock));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    // The running daemon's address and pid, from the daemon.json it wrote when it started listening.
+    std::string who;
+    auto info = ReadFile(opts_.state_dir + "/daemon.json");
+    auto j = nlohmann::json::parse(info.ok() ? *info : std::string(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("address", nlohmann::json()).is_string() &&
+        j.value("pid", nlohmann::json()).is_number_integer())
+      who = fmt::format(" (pid {}, listening on {})", j["pid"].get<int64_t>(), j["address"].get<std::string>());
+    return SystemError(
+        fmt::format("another tessera daemon{} already uses the state directory {}: stop it first, or give this one "
+                    "another --state-dir",
+                    who, opts_.state_dir));
+  }
   TSR_ASSIGN_OR_RETURN(store_, JobStore::Open(opts_.state_dir + "/daemon.db"));
   ledger_path_ = opts_.state_dir + "/ledger.db";
   auto ledger = sched::Ledger::Open(ledger_path_);
@@ -153,18 +166,7 @@ Status Daemon::Init() {
     TSR_LOG_WARN("billing is off: {}", ledger.status().ToString());
   }
 
-  // The admin token is created once and kept in STATE/token (0600) for the CLI; the daemon keeps its hash.
-  std::string token_path = opts_.state_dir + "/token";
-  auto admin = ReadFile(token_path);
-  std::string admin_token;
-  if (admin.ok() && !admin->empty()) {
-    admin_token = *admin;
-    while (!admin_token.empty() && (admin_token.back() == '\n' || admin_token.back() == ' ')) admin_token.pop_back();
-  } else {
-    TSR_ASSIGN_OR_RETURN(admin_token, RandomToken("the admin token"));
-    TSR_RETURN_IF_ERROR(WriteFileAtomic(token_path, admin_token + "\n", {.mode = 0600}));
-  }
-  admin_hash_ = TokenHash(admin_token);
+  TSR_RETURN_IF_ERROR(LoadAdminToken());
   TSR_RETURN_IF_ERROR(LoadTenants());
   TSR_RETURN_IF_ERROR(LoadConfig());
   // Files an older daemon (or an operator) left readable are tightened: the database, its WAL, the tokens.
@@ -193,6 +195,24 @@ Status Daemon::Init() {
 }
 
 // ---- security -----------------------------------------------------------------------------------------
+
+// The admin token is created once and kept in STATE/token (0600) for the CLI; the daemon keeps its hash.
+// `tessera daemon token rotate` writes a new one and sends SIGHUP, which reads it again.
+Status Daemon::LoadAdminToken() {
+  std::string token_path = opts_.state_dir + "/token";
+  auto admin = ReadFile(token_path);
+  std::string admin_token;
+  if (admin.ok() && !admin->empty()) {
+    admin_token = *admin;
+    while (!admin_token.empty() && (admin_token.back() == '\n' || admin_token.back() == ' ')) admin_token.pop_back();
+  }
+  if (admin_token.empty()) {
+    TSR_ASSIGN_OR_RETURN(admin_token, RandomToken("the admin token"));
+    TSR_RETURN_IF_ERROR(WriteFileAtomic(token_path, admin_token + "\n", {.mode = 0600}));
+  }
+  admin_hash_ = TokenHash(admin_token);
+  return Status::Ok();
+}
 
 // The tenant table follows the configuration: the admin and the --tenants file, nothing else (a removed
 // tenant's token stops working at the next start or SIGHUP). On error the previous table stays.
@@ -249,7 +269,22 @@ Status Daemon::IdentityFor(const std::string& tenant, int64_t* uid, int64_t* gid
 Result<JobSpec> Daemon::ParseSpec(const std::string& yaml, const std::string& source, const std::string& base,
                                   const std::string& tenant, const std::vector<std::string>& compatible) {
   TSR_ASSIGN_OR_RETURN(auto area, TenantArea(tenant));
-  return ParseJobSpec(yaml, source, base, tenant, compatible, area);
+  TSR_ASSIGN_OR_RETURN(auto spec, ParseJobSpec(yaml, source, base, tenant, compatible, area));
+  // A class that no type of the catalog has a throughput for can never be placed: name it and the known ones
+  // (a typo would otherwise read as "needs 2 cards; the largest possible is 2 cards").
+  std::vector<std::string> classes;
+  for (const auto& t : catalog_.types)
+    for (const auto& [c, v] : t.throughput)
+      if (std::find(classes.begin(), classes.end(), c) == classes.end()) classes.push_back(c);
+  const std::string& cls = spec.job.workload_class;
+  if (std::find(classes.begin(), classes.end(), cls) == classes.end()) {
+    std::string list;
+    for (const auto& c : classes) list += (list.empty() ? "" : ", ") + c;
+    return InvalidArgument(fmt::format("{}: class: unknown class '{}'{} (the catalog {} has {})", source, cls,
+                                       DidYouMean(cls, classes), catalog_.source,
+                                       list.empty() ? "no throughput for any class" : list));
+  }
+  return spec;
 }
 
 }  // namespace tessera::daemon

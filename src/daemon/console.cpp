@@ -6,9 +6,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <tuple>
 
@@ -310,6 +313,38 @@ bool ServeAsset(const std::string& name, httplib::Response& res) {
 
 }  // namespace
 
+json LossCurve(int64_t id, const std::string& log_path) {
+  json points = json::array();
+  json of = nullptr;
+  if (FILE* f = std::fopen(log_path.c_str(), "rb")) {
+    std::fseek(f, 0, SEEK_END);
+    long size = std::ftell(f);
+    long from = std::max(0L, size - (4L << 20));
+    std::fseek(f, from, SEEK_SET);
+    std::string text(static_cast<size_t>(size - from), '\0');
+    text.resize(std::fread(text.data(), 1, text.size(), f));
+    std::fclose(f);
+    static const std::regex re(R"(step (\d{1,15})(?:/(\d{1,15}))? loss ([0-9][0-9.eE+-]{0,30}))");
+    int64_t last = -1;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+      int64_t step = std::stoll((*it)[1]);
+      double loss = std::strtod((*it)[3].str().c_str(), nullptr);
+      if (step == last || !std::isfinite(loss)) continue;  // every rank may print the same step
+      last = step;
+      if ((*it)[2].matched) of = std::stoll((*it)[2]);
+      points.push_back({step, loss});
+    }
+  }
+  if (points.size() > 500) {
+    json thin = json::array();
+    const double every = static_cast<double>(points.size() - 1) / 499;
+    for (size_t k = 0; k < 500; ++k) thin.push_back(points[static_cast<size_t>(k * every + 0.5)]);
+    thin.back() = points.back();
+    points = thin;
+  }
+  return {{"id", id}, {"of", of}, {"points", points}};
+}
+
 void RegisterRoutes(httplib::Server* http, Locked locked) {
   http->Get("/metrics", [locked](const httplib::Request& req, httplib::Response& res) {
     bool called = false;
@@ -448,6 +483,26 @@ void RegisterRoutes(httplib::Server* http, Locked locked) {
       }
       Reply(res, 200, body);
     });
+  });
+
+  // The loss curve of the job page: every "step N[/M] loss L" of the log's last 4 MiB, at most 500 points
+  // (evenly thinned, the last one kept).
+  http->Get(R"(/v1/jobs/(\d+)/progress)", [locked](const httplib::Request& req, httplib::Response& res) {
+    std::string log;
+    int64_t id = 0;
+    try {
+      id = std::stoll(req.matches[1]);
+    } catch (const std::exception&) {
+      return Error(res, 404, "job " + std::string(req.matches[1]) + " not found");
+    }
+    locked(req, res, true, [&](const Caller& c, const View& v) {
+      auto row = v.store->Job(id);
+      if (!row.ok() && row.status().code() != Code::kNotFound) return Error(res, 500, row.status().message());
+      if (!row.ok() || !Sees(c, row->tenant)) return Error(res, 404, fmt::format("job {} not found", id));
+      log = v.state_dir + "/jobs/" + std::to_string(id) + "/job.log";
+    });
+    if (log.empty()) return;
+    Reply(res, 200, LossCurve(id, log));
   });
 
   http->Get(R"(/v1/jobs/(\d+)/checkpoints)", [locked](const httplib::Request& req, httplib::Response& res) {

@@ -15,6 +15,7 @@
 #include <httplib.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,8 @@ using Handler = std::function<void(const Caller&, const View&)>;
 using Locked = std::function<void(const httplib::Request&, httplib::Response&, bool authenticate, const Handler& fn)>;
 
 void RegisterRoutes(httplib::Server* http, Locked locked);
+
+// GET /v1/jobs/ID/progress: {id, of, points: [[step, loss], ...]} from the job's log (at most 500 points).
+nlohmann::json LossCurve(int64_t id, const std::string& log_path);
 
 }  // namespace tessera::daemon::console

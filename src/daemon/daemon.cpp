@@ -45,7 +45,9 @@ int Daemon::Serve() {
   }
   std::fprintf(stderr, "tessera daemon: listening on http://%s:%d (state %s, pid %d)\n", opts_.host.c_str(), port,
                opts_.state_dir.c_str(), ::getpid());
-  std::fprintf(stderr, "tessera daemon: web console at http://%s:%d/ (log in with a token), metrics at /metrics\n",
+  std::fprintf(stderr,
+               "tessera daemon: web console at http://%s:%d/ (log in with a tenant's token, or the admin token that "
+               "`tessera daemon token` prints), metrics at /metrics\n",
                opts_.host.c_str(), port);
   std::thread loop([&] { Loop(); });
   std::thread http([&] { http_.listen_after_bind(); });
@@ -53,10 +55,12 @@ int Daemon::Serve() {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (g_reload.exchange(false)) {
       std::lock_guard<std::mutex> lk(mu_);
-      Status s = LoadTenants();
+      // The admin token first (`tessera daemon token rotate`), then the tenants table that holds its hash.
+      Status s = LoadAdminToken();
+      if (s.ok()) s = LoadTenants();
       if (s.ok()) {
-        std::fprintf(stderr, "tessera daemon: SIGHUP: reloaded %s (%zu tenants with the admin)\n",
-                     opts_.tenants_file.c_str(), tenants_.size());
+        std::fprintf(stderr, "tessera daemon: SIGHUP: reloaded STATE/token and %s (%zu tenants with the admin)\n",
+                     opts_.tenants_file.empty() ? "no tenants file" : opts_.tenants_file.c_str(), tenants_.size());
       } else {
         std::fprintf(stderr, "tessera daemon: SIGHUP: %s; the previous tenants stay in force\n", s.ToString().c_str());
       }
@@ -86,8 +90,8 @@ int RunDaemon(const DaemonOptions& options) {
   Daemon d(options);
   Status s = d.Init();
   if (!s.ok()) {
-    std::fprintf(stderr, "tessera daemon: %s\n", s.ToString().c_str());
-    return 1;
+    std::fprintf(stderr, "tessera daemon: %s\n", s.message().c_str());
+    return s.code() == Code::kInvalidArgument ? 2 : s.code() == Code::kUnsupported ? 4 : 1;
   }
   return d.Serve();
 }

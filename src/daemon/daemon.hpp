@@ -31,8 +31,12 @@ struct DaemonOptions {
   std::string catalog_path;  // seeds; "" keeps the stored one (or the embedded default catalog)
   std::string fleet_path;
   std::string policy_path;
-  std::string tenants_file;                // --tenants FILE (daemon/security.hpp); "" = the admin only
-  std::string work_dir;                    // the tenants' areas WORK/<tenant>/<id>; "" = STATE + "-work"
+  std::string tenants_file;  // --tenants FILE (daemon/security.hpp); "" = the admin only
+  std::string work_dir;      // the tenants' areas WORK/<tenant>/<id>; "" = STATE + "-work"
+  // The state directory is the default one (neither --state-dir nor TESSERA_HOME): a root daemon whose job
+  // user cannot reach STATE-work (~ is /root, 0700) puts the areas in `system_work_dir` instead.
+  bool state_dir_is_default = false;
+  std::string system_work_dir = "/var/lib/tessera/work";
   std::string job_user;                    // root daemon: who jobs run as ("" = nobody)
   bool insecure_no_job_isolation = false;  // run jobs with the daemon's rights (refused otherwise when no isolation)
   int64_t tick_ms = 100;

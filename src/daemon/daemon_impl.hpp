@@ -87,7 +87,9 @@ class Daemon {
   void Loop();
   void Tick();
   void CheckAttempt(const AttemptOfJob& a, int64_t now);
-  void FinishAttempt(const AttemptOfJob& a, int exit_code, int sig, int64_t ended_ms, const std::string& note);
+  // started: false when the program never started (ShimExit::started); the attempt is then not billed.
+  void FinishAttempt(const AttemptOfJob& a, int exit_code, int sig, int64_t ended_ms, const std::string& note,
+                     bool started = true);
   void BillPending();
   void Schedule(int64_t now);
   Result<std::vector<sched::RunningJob>> Running(std::vector<AttemptOfJob>* active_rows);
@@ -148,8 +150,17 @@ class Daemon {
   std::string JobDir(int64_t job_id) const { return opts_.state_dir + "/jobs/" + std::to_string(job_id); }
   std::string JobLogPath(int64_t job_id) const { return JobDir(job_id) + "/job.log"; }
   nlohmann::json JobSummary(const JobRow& job);
+  // Adds started_ms, first_started_ms, elapsed_ms, cost_so_far, currency and (running, with "progress" set
+  // to step N of M) estimated_end_ms to a job's JSON (job_view.cpp).
+  void AddRunTimes(const JobRow& job, nlohmann::json* out);
+  // Hot-tier retention (job_view.cpp): every few seconds, and at once when an attempt has ended, each job
+  // with an open attempt keeps its newest `checkpoint.keep` committed steps in its checkpoint directory.
+  void PruneCheckpoints(const std::vector<AttemptOfJob>& active, int64_t now_ms);
+  int64_t last_prune_ms_ = 0;
+  std::set<int64_t> pruning_;  // jobs of the last pass: one that has ended since gets a final pass at once
   // ---- security (config.cpp; daemon/security.hpp)
   Status LoadTenants();
+  Status LoadAdminToken();  // STATE/token (created when missing) -> admin_hash_
   Result<std::string> TenantArea(const std::string& tenant);
   Status IdentityFor(const std::string& tenant, int64_t* uid, int64_t* gid);
   Result<JobSpec> ParseSpec(const std::string& yaml, const std::string& source, const std::string& base,

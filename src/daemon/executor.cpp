@@ -226,7 +226,8 @@ Result<ShimExit> ReadExitFile(const std::string& dir) {
   if (!text.ok()) return NotFound(dir + "/exit.json not written yet");
   try {
     auto j = nlohmann::json::parse(*text);
-    return ShimExit{j.at("exit_code").get<int>(), j.at("signal").get<int>(), j.at("ended_ms").get<int64_t>()};
+    return ShimExit{j.at("exit_code").get<int>(), j.at("signal").get<int>(), j.at("ended_ms").get<int64_t>(),
+                    j.value("started", true)};
   } catch (const std::exception& e) {
     return Corrupt(fmt::format("{}/exit.json: {}", dir, e.what()));
   }
@@ -285,6 +286,12 @@ int RunShim(int argc, char** argv) {
   ::signal(SIGHUP, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
   int64_t started = NowMs();
+  // The child writes one byte here when it fails before its program starts; exec closes the pipe.
+  int started_pipe[2];
+  if (::pipe2(started_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "tessera daemon shim: pipe: %s\n", std::strerror(errno));
+    return 1;
+  }
   pid_t child = ::fork();
   if (child < 0) {
     std::fprintf(stderr, "tessera daemon shim: fork: %s\n", std::strerror(errno));
@@ -301,9 +308,16 @@ int RunShim(int argc, char** argv) {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
     }
-    auto die = [](const char* what) {
-      std::fprintf(stderr, "tessera daemon shim: %s: %s\n", what, std::strerror(errno));
+    ::close(started_pipe[0]);
+    int never_started = started_pipe[1];
+    auto fail = [never_started] {
+      ssize_t w = ::write(never_started, "x", 1);
+      (void)w;
       _exit(127);
+    };
+    auto die = [&fail](const char* what) {
+      std::fprintf(stderr, "tessera daemon shim: %s: %s\n", what, std::strerror(errno));
+      fail();
     };
     if (uid >= 0) {
       if (::setgroups(0, nullptr) != 0) die("setgroups");
@@ -329,9 +343,11 @@ int RunShim(int argc, char** argv) {
       die(("cannot start " + bwrap).c_str());
     }
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
-      std::fprintf(stderr, "tessera daemon shim: cannot enter the job's workdir %s: %s\n", cwd.c_str(),
-                   std::strerror(errno));
-      _exit(127);
+      int e = errno;
+      std::fprintf(stderr, "tessera daemon shim: cannot enter the job's workdir %s: %s", cwd.c_str(), std::strerror(e));
+      if (uid >= 0) std::fprintf(stderr, " (the job runs as uid %ld; see the daemon's --work-dir)", uid);
+      std::fprintf(stderr, "\n");
+      fail();
     }
     ::execvp(argv[i], argv + i);
     int e = errno;
@@ -341,17 +357,24 @@ int RunShim(int argc, char** argv) {
                    "tessera daemon shim: the job runs as uid %ld, which must be able to reach and run it: make its "
                    "directories searchable (chmod o+x) or choose another --job-user\n",
                    uid);
-    _exit(127);
+    fail();
   }
+  ::close(started_pipe[1]);
   nlohmann::json pj = {{"shim", ::getpid()}, {"child", child}, {"started_ms", started}, {"sandboxed", !bwrap.empty()}};
   Status s = WriteFileAtomic(dir + "/pid.json", pj.dump());
   if (!s.ok()) std::fprintf(stderr, "tessera daemon shim: %s\n", s.ToString().c_str());
+  char byte = 0;
+  ssize_t r;
+  while ((r = ::read(started_pipe[0], &byte, 1)) < 0 && errno == EINTR) {
+  }
+  ::close(started_pipe[0]);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   nlohmann::json ej = {{"exit_code", WIFEXITED(status) ? WEXITSTATUS(status) : -1},
                        {"signal", WIFSIGNALED(status) ? WTERMSIG(status) : 0},
-                       {"ended_ms", NowMs()}};
+                       {"ended_ms", NowMs()},
+                       {"started", r != 1}};
   s = WriteFileAtomic(dir + "/exit.json", ej.dump());
   if (!s.ok()) {
     std::fprintf(stderr, "tessera daemon shim: %s\n", s.ToString().c_str());

@@ -79,6 +79,9 @@ struct ShimExit {
   int exit_code = -1;  // exit status, or -1 when killed by a signal
   int signal = 0;
   int64_t ended_ms = 0;
+  // false when the shim's child never started its program (the work directory could not be entered, the
+  // identity could not be taken, exec failed): such an attempt is not billed.
+  bool started = true;
 };
 Result<ShimPids> ReadPidFile(const std::string& attempt_dir);   // NotFound until written
 Result<ShimExit> ReadExitFile(const std::string& attempt_dir);  // NotFound while running

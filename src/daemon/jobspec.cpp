@@ -13,6 +13,7 @@
 
 #include "common/env.hpp"
 #include "common/nesting.hpp"
+#include "common/text.hpp"
 #include "common/yaml.hpp"
 #include "daemon/security.hpp"
 
@@ -148,6 +149,19 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
   if (!root.IsMap()) return InvalidArgument(fmt::format("{}: a job file must be a YAML mapping", source));
   TSR_RETURN_IF_ERROR(yaml::CheckNoDuplicateKeys(root, source));
 
+  // Every top-level key is the daemon's or the planner's: a typo ("comand:") is named with the closest key
+  // before anything reports the key it hides as missing.
+  std::vector<std::string> keys = {"command", "workdir", "checkpoint", "grace", "env", "remix"};
+  keys.insert(keys.begin(), sched::JobKeys().begin(), sched::JobKeys().end());
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    std::string k = it->first.Scalar();
+    if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+    std::string list;
+    for (const auto& a : keys) list += (list.empty() ? "" : ", ") + a;
+    return InvalidArgument(fmt::format("{}: {}: unknown field{} (a job file has: {})", Where(source, it->first), k,
+                                       DidYouMean(k, keys), list));
+  }
+
   JobSpec spec;
   RunSpec& run = spec.run;
   try {
@@ -189,9 +203,9 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
             fmt::format("{}: checkpoint: must be a mapping like {{dir: ckpt, every: 50}}", Where(source, c)));
       for (const auto& kv : c) {
         auto key = kv.first.as<std::string>();
-        if (key != "dir" && key != "every")
-          return InvalidArgument(
-              fmt::format("{}: checkpoint.{}: unknown key (use dir, every)", Where(source, kv.first), key));
+        if (key != "dir" && key != "every" && key != "keep")
+          return InvalidArgument(fmt::format("{}: checkpoint.{}: unknown key{} (use dir, every, keep)",
+                                             Where(source, kv.first), key, DidYouMean(key, {"dir", "every", "keep"})));
       }
       if (auto d = c["dir"]) {
         if (!d.IsScalar() || d.as<std::string>().empty())
@@ -208,6 +222,12 @@ Result<JobSpec> ParseJobSpec(const std::string& yaml, const std::string& source,
             env::ParseInt(fmt::format("{}: checkpoint.every", Where(source, e)), e.as<std::string>(), 1, 1'000'000'000);
         if (!v.ok()) return v.status();
         run.ckpt_every = *v;
+      }
+      if (auto k = c["keep"]) {
+        auto v = env::ParseInt(fmt::format("{}: checkpoint.keep (0: keep every step)", Where(source, k)),
+                               k.as<std::string>(), 0, 1'000'000'000);
+        if (!v.ok()) return v.status();
+        run.ckpt_keep = *v;
       }
     }
 

@@ -34,11 +34,16 @@ struct RemixSpec {
   int64_t restart_ms = 30'000;        // the restart a move costs, until one of the job's moves measured it
 };
 
+// `checkpoint.keep` when a job file gives none: the newest 5 committed steps stay in the hot tier.
+inline constexpr int64_t kDefaultCheckpointKeep = 5;
+
 struct RunSpec {
   std::vector<std::string> command;
   std::string workdir;
   std::string ckpt_dir;    // "" = the daemon picks <state>/jobs/<id>/ckpt
   int64_t ckpt_every = 0;  // 0 = the program's default
+  // Hot-tier retention: the daemon keeps this many newest committed steps in ckpt_dir (0: all of them).
+  int64_t ckpt_keep = kDefaultCheckpointKeep;
   int64_t grace_ms = 10000;
   std::map<std::string, std::string> env;
   RemixSpec remix;

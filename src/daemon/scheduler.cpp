@@ -170,6 +170,7 @@ void Daemon::Tick() {
     return;
   }
   for (const auto& a : *active) CheckAttempt(a, now);
+  PruneCheckpoints(*active, now);
   BillPending();
   Schedule(now);
 }
@@ -200,7 +201,7 @@ void Daemon::CheckAttempt(const AttemptOfJob& a, int64_t now) {
   }
   auto ex = ReadExitFile(dir);
   if (ex.ok()) {
-    FinishAttempt(a, ex->exit_code, ex->signal, ex->ended_ms, "");
+    FinishAttempt(a, ex->exit_code, ex->signal, ex->ended_ms, "", ex->started);
     return;
   }
   int64_t ticks = a.attempt.shim_start_ticks;
@@ -208,7 +209,7 @@ void Daemon::CheckAttempt(const AttemptOfJob& a, int64_t now) {
   if (!alive) {
     ex = ReadExitFile(dir);
     if (ex.ok()) {
-      FinishAttempt(a, ex->exit_code, ex->signal, ex->ended_ms, "");
+      FinishAttempt(a, ex->exit_code, ex->signal, ex->ended_ms, "", ex->started);
     } else {
       SignalSession(shim, SIGKILL, 0);
       FinishAttempt(a, -1, SIGKILL, now, "the job's shim disappeared (host restart or kill -9)");
@@ -235,7 +236,8 @@ void Daemon::CheckAttempt(const AttemptOfJob& a, int64_t now) {
   }
 }
 
-void Daemon::FinishAttempt(const AttemptOfJob& a, int exit_code, int sig, int64_t ended_ms, const std::string& note) {
+void Daemon::FinishAttempt(const AttemptOfJob& a, int exit_code, int sig, int64_t ended_ms, const std::string& note,
+                           bool started) {
   int64_t job = a.attempt.job_id, n = a.attempt.n;
   std::string intent = a.stop_intent;
   auto jr = store_->Job(job);
@@ -276,6 +278,11 @@ void Daemon::FinishAttempt(const AttemptOfJob& a, int exit_code, int sig, int64_
     return;
   }
   Event(job, fmt::format("attempt {} ended: {}; job is {}", n, end_reason, state));
+  if (!started) {
+    s = store_->MarkBilled(job, n);
+    if (s.ok()) Event(job, fmt::format("attempt {} never started its program: not billed", n));
+    if (!s.ok()) TSR_LOG_ERROR("job {}: {}", job, s.ToString());
+  }
   if (state == "failed") metrics::CountJobEvent(store_.get(), job, metrics::kJobFailures);
   term_sent_.erase({job, n});
   kill_sent_.erase({job, n});

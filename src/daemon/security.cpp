@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <grp.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <pwd.h>
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include "common/env.hpp"
 #include "daemon/util.hpp"
@@ -360,6 +362,74 @@ Result<JobIdentity> ChooseJobIdentity(const std::string& job_user, bool insecure
   id.mode = JobIdentity::Mode::kSandbox;
   id.bwrap = bwrap;
   return id;
+}
+
+Result<std::string> FirstUnreachable(const std::string& path, int64_t uid, int64_t gid) {
+  // Every prefix is built here: the child only calls async-signal-safe functions.
+  std::vector<std::string> prefixes;
+  std::string abs = path;
+  if (abs.empty() || abs[0] != '/') {
+    char cwd[PATH_MAX];
+    if (!::getcwd(cwd, sizeof cwd)) return ErrnoError("getcwd", errno);
+    abs = std::string(cwd) + "/" + abs;
+  }
+  for (size_t i = 1; i <= abs.size(); ++i)
+    if (i == abs.size() || abs[i] == '/') prefixes.push_back(abs.substr(0, i));
+  prefixes.insert(prefixes.begin(), "/");
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int e = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return ErrnoError("fork", e);
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0 ||
+        ::setuid(static_cast<uid_t>(uid)) != 0)
+      _exit(2);
+    for (const auto& p : prefixes) {
+      if (::access(p.c_str(), X_OK) == 0) continue;
+      if (errno == ENOENT) break;
+      ssize_t w = ::write(fds[1], p.data(), p.size());
+      (void)w;
+      _exit(1);
+    }
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string blocked;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) blocked.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) == 2)
+    return SystemError(fmt::format("cannot take uid {} / gid {} to check what it reaches", uid, gid));
+  return blocked;
+}
+
+Result<std::string> ChooseWorkDir(const std::string& flag, const std::string& state_dir, bool state_is_default,
+                                  const std::string& fallback, const JobIdentity& id) {
+  std::string dir = flag.empty() ? state_dir + "-work" : flag;
+  if (id.mode != JobIdentity::Mode::kUser) return dir;
+  TSR_ASSIGN_OR_RETURN(auto blocked, FirstUnreachable(dir, id.uid, id.gid));
+  if (blocked.empty()) return dir;
+  if (flag.empty() && state_is_default && !fallback.empty()) {
+    TSR_ASSIGN_OR_RETURN(auto fb, FirstUnreachable(fallback, id.uid, id.gid));
+    if (fb.empty()) return fallback;
+  }
+  struct stat st {};
+  std::string mode = ::stat(blocked.c_str(), &st) == 0 ? fmt::format(" (mode {:04o})", st.st_mode & 07777) : "";
+  return InvalidArgument(fmt::format(
+      "jobs run as user {} (uid {}), who cannot reach the work directory {}: {}{} blocks it. Pass --work-dir DIR "
+      "with a directory {} can reach (e.g. --work-dir /var/lib/tessera/work), or let it through (chmod o+x {})",
+      id.user, id.uid, dir, blocked, mode, id.user, blocked));
 }
 
 }  // namespace tessera::daemon

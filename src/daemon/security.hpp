@@ -72,4 +72,16 @@ Status LookupJobUser(const std::string& user, int64_t* uid, int64_t* gid);
 // when bubblewrap runs here; otherwise an error saying what to do.
 Result<JobIdentity> ChooseJobIdentity(const std::string& job_user, bool insecure);
 
+// The first directory on the way to `path` (`path` itself included) that uid/gid cannot search, or "" when
+// it can reach `path` (a part that does not exist yet ends the walk: the daemon creates it, 0755). Checked in
+// a child process that takes that identity, so ACLs and group rights count as they will for the job.
+Result<std::string> FirstUnreachable(const std::string& path, int64_t uid, int64_t gid);
+
+// The work directory (`--work-dir`): `flag` when given, else STATE-work. On the root path (kUser) the job user
+// must reach it: when STATE-work is out of its reach and the state directory is the default one (neither
+// --state-dir nor TESSERA_HOME), `fallback` (the daemon's default, /var/lib/tessera/work); otherwise an
+// InvalidArgument naming the user, the directory that blocks it and --work-dir.
+Result<std::string> ChooseWorkDir(const std::string& flag, const std::string& state_dir, bool state_is_default,
+                                  const std::string& fallback, const JobIdentity& id);
+
 }  // namespace tessera::daemon

@@ -354,6 +354,16 @@ def main(pw):
     check(len(before['events']) <= len(events) <= len(after['events']), 'job: events from the API')
     log = text(page, '#job-log')
     check(f'=== tessera daemon: job {train} (alice-train) attempt 1' in log, 'job: the log tail is shown')
+    # The loss curve: one point per "step N loss L" the API reads from the log, the estimated end while it runs.
+    curve = api(f'/v1/jobs/{train}/progress')
+    drawn = page.eval_on_selector('#job-loss-line', '(e) => Number(e.dataset.points)')
+    check(2 <= drawn <= len(curve['points']) and curve['of'] == after['progress'].get('of'),
+          'job: the loss curve has the API\'s points', {'drawn': drawn, 'api': len(curve['points'])})
+    if after['state'] == 'running' and 'estimated_end_ms' in after:
+        check(text(page, '#job-eta').startswith('ends ~'), 'job: the estimated end is on the chart')
+    summary = text(page, '#job-checkpoint-summary')
+    check(re.match(r'\d+ checkpoint\(s\), steps \d+ … \d+, [0-9.]+ MiB stored', summary) is not None and len(cks) <= 5,
+          'job: checkpoints counted, the newest 5 listed', summary)
     shot(page, 'job')
 
     # Compliance: today's share and floor as /v1/compliance (the ledger), chart with one bar per used day.

@@ -12,6 +12,7 @@
 
 #include "daemon/harness.hpp"
 #include "sched/sched.hpp"
+#include "tessera/ckpt.hpp"
 
 namespace tessera::daemon::testing {
 namespace {
@@ -371,6 +372,130 @@ TEST_F(DaemonE2E, SmShareJobGetsTheShareArgumentsOfTesseraRun) {
   EXPECT_EQ(line, "--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=35 --sm-share nvidia=65 -- " +
                       SourceDir() + "/tests/daemon/sleep_job.sh 1 ")
       << argv;
+}
+
+// An attempt whose program never started (here the launcher cannot be executed) fails without a bill.
+TEST_F(DaemonE2E, AttemptThatNeverStartedItsProgramIsNotBilled) {
+  std::string rec = dir_ + "/not-executable.sh";
+  WriteText(rec, "#!/bin/sh\nexit 0\n");
+  ASSERT_EQ(::chmod(rec.c_str(), 0644), 0);
+  d_.reset();
+  d_ = std::make_unique<DaemonProcess>(
+      dir_ + "/state2", std::vector<std::string>{"--tenants", dir_ + "/tenants.yaml", "--launcher", rec});
+  d_->Start();
+  admin_ = d_->Admin();
+  ASSERT_TRUE(admin_);
+  Register(2, 0);
+  int64_t j = Submit(*admin_, SleepJobYaml("nostart", 0, 1, 1, out_ + "/", "[ascend]"));
+  ASSERT_TRUE(WaitState(j, "failed")) << Events(j);
+  ASSERT_TRUE(WaitFor([&] { return Job(j)["attempts_detail"][0].value("billed", false); }, 10s)) << Events(j);
+  std::string ev = Events(j);
+  EXPECT_NE(ev.find("attempt 1 never started its program: not billed"), std::string::npos) << ev;
+  EXPECT_EQ(ev.find("billed 1 x"), std::string::npos) << ev;
+}
+
+// queue and status as squeue / sacct show them: run time, progress in one format in every state, cost so far,
+// an estimated end while running, how a finished job ended; an empty queue says so.
+TEST_F(DaemonE2E, QueueShowsRunTimeProgressAndCostAndSaysWhenEmpty) {
+  std::string cli = "TESSERA_HOME='" + d_->state() + "' " + Bin() + " ", out;
+  ASSERT_EQ(Shell(cli + "queue", &out), 0) << out;
+  EXPECT_NE(out.find("no jobs yet"), std::string::npos) << out;
+  Register(2, 0);
+  int64_t j = Submit(*admin_, SleepJobYaml("timed", 0, 1, 2, out_ + "/", "[ascend]"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json p = Job(j)["progress"];
+        return p.is_object() && p.value("step", 0) >= 5;
+      },
+      30s))
+      << Events(j);
+  json running = Job(j);
+  EXPECT_EQ(running["progress"]["of"], 20) << running.dump();
+  EXPECT_TRUE(running["estimated_end_ms"].is_number_integer()) << running.dump();
+  EXPECT_GT(running["elapsed_ms"].get<int64_t>(), 0);
+  ASSERT_EQ(Shell(cli + "queue", &out), 0) << out;
+  EXPECT_NE(out.find("ELAPSED"), std::string::npos) << out;
+  EXPECT_NE(out.find(", ends ~"), std::string::npos) << out;
+  ASSERT_TRUE(WaitState(j, "succeeded")) << Events(j);
+  ASSERT_EQ(Shell(cli + "queue", &out), 0) << out;
+  EXPECT_NE(out.find("no jobs running or queued (1 finished: `tessera queue --all`)"), std::string::npos) << out;
+  ASSERT_EQ(Shell(cli + "queue --all", &out), 0) << out;
+  EXPECT_NE(out.find("step 20/20"), std::string::npos) << out;
+  EXPECT_NE(out.find("exit code 0; ended "), std::string::npos) << out;
+  EXPECT_NE(out.find(" CNY"), std::string::npos) << out;
+  ASSERT_EQ(Shell(cli + "status " + std::to_string(j), &out), 0) << out;
+  EXPECT_NE(out.find("progress:    step 20/20"), std::string::npos) << out;
+  EXPECT_NE(out.find("run time:    0:0"), std::string::npos) << out;
+}
+
+// A misspelled class names the catalog's classes and the closest one, not a contradiction about card counts.
+TEST_F(DaemonE2E, UnknownClassNamesTheCatalogsClasses) {
+  Register(2, 2);
+  std::string y = SleepJobYaml("typo", 0, 2, 1, out_ + "/");
+  y.replace(y.find("class: mlp-train"), 16, "class: mlp-trian");
+  auto r = admin_->Post("/v1/jobs", {{"source", "bad6.yaml"}, {"yaml", y}, {"base_dir", dir_}});
+  ASSERT_FALSE(r.ok());
+  std::string m = r.status().message();
+  EXPECT_NE(m.find("bad6.yaml: class: unknown class 'mlp-trian'; did you mean 'mlp-train'?"), std::string::npos) << m;
+  EXPECT_NE(m.find("has mlp-train"), std::string::npos) << m;
+}
+
+// Hot-tier retention: by default the newest 5 committed steps stay; checkpoint.keep sets another number.
+TEST_F(DaemonE2E, CheckpointsBeyondTheNewestKeepAreDeletedFromTheHotTier) {
+  Register(2, 0);
+  int64_t dflt = Submit(*admin_, SleepJobYaml("keep-default", 0, 1, 30, out_ + "/d-", "[ascend]"));
+  int64_t two =
+      Submit(*admin_, SleepJobYaml("keep-two", 0, 1, 30, out_ + "/t-", "[ascend]", "checkpoint: {keep: 2}\n"));
+  ASSERT_TRUE(WaitState(dflt, "running") && WaitState(two, "running")) << Events(dflt) << Events(two);
+  std::vector<float> weights(100, 0.5f);
+  for (int64_t id : {dflt, two}) {
+    auto w = ckpt::CheckpointWriter::Open(Job(id)["checkpoint_dir"].get<std::string>(), 0, 1);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (int64_t step = 10; step <= 70; step += 10) {
+      ASSERT_TRUE((*w)->Save(step, {{"w", ckpt::dtype::kFloat32, {100}, weights.data()}}).ok());
+      ASSERT_TRUE((*w)->Wait().ok());
+    }
+  }
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Job(dflt)["checkpoints"] == json({30, 40, 50, 60, 70});
+      },
+      15s))
+      << Job(dflt)["checkpoints"];
+  EXPECT_TRUE(WaitFor([&] { return Job(two)["checkpoints"] == json({60, 70}); }, 15s)) << Job(two)["checkpoints"];
+  for (int64_t id : {dflt, two}) ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", id), json::object()).ok());
+}
+
+// `tessera daemon token` prints STATE/token; `rotate` replaces it and the running daemon refuses the old one.
+TEST_F(DaemonE2E, DaemonTokenShowsAndRotatesTheAdminToken) {
+  std::string env = "TESSERA_HOME='" + d_->state() + "' ", out;
+  ASSERT_EQ(Shell(env + Bin() + " daemon token", &out), 0) << out;
+  std::string old = ReadText(d_->state() + "/token");
+  EXPECT_EQ(out, old);
+  ASSERT_EQ(Shell(env + Bin() + " daemon token rotate", &out), 0) << out;
+  std::string fresh = ReadText(d_->state() + "/token");
+  EXPECT_NE(fresh, old);
+  EXPECT_EQ(out, fresh);
+  auto trim = [](std::string t) { return t.substr(0, t.find('\n')); };
+  auto with_old = d_->ClientFor(trim(old));
+  ASSERT_TRUE(WaitFor([&] { return !with_old->Get("/v1/jobs").ok(); }, 10s)) << "the old token still works";
+  EXPECT_NE(with_old->Get("/v1/jobs").status().message().find("not known"), std::string::npos);
+  EXPECT_TRUE(d_->ClientFor(trim(fresh))->Get("/v1/jobs").ok());
+}
+
+// A root daemon whose job user cannot reach the work directory refuses to start, naming the user, the
+// directory that blocks it and --work-dir (else every job would fail at its start).
+TEST(DaemonStart, RefusesAWorkDirectoryTheJobUserCannotReach) {
+  if (::geteuid() != 0) GTEST_SKIP() << "only a daemon running as root switches to a job user";
+  std::string dir = MakeTempDir("reach");  // mode 0700, like /root
+  std::string out;
+  int rc = Shell("timeout 20 " + Bin() + " daemon --state-dir " + dir + "/state --port 0 2>&1", &out);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("user nobody"), std::string::npos) << out;
+  EXPECT_NE(out.find(dir + " (mode 0700) blocks it"), std::string::npos) << out;
+  EXPECT_NE(out.find("--work-dir"), std::string::npos) << out;
+  EXPECT_FALSE(Exists(dir + "/state-work")) << "nothing is created before the check";
+  Shell("rm -rf '" + dir + "'");
 }
 
 TEST_F(DaemonE2E, AuthRefusesMissingTokenAndIsolatesTenants) {

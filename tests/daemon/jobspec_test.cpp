@@ -125,6 +125,24 @@ TEST(JobSpec, DeeplyNestedJobFilesAreRefusedBeforeParsing) {
       << f.status().message();
 }
 
+// A misspelled key is named with the closest known one, the daemon's keys among those listed.
+TEST(JobSpec, UnknownKeysNameTheClosestKnownOne) {
+  auto bad = [](const std::string& y) {
+    auto s = ParseJobSpec(y, "j.yaml", "/b", "t", {"ascend"});
+    EXPECT_FALSE(s.ok()) << y;
+    return s.ok() ? std::string() : s.status().message();
+  };
+  std::string base = "name: n\nclass: c\ncards: 1\n";
+  std::string m = bad(base + "comand: [a]\n");
+  EXPECT_NE(m.find("j.yaml:4: comand: unknown field; did you mean 'command'?"), std::string::npos) << m;
+  for (const char* k : {"command", "checkpoint", "grace", "env", "workdir", "priority", "compatible"})
+    EXPECT_NE(m.find(k), std::string::npos) << k << ": " << m;
+  m = bad(base + "command: [a]\npriorty: 9\n");
+  EXPECT_NE(m.find("j.yaml:5: priorty: unknown field; did you mean 'priority'?"), std::string::npos) << m;
+  m = bad(base + "command: [a]\nzzzzzz: 1\n");
+  EXPECT_NE(m.find("zzzzzz: unknown field (a job file has:"), std::string::npos) << m;
+}
+
 TEST(JobSpec, DuplicateKeysOfTheDaemonsOwnFieldsAreRefused) {
   // The planner's keys were checked already; the daemon's own (command, env, ...) were taken silently.
   auto s = ParseJobSpec("name: n\nclass: c\ncards: 1\ncommand: [a]\ncommand: [b]\n", "j.yaml", "/b", "t", {"ascend"});

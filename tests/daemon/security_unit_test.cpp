@@ -134,5 +134,42 @@ TEST_F(DaemonConfine, CreationDoesNotFollowSymlinks) {
   EXPECT_NE(::stat((root_ + "/outside/new").c_str(), &st), 0);
 }
 
+// The work directory a root daemon gives its jobs: STATE-work when the job user reaches it; for the default
+// state directory (~/.tessera, under /root) the system one; otherwise an error naming who and what blocks.
+TEST(DaemonWorkDir, JobUserMustReachItAndTheDefaultStateFallsBack) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to take the job user's identity";
+  auto id = ChooseJobIdentity("", false);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  char t[] = "/tmp/tessera-workdir-XXXXXX";
+  ASSERT_NE(::mkdtemp(t), nullptr);
+  std::string home = t;  // 0700 like /root
+  std::string open = home + "-open";
+  ASSERT_EQ(::mkdir(open.c_str(), 0755), 0);
+  auto blocked = FirstUnreachable(home + "/.tessera-work", id->uid, id->gid);
+  ASSERT_TRUE(blocked.ok()) << blocked.status().ToString();
+  EXPECT_EQ(*blocked, home);
+  auto fine = FirstUnreachable(open + "/not/yet", id->uid, id->gid);
+  ASSERT_TRUE(fine.ok());
+  EXPECT_EQ(*fine, "");
+
+  auto dflt = ChooseWorkDir("", home + "/.tessera", true, open + "/work", *id);
+  ASSERT_TRUE(dflt.ok()) << dflt.status().ToString();
+  EXPECT_EQ(*dflt, open + "/work");
+  auto reachable = ChooseWorkDir("", open + "/state", false, "/unused", *id);
+  ASSERT_TRUE(reachable.ok());
+  EXPECT_EQ(*reachable, open + "/state-work");
+  for (auto [flag, is_default] : {std::pair{std::string(), false}, std::pair{home + "/work", true}}) {
+    auto r = ChooseWorkDir(flag, home + "/.tessera", is_default, open + "/work", *id);
+    ASSERT_FALSE(r.ok()) << flag;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    std::string m = r.status().message();
+    EXPECT_NE(m.find("user nobody"), std::string::npos) << m;
+    EXPECT_NE(m.find(home + " (mode 0700) blocks it"), std::string::npos) << m;
+    EXPECT_NE(m.find("--work-dir"), std::string::npos) << m;
+  }
+  std::filesystem::remove_all(home);
+  std::filesystem::remove_all(open);
+}
+
 }  // namespace
 }  // namespace tessera::daemon
