@@ -214,13 +214,13 @@ async function pageQueue() {
   ];
 }
 
-// The loss per step as a line, the x axis running to the job's total steps, and a dashed marker at the current
-// step with the estimated end (at the pace so far) when the job runs.
+// The loss per step as a line over the steps run so far, with how far the job is (step N of M) and, while it
+// runs, its estimated end at the pace so far.
 function lossChart(curve, j) {
   const W = 760, H = 220, L = 56, R = 16, T = 14, B = 34;
   const pts = curve.points;
   const last = pts[pts.length - 1][0];
-  const xmax = Math.max(curve.of || last, last, 1), xmin = Math.min(pts[0][0], xmax - 1);
+  const xmax = Math.max(last, 1), xmin = Math.min(pts[0][0], xmax - 1);
   let lo = Math.min(...pts.map((p) => p[1])), hi = Math.max(...pts.map((p) => p[1]));
   if (hi <= lo) hi = lo + 1;
   const x = (s) => L + (W - L - R) * (s - xmin) / (xmax - xmin);
@@ -231,8 +231,8 @@ function lossChart(curve, j) {
     g.push(svg('line', {x1: L, y1: y(v), x2: W - R, y2: y(v), stroke: '#eef1f4'}));
     g.push(svg('text', {x: L - 6, y: y(v) + 4, 'text-anchor': 'end'}, v.toPrecision(3)));
   }
-  for (const s of [xmin, Math.round((xmin + xmax) / 2), xmax])
-    g.push(svg('text', {x: x(s), y: H - B + 16, 'text-anchor': 'middle'}, 'step ' + s));
+  [xmin, Math.round((xmin + xmax) / 2), xmax].forEach((s, k) => g.push(svg(
+      'text', {x: x(s), y: H - B + 16, 'text-anchor': ['start', 'middle', 'end'][k]}, 'step ' + s)));
   g.push(svg('polyline', {
     points: pts.map((p) => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join(' '),
     fill: 'none',
@@ -241,12 +241,9 @@ function lossChart(curve, j) {
     id: 'job-loss-line',
     'data-points': pts.length
   }));
-  if (j.estimated_end_ms) {
-    g.push(svg('line', {
-      x1: x(last), y1: T, x2: x(last), y2: H - B, stroke: '#111827', 'stroke-dasharray': '4,3', class: 'now'}));
-    g.push(svg('text', {x: Math.min(x(last) + 6, W - R - 150), y: T + 12, id: 'job-eta'},
-               'ends ~' + fmtMs(j.estimated_end_ms)));
-  }
+  const where = 'step ' + last + (curve.of ? ' of ' + curve.of + ' (' + (100 * last / curve.of).toFixed(1) + '%)' : '');
+  g.push(svg('text', {x: W - R, y: T + 10, 'text-anchor': 'end', id: 'job-eta'},
+             where + (j.estimated_end_ms ? ', ends ~' + fmtMs(j.estimated_end_ms) : '')));
   return svg('svg', {
     class: 'chart', id: 'job-loss-chart', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img',
     'aria-label': 'loss per step'}, g);
@@ -259,7 +256,8 @@ function checkpointList(ck) {
   return [
     el('p', {id: 'job-checkpoint-summary'},
        all.length ? all.length + ' checkpoint(s), steps ' + all[0].step + ' … ' + all[all.length - 1].step + ', ' +
-               (bytes / 1048576).toFixed(1) + ' MiB stored' + (all.length > 5 ? '; the newest 5:' : '') :
+               (bytes < 1048576 ? (bytes / 1024).toFixed(1) + ' KiB' : (bytes / 1048576).toFixed(1) + ' MiB') +
+               ' stored' + (all.length > 5 ? '; the newest 5:' : '') :
                     'no checkpoint yet'),
     table(
         'job-checkpoints', ['step', 'tiers', 'bytes', 'committed'],

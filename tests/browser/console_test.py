@@ -360,9 +360,10 @@ def main(pw):
     check(2 <= drawn <= len(curve['points']) and curve['of'] == after['progress'].get('of'),
           'job: the loss curve has the API\'s points', {'drawn': drawn, 'api': len(curve['points'])})
     if after['state'] == 'running' and 'estimated_end_ms' in after:
-        check(text(page, '#job-eta').startswith('ends ~'), 'job: the estimated end is on the chart')
+        check(re.match(r'step \d+ of \d+ \([0-9.]+%\), ends ~', text(page, '#job-eta')) is not None,
+              'job: how far it is and its estimated end are on the chart', text(page, '#job-eta'))
     summary = text(page, '#job-checkpoint-summary')
-    check(re.match(r'\d+ checkpoint\(s\), steps \d+ … \d+, [0-9.]+ MiB stored', summary) is not None and len(cks) <= 5,
+    check(re.match(r'\d+ checkpoint\(s\), steps \d+ … \d+, [0-9.]+ [KM]iB stored', summary) is not None and len(cks) <= 5,
           'job: checkpoints counted, the newest 5 listed', summary)
     shot(page, 'job')
 

@@ -584,9 +584,10 @@ TEST_F(DaemonSecurity, SandboxHidesTheStateFromJobsOfAnUnprivilegedDaemon) {
 TEST_F(DaemonSecurity, JobUserMustBeAnExistingUnprivilegedUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "--job-user is for a daemon running as root";
   std::string out;
-  EXPECT_EQ(Shell("timeout 20 " + Bin() + " daemon --state-dir " + dir_ + "/s --job-user root 2>&1", &out), 1);
+  EXPECT_EQ(Shell("timeout 20 " + Bin() + " daemon --state-dir " + dir_ + "/s --job-user root 2>&1", &out),
+            2);  // bad input
   EXPECT_NE(out.find("uid 0"), std::string::npos) << out;
-  EXPECT_EQ(Shell("timeout 20 " + Bin() + " daemon --state-dir " + dir_ + "/s --job-user no-such-user 2>&1", &out), 1);
+  EXPECT_EQ(Shell("timeout 20 " + Bin() + " daemon --state-dir " + dir_ + "/s --job-user no-such-user 2>&1", &out), 2);
   EXPECT_NE(out.find("'no-such-user' does not exist"), std::string::npos) << out;
 }
 
