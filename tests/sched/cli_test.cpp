@@ -461,7 +461,7 @@ TEST(PredictCli, EveryMissingInputIsNamedAtOnceWithItsFlag) {
   EXPECT_EQ(r.rc, 2) << r.out;
   for (const char* flag :
        {"--tflops nvidia-h800=", "--mfu nvidia-h800=", "--tflops ascend-910b=", "--mfu ascend-910b=",
-        "--fabric-gbs nvidia-h800=", "--hbm-gbs ascend-910b=", "--shm-gbs", "--preset reference-128"})
+        "--fabric-gbs nvidia-h800=", "--hbm-gbs ascend-910b=", "--net-gbps", "--preset reference-128"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
   EXPECT_EQ(r.out.find("bandwidth is 0"), std::string::npos) << r.out;
   Out none = Tessera("predict --seq 2048");
