@@ -153,11 +153,10 @@ class Daemon {
   // Adds started_ms, first_started_ms, elapsed_ms, cost_so_far, currency and (running, with "progress" set
   // to step N of M) estimated_end_ms to a job's JSON (job_view.cpp).
   void AddRunTimes(const JobRow& job, nlohmann::json* out);
-  // Hot-tier retention (job_view.cpp): every few seconds, and at once when an attempt has ended, each job
-  // with an open attempt keeps its newest `checkpoint.keep` committed steps in its checkpoint directory.
+  // Hot-tier retention (job_view.cpp): every 2 s each job with an open attempt keeps its newest
+  // `checkpoint.keep` committed steps in its checkpoint directory.
   void PruneCheckpoints(const std::vector<AttemptOfJob>& active, int64_t now_ms);
   int64_t last_prune_ms_ = 0;
-  std::set<int64_t> pruning_;  // jobs of the last pass: one that has ended since gets a final pass at once
   // ---- security (config.cpp; daemon/security.hpp)
   Status LoadTenants();
   Status LoadAdminToken();  // STATE/token (created when missing) -> admin_hash_

@@ -54,15 +54,13 @@ void Daemon::AddRunTimes(const JobRow& j, json* out) {
 }
 
 void Daemon::PruneCheckpoints(const std::vector<AttemptOfJob>& active, int64_t now_ms) {
+  // Only while a job runs: once it has ended its directory is left as it is (a `tessera ckpt verify` of it then
+  // never races a deletion).
+  if (now_ms - last_prune_ms_ < 2000) return;
+  last_prune_ms_ = now_ms;
   std::set<int64_t> jobs;
   for (const auto& a : active) jobs.insert(a.attempt.job_id);
-  bool ended = std::any_of(pruning_.begin(), pruning_.end(), [&](int64_t j) { return !jobs.count(j); });
-  if (!ended && now_ms - last_prune_ms_ < 2000) return;
-  last_prune_ms_ = now_ms;
-  std::set<int64_t> all = jobs;
-  all.insert(pruning_.begin(), pruning_.end());
-  pruning_ = std::move(jobs);
-  for (int64_t id : all) {
+  for (int64_t id : jobs) {
     auto row = store_->Job(id);
     if (!row.ok() || row->ckpt_dir.empty()) continue;
     auto spec = SpecFor(*row);
