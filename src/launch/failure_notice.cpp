@@ -23,9 +23,15 @@ FailureNotice::FailureNotice(std::string address, std::string token, int node,
 }
 
 FailureNotice::~FailureNotice() {
+  std::shared_ptr<Sent> sent;
   {
     std::unique_lock<std::mutex> l(mu_);
     if (pending_) settled_cv_.wait_for(l, connect_timeout_, [&] { return settled_; });
+    sent = sent_;
+  }
+  if (sent) {
+    std::unique_lock<std::mutex> l(sent->mu);
+    sent->cv.wait_for(l, kPostWait, [&] { return sent->done; });
   }
   stop_ = true;
   if (thread_.joinable()) thread_.join();
@@ -38,8 +44,18 @@ void FailureNotice::Post(int rank, int code, const std::string& what) {
     if (!pending_) pending_ = value;
     return;
   }
-  if (Status s = poster_->Set(kKey, value); !s.ok())
-    TSR_LOG_WARN("tessera run: cannot tell the other nodes: {}", s.message());
+  if (sent_) return;  // the first post is the only one
+  sent_ = std::make_shared<Sent>();
+  // On a thread of its own, which owns what it uses: the store's Set is bounded only by the client's 30 s.
+  std::thread([client = poster_, sent = sent_, value] {
+    if (Status s = client->Set(kKey, value); !s.ok())
+      TSR_LOG_WARN("tessera run: cannot tell the other nodes: {}", s.message());
+    {
+      std::lock_guard<std::mutex> g(sent->mu);
+      sent->done = true;
+    }
+    sent->cv.notify_all();
+  }).detach();
 }
 
 std::optional<FailureNotice::Notice> FailureNotice::Take() {
@@ -70,7 +86,7 @@ void FailureNotice::Watch() {
   }
   {
     std::lock_guard<std::mutex> l(mu_);
-    poster_ = std::move(poster);
+    poster_ = std::shared_ptr<comm::StoreClient>(std::move(poster));
     if (pending_) (void)poster_->Set(kKey, *pending_);
     settled_ = true;
   }

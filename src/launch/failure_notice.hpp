@@ -31,7 +31,8 @@ class FailureNotice {
   FailureNotice(std::string address, std::string token, int node, std::chrono::milliseconds connect_timeout,
                 int wake_fd, unsigned char wake_byte);
   // Stops the thread (within about kPoll), after it has delivered a post still pending (bounded by the connect
-  // timeout: a node whose rank failed at once exits only once the others can hear of it).
+  // timeout: a node whose rank failed at once exits only once the others can hear of it), and waits at most
+  // kPostWait for a post sent on a connection made earlier (a store that no longer answers is not waited for).
   ~FailureNotice();
   FailureNotice(const FailureNotice&) = delete;
   FailureNotice& operator=(const FailureNotice&) = delete;
@@ -53,8 +54,17 @@ class FailureNotice {
   const int wake_fd_;
   const unsigned char wake_byte_;
   std::atomic<bool> stop_{false};
+  // A post sent once connected runs on a thread of its own, detached: a store that stopped answering (this host
+  // cut off) must not hold up this node's stop, and the destructor waits for it at most kPostWait.
+  struct Sent {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  static constexpr std::chrono::milliseconds kPostWait{2000};
   std::mutex mu_;
-  std::unique_ptr<comm::StoreClient> poster_;  // under mu_; connected by the thread
+  std::shared_ptr<comm::StoreClient> poster_;  // under mu_; connected by the thread
+  std::shared_ptr<Sent> sent_;                 // under mu_: the post in flight, if one was sent
   std::optional<std::string> pending_;         // under mu_: a post made before the store was reached
   bool settled_ = false;                       // under mu_: connected (pending_ sent) or given up
   std::condition_variable settled_cv_;
