@@ -18,20 +18,9 @@
 #include "comm/comm.hpp"
 #include "comm/transport/rows.hpp"
 #include "common/env.hpp"
+#include "common/text.hpp"
 
 namespace tessera::comm {
-namespace {
-
-std::vector<std::string> SplitFields(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep)) out.push_back(item);
-  return out;
-}
-
-}  // namespace
-
 std::vector<std::string> Comm::RowNames() const {
   std::vector<std::string> names;
   for (const auto& r : rows_) names.push_back(r->name());
@@ -97,7 +86,7 @@ Status Comm::PublishRecords(int island, const std::string& vendor, const std::st
     if (!v.ok())
       return v.status().WithContext(
           fmt::format("rank {} waiting for rank {} to join (TESSERA_WORLD_SIZE={})", rank_, r, size_));
-    auto f = SplitFields(*v, '|');
+    auto f = SplitAt(*v, '|');
     if (f.size() != 8) return RemoteError(fmt::format("malformed record of rank {} in the store: '{}'", r, *v));
     RankInfo& ri = infos_[r];
     ri.rank = r;

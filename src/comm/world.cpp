@@ -24,21 +24,10 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
+#include "common/text.hpp"
 #include "common/vendor.hpp"
 
 namespace tessera::comm {
-namespace {
-
-std::vector<std::string> SplitString(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep)) out.push_back(item);
-  return out;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<Comm>> Comm::Create(const InitParams& params) {
   log::Init();
   std::unique_ptr<Comm> c(new Comm());
@@ -331,7 +320,7 @@ Status Comm::ExplainTimeout(const std::vector<int>& owed, Status timeout) {
   std::string root = *next;
   for (int hops = 0; hops < size_; ++hops) {  // follow it while the next rank is stuck too
     std::optional<std::string> further;
-    for (const auto& q : SplitString(root.substr(0, root.find('|')), ',')) {
+    for (const auto& q : SplitAt(root.substr(0, root.find('|')), ',')) {
       auto r = env::ParseInt("stuck rank", q, 0, size_ - 1);
       if (!r.ok() || seen.count(static_cast<int>(*r))) continue;
       if ((further = stuck(static_cast<int>(*r)))) {

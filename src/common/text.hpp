@@ -7,6 +7,19 @@
 
 namespace tessera {
 
+// Splits `s` at every `sep`, as std::getline reads it: "a,b" -> "a", "b"; a trailing separator adds no empty piece,
+// and "" gives none.
+inline std::vector<std::string> SplitAt(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string item;
+  for (size_t at = 0; at < s.size();) {
+    const size_t end = std::min(s.find(sep, at), s.size());
+    out.push_back(s.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
 // Splits `s` at `sep` where it is not inside (...) or [...] ("n[1-3],m" -> "n[1-3]", "m"; Slurm's
 // "gpu:2(S:0-1),npu:1" -> "gpu:2(S:0-1)", "npu:1"). Always at least one piece.
 inline std::vector<std::string> SplitOutsideBrackets(const std::string& s, char sep) {
