@@ -72,8 +72,8 @@ TEST(HostPool, AForkedChildRebuildsItsPoolAndCanDestroyIt) {
   GTEST_SKIP() << "TSan does not support starting threads after a multi-threaded fork (die_after_fork)";
 #elif defined(__SANITIZE_ADDRESS__)
   // Seen in the ASan tree: the child hung until the test's 60 s bound. This test forks while another thread of the
-  // parent runs jobs (and allocates); GCC 12's ASan allocator takes no locks around fork as glibc's malloc does, so
-  // the child can start with an allocator lock held. Runs in the plain tree.
+  // parent runs jobs (and allocates); the likely cause, not confirmed, is an ASan allocator lock held at the fork,
+  // which glibc's malloc would have released in the child. Runs in the plain tree.
   GTEST_SKIP() << "ASan's allocator is not fork-safe while another thread allocates (the child can block in malloc)";
 #endif
   // The parent's workers are busy around the forks (another thread hands them jobs): a child's copy of the pool
