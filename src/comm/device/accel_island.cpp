@@ -151,39 +151,32 @@ Status AccelRank::IslandAllReduce(const std::byte* send, std::byte* recv, size_t
     return GrowDevice(q_bytes, WidenExtra(largest, dt));
   }));
   auto shard_of = [&](size_t k) { return PaddedBlocks(n, chunks[k].len()).shard(me); };
-  auto down = [&](size_t k) {
-    return host_->Guarded("allreduce", [&]() -> Status {
-      const Range c = chunks[k], S = shard_of(k);
-      std::byte* shard = DevShard(k % 2);
-      TSR_RETURN_IF_ERROR(QueueReduceScatter(send + c.lo * esz, c.len(), dt, op, shard, s));
-      std::byte* to = native ? out_ + (c.lo + S.lo) * esz : in_ + (c.lo + S.lo) * rsz;
-      bool drained = false;
-      TSR_RETURN_IF_ERROR(CopyOn(s, to, shard, S.len() * dsz, CopyKind::kDeviceToHost, &drained));
-      down_bytes_ += S.len() * dsz;
-      return rt_->EventRecord(down_ev_[k % 2], s);
-    });
-  };
-  for (size_t k = 0; k < std::min<size_t>(2, chunks.size()); ++k) TSR_RETURN_IF_ERROR(down(k));
-  for (size_t k = 0; k < chunks.size(); ++k) {
+  auto down = [&](size_t k) -> Status {
     const Range c = chunks[k], S = shard_of(k);
-    TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&]() -> Status {
-      TSR_RETURN_IF_ERROR(rt_->EventSynchronize(down_ev_[k % 2]).WithContext("the island's shard coming down"));
-      if (native)  // the library's 16-bit result, widened exactly for the bridge's f32 fold
-        Convert(in_ + (c.lo + S.lo) * rsz, AccumType(dt), out_ + (c.lo + S.lo) * esz, dt, S.len());
-      return Status::Ok();
-    }));
+    std::byte* shard = DevShard(k % 2);
+    TSR_RETURN_IF_ERROR(QueueReduceScatter(send + c.lo * esz, c.len(), dt, op, shard, s));
+    std::byte* to = native ? out_ + (c.lo + S.lo) * esz : in_ + (c.lo + S.lo) * rsz;
+    bool drained = false;
+    TSR_RETURN_IF_ERROR(CopyOn(s, to, shard, S.len() * dsz, CopyKind::kDeviceToHost, &drained));
+    down_bytes_ += S.len() * dsz;
+    return Status::Ok();
+  };
+  auto cross = [&](size_t k) -> Status {
+    const Range c = chunks[k], S = shard_of(k);
+    if (native)  // the library's 16-bit result, widened exactly for the bridge's f32 fold
+      Convert(in_ + (c.lo + S.lo) * rsz, AccumType(dt), out_ + (c.lo + S.lo) * esz, dt, S.len());
     TSR_RETURN_IF_ERROR(
         host_->HostBridge(CollKind::kAllReduce, in_ + c.lo * rsz, out_ + c.lo * esz, c.len(), dt, op, 0));
-    TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&]() -> Status {
+    return host_->Guarded("allreduce", [&]() -> Status {
       std::byte* shard = DevShard(k % 2);
       bool drained = false;
       TSR_RETURN_IF_ERROR(
           CopyOn(s, shard, out_ + (c.lo + S.lo) * esz, S.len() * esz, CopyKind::kHostToDevice, &drained));
       up_bytes_ += S.len() * esz;
       return QueueAllGather(shard, c.len(), dt, recv + c.lo * esz, s);
-    }));
-    if (k + 2 < chunks.size()) TSR_RETURN_IF_ERROR(down(k + 2));
-  }
+    });
+  };
+  TSR_RETURN_IF_ERROR(DoubleBuffered("allreduce", s, chunks.size(), "the island's shard coming down", down, cross));
   return UpQueued("allreduce", s);
 }
 

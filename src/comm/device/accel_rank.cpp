@@ -245,32 +245,46 @@ Status AccelRank::StagedAllReduce(const void* send, void* recv, size_t count, ts
   auto* dst = static_cast<std::byte*>(recv);
   ++staged_calls_;
   TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&] { return ReuseStaging(count * esz, 0); }));
-  auto down = [&](size_t k) {
-    return host_->Guarded("allreduce", [&]() -> Status {
-      const Range c = chunks[k];
-      bool drained = false;
-      TSR_RETURN_IF_ERROR(
-          CopyOn(s, in_ + c.lo * esz, src + c.lo * esz, c.len() * esz, CopyKind::kDeviceToHost, &drained));
-      down_bytes_ += c.len() * esz;
-      return rt_->EventRecord(down_ev_[k % 2], s);
-    });
+  auto down = [&](size_t k) -> Status {
+    const Range c = chunks[k];
+    bool drained = false;
+    TSR_RETURN_IF_ERROR(
+        CopyOn(s, in_ + c.lo * esz, src + c.lo * esz, c.len() * esz, CopyKind::kDeviceToHost, &drained));
+    down_bytes_ += c.len() * esz;
+    return Status::Ok();
   };
-  for (size_t k = 0; k < std::min<size_t>(2, chunks.size()); ++k) TSR_RETURN_IF_ERROR(down(k));
-  for (size_t k = 0; k < chunks.size(); ++k) {
+  auto cross = [&](size_t k) -> Status {
     const Range c = chunks[k];
     std::byte* h = in_ + c.lo * esz;
-    TSR_RETURN_IF_ERROR(host_->Guarded(
-        "allreduce", [&] { return rt_->EventSynchronize(down_ev_[k % 2]).WithContext("the inputs coming down"); }));
     // One chunk: the host path's allreduce cuts it no further (the same chunks).
     TSR_RETURN_IF_ERROR(host_->HostAllReduce(h, h, c.len(), type, op, nullptr));
-    TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&]() -> Status {
+    return host_->Guarded("allreduce", [&]() -> Status {
       bool drained = false;
       up_bytes_ += c.len() * esz;
       return CopyOn(s, dst + c.lo * esz, h, c.len() * esz, CopyKind::kHostToDevice, &drained);
-    }));
-    if (k + 2 < chunks.size()) TSR_RETURN_IF_ERROR(down(k + 2));
-  }
+    });
+  };
+  TSR_RETURN_IF_ERROR(DoubleBuffered("allreduce", s, chunks.size(), "the inputs coming down", down, cross));
   return UpQueued("allreduce", s);
+}
+
+Status AccelRank::DoubleBuffered(const char* what, DeviceRuntime::Stream s, size_t n, const char* coming,
+                                 const std::function<Status(size_t)>& down,
+                                 const std::function<Status(size_t)>& cross) {
+  auto queue = [&](size_t k) {
+    return host_->Guarded(what, [&]() -> Status {
+      TSR_RETURN_IF_ERROR(down(k));
+      return rt_->EventRecord(down_ev_[k % 2], s);
+    });
+  };
+  for (size_t k = 0; k < std::min<size_t>(2, n); ++k) TSR_RETURN_IF_ERROR(queue(k));
+  for (size_t k = 0; k < n; ++k) {
+    TSR_RETURN_IF_ERROR(
+        host_->Guarded(what, [&] { return rt_->EventSynchronize(down_ev_[k % 2]).WithContext(coming); }));
+    TSR_RETURN_IF_ERROR(cross(k));
+    if (k + 2 < n) TSR_RETURN_IF_ERROR(queue(k + 2));
+  }
+  return Status::Ok();
 }
 
 Status AccelRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,

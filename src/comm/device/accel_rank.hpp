@@ -105,6 +105,12 @@ class AccelRank final : public DeviceRank {
   std::byte* DevPad() const { return dev_ + 2 * RoundUp(dev_q_); }
   std::byte* DevExtra() const { return DevPad() + RoundUp(dev_q_ * shape_.island_size); }
   static size_t RoundUp(size_t b) { return (b + 255) / 256 * 256; }
+  // n chunks double-buffered on the caller's thread (StagedAllReduce, IslandAllReduce): down(k) queues chunk k's
+  // copies down on `s` (a guarded step of `what`, its end recorded in down_ev_[k % 2]) for chunks 0 and 1 first; then
+  // for each chunk its copies down are waited for, cross(k) runs (the bridge and the copies up; it guards its own
+  // device steps) and down(k + 2) is queued.
+  Status DoubleBuffered(const char* what, DeviceRuntime::Stream s, size_t n, const char* coming,
+                        const std::function<Status(size_t)>& down, const std::function<Status(size_t)>& cross);
   // A staged allreduce, chunk by chunk and double-buffered as IslandAllReduce is (accel_rank.cpp).
   Status StagedAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
                          tsrStream_t stream);
