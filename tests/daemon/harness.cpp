@@ -69,6 +69,20 @@ std::string MakeTempDir(const std::string& tag) {
   return d ? d : "/tmp";
 }
 
+Curve ReadCurve(const std::string& path) {
+  Curve c;
+  std::ifstream f(path);
+  int64_t s;
+  double l;
+  std::string b;
+  while (f >> s >> l >> b) {
+    c.steps.push_back(s);
+    c.loss.push_back(l);
+    c.bits.push_back(b);
+  }
+  return c;
+}
+
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   f << text;

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,13 @@ std::string SourceDir();  // $TESSERA_SOURCE_DIR
 bool HaveLauncher();
 // True when the collectives core (tsrCommInitFromEnv) runs a 1+1 host world under `tessera run`.
 bool HaveComm();
+// A loss curve as the tests' trainer jobs write it: one "step loss bits" line per step.
+struct Curve {
+  std::vector<int64_t> steps;
+  std::vector<double> loss;
+  std::vector<std::string> bits;
+};
+Curve ReadCurve(const std::string& path);
 std::string MakeTempDir(const std::string& tag);
 void WriteText(const std::string& path, const std::string& text);
 std::string ReadText(const std::string& path);

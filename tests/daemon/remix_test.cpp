@@ -32,26 +32,6 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-struct Curve {
-  std::vector<int64_t> steps;
-  std::vector<double> loss;
-  std::vector<std::string> bits;
-};
-
-Curve ReadCurve(const std::string& path) {
-  Curve c;
-  std::ifstream f(path);
-  int64_t s;
-  double l;
-  std::string b;
-  while (f >> s >> l >> b) {
-    c.steps.push_back(s);
-    c.loss.push_back(l);
-    c.bits.push_back(b);
-  }
-  return c;
-}
-
 // H800 does more work per CNY (6.8 / 1.0 < 2.4 / 0.3): with a 50% floor a 2-card job takes 1 + 1, and a job that
 // needs 2.6 units of throughput takes 2 + 2 (0.6 + 2.0).
 const char* kCatalog = R"(price_version: v1

@@ -22,26 +22,6 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-struct Curve {
-  std::vector<int64_t> steps;
-  std::vector<double> loss;
-  std::vector<std::string> bits;
-};
-
-Curve ReadCurve(const std::string& path) {
-  Curve c;
-  std::ifstream f(path);
-  int64_t s;
-  double l;
-  std::string b;
-  while (f >> s >> l >> b) {
-    c.steps.push_back(s);
-    c.loss.push_back(l);
-    c.bits.push_back(b);
-  }
-  return c;
-}
-
 std::string FinalHash(const std::string& output) {
   auto p = output.rfind("final params fnv1a=");
   return p == std::string::npos ? "" : output.substr(p + 19, 16);
