@@ -1,4 +1,4 @@
-// cli/exit_code: the exit status of every `tessera` subcommand (README "Exit codes", docs/contributing.md).
+// cli/exit_code: the exit status of every `tessera` subcommand (docs/architecture.md, "Errors and exit codes").
 //   0  success
 //   1  failure: the operation ran and failed, or its answer is "no" (I/O or system error, a peer or rank
 //      failed, a timeout, corrupt data, verification failed, a plan that does not fit, not compliant)

@@ -2,7 +2,7 @@
 //
 // Every parser returns a Status that names the variable and its value on bad input, e.g.
 //   InvalidArgument: TESSERA_TIMEOUT='abc' is not a duration (use e.g. 30, 30s, 500ms, 2m)
-// The full table of variables is in README.md; keep it in step with the callers of these functions.
+// The full table of variables is docs/env.md, generated from common/env_vars.inc.
 #pragma once
 
 #include <chrono>

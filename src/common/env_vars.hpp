@@ -2,7 +2,7 @@
 // its name, parser, default (the value the code uses and its documented text), the page that documents it and a
 // one-line doc (like NCCL's NCCL_PARAM). Values are read with the typed getters of common/env.hpp, whose forms
 // without a fallback take the declared default; tests/common/env_registry_test.cpp checks the
-// declarations against README.md's tables and against the names the code reads.
+// declarations against docs/env.md (generated from them) and against the names the code reads.
 #pragma once
 
 #include <string_view>
@@ -17,7 +17,7 @@ struct Variable {
   Parser parser;
   const char* value;          // the default as the parser reads it ("60s"), nullptr when it is not a constant
   const char* default_text;   // as documented ("`60s`", "set by `tessera run`")
-  const char* documented_in;  // "README.md", "docs/ckpt.md", ...
+  const char* documented_in;  // "docs/env.md", "docs/ckpt.md", ...
   const char* doc;            // one line
 };
 // Every declared TESSERA_* variable, in declaration order.

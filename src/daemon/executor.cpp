@@ -138,7 +138,7 @@ std::string SelfExe() {
 }
 
 std::vector<std::string> JobEnvironment(char** daemon_env, const std::map<std::string, std::string>& set) {
-  // TESSERA_* variables a job may inherit from the daemon: logging and the collectives' tuning (README).
+  // TESSERA_* variables a job may inherit from the daemon: logging and the collectives' tuning (docs/env.md).
   static const std::set<std::string> kKeep = {
       "TESSERA_LOG", "TESSERA_TIMEOUT", "TESSERA_BRIDGE", "TESSERA_BRIDGE_ADDR", "TESSERA_SHM_RING",
       "TESSERA_TCP_STREAMS", "TESSERA_TCP_CHUNK", "TESSERA_DEVICE_BRIDGE", "TESSERA_DEVICE_RING",

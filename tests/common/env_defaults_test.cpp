@@ -34,7 +34,7 @@ TEST(EnvDefaults, StoreLimits) {
   comm::StoreLimits l;
   EXPECT_EQ(l.handshake_timeout, Duration("TESSERA_TIMEOUT"));
   EXPECT_EQ(l.max_connections, Int("TESSERA_STORE_MAX_CONNS"));
-  EXPECT_EQ(l.max_connections, 4096);  // README.md: `4096`; the value itself, so that a change is deliberate
+  EXPECT_EQ(l.max_connections, 4096);  // docs/env.md: `4096`; the value itself, so that a change is deliberate
 }
 
 TEST(EnvDefaults, LauncherOptions) {

@@ -1,9 +1,10 @@
-// The TESSERA_* registry (common/env_vars.inc) against the documentation and the code: README.md's two
-// variable tables list exactly the variables declared as documented there, with the same defaults and
-// docs; a variable documented on another page is named there; every "TESSERA_..." name in src/ is declared;
-// every declared default parses and is the documented one (on a page other than README.md, its table's default
-// cell too); no env:: lookup in src/ passes a default of its own, and no member initialiser in src/ repeats a
-// declared default as a literal (env_defaults_test.cpp checks that the structs' defaults are the declared ones).
+// The TESSERA_* registry (common/env_vars.inc) against the documentation and the code: docs/env.md, generated from
+// the declarations (scripts/gen-env-doc.py), has one row per declared variable with its default and doc (a row of a
+// variable documented on another page links there); a variable documented on another page is named there; every
+// "TESSERA_..." name in src/ is declared; every declared default parses and is the documented one (on a page other
+// than docs/env.md, its table's default cell too); no env:: lookup in src/ passes a default of its own, and no member
+// initialiser in src/ repeats a declared default as a literal (env_defaults_test.cpp checks that the structs'
+// defaults are the declared ones). ctest env_doc_current checks that docs/env.md is byte for byte the generator's.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -47,54 +48,57 @@ struct Row {
   std::string default_text, doc;
 };
 
-// Rows of README.md's tables whose first cell names TESSERA_* variables: name → (default, meaning).
-std::map<std::string, Row> ReadmeRows() {
+constexpr const char* kPage = "docs/env.md";
+
+// Rows of docs/env.md's tables: name → (default, meaning).
+std::map<std::string, Row> PageRows() {
   std::map<std::string, Row> rows;
-  std::istringstream in(Read(SourceDir() / "README.md"));
+  std::istringstream in(Read(SourceDir() / kPage));
   std::string line;
-  const std::regex name("`(TESSERA_[A-Z0-9_]+)`");
+  const std::regex name("^`(TESSERA_[A-Z0-9_]+)`$");
   while (std::getline(in, line)) {
     if (line.rfind("| `TESSERA_", 0) != 0) continue;
     std::vector<std::string> cells;
     std::stringstream ss(line.substr(1));
     std::string cell;
     while (std::getline(ss, cell, '|')) cells.push_back(Trim(cell));
-    if (cells.size() < 3) continue;
-    for (std::sregex_iterator it(cells[0].begin(), cells[0].end(), name), end; it != end; ++it)
-      rows[(*it)[1]] = Row{cells[1], cells[2]};
+    std::smatch m;
+    if (cells.size() < 3 || !std::regex_match(cells[0], m, name)) continue;
+    rows[m[1]] = Row{cells[1], cells[2]};
   }
   return rows;
 }
 
-TEST(EnvRegistry, ReadmeTablesAndDeclarationsAgree) {
-  auto rows = ReadmeRows();
-  ASSERT_GT(rows.size(), 30u) << "README.md's variable tables were not found";
+TEST(EnvRegistry, GeneratedPageAndDeclarationsAgree) {
+  auto rows = PageRows();
+  ASSERT_GT(rows.size(), 30u) << kPage << "'s variable tables were not found (scripts/gen-env-doc.py writes them)";
   std::set<std::string> declared;
   for (const auto& v : env::Variables()) {
     EXPECT_TRUE(declared.insert(v.name).second) << v.name << " is declared twice in common/env_vars.inc";
     EXPECT_EQ(std::string(v.name).rfind("TESSERA_", 0), 0u) << v.name;
-    if (std::string(v.documented_in) != "README.md") continue;
     auto it = rows.find(v.name);
     if (it == rows.end()) {
-      ADD_FAILURE() << v.name << " is declared (common/env_vars.inc) as documented in README.md, but no row of "
-                    << "README.md's variable tables names it";
+      ADD_FAILURE() << v.name << " is declared (common/env_vars.inc) but no row of " << kPage
+                    << " names it: run scripts/gen-env-doc.py";
       continue;
     }
-    EXPECT_EQ(it->second.default_text, v.default_text) << v.name << ": README's default differs from the declaration";
-    EXPECT_EQ(it->second.doc, v.doc) << v.name << ": README's meaning differs from the declaration";
+    EXPECT_EQ(it->second.default_text, v.default_text)
+        << v.name << ": " << kPage << "'s default differs from the declaration: run scripts/gen-env-doc.py";
+    const std::string page = fs::path(v.documented_in).filename().string();
+    const std::string doc =
+        std::string(v.documented_in) == kPage ? std::string(v.doc) : "described in [" + page + "](" + page + ")";
+    EXPECT_EQ(it->second.doc, doc) << v.name << ": " << kPage
+                                   << "'s meaning differs from the declaration: run scripts/gen-env-doc.py";
   }
   for (const auto& [name, row] : rows) {
-    const env::Variable* v = env::FindVariable(name);
-    EXPECT_TRUE(v != nullptr) << name << " is in README.md's tables but not declared in common/env_vars.inc";
-    if (v != nullptr) {
-      EXPECT_EQ(std::string(v->documented_in), "README.md") << name;
-    }
+    EXPECT_TRUE(env::FindVariable(name) != nullptr)
+        << name << " is in " << kPage << " but not declared in common/env_vars.inc: run scripts/gen-env-doc.py";
   }
 }
 
 TEST(EnvRegistry, VariablesDocumentedElsewhereAreNamedOnTheirPage) {
   for (const auto& v : env::Variables()) {
-    if (std::string(v.documented_in) == "README.md") continue;
+    if (std::string(v.documented_in) == kPage) continue;
     fs::path page = SourceDir() / v.documented_in;
     ASSERT_TRUE(fs::exists(page)) << v.name << ": " << page << " does not exist";
     EXPECT_NE(Read(page).find(std::string("`") + v.name + "`"), std::string::npos)
@@ -106,7 +110,7 @@ TEST(EnvRegistry, VariablesDocumentedElsewhereAreNamedOnTheirPage) {
 TEST(EnvRegistry, OtherPagesTablesStateTheDeclaredDefaults) {
   int rows = 0;
   for (const auto& v : env::Variables()) {
-    if (std::string(v.documented_in) == "README.md") continue;
+    if (std::string(v.documented_in) == kPage) continue;
     std::istringstream in(Read(SourceDir() / v.documented_in));
     const std::string start = std::string("| `") + v.name + "` |";
     std::string line;

@@ -61,7 +61,7 @@ TEST(Env, GettersWithoutAFallbackTakeTheDeclaredDefault) {
   unsetenv("TESSERA_SHM_RING");
   unsetenv("TESSERA_BRIDGE");
   unsetenv("TESSERA_DEVICE");
-  // The declared values (common/env_vars.inc), as documented in README.md.
+  // The declared values (common/env_vars.inc), as documented in docs/env.md.
   EXPECT_EQ(*env::Duration("TESSERA_TIMEOUT"), milliseconds(60000));
   EXPECT_EQ(*env::Int("TESSERA_TCP_STREAMS", 1, 64), 4);
   EXPECT_EQ(*env::Bytes("TESSERA_SHM_RING"), uint64_t{2} << 20);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The exit codes of `tessera` (src/cli/exit_code.hpp, README "Exit codes") across subcommands:
+# The exit codes of `tessera` (src/cli/exit_code.hpp, docs/architecture.md "Errors and exit codes") across subcommands:
 # 0 ok, 1 failure, 2 usage or bad input, 3 not found, 4 unsupported. Usage: cli_exit_codes.sh TESSERA SRC_DIR
 # (ctest: cli_exit_codes).
 set -uo pipefail
