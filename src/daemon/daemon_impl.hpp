@@ -113,7 +113,7 @@ class Daemon {
   bool CostMoves(const std::vector<AttemptOfJob>& active, const std::vector<sched::RunningJob>& running, int64_t now);
   Status RequestMove(int64_t job_id, int64_t priority, const MoveRequest& m);
   // At the start of an attempt: records the move it completes (if any) in its allocation, counts it, logs it.
-  void CompleteMove(int64_t job_id, nlohmann::json* alloc, int64_t now);
+  void CompleteMove(int64_t job_id, const std::string& tenant, nlohmann::json* alloc, int64_t now);
   // An attempt of the local executor that ended because some of its ranks were killed by SIGKILL from outside
   // the launcher (a lost node or card): leaves the nodes of those islands' types out of planning (failed_nodes_)
   // and records a capacity move; returns the reason to queue it with, "" when it was no such loss.

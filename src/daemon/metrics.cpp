@@ -87,10 +87,11 @@ std::string Exposition::Text() const {
   return out;
 }
 
-void Registry::DeclareCounter(const std::string& name, const std::string& help) {
+void Registry::DeclareCounter(const std::string& name, const std::string& help, bool zero_with_tenants) {
   std::lock_guard<std::mutex> lk(mu_);
   if (!fams_.count(name)) order_.push_back(name);
   fams_[name].help = help;
+  fams_[name].zero_with_tenants = zero_with_tenants;
 }
 
 void Registry::DeclareHistogram(const std::string& name, const std::string& help, std::vector<double> bounds) {
@@ -134,7 +135,8 @@ void Registry::Render(Exposition* out, const std::function<bool(const Labels&)>&
     out->Family(name, f.histogram ? "histogram" : "counter", f.help);
     if (!f.histogram) {
       std::map<Labels, double> series = f.counters;
-      for (const auto& z : zero_series) series.emplace(z, 0);  // known series start at 0
+      if (f.zero_with_tenants)
+        for (const auto& z : zero_series) series.emplace(z, 0);  // known series start at 0
       for (const auto& [labels, v] : series)
         if (labels.empty() || visible(labels)) out->Sample(labels, v);
       continue;
@@ -173,8 +175,9 @@ Registry& Default() {
                         "Stops requested to requeue a running job (priority, policy floor, or cancel --requeue), "
                         "per tenant.");
     reg->DeclareCounter(kJobMoves,
-                        "Running jobs moved to another mix of cards, per reason (policy, cost, capacity); counted when "
-                        "the new attempt starts.");
+                        "Running jobs moved to another mix of cards, per tenant and reason (policy, cost, capacity); "
+                        "counted when the new attempt starts.",
+                        /*zero_with_tenants=*/false);
     reg->DeclareCounter(kJobFailures, "Jobs that ended failed (non-zero exit, or could not start), per tenant.");
     reg->DeclareHistogram(kWakeLatency,
                           "Time from capacity becoming available to a waiting job's new attempt being started.",

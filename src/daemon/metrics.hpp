@@ -62,12 +62,15 @@ struct HistogramData {
 // Counters and histograms updated by the daemon's event sites.
 class Registry {
  public:
-  void DeclareCounter(const std::string& name, const std::string& help);
+  // `zero_with_tenants`: the series Render is given to start at 0 (one per known tenant) apply to this family;
+  // false for a family whose series carry more labels than the tenant (they appear at their first event).
+  void DeclareCounter(const std::string& name, const std::string& help, bool zero_with_tenants = true);
   void DeclareHistogram(const std::string& name, const std::string& help, std::vector<double> bounds);
   void Inc(const std::string& name, const Labels& labels = {}, double by = 1);
   void Observe(const std::string& name, double value, const Labels& labels = {});
   // Appends every declared family to `out`, with the series for which `visible(labels)` holds (unlabelled
-  // ones always). Counter series in `zero_series` that have no event yet are printed as 0.
+  // ones always). Counter series in `zero_series` that have no event yet are printed as 0, in the families
+  // declared with `zero_with_tenants`.
   void Render(Exposition* out, const std::function<bool(const Labels&)>& visible,
               const std::vector<Labels>& zero_series = {}) const;
   // The value of one counter series (0 when absent); for tests and the console.
@@ -77,6 +80,7 @@ class Registry {
   struct Family {
     std::string help;
     bool histogram = false;
+    bool zero_with_tenants = true;
     std::vector<double> bounds;
     std::map<Labels, double> counters;
     std::map<Labels, HistogramData> histograms;

@@ -156,7 +156,7 @@ Status Daemon::RequestMove(int64_t job_id, int64_t priority, const MoveRequest& 
                                  m.from, m.to, catalog_.currency, FormatGain(m.gain)));
 }
 
-void Daemon::CompleteMove(int64_t job_id, json* alloc, int64_t now) {
+void Daemon::CompleteMove(int64_t job_id, const std::string& tenant, json* alloc, int64_t now) {
   auto text = store_->GetMeta(MoveKey(job_id), "");
   if (!text.ok() || text->empty()) return;
   json rec = json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -168,7 +168,7 @@ void Daemon::CompleteMove(int64_t job_id, json* alloc, int64_t now) {
     rec["restart_ms"] = std::max<int64_t>(0, now - rec["requested_ms"].get<int64_t>());
   (*alloc)["move"] = rec;
   std::string reason = rec["reason"];
-  metrics::Default().Inc(metrics::kJobMoves, {{"reason", reason}});
+  metrics::Default().Inc(metrics::kJobMoves, {{"tenant", tenant}, {"reason", reason}});
   Event(job_id, fmt::format("moved ({}): {} -> {}; predicted gain in work per {}: {}", reason,
                             rec.value("from", std::string()), to, catalog_.currency,
                             FormatGain(rec["predicted_gain"].is_number()

@@ -394,7 +394,7 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
   }
   json alloc = PlacementToJson(placement, catalog_, fleet_);
   alloc["islands"] = IslandsToJson(islands);
-  CompleteMove(id, &alloc, now);
+  CompleteMove(id, job.tenant, &alloc, now);
   std::optional<int64_t> latency;
   if (job.blocked_since_ms && last_capacity_ms_ >= *job.blocked_since_ms) latency = now - last_capacity_ms_;
 

@@ -148,6 +148,15 @@ TEST(MetricsFormat, HistogramBucketsAreCumulativeWithInfSumAndCount) {
             "t_events_total{tenant=\"a\"} 2\n"
             "t_events_total{tenant=\"c\"} 0\n");
   EXPECT_EQ(r.CounterValue("t_events_total", {{"tenant", "b"}}), 1);
+  // A family whose series carry more than the tenant starts no tenant-only series at 0 (it would print a second
+  // label set beside the real one).
+  r.DeclareCounter("t_moves_total", "Another test counter.", /*zero_with_tenants=*/false);
+  r.Inc("t_moves_total", {{"tenant", "a"}, {"reason", "cost"}});
+  metrics::Exposition y;
+  r.Render(&y, [](const metrics::Labels&) { return true; }, {{{"tenant", "a"}}});
+  EXPECT_NE(y.Text().find("t_moves_total{tenant=\"a\",reason=\"cost\"} 1\n"), std::string::npos) << y.Text();
+  EXPECT_EQ(y.Text().find("t_moves_total{tenant=\"a\"} 0"), std::string::npos) << y.Text();
+  EXPECT_NE(y.Text().find("t_events_total{tenant=\"a\"} 2"), std::string::npos) << y.Text();
   EXPECT_EQ(metrics::FormatValue(0.25), "0.25");
   EXPECT_EQ(metrics::FormatValue(1e300 * 1e300), "+Inf");
   if (!HavePromtool()) GTEST_SKIP() << "promtool not installed (Debian package prometheus): format not re-checked";
