@@ -8,22 +8,22 @@
 //    caller's stream, for every type and op the row has. What the row lacks (HCCL's avg, HCCL's uint8 and f64
 //    reductions, MCCL's bf16 where it has none) and send/recv, groups and alltoall are staged as below: every rank
 //    decides from (call, type, op) alone, so all ranks of the island take the same path.
-//  * Hybrid world, and what the CCL does not take: pinned staging through the runtime's MallocHost memory, which
-//    every row has (ACL has neither mapped host registration nor stream memory operations, so BridgeRank's
-//    GPU-written "input ready" flags are not available). On the CALLER's thread: the inputs are copied down to
-//    pinned memory on the caller's stream (so after whatever produced them) and waited for; the host path runs on
-//    the pinned buffers; the results are queued back up on the caller's stream, and the call returns with those
-//    copies in flight. The next staged call waits for them (an event recorded after them) before it reuses the
-//    staging. So a staged call returns once its host part is done: host-synchronous, stream-ordered.
+//  * Hybrid world, and what the CCL does not take: the staged plan (staged_plan.hpp, the same parts BridgeRank
+//    runs), through the runtime's MallocHost memory, which every row has. This rank is its executor where the runtime
+//    has only events (no stream memory operations, so no device-written "input ready" flags for a worker to watch):
+//    on the CALLER's thread, parts double-buffered (accel_staged.cpp): part k + 1's device work and copies down are
+//    queued on the caller's stream (so after whatever produced the inputs) before part k's host step runs, and each
+//    part's results are queued back up as soon as its host step is done. The call returns with the last copies up
+//    in flight; the next staged call waits for them (an event recorded after them) before it reuses the staging.
+//    So a staged call returns once its host steps are done: host-synchronous, stream-ordered.
 //  * Hybrid world, island of several ranks: the island's library runs the island phases of allreduce,
-//    reduce-scatter, allgather and broadcast on the device (docs/architecture.md, "Islands of several devices"):
-//    it reduce-scatters the island's inputs (or gathers its contributions), only this rank's shard (1/n of the
-//    buffer) goes down to pinned memory, crosses the bridge (HostPath::HostBridge: from outside the island its
-//    ranks send and receive what they would have otherwise) and comes back up, and the library allgathers the
-//    shards. Shards are the schedule's (Shard: uneven when n does not divide the count); the library's equal
-//    blocks are padded on the device. Where the island cannot do its part exactly — a 16-bit reduction (Tessera
-//    reduces it in f32 inside the island, and these runtime rows have no widening kernel), a type or op the row
-//    lacks, the library missing on any rank of the island — the call is staged as below; one log line says why.
+//    reduce-scatter, allgather and broadcast on the device (the staged plan's Island* calls; docs/architecture.md,
+//    "Islands of several devices"): it reduce-scatters the island's inputs (16-bit data widened to f32 on the
+//    device, DeviceRuntime::Widen, unless the island is native) or gathers its contributions, only this rank's shard
+//    (1/n of the buffer) goes down to pinned memory, crosses the bridge (HostPath::HostBridge) and comes back up,
+//    and the library allgathers the shards. Where the island cannot do its part exactly — a 16-bit reduction where a
+//    rank cannot widen on its device, a type or op the row lacks, the library missing on any rank of the island —
+//    the call is staged whole; one log line says why.
 //  * Host memory (stream NULL): the host path directly.
 // A copy whose device address is not 64-byte aligned (ACL's rule for asynchronous copies) is made synchronously,
 // after the caller's stream has drained. A failure of any step fails the communicator and is announced to the
@@ -66,6 +66,7 @@ Status AccelRank::Attach(Comm* comm) {
   for (auto& e : down_ev_) {
     TSR_ASSIGN_OR_RETURN(e, rt_->EventCreate());
   }
+  plan_ = std::make_unique<StagedPlan>(*rt_, host_, shape_, static_cast<StagedExecutor*>(this));
   if (shape_.islands > 1) return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
   // World of one island: the island's own library.
   TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, name_));
@@ -158,47 +159,20 @@ Status AccelRank::Staged(const char* what, tsrStream_t stream, const std::vector
                          const std::vector<Span>& up, size_t out_bytes,
                          const std::function<Status(std::byte* in, std::byte* out)>& host) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto* s = static_cast<DeviceRuntime::Stream>(stream);
   ++staged_calls_;
-  TSR_RETURN_IF_ERROR(host_->Guarded(what, [&]() -> Status {
-    TSR_RETURN_IF_ERROR(ReuseStaging(in_bytes, out_bytes));
-    bool drained = false;
-    for (const Span& d : down) {
-      TSR_RETURN_IF_ERROR(CopyOn(s, in_ + d.host_off, d.dev, d.bytes, CopyKind::kDeviceToHost, &drained));
-      down_bytes_ += d.bytes;
-    }
-    return rt_->StreamSynchronize(s);  // the inputs are in the staging; the stream has drained
-  }));
-  TSR_RETURN_IF_ERROR(host(in_, out_));  // a host collective: guarded by itself
-  return host_->Guarded(what, [&]() -> Status {
-    bool drained = true;  // nothing of ours was queued after the synchronisation above
-    for (const Span& u : up) {
-      TSR_RETURN_IF_ERROR(
-          CopyOn(s, const_cast<void*>(u.dev), out_ + u.host_off, u.bytes, CopyKind::kHostToDevice, &drained));
-      up_bytes_ += u.bytes;
-    }
-    return MarkUp(s);
-  });
+  std::byte *in, *out;
+  TSR_RETURN_IF_ERROR(Staging(what, in_bytes, out_bytes, &in, &out));
+  std::vector<StagedPart> parts(1);
+  for (const Span& d : down) parts[0].down.push_back({in + d.host_off, d.dev, d.bytes});
+  for (const Span& u : up) parts[0].up.push_back({const_cast<void*>(u.dev), out + u.host_off, u.bytes});
+  parts[0].host = [&, in, out] { return host(in, out); };
+  return Run(what, stream, std::move(parts));
 }
 
-Status AccelRank::ReuseStaging(size_t in_bytes, size_t out_bytes) {
-  TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
-  if (up_pending_) {  // the previous call's results are still going up from the staging
-    up_pending_ = false;
-    TSR_RETURN_IF_ERROR(rt_->EventSynchronize(up_done_).WithContext("the previous call's copies to the device"));
-  }
-  TSR_RETURN_IF_ERROR(Grow(&in_, &in_cap_, in_bytes));
-  return Grow(&out_, &out_cap_, out_bytes);
-}
-
-Status AccelRank::MarkUp(DeviceRuntime::Stream s) {
-  TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
-  up_pending_ = true;
-  return Status::Ok();
-}
-
-Status AccelRank::UpQueued(const char* what, DeviceRuntime::Stream s) {
-  return host_->Guarded(what, [&] { return MarkUp(s); });
+Status AccelRank::OnIsland(const std::function<Status()>& run) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++island_calls_;
+  return run();
 }
 
 Status AccelRank::Ccl(const char* call, int result) {
@@ -224,67 +198,14 @@ Status AccelRank::AllReduce(const void* send, void* recv, size_t count, tsrDataT
   TSR_RETURN_IF_ERROR(CheckBuffers("allreduce", send, bytes, recv, bytes, stream));
   if (stream == nullptr || !IsValid(rop)) return host_->HostAllReduce(send, recv, count, type, op, nullptr);
   if (island_lib_ && count > 0 && IslandTakes(CollKind::kAllReduce, dt, rop))
-    return IslandAllReduce(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, rop, stream);
+    return OnIsland([&] { return plan_->IslandAllReduce(send, recv, count, dt, rop, stream); });
   if (!island_lib_ && CclTakes(dt, rop))
     return OnCcl("allreduce", "AllReduce", [&] {
       return ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream);
     });
-  return StagedAllReduce(send, recv, count, type, op, stream);
-}
-
-// Chunk by chunk (the chunks every rank of the world cuts an allreduce into), double-buffered on the caller's
-// thread: chunk k+1 is queued down before chunk k crosses the bridge, and chunk k goes back up as soon as it has.
-// In place in the staging, each chunk in its own part of it.
-Status AccelRank::StagedAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                                  tsrStream_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto* s = static_cast<DeviceRuntime::Stream>(stream);
-  const size_t esz = DTypeSize(static_cast<DType>(type));
-  const std::vector<Range> chunks = host_->AllReduceChunks(count, static_cast<DType>(type));
-  const auto* src = static_cast<const std::byte*>(send);
-  auto* dst = static_cast<std::byte*>(recv);
   ++staged_calls_;
-  TSR_RETURN_IF_ERROR(host_->Guarded("allreduce", [&] { return ReuseStaging(count * esz, 0); }));
-  auto down = [&](size_t k) -> Status {
-    const Range c = chunks[k];
-    bool drained = false;
-    TSR_RETURN_IF_ERROR(
-        CopyOn(s, in_ + c.lo * esz, src + c.lo * esz, c.len() * esz, CopyKind::kDeviceToHost, &drained));
-    down_bytes_ += c.len() * esz;
-    return Status::Ok();
-  };
-  auto cross = [&](size_t k) -> Status {
-    const Range c = chunks[k];
-    std::byte* h = in_ + c.lo * esz;
-    // One chunk: the host path's allreduce cuts it no further (the same chunks).
-    TSR_RETURN_IF_ERROR(host_->HostAllReduce(h, h, c.len(), type, op, nullptr));
-    return host_->Guarded("allreduce", [&]() -> Status {
-      bool drained = false;
-      up_bytes_ += c.len() * esz;
-      return CopyOn(s, dst + c.lo * esz, h, c.len() * esz, CopyKind::kHostToDevice, &drained);
-    });
-  };
-  TSR_RETURN_IF_ERROR(DoubleBuffered("allreduce", s, chunks.size(), "the inputs coming down", down, cross));
-  return UpQueued("allreduce", s);
-}
-
-Status AccelRank::DoubleBuffered(const char* what, DeviceRuntime::Stream s, size_t n, const char* coming,
-                                 const std::function<Status(size_t)>& down,
-                                 const std::function<Status(size_t)>& cross) {
-  auto queue = [&](size_t k) {
-    return host_->Guarded(what, [&]() -> Status {
-      TSR_RETURN_IF_ERROR(down(k));
-      return rt_->EventRecord(down_ev_[k % 2], s);
-    });
-  };
-  for (size_t k = 0; k < std::min<size_t>(2, n); ++k) TSR_RETURN_IF_ERROR(queue(k));
-  for (size_t k = 0; k < n; ++k) {
-    TSR_RETURN_IF_ERROR(
-        host_->Guarded(what, [&] { return rt_->EventSynchronize(down_ev_[k % 2]).WithContext(coming); }));
-    TSR_RETURN_IF_ERROR(cross(k));
-    if (k + 2 < n) TSR_RETURN_IF_ERROR(queue(k + 2));
-  }
-  return Status::Ok();
+  return plan_->AllReduce(send, recv, count, dt, rop, stream);
 }
 
 Status AccelRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
@@ -296,8 +217,7 @@ Status AccelRank::ReduceScatter(const void* send, void* recv, size_t recvcount, 
   TSR_RETURN_IF_ERROR(CheckBuffers("reduce_scatter", send, sb, recv, rb, stream));
   if (stream == nullptr || !IsValid(rop)) return host_->HostReduceScatter(send, recv, recvcount, type, op, nullptr);
   if (island_lib_ && recvcount > 0 && IslandTakes(CollKind::kReduceScatter, dt, rop))
-    return IslandReduceScatter(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), recvcount, dt, rop,
-                               stream);
+    return OnIsland([&] { return plan_->IslandReduceScatter(send, recv, recvcount, dt, rop, stream); });
   if (!island_lib_ && CclTakes(dt, rop))
     return OnCcl("reduce_scatter", "ReduceScatter", [&] {
       return ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream);
@@ -314,7 +234,7 @@ Status AccelRank::AllGather(const void* send, void* recv, size_t sendcount, tsrD
   TSR_RETURN_IF_ERROR(CheckBuffers("allgather", send, sb, recv, rb, stream));
   if (stream == nullptr) return host_->HostAllGather(send, recv, sendcount, type, nullptr);
   if (island_lib_ && sendcount > 0 && IslandTakes(CollKind::kAllGather, dt, RedOp::kSum))
-    return IslandAllGather(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), sendcount, dt, stream);
+    return OnIsland([&] { return plan_->IslandAllGather(send, recv, sendcount, dt, stream); });
   if (!island_lib_ && CclTakes(dt))
     return OnCcl("allgather", "AllGather",
                  [&] { return ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream); });
@@ -332,7 +252,7 @@ Status AccelRank::Broadcast(const void* send, void* recv, size_t count, tsrDataT
   TSR_RETURN_IF_ERROR(CheckBuffers("broadcast", is_root ? send : nullptr, is_root ? bytes : 0, recv, bytes, stream));
   if (stream == nullptr) return host_->HostBroadcast(send, recv, count, type, root, nullptr);
   if (island_lib_ && count > 0 && IslandTakes(CollKind::kBroadcast, dt, RedOp::kSum))
-    return IslandBroadcast(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, dt, root, stream);
+    return OnIsland([&] { return plan_->IslandBroadcast(send, recv, count, dt, root, stream); });
   if (!island_lib_ && CclTakes(dt))
     return OnCcl("broadcast", "Broadcast", [&] {
       return ccl_->lib().Broadcast(send, recv, count, CclDataType(dt), root, ccl_->handle(), stream);

@@ -1,7 +1,7 @@
 // comm/device/accel_rank.hpp — the AccelRank class (the generic accelerator rank: the DeviceRank of every device
-// family whose runtime is a row of the device-runtime table), shared by accel_rank.cpp (set-up, pinned staging,
-// the collectives' entry points; its first lines describe the design) and accel_island.cpp (a hybrid world's
-// island of several ranks, whose island phases run on the island's own library).
+// family whose runtime row lacks the device bridge), shared by accel_rank.cpp (set-up, the collectives' entry points;
+// its first lines describe the design) and accel_staged.cpp (the island's library in a hybrid world, and the
+// executor of staged plans, staged_plan.hpp, on the caller's thread).
 #pragma once
 
 #include <fmt/format.h>
@@ -17,12 +17,13 @@
 #include "comm/comm.hpp"
 #include "comm/device/device.hpp"
 #include "comm/device/island_ccl.hpp"
+#include "comm/device/staged_plan.hpp"
 #include "comm/runtime/runtime.hpp"
 #include "common/vendor.hpp"
 
 namespace tessera::comm {
 
-class AccelRank final : public DeviceRank {
+class AccelRank final : public DeviceRank, private StagedExecutor {
  public:
   AccelRank(std::shared_ptr<DeviceRuntime> rt, DeviceName name) : rt_(std::move(rt)), name_(name) {}
   ~AccelRank() override;
@@ -49,7 +50,8 @@ class AccelRank final : public DeviceRank {
   Status AsyncError() override { return ccl_ && !ccl_->aborted() ? ccl_->AsyncError() : Status::Ok(); }
   std::string TraceLine() const override {
     return fmt::format("device {} down {} up {} library_calls {} island_calls {} staged_calls {}", name_.ToString(),
-                       down_bytes_, up_bytes_, ccl_calls_, island_calls_, staged_calls_);
+                       down_bytes_, up_bytes_, ccl_calls_ + (plan_ ? plan_->library_calls() : 0), island_calls_,
+                       staged_calls_);
   }
 
  private:
@@ -78,48 +80,25 @@ class AccelRank final : public DeviceRank {
   bool CclTakes(DType dt, RedOp op) const { return ccl_ && ccl_->lib().SupportsReduce(dt, op).ok(); }
   Status OnCcl(const char* what, const char* call, const std::function<int()>& run);
 
-  // ---- hybrid world, island of several ranks: the island's library does the island phases ----
+  // ---- hybrid world: the staged plan (staged_plan.hpp), run here on the caller's thread ----
   // The island's library in a hybrid world: every rank of the island loads it or none uses it.
   Status AttachIslandLibrary();
   // Whether a hybrid call of `kind` on (dt, op) runs its island phases on the library; logs once why not.
   bool IslandTakes(CollKind kind, DType dt, RedOp op);
-  Status IslandAllReduce(const std::byte* send, std::byte* recv, size_t count, DType dt, RedOp op, tsrStream_t stream);
-  Status IslandReduceScatter(const std::byte* send, std::byte* recv, size_t recvcount, DType dt, RedOp op,
-                             tsrStream_t stream);
-  Status IslandAllGather(const std::byte* send, std::byte* recv, size_t sendcount, DType dt, tsrStream_t stream);
-  Status IslandBroadcast(const std::byte* send, std::byte* recv, size_t count, DType dt, int root, tsrStream_t stream);
-  // The device steps of an island call, queued on `s` (not guarded: the caller guards them): the library's
-  // reduce-scatter of buf[0, L) into `shard` (its block of the library's padded blocks, in IslandReduceType: 16-bit
-  // data widened to f32 on the device first unless the island is native), and the library's allgather of `shard`
-  // into buf[0, L).
-  Status QueueReduceScatter(const std::byte* buf, size_t L, DType dt, RedOp op, std::byte* shard,
-                            DeviceRuntime::Stream s);
-  Status QueueAllGather(const std::byte* shard, size_t L, DType dt, std::byte* buf, DeviceRuntime::Stream s);
-  size_t WidenExtra(size_t L, DType dt) const;  // the `extra` scratch a widening QueueReduceScatter of L needs
-  // The copy up of host[S] (dt) and the library's allgather of the shards into buf[0, L); guarded as a step of `what`.
-  Status ShardUp(const char* what, const std::byte* host, size_t L, DType dt, std::byte* buf, DeviceRuntime::Stream s);
-  // Device scratch of a call: two shard slots (blocks of at most q_bytes, 256-byte rounded: chunk k uses slot k % 2),
-  // then the padded blocks (n x q_bytes), then `extra` bytes. Sets the layout of the call.
-  Status GrowDevice(size_t q_bytes, size_t extra);
-  std::byte* DevShard(size_t slot) const { return dev_ + slot * RoundUp(dev_q_); }
-  std::byte* DevPad() const { return dev_ + 2 * RoundUp(dev_q_); }
-  std::byte* DevExtra() const { return DevPad() + RoundUp(dev_q_ * shape_.island_size); }
-  static size_t RoundUp(size_t b) { return (b + 255) / 256 * 256; }
-  // n chunks double-buffered on the caller's thread (StagedAllReduce, IslandAllReduce): down(k) queues chunk k's
-  // copies down on `s` (a guarded step of `what`, its end recorded in down_ev_[k % 2]) for chunks 0 and 1 first; then
-  // for each chunk its copies down are waited for, cross(k) runs (the bridge and the copies up; it guards its own
-  // device steps) and down(k + 2) is queued.
-  Status DoubleBuffered(const char* what, DeviceRuntime::Stream s, size_t n, const char* coming,
-                        const std::function<Status(size_t)>& down, const std::function<Status(size_t)>& cross);
-  // A staged allreduce, chunk by chunk and double-buffered as IslandAllReduce is (accel_rank.cpp).
-  Status StagedAllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                         tsrStream_t stream);
+  Status OnIsland(const std::function<Status()>& run);  // one island call (the staged plan's Island*), counted
+  // StagedExecutor, where the runtime has only events: the parts double-buffered on the caller's thread (part k's
+  // `pre` and copies down queued on the caller's stream, their end recorded in down_ev_[k % 2], for parts 0 and 1
+  // first; then per part: its copies down waited for, its host step, its copies up and `post` queued, and part
+  // k + 2's device work queued), so part k + 1 goes down while part k crosses the bridge. Returns with the last
+  // copies up in flight; the next call that reuses the staging waits for them (up_done_).
+  Status Staging(const char* what, size_t in_bytes, size_t out_bytes, std::byte** in, std::byte** out) override;
+  Result<std::byte*> Scratch(const char* what, size_t bytes) override;
+  Status CopyOnStream(DeviceRuntime::Stream s, void* dst, const void* src, size_t bytes) override;
+  Status Run(const char* what, tsrStream_t stream, std::vector<StagedPart> parts) override;
   // Waits for the previous staged call's copies up (the staging is about to be reused), and grows the staging.
   Status ReuseStaging(size_t in_bytes, size_t out_bytes);
-  // The copies up of a call are queued on `s`: the next call that reuses the staging waits for them (up_done_);
-  // UpQueued as a guarded step of `what`.
+  // The copies up of a call are queued on `s`: the next call that reuses the staging waits for them (up_done_).
   Status MarkUp(DeviceRuntime::Stream s);
-  Status UpQueued(const char* what, DeviceRuntime::Stream s);
   Status Ccl(const char* call, int result);
 
   std::shared_ptr<DeviceRuntime> rt_;
@@ -135,9 +114,9 @@ class AccelRank final : public DeviceRank {
   bool island_lib_ = false;   // hybrid world: ccl_ runs the island phases
   std::byte* dev_ = nullptr;  // device scratch of island calls
   size_t dev_cap_ = 0;
-  size_t dev_q_ = 0;                      // its layout for the current call (GrowDevice)
-  DeviceRuntime::Event down_ev_[2] = {};  // chunk k's copy down recorded in down_ev_[k % 2]
+  DeviceRuntime::Event down_ev_[2] = {};  // part k's copies down recorded in down_ev_[k % 2]
   IslandHalf half_ = IslandHalf::kWiden;  // how the island's library reduces 16-bit data (AgreeIslandHalf)
+  std::unique_ptr<StagedPlan> plan_;      // hybrid world's staged calls, run by this rank (Run)
   IslandCclGate gate_;                    // hybrid world: which calls take the island's library
   // TESSERA_LINK_TRACE: bytes staged each way, calls to the library, island calls, staged calls.
   uint64_t down_bytes_ = 0, up_bytes_ = 0, ccl_calls_ = 0, island_calls_ = 0, staged_calls_ = 0;

@@ -32,28 +32,9 @@ Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrData
                    ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream));
   }
   if (island_ccl_ && count > 0 && IslandTakes(CollKind::kAllReduce, dt, rop))
-    return IslandAllReduce(send, recv, count, dt, rop, stream);
-  if (!ring_ops_ || !host_->DeviceBridgeFor(dt)) {
-    // Pinned staging, in place, one part per bridge chunk (the chunks every rank of the world uses).
-    const size_t esz = DTypeSize(dt);
-    std::byte *hin, *hout;
-    TSR_RETURN_IF_ERROR(Fail("allreduce", StagingFor(bytes, 0, &hin, &hout)));
-    const auto* src = static_cast<const std::byte*>(send);
-    auto* dst = static_cast<std::byte*>(recv);
-    std::vector<Part> parts;
-    for (const Range& c : host_->AllReduceChunks(count, dt)) {
-      std::byte* h = hin + c.lo * esz;
-      const size_t n = c.len();
-      parts.push_back(Part{{Copy{h, src + c.lo * esz, n * esz}},
-                           // One chunk: the host path's allreduce cuts it no further (the same chunks).
-                           [this, h, n, dt, rop] {
-                             return host_->HostAllReduce(h, h, n, static_cast<tsrDataType_t>(dt),
-                                                         static_cast<tsrRedOp_t>(rop), nullptr);
-                           },
-                           {Copy{dst + c.lo * esz, h, n * esz}}});
-    }
-    return SubmitStaged("allreduce", stream, std::move(parts));
-  }
+    return plan_->IslandAllReduce(send, recv, count, dt, rop, stream);
+  // Pinned staging, in place, one part per bridge chunk (the chunks every rank of the world uses).
+  if (!ring_ops_ || !host_->DeviceBridgeFor(dt)) return plan_->AllReduce(send, recv, count, dt, rop, stream);
   // The device bridge: one collective per chunk that every rank of the world cuts the call into (one chunk unless a
   // staged device island shares the world), in one job of the worker.
   std::vector<Range> chunks = host_->AllReduceChunks(count, dt);
@@ -79,218 +60,22 @@ bool BridgeRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
                      dev_->device().family->label, shape_.island_rank == 0);
 }
 
-Status BridgeRank::IslandCall(const char* what, int r) {
-  Status s = island_ccl_->lib().Check(r, what);
-  if (!s.ok()) island_ccl_->MarkFailed();
-  return s;
-}
-
-Result<std::byte*> BridgeRank::IslandScratch(size_t bytes) {
+Result<std::byte*> BridgeRank::Scratch(const char* what, size_t bytes) {
   if (bytes <= island_dev_cap_) return island_dev_;
   if (island_dev_) retired_dev_.push_back(island_dev_);  // work queued earlier may still use it
   island_dev_ = nullptr;
   island_dev_cap_ = 0;
   const size_t want = std::max<size_t>(bytes, 1 << 20);
   auto p = dev_->rt().Malloc(want);
-  if (!p.ok()) return p.status().WithContext("the island library's scratch");
+  if (!p.ok()) return Fail(what, p.status().WithContext("the staged plan's device scratch"));
   island_dev_ = static_cast<std::byte*>(*p);
   island_dev_cap_ = want;
   return island_dev_;
 }
 
-namespace {
-size_t Round256(size_t b) { return (b + 255) / 256 * 256; }
-}  // namespace
-
-Status BridgeRank::IslandReduceScatterOn(bridge::Stream st, const std::byte* in, size_t L, DType dt, RedOp op,
-                                         std::byte* pad, std::byte* shard) {
-  const PaddedBlocks b(static_cast<size_t>(shape_.island_size), L);
-  const DType rt = IslandReduceType(dt, half_);  // 16-bit data in f32 (widened here) unless native
-  const size_t esz = DTypeSize(dt), rsz = DTypeSize(rt);
-  const std::byte* from = in;
-  if (b.padded() || rt != dt) {  // the schedule's shards into the library's equal blocks (widened)
-    for (size_t j = 0; j < b.n; ++j) {
-      const Range sj = b.shard(j);
-      if (sj.len() == 0) continue;
-      if (rt != dt)
-        TSR_RETURN_IF_ERROR(dev_->rt()
-                                .Widen(pad + j * b.q * rsz, in + sj.lo * esz, sj.len(), dt, st)
-                                .WithContext("widening the island's 16-bit inputs to f32"));
-      else
-        TSR_RETURN_IF_ERROR(dev_->rt()
-                                .MemcpyAsync(pad + j * b.q * rsz, sj.len() * esz, in + sj.lo * esz, sj.len() * esz,
-                                             CopyKind::kDeviceToDevice, st)
-                                .WithContext("into the library's blocks"));
-    }
-    from = pad;
-  }
-  const int cop = island_ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
-  return IslandCall("ReduceScatter", island_ccl_->lib().ReduceScatter(from, shard, b.q, CclDataType(rt), cop,
-                                                                      island_ccl_->handle(), st));
-}
-
-Status BridgeRank::IslandAllGatherOn(bridge::Stream st, std::byte* shard, size_t L, DType dt, std::byte* pad,
-                                     std::byte* out) {
-  const PaddedBlocks b(static_cast<size_t>(shape_.island_size), L);
-  const size_t esz = DTypeSize(dt);
-  TSR_RETURN_IF_ERROR(IslandCall(
-      "AllGather",
-      island_ccl_->lib().AllGather(shard, b.padded() ? pad : out, b.q, CclDataType(dt), island_ccl_->handle(), st)));
-  if (b.padded())
-    for (size_t j = 0; j < b.n; ++j) {
-      const Range sj = b.shard(j);
-      if (sj.len() > 0)
-        TSR_RETURN_IF_ERROR(dev_->rt()
-                                .MemcpyAsync(out + sj.lo * esz, sj.len() * esz, pad + j * b.q * esz, sj.len() * esz,
-                                             CopyKind::kDeviceToDevice, st)
-                                .WithContext("out of the library's blocks"));
-    }
-  return Status::Ok();
-}
-
-std::function<Status()> BridgeRank::IslandBridge(CollKind kind, const std::byte* send, std::byte* recv, size_t count,
-                                                 DType dt, RedOp op, int root, Range widen, const std::byte* native) {
-  if (widen.len() == 0) return [=, this] { return host_->HostBridge(kind, send, recv, count, dt, op, root); };
-  // A native island's shard came down in the data's type (at `native`): widened here into send[widen], exactly.
-  return [=, this] {
-    Convert(const_cast<std::byte*>(send) + widen.lo * DTypeSize(AccumType(dt)), AccumType(dt), native, dt, widen.len());
-    return host_->HostBridge(kind, send, recv, count, dt, op, root);
-  };
-}
-
-Status BridgeRank::IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream) {
-  const size_t n = static_cast<size_t>(shape_.island_size), esz = DTypeSize(dt);
-  const size_t rsz = DTypeSize(AccumType(dt));  // the island's partial sums on the host: f32 for 16-bit data
-  const size_t dsz = DTypeSize(IslandReduceType(dt, half_));  // ... on the device: dt where the island is native
-  const bool native = dsz != rsz;
-  const std::vector<Range> chunks = host_->AllReduceChunks(count, dt);
-  // Device scratch: each chunk's shard (every chunk's reduce-scatter is queued before the first allgather; the
-  // shard's partial sums go down, its final values come back into the same place), then one buffer of n equal
-  // blocks, used by each chunk's steps in turn (stream order).
-  size_t shards = 0, pad = 0;
-  for (const Range& c : chunks) {
-    const PaddedBlocks b(n, c.len());
-    shards += Round256(b.q * dsz);
-    pad = std::max(pad, b.n * b.q * dsz);
-  }
-  auto scratch = IslandScratch(shards + Round256(pad));
-  if (!scratch.ok()) return Fail("allreduce", scratch.status());
-  std::byte *hin, *hout;  // partial sums (AccumType) in, final values (dt) out
-  TSR_RETURN_IF_ERROR(Fail("allreduce", StagingFor(count * rsz, count * esz, &hin, &hout)));
-  std::byte* padbuf = *scratch + shards;
-  const int me = shape_.island_rank;
-  std::vector<Part> parts;
-  size_t off = 0;
-  for (const Range& c : chunks) {
-    const PaddedBlocks b(n, c.len());
-    const Range S = b.shard(me);
-    std::byte* shard = *scratch + off;
-    off += Round256(b.q * dsz);
-    const std::byte* in = static_cast<const std::byte*>(send) + c.lo * esz;
-    std::byte* out = static_cast<std::byte*>(recv) + c.lo * esz;
-    std::byte* hp = hin + c.lo * rsz;
-    std::byte* hr = hout + c.lo * esz;
-    const size_t L = c.len();
-    Part p;
-    p.pre = [=, this](bridge::Stream st) { return IslandReduceScatterOn(st, in, L, dt, op, padbuf, shard); };
-    // Native: the shard comes down in dt into its place in the results, and is widened there on the host.
-    p.down = {native ? Copy{hr + S.lo * esz, shard, S.len() * esz} : Copy{hp + S.lo * rsz, shard, S.len() * rsz}};
-    p.host = IslandBridge(CollKind::kAllReduce, hp, hr, L, dt, op, 0, native ? S : Range{0, 0}, hr + S.lo * esz);
-    p.up = {Copy{shard, hr + S.lo * esz, S.len() * esz}};
-    p.post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, L, dt, padbuf, out); };
-    parts.push_back(std::move(p));
-  }
-  return SubmitStaged("allreduce", stream, std::move(parts));
-}
-
-Status BridgeRank::IslandReduceScatter(const void* send, void* recv, size_t recvcount, DType dt, RedOp op,
-                                       tsrStream_t stream) {
-  const size_t n = static_cast<size_t>(shape_.island_size), esz = DTypeSize(dt);
-  const size_t rsz = DTypeSize(AccumType(dt)), C = recvcount * shape_.size;
-  const size_t dsz = DTypeSize(IslandReduceType(dt, half_));
-  const bool native = dsz != rsz;
-  const PaddedBlocks b(n, C);
-  const Range S = b.shard(shape_.island_rank);
-  auto scratch = IslandScratch(Round256(b.q * dsz) + Round256(b.n * b.q * dsz));
-  if (!scratch.ok()) return Fail("reduce_scatter", scratch.status());
-  std::byte *hin, *hout;
-  // Native: the shard comes down in dt after the partial sums' region, and is widened into it on the host.
-  TSR_RETURN_IF_ERROR(
-      Fail("reduce_scatter", StagingFor(C * rsz + (native ? S.len() * esz : 0), recvcount * esz, &hin, &hout)));
-  std::byte* shard = *scratch;
-  std::byte* padbuf = *scratch + Round256(b.q * dsz);
-  std::byte* hnative = hin + C * rsz;
-  const auto* in = static_cast<const std::byte*>(send);
-  std::vector<Part> parts(1);
-  parts[0].pre = [=, this](bridge::Stream st) { return IslandReduceScatterOn(st, in, C, dt, op, padbuf, shard); };
-  parts[0].down = {native ? Copy{hnative, shard, S.len() * esz} : Copy{hin + S.lo * rsz, shard, S.len() * rsz}};
-  parts[0].host =
-      IslandBridge(CollKind::kReduceScatter, hin, hout, recvcount, dt, op, 0, native ? S : Range{0, 0}, hnative);
-  parts[0].up = {Copy{recv, hout, recvcount * esz}};
-  return SubmitStaged("reduce_scatter", stream, std::move(parts));
-}
-
-Status BridgeRank::IslandAllGather(const void* send, void* recv, size_t sendcount, DType dt, tsrStream_t stream) {
-  const std::vector<int>& island = shape_.island_ranks;
-  const size_t n = island.size(), esz = DTypeSize(dt), C = sendcount * shape_.size;
-  const PaddedBlocks b(n, C);
-  const Range S = b.shard(shape_.island_rank);
-  auto scratch = IslandScratch(Round256(b.q * esz) + Round256(b.n * b.q * esz) + n * sendcount * esz);
-  if (!scratch.ok()) return Fail("allgather", scratch.status());
-  std::byte *hin, *hout;
-  TSR_RETURN_IF_ERROR(Fail("allgather", StagingFor(C * esz, 0, &hin, &hout)));
-  std::byte* shard = *scratch;
-  std::byte* padbuf = shard + Round256(b.q * esz);
-  std::byte* gathered = padbuf + Round256(b.n * b.q * esz);
-  std::vector<Part> parts(1);
-  // The island's contributions, gathered on the GPUs in island order; those inside my shard go down to their
-  // places in the staging, cross the bridge, and my shard comes back to be allgathered.
-  parts[0].pre = [=, this](bridge::Stream st) {
-    return IslandCall("AllGather", island_ccl_->lib().AllGather(send, gathered, sendcount, CclDataType(dt),
-                                                                island_ccl_->handle(), st));
-  };
-  for (size_t j = 0; j < n; ++j) {
-    const size_t lo = static_cast<size_t>(island[j]) * sendcount;
-    const Range x = Range{lo, lo + sendcount}.Intersect(S);
-    if (x.len() > 0)
-      parts[0].down.push_back(Copy{hin + x.lo * esz, gathered + (j * sendcount + x.lo - lo) * esz, x.len() * esz});
-  }
-  parts[0].host =
-      IslandBridge(CollKind::kAllGather, hin + shape_.rank * sendcount * esz, hin, sendcount, dt, RedOp::kSum, 0);
-  parts[0].up = {Copy{shard, hin + S.lo * esz, S.len() * esz}};
-  auto* out = static_cast<std::byte*>(recv);
-  parts[0].post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, C, dt, padbuf, out); };
-  return SubmitStaged("allgather", stream, std::move(parts));
-}
-
-Status BridgeRank::IslandBroadcast(const void* send, void* recv, size_t count, DType dt, int root, tsrStream_t stream) {
-  const std::vector<int>& island = shape_.island_ranks;
-  const size_t n = island.size(), esz = DTypeSize(dt);
-  const PaddedBlocks b(n, count);
-  const Range S = b.shard(shape_.island_rank);
-  auto scratch = IslandScratch(Round256(b.q * esz) + Round256(b.n * b.q * esz));
-  if (!scratch.ok()) return Fail("broadcast", scratch.status());
-  std::byte *hin, *hout;
-  TSR_RETURN_IF_ERROR(Fail("broadcast", StagingFor(count * esz, 0, &hin, &hout)));
-  std::byte* shard = *scratch;
-  std::byte* padbuf = shard + Round256(b.q * esz);
-  auto* out = static_cast<std::byte*>(recv);
-  std::vector<Part> parts(1);
-  parts[0].host = IslandBridge(CollKind::kBroadcast, hin, hin, count, dt, RedOp::kSum, root);
-  const auto at = std::find(island.begin(), island.end(), root);
-  if (at == island.end()) {  // the root is in another island: my shard comes over the bridge, NCCL spreads it
-    parts[0].up = {Copy{shard, hin + S.lo * esz, S.len() * esz}};
-    parts[0].post = [=, this](bridge::Stream st) { return IslandAllGatherOn(st, shard, count, dt, padbuf, out); };
-  } else {  // the root's island: NCCL broadcasts inside it, each rank sends its shard on over the bridge
-    const int iroot = static_cast<int>(at - island.begin());
-    const void* from = shape_.rank == root ? send : recv;
-    parts[0].pre = [=, this](bridge::Stream st) {
-      return IslandCall("Broadcast", island_ccl_->lib().Broadcast(from, recv, count, CclDataType(dt), iroot,
-                                                                  island_ccl_->handle(), st));
-    };
-    parts[0].down = {Copy{hin + S.lo * esz, out + S.lo * esz, S.len() * esz}};
-  }
-  return SubmitStaged("broadcast", stream, std::move(parts));
+Status BridgeRank::CopyOnStream(DeviceRuntime::Stream s, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  return dev_->rt().MemcpyAsync(dst, bytes, src, bytes, CopyKind::kDeviceToDevice, s).WithContext("on the device");
 }
 
 Status BridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
@@ -312,7 +97,7 @@ Status BridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount,
   }
   if (island_ccl_ && recvcount > 0 && IsValid(static_cast<RedOp>(op)) &&
       IslandTakes(CollKind::kReduceScatter, dt, static_cast<RedOp>(op)))
-    return IslandReduceScatter(send, recv, recvcount, dt, static_cast<RedOp>(op), stream);
+    return plan_->IslandReduceScatter(send, recv, recvcount, dt, static_cast<RedOp>(op), stream);
   if (ring_ops_ && host_->DeviceBridgeFor(dt) && IsValid(static_cast<RedOp>(op))) {
     // The device bridge: the whole reduced buffer is staged in device scratch (it is my shard), then routed.
     size_t scratch_bytes = 0;
@@ -339,7 +124,7 @@ Status BridgeRank::AllGather(const void* send, void* recv, size_t sendcount, tsr
     return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream));
   }
   if (island_ccl_ && sendcount > 0 && IslandTakes(CollKind::kAllGather, dt, RedOp::kSum))
-    return IslandAllGather(send, recv, sendcount, dt, stream);
+    return plan_->IslandAllGather(send, recv, sendcount, dt, stream);
   if (SelectOnDevice())
     return SubmitDevice("allgather", stream, [=, this](bridge::Event in) {
       return BridgeCall(in, CollKind::kAllGather, "allgather", static_cast<const std::byte*>(send),
@@ -368,7 +153,7 @@ Status BridgeRank::Broadcast(const void* send, void* recv, size_t count, tsrData
                                                       ccl_->handle(), stream));
   }
   if (island_ccl_ && count > 0 && IslandTakes(CollKind::kBroadcast, dt, RedOp::kSum))
-    return IslandBroadcast(send, recv, count, dt, root, stream);
+    return plan_->IslandBroadcast(send, recv, count, dt, root, stream);
   if (SelectOnDevice())
     return SubmitDevice("broadcast", stream, [=, this](bridge::Event in) {
       return BridgeCall(in, CollKind::kBroadcast, "broadcast", static_cast<const std::byte*>(is_root ? send : recv),

@@ -17,7 +17,9 @@
 //      threads do in CUDA meanwhile can stall it (a synchronous copy on torch's legacy default stream,
 //      issued while a collective was in flight, did: the worker's next CUDA call waited for it, and it
 //      waited for the collective). Chunks pipeline: the GPU copies chunk i+1 down while the host reduces
-//      chunk i, and copies chunk i back as soon as it is done.
+//      chunk i, and copies chunk i back as soon as it is done. The parts of the island phases and of a staged
+//      allreduce are the staged plan's (staged_plan.hpp), which AccelRank runs on the caller's thread where the
+//      runtime has only events; this rank is that plan's executor where it has stream memory operations.
 //    - The device bridge (allreduce of floating types, island of one rank, shm bridge: see
 //      Comm::DeviceBridgeEligible): the worker drives copy engines straight into the shm rings and folds
 //      on the GPU, so it does make CUDA calls (an event recorded on the caller's stream at submission
@@ -92,6 +94,7 @@ Status BridgeRank::Attach(Comm* comm) {
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", shape_.rank));
     ring_ops_ = std::move(ops).value();
   }
+  plan_ = std::make_unique<StagedPlan>(rt, host_, shape_, static_cast<StagedExecutor*>(this));
   if (shape_.island_size > 1) {
     const DeviceFamily& family = *dev_->device().family;
     TSR_ASSIGN_OR_RETURN(island_ccl_, OpenIslandCcl(host_->Store(), shape_, family.ccl, family.label));
@@ -99,6 +102,7 @@ Status BridgeRank::Attach(Comm* comm) {
       const Status widen = rt.WidenSupport();
       TSR_ASSIGN_OR_RETURN(half_,
                            AgreeIslandHalf(host_->Store(), shape_, widen.ok() ? "" : widen.message(), family.label));
+      plan_->SetIsland(island_ccl_.get(), half_);
     }
   }
   worker_ = std::thread([this] { WorkerLoop(); });

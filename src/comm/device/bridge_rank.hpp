@@ -21,10 +21,11 @@
 #include "comm/device/device.hpp"
 #include "comm/device/island_ccl.hpp"
 #include "comm/device/ring_ops.hpp"
+#include "comm/device/staged_plan.hpp"
 
 namespace tessera::comm {
 
-class BridgeRank final : public DeviceRank {
+class BridgeRank final : public DeviceRank, private StagedExecutor {
  public:
   explicit BridgeRank(std::unique_ptr<bridge::Device> dev) : dev_(std::move(dev)) {}
   ~BridgeRank() override;
@@ -67,20 +68,10 @@ class BridgeRank final : public DeviceRank {
     double submitted_us, started_us, ran_us, copied_us;
   };
   static double MonotonicUs();  // TESSERA_DEVICE_TRACE's clock
-  // One part of a staged job: device -> pinned copies, the host algorithm, pinned -> device copies.
-  struct Copy {
-    void* dst;
-    const void* src;
-    size_t bytes;
-  };
-  struct Part {
-    std::vector<Copy> down;
-    std::function<Status()> host;
-    std::vector<Copy> up;
-    // Optional device work queued on the caller's stream before the part's copies down and after its copies up
-    // (the island library's reduce-scatter and allgather). Every part's `pre` is queued before any part's `post`.
-    std::function<Status(bridge::Stream)> pre, post;
-  };
+  // One part of a staged job (staged_plan.hpp): device work before, device -> pinned copies, the host step, pinned ->
+  // device copies, device work after. Every part's `pre` is queued before any part's `post`.
+  using Copy = StagedCopy;
+  using Part = StagedPart;
 
   // Validates buffers for a call on `stream`: device memory of this device when a stream is given, host
   // memory when it is NULL.
@@ -116,28 +107,20 @@ class BridgeRank final : public DeviceRank {
   Status StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout);
   Status Fail(const char* what, Status s);  // records s through the communicator's Guard
   Status CclCall(const char* what, int r);
-  // Hybrid world, island of several GPUs: the island's library (island_ccl_) runs the island phases of allreduce,
-  // reduce-scatter, allgather and broadcast (docs/architecture.md, "Islands of several devices"): a reduce-scatter
-  // (16-bit data widened to f32 first) or gather on the caller's stream, only this rank's shard staged down,
-  // across the bridge (Hierarchical, IslandPhases::kDone) and up, and an allgather; allreduce per bridge chunk.
-  // IslandTakes says whether a call can (logging once why not).
+  // Hybrid world, island of several devices: the island's library (island_ccl_) runs the island phases of allreduce,
+  // reduce-scatter, allgather and broadcast (the staged plan's Island* calls). IslandTakes says whether a call can
+  // (logging once why not).
   bool IslandTakes(CollKind kind, DType dt, RedOp op);
-  Status IslandAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream);
-  Status IslandReduceScatter(const void* send, void* recv, size_t recvcount, DType dt, RedOp op, tsrStream_t stream);
-  Status IslandAllGather(const void* send, void* recv, size_t sendcount, DType dt, tsrStream_t stream);
-  Status IslandBroadcast(const void* send, void* recv, size_t count, DType dt, int root, tsrStream_t stream);
-  // Queued on `st`: the island's `in` (L elements of dt) laid into the library's equal blocks in `pad` (widened to
-  // f32 for 16-bit data) and reduce-scattered into this rank's block `shard`; the library's allgather of the
-  // blocks `shard` into `out` (L elements of dt), through `pad` when the blocks are padded.
-  Status IslandReduceScatterOn(bridge::Stream st, const std::byte* in, size_t L, DType dt, RedOp op, std::byte* pad,
-                               std::byte* shard);
-  Status IslandAllGatherOn(bridge::Stream st, std::byte* shard, size_t L, DType dt, std::byte* pad, std::byte* out);
-  // A staged part's host step: the bridge of a call whose island phases the library runs (IslandPhases::kDone). A
-  // native island's shard (`widen`, non-empty) is first widened on the host from `native` into send[widen].
-  std::function<Status()> IslandBridge(CollKind kind, const std::byte* send, std::byte* recv, size_t count, DType dt,
-                                       RedOp op, int root, Range widen = {0, 0}, const std::byte* native = nullptr);
-  Status IslandCall(const char* what, int r);
-  Result<std::byte*> IslandScratch(size_t bytes);  // caller thread; grown, never freed before the communicator
+  // StagedExecutor, where the runtime has stream memory operations: SubmitStaged on the worker (see the top of
+  // bridge_rank.cpp); device scratch grown on the caller's thread and never freed before the communicator.
+  Status Staging(const char* what, size_t in_bytes, size_t out_bytes, std::byte** in, std::byte** out) override {
+    return Fail(what, StagingFor(in_bytes, out_bytes, in, out));
+  }
+  Result<std::byte*> Scratch(const char* what, size_t bytes) override;
+  Status CopyOnStream(DeviceRuntime::Stream s, void* dst, const void* src, size_t bytes) override;
+  Status Run(const char* what, tsrStream_t stream, std::vector<StagedPart> parts) override {
+    return SubmitStaged(what, stream, std::move(parts));
+  }
   Status Direct() const;
   Status WarmUp();      // world of one island: the CCL's first collective, at init (see its definition)
   Status CopiesDone();  // worker: a device-bridge job's copies have finished, or TESSERA_TIMEOUT has passed
@@ -153,6 +136,7 @@ class BridgeRank final : public DeviceRank {
   std::vector<void*> retired_dev_;        // outgrown scratch, freed with the communicator (freeing synchronizes)
   IslandCclGate gate_;                    // which calls take island_ccl_
   IslandHalf half_ = IslandHalf::kWiden;  // how island_ccl_ reduces 16-bit data (AgreeIslandHalf)
+  std::unique_ptr<StagedPlan> plan_;      // hybrid world: the staged calls' parts, run here (Run)
   // The lean allreduce path of a world of one island (set up in Attach; its `call` stays null otherwise),
   // and every rank's cache of validated device allocations.
   DirectAllReduce direct_;

@@ -1,0 +1,118 @@
+// comm/device/accel_staged: AccelRank's staged calls in a hybrid world (accel_rank.hpp): the island's library, which
+// the island agrees on (OpenIslandCcl) and which then runs the island phases of the staged plan (staged_plan.hpp),
+// and the executor that runs a plan's parts on the caller's thread, double-buffered with events, for runtimes
+// without stream memory operations. docs/architecture.md, "Staged device ranks".
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+
+#include "comm/device/accel_rank.hpp"
+#include "comm/device/island_ccl.hpp"
+#include "common/log.hpp"
+
+namespace tessera::comm {
+
+Status AccelRank::AttachIslandLibrary() {
+  TSR_ASSIGN_OR_RETURN(ccl_, OpenIslandCcl(host_->Store(), shape_, name_.family->ccl, name_.family->label));
+  island_lib_ = ccl_ != nullptr;
+  if (!island_lib_) return Status::Ok();
+  const Status widen = rt_->WidenSupport();
+  TSR_ASSIGN_OR_RETURN(half_,
+                       AgreeIslandHalf(host_->Store(), shape_, widen.ok() ? "" : widen.message(), name_.family->label));
+  plan_->SetIsland(ccl_.get(), half_);
+  return Status::Ok();
+}
+
+bool AccelRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
+  return island_lib_ && gate_.Takes(kind, dt, op, ccl_->lib(), rt_->name(), half_, shape_.island, name_.family->label,
+                                    shape_.island_rank == 0);
+}
+
+Status AccelRank::ReuseStaging(size_t in_bytes, size_t out_bytes) {
+  TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
+  if (up_pending_) {  // the previous call's results are still going up from the staging
+    up_pending_ = false;
+    TSR_RETURN_IF_ERROR(rt_->EventSynchronize(up_done_).WithContext("the previous call's copies to the device"));
+  }
+  TSR_RETURN_IF_ERROR(Grow(&in_, &in_cap_, in_bytes));
+  return Grow(&out_, &out_cap_, out_bytes);
+}
+
+Status AccelRank::MarkUp(DeviceRuntime::Stream s) {
+  TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
+  up_pending_ = true;
+  return Status::Ok();
+}
+
+Status AccelRank::Staging(const char* what, size_t in_bytes, size_t out_bytes, std::byte** in, std::byte** out) {
+  return host_->Guarded(what, [&]() -> Status {
+    TSR_RETURN_IF_ERROR(ReuseStaging(in_bytes, out_bytes));
+    *in = in_;
+    *out = out_;
+    return Status::Ok();
+  });
+}
+
+Result<std::byte*> AccelRank::Scratch(const char* what, size_t bytes) {
+  TSR_RETURN_IF_ERROR(host_->Guarded(what, [&]() -> Status {
+    if (bytes <= dev_cap_) return Status::Ok();
+    if (dev_) {
+      // Work queued earlier on the caller's stream may still use it.
+      if (up_pending_) {
+        up_pending_ = false;
+        TSR_RETURN_IF_ERROR(rt_->EventSynchronize(up_done_));
+      }
+      TSR_RETURN_IF_ERROR(rt_->Free(dev_));
+    }
+    dev_ = nullptr;
+    dev_cap_ = 0;
+    const size_t want = std::max<size_t>(bytes, 1 << 20);
+    TSR_ASSIGN_OR_RETURN(void* p, rt_->Malloc(want));
+    dev_ = static_cast<std::byte*>(p);
+    dev_cap_ = want;
+    return Status::Ok();
+  }));
+  return dev_;
+}
+
+Status AccelRank::CopyOnStream(DeviceRuntime::Stream s, void* dst, const void* src, size_t bytes) {
+  bool drained = false;
+  return CopyOn(s, dst, src, bytes, CopyKind::kDeviceToDevice, &drained);
+}
+
+Status AccelRank::Run(const char* what, tsrStream_t stream, std::vector<StagedPart> parts) {
+  auto* s = static_cast<DeviceRuntime::Stream>(stream);
+  const size_t n = parts.size();
+  auto queue = [&](size_t k) {
+    return host_->Guarded(what, [&]() -> Status {
+      const StagedPart& p = parts[k];
+      if (p.pre) TSR_RETURN_IF_ERROR(p.pre(s));
+      bool drained = false;
+      for (const StagedCopy& c : p.down) {
+        TSR_RETURN_IF_ERROR(CopyOn(s, c.dst, c.src, c.bytes, CopyKind::kDeviceToHost, &drained));
+        down_bytes_ += c.bytes;
+      }
+      return rt_->EventRecord(down_ev_[k % 2], s);
+    });
+  };
+  for (size_t k = 0; k < std::min<size_t>(2, n); ++k) TSR_RETURN_IF_ERROR(queue(k));
+  for (size_t k = 0; k < n; ++k) {
+    const StagedPart& p = parts[k];
+    TSR_RETURN_IF_ERROR(host_->Guarded(
+        what, [&] { return rt_->EventSynchronize(down_ev_[k % 2]).WithContext("the copies down to the host"); }));
+    if (p.host) TSR_RETURN_IF_ERROR(p.host());  // a host collective: guarded by itself
+    TSR_RETURN_IF_ERROR(host_->Guarded(what, [&]() -> Status {
+      bool drained = false;
+      for (const StagedCopy& c : p.up) {
+        TSR_RETURN_IF_ERROR(CopyOn(s, c.dst, c.src, c.bytes, CopyKind::kHostToDevice, &drained));
+        up_bytes_ += c.bytes;
+      }
+      return p.post ? p.post(s) : Status::Ok();
+    }));
+    if (k + 2 < n) TSR_RETURN_IF_ERROR(queue(k + 2));
+  }
+  return host_->Guarded(what, [&] { return MarkUp(s); });
+}
+
+}  // namespace tessera::comm
