@@ -8,8 +8,9 @@
 #   memcpy:  1 and 2 threads, for context
 #   bound:   bench/comm/allreduce_bound for the 1+1 and 2+2 layouts: this box's memcpy bandwidth on every
 #            CPU x the memory traffic the layout's allreduce must make (the highest busbw without fewer passes)
-# Writes bench/results/cpu-allreduce-<date>.json (every run's rows and the medians) and a markdown table
-# (.md beside it, also printed) with the ratios against the targets.
+# Writes RESULTS/cpu-allreduce-<date>.json (every run's rows and the medians) and a markdown table
+# (.md beside it, also printed) with the ratios against the targets; RESULTS defaults to BUILD/bench-results
+# (a run worth keeping: RESULTS=bench/results/<run> and a record in bench/results/log/, bench/results/README.md).
 # Knobs (environment): BUILD=build SIZES=16M,64M,256M ROUNDS=3 ITERS=7 WARMUP=1 CHECK_ROUNDS=1
 #   CONFIGS="t11 t22 th2 th4 g2 g4 m2 m4 memcpy bound" (a subset runs only those) GLOO_ALGOS=all GLOO_BUDGET=40
 #   (seconds per Gloo algorithm and size; slower ones run fewer iterations or are skipped)
@@ -45,9 +46,10 @@ BOUND="$BUILD/bench/comm/allreduce_bound"
 "$T" run --help >/dev/null 2>&1 || die "'$T run' (the launcher) is not available in this build"
 
 STAMP=$(date +%Y-%m-%d)
-OUT=bench/results/cpu-allreduce-$STAMP.json
-[ -e "$OUT" ] && OUT=bench/results/cpu-allreduce-$STAMP-$(date +%H%M).json
-mkdir -p bench/results
+RESULTS=${RESULTS:-$BUILD/bench-results}
+OUT=$RESULTS/cpu-allreduce-$STAMP.json
+[ -e "$OUT" ] && OUT=$RESULTS/cpu-allreduce-$STAMP-$(date +%H%M).json
+mkdir -p "$RESULTS"
 RAW=$(mktemp -d /tmp/tessera-bench-comm.XXXXXX)
 trap '[ -n "${KEEP_RAW:-}" ] && echo "bench-comm: raw results kept in $RAW" || rm -rf "$RAW"' EXIT
 

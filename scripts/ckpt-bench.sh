@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs `tessera ckpt bench` with a local S3 server for the S3 comparison and keeps the JSON results in
-# bench/ckpt/results/. The server is moto's standalone server from the project's .venv
+# Runs `tessera ckpt bench` with a local S3 server for the S3 comparison and writes the JSON result to
+# RESULTS (default build/bench-results/). The server is moto's standalone server from the project's .venv
 # (scripts/install-deps.sh; or TESSERA_S3_SERVER=/path/to/moto_server), with SigV4 checking switched on as
 # the tests do it (tests/ckpt/s3_harness.hpp; docs/ckpt.md, "Tests"). moto keeps the objects in memory.
 # Usage: scripts/ckpt-bench.sh [DIR] [GIB] [SHARDS]   (defaults: /tmp 2 4)
@@ -13,8 +13,9 @@ GIB=${2:-2}
 SHARDS=${3:-4}
 BIN=${TESSERA_BIN:-build/tessera}
 S3SERVER=${TESSERA_S3_SERVER:-.venv/bin/moto_server}
-mkdir -p bench/ckpt/results
-OUT=bench/ckpt/results/ckpt-$(date +%Y%m%d-%H%M%S).json
+RESULTS=${RESULTS:-build/bench-results}
+mkdir -p "$RESULTS"
+OUT=$RESULTS/ckpt-$(date +%Y%m%d-%H%M%S).json
 S3ARGS=()
 if [ -x "$S3SERVER" ] && command -v curl >/dev/null; then
   PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# scripts/deepspeed-experiment.sh — issue 36 on the GPU machine: DeepSpeed (ZeRO-3, optimizer offloaded to the
+# scripts/deepspeed-experiment.sh — on a GPU machine: DeepSpeed (ZeRO-3, optimizer offloaded to the
 # CPU with CPUAdam) on backend "tessera" across two islands on SM shares of one GPU (tessera run --sm-share, as
 # scripts/lm-experiment.sh) against DeepSpeed on nccl with one island, and a Hugging Face Trainer on tessera.
 # Needs the wheels of scripts/deepspeed-wheels.sh in .whl/ (carried) and a build (scripts/torch-check.sh BUILD
 # install, done here when tessera._C does not import). The default layout of the throughput runs is the one
-# measured at >= 97% of the parts at once (docs/benchmarks.md, 2026-12-03): one micro-batch of 128 sequences per
+# measured at >= 97% of the parts at once (bench/results/log/2026-12-03-deepspeed-balanced-split.md): one micro-batch of 128 sequences per
 # optimizer step (ACCUM=1 GB=128), the split balanced on forward+backward per sequence (the balance phase).
 # Phases (PHASES, default all, in this order):
 #   tests       tests/torch/deepspeed_worker.py zero3 and zero3-offload on the two GPU islands (no SM caps), on
@@ -33,7 +33,7 @@
 #   ACCUM (1), GB (128): micro-batches per optimizer step and sequences per micro-batch of the calibrate, balance
 #   and throughput runs (ACCUM=4 GB=32: the layout of 2026-12-02), PGB (32): the parity and fp16 runs' global
 #   batch (one micro-batch a step), BALANCE_RUNS (3), LM_ARGS (extra train_lm_deepspeed.py arguments), PHASES,
-#   OUT (bench/results/ds-<time>),
+#   OUT (BUILD_DIR/bench-results/ds-<time>),
 #   TKINDS ("indep hybrid single": the throughput runs made, in this order in each rep; KIND:NAME runs KIND with the
 #   extra arguments of $ARGS_NAME, e.g. TKINDS="indep hybrid indep:a1 hybrid:a1" ARGS_a1="--accum 1 --global-batch
 #   128": its logs are KIND-NAME-REP.*, and the summary gives each NAME's ratio), PROFILE (entries of TKINDS, or
@@ -49,7 +49,7 @@ B=build-gpu; CPU=0
 for a in "$@"; do case $a in --cpu) CPU=1 ;; *) B=$a ;; esac; done
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
 T=${TESSERA:-$B/tessera}
-OUTDIR=${OUT:-$ROOT/bench/results/ds-$(date -u +%Y%m%dT%H%MZ)}; mkdir -p "$OUTDIR"
+OUTDIR=${OUT:-$B/bench-results/ds-$(date -u +%Y%m%dT%H%MZ)}; mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
 case $PY in /*) ;; */*) PY=$ROOT/$PY ;; esac  # a relative path: the checks below run in /tmp
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/tessera-ds-ext}  # DeepSpeed's JIT-built ops (cpu_adam)

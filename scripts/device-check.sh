@@ -9,18 +9,17 @@
 #   (b) a single NCCL island through Tessera against NCCL called directly (one GPU; and two when there);
 #   (c) numerics: error against f64 for random f16/bf16/f32 gradients, and bit-identity of all ranks;
 # and the Ascend code paths on the CUDA-backed ACL/HCCL shims (scripts/cuda-shim-check.sh).
-# Writes bench/results/gpu-<date>.json (machine, GPU, driver, commit, all rows; each `tessera bench` job one row
-# per size, naming the memory of every rank) — and a copy under $OUT
-# when set — and prints a short table last. Usage: [TESSERA_COMMIT=<hash>] scripts/device-check.sh [BUILD_DIR]
-# (TESSERA_COMMIT names the tree run where the copy's git metadata may lag behind it, as on the lent GPU machine.)
+# Writes OUT/gpu-<date>.json (machine, GPU, driver, commit, all rows; each `tessera bench` job one row
+# per size, naming the memory of every rank; OUT defaults to BUILD_DIR/bench-results) and prints a short table last. Usage: [TESSERA_COMMIT=<hash>] scripts/device-check.sh [BUILD_DIR]
+# (TESSERA_COMMIT names the tree run where a copy of the tree has no git metadata, or stale metadata.)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cd "$(dirname "$0")/.." || exit
 ROOT=$PWD
 B=${1:-build-gpu}
-OUTDIR=${OUT:-$ROOT/bench/results}
+OUTDIR=${OUT:-$(realpath -m "$B")/bench-results}
 LOG=$OUTDIR/device-check.log
-mkdir -p "$OUTDIR" bench/results
+mkdir -p "$OUTDIR"
 exec > >(tee "$LOG") 2>&1
 step() { echo; echo "=== $* ($(date +%T))"; }
 COMMIT=${TESSERA_COMMIT:-$(cat COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)}
@@ -112,7 +111,7 @@ timeout 60 "$BENCH" copy --mib 256 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 env $ONE_CARD timeout 60 "$BENCH" copy --mib 256 --procs 2 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 [ "$NGPU" -gt 1 ] && timeout 60 "$BENCH" copy --mib 256 --gpus 2 | sed 's/^{/{"job":"copy",/' | tee -a "$ROWS"
 # Where a CUDA rank's bridge is TCP its received bytes land in host memory: fold them there, or copy them
-# to the GPU and fold there? (issue #19; docs/benchmarks.md, "16-bit folds")
+# to the GPU and fold there? (bench/results/log/2026-12-01-cpu-vector-folds.md)
 timeout 120 "$BENCH" folds --mib 64 | sed 's/^{/{"job":"folds",/' | tee -a "$ROWS"
 SZ=1M,16M,64M,256M
 # Collectives are `tessera bench`'s (the command users run): CUDA ranks on device memory of their GPU and a
@@ -142,7 +141,7 @@ run_job gpu1+host1 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR
 run_job host1+host1 150 -- --island a=host:1 --island b=host:1 -- "${AR[@]}" --sizes 64M,256M
 # The bridge over TCP (as between hosts; here on this host, TESSERA_BRIDGE=tcp): the CUDA rank's received
 # bytes folded on the host (pinned staging: `auto`'s choice over TCP) or on the GPU through TCP links
-# relayed into host rings (TESSERA_DEVICE_BRIDGE=device), beside two host ranks over the same TCP (issue #19).
+# relayed into host rings (TESSERA_DEVICE_BRIDGE=device), beside two host ranks over the same TCP.
 JOBENV="TESSERA_BRIDGE=tcp" run_job gpu1+host1-tcp-staged 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
 JOBENV="TESSERA_BRIDGE=tcp TESSERA_DEVICE_BRIDGE=device" run_job gpu1+host1-tcp-device 150 -- --island nvidia=cuda:1 --island ascend=host:1 -- "${AR[@]}" --sizes 64M,256M
 JOBENV="TESSERA_BRIDGE=tcp" run_job host1+host1-tcp 150 -- --island a=host:1 --island b=host:1 -- "${AR[@]}" --sizes 64M,256M
@@ -170,7 +169,7 @@ step "bench (c): numerics, random gradients (4,000,037 elements)"
 run_job numerics-gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$W" numerics --count 4000037
 run_job numerics-gpu+gpu 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$W" numerics --count 4000037
 
-step "bench (d): the host engine on several threads (issue #35) beside the bound of its layout"
+step "bench (d): the host engine on several threads beside the bound of its layout"
 # The bound: this box's memcpy bandwidth on every usable CPU x the memory traffic the allreduce of the layout
 # must make (bench/comm/allreduce_bound, its first lines give the model), measured at the start of every rep (the
 # box's memcpy moved 39 to 64 GB/s in calls minutes apart: the ratio is to the median). Each job REPS times,
@@ -186,7 +185,7 @@ done
 
 step "results"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
-RES=bench/results/gpu-$STAMP.json
+RES=$OUTDIR/gpu-$STAMP.json
 python3 - "$ROWS" "$RES" "$GPU" "$DRIVER" "$COMMIT" "$TEST_RC" <<'PY'
 import json, sys, socket, os, datetime
 rows_path, res, gpu, driver, commit, test_rc = sys.argv[1:]

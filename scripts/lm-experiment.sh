@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/lm-experiment.sh — the headline experiment at the scale of one GPU (docs/benchmarks.md, "Language
-# model across two islands of different speed"): a ~151M-parameter decoder-only LM (examples/torch/train_lm.py)
+# scripts/lm-experiment.sh — the headline experiment at the scale of one GPU (docs/benchmarks.md, "Training
+# across two islands of different speed"): a ~151M-parameter decoder-only LM (examples/torch/train_lm.py)
 # trained across two islands emulated on SM shares of one GPU (tessera run --sm-share, NVIDIA MPS):
 #   1. calibration: each island's tokens/s alone -> weights for the sampler and the catalog
 #   2. throughput: the islands as two independent jobs at once (sum of the parts) against one hybrid job
@@ -26,7 +26,7 @@ export NCCL_NVLS_ENABLE=0
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 B=${1:-build-gpu}; case $B in /*) ;; *) B=$ROOT/$B ;; esac
-OUTDIR=${OUT:-$ROOT/bench/results}; mkdir -p "$OUTDIR"
+OUTDIR=${OUT:-$B/bench-results}; mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-300}; REPS=${REPS:-3}; SLOW=${SLOW:-35}; FAST=${FAST:-65}; TSTEPS=${TSTEPS:-6}; TWARM=${TWARM:-2}; ACCUM=${ACCUM:-16}; GB=${GB:-64}; SPLIT_FROM=${SPLIT_FROM:-concurrent}; CAL_ACCUM=${CAL_ACCUM:-8}
 T=$B/tessera

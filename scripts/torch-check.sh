@@ -12,7 +12,7 @@
 #   (tests/torch/npu_device: torch's PrivateUse1 renamed npu, on the ACL host shim of tests/shims), alone and
 #   beside CPU ranks, and the save loaded on CPU ranks; with a GPU also on the CUDA-backed shims (tests/shims/cuda),
 #   beside CPU and CUDA ranks
-# Writes torch-*.log (and bench rows torch-bench.jsonl) under $OUT when set, else bench/results/.
+# Writes torch-*.log (and bench rows torch-bench.jsonl) under $OUT when set, else BUILD_DIR/bench-results/.
 # PYTHON picks the interpreter (default: the project's .venv/bin/python, else python3). Without one that
 # imports torch it says so and exits 77 (ctest's SKIPPED).
 set -uo pipefail
@@ -24,7 +24,7 @@ WHAT=${2:-all}
 GROUP=${3:-all}
 case $WHAT in tests|bench|all|install) ;; *) echo "torch-check: '$WHAT' is not tests, bench, all or install" >&2; exit 2 ;; esac
 case $GROUP in all|ops|train|ckpt|faults|init|npu|stacks) ;; *) echo "torch-check: group '$GROUP' is not ops, train, ckpt, faults, init, npu, stacks or all" >&2; exit 2 ;; esac
-OUTDIR=${OUT:-$ROOT/bench/results}
+OUTDIR=${OUT:-$(realpath -m "$B")/bench-results}
 mkdir -p "$OUTDIR"
 PY=${PYTHON:-}
 [ -z "$PY" ] && { [ -x "$ROOT/.venv/bin/python" ] && PY=$ROOT/.venv/bin/python || PY=python3; }
@@ -306,7 +306,7 @@ if [ "$WHAT" != tests ] && [ -f "$ROOT/bench/torch/ddp_bench.py" ]; then
     done
   done
   # torch's synchronous calls against the C API one call at a time (--batch 1), and torch's async calls
-  # waited together against the C API's batch of 5: like for like (docs/benchmarks.md, PyTorch backend)
+  # waited together against the C API's batch of 5: like for like (docs/benchmarks.md, "PyTorch")
   for rep in $REPS; do
     for mode in "" --async; do
       timeout 300 "$T" run --island ascend=cuda:1 --island nvidia=cuda:1 -- "$PY" "$ROOT/bench/torch/allreduce_bench.py" \

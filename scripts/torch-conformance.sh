@@ -14,7 +14,7 @@
 #   --budget S   bound on each backend's run (default 1800): past it the run is stopped and counts as failed
 #   --doc        write the test-by-test table into docs/torch.md (between its conformance markers)
 # PYTHON (default .venv/bin/python, else python3) must import torch and tessera._C (scripts/torch-check.sh
-# BUILD install puts it there). Reports go to $OUT when set, else bench/results/: conformance-*.xml/.log.
+# BUILD install puts it there). Reports go to $OUT when set, else build/bench-results/: conformance-*.xml/.log.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -38,7 +38,7 @@ if ! (cd /tmp && "$PY" -c 'import torch, tessera._C') 2>/dev/null; then
   echo "torch-conformance: SKIPPED: $PY cannot import torch and tessera._C (scripts/install-deps.sh, then scripts/torch-check.sh BUILD install)"
   exit 77
 fi
-OUTDIR=${OUT:-$ROOT/bench/results}
+OUTDIR=${OUT:-$ROOT/build/bench-results}
 mkdir -p "$OUTDIR"
 export PYTHONPATH="$ROOT/tests/torch${PYTHONPATH:+:$PYTHONPATH}" TESSERA_CONFORMANCE_START=$START WORLD_SIZE=$WORLD
 export PYTHONFAULTHANDLER=1

@@ -1,4 +1,4 @@
-// bench/comm/allreduce_bound.cpp — a bound on the host engine's allreduce busbw on this box (issue #35):
+// bench/comm/allreduce_bound.cpp — a bound on the host engine's allreduce busbw on this box:
 // the box's memcpy bandwidth on T threads, times the memory traffic that Tessera's allreduce of a layout
 // of host islands makes (the hierarchical algorithm through the shm rings: every byte sent is copied
 // into a ring and out of it or folded from it), gives the shortest time the whole job can take and so
@@ -17,7 +17,7 @@
 // for 1+1): no busbw above it without fewer passes over memory than the engine makes. `all-in-memory`
 // counts every ring byte as memory traffic too (4.5·S per rank for 1+1); a run above it is helped by the
 // cache. On the GPU machine (a 16-core VM) the engine tracks `all-in-memory`: there a copy through a ring
-// costs as much as one through memory (docs/benchmarks.md, "Fewer passes over memory did not pay").
+// costs as much as one through memory (bench/results/log/2026-12-03-fewer-passes-over-memory.md).
 // memcpy bandwidth = bytes copied / time, so the traffic rate is 2× it. The memcpy runs on --threads
 // threads over --copy-bytes (default: every usable CPU, 256 MiB: the box's memory bandwidth).
 #include <sched.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/comm/host_threads_sweep.sh — the host engine's allreduce against its bound for each TESSERA_HOST_THREADS
-# value (issue #35): 1+1 host ranks (f32 avg in place, 64 and 256 MiB, `tessera bench allreduce`), REPS rounds
+# value: 1+1 host ranks (f32 avg in place, 64 and 256 MiB, `tessera bench allreduce`), REPS rounds
 # (default 3) with the values interleaved so load hits them alike, beside allreduce_bound for the layout (this
 # box's multi-threaded memcpy bandwidth x the traffic the allreduce must make) measured at the start of every round:
 # the box's memcpy moved 39 to 64 GB/s in calls minutes apart on the GPU machine, so one measurement is not its

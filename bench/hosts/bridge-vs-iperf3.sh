@@ -14,7 +14,7 @@
 # Prints a table of medians over rounds (GB/s = 1e9 bytes/s) with the spread (min-max over rounds), and
 # the ratios Tessera / iperf3 as the median of the per-round ratios (each round's runs are back to back,
 # so they share that moment's load: the paired ratio is steadier than a ratio of medians on a shared
-# machine); writes every measurement to bench/results/hosts-bridge-<date>.json.
+# machine); writes every measurement to RESULTS/hosts-bridge-<date>.json (RESULTS: BUILD/bench-results).
 # BEFORE=DIR: a second build (e.g. of the code before a change) whose broadcasts (4 streams and 1) run in
 # the same rounds, the two builds in alternating order from round to round; a second table compares them,
 # each against the same round's iperf3. Every round records the 1-minute load average.
@@ -39,7 +39,8 @@ if [ -n "$BEFORE" ]; then
   [ -x "$BEFORE/tessera" ] || die "$BEFORE/tessera is missing"
   BIN_BEFORE=$(realpath "$BEFORE/tessera")
 fi
-OUT=bench/results/hosts-bridge-$(date -u +%Y-%m-%dT%H%M).json
+RESULTS=${RESULTS:-$BUILD/bench-results}; mkdir -p "$RESULTS"
+OUT=$RESULTS/hosts-bridge-$(date -u +%Y-%m-%dT%H%M).json
 TMP=$(mktemp -d)
 trap '$NS down $TAG; rm -rf $TMP' EXIT
 $NS up $TAG 2

@@ -10,7 +10,7 @@
 #   Tessera broadcast from rank 0 (h0) to rank 1 (h1) over the ucx row (TESSERA_TRANSPORTS=ucx, UCX_TLS=$UCX_TLS)
 #     and over the tcp row (the default between hosts): `tessera bench broadcast` algbw, every byte crossing once.
 # Prints medians over rounds (GB/s = 1e9 B/s) and the per-round ratios' medians: ucx row / ucx_perftest,
-# ucx row / iperf3, tcp row / iperf3; writes every measurement to bench/results/hosts-ucx-<date>.json.
+# ucx row / iperf3, tcp row / iperf3; writes every measurement to RESULTS/hosts-ucx-<date>.json (RESULTS: BUILD/bench-results).
 # Knobs (environment): BUILD=build SIZES="64M" ROUNDS=5 ITERS=10 WARMUP=2 UCX_TLS= (unset: UCX's own choice)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +28,8 @@ command -v iperf3 >/dev/null || die "iperf3 is missing (scripts/install-deps.sh 
 command -v ucx_perftest >/dev/null || die "ucx_perftest is missing (scripts/install-deps.sh installs ucx-utils)"
 [ -x "$BUILD/tessera" ] || die "$BUILD/tessera is missing: build it first (cmake --build $BUILD --target tessera_cli)"
 BIN=$(realpath "$BUILD/tessera")
-OUT=bench/results/hosts-ucx-$(date -u +%Y-%m-%dT%H%M).json
+RESULTS=${RESULTS:-$BUILD/bench-results}; mkdir -p "$RESULTS"
+OUT=$RESULTS/hosts-ucx-$(date -u +%Y-%m-%dT%H%M).json
 TMP=$(mktemp -d)
 trap '$NS down $TAG; rm -rf $TMP' EXIT
 $NS up $TAG 2

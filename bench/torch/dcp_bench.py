@@ -1,4 +1,4 @@
-"""torch.distributed.checkpoint on Tessera against DCP's own file system storage, one process (issue #17).
+"""torch.distributed.checkpoint on Tessera against DCP's own file system storage, one process.
 
     python bench/torch/dcp_bench.py [--gib 2] [--reps 3] [--dir /tmp/tsr-dcp-bench] [--evict]
 

@@ -269,8 +269,8 @@ def profile_step(args, engine, stream, scale, dev, rank, label):
 def start_together(rank, world, port, timeout_s=600):
     """--independent: the worlds of one wait for each other before their first step (a TCPStore that job rank 0
     serves on `port`). Unsynchronised, one island's timed steps may start after the other's have ended, and its
-    figure is then nearer "alone" than "at once" (seen on the H200: docs/benchmarks.md, "The balanced split
-    measured"). Returns the store, which rank 0 must keep serving while the others may still read it."""
+    figure is then nearer "alone" than "at once" (seen on an H200: bench/results/log/
+    2026-12-03-deepspeed-balanced-split.md). Returns the store, which rank 0 must keep serving while the others may still read it."""
     from datetime import timedelta
     store = dist.TCPStore(os.environ.get("MASTER_ADDR", "127.0.0.1"), port, world, rank == 0,
                           timedelta(seconds=timeout_s))

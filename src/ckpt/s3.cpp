@@ -94,7 +94,7 @@ Result<Config> Config::Load(const std::string& bucket) {
     c.virtual_host = v->value == "virtual";
   }
   if (c.endpoint.empty()) c.endpoint = fmt::format("https://s3.{}.amazonaws.com", c.region);
-  // Defaults that depend on where the endpoint is (measurements: docs/benchmarks.md, "Checkpoints").
+  // Defaults that depend on where the endpoint is (measurements: bench/results/log/2026-11-29-s3-upload-vs-curl.md).
   // Payload: TLS (https) protects the body in transit, and a loopback connection never leaves the
   // machine, so both send UNSIGNED-PAYLOAD (botocore does the same over https) and skip a SHA-256 pass
   // over every byte before the first byte can be sent; plain http to another host signs the body.

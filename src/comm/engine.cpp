@@ -26,7 +26,7 @@ constexpr size_t kMaxStep = 1 << 20;
 // threads claim them one at a time, so a thread slowed by the memory system takes fewer and the join waits
 // for one small part at most. With one equal part per thread the threads were busy 69% of each join on the
 // GPU machine's 16 cores (the parts finished up to 25 us apart); four parts of 32 KiB a thread made 1+1 host
-// ranks 26% / 21% faster at 64 / 256 MiB (docs/benchmarks.md, "Parts the threads claim").
+// ranks 26% / 21% faster at 64 / 256 MiB (bench/results/log/2026-12-03-host-thread-parts.md).
 constexpr size_t kPartsPerThread = 4;
 constexpr size_t kMinPart = 32 << 10;
 
@@ -189,7 +189,7 @@ Status Engine::Run(const std::string& what) {
     // that receives nothing meanwhile (a broadcast's root) hands a channel up to its Lookahead() at once:
     // on TCP that lets the streams after a full one send ahead (a broadcast between hosts gains from it);
     // while receiving, the step stays small so that folds keep up (an allreduce loses with the larger
-    // step). Figures: docs/benchmarks.md, "The sender writes whichever stream has room".
+    // step). Figures: bench/results/log/2026-12-01-tcp-sender-writes-stream-with-room.md.
     bool receiving = false;
     for (const auto& q : recvs_) receiving |= !q.empty();
     for (size_t p = 0; p < sends_.size(); ++p) {

@@ -370,8 +370,8 @@ Status Comm::AsyncError() {
   // failure, a dead same-host peer), then an asynchronous CCL error. None of them waits. The first costs a
   // store round trip and a look at each peer, so one caller at most every kHealthInterval makes it and the
   // others go by its answer: torch's backend asks at the end of every collective (twice), and when every
-  // call asked the store, a 64 MiB all_reduce took measurably longer than its bridge work (docs/benchmarks.md,
-  // "The 64 MiB gap found and closed").
+  // call asked the store, a 64 MiB all_reduce took measurably longer than its bridge work
+  // (bench/results/log/2026-12-01-torch-64mib-gap.md).
   Status s;
   {
     std::unique_lock<std::mutex> check(health_mu_, std::try_to_lock);

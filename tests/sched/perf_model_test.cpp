@@ -1,6 +1,6 @@
 // Tests of the performance model (sched/perf_model): the split against tessera.split's rule and a brute-force
 // optimum, each term of the step, bad input, and the validation rows of docs/model.md reproduced from the
-// committed result files (bench/results/): the link figures calibrated from the device check of cfa4078, then the
+// committed result files (tests/data/, README.md there): the link figures calibrated from a device check, then the
 // LM runs' tokens/s predicted and compared with what was measured. One collective's load and paths:
 // perf_collective_test.cpp.
 // Also the host-rank allreduces of the 2-core VM (scripts/bench-comm.sh) and of the namespaced TCP hosts
@@ -29,7 +29,7 @@ const char* SourceDir() {
   return env ? env : TESSERA_TEST_SOURCE_DIR;
 }
 
-std::string Results(const std::string& f) { return std::string(SourceDir()) + "/bench/results/" + f; }
+std::string Results(const std::string& f) { return std::string(SourceDir()) + "/tests/data/" + f; }
 
 json ReadJson(const std::string& path) {
   std::ifstream in(path);
@@ -310,7 +310,7 @@ TEST(PerfModelStep, BadInputNamesTheField) {
 
 // ---- validation against the committed runs -----------------------------------------------------------
 
-// The link figures, from the device check of cfa4078 (bench/results/gpu-20261201T212053Z.json): the device
+// The link figures, from a device check (tests/data/gpu-20261201T212053Z.json): the device
 // bridge from two one-GPU islands' allreduce, host ranks' shm from two host ranks', PCIe from the pinned
 // copy, each at 256 MiB.
 struct Calibration {

@@ -1,5 +1,5 @@
 """scripts/lm_report.py without torch (ctest lm_report): the weights it derives from an independent run, and
-its summary of a real run of the experiment (bench/results/lm-20261201T1812Z, copied: the report writes
+its summary of a real run of the experiment (tests/data/lm-20261201T1812Z, copied: the report writes
 lm-summary.json beside its inputs). Usage: lm_report_test.py ROOT TESSERA_BINARY; exit 0 when all hold."""
 import json
 import os
@@ -47,8 +47,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # The summary of a real run: the figures docs/benchmarks.md quotes.
     run = os.path.join(tmp, "run")
-    shutil.copytree(os.path.join(root, "bench", "results", "lm-20261201T1812Z"), run,
-                    ignore=shutil.ignore_patterns("*.png", "lm-summary.*"))
+    shutil.copytree(os.path.join(root, "tests", "data", "lm-20261201T1812Z"), run)
     out = subprocess.run([sys.executable, report, run, tessera, root], capture_output=True, text=True)
     text = out.stdout
     check(out.returncode == 0, f"report exits 0 (got {out.returncode}: {out.stderr.strip()[-300:]})")

@@ -4,25 +4,25 @@
 # scripts/deepspeed-experiment.sh of the working tree: the old layout traced (hybrid, profiled), the new layout's
 # interleaved reps (independent, hybrid; traced), the old layout's independent run traced if time allows.
 set -o pipefail
-R=$PWD; C=$R/build-ds-carry; L=/tmp/ds; S=/tmp/dssite; B=/tmp/bds; DEVOUT=$OUT
-rm -rf $L; mkdir -p $L /tmp/hsrc $S
+R=$PWD; C=$R/build-ds-carry; L=$TMPDIR/ds; S=$TMPDIR/dssite; B=$TMPDIR/bds; DEVOUT=$OUT
+rm -rf $L; mkdir -p $L $TMPDIR/hsrc $S
 exec > >(tee $L/run.txt) 2>&1
 echo "$(date -u +%FT%TZ) tessera $(cat $C/HEAD) (git archive HEAD); scripts and example from the working tree"
 nvidia-smi --query-gpu=name,driver_version,memory.used,utilization.gpu --format=csv,noheader; nproc; uptime
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $S $R/.whl/*.whl || exit 1
 export PYTHONPATH=$S
-tar -xzf $C/head.tar.gz -C /tmp/hsrc || exit 1
+tar -xzf $C/head.tar.gz -C $TMPDIR/hsrc || exit 1
 # DeepSpeed's cpu_adam op (JIT, into the experiment's TORCH_EXTENSIONS_DIR) beside the build, not in the first run
-(cd /tmp && DS_ACCELERATOR=cuda TORCH_EXTENSIONS_DIR=/tmp/tessera-ds-ext python3 -c \
+(cd /tmp && DS_ACCELERATOR=cuda TORCH_EXTENSIONS_DIR=$TMPDIR/tessera-ds-ext python3 -c \
    'from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load()' > $L/jit.log 2>&1
  echo "cpu_adam JIT: exit $? at $SECONDS s" >> $L/jit.log) &
 JIT=$!
 t0=$SECONDS
 # RelWithDebInfo's -O2 without -g (the same code, a faster build)
-cmake -S /tmp/hsrc -B $B -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S $TMPDIR/hsrc -B $B -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" > $L/configure.log 2>&1 &&
   cmake --build $B -j 16 --target libtessera tessera_cli > $L/build.log 2>&1 &&
-  (cd /tmp/hsrc && TESSERA_BUILD_DIR=$B python3 -m pip install --no-build-isolation --no-index --no-deps -q \
+  (cd $TMPDIR/hsrc && TESSERA_BUILD_DIR=$B python3 -m pip install --no-build-isolation --no-index --no-deps -q \
      --target $S ./python > $L/pip.log 2>&1) || { tail -40 $L/configure.log $L/build.log $L/pip.log; exit 1; }
 echo "build: $((SECONDS - t0)) s"; wait $JIT; tail -2 $L/jit.log
 (cd /tmp && python3 -c 'import torch, tessera._C as c; print("tessera._C", c.version(), "cuda build", c.cuda_build)') || exit 1

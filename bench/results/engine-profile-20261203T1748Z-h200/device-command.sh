@@ -3,7 +3,7 @@
 # instrumentation: per rank, wall time in each kind of step and the pool's fork/join efficiency), 64 and 256 MiB
 # separately, 8 threads (auto) and 1, beside allreduce_bound.
 set -o pipefail
-B=/tmp/bh; L=$OUT/r35; mkdir -p $L
+B=$TMPDIR/bh; L=$OUT/r35; mkdir -p $L
 exec > >(tee $L/run.txt) 2>&1
 date -u +%FT%TZ; nproc; uptime
 t0=$SECONDS

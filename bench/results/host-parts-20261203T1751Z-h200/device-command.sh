@@ -2,7 +2,7 @@
 # Issue #35: parts per thread in the pool's fork/join (TESSERA_PIECE_SPLIT parts per thread, TESSERA_PIECE_MIN KiB
 # the smallest; temporary knobs), A/B interleaved, plus one profiled 256 MiB run of each.
 set -o pipefail
-B=/tmp/bh; L=$OUT/r35; mkdir -p $L
+B=$TMPDIR/bh; L=$OUT/r35; mkdir -p $L
 exec > >(tee $L/run.txt) 2>&1
 date -u +%FT%TZ; nproc; uptime
 t0=$SECONDS

@@ -4,7 +4,7 @@
 # Ran on the tree of d9d6786 (before its clang-format; the rows say 7506d57 + uncommitted changes); TESSERA_BRIDGE_ROUND
 # and the ring-scaled steps were removed after it (docs/benchmarks.md, "Fewer passes over memory did not pay").
 set -o pipefail
-B=/tmp/bh; L=$OUT/r35; mkdir -p $L
+B=$TMPDIR/bh; L=$OUT/r35; mkdir -p $L
 exec > >(tee $L/run.txt) 2>&1
 date -u +%FT%TZ; nproc; uptime; lscpu | grep -E "Model name|L3"
 t0=$SECONDS

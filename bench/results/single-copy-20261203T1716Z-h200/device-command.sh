@@ -3,7 +3,7 @@
 # two-copy rings in one lease, values interleaved (bench/comm/host_threads_sweep.sh), beside allreduce_bound measured
 # in the same run. This first run pulled in steps of the engine's turn (1 MiB, cut in 128 KiB pieces per thread).
 set -o pipefail
-B=/tmp/bh; L=$OUT/r35; mkdir -p $L
+B=$TMPDIR/bh; L=$OUT/r35; mkdir -p $L
 exec > >(tee $L/run.txt) 2>&1
 date -u +%FT%TZ; nproc; uptime; lscpu | grep -E "Model name|L3"
 t0=$SECONDS

@@ -1,4 +1,4 @@
-// throwaway probe (issue #35, bench/results/single-copy-20261203T1719Z-h200): process_vm_readv vs memcpy on T threads
+// throwaway probe (bench/results/single-copy-20261203T1719Z-h200): process_vm_readv vs memcpy on T threads
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
 # TESSERA_STREAM_MIN MiB (an experiment knob; 100000: never = the engine as before), A/B in one lease, values
 # interleaved, 5 rounds, beside allreduce_bound measured in the same run.
 set -o pipefail
-B=/tmp/bh; L=$OUT/r35; mkdir -p $L
+B=$TMPDIR/bh; L=$OUT/r35; mkdir -p $L
 exec > >(tee $L/run.txt) 2>&1
 date -u +%FT%TZ; nproc; uptime; lscpu | grep -E "Model name|L3"
 t0=$SECONDS

@@ -72,7 +72,7 @@ using CclVendor = CclRow;  // the name of a row before rows carried more than fi
 // The libraries this build knows. Only nccl has run on hardware (see docs/gpu.md, "Vendors"); hccl and mccl
 // are proven against the host ABI shims of tests/shims (tests/ccl).
 inline constexpr CclRow kCclTable[] = {
-    // NCCL: every value from nccl.h; run on the H200 machine: see docs/benchmarks.md.
+    // NCCL: every value from nccl.h; run on an H200: see docs/benchmarks.md.
     {"nccl", "libnccl.so.2", "nccl"},
     // MCCL (Moore Threads): NCCL's API under the prefix "mccl" (torch_musa calls it with NCCL's argument order).
     // Soname: a public vLLM launch script sets VLLM_NCCL_SO_PATH=/usr/local/musa/lib/libmccl.so.2. Type and op
@@ -196,7 +196,8 @@ class CclComm {
   int nranks() const { return nranks_; }
   // The CCL's operation for `op` on this communicator. Avg on a communicator of one rank is sent as sum
   // (the same value, exactly): NCCL before 2.29.7 leaves the last elements of a one-rank avg unwritten at
-  // some counts (NVIDIA/nccl#1950; bench/gpu/one_rank_avg's cases and findings: docs/benchmarks.md).
+  // some counts (NVIDIA/nccl#1950; bench/gpu/one_rank_avg's cases and findings:
+  // bench/results/log/2026-11-29-gpu-runs-late.md).
   // Use this, not CclRedOp, for every call.
   // -1 where the library has no such op (HCCL's avg): check lib().SupportsReduce first.
   int Op(RedOp op) const { return lib_->Op(op == RedOp::kAvg && nranks_ == 1 ? RedOp::kSum : op); }

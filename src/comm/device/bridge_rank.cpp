@@ -178,8 +178,8 @@ Status BridgeRank::CheckBuffers(const char* what, const void* send, size_t send_
 }
 
 // NCCL's first collective on a communicator does not return until the caller's stream has drained, while
-// every later call returns at once (bench/gpu/first_call.cu; figures in docs/benchmarks.md, "NCCL's first
-// collective waits for the caller's stream"). So the communicator
+// every later call returns at once (bench/gpu/first_call.cu; figures in
+// bench/results/log/2026-11-29-gpu-runs-evening.md). So the communicator
 // makes that first call itself, on a stream of its own, before the application can queue work.
 Status BridgeRank::WarmUp() {
   DeviceRuntime& rt = dev_->rt();

@@ -63,7 +63,7 @@ class AllocCache {
 // and op are valid, both buffers lie in allocations the full path has validated, the communicator has not failed, and
 // the call is not one of the 1 in 128 that poll the CCL's asynchronous error; everything else goes the full path
 // (DeviceRank::AllReduce), and a CCL error is reported as there. Its cost against NCCL called directly:
-// docs/benchmarks.md, "Single island against NCCL called directly".
+// docs/benchmarks.md, "Current figures".
 struct alignas(64) DirectAllReduce {
   static constexpr int kTypes = static_cast<int>(DType::kCount), kOps = static_cast<int>(RedOp::kCount);
   int (*call)(const void*, void*, size_t, int, int, void*, void*) = nullptr;  // the CCL's AllReduce

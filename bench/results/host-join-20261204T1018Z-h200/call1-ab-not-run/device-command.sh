@@ -7,8 +7,8 @@ D=bench/results/host-join-h200
 L=$OUT/r35; mkdir -p $L
 exec > >(tee $L/run.txt) 2>&1
 date -u +%FT%TZ; nproc; uptime
-rm -rf /tmp/old-src && mkdir -p /tmp/old-src && tar --exclude='./build*' -cf - . | tar -xf - -C /tmp/old-src
-cp $D/before/engine.cpp $D/before/engine.hpp /tmp/old-src/src/comm/
-bench/comm/host_build.sh /tmp/bnew && /tmp/old-src/bench/comm/host_build.sh /tmp/bold || exit 1
-OUT=$L REPS=${REPS:-5} bench/comm/host_threads_sweep.sh /tmp/bnew build:/tmp/bnew build:/tmp/bold TESSERA_HOST_THREADS=12
+rm -rf $TMPDIR/old-src && mkdir -p $TMPDIR/old-src && tar --exclude='./build*' -cf - . | tar -xf - -C $TMPDIR/old-src
+cp $D/before/engine.cpp $D/before/engine.hpp $TMPDIR/old-src/src/comm/
+bench/comm/host_build.sh $TMPDIR/bnew && $TMPDIR/old-src/bench/comm/host_build.sh $TMPDIR/bold || exit 1
+OUT=$L REPS=${REPS:-5} bench/comm/host_threads_sweep.sh $TMPDIR/bnew build:$TMPDIR/bnew build:$TMPDIR/bold TESSERA_HOST_THREADS=12
 echo "done at $SECONDS s"; uptime
