@@ -1,4 +1,4 @@
-// comm/host_pool: a rank's pool of host threads for the engine's large copies and folds (issue #35).
+// comm/host_pool: a rank's pool of host threads for the engine's large copies and folds.
 //
 // One pool per communicator (Links::host_pool, made by Comm::SetUpChannels), sized by TESSERA_HOST_THREADS:
 // `auto` gives max(1, min(8, cpus / ranks of this communicator on this host)), where cpus are the ones this

@@ -70,7 +70,7 @@ TEST(Cli, LsShowVerifyRm) {
   EXPECT_NE(r.out.find("step 99"), std::string::npos) << r.out;
 }
 
-// Issue #13 item 9 at the command line: a manifest edited after its commit (`"row_offset": 0` → `1`) fails
+// At the command line: a manifest edited after its commit (`"row_offset": 0` → `1`) fails
 // `verify` naming the manifest, and `ls` moves "latest" to the previous step. A manifest of the previous
 // format (no digest) verifies, flagged as unprotected.
 TEST(Cli, VerifyRejectsAnEditedManifestAndFlagsAnUnprotectedOne) {

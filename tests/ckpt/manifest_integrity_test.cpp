@@ -1,5 +1,5 @@
-// tests/ckpt/manifest_integrity_test: the manifest is protected and checked before restore trusts it
-// (issue #13, items 9 and 10). A small three-rank checkpoint (steps 1 and 2) is written, then step 2's
+// tests/ckpt/manifest_integrity_test: the manifest is protected and checked before restore trusts it.
+// A small three-rank checkpoint (steps 1 and 2) is written, then step 2's
 // manifest is damaged — single-bit flips at seeded random positions, value edits with and without a
 // recomputed digest, a legacy (digest-less) manifest — and for every damaged manifest Verify, Latest
 // and Restore are asked. The guarantee enforced (docs/ckpt.md, "Manifest integrity"): either Restore

@@ -1,4 +1,4 @@
-// tests/comm/framework_test: the framework C API (issue #14) on real rank processes started without the
+// tests/comm/framework_test: the framework C API on real rank processes started without the
 // launcher and with no TESSERA_* variable: tsrGetUniqueId (here, or in rank 0), tsrCommInitRank, two
 // communicators at once, tsrCommSplit (subsets, NOCOLOR, nested), groups of sends and receives in
 // adversarial orders, alltoall(v) for every type, tsrCommAbort from another thread, and
@@ -194,7 +194,7 @@ int Threads() {
   return 0;
 }
 
-// Issue #13 items 11-12 on a real job: 300 silent connections to the job's store (served by this
+// On a real job: 300 silent connections to the job's store (served by this
 // process, which made the id) while the ranks start over a TCP bridge. The job still succeeds and the
 // strays hold no thread of the store (before: one thread each).
 TEST(FrameworkApi, SilentStrayConnectionsNeitherBreakAJobNorHoldThreads) {

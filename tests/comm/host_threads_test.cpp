@@ -1,4 +1,4 @@
-// tests/comm/host_threads_test: the rank's host thread pool (comm/host_pool, TESSERA_HOST_THREADS, issue #35).
+// tests/comm/host_threads_test: the rank's host thread pool (comm/host_pool, TESSERA_HOST_THREADS).
 //
 // The pool alone: every part runs once, callers nest and overlap safely, threads are joined on
 // destruction, a forked child rebuilds its pool, the `auto` rule and the variable's errors. The engine alone over

@@ -327,7 +327,7 @@ TEST(Store, SurvivesClientsThatVanishOrSpeakGarbage) {
   ::close(silent);
 }
 
-// ---- hostile clients (issue #13, item 12) ----
+// ---- hostile clients ----
 
 using test_util::RawConnect;
 

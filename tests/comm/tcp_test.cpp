@@ -1,4 +1,4 @@
-// Tests of comm/transport/tcp's listener against stray connections (issue #13, item 11): a connection
+// Tests of comm/transport/tcp's listener against stray connections: a connection
 // that sends nothing, or a wrong token, must neither block the bridge's start-up nor take a peer's place,
 // and is logged; the listener binds the address it is given, not every interface.
 #include "comm/transport/tcp.hpp"

@@ -1,9 +1,9 @@
-// tests/daemon/security_test: issue #13's daemon-security defects, each against a real daemon on loopback:
+// tests/daemon/security_test: the daemon-security defects, each against a real daemon on loopback:
 // a job cannot read the daemon's token or state (it runs under another identity, or in a sandbox, and its
 // environment carries no daemon path); the state directory and its files are private; tenants come from a
 // file that holds only token hashes, follow it across SIGHUP and restarts; job paths stay inside the tenant's
 // area; slow clients do not starve the API and large bodies get 413; malformed requests get JSON 400s; job
-// names with control characters and jobs that no zone could ever hold are refused at submit.
+// Names with control characters and jobs that no zone could ever hold are refused at submit.
 #include "daemon/security.hpp"
 
 #include <arpa/inet.h>
@@ -159,7 +159,7 @@ class DaemonSecurity : public ::testing::Test {
   std::unique_ptr<Client> admin_;
 };
 
-// Issue #13, 1: `cat $TESSERA_HOME/token` printed the admin token into the job's own log.
+// `cat $TESSERA_HOME/token` printed the admin token into the job's own log.
 TEST_F(DaemonSecurity, JobCannotReadTheDaemonsTokenOrState) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   ASSERT_NO_FATAL_FAILURE(Register());
@@ -189,7 +189,7 @@ TEST_F(DaemonSecurity, JobCannotReadTheDaemonsTokenOrState) {
   }
 }
 
-// Issue #13, 1: the state directory is tightened to 0700, the database, its WAL and token files to 0600.
+// The state directory is tightened to 0700, the database, its WAL and token files to 0600.
 TEST_F(DaemonSecurity, StateDirectoryAndSecretsArePrivate) {
   ASSERT_EQ(::mkdir((dir_ + "/state").c_str(), 0755), 0);
   ASSERT_EQ(::chmod((dir_ + "/state").c_str(), 0755), 0);
@@ -210,7 +210,7 @@ TEST_F(DaemonSecurity, StateDirectoryAndSecretsArePrivate) {
   EXPECT_EQ(Mode(s + "/daemon.db"), 0600);
 }
 
-// Issue #13, 4: `checkpoint.dir: ../st1/jobs/2/ckpt` escaped the tenant.
+// `checkpoint.dir: ../st1/jobs/2/ckpt` escaped the tenant.
 TEST_F(DaemonSecurity, JobPathsAreConfinedToTheTenantArea) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   ASSERT_NO_FATAL_FAILURE(Register());
@@ -244,7 +244,7 @@ TEST_F(DaemonSecurity, JobPathsAreConfinedToTheTenantArea) {
   EXPECT_EQ((*good)["checkpoint_dir"], area + "/shared/ckpt");
 }
 
-// Issue #13, 5: 12 connections sending one header line every 2 s made /v1/health time out.
+// 12 connections sending one header line every 2 s made /v1/health time out.
 TEST_F(DaemonSecurity, SlowClientsDoNotStarveTheApi) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   std::string addr = Addr(d_->state());
@@ -291,7 +291,7 @@ TEST_F(DaemonSecurity, SlowClientsDoNotStarveTheApi) {
   for (int fd : socks) ::close(fd);
 }
 
-// Issue #13, 5: the request body is capped at 1 MiB, with a JSON 413.
+// The request body is capped at 1 MiB, with a JSON 413.
 TEST_F(DaemonSecurity, OversizedBodyGets413) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   std::string token = AdminToken(d_->state());
@@ -305,7 +305,7 @@ TEST_F(DaemonSecurity, OversizedBodyGets413) {
   EXPECT_EQ(s.status, 400) << s.body;
 }
 
-// Issue #13, 6: these answered 500 with an empty body.
+// These answered 500 with an empty body.
 TEST_F(DaemonSecurity, MalformedRequestsGetJson400s) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   ASSERT_NO_FATAL_FAILURE(Register());
@@ -380,7 +380,7 @@ TEST_F(DaemonSecurity, DeeplyNestedBodiesGet400AndTheDaemonLives) {
   EXPECT_NE(ErrorOf(ok).find("must be a JSON object, not array"), std::string::npos) << ok.body;
 }
 
-// Issue #13, 7: names with control characters split `tessera queue` rows and truncated the ledger key.
+// Names with control characters split `tessera queue` rows and truncated the ledger key.
 TEST_F(DaemonSecurity, NamesWithControlCharactersAreRefused) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   ASSERT_NO_FATAL_FAILURE(Register());
@@ -399,7 +399,7 @@ TEST_F(DaemonSecurity, NamesWithControlCharactersAreRefused) {
   EXPECT_TRUE((*list)["jobs"].empty()) << list->dump();
 }
 
-// Issue #13, 8: `cards: 1000` on a 4-card fleet was accepted and queued forever.
+// `cards: 1000` on a 4-card fleet was accepted and queued forever.
 TEST_F(DaemonSecurity, JobsNoZoneCouldHoldAreRefused) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   ASSERT_NO_FATAL_FAILURE(Register());
@@ -429,7 +429,7 @@ TEST_F(DaemonSecurity, JobsNoZoneCouldHoldAreRefused) {
   ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", (*a)["id"].get<int64_t>()), json::object()).ok());
 }
 
-// Issue #13, 2: tenant tokens were given on the command line (visible in `ps`) and stored as given.
+// Tenant tokens were given on the command line (visible in `ps`) and stored as given.
 TEST_F(DaemonSecurity, TenantsComeFromAFileAndOnlyHashesAreKept) {
   std::string tf = WriteTenantsFile(dir_ + "/tenants.yaml", {{"alice", "tok-alice-secret"}, {"bob", "tok-bob-secret"}});
   ASSERT_NO_FATAL_FAILURE(StartDaemon({"--tenants", tf}));
@@ -464,7 +464,7 @@ TEST_F(DaemonSecurity, TenantsComeFromAFileAndOnlyHashesAreKept) {
   EXPECT_NE(out.find("chmod 600"), std::string::npos) << out;
 }
 
-// Issue #13, 2: the tenants file is reloaded on SIGHUP; a broken file keeps the table in force.
+// The tenants file is reloaded on SIGHUP; a broken file keeps the table in force.
 TEST_F(DaemonSecurity, TenantsFileIsReloadedOnSighup) {
   std::string tf = WriteTenantsFile(dir_ + "/tenants.yaml", {{"alice", "tok-a"}, {"bob", "tok-b"}});
   ASSERT_NO_FATAL_FAILURE(StartDaemon({"--tenants", tf}));
@@ -484,7 +484,7 @@ TEST_F(DaemonSecurity, TenantsFileIsReloadedOnSighup) {
   EXPECT_TRUE(TokenWorks("tok-a"));
 }
 
-// Issue #13, 3: a tenant removed from the configuration kept access after a restart.
+// A tenant removed from the configuration kept access after a restart.
 TEST_F(DaemonSecurity, RemovedTenantGets401AfterRestart) {
   std::string tf = WriteTenantsFile(dir_ + "/tenants.yaml", {{"alice", "tok-a"}, {"bob", "tok-b"}});
   ASSERT_NO_FATAL_FAILURE(StartDaemon({"--tenants", tf}));
@@ -504,7 +504,7 @@ TEST_F(DaemonSecurity, RemovedTenantGets401AfterRestart) {
   EXPECT_TRUE(TokenWorks(AdminToken(d_->state())));
 }
 
-// Issue #13, 1: a tenant's `user:` is the identity its jobs run as (a root daemon).
+// A tenant's `user:` is the identity its jobs run as (a root daemon).
 TEST_F(DaemonSecurity, TenantUserIsTheJobsIdentity) {
   if (::geteuid() != 0) GTEST_SKIP() << "switching users needs a root daemon";
   if (Shell("id -u daemon >/dev/null 2>&1") != 0) GTEST_SKIP() << "no 'daemon' user on this machine";
@@ -533,7 +533,7 @@ TEST_F(DaemonSecurity, TenantUserIsTheJobsIdentity) {
   EXPECT_EQ(lb.find("listed-alice"), std::string::npos) << "bob's job listed alice's directory:\n" << lb;
 }
 
-// Issue #13, 1, an ordinary user's daemon: jobs run in a bubblewrap sandbox that hides the state directory,
+// An ordinary user's daemon: jobs run in a bubblewrap sandbox that hides the state directory,
 // the other jobs' areas and the daemon's processes. The daemon is started as nobody (setpriv).
 TEST_F(DaemonSecurity, SandboxHidesTheStateFromJobsOfAnUnprivilegedDaemon) {
   if (::geteuid() != 0) GTEST_SKIP() << "the test starts the daemon as nobody with setpriv, which needs root";
@@ -580,7 +580,7 @@ TEST_F(DaemonSecurity, SandboxHidesTheStateFromJobsOfAnUnprivilegedDaemon) {
   EXPECT_TRUE(Exists(out_ + "/term.1.0")) << "the job did not get SIGTERM before the end";
 }
 
-// Issue #13, 1: the job identity is never the daemon's own; a user that does not exist is named.
+// The job identity is never the daemon's own; a user that does not exist is named.
 TEST_F(DaemonSecurity, JobUserMustBeAnExistingUnprivilegedUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "--job-user is for a daemon running as root";
   std::string out;

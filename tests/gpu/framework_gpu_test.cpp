@@ -1,4 +1,4 @@
-// tests/gpu/framework_gpu_test: the framework C API on CUDA ranks (issue #14) — tsrCommInitRank with a
+// tests/gpu/framework_gpu_test: the framework C API on CUDA ranks — tsrCommInitRank with a
 // device in tsrConfig_t, tsrAllToAll/tsrAllToAllv, a tsrGroupStart/End ring and tsrCommSplit, on device
 // memory and a stream, in a hybrid world (one GPU rank + host ranks: pinned staging) and in a world of
 // one CUDA island (NCCL's own group calls; needs two GPUs). Ranks are framework_gpu_worker processes

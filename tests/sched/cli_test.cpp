@@ -173,7 +173,7 @@ TEST(SchedCli, PlanRejectsBadFilesWithFileLineField) {
   fs::remove_all(dir);
 }
 
-// Issue #13: a cheaper mix 1 ppm under the floor made `tessera plan` exit 2 ("GLPK solutions keep violating the
+// A cheaper mix 1 ppm under the floor made `tessera plan` exit 2 ("GLPK solutions keep violating the
 // domestic floor by rounding"). 3 domestic cards at 9.00/h, exit 0; with d0 at 2 cards, exit 1 on the floor.
 TEST(SchedCli, PlanNearTheFloorPlacesOrExplains) {
   if (!tessera::sched::HaveGlpk()) GTEST_SKIP() << "built without GLPK";

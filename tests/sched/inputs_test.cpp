@@ -265,7 +265,7 @@ TEST(SchedInputs, ShippedExamplesLoad) {
   EXPECT_NE(missing.status().message().find("no-such-job.yaml"), std::string::npos);
 }
 
-// Issue #15: yaml-cpp keeps both entries of a key given twice and a lookup sees one, so `cards: 8` then
+// yaml-cpp keeps both entries of a key given twice and a lookup sees one, so `cards: 8` then
 // `cards: 4` silently lost a value. Every file the loaders read refuses it, naming the file, both lines and
 // the field.
 TEST(SchedInputs, DuplicateKeysAreRefusedWithFileLineField) {
@@ -301,7 +301,7 @@ TEST(SchedInputs, DuplicateKeysAreRefusedWithFileLineField) {
                   .ok());
 }
 
-// Issue #15: errors that span two files name the file, line and field of the entry at fault, like the loaders.
+// Errors that span two files name the file, line and field of the entry at fault, like the loaders.
 TEST(SchedInputs, CrossFileErrorsNameFileLineField) {
   auto cat = ParseCatalog(kCatalog, "cat.yaml");
   auto fleet = ParseFleet("nodes:\n  - {id: n, zone: z, type: ascend-910b, cards: 8, count: 2}\n", "fleet.yaml");

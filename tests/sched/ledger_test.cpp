@@ -165,7 +165,7 @@ TEST_F(LedgerTest, ComplianceAuditAgainstTheCalendar) {
   EXPECT_TRUE(d1t->compliant);
   // A day with no usage is compliant (nothing allocated).
   EXPECT_TRUE((*l)->ComplianceReport(*ParseDate("d", "2026-04-01"), *p)->compliant);
-  // A weight class the catalog has no throughput for: named with the policy's file, line and field (#15).
+  // A weight class the catalog has no throughput for: named with the policy's file, line and field.
   auto pw = ParsePolicy("unit: throughput\nweight_class: infer\nfloor: 20%\n", "pw.yaml");
   ASSERT_TRUE(pw.ok());
   auto bad = (*l)->ComplianceReport(*ParseDate("d", "2026-03-01"), *pw, &c);

@@ -593,7 +593,7 @@ TEST(SchedPlanner, StaleFleetIndexIsNotTrusted) {
   EXPECT_NE(bad.status().message().find("stale"), std::string::npos) << bad.status().message();
 }
 
-// Issue #13's reproducer: 2 domestic of 3 cards is 66.6666...%, less than 1 ppm under a 66.6667% floor. The
+// Reproducer: 2 domestic of 3 cards is 66.6666...%, less than 1 ppm under a 66.6667% floor. The
 // cheaper mix must be refused exactly (not by retrying GLPK), leaving 3 domestic cards at 9.00/h.
 TEST(SchedPlanner, NearFloorReproducerIsDecidedExactly) {
   if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
@@ -968,7 +968,7 @@ TieKey KeyOf(const Instance& in, const Placement& p) {
 
 }  // namespace
 
-// Issue #16: between equal optima the planner prefers the most domestic share units, then the lowest cost
+// Between equal optima the planner prefers the most domestic share units, then the lowest cost
 // per hour, then the zone listed first in the fleet (GLPK alone took the imported card at an equal price).
 TEST(SchedPlanner, EqualOptimaPreferDomesticThenCheaperThenFirstZone) {
   if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";

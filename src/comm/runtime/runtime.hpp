@@ -1,4 +1,4 @@
-// comm/runtime: the device-runtime table (issue #31): one row per vendor runtime (NVIDIA's CUDA runtime, Ascend's
+// comm/runtime: the device-runtime table: one row per vendor runtime (NVIDIA's CUDA runtime, Ascend's
 // ACL, Moore Threads' MUSA), loaded at run time with dlopen like the CCL table (comm/ccl/ccl.hpp), and one
 // interface over them.
 //
