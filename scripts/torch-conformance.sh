@@ -12,7 +12,7 @@
 #   -k EXPR      pytest's -k: a subset of the tests (default: all)
 #   --start      how each test's ranks start (default fork; spawn is torch's runner's way, slower)
 #   --budget S   bound on each backend's run (default 1800): past it the run is stopped and counts as failed
-#   --doc        write the test-by-test table into docs/torch.md (between its conformance markers)
+#   --doc        write the test-by-test table to docs/torch-conformance.md (a generated page)
 # PYTHON (default .venv/bin/python, else python3) must import torch and tessera._C (scripts/torch-check.sh
 # BUILD install puts it there). Reports go to $OUT when set, else build/bench-results/: conformance-*.xml/.log.
 set -uo pipefail
@@ -72,7 +72,7 @@ for be in gloo tessera tessera-as-gloo; do
 done
 DOCARGS=()
 if [ -n "$DOC" ]; then
-  DOCARGS=(--doc "$ROOT/docs/torch.md" --commit "$(git rev-parse --short HEAD 2>/dev/null)"
+  DOCARGS=(--doc "$ROOT/docs/torch-conformance.md"
            --machine "$(nproc) cores, torch $("$PY" -c 'import torch; print(torch.__version__)'), $WORLD ranks, $START")
 fi
 "$PY" "$ROOT/tests/torch/conformance_report.py" --known "$ROOT/tests/torch/conformance_known.txt" \

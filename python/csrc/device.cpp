@@ -112,7 +112,7 @@ c10::intrusive_ptr<c10d::Work> DeviceQueue::Marker(c10d::OpType type, const char
 
 // The Work of a call queued on the communication stream up to `end` (work.hpp): HOST WAIT in a group of several
 // islands, STREAM WAIT in a group of one (with the host-side wait, DDP on one GPU took about 3x NCCL's step:
-// docs/torch.md, Status, "DDP on one GPU took 3× NCCL's step").
+// bench/results/log/2026-12-01-torch-backend-what-ran.md).
 c10::intrusive_ptr<c10d::Work> DeviceQueue::Finish(c10d::OpType type, const char* title,
                                                    std::vector<at::Tensor> outputs, std::shared_ptr<c10::Event> end) {
   auto fut = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),

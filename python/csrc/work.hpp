@@ -15,7 +15,7 @@
 //     host until then, on any stream. A stream made to wait instead could later be waited for by CUDA's legacy
 //     default stream (FSDP2 waits on its all-gather stream, then the default stream waits for that stream's
 //     event), and a pageable copy there then holds up the bridge worker's device calls until the collective ends:
-//     a deadlock (completer.hpp; docs/torch.md, Status).
+//     a deadlock (completer.hpp; bench/results/log/2026-12-01-torch-backend-what-ran.md).
 // Every Work reaches the communicator only through CommRef: a Work may outlive its process group (DDP and futures
 // keep them), and shutdown() empties the CommRef before destroying the communicator. Every call of the backend is
 // counted in CommRef while it is inside the communicator: destroy_process_group() on another thread aborts those
