@@ -32,7 +32,9 @@ way), on SIGTERM and at the end. On SIGTERM every rank finishes the current step
 all_reduce MAX of the flag after every step) to stop after the same step, save it and exit 143, as the C++
 example trainer does (the daemon then queues the job again). A start with TESSERA_RESUME_FROM (set by the
 daemon) restores that step (tessera.torch.checkpoint.resume) and continues with the next global batch, so
-the resumed run sees the same data as an uninterrupted one. Rank 0 prints `step N/M loss L` every
+the resumed run sees the same data as an uninterrupted one, also on another world size and another split of the
+same global batch (a job the daemon moved to another mix: the optimizer state is saved per parameter name, so DCP
+reshards it onto the new ZeroRedundancyOptimizer partition). Host ranks (--island X=host:N) train on the CPU. Rank 0 prints `step N/M loss L` every
 --print-every steps (the daemon's `tessera status` shows the last such line as the job's progress).
 """
 import argparse
@@ -165,12 +167,28 @@ class Block(nn.Module):
 
 
 PRECISION = "bf16"
+DEVICE = torch.device("cpu")  # this rank's device (main: TESSERA_DEVICE; host ranks train on the CPU)
 
 
 def amp():
     if PRECISION == "bf16":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+        return torch.autocast(DEVICE.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def synchronize():
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
+
+
+def rng_state():
+    return {"cpu": torch.get_rng_state(), **({"cuda": torch.cuda.get_rng_state(DEVICE)} if DEVICE.type == "cuda" else {})}
+
+
+def set_rng_state(rng):
+    torch.set_rng_state(rng["cpu"])
+    if "cuda" in rng and DEVICE.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda"], DEVICE)
 
 
 ATTENTION = None  # None: torch's choice of SDPA kernel; else a list of SDPBackend (choose_attention)
@@ -315,50 +333,65 @@ def init_optim_state(optim):
     optim.zero_grad(set_to_none=True)
 
 
-def train_state(model, opt, sched, rank, dev, step, epoch, pos, losses, config):
+def optim_by_name(model, opt):
+    """The optimizer state of the parameters this rank steps, by parameter name: with ZeroRedundancyOptimizer
+    its partition (each parameter on one rank), else every parameter (replicated: DCP writes it once). Keyed
+    by name, not by rank, so that a run on another world size (another partition) loads each parameter's state
+    from wherever it was saved: DCP reshards it."""
+    lopt = local_optimizer(opt)
+    names = {id(p): n for n, p in model.named_parameters()}
+    return {names[id(p)]: lopt.state[p] for g in lopt.param_groups for p in g["params"] if p in lopt.state}
+
+
+def train_state(model, opt, sched, rank, world, step, epoch, pos, losses, config, shares, rng=True):
     """What a checkpoint holds (dcp.save / dcp.load of this dict):
       model        the model's state_dict (DDP's module; replicated: DCP writes it once)
-      optim        the optimizer's state_dict (plain AdamW: replicated), or with ZeroRedundancyOptimizer
-                   optim_rank<R>: each rank's own partition (so a resume needs the same world size)
-      rng_rank<R>  this rank's CPU and CUDA generator states
-      meta         replicated plain Python values: step, data position (epoch, micro-batches consumed in it),
+      optim        the optimizer's state per parameter name (optim_by_name): any world size loads it
+      rng_rank<R>  this rank's CPU (and CUDA) generator states: restored on a resume with the same world size only
+                   (a rank of another world has no counterpart; the training draws no random numbers, so the
+                   curve does not depend on them)
+      meta         replicated plain Python values: step, data position (epoch, global batches consumed in it),
                    the learning rates in force, the LR scheduler's state, the loss of every step so far
-                   (the loss log continues) and the run's configuration (checked on resume)."""
-    lopt = local_optimizer(opt)
-    meta = {"step": int(step), "epoch": int(epoch), "pos": int(pos),
+                   (the loss log continues), the run's configuration (checked on resume) and the world size and
+                   split that made it (a resume may use another: the global batch is the same)."""
+    meta = {"step": int(step), "epoch": int(epoch), "pos": int(pos), "world": int(world), "shares": json.dumps(shares),
             "lrs": json.dumps([float(g["lr"]) for g in opt.param_groups]),
             "sched": base64.b64encode(pickle.dumps(sched.state_dict())).decode(),
             "losses": json.dumps(losses), "config": json.dumps(config, sort_keys=True)}
-    state = {"model": model.state_dict(), "meta": meta,
-             f"rng_rank{rank}": {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state(dev)}}
-    state[f"optim_rank{rank}" if lopt is not opt else "optim"] = lopt.state_dict()
+    state = {"model": model.state_dict(), "meta": meta, "optim": optim_by_name(model, opt)}
+    if rng:
+        state[f"rng_rank{rank}"] = rng_state()
     return state
 
 
-def restore(model, opt, sched, rank, dev, config):
+def restore(model, opt, sched, rank, world, config, shares):
     """TESSERA_RESUME_FROM set: loads that step (tessera.torch.checkpoint.resume; an older good step if it is
-    damaged) and applies it. Returns (step, meta, rng) or None on a fresh start. Collective."""
-    if not os.environ.get("TESSERA_RESUME_FROM"):
+    damaged) and applies it, on this run's world size and split whatever those of the run that saved it.
+    Returns (step, meta, rng or None) or None on a fresh start. Collective."""
+    value = os.environ.get("TESSERA_RESUME_FROM")
+    if not value:
         return None
-    from tessera.torch.checkpoint import resume
-    lopt = local_optimizer(opt)
-    init_optim_state(lopt)
-    state = train_state(model, opt, sched, rank, dev, 0, 0, 0, [], config)
-    step = resume(state)
+    import torch.distributed.checkpoint as dcp
+    from tessera.torch.checkpoint import TesseraReader, parse_resume_from, resume
+    init_optim_state(local_optimizer(opt))
+    # first the replicated values alone (which step loads, and the world that saved it), then the tensors
+    meta = train_state(model, opt, sched, rank, world, 0, 0, 0, [], config, shares, rng=False)["meta"]
+    step = resume({"meta": meta})
     if step is None:
         return None
-    meta = state["meta"]
     saved = json.loads(meta["config"])
     if saved != config:
         diff = {k: (saved.get(k), config.get(k)) for k in sorted(set(saved) | set(config)) if saved.get(k) != config.get(k)}
         raise SystemExit(f"train_lm: checkpoint step {step} was made by a run with other settings "
                          f"(saved, now): {diff}; resuming would not continue the same run")
-    model.load_state_dict(state["model"])
-    lopt.load_state_dict(state[f"optim_rank{rank}" if lopt is not opt else "optim"])
+    same_world = meta["world"] == world
+    state = train_state(model, opt, sched, rank, world, 0, 0, 0, [], config, shares, rng=same_world)
+    dcp.load(state, storage_reader=TesseraReader(parse_resume_from(value)[0], step))
+    model.load_state_dict(state["model"])  # the optimizer's tensors were loaded in place (optim_by_name)
     sched.load_state_dict(pickle.loads(base64.b64decode(meta["sched"])))
     for g, lr in zip(opt.param_groups, json.loads(meta["lrs"])):
         g["lr"] = lr  # ZeroRedundancyOptimizer's own groups (its partition's optimizer is synced from them)
-    return step, meta, state[f"rng_rank{rank}"]
+    return step, meta, state[f"rng_rank{rank}"] if same_world else None
 
 
 def main():
@@ -367,12 +400,14 @@ def main():
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     if args.mode == "hybrid" and args.ckpt_dir:
         signal.signal(signal.SIGTERM, on_sigterm)  # early: a SIGTERM during the start-up is acted on too
-    global PRECISION
+    global PRECISION, DEVICE
     PRECISION = args.precision
     torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
     torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
-    dev = torch.device(os.environ.get("TESSERA_DEVICE", "cuda:0"))
-    torch.cuda.set_device(dev)
+    name = os.environ.get("TESSERA_DEVICE", "cuda:0")
+    dev = DEVICE = torch.device("cpu" if name == "host" else name)  # `tessera run`'s host ranks: "host"
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
     dist.init_process_group("tessera")
     rank, world = dist.get_rank(), dist.get_world_size()
     isl, vendor, emulated = island_info()
@@ -405,21 +440,24 @@ def main():
         opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50))
     config = {"seq": args.seq, "layers": args.layers, "dim": args.dim, "heads": args.heads, "seed": args.seed,
-              "global_batch": args.global_batch, "accum": args.accum, "shares": sampler.shares,
+              "global_batch": args.global_batch, "accum": args.accum,
               "optimizer": args.optimizer, "lr": args.lr, "corpus_sequences": int(data.shape[0])}
     ckpt_on = args.mode == "hybrid" and bool(args.ckpt_dir)
     if ckpt_on:
         os.makedirs(args.ckpt_dir, exist_ok=True)  # the daemon creates it; a direct run may name a new one
     step0, prev_losses, epoch0, pos0, rng0 = 0, [], 0, 0, None
     if args.mode == "hybrid":
-        got = restore(model, opt, sched, rank, dev, config)
+        got = restore(model, opt, sched, rank, world, config, sampler.shares)
         if got is not None:
             step0, meta, rng0 = got
             prev_losses = json.loads(meta["losses"])[:step0]
             epoch0, pos0 = meta["epoch"], meta["pos"]
             if rank == 0:
+                was = json.loads(meta["shares"])
+                moved = (f"; saved by {meta['world']} ranks splitting the global batch {was}, now {world} ranks "
+                         f"splitting it {sampler.shares}" if was != sampler.shares else "")
                 print(f"train_lm: resumed from {os.environ['TESSERA_RESUME_FROM']}: {step0} of {args.steps} "
-                      f"steps done, data at epoch {epoch0} micro-batch {pos0}", flush=True)
+                      f"steps done, data at epoch {epoch0} micro-batch {pos0}{moved}", flush=True)
     elif os.environ.get("TESSERA_RESUME_FROM") and rank == 0:
         print(f"train_lm: TESSERA_RESUME_FROM is ignored in mode {args.mode} (checkpoints: --mode hybrid)", flush=True)
     if rank == 0:
@@ -462,8 +500,7 @@ def main():
         start = step0 if turn is None else 0
         stream = BatchStream(data, sampler, epoch0, pos0, resumed=start > 0) if turn is None else BatchStream(data, sampler)
         if rng0 is not None and turn is None:  # after the stream: making a DataLoader iterator draws a seed
-            torch.set_rng_state(rng0["cpu"])
-            torch.cuda.set_rng_state(rng0["cuda"], dev)
+            set_rng_state(rng0)
         steps = args.steps if turn is None else min(args.steps, 30)
         tokens, t0, log = 0, None, []
         losses_done = list(prev_losses) if turn is None else []  # floats of the steps before log[0]
@@ -488,7 +525,8 @@ def main():
             t = time.perf_counter()
             import torch.distributed.checkpoint as dcp
             from tessera.torch.checkpoint import TesseraWriter
-            state = train_state(model, opt, sched, rank, dev, n, stream.epoch, stream.pos, all_losses(), config)
+            state = train_state(model, opt, sched, rank, world, n, stream.epoch, stream.pos, all_losses(), config,
+                                sampler.shares)
             dcp.save(state, storage_writer=TesseraWriter(args.ckpt_dir, n))
             flush_log()
             if rank == 0:
@@ -498,7 +536,7 @@ def main():
             dist.barrier()
         for step in range(start, steps if active else start):
             if step - start == args.warmup_steps:
-                torch.cuda.synchronize()
+                synchronize()
                 t0, tokens = time.perf_counter(), 0
             batch = stream.next()
             opt.zero_grad(set_to_none=True)
@@ -543,7 +581,7 @@ def main():
                         break
         if stopped:
             break
-        torch.cuda.synchronize()
+        synchronize()
         if ckpt_on and turn is None and steps > (saved_step or 0):
             save(steps)
         elapsed = time.perf_counter() - t0 if t0 else float("nan")
