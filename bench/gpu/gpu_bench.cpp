@@ -195,8 +195,11 @@ int Copy(size_t mib, int gpus, int procs) {
 int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_first) {
   auto lib = tessera::comm::CclLibrary::LoadFromEnv();
   if (!lib.ok()) Die(lib.status().message());
-  auto& L = **lib;
-  tessera::comm::CclLibrary::UniqueId id{};
+  const tessera::comm::NcclCalls* nccl_calls = (*lib)->nccl();
+  if (nccl_calls == nullptr) Die((*lib)->name() + " is not NCCL-shaped: --direct drives NCCL's own calls");
+  const tessera::comm::NcclCalls& L = *nccl_calls;
+  const int f32 = (*lib)->DataType(tessera::DType::kFloat32);
+  tessera::comm::NcclCalls::UniqueId id{};
   void* nccl = nullptr;
   if (nccl_first) {  // the direct communicator made before Tessera's (a world of one rank: no id exchange)
     const char* w = std::getenv("TESSERA_WORLD_SIZE");
@@ -259,11 +262,7 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
           if (tsrAllReduce(a, b, count, tsrFloat32, tsrSum, comm, s) != tsrSuccess) Die(tsrGetLastError(comm));
         } else if (which == 4) {
           if (auto st = dev->AllReduce(a, b, count, tsrFloat32, tsrSum, s); !st.ok()) Die(st.message());
-        } else if (L.AllReduce(a, b, count, tessera::comm::CclDataType(tessera::DType::kFloat32), 0,
-                               which == 1   ? nccl
-                               : which == 2 ? nccl2
-                                            : mine,
-                               s) != 0) {
+        } else if (L.AllReduce(a, b, count, f32, 0, which == 1 ? nccl : which == 2 ? nccl2 : mine, s) != 0) {
           Die("ncclAllReduce");
         }
       }
@@ -299,7 +298,7 @@ int Direct(const std::vector<size_t>& sizes, int iters, int rounds, bool nccl_fi
           "\"enqueue_us\":{\"tessera\":%.3f,\"nccl\":%.3f,\"nccl2\":%.3f,\"nccl_on_tessera_comm\":%.3f,"
           "\"tessera_full_path\":%.3f},\"ccl\":\"%s %d\"}\n",
           size, bytes, m[0], m[1], pct(m[0], m[1]), m[2], pct(m[2], m[1]), m[3], pct(m[3], m[1]), m[4], pct(m[4], m[1]),
-          mq[0], mq[1], mq[2], mq[3], mq[4], L.name().c_str(), L.version());
+          mq[0], mq[1], mq[2], mq[3], mq[4], (*lib)->name().c_str(), (*lib)->version());
     Cuda(cudaFree(a), "free");
     Cuda(cudaFree(b), "free");
   }

@@ -236,9 +236,9 @@ void AllReduceAll(Rank& k) {
       for (size_t i = 0; i < kCount; ++i) in[i] = Input(t, op, k.nranks, k.rank, i);
       void* s = k.Dev(t, in);
       void* r = k.Dev(t, std::vector<double>(kCount, 0));
-      const int cop = via_sum ? k.comm->Op(RedOp::kSum) : k.comm->Op(op);
+      const RedOp cop = via_sum ? k.comm->Op(RedOp::kSum) : k.comm->Op(op);
       const std::string what = std::string("AllReduce ") + DTypeName(t) + " " + RedOpName(op);
-      if (k.Call(k.lib->AllReduce(s, r, kCount, k.lib->DataType(t), cop, k.comm->handle(), k.stream), what.c_str())) {
+      if (k.Call(k.lib->AllReduce(s, r, kCount, t, cop, k.comm->handle(), k.stream), what.c_str())) {
         std::vector<double> got = k.Host(t, r, kCount);
         for (size_t i = 0; i < kCount; ++i) {
           const double want = Reference(t, op, k.nranks, i);
@@ -255,7 +255,7 @@ void AllReduceAll(Rank& k) {
       }
       // The same buffer in place.
       void* s2 = k.Dev(t, in);
-      if (k.Call(k.lib->AllReduce(s2, s2, kCount, k.lib->DataType(t), cop, k.comm->handle(), k.stream), what.c_str())) {
+      if (k.Call(k.lib->AllReduce(s2, s2, kCount, t, cop, k.comm->handle(), k.stream), what.c_str())) {
         std::vector<double> got = k.Host(t, s2, kCount);
         const double want0 = via_sum ? Reference(t, RedOp::kSum, k.nranks, 0) : Reference(t, op, k.nranks, 0);
         if (got[0] != want0) k.Fail(what + " in place: " + std::to_string(got[0]) + ", want " + std::to_string(want0));
@@ -273,8 +273,7 @@ void ReduceScatterCheck(Rank& k, DType t) {
   for (size_t i = 0; i < in.size(); ++i) in[i] = Input(t, RedOp::kSum, k.nranks, k.rank, i);
   void* s = k.Dev(t, in);
   void* r = k.Dev(t, std::vector<double>(n, 0));
-  if (k.Call(k.lib->ReduceScatter(s, r, n, k.lib->DataType(t), k.comm->Op(RedOp::kSum), k.comm->handle(), k.stream),
-             "ReduceScatter")) {
+  if (k.Call(k.lib->ReduceScatter(s, r, n, t, k.comm->Op(RedOp::kSum), k.comm->handle(), k.stream), "ReduceScatter")) {
     auto got = k.Host(t, r, n);
     for (size_t i = 0; i < n; ++i)
       if (got[i] != Reference(t, RedOp::kSum, k.nranks, k.rank * n + i)) {
@@ -293,7 +292,7 @@ void AllGatherCheck(Rank& k, DType t) {
   for (size_t i = 0; i < n; ++i) in[i] = static_cast<double>(k.rank * 10 + static_cast<int>(i));
   void* s = k.Dev(t, in);
   void* r = k.Dev(t, std::vector<double>(n * k.nranks, 0));
-  if (k.Call(k.lib->AllGather(s, r, n, k.lib->DataType(t), k.comm->handle(), k.stream), "AllGather")) {
+  if (k.Call(k.lib->AllGather(s, r, n, t, k.comm->handle(), k.stream), "AllGather")) {
     auto got = k.Host(t, r, n * k.nranks);
     for (size_t i = 0; i < got.size(); ++i)
       if (got[i] != static_cast<double>((i / n) * 10 + i % n)) {
@@ -316,7 +315,7 @@ void BroadcastCheck(Rank& k, bool in_place, int root) {
   void* s = k.Dev(t, mine);
   void* r = in_place ? s : k.Dev(t, std::vector<double>(n, -1));
   const std::string what = in_place ? "Broadcast in place" : "Broadcast out of place";
-  if (k.Call(k.lib->Broadcast(s, r, n, k.lib->DataType(t), root, k.comm->handle(), k.stream), what.c_str())) {
+  if (k.Call(k.lib->Broadcast(s, r, n, t, root, k.comm->handle(), k.stream), what.c_str())) {
     if (k.Host(t, r, n) != theirs) k.Fail(what + " from root " + std::to_string(root) + ": wrong values");
     if (!in_place && k.Host(t, s, n) != mine) k.Fail(what + ": the send buffer changed");
   }
@@ -336,8 +335,8 @@ void SendRecvRing(Rank& k) {
   void* s = k.Dev(t, mine);
   void* r = k.Dev(t, std::vector<double>(n, 0));
   bool ok = k.Call(k.lib->GroupStart(), "GroupStart");
-  ok = ok && k.Call(k.lib->Send(s, n, k.lib->DataType(t), to, k.comm->handle(), k.stream), "Send");
-  ok = ok && k.Call(k.lib->Recv(r, n, k.lib->DataType(t), from, k.comm->handle(), k.stream), "Recv");
+  ok = ok && k.Call(k.lib->Send(s, n, t, to, k.comm->handle(), k.stream), "Send");
+  ok = ok && k.Call(k.lib->Recv(r, n, t, from, k.comm->handle(), k.stream), "Recv");
   ok = k.Call(k.lib->GroupEnd(), "GroupEnd") && ok;
   if (ok && k.Host(t, r, n) != want) k.Fail("Send/Recv ring: wrong values from rank " + std::to_string(from));
   k.rt->Free(s);
@@ -433,9 +432,8 @@ TYPED_TEST(CclRowConformance, UnsupportedIsClear) {
     Status s = (*lib)->SupportsReduce(DType::kFloat32, RedOp::kAvg);
     EXPECT_NE(s.message().find("sum and scale once"), std::string::npos) << s.message();
     EXPECT_EQ((*lib)->Op(RedOp::kAvg), -1);
-    // Called anyway with ncclAvg: the adapter refuses without calling the library.
-    int r =
-        (*lib)->AllReduce(nullptr, nullptr, 1, CclDataType(DType::kFloat32), CclRedOp(RedOp::kAvg), nullptr, nullptr);
+    // Called anyway with avg: the library's object refuses without calling the library.
+    int r = (*lib)->AllReduce(nullptr, nullptr, 1, DType::kFloat32, RedOp::kAvg, nullptr, nullptr);
     Status c = (*lib)->Check(r, "AllReduce");
     EXPECT_EQ(c.code(), Code::kSystemError);
     EXPECT_NE(c.message().find("HcclAllReduce"), std::string::npos) << c.message();

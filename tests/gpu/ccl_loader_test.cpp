@@ -28,15 +28,15 @@ TEST(CclLoader, AnotherPrefixIsOneTableRow) {
   auto comm = CclComm::Create(*lib, store->get(), "ccl/test/id", 1, 0, std::chrono::seconds(5));
   ASSERT_TRUE(comm.ok()) << comm.status().message();
   std::vector<float> in = {1, 2, 3}, out(3, 0);
-  ASSERT_TRUE((*lib)
-                  ->Check((*lib)->AllReduce(in.data(), out.data(), 3, CclDataType(DType::kFloat32),
-                                            CclRedOp(RedOp::kSum), (*comm)->handle(), nullptr),
-                          "AllReduce")
-                  .ok());
+  ASSERT_TRUE(
+      (*lib)
+          ->Check((*lib)->AllReduce(in.data(), out.data(), 3, DType::kFloat32, RedOp::kSum, (*comm)->handle(), nullptr),
+                  "AllReduce")
+          .ok());
   EXPECT_EQ(out, in);
   EXPECT_TRUE((*comm)->AsyncError().ok());
   // Errors carry the library's own string and the call.
-  Status s = (*lib)->Check((*lib)->Send(in.data(), 3, 7, 0, (*comm)->handle(), nullptr), "Send");
+  Status s = (*lib)->Check((*lib)->Send(in.data(), 3, DType::kFloat32, 0, (*comm)->handle(), nullptr), "Send");
   EXPECT_EQ(s.code(), Code::kSystemError);
   EXPECT_NE(s.message().find("invalid usage"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("fakeSend"), std::string::npos) << s.message();

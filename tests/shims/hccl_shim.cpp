@@ -8,6 +8,8 @@
 //            prod, max, min; "prod" does not support int16 and bfp16. HcclBroadcast, HcclAllGather, HcclSend and
 //            HcclRecv take the twelve types hccl.h lists for them (hccl:139-140, 205-206, 263-264, 277-278).
 //   [same]   "all ranks' count, dataType, op must be the same" (both pages): the shim checks it and fails.
+//   [destroy] HCCL has no abort; HcclCommDestroy frees the communicator, so destroying it under queued or running
+//            operations is undefined: the shim reports that misuse (below) instead of waiting for them.
 //   [root]   HcclCommInitRootInfo, .../canncommercial/800/apiref/hcclapiref/hcclcpp_07_0006.html: nRanks and
 //            rootInfo equal on every rank; HcclGetRootInfo (hcclcpp_07_0005) is called on the root rank only.
 // Codes for violations the docs do not number are the shim's choice: HCCL_E_PTR for NULL pointers, HCCL_E_PARA
@@ -16,6 +18,7 @@
 // died or a peer failed. A failed operation also fails its ACL stream: aclrtSynchronizeStream returns
 // ACL_ERROR_RT_SUSPECT_REMOTE_ERROR (peer dead or failed), ACL_ERROR_RT_TASK_TIMEOUT (timeout) or
 // ACL_ERROR_RT_INTERNAL_ERROR, and HcclGetCommAsyncError reports the HCCL code. Messages: aclGetRecentErrMsg.
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -184,15 +187,30 @@ HCCL_ABI_EXPORT HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootI
   return HCCL_SUCCESS;
 }
 
+// [destroy] HCCL has no abort, and HcclCommDestroy frees the communicator's resources, so destroying one while its
+// operations are queued or running on a stream is undefined in HCCL. The shim detects it: it says so on stderr,
+// counts it (tesseraHcclShimDestroyedInFlight), and fails those operations at once (the engine is aborted), as the
+// closest defined stand-in for what the real library does to them. A communicator whose work has finished is
+// destroyed as before.
+static std::atomic<uint64_t> g_destroyed_in_flight{0};
+
 HCCL_ABI_EXPORT HcclResult HcclCommDestroy(HcclComm comm) {
   auto obj = comm ? g_comms.Remove(comm) : nullptr;
   if (!obj) return Fail(comm ? HCCL_E_PARA : HCCL_E_PTR, Fmt("HcclCommDestroy: %p is not a live communicator", comm));
-  if (!obj->comm->Drain()) {  // queued work that never finishes: abort it rather than wait forever
+  if (const uint64_t n = obj->comm->InFlight(); n > 0) {
+    ++g_destroyed_in_flight;
+    std::fprintf(
+        stderr,
+        "[hccl shim] HcclCommDestroy: communicator %p destroyed with %llu operation(s) still queued or running "
+        "on its streams (undefined in HCCL: they use what it frees); they fail now\n",
+        comm, static_cast<unsigned long long>(n));
     obj->comm->Abort();
-    return Fail(HCCL_E_TIMEOUT, "HcclCommDestroy: queued operations did not finish; the communicator was aborted");
   }
   return HCCL_SUCCESS;
 }
+
+// Not an HCCL API: how many communicators HcclCommDestroy destroyed under queued or running operations ([destroy]).
+HCCL_ABI_EXPORT uint64_t tesseraHcclShimDestroyedInFlight() { return g_destroyed_in_flight.load(); }
 
 HCCL_ABI_EXPORT HcclResult HcclGetRankSize(HcclComm comm, uint32_t* rankSize) {
   auto obj = comm ? g_comms.Get(comm) : nullptr;

@@ -263,6 +263,11 @@ bool Comm::Drain() {
   return cv_.wait_for(l, std::chrono::milliseconds(timeout_ms_), [&] { return serving_ == next_ticket_ || aborted_; });
 }
 
+uint64_t Comm::InFlight() {
+  std::lock_guard<std::mutex> l(mu_);
+  return next_ticket_ - serving_;
+}
+
 void Comm::Abort() {
   aborted_ = true;
   int32_t none = -1;

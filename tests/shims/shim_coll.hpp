@@ -89,6 +89,8 @@ class Comm {
   Result Run(uint64_t ticket, const std::function<Result()>& body);
   // Waits (up to the timeout) until every ticket taken has run.
   bool Drain();
+  // Operations taken but not finished: queued on a stream or running.
+  uint64_t InFlight();
 
   // The operations (shim-side addresses; in may equal out).
   Result AllReduce(const char* in, char* out, size_t count, DType t, Op op);

@@ -1,4 +1,5 @@
-// comm/ccl: the dlopen-based loader of the CCL rows (kCclTable) and the per-island communicator; see ccl.hpp.
+// comm/ccl: the dlopen-based loader of the CCL rows (kCclTable), the object of NCCL's call shape (nccl, mccl) and
+// the per-island communicator; see ccl.hpp. HCCL's shape: ccl_hccl.cpp.
 #include "comm/ccl/ccl.hpp"
 
 #include <dlfcn.h>
@@ -7,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/ccl/ccl_adapters.hpp"
+#include "comm/ccl/ccl_shapes.hpp"
 #include "comm/store/store.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -16,19 +17,10 @@
 namespace tessera::comm {
 namespace {
 
-// An NCCL-shaped row binds its symbols directly: its numbers must be NCCL's (or -1: none).
-constexpr bool NcclNumbered(const CclRow& r) {
-  for (int i = 0; i < kCclTypes; ++i)
-    if (r.types[i] >= 0 && r.types[i] != kNcclTypes[i]) return false;
-  for (int i = 0; i < kCclOps; ++i)
-    if (r.ops[i] >= 0 && r.ops[i] != kNcclOps[i]) return false;
-  return true;
-}
 constexpr bool TableIsSound() {
-  for (const auto& r : kCclTable) {
-    if (r.shape == CclShape::kNccl && (!NcclNumbered(r) || r.id_bytes != 128)) return false;
-    // Every device family's CCL names a row (common/vendor.hpp).
-  }
+  for (const auto& r : kCclTable)
+    if (r.shape == CclShape::kNccl && r.id_bytes != sizeof(NcclCalls::UniqueId)) return false;
+  // Every device family's CCL names a row (common/vendor.hpp).
   for (const auto& f : kDeviceFamilies) {
     bool found = std::string_view(f.ccl).empty();  // a family without a library
     for (const auto& r : kCclTable) found = found || std::string_view(f.ccl) == r.name;
@@ -36,7 +28,8 @@ constexpr bool TableIsSound() {
   }
   return true;
 }
-static_assert(TableIsSound(), "kCclTable: an NCCL-shaped row with other numbers, or a DeviceFamily::ccl without a row");
+static_assert(TableIsSound(),
+              "kCclTable: an NCCL-shaped row whose id is not NCCL's, or a DeviceFamily::ccl without a row");
 
 std::string Hex(const void* p, size_t n) {
   static const char* d = "0123456789abcdef";
@@ -58,11 +51,82 @@ bool Unhex(const std::string& s, void* p, size_t n) {
   return true;
 }
 
+// NCCL's call shape (nccl, mccl, or any row TESSERA_CCL_LIB / TESSERA_CCL_PREFIX make): the library's symbols
+// under the row's prefix, called with the row's numbers (NCCL's for the rows of the table).
+class NcclShape final : public CclLibrary {
+ public:
+  NcclShape(const CclRow& row, const Files& files) : CclLibrary(row, files) {}
+
+  Status BindAll() {
+    void* h = files().handle;
+    void* gh = files().group_handle;
+    const std::string& f = path();
+    TSR_RETURN_IF_ERROR(Bind(c_.GetVersion, "GetVersion", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.GetUniqueId, "GetUniqueId", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.CommInitRank, "CommInitRank", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.CommDestroy, "CommDestroy", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.CommAbort, "CommAbort", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.CommGetAsyncError, "CommGetAsyncError", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.AllReduce, "AllReduce", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.ReduceScatter, "ReduceScatter", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.AllGather, "AllGather", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.Broadcast, "Broadcast", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.Send, "Send", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.Recv, "Recv", h, f));
+    if (row().has_groups) {
+      TSR_RETURN_IF_ERROR(Bind(c_.GroupStart, "GroupStart", gh, group_file()));
+      TSR_RETURN_IF_ERROR(Bind(c_.GroupEnd, "GroupEnd", gh, group_file()));
+    }
+    TSR_RETURN_IF_ERROR(Bind(c_.GetErrorString, "GetErrorString", h, f));
+    return Check(c_.GetVersion(&version_), "GetVersion");
+  }
+
+  std::string Symbol(const char* what) const override { return prefix() + what; }
+  Status NewId(std::string* id) const override {
+    UniqueId u{};
+    TSR_RETURN_IF_ERROR(Check(c_.GetUniqueId(&u), "GetUniqueId"));
+    id->assign(reinterpret_cast<const char*>(&u), sizeof(u));
+    return Status::Ok();
+  }
+  Status InitRank(void** comm, int nranks, const std::string& id, int rank) const override {
+    if (id.size() != sizeof(UniqueId))
+      return InvalidArgument(fmt::format("a {} id has {} bytes, not {}", name(), sizeof(UniqueId), id.size()));
+    UniqueId u{};
+    std::memcpy(&u, id.data(), sizeof(u));
+    return Check(c_.CommInitRank(comm, nranks, u, rank), "CommInitRank");
+  }
+  // NCCL's own: destroy flushes what is queued; abort ends it.
+  Result_ CommDestroy(void* comm, std::chrono::milliseconds) const override { return c_.CommDestroy(comm); }
+  Result_ CommAbort(void* comm, std::chrono::milliseconds) const override { return c_.CommAbort(comm); }
+  Result_ CommGetAsyncError(void* comm, Result_* err) const override { return c_.CommGetAsyncError(comm, err); }
+  Result_ AllReduce(const void* s, void* r, size_t n, DType t, RedOp op, void* comm, void* st) const override {
+    return c_.AllReduce(s, r, n, DataType(t), Op(op), comm, st);
+  }
+  Result_ ReduceScatter(const void* s, void* r, size_t n, DType t, RedOp op, void* comm, void* st) const override {
+    return c_.ReduceScatter(s, r, n, DataType(t), Op(op), comm, st);
+  }
+  Result_ AllGather(const void* s, void* r, size_t n, DType t, void* comm, void* st) const override {
+    return c_.AllGather(s, r, n, DataType(t), comm, st);
+  }
+  Result_ Broadcast(const void* s, void* r, size_t n, DType t, int root, void* comm, void* st) const override {
+    return c_.Broadcast(s, r, n, DataType(t), root, comm, st);
+  }
+  Result_ Send(const void* s, size_t n, DType t, int peer, void* comm, void* st) const override {
+    return c_.Send(s, n, DataType(t), peer, comm, st);
+  }
+  Result_ Recv(void* r, size_t n, DType t, int peer, void* comm, void* st) const override {
+    return c_.Recv(r, n, DataType(t), peer, comm, st);
+  }
+  Result_ GroupStart() const override { return c_.GroupStart(); }
+  Result_ GroupEnd() const override { return c_.GroupEnd(); }
+  const NcclCalls* nccl() const override { return &c_; }
+
+ private:
+  const char* ErrorString(Result_ r) const override { return c_.GetErrorString ? c_.GetErrorString(r) : nullptr; }
+  NcclCalls c_;
+};
+
 }  // namespace
-
-int CclDataType(DType t) { return IsValid(t) ? kNcclTypes[static_cast<int>(t)] : -1; }
-
-int CclRedOp(RedOp op) { return IsValid(op) ? kNcclOps[static_cast<int>(op)] : -1; }
 
 const CclRow* FindCclRow(std::string_view name) {
   for (const auto& r : kCclTable)
@@ -76,26 +140,32 @@ std::string CclRowNames() {
   return names;
 }
 
+CclLibrary::CclLibrary(const CclRow& row, const Files& files)
+    : name_(row.name), soname_(row.soname), prefix_(row.prefix), row_(row), files_(files) {
+  row_.name = name_.c_str();
+  row_.soname = soname_.c_str();
+  row_.prefix = prefix_.c_str();
+}
+
+CclLibrary::~CclLibrary() {
+  // The library stays mapped: CUDA libraries register atexit handlers and threads that outlive us.
+}
+
+Status CclLibrary::Bind(void** fn, const char* name, void* h, const std::string& file) const {
+  const std::string sym = prefix_ + name;
+  *fn = dlsym(h, sym.c_str());
+  if (*fn == nullptr) return internal::MissingSymbol(name_, file, sym, prefix_);
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<CclLibrary>> CclLibrary::Load(const CclRow& v) {
-  std::shared_ptr<CclLibrary> lib(new CclLibrary());
-  lib->name_ = v.name;
-  lib->soname_ = v.soname;
-  lib->prefix_ = v.prefix;
-  lib->row_ = v;
-  lib->row_.name = lib->name_.c_str();
-  lib->row_.soname = lib->soname_.c_str();
-  lib->row_.prefix = lib->prefix_.c_str();
-  if (v.shape == CclShape::kNccl && !NcclNumbered(v))
-    return InvalidArgument(
-        fmt::format("the NCCL-shaped row '{}' has numbers that are not NCCL's: such a row "
-                    "needs a translating adapter (see ccl_hccl.cpp)",
-                    v.name));
   if (v.shape == CclShape::kNccl && v.id_bytes != sizeof(UniqueId))
     return InvalidArgument(
         fmt::format("the NCCL-shaped row '{}' has a {}-byte id: NCCL's is {}", v.name, v.id_bytes, sizeof(UniqueId)));
+  Files files;
   dlerror();
-  lib->handle_ = dlopen(v.soname, RTLD_NOW | RTLD_LOCAL);
-  if (lib->handle_ == nullptr) {
+  files.handle = dlopen(v.soname, RTLD_NOW | RTLD_LOCAL);
+  if (files.handle == nullptr) {
     const char* e = dlerror();
     return Unsupported(
         fmt::format("cannot load the {} library '{}' for a device island: {} (install it, or set "
@@ -104,59 +174,36 @@ Result<std::shared_ptr<CclLibrary>> CclLibrary::Load(const CclRow& v) {
   }
   {  // Not this shape's library at all: say so before looking for its group library.
     const std::string first = std::string(v.prefix) + (v.shape == CclShape::kHccl ? "GetRootInfo" : "GetVersion");
-    if (dlsym(lib->handle_, first.c_str()) == nullptr)
+    if (dlsym(files.handle, first.c_str()) == nullptr)
       return internal::MissingSymbol(v.name, v.soname, first, v.prefix);
   }
+  files.group_handle = files.handle;
   if (v.has_groups && v.group_soname != nullptr) {
     // Beside the main file first (TESSERA_CCL_LIB may point into a directory not on the search path).
     std::string main = v.soname, beside;
     if (auto slash = main.rfind('/'); slash != std::string::npos) beside = main.substr(0, slash + 1) + v.group_soname;
     dlerror();
-    if (!beside.empty()) lib->group_handle_ = dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
-    lib->group_soname_ = lib->group_handle_ ? beside : v.group_soname;
-    if (lib->group_handle_ == nullptr) lib->group_handle_ = dlopen(v.group_soname, RTLD_NOW | RTLD_LOCAL);
-    if (lib->group_handle_ == nullptr) {
+    void* g = beside.empty() ? nullptr : dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
+    files.group_soname = g ? beside : v.group_soname;
+    if (g == nullptr) g = dlopen(v.group_soname, RTLD_NOW | RTLD_LOCAL);
+    if (g == nullptr) {
       const char* e = dlerror();
       return Unsupported(
           fmt::format("cannot load '{}', the {} library of {}GroupStart / {}GroupEnd: {} (install it beside '{}', the "
                       "file TESSERA_CCL_LIB points at)",
                       v.group_soname, v.name, v.prefix, v.prefix, e ? e : "?", v.soname));
     }
+    files.group_handle = g;
   }
+  std::shared_ptr<CclLibrary> lib;
   if (v.shape == CclShape::kHccl) {
-    TSR_RETURN_IF_ERROR(internal::BindHccl(*lib, lib->handle_, lib->group_handle_ ? lib->group_handle_ : lib->handle_,
-                                           lib->soname_,
-                                           lib->group_soname_.empty() ? lib->soname_ : lib->group_soname_));
+    TSR_ASSIGN_OR_RETURN(lib, internal::LoadHcclShape(v, files));
   } else {
-    auto bind = [&](auto& fn, const char* name, void* h, const std::string& file) -> Status {
-      std::string sym = std::string(v.prefix) + name;
-      void* p = dlsym(h, sym.c_str());
-      if (p == nullptr) return internal::MissingSymbol(v.name, file, sym, v.prefix);
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
-      return Status::Ok();
-    };
-    void* gh = lib->group_handle_ ? lib->group_handle_ : lib->handle_;
-    const std::string& gfile = lib->group_handle_ ? lib->group_soname_ : lib->soname_;
-    TSR_RETURN_IF_ERROR(bind(lib->GetVersion, "GetVersion", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->GetUniqueId, "GetUniqueId", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->CommInitRank, "CommInitRank", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->CommDestroy, "CommDestroy", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->CommAbort, "CommAbort", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->CommGetAsyncError, "CommGetAsyncError", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->AllReduce, "AllReduce", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->ReduceScatter, "ReduceScatter", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->AllGather, "AllGather", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->Broadcast, "Broadcast", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->Send, "Send", lib->handle_, lib->soname_));
-    TSR_RETURN_IF_ERROR(bind(lib->Recv, "Recv", lib->handle_, lib->soname_));
-    if (v.has_groups) {
-      TSR_RETURN_IF_ERROR(bind(lib->GroupStart, "GroupStart", gh, gfile));
-      TSR_RETURN_IF_ERROR(bind(lib->GroupEnd, "GroupEnd", gh, gfile));
-    }
-    TSR_RETURN_IF_ERROR(bind(lib->GetErrorString, "GetErrorString", lib->handle_, lib->soname_));
+    auto n = std::make_shared<NcclShape>(v, files);
+    TSR_RETURN_IF_ERROR(n->BindAll());
+    lib = std::move(n);
   }
-  TSR_RETURN_IF_ERROR(lib->Check(lib->GetVersion(&lib->version_), "GetVersion"));
-  TSR_LOG_DEBUG("loaded {} from {} (version {})", v.name, v.soname, lib->version_);
+  TSR_LOG_DEBUG("loaded {} from {} (version {})", v.name, v.soname, lib->version());
   return lib;
 }
 
@@ -177,15 +224,9 @@ Result<std::shared_ptr<CclLibrary>> CclLibrary::LoadFromEnv(std::string_view def
   return Load(v);
 }
 
-int CclLibrary::DataType(DType t) const {
-  if (!IsValid(t) || row_.types[static_cast<int>(t)] < 0) return -1;
-  return CclDataType(t);
-}
+int CclLibrary::DataType(DType t) const { return IsValid(t) ? row_.types[static_cast<int>(t)] : -1; }
 
-int CclLibrary::Op(RedOp op) const {
-  if (!IsValid(op) || row_.ops[static_cast<int>(op)] < 0) return -1;
-  return CclRedOp(op);
-}
+int CclLibrary::Op(RedOp op) const { return IsValid(op) ? row_.ops[static_cast<int>(op)] : -1; }
 
 Status CclLibrary::Supports(DType t) const {
   if (DataType(t) >= 0) return Status::Ok();
@@ -211,36 +252,9 @@ Status CclLibrary::SupportsReduce(DType t, RedOp op) const {
   return Status::Ok();
 }
 
-Status CclLibrary::NewId(std::string* id) const {
-  id->assign(row_.id_bytes, '\0');
-  if (NewIdBytes != nullptr) return Check(NewIdBytes(id->data()), "GetUniqueId");
-  UniqueId u{};
-  TSR_RETURN_IF_ERROR(Check(GetUniqueId(&u), "GetUniqueId"));
-  std::memcpy(id->data(), &u, sizeof(u));
-  return Status::Ok();
-}
-
-Status CclLibrary::InitRank(void** comm, int nranks, const std::string& id, int rank) const {
-  if (id.size() != row_.id_bytes)
-    return InvalidArgument(fmt::format("a {} id has {} bytes, not {}", name_, row_.id_bytes, id.size()));
-  if (InitRankBytes != nullptr) return Check(InitRankBytes(comm, nranks, id.data(), rank), "CommInitRank");
-  UniqueId u{};
-  std::memcpy(&u, id.data(), sizeof(u));
-  return Check(CommInitRank(comm, nranks, u, rank), "CommInitRank");
-}
-
-std::string CclLibrary::Symbol(const char* what) const {
-  if (row_.shape == CclShape::kHccl) return internal::HcclSymbol(what);
-  return prefix_ + what;
-}
-
-CclLibrary::~CclLibrary() {
-  // The library stays mapped: CUDA libraries register atexit handlers and threads that outlive us.
-}
-
 Status CclLibrary::Check(Result_ r, const char* what) const {
   if (r == 0) return Status::Ok();
-  const char* s = GetErrorString ? GetErrorString(r) : "?";
+  const char* s = ErrorString(r);
   return SystemError(fmt::format("{} error '{}' ({}) in {}", name_, s ? s : "?", r, Symbol(what)));
 }
 
@@ -250,6 +264,7 @@ Result<std::unique_ptr<CclComm>> CclComm::Create(std::shared_ptr<CclLibrary> lib
   std::unique_ptr<CclComm> c(new CclComm());
   c->lib_ = std::move(lib);
   c->nranks_ = nranks;
+  c->timeout_ = timeout;
   std::string id;
   if (rank == 0) {
     TSR_RETURN_IF_ERROR(c->lib_->NewId(&id));
@@ -266,10 +281,15 @@ Result<std::unique_ptr<CclComm>> CclComm::Create(std::shared_ptr<CclLibrary> lib
 
 CclComm::~CclComm() {
   if (comm_ == nullptr || aborted_) return;
-  if (failed_)
-    (void)lib_->CommAbort(comm_);
-  else
-    (void)lib_->CommDestroy(comm_);
+  const bool abort = failed_;
+  const int r = abort ? lib_->CommAbort(comm_, timeout_) : lib_->CommDestroy(comm_, timeout_);
+  if (r != 0) TSR_LOG_DEBUG("{}", lib_->Check(r, abort ? "CommAbort" : "CommDestroy").message());
+}
+
+void CclComm::Abort() {
+  if (aborted_.exchange(true)) return;
+  if (const int r = lib_->CommAbort(comm_, timeout_); r != 0)
+    TSR_LOG_DEBUG("{}", lib_->Check(r, "CommAbort").message());
 }
 
 Status CclComm::AsyncError() {

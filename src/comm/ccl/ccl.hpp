@@ -7,11 +7,10 @@
 // and where its group calls live. TESSERA_CCL picks a row by name; TESSERA_CCL_LIB / TESSERA_CCL_PREFIX
 // point a row at another file / prefix without a rebuild.
 //
-// Tessera calls every library through ONE set of function pointers with NCCL's signatures and NCCL's enum
-// values (nccl.h): the "call values" of CclDataType / CclRedOp / CclLibrary::DataType / CclLibrary::Op.
-// NCCL-shaped rows whose numbers are NCCL's bind their symbols directly; the HCCL shape binds adapters
-// (ccl_hccl.cpp) that translate each call into HCCL's. Result codes stay the library's own (Check prints
-// the library's string). No vendor header is needed to build.
+// Tessera calls every library through ONE interface on its own types (CclLibrary: DType / RedOp in), one object
+// per loaded library: the object of the row's shape (NCCL's in ccl.cpp, HCCL's in ccl_hccl.cpp) holds the
+// library's symbols and translates types, ops, counts, ids and broadcast into its calls. Result codes stay the
+// library's own (Check prints the library's string). No vendor header is needed to build.
 #pragma once
 
 #include <array>
@@ -36,7 +35,7 @@ using CclOpTable = std::array<int, kCclOps>;                       // indexed by
 
 // NCCL's ncclDataType_t values (nccl.h, NCCL 2.28.9 as installed with CUDA 13.0 here: ncclInt8 0, ncclUint8 1,
 // ncclInt32 2, ncclInt64 4, ncclFloat16 6, ncclFloat32 7, ncclFloat64 8, ncclBfloat16 9), in DType's order
-// (int8, uint8, int32, int64, float16, bfloat16, float32, float64). These are also Tessera's call values.
+// (int8, uint8, int32, int64, float16, bfloat16, float32, float64).
 inline constexpr CclTypeTable kNcclTypes = {0, 1, 2, 4, 6, 9, 7, 8};
 // NCCL's ncclRedOp_t values (nccl.h: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4), in RedOp's order.
 inline constexpr CclOpTable kNcclOps = {0, 1, 2, 3, 4};
@@ -47,7 +46,7 @@ inline constexpr uint32_t kAllCclTypes = (1u << kCclTypes) - 1;
 enum class CclShape {
   kNccl,  // NCCL's calls under `prefix`: unique id by value (GetUniqueId / CommInitRank), size_t counts
   kHccl,  // HCCL's (hccl.h): HcclGetRootInfo / HcclCommInitRootInfo(nranks, const HcclRootInfo*, rank, &comm),
-          // uint64_t counts, HcclBroadcast(buf, ...) in place, no abort, no version call; adapters: ccl_hccl.cpp
+          // uint64_t counts, HcclBroadcast(buf, ...) in place, no abort, no version call; its object: ccl_hccl.cpp
 };
 
 // One collective library. The defaults are NCCL's, so {"name", "file", "prefix"} is an NCCL-shaped row.
@@ -107,19 +106,47 @@ const CclRow* FindCclRow(std::string_view name);
 // "nccl, mccl, hccl": for messages.
 std::string CclRowNames();
 
-// The symbols every CCL must provide (prefix + name); the loader fails naming the first missing one.
-class CclLibrary {
- public:
-  using Result_ = int;  // the library's own result type (ncclResult_t, HcclResult)
-  struct UniqueId {     // NCCL's; libraries whose id is larger (HCCL) go through NewId / InitRank
+// NCCL's entry points as an NCCL-shaped library exports them (nccl.h's signatures, handles opaque, enums as int
+// holding the row's numbers). The lean single-island allreduce path calls AllReduce through this pointer, and a
+// benchmark may drive the library directly; everything else goes through CclLibrary's calls.
+struct NcclCalls {
+  struct UniqueId {  // ncclUniqueId: NCCL_UNIQUE_ID_BYTES (128) by value
     char internal[128];
   };
+  int (*GetVersion)(int*) = nullptr;
+  int (*GetUniqueId)(UniqueId*) = nullptr;
+  int (*CommInitRank)(void** comm, int nranks, UniqueId id, int rank) = nullptr;
+  int (*CommDestroy)(void* comm) = nullptr;
+  int (*CommAbort)(void* comm) = nullptr;
+  int (*CommGetAsyncError)(void* comm, int* err) = nullptr;
+  int (*AllReduce)(const void*, void*, size_t, int dtype, int op, void* comm, void* stream) = nullptr;
+  int (*ReduceScatter)(const void*, void*, size_t, int dtype, int op, void* comm, void* stream) = nullptr;
+  int (*AllGather)(const void*, void*, size_t, int dtype, void* comm, void* stream) = nullptr;
+  int (*Broadcast)(const void*, void*, size_t, int dtype, int root, void* comm, void* stream) = nullptr;
+  int (*Send)(const void*, size_t, int dtype, int peer, void* comm, void* stream) = nullptr;
+  int (*Recv)(void*, size_t, int dtype, int peer, void* comm, void* stream) = nullptr;
+  int (*GroupStart)() = nullptr;
+  int (*GroupEnd)() = nullptr;
+  const char* (*GetErrorString)(int) = nullptr;
+};
+
+// One loaded collective library: an interface on Tessera's own types, as DeviceRuntime is for runtimes. Calls take
+// DType / RedOp; the row's numbers, id size and call shape stay inside the object of its shape (ccl.cpp: NCCL's,
+// for nccl and mccl; ccl_hccl.cpp: HCCL's). Each object holds its own symbols, so any number of libraries (or
+// copies of one) can be loaded in a process. Every call returns the library's own result code (0: success), which
+// Check turns into a Status naming the library's symbol.
+class CclLibrary {
+ public:
+  using Result_ = int;                   // the library's own result type (ncclResult_t, HcclResult)
+  using UniqueId = NcclCalls::UniqueId;  // NCCL's; rows whose id is larger (HCCL) use NewId / InitRank alone
   // Loads `row` (soname may be a path). Unsupported when the library or a symbol is missing.
   static Result<std::shared_ptr<CclLibrary>> Load(const CclRow& row);
   // The table row picked by TESSERA_CCL (when unset: `default_row`, the device family's DeviceFamily::ccl),
   // with TESSERA_CCL_LIB / TESSERA_CCL_PREFIX overriding its file and prefix.
   static Result<std::shared_ptr<CclLibrary>> LoadFromEnv(std::string_view default_row = "nccl");
-  ~CclLibrary();
+  virtual ~CclLibrary();
+  CclLibrary(const CclLibrary&) = delete;
+  CclLibrary& operator=(const CclLibrary&) = delete;
 
   const std::string& name() const { return name_; }
   const std::string& prefix() const { return prefix_; }  // of its symbols: "nccl"
@@ -131,9 +158,9 @@ class CclLibrary {
   // message gives the library's symbol, e.g. HcclGetRootInfo for GetUniqueId).
   Status Check(Result_ r, const char* what) const;
   // The library's symbol for the call `what` ("AllReduce" -> "ncclAllReduce", "GetUniqueId" -> "HcclGetRootInfo").
-  std::string Symbol(const char* what) const;
+  virtual std::string Symbol(const char* what) const = 0;
 
-  // Call values (NCCL's numbers, see kNcclTypes) of a type / op, or -1 when this library has none.
+  // The library's own number of a type / op (the row's), or -1 when it has none.
   int DataType(DType t) const;
   int Op(RedOp op) const;
   bool has_avg() const { return row_.has_avg(); }
@@ -142,46 +169,63 @@ class CclLibrary {
   Status Supports(DType t) const;
   Status SupportsReduce(DType t, RedOp op) const;
 
-  // A new unique id / root info (id_bytes() bytes), and a communicator from one: any row.
-  Status NewId(std::string* id) const;
-  Status InitRank(void** comm, int nranks, const std::string& id, int rank) const;
+  // A new unique id / root info (id_bytes() bytes), and a communicator from one.
+  virtual Status NewId(std::string* id) const = 0;
+  virtual Status InitRank(void** comm, int nranks, const std::string& id, int rank) const = 0;
+  // Ends a communicator whose work is done (Destroy) or after a failure / tsrCommAbort (Abort). A library without
+  // an abort (HCCL) waits up to `timeout` for what is queued on the communicator first, and never destroys it under
+  // a running operation (see ccl_hccl.cpp).
+  virtual Result_ CommDestroy(void* comm, std::chrono::milliseconds timeout) const = 0;
+  virtual Result_ CommAbort(void* comm, std::chrono::milliseconds timeout) const = 0;
+  virtual Result_ CommGetAsyncError(void* comm, Result_* err) const = 0;
 
-  // Function pointers, NCCL's signatures with opaque handles and NCCL's call values (adapters for other shapes).
-  // GetUniqueId / CommInitRank hold NCCL's 128-byte id: rows with a larger id return an error from them; use
-  // NewId / InitRank.
-  Result_ (*GetVersion)(int*) = nullptr;
-  Result_ (*GetUniqueId)(UniqueId*) = nullptr;
-  Result_ (*CommInitRank)(void** comm, int nranks, UniqueId id, int rank) = nullptr;
-  Result_ (*CommDestroy)(void* comm) = nullptr;
-  Result_ (*CommAbort)(void* comm) = nullptr;
-  Result_ (*CommGetAsyncError)(void* comm, Result_* err) = nullptr;
-  Result_ (*AllReduce)(const void*, void*, size_t, int dtype, int op, void* comm, void* stream) = nullptr;
-  Result_ (*ReduceScatter)(const void*, void*, size_t, int dtype, int op, void* comm, void* stream) = nullptr;
-  Result_ (*AllGather)(const void*, void*, size_t, int dtype, void* comm, void* stream) = nullptr;
-  Result_ (*Broadcast)(const void*, void*, size_t, int dtype, int root, void* comm, void* stream) = nullptr;
-  Result_ (*Send)(const void*, size_t, int dtype, int peer, void* comm, void* stream) = nullptr;
-  Result_ (*Recv)(void*, size_t, int dtype, int peer, void* comm, void* stream) = nullptr;
-  Result_ (*GroupStart)() = nullptr;
-  Result_ (*GroupEnd)() = nullptr;
-  const char* (*GetErrorString)(Result_) = nullptr;
+  // The calls, asynchronous on `stream`. A type or op the row lacks is the library's error (check Supports /
+  // SupportsReduce first); HCCL's object refuses it without calling the library.
+  virtual Result_ AllReduce(const void* send, void* recv, size_t count, DType t, RedOp op, void* comm,
+                            void* stream) const = 0;
+  virtual Result_ ReduceScatter(const void* send, void* recv, size_t recvcount, DType t, RedOp op, void* comm,
+                                void* stream) const = 0;
+  virtual Result_ AllGather(const void* send, void* recv, size_t sendcount, DType t, void* comm,
+                            void* stream) const = 0;
+  // NCCL's broadcast: `send` read on the root only; in place when send == recv.
+  virtual Result_ Broadcast(const void* send, void* recv, size_t count, DType t, int root, void* comm,
+                            void* stream) const = 0;
+  virtual Result_ Send(const void* send, size_t count, DType t, int peer, void* comm, void* stream) const = 0;
+  virtual Result_ Recv(void* recv, size_t count, DType t, int peer, void* comm, void* stream) const = 0;
+  virtual Result_ GroupStart() const = 0;
+  virtual Result_ GroupEnd() const = 0;
 
-  // Set by the loader of a shape whose id is not NCCL's 128 bytes by value (HCCL: the root info by pointer).
-  Result_ (*NewIdBytes)(void* id) = nullptr;
-  Result_ (*InitRankBytes)(void** comm, int nranks, const void* id, int rank) = nullptr;
+  // An NCCL-shaped library's own entry points (the lean path's raw pointer), or null for another shape.
+  virtual const NcclCalls* nccl() const { return nullptr; }
+
+  // The files a loader opened for a row, handed to the object of its shape.
+  struct Files {
+    void* handle = nullptr;        // the library
+    void* group_handle = nullptr;  // the file of its group calls (may be `handle`)
+    std::string group_soname;      // its name ("" when it is the library itself)
+  };
+
+ protected:
+  CclLibrary(const CclRow& row, const Files& files);
+  virtual const char* ErrorString(Result_ r) const = 0;
+  // Binds `sym` (prefix + name) from `h` (the file `file`), or Unsupported naming both and the variables.
+  Status Bind(void** fn, const char* name, void* h, const std::string& file) const;
+  template <typename F>
+  Status Bind(F& fn, const char* name, void* h, const std::string& file) const {
+    void* p = nullptr;
+    TSR_RETURN_IF_ERROR(Bind(&p, name, h, file));
+    fn = reinterpret_cast<F>(p);
+    return Status::Ok();
+  }
+  const Files& files() const { return files_; }
+  const std::string& group_file() const { return files_.group_soname.empty() ? soname_ : files_.group_soname; }
+  int version_ = 0;
 
  private:
-  CclLibrary() = default;
-  void* handle_ = nullptr;
-  void* group_handle_ = nullptr;
-  std::string name_, soname_, prefix_, group_soname_;
+  std::string name_, soname_, prefix_;
   CclRow row_{};
-  int version_ = 0;
+  Files files_;
 };
-
-// NCCL's enum values (Tessera's call values) for our types/operations, -1 for none: any row's library
-// takes them through CclLibrary's pointers; CclLibrary::DataType / Op also say -1 where the row lacks one.
-int CclDataType(DType t);
-int CclRedOp(RedOp op);  // avg maps to ncclAvg (calls go through CclComm::Op)
 
 // One communicator of the CCL over the ranks of one island. Created collectively by the island's
 // members: member 0 makes the unique id (root info: id_bytes of its row) and publishes it in the store under `key`.
@@ -198,18 +242,17 @@ class CclComm {
   // (the same value, exactly): NCCL before 2.29.7 leaves the last elements of a one-rank avg unwritten at
   // some counts (NVIDIA/nccl#1950; bench/gpu/one_rank_avg's cases and findings:
   // bench/results/log/2026-11-29-gpu-runs-late.md).
-  // Use this, not CclRedOp, for every call.
-  // -1 where the library has no such op (HCCL's avg): check lib().SupportsReduce first.
-  int Op(RedOp op) const { return lib_->Op(op == RedOp::kAvg && nranks_ == 1 ? RedOp::kSum : op); }
+  // Use this for every reduction's op (the library refuses an op its row lacks, HCCL's avg: check
+  // lib().SupportsReduce first).
+  RedOp Op(RedOp op) const { return op == RedOp::kAvg && nranks_ == 1 ? RedOp::kSum : op; }
   // An error when the CCL reported an asynchronous failure (a peer died, a kernel faulted).
   Status AsyncError();
   // Abandons the communicator (after a failure): the destructor then aborts instead of destroying.
   void MarkFailed() { failed_ = true; }
-  // tsrCommAbort, from any thread: aborts the CCL communicator now (once; ends the CCL's pending work).
+  // tsrCommAbort, from any thread: aborts the CCL communicator now (once; ends the CCL's pending work, or for a
+  // library without an abort waits for it within the communicator's timeout: CclLibrary::CommAbort).
   // Nothing may call the CCL with it afterwards: Comm's abort flag stops calls before they reach it.
-  void Abort() {
-    if (!aborted_.exchange(true)) (void)lib_->CommAbort(comm_);
-  }
+  void Abort();
   bool aborted() const { return aborted_.load(); }
 
  private:
@@ -217,8 +260,9 @@ class CclComm {
   std::shared_ptr<CclLibrary> lib_;
   void* comm_ = nullptr;
   int nranks_ = 0;
-  std::atomic<bool> failed_{false};   // AsyncError may run on another thread (tsrCommGetAsyncError)
-  std::atomic<bool> aborted_{false};  // Abort ran: the handle is gone
+  std::chrono::milliseconds timeout_{0};  // the world's: bounds the wait of a library without an abort
+  std::atomic<bool> failed_{false};       // AsyncError may run on another thread (tsrCommGetAsyncError)
+  std::atomic<bool> aborted_{false};      // Abort ran: the handle is gone
 };
 
 }  // namespace tessera::comm

@@ -1,168 +1,276 @@
-// comm/ccl/ccl_hccl: the HCCL call shape's adapters. Tessera calls every CCL through CclLibrary's NCCL-shaped
-// pointers with NCCL's numbers; these functions translate such calls into HCCL's (hccl.h, as vendored by
-// Ascend/pytorch third_party/hccl/inc/hccl at commit c4840e3c; tests/shims/hccl_abi.h cites each line):
-//   - numbers: NCCL's type / op value -> DType / RedOp -> the row's HcclDataType / HcclReduceOp; none (avg) ->
-//     HCCL_E_NOT_SUPPORT (5, types:28) without calling HCCL (CclLibrary::SupportsReduce says so first);
+// comm/ccl/ccl_hccl: the object of HCCL's call shape. Tessera calls every CCL through CclLibrary on its own types;
+// this object translates each call into HCCL's (hccl.h, as vendored by Ascend/pytorch third_party/hccl/inc/hccl at
+// commit c4840e3c; tests/shims/hccl_abi.h cites each line):
+//   - numbers: DType / RedOp -> the row's HcclDataType / HcclReduceOp; none (avg) -> HCCL_E_NOT_SUPPORT (5,
+//     types:28) without calling HCCL (CclLibrary::SupportsReduce says so first);
 //   - counts: size_t -> uint64_t (hccl:131 ff.);
-//   - ids: the 4,108-byte root info by pointer (HcclGetRootInfo hccl:67, HcclCommInitRootInfo hccl:79) through
-//     CclLibrary::NewId / InitRank; the 128-byte GetUniqueId / CommInitRank return HCCL_E_NOT_SUPPORT;
+//   - ids: the 4,108-byte root info by pointer (HcclGetRootInfo hccl:67, HcclCommInitRootInfo hccl:79);
 //   - broadcast: HcclBroadcast has one buffer (hccl:146): out of place, the root first copies send -> recv on
 //     the stream with aclrtMemcpyAsync (ACL rt:1346, ACL_MEMCPY_DEVICE_TO_DEVICE = 3, rt:115-124; found through
 //     libhccl's own dependency on libascendcl), then broadcasts recv;
-//   - no abort (hccl.h has none): CommAbort destroys; no version call in the subset used: version 0;
+//   - no abort (hccl.h has none), and HcclCommDestroy frees what a running operation uses. So the object records
+//     an ACL event (aclrtCreateEvent rt:927, aclrtRecordEvent rt:983) on each stream after the communicator's
+//     latest call there (a group's calls at its GroupEnd), and CommAbort / CommDestroy first wait for those events
+//     (aclrtQueryEventStatus rt:1024, polled) within the communicator's timeout; a communicator whose operations are
+//     still running then is left undestroyed, with a warning, never destroyed under them;
+//   - no version call in the subset used: version 0;
 //   - HcclGetCommAsyncError (hccl:388) for CommGetAsyncError; groups from libhcomm.so (torch_npu HcclCompile.h).
-// The adapters are plain functions (CclLibrary holds C function pointers), so each distinct HCCL file loaded
-// gets a slot of statics; a file loaded again reuses its slot.
+// Each loaded file is its own object holding its own symbols: any number of HCCL files per process.
 #include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <thread>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
-#include "comm/ccl/ccl_adapters.hpp"
+#include "comm/ccl/ccl_shapes.hpp"
+#include "common/log.hpp"
 
 namespace tessera::comm::internal {
 namespace {
 
 constexpr int kHcclSuccess = 0;              // HCCL_SUCCESS, types:24
+constexpr int kHcclPara = 1;                 // HCCL_E_PARA, types:25
 constexpr int kHcclNotSupport = 5;           // HCCL_E_NOT_SUPPORT, types:29
+constexpr int kHcclTimeout = 9;              // HCCL_E_TIMEOUT, types:33
 constexpr int kAclMemcpyDeviceToDevice = 3;  // ACL_MEMCPY_DEVICE_TO_DEVICE, acl_rt.h rt:115-124
+constexpr int kAclEventComplete = 1;         // ACL_EVENT_RECORDED_STATUS_COMPLETE, acl_rt.h (aclrtEventRecordedStatus)
 
-// HCCL's signatures (hccl.h lines in tests/shims/hccl_abi.h), enums as int, handles as void*.
-struct HcclApi {
-  void* handle = nullptr;
-  int (*GetRootInfo)(void* root_info) = nullptr;
-  int (*CommInitRootInfo)(uint32_t nranks, const void* root_info, uint32_t rank, void** comm) = nullptr;
-  int (*AllReduce)(void*, void*, uint64_t, int, int, void*, void*) = nullptr;
-  int (*Broadcast)(void*, uint64_t, int, uint32_t, void*, void*) = nullptr;
-  int (*ReduceScatter)(void*, void*, uint64_t, int, int, void*, void*) = nullptr;
-  int (*AllGather)(void*, void*, uint64_t, int, void*, void*) = nullptr;
-  int (*GetRankId)(void*, uint32_t*) = nullptr;
-  int (*Send)(void*, uint64_t, int, uint32_t, void*, void*) = nullptr;
-  int (*Recv)(void*, uint64_t, int, uint32_t, void*, void*) = nullptr;
-  int (*CommDestroy)(void*) = nullptr;
-  int (*GetCommAsyncError)(void*, int*) = nullptr;
-  const char* (*GetErrorString)(int) = nullptr;
-  int (*GroupStart)() = nullptr;
-  int (*GroupEnd)() = nullptr;
-  // aclrtMemcpyAsync(dst, destMax, src, count, kind, stream), or null: out-of-place broadcast unsupported.
-  int (*MemcpyAsync)(void*, size_t, const void*, size_t, int, void*) = nullptr;
-  CclTypeTable types{};
-  CclOpTable ops{};
-};
-
-// NCCL's call value -> the row's HCCL number, -1 for none.
-int HcclType(const HcclApi& a, int nccl) {
-  for (int i = 0; i < kCclTypes; ++i)
-    if (kNcclTypes[i] == nccl) return a.types[i];
-  return -1;
-}
-int HcclOp(const HcclApi& a, int nccl) {
-  for (int i = 0; i < kCclOps; ++i)
-    if (kNcclOps[i] == nccl) return a.ops[i];
-  return -1;
-}
-size_t TypeBytes(int nccl) {
-  for (int i = 0; i < kCclTypes; ++i)
-    if (kNcclTypes[i] == nccl) return DTypeSize(static_cast<DType>(i));
-  return 0;
+// HCCL's symbol for an NCCL-named call: "GetUniqueId" -> "HcclGetRootInfo", "AllReduce" -> "HcclAllReduce".
+std::string HcclSymbol(const char* what) {
+  const std::string w = what;
+  if (w == "GetUniqueId") return "HcclGetRootInfo";
+  if (w == "CommInitRank") return "HcclCommInitRootInfo";
+  if (w == "CommGetAsyncError") return "HcclGetCommAsyncError";
+  if (w == "CommAbort") return "HcclCommDestroy";
+  if (w == "GetVersion") return "(HCCL version: none)";
+  return "Hccl" + w;
 }
 
-template <int S>
-struct Slot {
-  static inline HcclApi api;
-  static int GetVersion(int* v) {
-    *v = 0;
-    return kHcclSuccess;
+class HcclShape final : public CclLibrary {
+ public:
+  HcclShape(const CclRow& row, const Files& files) : CclLibrary(row, files) {}
+
+  Status BindAll() {
+    void* h = files().handle;
+    const std::string& f = path();
+    TSR_RETURN_IF_ERROR(Bind(GetRootInfo_, "GetRootInfo", h, f));
+    TSR_RETURN_IF_ERROR(Bind(CommInitRootInfo_, "CommInitRootInfo", h, f));
+    TSR_RETURN_IF_ERROR(Bind(AllReduce_, "AllReduce", h, f));
+    TSR_RETURN_IF_ERROR(Bind(Broadcast_, "Broadcast", h, f));
+    TSR_RETURN_IF_ERROR(Bind(ReduceScatter_, "ReduceScatter", h, f));
+    TSR_RETURN_IF_ERROR(Bind(AllGather_, "AllGather", h, f));
+    TSR_RETURN_IF_ERROR(Bind(GetRankId_, "GetRankId", h, f));
+    TSR_RETURN_IF_ERROR(Bind(Send_, "Send", h, f));
+    TSR_RETURN_IF_ERROR(Bind(Recv_, "Recv", h, f));
+    TSR_RETURN_IF_ERROR(Bind(CommDestroy_, "CommDestroy", h, f));
+    TSR_RETURN_IF_ERROR(Bind(GetCommAsyncError_, "GetCommAsyncError", h, f));
+    TSR_RETURN_IF_ERROR(Bind(GetErrorString_, "GetErrorString", h, f));
+    if (row().has_groups) {
+      TSR_RETURN_IF_ERROR(Bind(GroupStart_, "GroupStart", files().group_handle, group_file()));
+      TSR_RETURN_IF_ERROR(Bind(GroupEnd_, "GroupEnd", files().group_handle, group_file()));
+    }
+    // Searched in libhccl and the libraries it depends on (libascendcl). Optional: out-of-place broadcast needs
+    // the copy; waiting before a destroy needs the events (without them a destroy does not wait, as before).
+    auto acl = [&](auto& fn, const char* sym) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, sym));
+    };
+    acl(MemcpyAsync_, "aclrtMemcpyAsync");
+    acl(CreateEvent_, "aclrtCreateEvent");
+    acl(DestroyEvent_, "aclrtDestroyEvent");
+    acl(RecordEvent_, "aclrtRecordEvent");
+    acl(QueryEventStatus_, "aclrtQueryEventStatus");
+    return Status::Ok();
   }
-  static int GetUniqueId(CclLibrary::UniqueId*) { return kHcclNotSupport; }                    // 4,108 bytes: NewId
-  static int CommInitRank(void**, int, CclLibrary::UniqueId, int) { return kHcclNotSupport; }  // InitRank
-  static int NewId(void* id) { return api.GetRootInfo(id); }
-  static int InitRank(void** comm, int nranks, const void* id, int rank) {
-    if (nranks <= 0 || rank < 0) return 1;  // HCCL_E_PARA, types:25
-    return api.CommInitRootInfo(static_cast<uint32_t>(nranks), id, static_cast<uint32_t>(rank), comm);
+
+  std::string Symbol(const char* what) const override { return HcclSymbol(what); }
+  Status NewId(std::string* id) const override {
+    id->assign(row().id_bytes, '\0');
+    return Check(GetRootInfo_(id->data()), "GetUniqueId");
   }
-  static int CommDestroy(void* c) { return api.CommDestroy(c); }
-  static int CommAbort(void* c) { return api.CommDestroy(c); }
-  static int CommGetAsyncError(void* c, int* e) { return api.GetCommAsyncError(c, e); }
-  static int AllReduce(const void* s, void* r, size_t n, int t, int op, void* c, void* st) {
-    const int ht = HcclType(api, t), ho = HcclOp(api, op);
+  Status InitRank(void** comm, int nranks, const std::string& id, int rank) const override {
+    if (id.size() != row().id_bytes)
+      return InvalidArgument(fmt::format("a {} id has {} bytes, not {}", name(), row().id_bytes, id.size()));
+    if (nranks <= 0 || rank < 0) return Check(kHcclPara, "CommInitRank");
+    return Check(CommInitRootInfo_(static_cast<uint32_t>(nranks), id.data(), static_cast<uint32_t>(rank), comm),
+                 "CommInitRank");
+  }
+  Result_ CommDestroy(void* comm, std::chrono::milliseconds timeout) const override { return End(comm, timeout); }
+  Result_ CommAbort(void* comm, std::chrono::milliseconds timeout) const override { return End(comm, timeout); }
+  Result_ CommGetAsyncError(void* comm, Result_* err) const override { return GetCommAsyncError_(comm, err); }
+
+  Result_ AllReduce(const void* s, void* r, size_t n, DType t, RedOp op, void* comm, void* st) const override {
+    const int ht = DataType(t), ho = Op(op);
     if (ht < 0 || ho < 0) return kHcclNotSupport;
-    return api.AllReduce(const_cast<void*>(s), r, static_cast<uint64_t>(n), ht, ho, c, st);
+    return Queued(AllReduce_(const_cast<void*>(s), r, n, ht, ho, comm, st), comm, st);
   }
-  static int ReduceScatter(const void* s, void* r, size_t n, int t, int op, void* c, void* st) {
-    const int ht = HcclType(api, t), ho = HcclOp(api, op);
+  Result_ ReduceScatter(const void* s, void* r, size_t n, DType t, RedOp op, void* comm, void* st) const override {
+    const int ht = DataType(t), ho = Op(op);
     if (ht < 0 || ho < 0) return kHcclNotSupport;
-    return api.ReduceScatter(const_cast<void*>(s), r, static_cast<uint64_t>(n), ht, ho, c, st);
+    return Queued(ReduceScatter_(const_cast<void*>(s), r, n, ht, ho, comm, st), comm, st);
   }
-  static int AllGather(const void* s, void* r, size_t n, int t, void* c, void* st) {
-    const int ht = HcclType(api, t);
+  Result_ AllGather(const void* s, void* r, size_t n, DType t, void* comm, void* st) const override {
+    const int ht = DataType(t);
     if (ht < 0) return kHcclNotSupport;
-    return api.AllGather(const_cast<void*>(s), r, static_cast<uint64_t>(n), ht, c, st);
+    return Queued(AllGather_(const_cast<void*>(s), r, n, ht, comm, st), comm, st);
   }
-  static int Broadcast(const void* s, void* r, size_t n, int t, int root, void* c, void* st) {
-    const int ht = HcclType(api, t);
-    if (ht < 0 || root < 0) return ht < 0 ? kHcclNotSupport : 1;
+  Result_ Broadcast(const void* s, void* r, size_t n, DType t, int root, void* comm, void* st) const override {
+    const int ht = DataType(t);
+    if (ht < 0 || root < 0) return ht < 0 ? kHcclNotSupport : kHcclPara;
     if (s != r && n > 0) {  // NCCL's out-of-place broadcast: sendbuff is read on the root only
       uint32_t me = 0;
-      if (int e = api.GetRankId(c, &me)) return e;
+      if (int e = GetRankId_(comm, &me)) return e;
       if (static_cast<int>(me) == root) {
-        if (api.MemcpyAsync == nullptr) return kHcclNotSupport;
-        const size_t bytes = n * TypeBytes(t);
-        if (int e = api.MemcpyAsync(r, bytes, s, bytes, kAclMemcpyDeviceToDevice, st)) return e;
+        if (MemcpyAsync_ == nullptr) return kHcclNotSupport;
+        const size_t bytes = n * DTypeSize(t);
+        if (int e = MemcpyAsync_(r, bytes, s, bytes, kAclMemcpyDeviceToDevice, st)) return e;
       }
     }
-    return api.Broadcast(r, static_cast<uint64_t>(n), ht, static_cast<uint32_t>(root), c, st);
+    return Queued(Broadcast_(r, n, ht, static_cast<uint32_t>(root), comm, st), comm, st);
   }
-  static int Send(const void* s, size_t n, int t, int peer, void* c, void* st) {
-    const int ht = HcclType(api, t);
+  Result_ Send(const void* s, size_t n, DType t, int peer, void* comm, void* st) const override {
+    const int ht = DataType(t);
     if (ht < 0) return kHcclNotSupport;
-    return api.Send(const_cast<void*>(s), static_cast<uint64_t>(n), ht, static_cast<uint32_t>(peer), c, st);
+    return Queued(Send_(const_cast<void*>(s), n, ht, static_cast<uint32_t>(peer), comm, st), comm, st);
   }
-  static int Recv(void* r, size_t n, int t, int peer, void* c, void* st) {
-    const int ht = HcclType(api, t);
+  Result_ Recv(void* r, size_t n, DType t, int peer, void* comm, void* st) const override {
+    const int ht = DataType(t);
     if (ht < 0) return kHcclNotSupport;
-    return api.Recv(r, static_cast<uint64_t>(n), ht, static_cast<uint32_t>(peer), c, st);
+    return Queued(Recv_(r, n, ht, static_cast<uint32_t>(peer), comm, st), comm, st);
   }
-  static int GroupStart() { return api.GroupStart(); }
-  static int GroupEnd() { return api.GroupEnd(); }
-  static const char* ErrorString(int r) { return api.GetErrorString(r); }
+  Result_ GroupStart() const override {
+    if (GroupStart_ == nullptr) return kHcclNotSupport;
+    const int r = GroupStart_();
+    if (r == kHcclSuccess) ++Group().depth;
+    return r;
+  }
+  Result_ GroupEnd() const override {
+    if (GroupEnd_ == nullptr) return kHcclNotSupport;
+    const int r = GroupEnd_();
+    GroupState& g = Group();
+    if (g.depth > 0 && --g.depth == 0) {  // the group's calls are queued now: mark their streams
+      std::vector<std::pair<void*, void*>> calls = std::move(g.calls[this]);
+      g.calls.erase(this);
+      if (r == kHcclSuccess)
+        for (const auto& [comm, stream] : calls) Mark(comm, stream);
+    }
+    return r;
+  }
 
-  static void Install(CclLibrary& lib) {
-    lib.GetVersion = GetVersion;
-    lib.GetUniqueId = GetUniqueId;
-    lib.CommInitRank = CommInitRank;
-    lib.NewIdBytes = NewId;
-    lib.InitRankBytes = InitRank;
-    lib.CommDestroy = CommDestroy;
-    lib.CommAbort = CommAbort;
-    lib.CommGetAsyncError = CommGetAsyncError;
-    lib.AllReduce = AllReduce;
-    lib.ReduceScatter = ReduceScatter;
-    lib.AllGather = AllGather;
-    lib.Broadcast = Broadcast;
-    lib.Send = Send;
-    lib.Recv = Recv;
-    lib.GroupStart = GroupStart;
-    lib.GroupEnd = GroupEnd;
-    lib.GetErrorString = ErrorString;
+ private:
+  // Per thread and library: the depth of open groups and the (comm, stream) of their calls, marked at GroupEnd.
+  struct GroupState {
+    int depth = 0;
+    std::unordered_map<const HcclShape*, std::vector<std::pair<void*, void*>>> calls;
+  };
+  static GroupState& Group() {
+    static thread_local GroupState g;
+    return g;
   }
+  // A stream the communicator queued work on, and the event recorded after its latest call there.
+  struct Mark_ {
+    void* stream;
+    void* event;
+  };
+
+  // After a call that queued work on `stream` (r == success): remember it, or inside a group, at its GroupEnd.
+  int Queued(int r, void* comm, void* stream) const {
+    if (r != kHcclSuccess) return r;
+    GroupState& g = Group();
+    if (g.depth > 0)
+      g.calls[this].push_back({comm, stream});
+    else
+      Mark(comm, stream);
+    return r;
+  }
+  void Mark(void* comm, void* stream) const {
+    if (RecordEvent_ == nullptr || CreateEvent_ == nullptr || QueryEventStatus_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Mark_>& marks = marks_[comm];
+    Mark_* m = nullptr;
+    for (Mark_& x : marks)
+      if (x.stream == stream) m = &x;
+    if (m == nullptr) {
+      void* ev = nullptr;
+      if (CreateEvent_(&ev) != 0) ev = nullptr;  // cannot tell when it ends: End then does not wait for it
+      marks.push_back({stream, ev});
+      m = &marks.back();
+    }
+    if (m->event != nullptr && RecordEvent_(m->event, stream) != 0) {
+      (void)DestroyEvent_(m->event);
+      m->event = nullptr;
+    }
+  }
+
+  // Waits (polling, up to `timeout`) until the communicator's queued work has run, then destroys it; a
+  // communicator with work still running is left as it is (HCCL would free what that work uses).
+  int End(void* comm, std::chrono::milliseconds timeout) const {
+    std::vector<Mark_> marks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = marks_.find(comm); it != marks_.end()) {
+        marks = std::move(it->second);
+        marks_.erase(it);
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    size_t running = 0;
+    for (const Mark_& m : marks) {
+      if (m.event == nullptr) continue;
+      for (;;) {
+        int status = 0;
+        if (QueryEventStatus_(m.event, &status) != 0 || status == kAclEventComplete) break;
+        if (std::chrono::steady_clock::now() >= deadline) {
+          ++running;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    if (running > 0) {
+      TSR_LOG_WARN(
+          "{}: the communicator's operations on {} stream(s) were still running {} ms after it was ended: it is left "
+          "undestroyed (HCCL has no abort, and HcclCommDestroy would free what they use)",
+          name(), running, timeout.count());
+      return kHcclTimeout;  // its events stay too: a running stream may still reach them
+    }
+    for (const Mark_& m : marks)
+      if (m.event != nullptr) (void)DestroyEvent_(m.event);
+    return CommDestroy_(comm);
+  }
+
+  const char* ErrorString(Result_ r) const override { return GetErrorString_ ? GetErrorString_(r) : nullptr; }
+
+  // HCCL's signatures (hccl.h lines in tests/shims/hccl_abi.h), enums as int, handles as void*.
+  int (*GetRootInfo_)(void* root_info) = nullptr;
+  int (*CommInitRootInfo_)(uint32_t nranks, const void* root_info, uint32_t rank, void** comm) = nullptr;
+  int (*AllReduce_)(void*, void*, uint64_t, int, int, void*, void*) = nullptr;
+  int (*Broadcast_)(void*, uint64_t, int, uint32_t, void*, void*) = nullptr;
+  int (*ReduceScatter_)(void*, void*, uint64_t, int, int, void*, void*) = nullptr;
+  int (*AllGather_)(void*, void*, uint64_t, int, void*, void*) = nullptr;
+  int (*GetRankId_)(void*, uint32_t*) = nullptr;
+  int (*Send_)(void*, uint64_t, int, uint32_t, void*, void*) = nullptr;
+  int (*Recv_)(void*, uint64_t, int, uint32_t, void*, void*) = nullptr;
+  int (*CommDestroy_)(void*) = nullptr;
+  int (*GetCommAsyncError_)(void*, int*) = nullptr;
+  const char* (*GetErrorString_)(int) = nullptr;
+  int (*GroupStart_)() = nullptr;
+  int (*GroupEnd_)() = nullptr;
+  // ACL's (acl_rt.h lines in tests/shims/acl_abi.h): aclrtMemcpyAsync(dst, destMax, src, count, kind, stream), and
+  // the events with aclrtEventRecordedStatus as int.
+  int (*MemcpyAsync_)(void*, size_t, const void*, size_t, int, void*) = nullptr;
+  int (*CreateEvent_)(void** event) = nullptr;
+  int (*DestroyEvent_)(void* event) = nullptr;
+  int (*RecordEvent_)(void* event, void* stream) = nullptr;
+  int (*QueryEventStatus_)(void* event, int* status) = nullptr;
+
+  mutable std::mutex mu_;
+  mutable std::unordered_map<void*, std::vector<Mark_>> marks_;  // per communicator
 };
-
-constexpr int kSlots = 4;
-std::mutex g_mu;
-template <int... S>
-HcclApi* SlotApi(int i, std::integer_sequence<int, S...>) {
-  HcclApi* apis[] = {&Slot<S>::api...};
-  return apis[i];
-}
-template <int... S>
-void SlotInstall(int i, CclLibrary& lib, std::integer_sequence<int, S...>) {
-  void (*installs[])(CclLibrary&) = {&Slot<S>::Install...};
-  installs[i](lib);
-}
 
 }  // namespace
 
@@ -174,65 +282,10 @@ Status MissingSymbol(const std::string& row, const std::string& file, const std:
                   file, row, symbol, row, prefix));
 }
 
-std::string HcclSymbol(const char* what) {
-  const std::string w = what;
-  if (w == "GetUniqueId") return "HcclGetRootInfo";
-  if (w == "CommInitRank") return "HcclCommInitRootInfo";
-  if (w == "CommGetAsyncError") return "HcclGetCommAsyncError";
-  if (w == "CommAbort") return "HcclCommDestroy";
-  if (w == "GetVersion") return "(HCCL version: none)";
-  return "Hccl" + w;
-}
-
-Status BindHccl(CclLibrary& lib, void* handle, void* group_handle, const std::string& file,
-                const std::string& group_file) {
-  HcclApi a;
-  a.handle = handle;
-  a.types = lib.row().types;
-  a.ops = lib.row().ops;
-  const std::string prefix = lib.prefix();  // "Hccl"
-  auto bind = [&](auto& fn, const char* name, void* h, const std::string& f) -> Status {
-    const std::string sym = prefix + name;
-    void* p = dlsym(h, sym.c_str());
-    if (p == nullptr) return MissingSymbol(lib.name(), f, sym, prefix);
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
-    return Status::Ok();
-  };
-  TSR_RETURN_IF_ERROR(bind(a.GetRootInfo, "GetRootInfo", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.CommInitRootInfo, "CommInitRootInfo", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.AllReduce, "AllReduce", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.Broadcast, "Broadcast", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.ReduceScatter, "ReduceScatter", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.AllGather, "AllGather", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.GetRankId, "GetRankId", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.Send, "Send", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.Recv, "Recv", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.CommDestroy, "CommDestroy", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.GetCommAsyncError, "GetCommAsyncError", handle, file));
-  TSR_RETURN_IF_ERROR(bind(a.GetErrorString, "GetErrorString", handle, file));
-  if (lib.row().has_groups) {
-    TSR_RETURN_IF_ERROR(bind(a.GroupStart, "GroupStart", group_handle, group_file));
-    TSR_RETURN_IF_ERROR(bind(a.GroupEnd, "GroupEnd", group_handle, group_file));
-  } else {
-    a.GroupStart = a.GroupEnd = [] { return kHcclNotSupport; };
-  }
-  // Searches libhccl and the libraries it depends on (libascendcl): optional, only out-of-place broadcast needs it.
-  a.MemcpyAsync = reinterpret_cast<decltype(a.MemcpyAsync)>(dlsym(handle, "aclrtMemcpyAsync"));
-
-  std::lock_guard<std::mutex> lock(g_mu);
-  constexpr auto seq = std::make_integer_sequence<int, kSlots>();
-  int slot = -1;
-  for (int i = 0; i < kSlots && slot < 0; ++i) {
-    HcclApi* s = SlotApi(i, seq);
-    if (s->handle == handle || s->handle == nullptr) slot = i;
-  }
-  if (slot < 0)
-    return Unsupported(
-        fmt::format("cannot load '{}': this process already holds {} other HCCL libraries", file, kSlots));
-  HcclApi* s = SlotApi(slot, seq);
-  if (s->handle != handle) *s = a;  // a file loaded again keeps its slot (its calls may be running)
-  SlotInstall(slot, lib, seq);
-  return Status::Ok();
+Result<std::shared_ptr<CclLibrary>> LoadHcclShape(const CclRow& row, const CclLibrary::Files& files) {
+  auto lib = std::make_shared<HcclShape>(row, files);
+  TSR_RETURN_IF_ERROR(lib->BindAll());
+  return std::shared_ptr<CclLibrary>(std::move(lib));
 }
 
 }  // namespace tessera::comm::internal

@@ -200,9 +200,8 @@ Status AccelRank::AllReduce(const void* send, void* recv, size_t count, tsrDataT
   if (island_lib_ && count > 0 && IslandTakes(CollKind::kAllReduce, dt, rop))
     return OnIsland([&] { return plan_->IslandAllReduce(send, recv, count, dt, rop, stream); });
   if (!island_lib_ && CclTakes(dt, rop))
-    return OnCcl("allreduce", "AllReduce", [&] {
-      return ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream);
-    });
+    return OnCcl("allreduce", "AllReduce",
+                 [&] { return ccl_->lib().AllReduce(send, recv, count, dt, ccl_->Op(rop), ccl_->handle(), stream); });
   std::lock_guard<std::mutex> lock(mu_);
   ++staged_calls_;
   return plan_->AllReduce(send, recv, count, dt, rop, stream);
@@ -220,7 +219,7 @@ Status AccelRank::ReduceScatter(const void* send, void* recv, size_t recvcount, 
     return OnIsland([&] { return plan_->IslandReduceScatter(send, recv, recvcount, dt, rop, stream); });
   if (!island_lib_ && CclTakes(dt, rop))
     return OnCcl("reduce_scatter", "ReduceScatter", [&] {
-      return ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream);
+      return ccl_->lib().ReduceScatter(send, recv, recvcount, dt, ccl_->Op(rop), ccl_->handle(), stream);
     });
   return Staged("reduce_scatter", stream, {{send, 0, sb}}, sb, {{recv, 0, rb}}, rb, [&](std::byte* in, std::byte* out) {
     return host_->HostReduceScatter(in, out, recvcount, type, op, nullptr);
@@ -237,7 +236,7 @@ Status AccelRank::AllGather(const void* send, void* recv, size_t sendcount, tsrD
     return OnIsland([&] { return plan_->IslandAllGather(send, recv, sendcount, dt, stream); });
   if (!island_lib_ && CclTakes(dt))
     return OnCcl("allgather", "AllGather",
-                 [&] { return ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream); });
+                 [&] { return ccl_->lib().AllGather(send, recv, sendcount, dt, ccl_->handle(), stream); });
   return Staged("allgather", stream, {{send, 0, sb}}, sb, {{recv, 0, rb}}, rb,
                 [&](std::byte* in, std::byte* out) { return host_->HostAllGather(in, out, sendcount, type, nullptr); });
 }
@@ -254,9 +253,8 @@ Status AccelRank::Broadcast(const void* send, void* recv, size_t count, tsrDataT
   if (island_lib_ && count > 0 && IslandTakes(CollKind::kBroadcast, dt, RedOp::kSum))
     return OnIsland([&] { return plan_->IslandBroadcast(send, recv, count, dt, root, stream); });
   if (!island_lib_ && CclTakes(dt))
-    return OnCcl("broadcast", "Broadcast", [&] {
-      return ccl_->lib().Broadcast(send, recv, count, CclDataType(dt), root, ccl_->handle(), stream);
-    });
+    return OnCcl("broadcast", "Broadcast",
+                 [&] { return ccl_->lib().Broadcast(send, recv, count, dt, root, ccl_->handle(), stream); });
   std::vector<Span> down;
   if (is_root) down.push_back({send, 0, bytes});
   return Staged("broadcast", stream, down, bytes, {{recv, 0, bytes}}, bytes, [&](std::byte* in, std::byte* out) {

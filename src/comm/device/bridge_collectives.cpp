@@ -28,8 +28,7 @@ Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrData
     return Fail("allreduce", InvalidArgument(fmt::format("allreduce: op {} is not a tsrRedOp_t", int(op))));
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
-    return CclCall("AllReduce",
-                   ccl_->lib().AllReduce(send, recv, count, CclDataType(dt), ccl_->Op(rop), ccl_->handle(), stream));
+    return CclCall("AllReduce", ccl_->lib().AllReduce(send, recv, count, dt, ccl_->Op(rop), ccl_->handle(), stream));
   }
   if (island_ccl_ && count > 0 && IslandTakes(CollKind::kAllReduce, dt, rop))
     return plan_->IslandAllReduce(send, recv, count, dt, rop, stream);
@@ -91,9 +90,9 @@ Status BridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount,
     TSR_RETURN_IF_ERROR(Direct());
     if (!IsValid(static_cast<RedOp>(op)))
       return Fail("reduce_scatter", InvalidArgument(fmt::format("reduce_scatter: op {} is not a tsrRedOp_t", int(op))));
-    return CclCall("ReduceScatter",
-                   ccl_->lib().ReduceScatter(send, recv, recvcount, CclDataType(dt), ccl_->Op(static_cast<RedOp>(op)),
-                                             ccl_->handle(), stream));
+    return CclCall(
+        "ReduceScatter",
+        ccl_->lib().ReduceScatter(send, recv, recvcount, dt, ccl_->Op(static_cast<RedOp>(op)), ccl_->handle(), stream));
   }
   if (island_ccl_ && recvcount > 0 && IsValid(static_cast<RedOp>(op)) &&
       IslandTakes(CollKind::kReduceScatter, dt, static_cast<RedOp>(op)))
@@ -121,7 +120,7 @@ Status BridgeRank::AllGather(const void* send, void* recv, size_t sendcount, tsr
   if (stream == nullptr) return Host([=, this] { return host_->HostAllGather(send, recv, sendcount, type, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
-    return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, CclDataType(dt), ccl_->handle(), stream));
+    return CclCall("AllGather", ccl_->lib().AllGather(send, recv, sendcount, dt, ccl_->handle(), stream));
   }
   if (island_ccl_ && sendcount > 0 && IslandTakes(CollKind::kAllGather, dt, RedOp::kSum))
     return plan_->IslandAllGather(send, recv, sendcount, dt, stream);
@@ -149,8 +148,8 @@ Status BridgeRank::Broadcast(const void* send, void* recv, size_t count, tsrData
     return Host([=, this] { return host_->HostBroadcast(send, recv, count, type, root, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
-    return CclCall("Broadcast", ccl_->lib().Broadcast(is_root ? send : recv, recv, count, CclDataType(dt), root,
-                                                      ccl_->handle(), stream));
+    return CclCall("Broadcast",
+                   ccl_->lib().Broadcast(is_root ? send : recv, recv, count, dt, root, ccl_->handle(), stream));
   }
   if (island_ccl_ && count > 0 && IslandTakes(CollKind::kBroadcast, dt, RedOp::kSum))
     return plan_->IslandBroadcast(send, recv, count, dt, root, stream);
@@ -174,7 +173,7 @@ Status BridgeRank::Send(const void* send, size_t count, tsrDataType_t type, int 
   if (stream == nullptr) return Host([=, this] { return host_->HostSend(send, count, type, peer, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
-    return CclCall("Send", ccl_->lib().Send(send, count, CclDataType(dt), peer, ccl_->handle(), stream));
+    return CclCall("Send", ccl_->lib().Send(send, count, dt, peer, ccl_->handle(), stream));
   }
   return StagedCall("send", stream, send, b, nullptr, 0,
                     [=, this](const void* hs, void*) { return host_->HostSend(hs, count, type, peer, nullptr); });
@@ -189,7 +188,7 @@ Status BridgeRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, 
   if (stream == nullptr) return Host([=, this] { return host_->HostRecv(recv, count, type, peer, nullptr); });
   if (!hybrid_) {
     TSR_RETURN_IF_ERROR(Direct());
-    return CclCall("Recv", ccl_->lib().Recv(recv, count, CclDataType(dt), peer, ccl_->handle(), stream));
+    return CclCall("Recv", ccl_->lib().Recv(recv, count, dt, peer, ccl_->handle(), stream));
   }
   return StagedCall("recv", stream, nullptr, 0, recv, b,
                     [=, this](const void*, void* hr) { return host_->HostRecv(hr, count, type, peer, nullptr); });
@@ -262,7 +261,7 @@ Status BridgeRank::Group(const std::vector<P2POp>& ops) {
       return host_->Guarded("group", [&] { return s; });
     }
     for (const P2POp& op : ops) {
-      const int t = CclDataType(static_cast<DType>(op.type));
+      const DType t = static_cast<DType>(op.type);
       const int r = op.is_send ? lib.Send(op.send, op.count, t, op.peer, ccl_->handle(), stream)
                                : lib.Recv(op.recv, op.count, t, op.peer, ccl_->handle(), stream);
       if (s.ok()) s = lib.Check(r, op.is_send ? "Send (group)" : "Recv (group)");
@@ -328,7 +327,7 @@ Status BridgeRank::AllToAllv(const void* send, const size_t* sendcounts, const s
                                                           "receives {}",
                                                           shape_.rank, sc[shape_.rank], rc[shape_.rank])));
     CclLibrary& lib = ccl_->lib();
-    const int t = CclDataType(dt);
+    const DType t = dt;
     Status s = lib.Check(lib.GroupStart(), "GroupStart");
     if (!s.ok()) {
       ccl_->MarkFailed();

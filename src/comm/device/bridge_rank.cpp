@@ -59,14 +59,17 @@ Status BridgeRank::Attach(Comm* comm) {
   if (!hybrid_) {
     // World of one island: the island's CCL, on the caller's stream.
     TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, dev_->device()));
-    direct_.call = ccl_->lib().AllReduce;
-    direct_.handle = ccl_->handle();
-    for (int t = 0; t < static_cast<int>(DType::kCount); ++t) {
-      direct_.ccl_type[t] = static_cast<int8_t>(CclDataType(static_cast<DType>(t)));
-      direct_.esz[t] = direct_.ccl_type[t] < 0 ? 0 : static_cast<uint8_t>(DTypeSize(static_cast<DType>(t)));
+    if (const NcclCalls* raw = ccl_->lib().nccl()) {  // the lean path: an NCCL-shaped library's own AllReduce
+      const CclLibrary& lib = ccl_->lib();
+      direct_.call = raw->AllReduce;
+      direct_.handle = ccl_->handle();
+      for (int t = 0; t < static_cast<int>(DType::kCount); ++t) {
+        direct_.ccl_type[t] = static_cast<int8_t>(lib.DataType(static_cast<DType>(t)));
+        direct_.esz[t] = direct_.ccl_type[t] < 0 ? 0 : static_cast<uint8_t>(DTypeSize(static_cast<DType>(t)));
+      }
+      for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o)
+        direct_.ccl_op[o] = static_cast<int8_t>(lib.Op(ccl_->Op(static_cast<RedOp>(o))));
     }
-    for (int o = 0; o < static_cast<int>(RedOp::kCount); ++o)
-      direct_.ccl_op[o] = static_cast<int8_t>(ccl_->Op(static_cast<RedOp>(o)));
     direct_.owner = this;
     direct_.report = [](void* self, int r) { return static_cast<BridgeRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
@@ -196,9 +199,8 @@ Status BridgeRank::WarmUp() {
   if (st.ok()) st = made(one, rt.Malloc(sizeof(float)));
   if (st.ok()) st = rt.MemsetAsync(one, sizeof(float), 0, sizeof(float), s);
   if (st.ok())
-    st = ccl_->lib().Check(
-        ccl_->lib().AllReduce(one, one, 1, CclDataType(DType::kFloat32), CclRedOp(RedOp::kSum), ccl_->handle(), s),
-        "AllReduce (warm-up at init)");
+    st = ccl_->lib().Check(ccl_->lib().AllReduce(one, one, 1, DType::kFloat32, RedOp::kSum, ccl_->handle(), s),
+                           "AllReduce (warm-up at init)");
   if (st.ok()) st = rt.EventRecord(done, s);
   // Bounded: a peer that died since init must not hang this one.
   if (st.ok()) st = dev_->WaitEvent(done, shape_.timeout, "the CCL's warm-up allreduce at init");

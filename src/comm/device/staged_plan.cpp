@@ -57,16 +57,16 @@ Status StagedPlan::ReduceScatterOn(DeviceRuntime::Stream s, const std::byte* in,
     }
     from = pad;
   }
-  const int cop = ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
-  return Library("ReduceScatter", ccl_->lib().ReduceScatter(from, shard, b.q, CclDataType(rt), cop, ccl_->handle(), s));
+  const RedOp cop = ccl_->Op(op == RedOp::kAvg ? RedOp::kSum : op);  // avg: the bridge divides once
+  return Library("ReduceScatter", ccl_->lib().ReduceScatter(from, shard, b.q, rt, cop, ccl_->handle(), s));
 }
 
 Status StagedPlan::AllGatherOn(DeviceRuntime::Stream s, const std::byte* shard, size_t L, DType dt, std::byte* pad,
                                std::byte* out) {
   const PaddedBlocks b(static_cast<size_t>(shape_.island_size), L);
   const size_t esz = DTypeSize(dt);
-  TSR_RETURN_IF_ERROR(Library(
-      "AllGather", ccl_->lib().AllGather(shard, b.padded() ? pad : out, b.q, CclDataType(dt), ccl_->handle(), s)));
+  TSR_RETURN_IF_ERROR(
+      Library("AllGather", ccl_->lib().AllGather(shard, b.padded() ? pad : out, b.q, dt, ccl_->handle(), s)));
   if (b.padded())
     for (size_t j = 0; j < b.n; ++j) {
       const Range sj = b.shard(j);
@@ -205,7 +205,7 @@ Status StagedPlan::IslandAllGather(const void* send, void* recv, size_t sendcoun
   // The island's contributions, gathered on the devices in island order; those inside my shard go down to their
   // places in the staging, cross the bridge, and my shard comes back to be allgathered.
   parts[0].pre = [=, this](DeviceRuntime::Stream s) {
-    return Library("AllGather", ccl_->lib().AllGather(send, gathered, sendcount, CclDataType(dt), ccl_->handle(), s));
+    return Library("AllGather", ccl_->lib().AllGather(send, gathered, sendcount, dt, ccl_->handle(), s));
   };
   for (size_t j = 0; j < n; ++j) {
     const size_t lo = static_cast<size_t>(island[j]) * sendcount;
@@ -243,7 +243,7 @@ Status StagedPlan::IslandBroadcast(const void* send, void* recv, size_t count, D
     const int iroot = static_cast<int>(at - island.begin());
     const void* from = shape_.rank == root ? send : recv;
     parts[0].pre = [=, this](DeviceRuntime::Stream s) {
-      return Library("Broadcast", ccl_->lib().Broadcast(from, recv, count, CclDataType(dt), iroot, ccl_->handle(), s));
+      return Library("Broadcast", ccl_->lib().Broadcast(from, recv, count, dt, iroot, ccl_->handle(), s));
     };
     parts[0].down = {StagedCopy{hin + S.lo * esz, out + S.lo * esz, S.len() * esz}};
   }
