@@ -240,6 +240,12 @@ class Comm final : public Links, private HostPath {
   // Whether island `isl`'s allreduce of `dt` runs on the device bridge (Island::device_bridge, floating
   // types). The same answer on every rank.
   bool DeviceBridgeEligible(const Island& isl, DType dt) const { return isl.device_bridge && IsFloat(dt); }
+  // Each island's share of the bridge's folds of a reduction of `dt` (schedule.hpp, Part): equal, except that where
+  // the world has an island on the device bridge for `dt`, a device island that stages through pinned memory folds
+  // nothing (0): its rank sends its partial sums to the other islands' owners and receives the results, and the
+  // folds run on the devices (and the host islands) instead of its host engine. The same on every rank; the bits do
+  // not change (every part is folded in island order, whoever owns it).
+  std::vector<int> FoldWeights(DType dt) const;
   Status ExchangeHeaders(CollKind kind, size_t count, DType dt, RedOp op, int root, const std::vector<int>& peers);
   void* Scratch(int which, size_t bytes);
   // Device bridge (hierarchical.cpp): the device scratch one call of `kind` needs — for reduce-scatter its

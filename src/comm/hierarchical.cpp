@@ -92,6 +92,7 @@ class Comm::Collective {
         ranks_(c.island_ranks_[c.my_island_]),
         n_(static_cast<int>(ranks_.size())),
         S_(Shard(ranks_.size(), static_cast<size_t>(local_), C_)),
+        weights_(c.FoldWeights(dt)),
         what_(fmt::format("{} #{}", CollName(kind), c.seq_)) {}
 
   Status Run() {
@@ -129,14 +130,14 @@ class Comm::Collective {
 
  private:
   Range ShardOf(int member) const { return Shard(ranks_.size(), static_cast<size_t>(member), C_); }
-  Range PartOf(const Segment& sg, int q) const { return Part(sg.r, q, k_); }
+  Range PartOf(const Segment& sg, int q) const { return Part(sg.r, q, weights_); }
   Range Contrib(int rank) const { return Contribution(kind_ == CollKind::kAllGather, rank, root_, count_, C_); }
 
   // Header exchange with every peer of this rank's schedule (schedule.hpp: HeaderPeers).
   Status ExchangeHeaders() {
     return c_.ExchangeHeaders(
         kind_, count_, dt_, op_, root_,
-        HeaderPeers(c_.island_ranks_, segs_, c_.rank_, kind_ == CollKind::kReduceScatter, count_));
+        HeaderPeers(c_.island_ranks_, segs_, c_.rank_, kind_ == CollKind::kReduceScatter, count_, weights_));
   }
 
   // ---- select: allgather / broadcast. Each element has exactly one contributing rank. ----
@@ -433,16 +434,17 @@ class Comm::Collective {
   DeviceOps* const dev_;
   const bool island_done_;  // IslandPhases::kDone
   const bool reduce_;
-  const size_t W_;                 // ranks of the world
-  const size_t C_;                 // elements of the whole buffer the schedule cuts
-  const size_t esz_, asz_;         // bytes per element of dt_ and of its accumulator
-  const int k_;                    // islands
-  const int me_;                   // my island
-  const int local_;                // my index in it
-  const std::vector<int>& ranks_;  // my island's ranks
-  const int n_;                    // ... and how many
-  const Range S_;                  // my shard
-  const std::string what_;         // "allreduce #7", for errors
+  const size_t W_;                  // ranks of the world
+  const size_t C_;                  // elements of the whole buffer the schedule cuts
+  const size_t esz_, asz_;          // bytes per element of dt_ and of its accumulator
+  const int k_;                     // islands
+  const int me_;                    // my island
+  const int local_;                 // my index in it
+  const std::vector<int>& ranks_;   // my island's ranks
+  const int n_;                     // ... and how many
+  const Range S_;                   // my shard
+  const std::vector<int> weights_;  // each island's share of a segment's bridge folds (FoldWeights)
+  const std::string what_;          // "allreduce #7", for errors
   std::vector<Segment> segs_;
   // Reduce: the island's partial sums of my shard (IslandReduceScatter), where final values go (PlaceOutput).
   std::vector<DType> island_ptype_;  // the type of each island's partial sums
@@ -458,8 +460,27 @@ size_t Comm::DeviceScratchBytes(CollKind kind, size_t count, DType dt) const {
   if (kind != CollKind::kAllReduce && kind != CollKind::kReduceScatter) return 0;
   const size_t elements = kind == CollKind::kReduceScatter ? count * static_cast<size_t>(size_) : count;
   const size_t out = kind == CollKind::kReduceScatter ? DeviceOutputBytes(elements * DTypeSize(dt)) : 0;
-  // My parts of the segments (BridgeReduce): at most elements/k plus one per segment.
-  return out + (elements / island_ranks_.size() + size_ + 1) * DTypeSize(AccumType(dt));
+  // My parts of the segments (BridgeReduce): at most my island's share of the elements plus one per segment.
+  const std::vector<int> w = FoldWeights(dt);
+  size_t total = 0;
+  for (int x : w) total += static_cast<size_t>(x);
+  const size_t share = elements * static_cast<size_t>(w[static_cast<size_t>(my_island_)]) / total;
+  return out + (share + size_ + 1) * DTypeSize(AccumType(dt));
+}
+
+std::vector<int> Comm::FoldWeights(DType dt) const {
+  std::vector<int> w(islands_.size(), 1);
+  bool device = false, staged = false;
+  for (const Island& isl : islands_) {
+    if (DeviceBridgeEligible(isl, dt))
+      device = true;
+    else if (isl.backend != "host")
+      staged = true;
+  }
+  if (device && staged)
+    for (size_t i = 0; i < islands_.size(); ++i)
+      if (islands_[i].backend != "host" && !DeviceBridgeEligible(islands_[i], dt)) w[i] = 0;
+  return w;
 }
 
 Status Comm::Hierarchical(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root,

@@ -35,8 +35,9 @@ std::vector<Segment> Segments(const IslandRanks& islands, size_t total) {
 }
 
 std::vector<int> HeaderPeers(const IslandRanks& islands, const std::vector<Segment>& segs, int rank,
-                             bool reduce_scatter, size_t count) {
+                             bool reduce_scatter, size_t count, const std::vector<int>& weights) {
   const int k = static_cast<int>(islands.size());
+  const std::vector<int> w = weights.empty() ? std::vector<int>(islands.size(), 1) : weights;
   int my_island = 0;
   for (int J = 0; J < k; ++J)
     if (std::find(islands[J].begin(), islands[J].end(), rank) != islands[J].end()) my_island = J;
@@ -51,7 +52,7 @@ std::vector<int> HeaderPeers(const IslandRanks& islands, const std::vector<Segme
   if (reduce_scatter)  // the routing step talks to block owners
     for (const auto& sg : segs)
       for (int q = 0; q < k; ++q) {
-        const Range p = Part(sg.r, q, k);
+        const Range p = Part(sg.r, q, w);
         if (p.len() == 0) continue;
         const size_t r = static_cast<size_t>(rank);
         if (sg.owner[q] == rank) {

@@ -4,7 +4,8 @@
 //   - Shard: member i of an island of n owns [C·i/n, C·(i+1)/n) of a buffer of C elements;
 //   - Cuts / Segments: the islands' shard boundaries cut [0, C) into segments, each with one owner per
 //     island (the member whose shard holds it);
-//   - Part: owner q of a segment reduces part q of it (one part per island);
+//   - Part: owner q of a segment reduces part q of it (one part per island; equal parts, or in proportion to the
+//     islands' weights);
 //   - BlocksOf: the output blocks of a reduce-scatter that a part touches;
 //   - Contribution: the elements a rank contributes to an allgather or broadcast;
 //   - HeaderPeers: whom a rank exchanges its 64-byte header with before a collective;
@@ -55,6 +56,18 @@ inline Range Part(Range seg, int q, int parts) {
   return Range{seg.lo + seg.len() * i / k, seg.lo + seg.len() * (i + 1) / k};
 }
 
+// Part q of a segment whose islands fold shares in proportion to `weights` (one per island, their sum positive): the
+// pieces in island order, island q's of weights[q] / (sum of the weights) of the segment. With equal weights, the
+// same ranges as Part(seg, q, k).
+inline Range Part(Range seg, int q, const std::vector<int>& weights) {
+  size_t before = 0, total = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    total += static_cast<size_t>(weights[i]);
+    if (i < static_cast<size_t>(q)) before += static_cast<size_t>(weights[i]);
+  }
+  const size_t upto = before + static_cast<size_t>(weights[static_cast<size_t>(q)]);
+  return Range{seg.lo + seg.len() * before / total, seg.lo + seg.len() * upto / total};
+}
 // The output blocks (block b = [block·b, block·(b+1)), b < nblocks) that a non-empty `part` intersects,
 // as a range of block indices. `block` must be positive.
 inline Range BlocksOf(Range part, size_t block, size_t nblocks) {
@@ -72,8 +85,9 @@ inline Range Contribution(bool allgather, int rank, int root, size_t count, size
 // leaders (when it leads its own: islands whose schedules differ because of a mismatch still meet someone
 // who notices), the other owners of each segment it owns, and for a reduce-scatter of `count` elements
 // per rank the ranks its parts are routed to and from. Sorted, without `rank` itself.
+// `weights`: the islands' shares of each segment's folds (Part), empty for equal shares.
 std::vector<int> HeaderPeers(const IslandRanks& islands, const std::vector<Segment>& segs, int rank,
-                             bool reduce_scatter, size_t count);
+                             bool reduce_scatter, size_t count, const std::vector<int>& weights = {});
 
 // [0, count) in consecutive pieces of `per` elements (the last one shorter); one piece when per is 0 or
 // not less than count.

@@ -179,6 +179,7 @@ std::vector<PhaseLoad> CollectiveLoad(const World& w, Coll kind, size_t count, s
   const int k = static_cast<int>(w.islands.size());
   const size_t C = kind == Coll::kAllReduce ? count : count * W;  // what the schedule cuts (hierarchical.cpp)
   const std::vector<comm::Segment> segs = comm::Segments(w.islands, C);
+  const std::vector<int> fw = w.fold_weights.empty() ? std::vector<int>(static_cast<size_t>(k), 1) : w.fold_weights;
   const auto shard = [C](size_t n, size_t j) { return comm::Shard(n, j, C); };
   std::vector<PhaseLoad> out;
   if (kind == Coll::kAllGather) {
@@ -213,9 +214,9 @@ std::vector<PhaseLoad> CollectiveLoad(const World& w, Coll kind, size_t count, s
           const size_t psz = w.islands[J].size() == 1 ? esz : asz;
           for (int q = 0; q < k; ++q) {
             if (q == J) continue;
-            br.Send(sg.owner[J], sg.owner[q], static_cast<double>(comm::Part(sg.r, q, k).len() * psz));
+            br.Send(sg.owner[J], sg.owner[q], static_cast<double>(comm::Part(sg.r, q, fw).len() * psz));
             if (kind == Coll::kAllReduce)
-              br.Send(sg.owner[J], sg.owner[q], static_cast<double>(comm::Part(sg.r, J, k).len() * esz));
+              br.Send(sg.owner[J], sg.owner[q], static_cast<double>(comm::Part(sg.r, J, fw).len() * esz));
           }
         }
       out.push_back(br.Done());
@@ -224,7 +225,7 @@ std::vector<PhaseLoad> CollectiveLoad(const World& w, Coll kind, size_t count, s
       PhaseBuilder sc(w, "scatter");
       for (const auto& sg : segs)
         for (int q = 0; q < k; ++q) {
-          const Range p = comm::Part(sg.r, q, k);
+          const Range p = comm::Part(sg.r, q, fw);
           if (p.len() == 0) continue;
           const Range blocks = comm::BlocksOf(p, count, W);
           for (size_t b = blocks.lo; b < blocks.hi; ++b)

@@ -121,6 +121,11 @@ Result<World> WorldOf(const Scenario& s) {
     if (!s.one_host) next_host += static_cast<int>((is.cards + is.cards_per_node - 1) / is.cards_per_node);
     w.islands.push_back(std::move(ranks));
   }
+  bool any_bridge = false;
+  for (bool b : w.device_bridge) any_bridge |= b;
+  for (size_t i = 0; i < s.islands.size(); ++i)
+    w.fold_weights.push_back(
+        any_bridge && s.islands[i].device && !w.islands[i].empty() && !w.device_bridge[w.islands[i][0]] ? 0 : 1);
   w.hosts = s.one_host ? 1 : next_host;
   std::vector<int> on_host(w.hosts, 0);
   for (int h : w.host) w.local.push_back(on_host[h]++);

@@ -52,6 +52,9 @@ struct World {
   std::vector<int> host;            // per rank: its host (node) index
   std::vector<int> local;           // per rank: its index among its host's ranks (its NIC: local % NICs per node)
   std::vector<bool> device_bridge;  // per rank: a one-rank device island on the device bridge
+  // Per island: its share of each segment's bridge folds (comm::Part; empty: equal). As Comm::FoldWeights for
+  // floating types: beside an island on the device bridge, a device island that stages folds nothing.
+  std::vector<int> fold_weights;
   int hosts = 0;
   // The link between two ranks: kDevice when both are on the device bridge and share a host, kShm on one
   // host, kNet otherwise.

@@ -14,7 +14,7 @@
 //       tsrInvalidArgument naming the buffer, every other rank an error, all within the timeout;
 //   accel_worker die RANK [bf16]           RANK exits after one allreduce (f32, or bf16); the others must fail in
 //       time;
-//   accel_worker traffic COUNT [bf16]      one f32 (or bf16) sum allreduce of COUNT elements (rank r gives r + 1
+//   accel_worker traffic COUNT [bf16|int32] one f32 (bf16, int32) sum allreduce of COUNT elements (rank r gives r + 1
 //       everywhere), checked exact; the test reads what each link carried from TESSERA_LINK_TRACE.
 // Prints "OK rank R (npu:0|host): ..." on success, "FAIL rank R: why" and exits 1 otherwise.
 #include <unistd.h>
@@ -309,7 +309,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: accel_worker check [--sizes a,b] | wrongmem | die RANK [bf16] | traffic COUNT [bf16]\n");
+                 "usage: accel_worker check [--sizes a,b] | wrongmem | die RANK [bf16] | traffic COUNT [bf16|int32]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -370,18 +370,18 @@ int main(int argc, char** argv) {
     rc = (r == tsrRemoteError || r == tsrTimeout) ? 0 : 1;
   } else if (mode == "traffic") {
     const size_t count = argc > 2 ? std::stoull(argv[2]) : 0;
-    const bool bf16 = argc > 3 && std::string(argv[3]) == "bf16";
-    const DType t = bf16 ? DType::kBfloat16 : DType::kFloat32;
+    const std::string type = argc > 3 ? argv[3] : "f32";
+    const DType t = type == "bf16" ? DType::kBfloat16 : type == "int32" ? DType::kInt32 : DType::kFloat32;
     Buf buf(count * tessera::DTypeSize(t));
     for (size_t i = 0; i < count; ++i) StoreElement(buf.host(), i, t, g_rank + 1);
     buf.Push();
-    Check(tsrAllReduce(buf.ptr(), buf.ptr(), count, bf16 ? tsrBfloat16 : tsrFloat32, tsrSum, g_comm, S()), "allreduce");
+    Check(tsrAllReduce(buf.ptr(), buf.ptr(), count, static_cast<tsrDataType_t>(t), tsrSum, g_comm, S()), "allreduce");
     buf.Pull();
     const double want = g_size * (g_size + 1) / 2.0;
     for (size_t i = 0; i < count; ++i)
       if (LoadElement(buf.host(), i, t) != want)
         Fail("traffic: element " + std::to_string(i) + " = " + std::to_string(LoadElement(buf.host(), i, t)));
-    std::printf("OK rank %d (%s): allreduce of %zu %s\n", g_rank, g_device.c_str(), count, bf16 ? "bf16" : "f32");
+    std::printf("OK rank %d (%s): allreduce of %zu %s\n", g_rank, g_device.c_str(), count, type.c_str());
   } else {
     Fail("unknown mode " + mode);
   }

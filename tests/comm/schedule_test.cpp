@@ -205,6 +205,37 @@ TEST(Schedule, PartsTileEverySegment) {
       }
 }
 
+TEST(Schedule, WeightedPartsTileEverySegmentInProportion) {
+  // Every weight vector of 0..2 per island (not all 0): the parts tile the segment in island order, an island of
+  // weight 0 gets none, and equal weights give Part(seg, q, k).
+  for (int k = 1; k <= 4; ++k) {
+    int combos = 1;
+    for (int i = 0; i < k; ++i) combos *= 3;
+    for (int c = 1; c < combos; ++c) {
+      std::vector<int> weights;
+      for (int i = 0, x = c; i < k; ++i, x /= 3) weights.push_back(x % 3);
+      const bool equal = std::all_of(weights.begin(), weights.end(), [&](int v) { return v == weights[0]; });
+      for (size_t len : kTotals) {
+        const Range seg{5, 5 + len};
+        size_t at = seg.lo;
+        for (int q = 0; q < k; ++q) {
+          const Range p = Part(seg, q, weights);
+          EXPECT_EQ(p.lo, at);
+          EXPECT_LE(p.lo, p.hi);
+          if (weights[q] == 0) {
+            EXPECT_EQ(p.len(), 0u);
+          }
+          if (equal) {
+            EXPECT_EQ(p, Part(seg, q, k));
+          }
+          at = p.hi;
+        }
+        EXPECT_EQ(at, seg.hi) << "weighted parts of [" << seg.lo << ", " << seg.hi << ")";
+      }
+    }
+  }
+}
+
 TEST(Schedule, BlocksOfMatchesABruteForceCount) {
   for (size_t block : {size_t{1}, size_t{2}, size_t{3}, size_t{7}})
     for (size_t nblocks = 1; nblocks <= 6; ++nblocks) {
@@ -244,7 +275,8 @@ TEST(Schedule, ContributionsOfAnAllGatherTileTheBufferAndABroadcastHasOneContrib
 // Whom `rank` moves data with in the schedule of a collective over `total` elements (`count` per rank for
 // a reduce-scatter): its island's members, the co-owners of the segments it owns, and for a reduce-scatter
 // the ranks its parts go to and come from. Written from the algorithm's description, not from HeaderPeers.
-std::set<int> DataPeers(const World& w, const std::vector<Segment>& segs, int rank, bool rs, size_t count) {
+std::set<int> DataPeers(const World& w, const std::vector<Segment>& segs, int rank, bool rs, size_t count,
+                        const std::vector<int>& weights) {
   std::set<int> out;
   const int me = IslandOf(w.islands, rank);
   const int k = static_cast<int>(w.islands.size());
@@ -255,7 +287,7 @@ std::set<int> DataPeers(const World& w, const std::vector<Segment>& segs, int ra
   if (rs)
     for (const auto& sg : segs)
       for (int q = 0; q < k; ++q)
-        for (size_t x = Part(sg.r, q, k).lo; x < Part(sg.r, q, k).hi; ++x) {
+        for (size_t x = Part(sg.r, q, weights).lo; x < Part(sg.r, q, weights).hi; ++x) {
           const int block_owner = static_cast<int>(x / count);
           if (sg.owner[q] == rank) out.insert(block_owner);
           if (block_owner == rank) out.insert(sg.owner[q]);
@@ -267,41 +299,45 @@ std::set<int> DataPeers(const World& w, const std::vector<Segment>& segs, int ra
 TEST(Schedule, HeaderPeersAreSymmetricAndCoverEveryDataPeer) {
   for (const World& w : Worlds())
     for (bool rs : {false, true})
-      for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{5}, size_t{11}}) {
-        const size_t total = rs ? count * static_cast<size_t>(w.size) : count;
-        const auto segs = Segments(w.islands, total);
-        const std::string where =
-            w.name + (rs ? ", reduce-scatter of " : ", allreduce of ") + std::to_string(count) + " per rank";
-        std::vector<std::vector<int>> peers(w.size);
-        for (int r = 0; r < w.size; ++r) {
-          peers[r] = HeaderPeers(w.islands, segs, r, rs, count);
-          EXPECT_TRUE(std::is_sorted(peers[r].begin(), peers[r].end())) << where;
-          EXPECT_EQ(std::adjacent_find(peers[r].begin(), peers[r].end()), peers[r].end()) << where;
-          EXPECT_EQ(std::count(peers[r].begin(), peers[r].end(), r), 0)
-              << where << ": rank " << r << " is its own peer";
-          const std::set<int> have(peers[r].begin(), peers[r].end());
-          for (int p : DataPeers(w, segs, r, rs, count))
-            EXPECT_TRUE(have.count(p)) << where << ": rank " << r << " moves data with " << p << " unannounced";
-          // Its island, and (for its leader) every island's leader, even when there is nothing to move.
-          const int me = IslandOf(w.islands, r);
-          for (int m : w.islands[me])
-            if (m != r) {
-              EXPECT_TRUE(have.count(m)) << where;
-            }
-          if (w.islands[me].front() == r)
-            for (const auto& isl : w.islands)
-              if (isl.front() != r) {
-                EXPECT_TRUE(have.count(isl.front())) << where;
+      for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{5}, size_t{11}})
+        for (bool weighted : {false, true}) {  // equal parts, or the first island folding none (FoldWeights)
+          if (weighted && w.islands.size() < 2) continue;
+          std::vector<int> weights(w.islands.size(), 1);
+          if (weighted) weights[0] = 0;
+          const size_t total = rs ? count * static_cast<size_t>(w.size) : count;
+          const auto segs = Segments(w.islands, total);
+          const std::string where = w.name + (rs ? ", reduce-scatter of " : ", allreduce of ") + std::to_string(count) +
+                                    " per rank" + (weighted ? ", island 0 folding none" : "");
+          std::vector<std::vector<int>> peers(w.size);
+          for (int r = 0; r < w.size; ++r) {
+            peers[r] = HeaderPeers(w.islands, segs, r, rs, count, weighted ? weights : std::vector<int>{});
+            EXPECT_TRUE(std::is_sorted(peers[r].begin(), peers[r].end())) << where;
+            EXPECT_EQ(std::adjacent_find(peers[r].begin(), peers[r].end()), peers[r].end()) << where;
+            EXPECT_EQ(std::count(peers[r].begin(), peers[r].end(), r), 0)
+                << where << ": rank " << r << " is its own peer";
+            const std::set<int> have(peers[r].begin(), peers[r].end());
+            for (int p : DataPeers(w, segs, r, rs, count, weights))
+              EXPECT_TRUE(have.count(p)) << where << ": rank " << r << " moves data with " << p << " unannounced";
+            // Its island, and (for its leader) every island's leader, even when there is nothing to move.
+            const int me = IslandOf(w.islands, r);
+            for (int m : w.islands[me])
+              if (m != r) {
+                EXPECT_TRUE(have.count(m)) << where;
               }
-        }
-        for (int r = 0; r < w.size; ++r)
-          for (int p : peers[r]) {
-            ASSERT_GE(p, 0);
-            ASSERT_LT(p, w.size);
-            EXPECT_EQ(std::count(peers[p].begin(), peers[p].end(), r), 1)
-                << where << ": " << r << " expects a header from " << p << " but not the reverse";
+            if (w.islands[me].front() == r)
+              for (const auto& isl : w.islands)
+                if (isl.front() != r) {
+                  EXPECT_TRUE(have.count(isl.front())) << where;
+                }
           }
-      }
+          for (int r = 0; r < w.size; ++r)
+            for (int p : peers[r]) {
+              ASSERT_GE(p, 0);
+              ASSERT_LT(p, w.size);
+              EXPECT_EQ(std::count(peers[p].begin(), peers[p].end(), r), 1)
+                  << where << ": " << r << " expects a header from " << p << " but not the reverse";
+            }
+        }
 }
 
 TEST(Schedule, AHandWorkedWorldOfTwoAndThree) {

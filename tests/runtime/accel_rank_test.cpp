@@ -224,6 +224,37 @@ TEST(Accel, AnEmuIslandKeepsTheDeviceBridgeBesideAStagedNpuIsland) {
   EXPECT_EQ(Count(r.out, "rank 0: joined[^\n]*copy engines straight into the shm rings"), 1) << r.out;
 }
 
+TEST(Accel, TheDeviceBridgeIslandFoldsTheStagedIslandsShare) {
+  // emu 1 + npu 1 + host 1, one f32 allreduce of C elements in one bridge chunk (one segment, an owner per island).
+  // The emu island is on the device bridge and the npu rank stages through pinned memory, so the npu island leaves
+  // its share of the bridge's folds to the other two (Comm::FoldWeights): the npu rank sends each of them exactly its
+  // partial sums of the half that one folds, and no results of its own. The result is checked exact on every rank.
+  const size_t C = 1 << 20;
+  char dir[] = "/tmp/tsr-linktrace-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string prefix = std::string(dir) + "/t";
+  const char* islands = "--island nvidia=emu:1 --island ascend=npu:1 --island x86=host:1";
+  Proc r = Job("TESSERA_LINK_TRACE=" + prefix, islands, "traffic " + std::to_string(C));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "OK rank"), 3) << r.out;
+  Traffic t = ReadTrace(prefix + ".rank1");
+  for (int peer : {0, 2}) {
+    EXPECT_GE(t.sent[peer], C / 2 * 4) << "to rank " << peer;
+    EXPECT_LE(t.sent[peer], C / 2 * 4 + kHeaders) << "to rank " << peer;
+  }
+  // An int32 allreduce does not take the device bridge: every island folds a third (Part), and the npu rank sends
+  // each of the others its partial sums of that one's third and the final values of its own.
+  Proc i = Job("TESSERA_LINK_TRACE=" + prefix + "i", islands, "traffic " + std::to_string(C) + " int32");
+  ASSERT_EQ(i.status, 0) << i.out;
+  t = ReadTrace(prefix + "i.rank1");
+  const size_t third = C / 3;  // parts 0 and 1 (the last one is one longer)
+  EXPECT_GE(t.sent[0], 2 * third * 4);
+  EXPECT_LE(t.sent[0], 2 * third * 4 + kHeaders);
+  EXPECT_GE(t.sent[2], (2 * third + 1) * 4);
+  EXPECT_LE(t.sent[2], (2 * third + 1) * 4 + kHeaders);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Accel, NativeIslandReduceHandsSixteenBitDataToTheLibrary) {
   // TESSERA_ISLAND_REDUCE=native: HCCL reduces bf16 in bf16, rounding at every hop as the shim (and HCCL's public
   // code) does, so a 16-bit sum of four ranks is no longer within one rounding of the exact sum: the same check that

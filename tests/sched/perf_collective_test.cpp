@@ -361,6 +361,34 @@ TEST(PerfModelIslands, TheDeviceBridgeIsChosenPerIsland) {
   EXPECT_EQ(WorldOf(s)->device_bridge, (std::vector<bool>{false, false}));
 }
 
+TEST(PerfModelIslands, TheDeviceBridgeIslandFoldsTheStagedIslandsShare) {
+  // cuda 1 + npu 1 + host 1 on one host: the staged npu island leaves its share of the bridge's folds to the others
+  // (as Comm::FoldWeights): the cuda and host ranks fold half of the segment each; the npu rank sends each its
+  // partial sums of that half and no results (C x 4 in all), the others their partial sums and results (3/2 C x 4).
+  Scenario s;
+  for (const char* family : {"cuda", "npu", ""}) {
+    IslandSpec is;
+    is.type = *family ? family : "cpu";
+    is.family = family;
+    is.device = *family != '\0';
+    is.cards = 1;
+    is.tokens_per_s = 1000;
+    s.islands.push_back(is);
+  }
+  s.one_host = true;
+  const World w = *WorldOf(s);
+  EXPECT_EQ(w.fold_weights, (std::vector<int>{1, 0, 1}));
+  const size_t C = 1 << 20;
+  auto load = CollectiveLoad(w, Coll::kAllReduce, C, 4, 4);
+  ASSERT_EQ(load[1].name, "bridge");
+  EXPECT_DOUBLE_EQ(load[1].sent[0], 1.5 * C * 4);
+  EXPECT_DOUBLE_EQ(load[1].sent[1], 1.0 * C * 4);
+  EXPECT_DOUBLE_EQ(load[1].sent[2], 1.5 * C * 4);
+  // Without the device bridge (TESSERA_DEVICE_BRIDGE=staged) every island folds a third.
+  s.device_bridge = false;
+  EXPECT_EQ(WorldOf(s)->fold_weights, (std::vector<int>{1, 1, 1}));
+}
+
 // ---- NICs per node ------------------------------------------------------------------------------------
 
 TEST(PerfModelNics, TheBridgeBetweenHostsUsesMinOfNicsAndRanksPerNodeRailAligned) {
