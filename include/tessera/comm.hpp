@@ -1,5 +1,6 @@
 // tessera/comm.hpp — a header-only C++ wrapper over the C API of tessera.h: nothing here is compiled into
-// libtessera, so the library's ABI is the C API alone.
+// libtessera, so the collectives' ABI is the C API alone (libtessera also exports the C++ Status and
+// checkpoint API of status.hpp and ckpt.hpp: tests/structure/public_symbols.txt).
 //
 // tessera::Communicator owns one tsrComm_t (destroyed with the object; move-only) and turns every
 // tsrResult_t into a tessera::Status carrying tsrGetLastError's message, so C++ callers write

@@ -6,8 +6,9 @@
  * across islands in float32 in a fixed order and rounded once, so every rank gets the same bits.
  *
  * Memory: with stream == NULL the buffers are host memory and the call returns when it is complete.
- * With a cudaStream_t (CUDA islands) the buffers are device memory and the call is enqueued on that
- * stream, as in NCCL. In-place calls (sendbuf == recvbuf) are allowed everywhere.
+ * With a stream of the rank's device runtime (cudaStream_t, aclrtStream, musaStream_t: device islands) the
+ * buffers are device memory and the call is enqueued on that stream, as in NCCL. In-place calls (sendbuf == recvbuf)
+ * are allowed everywhere.
  *
  * Errors: every call returns a tsrResult_t; tsrGetLastError(comm) gives a readable message naming the
  * offending value or peer. Bad arguments are found on the calling rank before anything is allocated or sent
@@ -102,7 +103,7 @@ typedef struct {
   unsigned int version; /* TSR_CONFIG_VERSION */
   int island;           /* this rank's island index 0..k-1; -1: TESSERA_ISLAND, else 0 */
   const char* vendor;   /* island vendor name; NULL: TESSERA_ISLAND_VENDOR, else "island<N>" */
-  const char* device;   /* "host" or "cuda:N"; NULL: TESSERA_DEVICE, else "host" */
+  const char* device;   /* "host" or FAMILY:N ("cuda:0", "npu:0", ...); NULL: TESSERA_DEVICE, else "host" */
   int timeout_ms;       /* bound on every wait; <= 0: TESSERA_TIMEOUT, else 60 s */
   const char* token;    /* job token; NULL: the one carried in the unique id (see tsrGetUniqueId) */
   /* Version 2. How an island of several device ranks reduces 16-bit data inside itself: "f32" (widened on
@@ -157,10 +158,10 @@ TESSERA_API tsrResult_t tsrCommDestroy(tsrComm_t comm);
 /* Makes every pending and future call on comm return promptly (a blocked call notices within ~50 ms)
  * with tsrRemoteError ("... aborted (tsrCommAbort)"), tells the other ranks (their pending and next
  * calls on this communicator fail with tsrRemoteError naming this rank), and aborts its CCL communicator
- * (ncclCommAbort). Returns within about 2 s (its post to the store is bounded). Does not free: destroy
- * it after the blocked calls have returned. Safe from any thread, concurrently with any call on comm;
- * idempotent. (A CCL call that a racing thread had already begun when the CCL communicator is aborted is
- * NCCL's business, as with ncclCommAbort.) */
+ * (ncclCommAbort; HCCL, which has none, has it destroyed once its queued work ends, within the timeout). Returns within
+ * about 2 s (its post to the store is bounded). Does not free: destroy it after the blocked calls have returned. Safe
+ * from any thread, concurrently with any call on comm; idempotent. (A CCL call that a racing thread had already begun
+ * when the CCL communicator is aborted is the library's business, as with ncclCommAbort.) */
 TESSERA_API tsrResult_t tsrCommAbort(tsrComm_t comm);
 /* *error = tsrSuccess while comm is healthy; else the result that failed it (an earlier call's error, a
  * peer's posted failure seen while idle, an abort, an asynchronous CCL error). Cheap enough to call after

@@ -1,9 +1,9 @@
 // common/vendor: the one table of device families — what a rank's device string is made of and how a
 // launcher gives a rank its device. Everything outside the device layer that must know a vendor's device
 // asks this table, never a literal "cuda": the launcher (--island DEVICE words, the visible-devices
-// variable it sets per rank, MPS), world set-up (TESSERA_DEVICE), and through `tessera run` the PyTorch
-// package. A family is one row; its runtime and collective-library rows live in comm's device layer and
-// are named here by `runtime` and `ccl`.
+// variable it sets per rank, MPS), world set-up (TESSERA_DEVICE), the planner's model; the PyTorch package
+// keeps a copy of its torch side (python/tessera/torch/_backend.py, checked against it by a test). A family is one row;
+// its runtime and collective-library rows live in comm's device layer and are named here by `runtime` and `ccl`.
 //
 // Device strings: "host" (no device: the rank computes on the CPU) or PREFIX:INDEX ("cuda:0").
 #pragma once
@@ -20,7 +20,7 @@ struct DeviceFamily {
   const char* label;        // its name in messages: "CUDA" ("no CUDA device is visible")
   const char* visible_env;  // the runtime's visible-devices variable: "CUDA_VISIBLE_DEVICES"
   const char* torch_type;   // the torch device type of such a rank: "cuda" ("" for none)
-  const char* runtime;      // the device runtime row (comm/device): "cuda"
+  const char* runtime;      // the device runtime row (comm/runtime): "cuda"
   const char* ccl;          // the collective library row (comm/ccl): "nccl" ("" for none)
   bool mps;                 // NVIDIA MPS can cap a rank's SM share (tessera run --sm-share)
   // The vendor names of a catalog type or an island that mean this family, space-separated, the usual island

@@ -2,7 +2,8 @@
 // ACL, Moore Threads' MUSA), loaded at run time with dlopen like the CCL table (comm/ccl/ccl.hpp), and one
 // interface over them.
 //
-// A runtime is loaded with dlopen, never linked, so libtessera runs on machines without it. Each runtime is ONE
+// A runtime is loaded with dlopen (a CUDA build also links cudart into libtessera for its kernels), so
+// libtessera runs on machines without it. Each runtime is ONE
 // row of kRuntimeTable (RuntimeRow): its name, file, the variable that points it at another file, its call shape
 // and its capability flags, from which a rank picks the device bridge or pinned staging. DeviceRuntime is the
 // interface the device ranks call: one implementation per call shape (runtime_acl.cpp, runtime_cuda_api.cpp: CUDA's
