@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/cuda-shim-check.sh: on the GPU machine, after the project is built, Tessera's Ascend code paths run on the
+# scripts/cuda-shim-check.sh: on a GPU machine, after the project is built, Tessera's Ascend code paths run on the
 # CUDA-backed ACL/HCCL shims of tests/shims/cuda (libascendcl.so on cudart, libhccl.so on NCCL): real device memory,
 # streams and events. It runs accel_worker check (tests/comm) under `tessera run` in three worlds:
 #   npu_beside_host     --island ascend=npu:1 --island x86=host:1    an Ascend rank on device memory beside a host rank

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/deepspeed-wheels.sh — the one list of wheels the GPU machine lacks for scripts/deepspeed-experiment.sh
+# scripts/deepspeed-wheels.sh — the one list of wheels a GPU machine lacks for scripts/deepspeed-experiment.sh
 # (DeepSpeed and what it needs that the GPU image does not have), fetched here into .whl/ (git-ignored) to be
 # carried there and installed offline:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

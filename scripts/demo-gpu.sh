@@ -16,7 +16,7 @@
 #      bit-equal losses are not expected on MPS shares (GPU kernels need not be deterministic), the script
 #      reports how many steps agree to the printed 6 decimals;
 #   7. prints the bill and the domestic-share compliance report (and the same series from /metrics).
-# Ran on the H200 on 2026-12-01 in 127 s (bench/results/demo-gpu-20261201T1925Z.log). Needs the GPU machine after `scripts/torch-check.sh build-gpu install`
+# Ran on the H200 on 2026-12-01 in 127 s (bench/results/demo-gpu-20261201T1925Z.log). Needs a GPU machine after `scripts/torch-check.sh build-gpu install`
 # (the tessera binary in build-gpu/, the tessera Python package installed into the Python that has torch).
 # Refuses (exit 2, saying why) without an NVIDIA GPU, without nvidia-cuda-mps-control, or without a Python
 # that imports torch (with CUDA) and tessera.torch.

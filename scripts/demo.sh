@@ -2,7 +2,7 @@
 # The README's main job (`make demo`): one training job through the whole of Tessera, on this machine.
 #   0. the collective underneath: a hybrid allreduce across two islands (ascend + nvidia host ranks);
 #   1. starts the job daemon with its embedded defaults (SQLite state in a fresh directory);
-#   2. registers the example fleet: host-EMULATED Ascend 910B and NVIDIA H800 cards at the brief's prices;
+#   2. registers the example fleet: host-EMULATED Ascend 910B and NVIDIA H800 cards at the reference scenario's prices;
 #   3. submits the example trainer with --policy-compatible ascend,nvidia and shows the plan;
 #   4. shows the queue and the progress;
 #   5. interrupts it (a higher-priority job takes the 910B cards: SIGTERM -> checkpoint -> queue), and shows
@@ -53,7 +53,7 @@ fi
 step "1. Start the job daemon with its embedded defaults (SQLite in WAL mode under $STATE)"
 demo_start_daemon
 
-step "2. Register the example fleet: host-emulated Ascend 910B and NVIDIA H800 cards, the brief's prices"
+step "2. Register the example fleet: host-emulated Ascend 910B and NVIDIA H800 cards, the reference scenario's prices"
 run "$TESSERA" fleet register "$ROOT/examples/demo/fleet.yaml" --catalog "$ROOT/examples/demo/catalog.yaml" \
   --policy "$ROOT/examples/demo/policy.yaml"
 run "$TESSERA" fleet show

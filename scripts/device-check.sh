@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/device-check.sh — the one command for the GPU machine: configure and build from source, run the
+# scripts/device-check.sh — the one command for a GPU machine: configure and build from source, run the
 # GPU tests (kernels, hybrid correctness, faults), then benchmark
 #   (a) hybrid allreduce busbw with `tessera bench` (CUDA ranks on device memory, as nccl-tests), 1 GPU + 3
 #       host ranks and two GPU islands on one GPU, beside the pinned D2H/H2D copy bandwidth measured in the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/gpu-kit.sh — run on the development machine (Debian 12): gathers into .deps/gpu-kit (ignored by
-# git; carried to the GPU machine with the device tool's `carry`) what the GPU image lacks to build the job
+# scripts/gpu-kit.sh — run on a Debian 12 machine with its package mirrors: gathers into .deps/gpu-kit (ignored by
+# git; carried to a GPU machine with the device tool's `carry`) what the GPU image lacks to build the job
 # daemon and the planner, which `scripts/demo-gpu.sh` needs there: Debian's SQLite (sqlite3.h and
 # libsqlite3.so from libsqlite3-dev, public domain), cpp-httplib as Debian builds it (its split header and
 # libcpp-httplib.so, MIT, with brotli's headers it includes, MIT) and GLPK (glpk.h and libglpk.so with the

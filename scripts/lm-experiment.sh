@@ -8,8 +8,8 @@
 #      REPS repetitions each, medians and spread
 #   3. loss parity: hybrid against one island training the same global batch with the same seed, twice (A/A)
 #   4. gradient synchronisation error against an f64 reference, per dtype
-#   5. cost: `tessera plan` with the measured throughputs at the brief's prices
-# Needs torch (the GPU machine); run scripts/torch-check.sh BUILD install first (or it does it).
+#   5. cost: `tessera plan` with the measured throughputs at the reference scenario's prices
+# Needs torch (a GPU machine); run scripts/torch-check.sh BUILD install first (or it does it).
 # Usage: scripts/lm-experiment.sh [BUILD_DIR]   env: STEPS (300), REPS (3), SLOW (35), FAST (65) percent of SMs,
 # PRECISION (tf32), OPTIMIZER (adamw; zero for ZeroRedundancyOptimizer), TSTEPS (6) optimizer steps per throughput run
 # (the first TWARM (2) not timed), ACCUM (16) micro-batches of GB (64) sequences of 512 per step in the

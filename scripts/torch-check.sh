@@ -2,7 +2,7 @@
 # scripts/torch-check.sh — the PyTorch backend on any machine with torch: build libtessera, install the
 # `tessera` Python package offline (pip install --no-build-isolation ./python; skipped when nothing it is
 # built from changed), then run the torch tests under `tessera run` in the worlds docs/torch.md lists, and
-# the torch benchmarks. Without a GPU (CI, the development machine) the worlds are CPU ranks only (1, 2, 3
+# the torch benchmarks. Without a GPU (CI) the worlds are CPU ranks only (1, 2, 3
 # and 5 ranks in 1-3 islands); with one, GPU and CPU ranks mixed as well as CPU ranks with the GPU hidden.
 # Usage: scripts/torch-check.sh [BUILD_DIR] [tests|bench|all|install] [GROUP]
 #   default build-gpu, all; install: build and install only; GROUP: ops, train, ckpt, faults, init, npu or stacks
@@ -283,7 +283,7 @@ if [ "$WHAT" != bench ] && in_group stacks; then
   step "the seed's stacks on two CPU islands: DeepSpeed ZeRO-3 (tests/torch/deepspeed_worker.py), Hugging Face Trainer"
   if ! (cd /tmp && "$PY" -c 'import deepspeed, transformers, accelerate') > "$OUTDIR/torch-stacks-import.log" 2>&1; then
     echo "stacks: SKIPPED: $PY cannot import deepspeed, transformers and accelerate ($(tail -1 "$OUTDIR/torch-stacks-import.log"));"
-    echo "  scripts/install-deps.sh puts them in .venv; on the GPU machine scripts/deepspeed-experiment.sh carries them"
+    echo "  scripts/install-deps.sh puts them in .venv; on a GPU machine scripts/deepspeed-experiment.sh carries them"
     [ "$GROUP" = stacks ] && exit 77
   else
     DW="$PY $ROOT/tests/torch/deepspeed_worker.py"

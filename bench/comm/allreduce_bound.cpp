@@ -16,7 +16,7 @@
 // stay in cache; what must reach memory is the inputs, the outputs and the accumulators: 2.5·S per rank
 // for 1+1): no busbw above it without fewer passes over memory than the engine makes. `all-in-memory`
 // counts every ring byte as memory traffic too (4.5·S per rank for 1+1); a run above it is helped by the
-// cache. On the GPU machine (a 16-core VM) the engine tracks `all-in-memory`: there a copy through a ring
+// cache. On a GPU machine (a 16-core VM) the engine tracks `all-in-memory`: there a copy through a ring
 // costs as much as one through memory (bench/results/log/2026-12-03-fewer-passes-over-memory.md).
 // memcpy bandwidth = bytes copied / time, so the traffic rate is 2× it. The memcpy runs on --threads
 // threads over --copy-bytes (default: every usable CPU, 256 MiB: the box's memory bandwidth).

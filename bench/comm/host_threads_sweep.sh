@@ -3,7 +3,7 @@
 # value: 1+1 host ranks (f32 avg in place, 64 and 256 MiB, `tessera bench allreduce`), REPS rounds
 # (default 3) with the values interleaved so load hits them alike, beside allreduce_bound for the layout (this
 # box's multi-threaded memcpy bandwidth x the traffic the allreduce must make) measured at the start of every round:
-# the box's memcpy moved 39 to 64 GB/s in calls minutes apart on the GPU machine, so one measurement is not its
+# the box's memcpy moved 39 to 64 GB/s in calls minutes apart on a GPU machine, so one measurement is not its
 # bandwidth. Prints the median busbw of each value and its ratio to the median bound (the bounds' range beside it);
 # raw rows go to $OUT/threads-sweep.jsonl when OUT is set.
 #   Usage: [VAR=NAME] bench/comm/host_threads_sweep.sh BUILD_DIR [VALUE...]   (values default: 1 2 4 6 8 12 auto)

@@ -1,7 +1,8 @@
 // bench/sched/plan_bench: time per placement of tessera::sched::Plan on a synthetic fleet — by default
 // 10,000 nodes of 8 cards (80,000 cards) of 4 types in 20 zones, 1,000 running jobs, a 50% floor — and
 // report the median and p99 over many jobs (card counts and throughput targets, random accepted types).
-// Prices of the two non-brief types are synthetic. Usage: sched_plan_bench [--nodes N] [--jobs J] [--json]
+// Prices of the two types beyond the reference scenario's are synthetic. Usage: sched_plan_bench [--nodes N] [--jobs J]
+// [--json]
 #include <fmt/format.h>
 #include <time.h>
 

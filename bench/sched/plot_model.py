@@ -40,7 +40,7 @@ def predict(tessera, cards, share, variant):
     dom = int(round(cards * share))
     args = [tessera, "predict", "--island", f"ascend-910b={dom}@8", "--island", f"nvidia-h800={cards - dom}@8",
             "--batch", str(4 * cards), "--catalog",
-            os.path.join(ROOT, "examples/fleet/brief/catalog-equal.yaml"), "--json"] + SEED
+            os.path.join(ROOT, "examples/fleet/reference/catalog-equal.yaml"), "--json"] + SEED
     args += VARIANTS[variant]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     j = json.loads(out)

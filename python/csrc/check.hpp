@@ -1,5 +1,5 @@
 // python/csrc/check.hpp — TSR_CHECK: TORCH_CHECK with its message built here by concatenation, for every
-// check in tessera._C. Why: in tessera._C as built on the GPU machine (torch 2.11, Ubuntu's gcc 13), every
+// check in tessera._C. Why: in tessera._C as built on a GPU machine (torch 2.11, Ubuntu's gcc 13), every
 // TORCH_CHECK that formatted an integer (c10::str streams each argument through std::ostream) died with
 // SIGSEGV inside num_put, in _C.so's own instantiation of std::ostream::_M_insert<long>; messages of
 // strings alone went through. So no argument is streamed: integers go through std::to_string, dtypes,

@@ -68,11 +68,12 @@ Result<std::string> CostReport(const TierConfig& tiers, const CostOptions& opt) 
       "\nComputation: MONTHLY = GiB × EFFECTIVE; EFFECTIVE = PRICE × max(horizon days, MIN DAYS) / horizon days,\n"
       "so data archived for less than the class's minimum duration is billed as if kept that long.\n"
       "A step held in two tiers (e.g. staged back to hot) is paid in both.\n";
-  // The brief's claim: tiering cuts cost by 38%. Which share of the bytes must leave hot for that?
+  // The reference scenario's claim (examples/fleet/reference/README.md): tiering cuts cost by 38%. Which share of the
+  // bytes must leave hot for that?
   double eh = EffectiveMonthly(p.hot, opt.months), ew = EffectiveMonthly(p.warm, opt.months),
          ec = EffectiveMonthly(p.cold, opt.months);
   out += fmt::format(
-      "\nThe product brief claims 38% lower cost from tiering. Saving vs all-hot = 1 − Σ f_t·price_t / price_hot\n"
+      "\nThe reference scenario claims 38% lower cost from tiering. Saving vs all-hot = 1 − Σ f_t·price_t / price_hot\n"
       "(f_t = share of bytes in tier t). With these prices a 38% saving needs {:.1f}% of the bytes in warm (if the\n"
       "rest stays hot), or {:.1f}% in cold at this horizon. This layout: {:.1f}% vs all-hot.\n",
       eh > ew ? 100.0 * 0.38 * eh / (eh - ew) : 0.0, eh > ec ? 100.0 * 0.38 * eh / (eh - ec) : 0.0,

@@ -97,7 +97,8 @@ int RunDaemonCmd(int argc, char** argv) {
   app.add_option("--state-dir", state, "State directory (default $TESSERA_HOME or ~/.tessera)");
   app.add_option("--host", o.host, "Listen address (loopback by default)");
   app.add_option("--port", o.port, "Listen port; 0 picks a free one (written to STATE/daemon.json)");
-  app.add_option("--catalog", o.catalog_path, "Catalog YAML (default: the stored one, else the brief's two prices)");
+  app.add_option("--catalog", o.catalog_path,
+                 "Catalog YAML (default: the stored one, else the reference scenario's two prices)");
   app.add_option("--fleet", o.fleet_path, "Fleet YAML to register at start (or use `tessera fleet register`)");
   app.add_option("--policy", o.policy_path, "Policy YAML (default: the stored one, else no floor)");
   app.add_option("--tenants", o.tenants_file,

@@ -24,8 +24,8 @@ constexpr size_t kPiece = 128 << 10;
 constexpr size_t kMaxStep = 1 << 20;
 // A split copy or fold is cut into kPartsPerThread parts per thread, of at least kMinPart bytes; the pool's
 // threads claim them one at a time, so a thread slowed by the memory system takes fewer and the join waits
-// for one small part at most. With one equal part per thread the threads were busy 69% of each join on the
-// GPU machine's 16 cores (the parts finished up to 25 us apart); four parts of 32 KiB a thread made 1+1 host
+// for one small part at most. With one equal part per thread the threads were busy 69% of each join on
+// a 16-core H200 host (the parts finished up to 25 us apart); four parts of 32 KiB a thread made 1+1 host
 // ranks 26% / 21% faster at 64 / 256 MiB (bench/results/log/2026-12-03-host-thread-parts.md).
 constexpr size_t kPartsPerThread = 4;
 constexpr size_t kMinPart = 32 << 10;

@@ -21,9 +21,9 @@
 namespace tessera::daemon {
 
 const char* kDefaultCatalogYaml =
-    R"(# Embedded default catalog: the two prices the product brief gives. Throughput is configuration.
+    R"(# Embedded default catalog: the two prices of the reference scenario (examples/fleet/reference/). Throughput is configuration.
 currency: CNY
-price_version: brief-2026-03
+price_version: reference-2026-03
 types:
   - name: ascend-910b
     vendor: ascend

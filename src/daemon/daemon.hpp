@@ -54,7 +54,7 @@ struct DaemonOptions {
 // Runs until SIGINT/SIGTERM. Returns the process exit status; errors are printed to stderr.
 int RunDaemon(const DaemonOptions& options);
 
-// The catalog used when none was given: the two prices the product brief states (Ascend 910B 2.4 and
+// The catalog used when none was given: the two prices of the reference scenario (Ascend 910B 2.4 and
 // NVIDIA H800 6.8 CNY per card-hour). Per-card throughput is configuration; the default weighs both 1.0.
 extern const char* kDefaultCatalogYaml;
 // The policy used when none was given: no domestic floor.

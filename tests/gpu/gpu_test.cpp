@@ -1,7 +1,7 @@
 // tests/gpu/gpu_test: the CUDA backend on a real GPU — kernels bit-identical to the CPU path, and
 // multi-process hybrid jobs (1 GPU + 3 host ranks; two GPU islands sharing one GPU) for correctness,
 // bit-identity, stream semantics and faults. Every test that needs a GPU skips, saying why, when there is
-// none (CI, the development machine); the no-GPU error path is tested there instead.
+// none (CI); the no-GPU error path is tested there instead.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -113,7 +113,7 @@ std::vector<RankOut> RunWorld(const std::vector<RankSpec>& ranks, const std::vec
     if (left > 0 && std::chrono::steady_clock::now() > deadline) {
       for (int r = 0; r < W; ++r)
         if (pids[r] != 0) {
-          // Where it hung, when the GPU machine's cuda-gdb is there (it attaches to running programs).
+          // Where it hung, when a GPU machine's cuda-gdb is there (it attaches to running programs).
           std::string bt = "command -v cuda-gdb >/dev/null && timeout 30 cuda-gdb -p " + std::to_string(pids[r]) +
                            " -batch -ex 'thread apply all bt 12' >> " + logs[r] + " 2>&1";
           if (std::system(bt.c_str()) != 0) std::printf("(no backtrace of rank %d)\n", r);

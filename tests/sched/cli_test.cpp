@@ -50,18 +50,18 @@ Out Tessera(const std::string& args) {
 
 std::string Ex(const std::string& f) { return std::string(SourceDir()) + "/examples/fleet/" + f; }
 
-std::string BriefArgs(const std::string& catalog, const std::string& pool) {
-  return "plan --catalog " + Ex("brief/" + catalog) + " --fleet " + Ex("brief/" + pool) + " --policy " +
-         Ex("brief/policy-50.yaml") + " --job " + Ex("brief/job-960.yaml");
+std::string ReferenceArgs(const std::string& catalog, const std::string& pool) {
+  return "plan --catalog " + Ex("reference/" + catalog) + " --fleet " + Ex("reference/" + pool) + " --policy " +
+         Ex("reference/policy-50.yaml") + " --job " + Ex("reference/job-960.yaml");
 }
 
 bool Has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
-TEST(SchedCli, PlanPrintsTheBriefsAllocation) {
+TEST(SchedCli, PlanPrintsTheReferenceScenariosAllocation) {
   if (!tessera::sched::HaveGlpk()) GTEST_SKIP() << "built without GLPK";
-  Out r = Tessera(BriefArgs("catalog-equal.yaml", "pool-480-960.yaml"));
+  Out r = Tessera(ReferenceArgs("catalog-equal.yaml", "pool-480-960.yaml"));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "4416.00 CNY")) << r.out;
   EXPECT_TRUE(Has(r.out, "50.0%")) << r.out;
@@ -71,7 +71,7 @@ TEST(SchedCli, PlanPrintsTheBriefsAllocation) {
 
 TEST(SchedCli, PlanJson) {
   if (!tessera::sched::HaveGlpk()) GTEST_SKIP() << "built without GLPK";
-  Out r = Tessera(BriefArgs("catalog-910b-0.3x.yaml", "pool-960-960.yaml") + " --json");
+  Out r = Tessera(ReferenceArgs("catalog-910b-0.3x.yaml", "pool-960-960.yaml") + " --json");
   ASSERT_EQ(r.rc, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["placed"].get<bool>());
@@ -101,7 +101,7 @@ TEST(SchedCli, PlanExplainsWhyAJobCannotBePlaced) {
   EXPECT_TRUE(Has(j["fix"], "at most 798 cards")) << j.dump();
 }
 
-// A job that names its model, in the brief's third scenario (910B at 0.3 x an H800, 960 free of each, 50%
+// A job that names its model, in the reference scenario's third case (910B at 0.3 x an H800, 960 free of each, 50%
 // floor) with the performance model's figures of docs/model.md: the sum of the catalog's throughputs places
 // 480 + 480; the model predicts that mix and places the one of the most predicted tokens per CNY instead.
 TEST(SchedCli, PlanByTheModelShowsThePredictedStep) {
@@ -118,7 +118,8 @@ TEST(SchedCli, PlanByTheModelShowsThePredictedStep) {
   std::ofstream(dir / "job.yaml") << "name: m\ntenant: t\nclass: llm-train\ncards: 960\ncompatible: [ascend, "
                                      "nvidia]\nmodel: {params: 7B, class: dp}\n";
   const std::string args = "plan --catalog " + (dir / "catalog.yaml").string() + " --fleet " +
-                           Ex("brief/pool-960-960.yaml") + " --policy " + Ex("brief/policy-50.yaml") + " --job ";
+                           Ex("reference/pool-960-960.yaml") + " --policy " + Ex("reference/policy-50.yaml") +
+                           " --job ";
   Out text = Tessera(args + (dir / "job.yaml").string());
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_TRUE(Has(text.out, "predicted step:")) << text.out;
@@ -222,7 +223,7 @@ TEST(SchedCli, BillRecordReportAndCompliance) {
   ASSERT_EQ(b.rc, 0) << b.out;
   Out day = Tessera("bill" + db + " --by day --csv");
   ASSERT_EQ(day.rc, 0) << day.out;
-  // Two hours of the brief's 480 + 480 on each side of midnight: 2 x 4416 per day.
+  // Two hours of the reference scenario's 480 + 480 on each side of midnight: 2 x 4416 per day.
   EXPECT_TRUE(Has(day.out, "2026-03-01,6912000,1920.00,8832.00,8832000000")) << day.out;
   EXPECT_TRUE(Has(day.out, "2026-03-02,6912000,1920.00,8832.00,8832000000")) << day.out;
   Out type = Tessera("bill" + db + " --job glm --by type");
@@ -311,7 +312,7 @@ const std::string kSeed =
     "--mfu ascend-910b=0.4 --mfu nvidia-h800=0.4 --fabric-gbs ascend-910b=196 --fabric-gbs nvidia-h800=200 "
     "--params 130B --zero 3 --offload --host-adam-gbs 200 --seq 2048 --batch 512 --accum 8 --overlap 1 "
     "--net-gbps 200 --shm-gbs 2 --pcie-gbs 25 --latency-us 20 --catalog " +
-    Ex("brief/catalog-equal.yaml");
+    Ex("reference/catalog-equal.yaml");
 
 TEST(PredictCli, TheSeedConfigurationInJsonMatchesTheModel) {
   Out r = Tessera(kSeed + " --versus nvidia-h800 --json");
@@ -443,8 +444,8 @@ TEST(PredictCli, TextNamesEveryTermAndTheBindingOne) {
 // --preset reference-128 is docs/model.md's seed; flags given override it.
 TEST(PredictCli, ThePresetIsTheSeedAndFlagsOverrideIt) {
   Out seed = Tessera(kSeed + " --versus nvidia-h800");
-  Out preset =
-      Tessera("predict --preset reference-128 --catalog " + Ex("brief/catalog-equal.yaml") + " --versus nvidia-h800");
+  Out preset = Tessera("predict --preset reference-128 --catalog " + Ex("reference/catalog-equal.yaml") +
+                       " --versus nvidia-h800");
   ASSERT_EQ(preset.rc, 0) << preset.out;
   EXPECT_EQ(preset.out, seed.out);
   Out more = Tessera("predict --preset reference-128 --params 7B --json");
@@ -498,7 +499,7 @@ TEST(PredictCli, BadInputIsNamed) {
        "--rate a: 'fast' is not a non-negative number"},
       {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --grad-dtype f8", "--grad-dtype: 'f8'"},
       {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --overlap 2", "overlap 2 is not in [0, 1]"},
-      {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --catalog " + Ex("brief/catalog-equal.yaml"),
+      {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --catalog " + Ex("reference/catalog-equal.yaml"),
        "type 'a' is not in the catalog"},
       {"predict --island a=8 --rate a=1 --params 1M --seq 8 --batch 8 --family a=rocm",
        "island 0 (a): device family 'rocm' is not one of cuda, npu, musa"},

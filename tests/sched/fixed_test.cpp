@@ -61,7 +61,8 @@ TEST(SchedFixed, DatesAndTimes) {
 TEST(SchedFixed, PerSecondRating) {
   const Money p910b = 2'400'000, ph800 = 6'800'000;
   EXPECT_EQ(RateSeconds(p910b, 1, 3600), p910b);
-  EXPECT_EQ(RateSeconds(p910b, 480, 3600) + RateSeconds(ph800, 480, 3600), 4'416'000'000);  // the brief's hour
+  EXPECT_EQ(RateSeconds(p910b, 480, 3600) + RateSeconds(ph800, 480, 3600),
+            4'416'000'000);  // the reference scenario's hour
   EXPECT_EQ(RateSeconds(ph800, 960, 3600), 6'528'000'000);
   EXPECT_EQ(RateSeconds(p910b, 1, 1), 667);   // 666.67 micro rounds half up
   EXPECT_EQ(RateSeconds(ph800, 1, 1), 1889);  // 1888.89

@@ -249,7 +249,7 @@ TEST(SchedInputs, ShippedExamplesLoad) {
   std::string d = std::string(src) + "/examples/fleet/";
   auto cat = LoadCatalog(d + "catalog.yaml");
   ASSERT_TRUE(cat.ok()) << cat.status().ToString();
-  // Only the brief's two prices are shipped.
+  // Only the reference scenario's two prices are shipped.
   ASSERT_EQ(cat->types.size(), 2u);
   EXPECT_EQ(cat->Find("ascend-910b")->price_per_card_hour, 2'400'000);
   EXPECT_EQ(cat->Find("nvidia-h800")->price_per_card_hour, 6'800'000);

@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Catalog BriefCatalog() {
-  auto c = ParseCatalog(R"(price_version: brief-2026-03
+Catalog ReferenceCatalog() {
+  auto c = ParseCatalog(R"(price_version: reference-2026-03
 types:
   - {name: ascend-910b, vendor: ascend, domestic: true, price_per_card_hour: 2.4, throughput: {llm-train: 0.3}}
   - {name: nvidia-h800, vendor: nvidia, domestic: false, price_per_card_hour: 6.8, throughput: {llm-train: 1}}
@@ -49,12 +49,12 @@ class LedgerTest : public ::testing::Test {
 TEST_F(LedgerTest, RecordsRatePerSecond) {
   auto l = Ledger::Open(path_);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
-  Catalog c = BriefCatalog();
+  Catalog c = ReferenceCatalog();
   auto r = (*l)->Record(c, "glm", "research", "nvidia-h800", 480, T("2026-03-01T00:00:00Z"), T("2026-03-01T01:00:01Z"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->amount, 480 * 6'800'000LL + RateSeconds(6'800'000, 480, 1));
   EXPECT_EQ(r->amount, 3'264'906'667);  // 3264.906667: one more second of 480 H800 cards
-  EXPECT_EQ(r->price_version, "brief-2026-03");
+  EXPECT_EQ(r->price_version, "reference-2026-03");
   EXPECT_FALSE(r->domestic);
   auto bad = (*l)->Record(c, "glm", "research", "nvidia-h800", 8, 100, 100);
   EXPECT_FALSE(bad.ok());
@@ -70,7 +70,7 @@ TEST_F(LedgerTest, RowsAreImmutableEvenThroughRawSql) {
   {
     auto l = Ledger::Open(path_);
     ASSERT_TRUE(l.ok());
-    ASSERT_TRUE((*l)->Record(BriefCatalog(), "j", "t", "ascend-910b", 8, 0, 3600).ok());
+    ASSERT_TRUE((*l)->Record(ReferenceCatalog(), "j", "t", "ascend-910b", 8, 0, 3600).ok());
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
@@ -96,7 +96,7 @@ TEST_F(LedgerTest, RowsAreImmutableEvenThroughRawSql) {
 TEST_F(LedgerTest, ReportsSplitExactly) {
   auto l = Ledger::Open(path_);
   ASSERT_TRUE(l.ok());
-  Catalog c = BriefCatalog();
+  Catalog c = ReferenceCatalog();
   // 3 H800 cards from 23:59:59 to 00:00:02 the next day: 3 seconds, split 1 + 2 across days.
   ASSERT_TRUE((*l)->Record(c, "a", "t1", "nvidia-h800", 3, T("2026-03-01T23:59:59Z"), T("2026-03-02T00:00:02Z")).ok());
   ASSERT_TRUE((*l)->Record(c, "b", "t2", "ascend-910b", 8, T("2026-03-02T10:00:00Z"), T("2026-03-02T12:00:00Z")).ok());
@@ -138,7 +138,7 @@ TEST_F(LedgerTest, ReportsSplitExactly) {
 TEST_F(LedgerTest, ComplianceAuditAgainstTheCalendar) {
   auto l = Ledger::Open(path_);
   ASSERT_TRUE(l.ok());
-  Catalog c = BriefCatalog();
+  Catalog c = ReferenceCatalog();
   // Day 1: 480 910B and 480 H800 for 24 h -> 50%. Day 2: 12 h of each, then only H800.
   ASSERT_TRUE((*l)->Record(c, "j", "t", "ascend-910b", 480, T("2026-03-01"), T("2026-03-02T12:00:00Z")).ok());
   ASSERT_TRUE((*l)->Record(c, "j", "t", "nvidia-h800", 480, T("2026-03-01"), T("2026-03-03")).ok());
@@ -182,7 +182,7 @@ TEST_F(LedgerTest, KilledWriterLeavesAValidDatabase) {
   if (child == 0) {
     auto l = Ledger::Open(path_);
     if (!l.ok()) _exit(3);
-    Catalog c = BriefCatalog();
+    Catalog c = ReferenceCatalog();
     for (int i = 0;; ++i) {
       std::vector<UsageRecord> batch(4);
       for (int k = 0; k < 4; ++k) {
@@ -213,5 +213,5 @@ TEST_F(LedgerTest, KilledWriterLeavesAValidDatabase) {
   EXPECT_EQ(rows->size() % 4, 0u) << "a batch is all or nothing";
   for (const auto& r : *rows) EXPECT_EQ(r.amount, RateSeconds(2'400'000, r.cards, 7));
   // And the ledger keeps working after the crash.
-  EXPECT_TRUE((*l)->Record(BriefCatalog(), "after", "t", "nvidia-h800", 1, 0, 1).ok());
+  EXPECT_TRUE((*l)->Record(ReferenceCatalog(), "after", "t", "nvidia-h800", 1, 0, 1).ok());
 }

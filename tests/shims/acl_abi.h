@@ -109,7 +109,7 @@ typedef struct aclrtPtrAttributes {
 /* Functions, with the signatures of the lines named. */
 ACL_ABI_EXPORT aclError aclInit(const char* configPath);      /* rt:2302 */
 ACL_ABI_EXPORT aclError aclFinalize(void);                    /* rt:2316 */
-ACL_ABI_EXPORT const char* aclGetRecentErrMsg(void);          /* rt:2353 (the brief's "aclrtGetRecentErrMsg") */
+ACL_ABI_EXPORT const char* aclGetRecentErrMsg(void);          /* rt:2353 (also written "aclrtGetRecentErrMsg") */
 ACL_ABI_EXPORT const char* aclrtGetSocName(void);             /* base:700 */
 ACL_ABI_EXPORT aclError aclrtSetDevice(int32_t deviceId);     /* rt:824 */
 ACL_ABI_EXPORT aclError aclrtResetDevice(int32_t deviceId);   /* rt:851 */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every build output that a script names by its path in the build tree ($B/tests/..., ${B}/bench/...) is where the
 # build puts it, so that a test or tool moved between folders cannot leave a script looking in the old place (the
-# GPU machine's shim check once failed that way, without running: scripts/cuda-shim-check.sh looked for
+# CUDA shim check once failed that way, without running: scripts/cuda-shim-check.sh looked for
 # tests/runtime/accel_worker after it had moved to tests/comm). Paths under tests/gpu, bench/gpu and
 # tests/shims/cuda are checked only in a build with CUDA. Usage: script_paths.sh SRC_DIR BUILD_DIR CUDA(ON|OFF)
 # (ctest: structure_script_paths, run after the whole build).

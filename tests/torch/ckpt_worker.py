@@ -316,7 +316,7 @@ def tiers(root, dev):
     check(same(s, out), "tiers: the step loaded from the cold tier differs")
     print("tiers: a step only in the cold tier loaded through TesseraReader (staged back, verified)", flush=True)
     # The warm tier: S3, served by moto's S3 server where the project's .venv has it (CI, the development
-    # machine), else by tests/torch/fake_s3.py (the GPU machine, where nothing can be installed). The C++
+    # machine), else by tests/torch/fake_s3.py (a GPU machine, where nothing can be installed). The C++
     # tests (tests/ckpt/s3_test.cpp) run the same client against moto with its signature checks.
     import urllib.request
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

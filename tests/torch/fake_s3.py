@@ -1,5 +1,5 @@
 """tests/torch/fake_s3.py — a small S3-compatible server for the checkpoint tests where no S3 server can be
-installed (the GPU machine has no node for s3rver): path-style buckets, objects in memory, the calls
+installed (a GPU machine has no node for s3rver): path-style buckets, objects in memory, the calls
 Tessera's S3 client makes (src/ckpt/s3.cpp): create bucket, PUT / GET (with Range) / HEAD / DELETE of an
 object, ListObjectsV2 with a prefix, and multipart upload (initiate, upload part, complete, abort).
 Authentication is not checked (the client signs; the server trusts loopback). Not a general S3 server.

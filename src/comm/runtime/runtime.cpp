@@ -64,8 +64,8 @@ bool HasDeviceBridge(const DeviceFamily& family) {
 
 namespace {
 // The rows whose `started` file is mapped in this process, one bit each. Asking the loader by name
-// (dlopen(RTLD_NOLOAD)) searches the library path when the file is not mapped: about 22 us per row on the
-// development machine, paid twice by every host collective (its buffer check). The list of mapped objects only
+// (dlopen(RTLD_NOLOAD)) searches the library path when the file is not mapped: about 22 us per row on a
+// 2-core VM, paid twice by every host collective (its buffer check). The list of mapped objects only
 // changes when something is loaded, which dl_iterate_phdr's dlpi_adds counts, so it is scanned again only then
 // (the first object's callback ends the walk: 0.01-0.02 us measured there). *epoch: that count.
 uint32_t StartedRows(unsigned long long* epoch) {

@@ -1,4 +1,4 @@
-// tests/shims/cuda/hccl_nccl_shim: libhccl.so on NCCL, a test-only ABI shim of Huawei's HCCL for the GPU machine
+// tests/shims/cuda/hccl_nccl_shim: libhccl.so on NCCL, a test-only ABI shim of Huawei's HCCL for a GPU machine
 // (declarations and their sources: ../hccl_abi.h). Same exports, signatures and values as the host shim
 // (../hccl_shim.cpp, whose header cites the documented rules as [types], [same], [root]); the collectives are
 // NCCL's, on the caller's stream: an aclrtStream of the CUDA-backed libascendcl.so is a cudaStream_t (NULL: CUDA's

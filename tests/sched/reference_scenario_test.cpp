@@ -1,4 +1,4 @@
-// The product brief's table as tests, planned from the shipped files in examples/fleet/brief/.
+// The reference scenario's table (examples/fleet/reference/README.md) as tests, planned from the shipped files there.
 // Prices 2.4 (910B) and 6.8 (H800) CNY/card-hour, a 960-card job accepting ascend and nvidia, a 50% floor.
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ struct Scenario {
 Scenario Load(const std::string& catalog, const std::string& pool) {
   const char* src = SourceDir();
   EXPECT_NE(src, nullptr);
-  std::string d = std::string(src ? src : ".") + "/examples/fleet/brief/";
+  std::string d = std::string(src ? src : ".") + "/examples/fleet/reference/";
   Scenario s;
   auto c = LoadCatalog(d + catalog);
   auto f = LoadFleet(d + pool);
@@ -60,9 +60,9 @@ int64_t Cards(const Placement& p, const std::string& type) {
 
 }  // namespace
 
-// 1. The brief's pool: 480 free 910B, 960 free H800. Answer: 480 + 480 at 4,416 CNY/h, -32.4% against
-//    6,528 CNY/h all-H800. (The brief prints 4,403 and -32.5%, which its own prices do not give.)
-TEST(SchedBrief, Scenario1TheBriefsPool) {
+// 1. The reference pool: 480 free 910B, 960 free H800. Answer: 480 + 480 at 4,416 CNY/h, -32.4% against
+//    6,528 CNY/h all-H800. (The scenario prints 4,403 and -32.5%, which its own prices do not give.)
+TEST(SchedReferenceScenario, Scenario1TheReferencePool) {
   if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
   Scenario s = Load("catalog-equal.yaml", "pool-480-960.yaml");
   Placement p = PlanIt(s);
@@ -85,7 +85,7 @@ TEST(SchedBrief, Scenario1TheBriefsPool) {
 }
 
 // 2. 960 free of each, equal throughput: all 960 cards are 910B (the floor is a minimum, not a target).
-TEST(SchedBrief, Scenario2EqualThroughputTakesAllDomestic) {
+TEST(SchedReferenceScenario, Scenario2EqualThroughputTakesAllDomestic) {
   if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
   Placement p = PlanIt(Load("catalog-equal.yaml", "pool-960-960.yaml"));
   EXPECT_EQ(Cards(p, "ascend-910b"), 960);
@@ -95,7 +95,7 @@ TEST(SchedBrief, Scenario2EqualThroughputTakesAllDomestic) {
 }
 
 // 3. 910B at 0.3x the H800 (below the 2.4/6.8 = 0.353 break-even): exactly the floor's minimum of 910B.
-TEST(SchedBrief, Scenario3SlowDomesticTakesTheFloorsMinimum) {
+TEST(SchedReferenceScenario, Scenario3SlowDomesticTakesTheFloorsMinimum) {
   if (!HaveGlpk()) GTEST_SKIP() << "built without GLPK";
   Scenario s = Load("catalog-910b-0.3x.yaml", "pool-960-960.yaml");
   Placement p = PlanIt(s);
