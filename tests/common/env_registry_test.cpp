@@ -76,6 +76,9 @@ TEST(EnvRegistry, GeneratedPageAndDeclarationsAgree) {
   for (const auto& v : env::Variables()) {
     EXPECT_TRUE(declared.insert(v.name).second) << v.name << " is declared twice in common/env_vars.inc";
     EXPECT_EQ(std::string(v.name).rfind("TESSERA_", 0), 0u) << v.name;
+    EXPECT_NE(std::string(v.documented_in), "README.md")
+        << v.name << ": the README has no variable tables; declare it as documented in " << kPage
+        << " (or its own page) and run scripts/gen-env-doc.py";
     auto it = rows.find(v.name);
     if (it == rows.end()) {
       ADD_FAILURE() << v.name << " is declared (common/env_vars.inc) but no row of " << kPage
