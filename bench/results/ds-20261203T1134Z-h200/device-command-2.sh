@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36's throughput gap, one device call: tessera of the commit in build-ds-carry/HEAD (git archive, built in
+# The throughput gap, one device call: tessera of the commit in build-ds-carry/HEAD (git archive, built in
 # its own build dir and installed with --target, so nothing of another session's install is touched or used), then
 # scripts/deepspeed-experiment.sh of the working tree: call 2, the a1 layout with the split balanced from call 1,
 # 3 interleaved reps (independent, hybrid; traced).

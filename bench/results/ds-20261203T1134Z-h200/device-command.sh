@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36's throughput gap, one device call: tessera of the commit in build-ds-carry/HEAD (git archive, built in
+# The throughput gap, one device call: tessera of the commit in build-ds-carry/HEAD (git archive, built in
 # its own build dir and installed with --target, so nothing of another session's install is touched or used), then
 # scripts/deepspeed-experiment.sh of the working tree: the old layout traced (hybrid, profiled), the new layout's
 # interleaved reps (independent, hybrid; traced), the old layout's independent run traced if time allows.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36's throughput gap, call 2 (bench/results/ds-20261203T1134Z-h200/device-command-2.sh, adapted): tessera
+# The throughput gap, call 2 (bench/results/ds-20261203T1134Z-h200/device-command-2.sh, adapted): tessera
 # of the commit in build-ds-carry/HEAD (git archive, built in its own build dir and installed with --target, so
 # nothing of another session's install is touched or used), then scripts/deepspeed-experiment.sh of the working
 # tree: the a1 layout (one micro-batch of 128 a step) with the split balanced from call 1's independent a1 runs

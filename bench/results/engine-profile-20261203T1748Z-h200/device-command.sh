@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #35: where the host engine's time goes on 1+1 host ranks (TESSERA_ENGINE_PROFILE, a temporary
+# where the host engine's time goes on 1+1 host ranks (TESSERA_ENGINE_PROFILE, a temporary
 # instrumentation: per rank, wall time in each kind of step and the pool's fork/join efficiency), 64 and 256 MiB
 # separately, 8 threads (auto) and 1, beside allreduce_bound.
 set -o pipefail

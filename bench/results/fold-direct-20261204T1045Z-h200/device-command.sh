@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #35: two-contributor host jobs straight into dst for every type (this tree) against the engine before it
+# two-contributor host jobs straight into dst for every type (this tree) against the engine before it
 # (engine-before.cpp = `git show <this commit>~1:src/comm/engine.cpp`), interleaved A/B, bound every round.
 set -o pipefail
 D=bench/results/fold-direct-h200  # (the folder this ran from; engine-before.cpp was `git show 92bf132~1:src/comm/engine.cpp`)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #35: parts per thread in the pool's fork/join (TESSERA_PIECE_SPLIT parts per thread, TESSERA_PIECE_MIN KiB
+# parts per thread in the pool's fork/join (TESSERA_PIECE_SPLIT parts per thread, TESSERA_PIECE_MIN KiB
 # the smallest; temporary knobs), A/B interleaved, plus one profiled 256 MiB run of each.
 set -o pipefail
 B=$TMPDIR/bh; L=$OUT/r35; mkdir -p $L

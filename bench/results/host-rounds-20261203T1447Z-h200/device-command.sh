@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #35: the host allreduce's bridge in rounds (TESSERA_BRIDGE_ROUND) and larger ring steps (TESSERA_SHM_RING),
+# the host allreduce's bridge in rounds (TESSERA_BRIDGE_ROUND) and larger ring steps (TESSERA_SHM_RING),
 # A/B against one round and the default ring (= the engine before this change) in one lease, values interleaved.
 # Ran on the tree of d9d6786 (before its clang-format; the rows say 7506d57 + uncommitted changes); TESSERA_BRIDGE_ROUND
 # and the ring-scaled steps were removed after it (docs/benchmarks.md, "Fewer passes over memory did not pay").

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #35: single copy between host ranks (TESSERA_SINGLE_COPY, commit "comm: single copy ..."), A/B against the
+# single copy between host ranks (TESSERA_SINGLE_COPY, commit "comm: single copy ..."), A/B against the
 # two-copy rings in one lease, values interleaved (bench/comm/host_threads_sweep.sh), beside allreduce_bound measured
 # in the same run. This first run pulled in steps of the engine's turn (1 MiB, cut in 128 KiB pieces per thread).
 set -o pipefail

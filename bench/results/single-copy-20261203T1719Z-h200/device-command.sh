@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #35: single copy, second run: pulls take a whole descriptor at once (each thread a contiguous stripe),
+# single copy, second run: pulls take a whole descriptor at once (each thread a contiguous stripe),
 # TESSERA_PULL_STEP=N (MiB, an experiment knob) caps them; then cma_probe.cpp (here): process_vm_readv against
 # memcpy on 8 and 16 threads of one process, into memory and into a 64 KiB buffer per thread.
 set -o pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #35: streaming (non-temporal) stores for a received copy into its destination when the message has at least
+# streaming (non-temporal) stores for a received copy into its destination when the message has at least
 # TESSERA_STREAM_MIN MiB (an experiment knob; 100000: never = the engine as before), A/B in one lease, values
 # interleaved, 5 rounds, beside allreduce_bound measured in the same run.
 set -o pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # (before/engine.cpp and before/engine.hpp were `git show 3b50ee2:src/comm/engine.cpp` and `...engine.hpp`: the engine before e2a0085.)
-# Issue #35: the turn's copies and folds in one join, guided parts (this tree) against 3b50ee2 (one join per copy
+# the turn's copies and folds in one join, guided parts (this tree) against 3b50ee2 (one join per copy
 # or fold, 4 equal parts a thread), interleaved A/B, plus this tree with 12 threads a rank.
 set -o pipefail
 D=bench/results/host-join-h200
