@@ -3,12 +3,13 @@
 // once, with a store for the rows that use barriers): shm, tcp, tcp behind a TcpRelay (the device bridge's
 // view of a link without rings), and ucx where UCX is installed (skipped, saying why, where it is not). In both
 // directions: a stream of odd-sized messages arrives intact across many laps of the ring (or the streams' round-robin);
-// partial consumes keep the rest in order; a full channel takes nothing (without blocking) until the reader reads; an
-// empty channel hands out nothing and its wait fd, where it has one, is not ready until bytes come; a peer that closes
-// after sending gives its bytes and then an error (rows that can see a close; shm cannot, and keeps answering "nothing
-// yet" — Comm watches same-host peers' pids); reserved bytes stay invisible until published and claims never straddle
-// the wrap (rows with rings); and a Connect whose peer never comes ends with an error by its deadline instead of
-// hanging.
+// partial consumes keep the rest in order; copy receives mixed with peeks keep it too, and peeks after odd-sized copy
+// receives stay aligned (rows that receive straight into a destination); a full channel takes nothing (without
+// blocking) until the reader reads; an empty channel hands out nothing and its wait fd, where it has one, is not ready
+// until bytes come; a peer that closes after sending gives its bytes and then an error (rows that can see a close; shm
+// cannot, and keeps answering "nothing yet" — Comm watches same-host peers' pids); reserved bytes stay invisible until
+// published and claims never straddle the wrap (rows with rings); and a Connect whose peer never comes ends with an
+// error by its deadline instead of hanging.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <unistd.h>
@@ -264,6 +265,117 @@ TYPED_TEST(ChannelSuite, PartialConsumesKeepTheRestInOrder) {
   for (int from = 0; from < 2; ++from) {
     EXPECT_TRUE(Pump(*p, from, {3 * kRing + 5}, 1000)) << "from side " << from;
     EXPECT_TRUE(Pump(*p, from, {10000}, 1)) << "from side " << from;
+  }
+}
+
+// Rows whose channels receive straight into a destination (direct(): tcp, ucx): copy receives of odd sizes
+// mixed with peeks and partial consumes keep the stream in order, across many laps of the ring, with the
+// destination handed again (unchanged) until bytes come, as the engine does.
+TYPED_TEST(ChannelSuite, CopyReceivesMixedWithPeeksKeepTheStreamInOrder) {
+  SKIP_UNLESS_VIABLE();
+  auto p = TypeParam::Make();
+  for (int from = 0; from < 2; ++from) {
+    SendChannel* tx = p->send(from);
+    RecvChannel* rx = p->recv(1 - from);
+    if (!rx->direct()) continue;
+    constexpr uint64_t kTotal = 16 * kRing + 40;  // a multiple of the channel's unit
+    std::vector<std::byte> src(100003), dst(kRing + 4099);
+    uint64_t sent = 0, got = 0;
+    int turn = 0;
+    const auto bound = Clock::now() + 60s;
+    while (got < kTotal) {
+      ASSERT_LT(Clock::now(), bound) << "stalled at " << got << " of " << kTotal << " bytes received";
+      if (sent < kTotal) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(src.size(), kTotal - sent));
+        for (size_t i = 0; i < n; ++i) src[i] = Byte(sent + i);
+        auto took = tx->TrySend(src.data(), n);
+        ASSERT_TRUE(took.ok()) << took.status().ToString();
+        sent += *took;
+      }
+      if (turn++ % 3 == 2) {  // a peek, consuming part of what it shows
+        auto peek = rx->Peek();
+        ASSERT_TRUE(peek.ok()) << peek.status().ToString();
+        const size_t take = std::min<size_t>(peek->second, 777);
+        for (size_t i = 0; i < take; ++i) ASSERT_EQ(peek->first[i], Byte(got + i)) << "byte " << got + i;
+        if (take > 0) rx->Consume(take);
+        got += take;
+        continue;
+      }
+      // A copy receive of an odd size, handed again until it is filled.
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(dst.size() - (turn % 5) * 1000, kTotal - got));
+      size_t filled = 0;
+      while (filled < want) {
+        ASSERT_LT(Clock::now(), bound) << "a copy receive stalled at " << got + filled;
+        if (sent < kTotal) {
+          const size_t n = static_cast<size_t>(std::min<uint64_t>(src.size(), kTotal - sent));
+          for (size_t i = 0; i < n; ++i) src[i] = Byte(sent + i);
+          auto took = tx->TrySend(src.data(), n);
+          ASSERT_TRUE(took.ok()) << took.status().ToString();
+          sent += *took;
+        }
+        auto n = rx->RecvInto(dst.data() + filled, want - filled);
+        ASSERT_TRUE(n.ok()) << n.status().ToString();
+        filled += *n;
+      }
+      for (size_t i = 0; i < want; ++i) ASSERT_EQ(dst[i], Byte(got + i)) << "byte " << got + i;
+      got += want;
+    }
+  }
+}
+
+// After copy receives of odd sizes (and their padding read by peeks), a peek still hands out each byte at an address
+// equal to its stream offset modulo kChannelAlign: a message's elements are aligned and never straddle a ring's wrap
+// (a fold reads whole elements, and would wait for ever on a split one).
+TYPED_TEST(ChannelSuite, PeeksAfterOddCopyReceivesStayAligned) {
+  SKIP_UNLESS_VIABLE();
+  auto p = TypeParam::Make();
+  for (int from = 0; from < 2; ++from) {
+    SendChannel* tx = p->send(from);
+    RecvChannel* rx = p->recv(1 - from);
+    if (!rx->direct()) continue;
+    uint64_t sent = 0, got = 0;
+    const auto bound = Clock::now() + 60s;
+    std::vector<std::byte> buf(kRing);
+    auto push = [&](uint64_t end) {
+      if (sent >= end) return true;
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), end - sent));
+      for (size_t i = 0; i < n; ++i) buf[i] = Byte(sent + i);
+      auto took = tx->TrySend(buf.data(), n);
+      EXPECT_TRUE(took.ok()) << took.status().ToString();
+      sent += took.ok() ? *took : 0;
+      return took.ok();
+    };
+    for (size_t round = 0; round < 24; ++round) {
+      // A message of an odd size by copy receives (the destination handed again until bytes come, as the engine
+      // does), then its padding and a message of 8-byte elements by peeks taking whole elements, as a fold does.
+      const size_t odd = 2 * kRing + 4099 + 2 * round, elements = 8 * (kRing / 16 + 3 * round);
+      const uint64_t odd_end = got + odd, pad_end = got + PadToChannel(odd), end = pad_end + elements;
+      std::vector<std::byte> dst(odd);
+      while (got < odd_end) {
+        ASSERT_LT(Clock::now(), bound) << "a copy receive stalled at " << got;
+        ASSERT_TRUE(push(end));
+        const size_t filled = dst.size() - static_cast<size_t>(odd_end - got);
+        auto n = rx->RecvInto(dst.data() + filled, dst.size() - filled);
+        ASSERT_TRUE(n.ok()) << n.status().ToString();
+        for (size_t i = 0; i < *n; ++i) ASSERT_EQ(dst[filled + i], Byte(got + i)) << "byte " << got + i;
+        got += *n;
+      }
+      while (got < end) {
+        ASSERT_LT(Clock::now(), bound) << "stalled at " << got << " of " << end << " (round " << round << ")";
+        ASSERT_TRUE(push(end));
+        auto peek = rx->Peek();
+        ASSERT_TRUE(peek.ok()) << peek.status().ToString();
+        if (peek->second == 0) continue;
+        ASSERT_EQ(reinterpret_cast<uintptr_t>(peek->first) % kChannelAlign, got % kChannelAlign)
+            << "stream offset " << got << " is handed out at a misaligned address (round " << round << ")";
+        const size_t take = got < pad_end ? std::min<size_t>(peek->second, pad_end - got)
+                                          : std::min<uint64_t>(peek->second / 8 * 8, end - got);
+        if (take == 0) continue;  // less than an element so far
+        for (size_t i = 0; i < take; ++i) ASSERT_EQ(peek->first[i], Byte(got + i)) << "byte " << got + i;
+        rx->Consume(take);
+        got += take;
+      }
+    }
   }
 }
 

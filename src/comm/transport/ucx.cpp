@@ -15,9 +15,10 @@
 // TESSERA_UCX_DEVICES: the NIC of each local rank, rail-aligned (docs/architecture.md, "Transports").
 #include "comm/transport/ucx.hpp"
 
+#include <fmt/format.h>
+
 #if TESSERA_HAVE_UCX_HEADERS
 #include <dlfcn.h>
-#include <fmt/format.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -50,6 +51,7 @@ struct UcpApi {
   decltype(&ucp_config_release) config_release;
   decltype(&ucp_init_version) init_version;
   decltype(&ucp_context_print_info) context_print_info;
+  decltype(&ucp_context_query) context_query;
   decltype(&ucp_worker_create) worker_create;
   decltype(&ucp_worker_destroy) worker_destroy;
   decltype(&ucp_worker_get_address) worker_get_address;
@@ -78,7 +80,8 @@ struct Ucx {
   UcpApi api{};
   ucp_context_h context = nullptr;
   bool rdma = false;
-  std::string transports;  // what UCX found, for messages
+  std::string transports;                     // what UCX found, for messages
+  uint64_t memory_types = kUcxMemoryHostBit;  // what it registers (ucp_context_query)
   Status status;
 };
 
@@ -124,6 +127,7 @@ Ucx* LoadUcx() {
     Lookup(lib, "ucp_config_release", &a.config_release, &missing);
     Lookup(lib, "ucp_init_version", &a.init_version, &missing);
     Lookup(lib, "ucp_context_print_info", &a.context_print_info, &missing);
+    Lookup(lib, "ucp_context_query", &a.context_query, &missing);
     Lookup(lib, "ucp_worker_create", &a.worker_create, &missing);
     Lookup(lib, "ucp_worker_destroy", &a.worker_destroy, &missing);
     Lookup(lib, "ucp_worker_get_address", &a.worker_get_address, &missing);
@@ -175,6 +179,9 @@ Ucx* LoadUcx() {
       return u;
     }
     ReadTransports(*u);
+    ucp_context_attr_t attr{};
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (a.context_query(u->context, &attr) == UCS_OK) u->memory_types = attr.memory_types;
     return u;
   }();
   return ucx;
@@ -271,9 +278,9 @@ struct Endpoint {
   uint64_t credited = 0;                         // the peer's last credit: bytes it consumed
   uint64_t bye_at = UINT64_MAX;                  // the peer closed after sending this many bytes
   Control in{}, out{};
-  void* in_req = nullptr;      // the posted control receive
-  void* out_req = nullptr;     // the control send in flight
-  void* stream_req = nullptr;  // the stream receive posted when the receiving channel went
+  void* in_req = nullptr;    // the posted control receive
+  void* out_req = nullptr;   // the control send in flight
+  void* stream_req[2] = {};  // the stream receives posted when the receiving channel went (ring, direct)
   ~Endpoint();
   // Takes in what control messages came, and keeps one control receive posted. Under worker->mu.
   void PollControl() {
@@ -335,21 +342,34 @@ void OnError(void* arg, ucp_ep_h, ucs_status_t status) {
   static_cast<Endpoint*>(arg)->error.store(status, std::memory_order_release);
 }
 
+static_assert(kUcxMemoryHostBit == UCS_BIT(UCS_MEMORY_TYPE_HOST) && kUcxMemoryCudaBit == UCS_BIT(UCS_MEMORY_TYPE_CUDA));
+
+// Registers `bytes` at `p` with UCX as the memory UcxMemoryFor chose for it (never for memory it stages).
+Status MapMemory(Ucx& u, void* p, size_t bytes, UcxMemoryUse use, ucp_mem_h* memh) {
+  if (use == UcxMemoryUse::kStage) return InternalError("ucx: memory to be staged is never registered with UCX");
+  ucp_mem_map_params_t mp{};
+  mp.field_mask =
+      UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+  mp.address = p;
+  mp.length = bytes;
+  mp.memory_type = use == UcxMemoryUse::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+  if (ucs_status_t st = u.api.mem_map(u.context, &mp, memh); st != UCS_OK) {
+    *memh = nullptr;
+    return Unsupported(fmt::format("ucx: registering {} bytes of {} memory: {}", bytes,
+                                   use == UcxMemoryUse::kCuda ? "CUDA" : "host", Err(u, st)));
+  }
+  return Status::Ok();
+}
+
+// A ring: plain mmap memory (never a device runtime's pinned allocation), registered as host memory.
 Status MapRing(Ucx& u, Worker* w, size_t bytes, Ring* r) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return SystemError(fmt::format("ucx: a ring of {} bytes: {}", bytes, std::strerror(errno)));
   r->worker = w;
   r->data = static_cast<std::byte*>(p);
   r->bytes = bytes;
-  ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-  mp.address = p;
-  mp.length = bytes;
-  if (ucs_status_t st = u.api.mem_map(u.context, &mp, &r->memh); st != UCS_OK) {
-    r->memh = nullptr;
-    return Unsupported(fmt::format("ucx: registering a ring of {} bytes: {}", bytes, Err(u, st)));
-  }
-  return Status::Ok();
+  return MapMemory(u, p, bytes, UcxMemoryFor("host", u.memory_types).use, &r->memh)
+      .WithContext(fmt::format("the ring of {} bytes", bytes));
 }
 
 void UnmapRing(Ucx& u, Ring* r) {
@@ -423,7 +443,7 @@ Endpoint::~Endpoint() {
     for (auto& [req, end] : sends)
       if (req) u.api.request_free(req);
   }
-  for (void* req : {in_req, out_req, stream_req}) {
+  for (void* req : {in_req, out_req, stream_req[0], stream_req[1]}) {
     if (req == nullptr) continue;
     {
       std::lock_guard<std::mutex> l(worker->mu);
@@ -487,6 +507,9 @@ class UcxSend final : public SendChannel {
   }
   const char* transport() const override { return "ucx"; }
   Status Health() const override { return e_->failed() ? e_->Failure() : Status::Ok(); }
+  // A sender that receives nothing meanwhile (a broadcast's root) hands over half a ring per turn: sends of
+  // kMaxSend, not of the engine's step.
+  size_t Lookahead() const override { return e_->send_ring.bytes / 2; }
 
  private:
   static constexpr size_t kMaxSend = 1 << 20;  // several sends in flight per ring
@@ -494,61 +517,100 @@ class UcxSend final : public SendChannel {
   uint64_t head_ = 0, done_ = 0;
 };
 
+// Stream positions: got_ bytes have arrived (into the ring or straight into a caller's buffer), used_ of them
+// are consumed (the credit the sender is told); the ring holds the arrived, unconsumed bytes between its own
+// positions rtail_ and rhead_ (equal to the stream's modulo kChannelAlign: elements never straddle the wrap). A copy
+// receive (RecvInto) takes what the ring holds first, then posts a stream receive into the destination itself: the
+// bytes UCX delivers are copied once, not twice.
 class UcxRecv final : public RecvChannel {
  public:
   explicit UcxRecv(std::shared_ptr<Endpoint> e) : e_(std::move(e)) {}
   // A stream receive cannot be cancelled: the endpoint's forced close completes it, after which it is freed.
-  ~UcxRecv() override { e_->stream_req = req_; }
+  ~UcxRecv() override {
+    e_->stream_req[0] = req_;
+    e_->stream_req[1] = direct_req_;
+  }
   Result<std::pair<const std::byte*, size_t>> Peek() override {
     Endpoint& e = *e_;
     Ucx& u = *e.worker->ucx;
-    e.worker->Progress();
-    {
-      std::lock_guard<std::mutex> l(e.worker->mu);
-      e.PollControl();
-      Credit();
-    }
+    Drive();
     const Ring& r = e.recv_ring;
     std::unique_lock<std::mutex> lock(e.worker->mu);
-    for (int round = 0; round < 2; ++round) {
-      if (req_ != nullptr) {
-        size_t len = 0;
-        const ucs_status_t st = u.api.stream_recv_request_test(req_, &len);
-        if (st == UCS_INPROGRESS) break;
-        u.api.request_free(req_);
-        req_ = nullptr;
-        if (st != UCS_OK) e.error.store(st, std::memory_order_release);
-        head_ += len;
-      }
-      const size_t at = head_ % r.bytes;
-      const size_t room = std::min(r.bytes - static_cast<size_t>(head_ - tail_), r.bytes - at);
+    for (int round = 0; round < 2 && direct_req_ == nullptr; ++round) {
+      if (!TestRing()) break;
+      if (rhead_ == rtail_) Realign();
+      const size_t at = rhead_ % r.bytes;
+      const size_t room = std::min(r.bytes - static_cast<size_t>(rhead_ - rtail_), r.bytes - at);
       if (room == 0 || e.failed()) break;
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_MEMH;
-      p.memory_type = UCS_MEMORY_TYPE_HOST;
-      p.memh = r.memh;
       size_t len = 0;
-      void* req = u.api.stream_recv_nbx(e.ep, r.data + at, room, &len, &p);
+      void* req = u.api.stream_recv_nbx(e.ep, r.data + at, room, &len, &Params(r.memh));
       if (UCS_PTR_IS_ERR(req)) {
         e.error.store(UCS_PTR_STATUS(req), std::memory_order_release);
         break;
       }
       if (req == nullptr) {
-        head_ += len;  // there already
+        Arrived(len, true);  // there already
       } else {
         req_ = req;
       }
     }
     lock.unlock();
-    const size_t at = tail_ % r.bytes;
-    const size_t avail = std::min(static_cast<size_t>(head_ - tail_), r.bytes - at);
-    if (avail == 0 && (e.failed() || head_ >= e.bye_at)) return e.Failure();  // its bytes first, then its error
+    const size_t at = rtail_ % r.bytes;
+    const size_t avail = std::min(static_cast<size_t>(rhead_ - rtail_), r.bytes - at);
+    if (avail == 0 && (e.failed() || got_ >= e.bye_at)) return e.Failure();  // its bytes first, then its error
     return std::pair<const std::byte*, size_t>(r.data + at, avail);
   }
   void Consume(size_t bytes) override {
-    tail_ += bytes;
+    rtail_ += bytes;
+    used_ += bytes;
     std::lock_guard<std::mutex> l(e_->worker->mu);
     Credit();
+  }
+  bool direct() const override { return true; }
+  // The caller hands the same dst (and at most as many bytes) until a receive posted into it has completed.
+  Result<size_t> RecvInto(void* dst, size_t bytes) override {
+    Endpoint& e = *e_;
+    Ucx& u = *e.worker->ucx;
+    Drive();
+    std::unique_lock<std::mutex> lock(e.worker->mu);
+    // Bytes the ring holds come first, then those of a ring receive still posted (it takes the next to come).
+    if (rhead_ == rtail_ && direct_req_ == nullptr && !TestRing()) return size_t{0};
+    if (rhead_ > rtail_) {
+      lock.unlock();
+      const Ring& r = e.recv_ring;
+      const size_t at = rtail_ % r.bytes;
+      const size_t n = std::min({static_cast<size_t>(rhead_ - rtail_), r.bytes - at, bytes});
+      std::memcpy(dst, r.data + at, n);
+      Consume(n);
+      return n;
+    }
+    size_t len = 0;
+    if (direct_req_ != nullptr) {
+      if (dst != direct_dst_)
+        return InternalError(fmt::format("ucx link to {}: a copy receive moved while one was posted", e.peer));
+      const ucs_status_t st = u.api.stream_recv_request_test(direct_req_, &len);
+      if (st == UCS_INPROGRESS) return size_t{0};
+      u.api.request_free(direct_req_);
+      direct_req_ = nullptr;
+      if (st != UCS_OK) e.error.store(st, std::memory_order_release);
+    } else {
+      if (e.failed() || got_ >= e.bye_at) return e.Failure();
+      void* req = u.api.stream_recv_nbx(e.ep, dst, bytes, &len, &Params(nullptr));
+      if (UCS_PTR_IS_ERR(req)) {
+        e.error.store(UCS_PTR_STATUS(req), std::memory_order_release);
+        return e.Failure();
+      }
+      if (req != nullptr) {
+        direct_req_ = req;
+        direct_dst_ = dst;
+        return size_t{0};
+      }
+    }
+    Arrived(len, false);
+    used_ += len;
+    Credit();
+    if (len == 0 && e.failed()) return e.Failure();
+    return len;
   }
   const char* transport() const override { return "ucx"; }
   // The worker's notice fd: the engine sleeps in poll() on it until the progress thread has moved something; -1
@@ -558,22 +620,60 @@ class UcxRecv final : public RecvChannel {
     if (w.notify < 0) return -1;
     uint64_t drained;
     (void)!::read(w.notify, &drained, sizeof(drained));
-    if (req_ == nullptr || e_->failed() || e_->bye_at != UINT64_MAX) return -1;
+    void* req = direct_req_ != nullptr ? direct_req_ : req_;
+    if (req == nullptr || e_->failed() || e_->bye_at != UINT64_MAX) return -1;
     std::lock_guard<std::mutex> l(w.mu);
-    return w.ucx->api.request_check_status(req_) == UCS_INPROGRESS ? w.notify : -1;
+    return w.ucx->api.request_check_status(req) == UCS_INPROGRESS ? w.notify : -1;
   }
   Status Health() const override {
-    return (e_->failed() || head_ >= e_->bye_at) && head_ == tail_ ? e_->Failure() : Status::Ok();
+    return (e_->failed() || got_ >= e_->bye_at) && rhead_ == rtail_ ? e_->Failure() : Status::Ok();
   }
 
  private:
+  // Progresses the worker, takes in control messages, and credits the sender.
+  void Drive() {
+    e_->worker->Progress();
+    std::lock_guard<std::mutex> l(e_->worker->mu);
+    e_->PollControl();
+    Credit();
+  }
+  ucp_request_param_t& Params(ucp_mem_h memh) {
+    params_ = {};
+    params_.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | (memh != nullptr ? UCP_OP_ATTR_FIELD_MEMH : 0);
+    params_.memory_type = UCS_MEMORY_TYPE_HOST;
+    params_.memh = memh;
+    return params_;
+  }
+  // Takes in the ring receive if it completed; false while it is still posted. Under the worker's mu.
+  bool TestRing() {
+    if (req_ == nullptr) return true;
+    size_t len = 0;
+    const ucs_status_t st = e_->worker->ucx->api.stream_recv_request_test(req_, &len);
+    if (st == UCS_INPROGRESS) return false;
+    e_->worker->ucx->api.request_free(req_);
+    req_ = nullptr;
+    if (st != UCS_OK) e_->error.store(st, std::memory_order_release);
+    Arrived(len, true);
+    return true;
+  }
+  // An empty ring starts again where its offset is the stream's modulo kChannelAlign (copy receives of odd sizes
+  // moved the stream past the ring), so that what it hands out stays aligned and no element straddles its wrap.
+  void Realign() { rhead_ = rtail_ = rhead_ - rhead_ % kChannelAlign + got_ % kChannelAlign; }
+  void Arrived(size_t len, bool ring) {
+    got_ += len;
+    if (ring) rhead_ += len;
+  }
   // Tells the sender what was consumed, once a quarter ring has been since the last credit. Under the worker's mu.
   void Credit() {
-    if (tail_ - credit_ >= e_->recv_ring.bytes / 4 && e_->SendControl(kCredit, tail_)) credit_ = tail_;
+    if (used_ - credit_ >= e_->recv_ring.bytes / 4 && e_->SendControl(kCredit, used_)) credit_ = used_;
   }
   std::shared_ptr<Endpoint> e_;
-  uint64_t head_ = 0, tail_ = 0, credit_ = 0;
-  void* req_ = nullptr;  // the posted receive
+  uint64_t got_ = 0, used_ = 0, credit_ = 0;  // stream positions
+  uint64_t rhead_ = 0, rtail_ = 0;            // ring positions
+  void* req_ = nullptr;                       // the receive posted into the ring
+  void* direct_req_ = nullptr;                // the receive posted into a caller's buffer (RecvInto)
+  void* direct_dst_ = nullptr;
+  ucp_request_param_t params_{};
 };
 
 class UcxTransport final : public Transport {
@@ -707,6 +807,37 @@ std::string UcxDeviceForLocalRank() {
 
 std::unique_ptr<Transport> MakeUcxTransport() { return std::make_unique<UcxTransport>(); }
 
+Result<uint64_t> UcxMemoryTypes() {
+  Ucx* u = LoadUcx();
+  TSR_RETURN_IF_ERROR(u->status);
+  return u->memory_types;
+}
+
+}  // namespace tessera::comm
+
+#else  // !TESSERA_HAVE_UCX_HEADERS
+
+namespace tessera::comm {
+Result<uint64_t> UcxMemoryTypes() { return Unsupported("this build has no ucx row (UCX's headers were not found)"); }
 }  // namespace tessera::comm
 
 #endif  // TESSERA_HAVE_UCX_HEADERS
+
+namespace tessera::comm {
+
+UcxMemoryChoice UcxMemoryFor(std::string_view memory, uint64_t ucx_memory_types) {
+  if (memory == "host") {
+    if (ucx_memory_types & kUcxMemoryHostBit) return {UcxMemoryUse::kHost, "host memory, registered as host memory"};
+    return {UcxMemoryUse::kStage, "this UCX reports no host memory type"};  // not seen; kept safe
+  }
+  if (memory == "cuda") {
+    if (ucx_memory_types & kUcxMemoryCudaBit)
+      return {UcxMemoryUse::kCuda, "CUDA memory, registered as CUDA memory (this UCX has CUDA support)"};
+    return {UcxMemoryUse::kStage, "CUDA memory, staged through host memory: this UCX has no CUDA support"};
+  }
+  if (memory == "npu")
+    return {UcxMemoryUse::kStage, "NPU memory, staged through host memory: a third-party NIC cannot address it"};
+  return {UcxMemoryUse::kStage, fmt::format("{} memory, staged through host memory", memory)};
+}
+
+}  // namespace tessera::comm
