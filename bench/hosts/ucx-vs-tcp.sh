@@ -6,12 +6,18 @@
 #   iperf3 -P 1, h0 -> h1, ITERS x SIZE bytes, -w 4M (the tcp row's socket buffers);
 #   ucx_perftest -t stream_bw (UCP stream bandwidth, the API the ucx row uses), UCX_TLS=$UCX_TLS, messages of SIZE,
 #     ITERS iterations: what UCX itself moves on this link and transport. Busy-polling: with UCX 1.13 its `-E sleep`
-#     mode hangs at these sizes (stream_bw and tag_bw, 64 MiB, between these hosts);
+#     mode hangs at these sizes (stream_bw and tag_bw, 64 MiB, between these hosts). It runs as the ranks do
+#     (netns-hosts.sh exec: private IPC namespace and /dev/shm), so that UCX finds the same transports for both: with
+#     the IPC namespace shared, UCX left to choose takes SysV shared memory between the "hosts", which the ranks
+#     cannot;
 #   Tessera broadcast from rank 0 (h0) to rank 1 (h1) over the ucx row (TESSERA_TRANSPORTS=ucx, UCX_TLS=$UCX_TLS)
 #     and over the tcp row (the default between hosts): `tessera bench broadcast` algbw, every byte crossing once.
+#   with BASELINE=path/to/another/tessera: the ucx row of that build too, in the same rounds (an A/B of a change).
 # Prints medians over rounds (GB/s = 1e9 B/s) and the per-round ratios' medians: ucx row / ucx_perftest,
-# ucx row / iperf3, tcp row / iperf3; writes every measurement to RESULTS/hosts-ucx-<date>.json (RESULTS: BUILD/bench-results).
-# Knobs (environment): BUILD=build SIZES="64M" ROUNDS=5 ITERS=10 WARMUP=2 UCX_TLS= (unset: UCX's own choice)
+# ucx row / iperf3, tcp row / iperf3 (and the baseline's ucx row / ucx_perftest); the 1-minute load average is
+# recorded per round; writes every measurement to RESULTS/hosts-ucx-<date>.json
+# (RESULTS: BUILD/bench-results).
+# Knobs (environment): BUILD=build SIZES="64M" ROUNDS=5 ITERS=10 WARMUP=2 UCX_TLS= (unset: UCX's own choice) BASELINE=
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -30,12 +36,15 @@ command -v ucx_perftest >/dev/null || die "ucx_perftest is missing (scripts/inst
 BIN=$(realpath "$BUILD/tessera")
 RESULTS=${RESULTS:-$BUILD/bench-results}; mkdir -p "$RESULTS"
 OUT=$RESULTS/hosts-ucx-$(date -u +%Y-%m-%dT%H%M).json
+BASE=${BASELINE:+$(realpath "$BASELINE")}
+[ -z "$BASE" ] || [ -x "$BASE" ] || die "BASELINE=$BASELINE is not an executable"
 TMP=$(mktemp -d)
 trap '$NS down $TAG; rm -rf $TMP' EXIT
 $NS up $TAG 2
 export TESSERA_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 bytes() { numfmt --from=iec "$1"; }
 h() { ip netns exec "tsr-$TAG-h$1" "${@:2}"; }
+x() { $NS exec $TAG "$@"; }  # as the ranks run
 ucxenv() { if [ -n "$TLS" ]; then UCX_TLS=$TLS "$@"; else "$@"; fi; }
 
 iperf() {  # size -> GB/s received
@@ -49,18 +58,18 @@ iperf() {  # size -> GB/s received
 }
 
 perftest() {  # size -> GB/s (the "Final:" line's average bandwidth, printed in MB/s = 2^20 B/s)
-  ucxenv h 1 ucx_perftest -p 13337 >"$TMP/perf-server.log" 2>&1 &
+  ucxenv x 1 ucx_perftest -p 13337 >"$TMP/perf-server.log" 2>&1 &
   local srv=$!
   for _ in $(seq 50); do h 1 ss -ltn 2>/dev/null | grep -q ':13337 ' && break; sleep 0.05; done
-  ucxenv h 0 ucx_perftest 10.77.0.2 -p 13337 -t stream_bw -s "$(bytes "$1")" -n "$ITERS" -w "$WARMUP" \
+  ucxenv x 0 ucx_perftest 10.77.0.2 -p 13337 -t stream_bw -s "$(bytes "$1")" -n "$ITERS" -w "$WARMUP" \
     >"$TMP/perf.log" 2>&1 || { cat "$TMP/perf.log" >&2; die "ucx_perftest failed"; }
   wait $srv || true
   awk '/Final:/ {print $(NF-3) * 1048576 / 1e9}' "$TMP/perf.log"
 }
 
-tessera() {  # size VAR=VALUE... -> GB/s (algbw of the slowest rank, as tessera bench reports it)
-  local size=$1
-  shift
+tessera() {  # binary size VAR=VALUE... -> GB/s (algbw of the slowest rank, as tessera bench reports it)
+  local BIN=$1 size=$2
+  shift 2
   for i in 0 1; do
     env "$@" $NS exec $TAG $i "$BIN" run --nnodes 2 --node-rank $i --store 10.77.0.1:29400 --timeout 120s \
       --island ascend=host:1 --island nvidia=host:1 -- \
@@ -79,11 +88,13 @@ for round in $(seq "$ROUNDS"); do
     load=$(cut -d' ' -f1 /proc/loadavg)
     a=$(iperf "$size")
     p=$(perftest "$size")
-    u=$(tessera "$size" TESSERA_TRANSPORTS=ucx ${TLS:+UCX_TLS=$TLS})
-    t=$(tessera "$size")
-    printf 'round %s %s (load %s): iperf3 %.2f  ucx_perftest stream_bw %.2f  ucx row %.2f  tcp row %.2f GB/s\n' \
-      "$round" "$size" "$load" "$a" "$p" "$u" "$t"
-    records+=("{\"round\":$round,\"size\":\"$size\",\"load1\":$load,\"iperf3\":$a,\"ucx_perftest\":$p,\"ucx_row\":$u,\"tcp_row\":$t}")
+    b=null
+    [ -z "$BASE" ] || b=$(tessera "$BASE" "$size" TESSERA_TRANSPORTS=ucx ${TLS:+UCX_TLS=$TLS})
+    u=$(tessera "$BIN" "$size" TESSERA_TRANSPORTS=ucx ${TLS:+UCX_TLS=$TLS})
+    t=$(tessera "$BIN" "$size")
+    printf 'round %s %s (load %s): iperf3 %.2f  ucx_perftest stream_bw %.2f  ucx row %.2f  tcp row %.2f GB/s%s\n' \
+      "$round" "$size" "$load" "$a" "$p" "$u" "$t" "${BASE:+  (baseline ucx row $b)}"
+    records+=("{\"round\":$round,\"size\":\"$size\",\"load1\":$load,\"iperf3\":$a,\"ucx_perftest\":$p,\"ucx_row\":$u,\"tcp_row\":$t,\"ucx_row_baseline\":$b}")
   done
 done
 printf '%s\n' "${records[@]}" | python3 -c '
@@ -94,8 +105,12 @@ for r in rows:  # a run that moved nothing (a starved busy-polling perftest prin
     r["ucx_over_perftest"] = r["ucx_row"] / r["ucx_perftest"] if r["ucx_perftest"] > 0 else nan
     r["ucx_over_iperf3"] = r["ucx_row"] / r["iperf3"]
     r["tcp_over_iperf3"] = r["tcp_row"] / r["iperf3"]
+    b = r["ucx_row_baseline"]
+    r["baseline_over_perftest"] = b / r["ucx_perftest"] if b is not None and r["ucx_perftest"] > 0 else nan
 out = {"machine": {"uname": " ".join(platform.uname()), "cpus": os.cpu_count()}, "ucx_tls": sys.argv[2], "rows": rows}
-keys = ("iperf3", "ucx_perftest", "ucx_row", "tcp_row", "ucx_over_perftest", "ucx_over_iperf3", "tcp_over_iperf3")
+keys = ("load1", "iperf3", "ucx_perftest", "ucx_row", "tcp_row", "ucx_over_perftest", "ucx_over_iperf3", "tcp_over_iperf3")
+if any(r["ucx_row_baseline"] is not None for r in rows):
+    keys += ("ucx_row_baseline", "baseline_over_perftest")
 print("GB/s and ratios: median (min-max) over rounds; ratios per round")
 print("| size | " + " | ".join(keys) + " |")
 print("|---|" + "---|" * len(keys))
@@ -103,7 +118,7 @@ for size in dict.fromkeys(r["size"] for r in rows):
     sel = [r for r in rows if r["size"] == size]
     cells = []
     for k in keys:
-        v = [r[k] for r in sel if r[k] == r[k]]  # without NaN
+        v = [r[k] for r in sel if r[k] is not None and r[k] == r[k]]  # without NaN
         cells.append("%.2f (%.2f-%.2f), n=%d" % (statistics.median(v), min(v), max(v), len(v)) if v else "none")
     print("| %s | %s |" % (size, " | ".join(cells)))
 json.dump(json.loads(json.dumps(out).replace("NaN", "null")), open(sys.argv[1], "w"), indent=1)
