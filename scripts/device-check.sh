@@ -34,8 +34,20 @@ DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 echo "commit $COMMIT; $(nproc) cores; $(uname -r); nvcc $(nvcc --version | tail -1)"
 ls -l /usr/lib/x86_64-linux-gnu/libnccl.so* 2>/dev/null || ldconfig -p | grep nccl || true
 
+# Optional: UCX from the carried libucx-cu13 wheel (scripts/ucx-wheel.sh; the GPU image has no UCX): its headers
+# build the ucx transport row, its library is what the row loads (step "ucx row" below).
+step "UCX: the carried libucx-cu13 wheel (optional)"
+UCX_CMAKE=() UCX_LIBRARY=
+if ucx_out=$(scripts/ucx-wheel.sh unpack "$ROOT/.deps/ucx" 2>&1); then
+  eval "$(echo "$ucx_out" | grep -E '^UCX_(INCLUDE|LIBRARY)=')"
+  UCX_CMAKE=(-DTESSERA_UCX_INCLUDE_DIR="$UCX_INCLUDE")
+  echo "UCX headers $UCX_INCLUDE, library $UCX_LIBRARY"
+else
+  echo "SKIPPED (no ucx row in this check): $ucx_out"
+fi
+
 step "configure + build"
-cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$OUTDIR/configure.log" 2>&1 \
+cmake -S . -B "$B" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${UCX_CMAKE[@]}" > "$OUTDIR/configure.log" 2>&1 \
   || { tail -30 "$OUTDIR/configure.log"; echo "configure FAILED"; exit 1; }
 grep -E "Tessera|CUDA" "$OUTDIR/configure.log" | head -5
 # Only what this check runs: the library, the launcher binary and the GPU targets (other modules' tests
@@ -168,6 +180,27 @@ fi
 step "bench (c): numerics, random gradients (4,000,037 elements)"
 run_job numerics-gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$W" numerics --count 4000037
 run_job numerics-gpu+gpu 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$W" numerics --count 4000037
+
+step "ucx row with the carried UCX (libucx-cu13): the channel suite, and CUDA ranks across ucx"
+if [ -z "$UCX_LIBRARY" ]; then
+  echo "SKIPPED: the libucx-cu13 wheel is absent (scripts/ucx-wheel.sh fetches it into .deps/ucx-wheel; carry that)"
+elif ! cmake --build "$B" -j "$(nproc)" --target comm_channel_suite_test comm_ucx_memory_test >> "$OUTDIR/build.log" 2>&1; then
+  TEST_RC=1; echo "ucx tests: build FAILED"; grep -E "error" "$OUTDIR/build.log" | tail -5
+else
+  # The memory types this UCX registers (CUDA where its cuda transports load) and its transports here: no RDMA
+  # NIC on this machine, so UCX moves bytes over TCP (and cuda_copy for device memory), nothing over RDMA.
+  LD_LIBRARY_PATH=$(dirname "$UCX_LIBRARY") "$(dirname "$UCX_LIBRARY")/../bin/ucx_info" -v 2>&1 | head -2
+  LD_LIBRARY_PATH=$(dirname "$UCX_LIBRARY") "$(dirname "$UCX_LIBRARY")/../bin/ucx_info" -d 2>&1 | grep -E "Transport:|Memory domain:" | sort | uniq -c | head -20
+  # What is registered as what: CUDA memory as CUDA where this UCX reports CUDA support (UcxMemory.*).
+  (cd "$B" && TESSERA_UCX_LIBRARY=$UCX_LIBRARY timeout 60 ./tests/comm/comm_ucx_memory_test > "$OUTDIR/ucx-memory.log" 2>&1) || TEST_RC=1
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUTDIR/ucx-memory.log" | sed 's/^/ucx memory choice: /'
+  (cd "$B" && TESSERA_UCX_LIBRARY=$UCX_LIBRARY UCX_TLS=tcp timeout 200 ./tests/comm/comm_channel_suite_test \
+    --gtest_filter='ChannelSuite/ucx.*' > "$OUTDIR/ucx-suite.log" 2>&1) || TEST_RC=1
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUTDIR/ucx-suite.log" | sed 's/^/ucx channel suite (UCX_TLS=tcp): /'
+  # A CUDA rank and a host rank, the bridge forced onto ucx, every element checked (functional, over TCP).
+  JOBENV="TESSERA_TRANSPORTS=ucx TESSERA_UCX_LIBRARY=$UCX_LIBRARY UCX_TLS=tcp,cuda_copy" run_job "gpu1+host1-ucx" 120 -- \
+    --island nvidia=cuda:1 --island ascend=host:1 -- "$T" bench allreduce --sizes 1M,64M --dtype f32 --iters 5 --warmup 1 --check --json - > /dev/null
+fi
 
 step "bench (d): the host engine on several threads beside the bound of its layout"
 # The bound: this box's memcpy bandwidth on every usable CPU x the memory traffic the allreduce of the layout
