@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# scripts/ucx-wheel.sh — UCX for the GPU machine, whose image has none: PyPI's libucx-cu13 wheel (UCX built with
+# scripts/ucx-wheel.sh — UCX for a GPU machine whose image has none: PyPI's libucx-cu13 wheel (UCX built with
 # CUDA 13 support: its cuda_copy/cuda_ipc transports and CUDA memory registration), fetched here into
 # .deps/ucx-wheel/ (git-ignored) to be carried there like the DeepSpeed wheels (scripts/deepspeed-wheels.sh).
-# Pinned by version and sha256; a wheel is a zip, so the GPU machine needs no pip to use it:
+# Pinned by version and sha256; a wheel is a zip, so the machine that uses it needs no pip:
 #   scripts/ucx-wheel.sh unpack DIR    unpacks the carried wheel into DIR and prints the paths a build and a run
 #                                      need, as shell assignments: UCX_INCLUDE (UCX's headers, for
 #                                      -DTESSERA_UCX_INCLUDE_DIR: the ucx row is compiled where its headers are)
