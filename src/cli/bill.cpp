@@ -114,6 +114,60 @@ int DaemonCompliance(const std::string& state_dir, int64_t day) {
 #endif
 }
 
+// "2xascend-910b + 2xnvidia-h800"
+std::string Mix(const BillLine& l) {
+  std::string mix;
+  for (const auto& [type, cards] : l.cards_by_type)
+    mix += fmt::format("{}{}x{}", mix.empty() ? "" : " + ", cards, type);
+  return mix;
+}
+
+std::string Window(const BillFilter& f) {
+  return std::string(f.from ? ", from " + FormatTime(*f.from) : "") + (f.to ? " to " + FormatTime(*f.to) : "");
+}
+
+// --by attempt: each attempt of each job (numbered per job in the order they started) with its mix, seconds and
+// amount; the amounts, rounded to hundredths, add up to the total as printed (RoundCarried).
+int PrintAttempts(const Bill& bill, const std::string& scope, const BillFilter& f, bool csv) {
+  std::vector<int64_t> secs, micros;
+  for (const auto& l : bill.lines) secs.push_back(l.card_seconds), micros.push_back(l.amount);
+  auto hours = RoundCarried(secs, 36);
+  auto money = RoundCarried(micros, tessera::sched::kMoneyScale / 100);
+  if (csv)
+    std::printf("job,attempt,start,mix,seconds,card_seconds,card_hours,amount,amount_micro\n");
+  else
+    std::printf("%s by attempt%s (per-second rating; amounts in CNY)\n  %-20s %3s  %-20s %-32s %8s %12s %10s %12s\n",
+                scope.c_str(), Window(f).c_str(), "job", "#", "started", "mix", "seconds", "card-seconds", "card-hours",
+                "amount");
+  std::string job;
+  int n = 0;
+  int64_t seconds = 0;
+  bool carried = false;
+  for (size_t i = 0; i < bill.lines.size(); ++i) {
+    const auto& l = bill.lines[i];
+    n = l.job == job ? n + 1 : 1;
+    job = l.job;
+    seconds += l.seconds;
+    if (csv) {
+      std::printf("%s,%d,%s,%s,%lld,%lld,%s,%s,%lld\n", CsvField(l.job).c_str(), n, FormatTime(l.start).c_str(),
+                  CsvField(Mix(l)).c_str(), static_cast<long long>(l.seconds), static_cast<long long>(l.card_seconds),
+                  CardHours(l.card_seconds).c_str(), FormatMoney(l.amount).c_str(), static_cast<long long>(l.amount));
+      continue;
+    }
+    carried |= Hundredths(hours[i]) != CardHours(l.card_seconds) || Hundredths(money[i]) != FormatMoney(l.amount);
+    std::printf("  %-20s %3d  %-20s %-32s %8lld %12lld %10s %12s\n", l.job.c_str(), n, FormatTime(l.start).c_str(),
+                Mix(l).c_str(), static_cast<long long>(l.seconds), static_cast<long long>(l.card_seconds),
+                Hundredths(hours[i]).c_str(), Hundredths(money[i]).c_str());
+  }
+  if (csv) return 0;
+  std::printf("  %-20s %3s  %-20s %-32s %8lld %12lld %10s %12s\n", "total", "", "", "", static_cast<long long>(seconds),
+              static_cast<long long>(bill.card_seconds), CardHours(bill.card_seconds).c_str(),
+              FormatMoney(bill.amount).c_str());
+  if (carried)
+    std::printf("  (rows rounded to 0.01 so that they add up to the total; --csv gives the exact amounts)\n");
+  return 0;
+}
+
 int RunBill(int argc, char** argv) {
   CLI::App app{"Billing reports from the per-second usage ledger", "tessera bill"};
   app.fallthrough();  // --db before or after the subcommand
@@ -125,7 +179,9 @@ int RunBill(int argc, char** argv) {
   auto* job_opt = app.add_option("--job", job, "only this job");
   auto* tenant_opt = app.add_option("--tenant", tenant, "only this tenant");
   job_opt->excludes(tenant_opt);
-  app.add_option("--by", by, "group by: type, day, job or tenant")->capture_default_str();
+  auto* by_opt =
+      app.add_option("--by", by, "group by: type, day, job, tenant or attempt (default: type; with --job: attempt)")
+          ->capture_default_str();
   app.add_option("--from", from, "from this time (YYYY-MM-DD[THH:MM:SSZ] or Unix seconds, UTC), inclusive");
   app.add_option("--to", to, "until this time, exclusive");
   app.add_flag("--csv", csv, "print CSV");
@@ -215,6 +271,7 @@ int RunBill(int argc, char** argv) {
     return c->compliant ? 0 : 1;
   }
 
+  if (by_opt->count() == 0 && !job.empty()) by = "attempt";  // one job: each attempt with its mix
   auto group = ParseGroupBy(by);
   if (!group.ok()) return Fail(group.status());
   BillFilter f;
@@ -233,6 +290,7 @@ int RunBill(int argc, char** argv) {
   if (f.from && f.to && *f.to <= *f.from) return Fail(tessera::InvalidArgument("--to must be after --from"));
   auto bill = (*ledger)->Report(f, *group);
   if (!bill.ok()) return Fail(bill.status());
+  if (*group == GroupBy::kAttempt) return PrintAttempts(*bill, job.empty() ? "all usage" : "job " + job, f, csv);
   if (csv) {
     std::printf("%s,card_seconds,card_hours,amount,amount_micro\n", by.c_str());
     for (const auto& l : bill->lines)
@@ -241,9 +299,7 @@ int RunBill(int argc, char** argv) {
     return 0;
   }
   std::string scope = job.empty() ? (tenant.empty() ? "all usage" : "tenant " + tenant) : "job " + job;
-  std::printf("%s by %s%s%s (per-second rating; amounts in CNY)\n", scope.c_str(), by.c_str(),
-              f.from ? (", from " + FormatTime(*f.from)).c_str() : "",
-              f.to ? (" to " + FormatTime(*f.to)).c_str() : "");
+  std::printf("%s by %s%s (per-second rating; amounts in CNY)\n", scope.c_str(), by.c_str(), Window(f).c_str());
   std::printf("  %-24s %14s %14s %16s\n", by.c_str(), "card-seconds", "card-hours", "amount");
   // Two decimals per row that add up to the total as printed: the rounding is carried (RoundCarried).
   std::vector<int64_t> secs, micros;

@@ -257,7 +257,8 @@ Result<GroupBy> ParseGroupBy(const std::string& text) {
   if (text == "day") return GroupBy::kDay;
   if (text == "job") return GroupBy::kJob;
   if (text == "tenant") return GroupBy::kTenant;
-  return InvalidArgument(fmt::format("--by '{}' is not one of type, day, job, tenant", text));
+  if (text == "attempt") return GroupBy::kAttempt;
+  return InvalidArgument(fmt::format("--by '{}' is not one of type, day, job, tenant, attempt", text));
 }
 
 }  // namespace tessera::sched

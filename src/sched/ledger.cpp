@@ -238,9 +238,18 @@ Result<Bill> Ledger::Report(const BillFilter& f, GroupBy by) {
         case GroupBy::kTenant:
           key = r.tenant;
           break;
+        case GroupBy::kAttempt:
+          key = fmt::format("{} {:012d}", r.job, r.start);
+          break;
       }
       BillLine& l = lines[key];
       l.key = key;
+      if (by == GroupBy::kAttempt) {
+        l.job = r.job;
+        l.start = r.start;
+        l.seconds = std::max(l.seconds, e - s);
+        l.cards_by_type[r.type] += r.cards;
+      }
       int64_t cs = r.cards * (e - s);
       Money amt = PartAmount(r, s, e);
       l.card_seconds += cs;

@@ -320,8 +320,10 @@ struct UsageRecord {
   Money amount = 0;  // RateSeconds(price, cards, end - start)
 };
 
-enum class GroupBy { kType, kDay, kJob, kTenant };
-Result<GroupBy> ParseGroupBy(const std::string& text);  // "type" | "day" | "job" | "tenant"
+// kAttempt: one line per attempt of a job — the daemon bills an attempt as one row per card type, all with the
+// attempt's start and end, so the rows of one job with one start are one attempt.
+enum class GroupBy { kType, kDay, kJob, kTenant, kAttempt };
+Result<GroupBy> ParseGroupBy(const std::string& text);  // "type" | "day" | "job" | "tenant" | "attempt"
 
 struct BillFilter {
   std::optional<std::string> job;
@@ -331,9 +333,15 @@ struct BillFilter {
 };
 
 struct BillLine {
-  std::string key;  // type name, "YYYY-MM-DD", job or tenant
+  std::string key;  // type name, "YYYY-MM-DD", job or tenant; kAttempt: "JOB START" (start zero-padded)
   int64_t card_seconds = 0;
   Money amount = 0;
+  // kAttempt only: the job, the attempt's start (Unix seconds), its seconds (within the filter's window) and its
+  // mix (cards per type).
+  std::string job;
+  int64_t start = 0;
+  int64_t seconds = 0;
+  std::map<std::string, int64_t> cards_by_type;
 };
 
 struct Bill {

@@ -304,6 +304,71 @@ TEST(SchedCli, BillFindsTheDaemonLedgerAndItsRowsAddUp) {
   fs::remove_all(dir);
 }
 
+// `bill --job J` lists each attempt (the daemon bills one row per card type, all with the attempt's start) with
+// its mix, seconds and amount; rows rounded to hundredths add up to the total as printed.
+TEST(SchedCli, BillByAttemptShowsEachAttemptsMixAndAddsUp) {
+  if (!tessera::sched::HaveSqlite()) GTEST_SKIP() << "built without SQLite";
+  fs::path dir = fs::temp_directory_path() / ("tessera-bill-attempt-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string db = " --db " + (dir / "l.db").string();
+  auto rec = [&](const std::string& job, const std::string& type, int cards, const std::string& from,
+                 const std::string& to) {
+    Out r = Tessera("bill record" + db + " --catalog " + Ex("catalog.yaml") + " --job " + job + " --tenant t --type " +
+                    type + " --cards " + std::to_string(cards) + " --start 2026-03-01T00:" + from +
+                    "Z --end 2026-03-01T00:" + to + "Z");
+    ASSERT_EQ(r.rc, 0) << r.out;
+  };
+  // 18 s of one 910B (0.012 CNY), 18 s of one H800 (0.034 CNY): 0.01 + 0.03 would not make the 0.05 total; then
+  // a mixed attempt of 2 + 2 cards for 10 s; another job's row is left out.
+  rec("lm", "ascend-910b", 1, "00:00", "00:18");
+  rec("lm", "nvidia-h800", 1, "00:20", "00:38");
+  rec("lm", "ascend-910b", 2, "01:00", "01:10");
+  rec("lm", "nvidia-h800", 2, "01:00", "01:10");
+  rec("other", "nvidia-h800", 8, "00:00", "10:00");
+  Out out = Tessera("bill" + db + " --job lm");
+  ASSERT_EQ(out.rc, 0) << out.out;
+  EXPECT_TRUE(Has(out.out, "job lm by attempt")) << out.out;
+  // "  lm  N  START  MIX...  SECONDS  CARD-SECONDS  HOURS  AMOUNT", then "  total  SECONDS CARD-SECONDS HOURS AMOUNT"
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(out.out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::vector<std::string> w;
+    for (std::string x; f >> x;) w.push_back(x);
+    if (!w.empty() && (w[0] == "lm" || w[0] == "total")) rows.push_back(w);
+  }
+  ASSERT_EQ(rows.size(), 4u) << out.out;
+  EXPECT_TRUE(Has(out.out, "lm                     1  2026-03-01T00:00:00Z 1xascend-910b ")) << out.out;
+  EXPECT_TRUE(Has(out.out, "lm                     2  2026-03-01T00:00:20Z 1xnvidia-h800 ")) << out.out;
+  EXPECT_TRUE(Has(out.out, "lm                     3  2026-03-01T00:01:00Z 2xascend-910b + 2xnvidia-h800 ")) << out.out;
+  auto hundredths = [](const std::string& v) {
+    auto dot = v.find('.');
+    return std::stoll(v.substr(0, dot)) * 100 + std::stoll(v.substr(dot + 1));
+  };
+  int64_t seconds = 0, card_seconds = 0, amount = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& w = rows[i];
+    seconds += std::stoll(w[w.size() - 4]);
+    card_seconds += std::stoll(w[w.size() - 3]);
+    amount += hundredths(w.back());
+  }
+  const auto& total = rows.back();
+  EXPECT_EQ(std::stoll(total[1]), 18 + 18 + 10) << out.out;
+  EXPECT_EQ(seconds, std::stoll(total[1])) << out.out;
+  EXPECT_EQ(card_seconds, std::stoll(total[2])) << out.out;
+  EXPECT_EQ(card_seconds, 18 + 18 + 40) << out.out;
+  EXPECT_EQ(amount, hundredths(total.back())) << out.out;
+  EXPECT_TRUE(Has(out.out, "add up to the total")) << out.out;
+  Out csv = Tessera("bill" + db + " --job lm --csv");
+  ASSERT_EQ(csv.rc, 0) << csv.out;
+  EXPECT_TRUE(Has(csv.out, "job,attempt,start,mix,seconds,card_seconds,card_hours,amount,amount_micro")) << csv.out;
+  EXPECT_TRUE(Has(csv.out, "lm,1,2026-03-01T00:00:00Z,1xascend-910b,18,18,0.01,0.01,12000")) << csv.out;
+  Out type = Tessera("bill" + db + " --job lm --by type");
+  EXPECT_TRUE(Has(type.out, "job lm by type")) << type.out;
+  fs::remove_all(dir);
+}
+
 namespace {
 
 // docs/model.md's seed configuration: 64 + 64 cards on 8-card hosts, 130B, ZeRO-3 with offload, RoCE 200 Gb/s.
