@@ -62,6 +62,21 @@ function money(micro) {
   const cents = Math.floor((Math.abs(micro) + 5000) / 10000);
   return (micro < 0 ? '-' : '') + Math.floor(cents / 100) + '.' + String(cents % 100).padStart(2, '0');
 }
+// A duration as squeue's TIME and `tessera queue`'s ELAPSED: "M:SS", "H:MM:SS" or "D-HH:MM:SS"; '-' for none.
+function fmtElapsed(ms) {
+  if (ms === null || ms === undefined || ms <= 0) return '-';
+  const s = Math.floor(ms / 1000), d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24,
+        m = Math.floor(s / 60) % 60, two = (n) => String(n).padStart(2, '0');
+  if (d > 0) return d + '-' + two(h) + ':' + two(m) + ':' + two(s % 60);
+  if (h > 0) return h + ':' + two(m) + ':' + two(s % 60);
+  return m + ':' + two(s % 60);
+}
+// A queued job's estimated start (as squeue --start): "~TIME" with how it was estimated, or "unknown" and why.
+function estStart(j) {
+  if (typeof j.estimated_start_ms === 'number')
+    return el('span', {title: j.estimated_start || ''}, '~' + fmtMs(j.estimated_start_ms));
+  return el('span', {class: 'muted'}, j.estimated_start ? 'unknown: ' + j.estimated_start : '-');
+}
 function jobLink(id) {
   return el('a', {href: '#/job/' + id, 'data-job-link': id}, '#' + id);
 }
@@ -183,34 +198,39 @@ async function pageQueue() {
     el('h1', {}, 'Queue'),
     el('h2', {}, 'Running (' + running.length + ')'),
     table(
-        'queue-running', ['job', 'name', 'tenant', 'priority', 'state', 'cards', 'cost/h', 'attempts'],
+        'queue-running', ['job', 'name', 'tenant', 'priority', 'state', 'cards', 'cost/h', 'attempts', 'elapsed', 'ends'],
         running.map((j) => ({
                       attrs: {'data-job-id': j.id},
                       cells: [
                         jobLink(j.id), j.name, j.tenant, j.priority, j.state, allocText(j),
-                        j.allocation ? j.allocation.cost_per_hour + ' ' + j.allocation.currency : '', j.attempts
+                        j.allocation ? j.allocation.cost_per_hour + ' ' + j.allocation.currency : '', j.attempts,
+                        fmtElapsed(j.elapsed_ms), typeof j.estimated_end_ms === 'number' ? '~' + fmtMs(j.estimated_end_ms) : '-'
                       ]
                     })),
-        [3, 7]),
+        [3, 7, 8]),
     el('h2', {}, 'Waiting (' + queued.length + ')'),
     table(
-        'queue-waiting', ['position', 'job', 'name', 'tenant', 'priority', 'cards', 'why it waits (the planner)'],
+        'queue-waiting',
+        ['position', 'job', 'name', 'tenant', 'priority', 'cards', 'elapsed', 'why it waits (the planner)', 'est. start'],
         queued.map((j) => ({
                      attrs: {'data-job-id': j.id},
                      cells: [
                        j.position === null ? '-' : j.position, jobLink(j.id), j.name, j.tenant, j.priority,
-                       j.cards === undefined ? '' : j.cards, j.reason
+                       j.cards === undefined ? '' : j.cards, fmtElapsed(j.elapsed_ms), j.reason, estStart(j)
                      ]
                    })),
-        [0, 4, 5]),
+        [0, 4, 5, 6]),
     el('h2', {}, 'Finished (' + done.length + ')'),
     table(
-        'queue-done', ['job', 'name', 'tenant', 'state', 'attempts', 'ended', 'reason'],
+        'queue-done', ['job', 'name', 'tenant', 'state', 'attempts', 'elapsed', 'ended', 'reason'],
         done.map((j) => ({
                    attrs: {'data-job-id': j.id},
-                   cells: [jobLink(j.id), j.name, j.tenant, j.state, j.attempts, fmtMs(j.ended_ms), j.reason]
+                   cells: [
+                     jobLink(j.id), j.name, j.tenant, j.state, j.attempts, fmtElapsed(j.elapsed_ms), fmtMs(j.ended_ms),
+                     j.reason
+                   ]
                  })),
-        [4]),
+        [4, 5]),
   ];
 }
 

@@ -1,5 +1,5 @@
 // cli/queue: `tessera queue` — the caller's jobs: running ones with their cards, queued ones with their place
-// in the queue and the reason they wait.
+// in the queue, the reason they wait and their estimated start (or why it is unknown).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -72,6 +72,11 @@ int RunQueue(int argc, char** argv) {
     } else if (state == "queued") {
       what = j["reason"].get<std::string>();
       if (what.empty()) what = "being placed";
+      // As squeue --start: from the running jobs' estimated ends and the planner's view of that moment.
+      if (j.value("estimated_start_ms", nlohmann::json()).is_number_integer())
+        what += "; starts ~" + FormatMs(j["estimated_start_ms"].get<int64_t>());
+      else if (j.value("estimated_start", nlohmann::json()).is_string())
+        what += "; start unknown: " + j["estimated_start"].get<std::string>();
     } else {
       what = j["reason"].get<std::string>();
       if (what.empty()) what = state == "succeeded" ? "exit code 0" : state;

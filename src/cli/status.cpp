@@ -82,6 +82,11 @@ int RunStatus(int argc, char** argv) {
                 a["cost_per_hour"].get<std::string>().c_str(), a["currency"].get<std::string>().c_str(),
                 a["share_after"].get<std::string>().c_str());
   }
+  if (j.value("estimated_start_ms", json()).is_number_integer())
+    std::printf("  starts:      ~%s, %s\n", FormatMs(j["estimated_start_ms"].get<int64_t>()).c_str(),
+                j.value("estimated_start", "").c_str());
+  else if (j.value("estimated_start", json()).is_string())
+    std::printf("  starts:      unknown: %s\n", j["estimated_start"].get<std::string>().c_str());
   if (j["progress"].is_object()) std::printf("  progress:    %s\n", FormatProgress(j["progress"]).c_str());
   if (j.value("elapsed_ms", json()).is_number_integer() && j["elapsed_ms"] > 0) {
     std::printf("  run time:    %s over %lld attempt(s), %s %s so far",

@@ -294,9 +294,13 @@ void Daemon::Routes() {
     auto rows = store_->ListJobs(c->admin, c->tenant, all);
     if (!rows.ok()) return Error(res, 500, rows.status().message());
     json jobs = json::array();
+    std::map<int64_t, json> starts;  // over the whole queue, whose jobs ahead may be another tenant's
+    if (std::any_of(rows->begin(), rows->end(), [](const JobRow& r) { return r.state == "queued"; }))
+      starts = EstimateStarts(NowMs(), *c);
     for (const auto& r : *rows) {
       (void)SpecFor(r);  // caches the parsed file for JobSummary; one that no longer parses is failed by the scheduler
       jobs.push_back(JobSummary(r));
+      if (starts.count(r.id)) jobs.back().update(starts[r.id]);
     }
     Reply(res, 200, {{"jobs", jobs}});
   });
@@ -309,6 +313,10 @@ void Daemon::Routes() {
     const int64_t id = j->id;
     (void)SpecFor(*j);  // as in GET /v1/jobs
     json out = JobSummary(*j);
+    if (j->state == "queued") {
+      auto starts = EstimateStarts(NowMs(), cj->first);
+      if (starts.count(id)) out.update(starts[id]);
+    }
     out["checkpoint_dir"] = j->ckpt_dir;
     out["source"] = j->source;
     auto atts = store_->Attempts(id);

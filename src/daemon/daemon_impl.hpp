@@ -94,8 +94,9 @@ class Daemon {
   void Schedule(int64_t now);
   Result<std::vector<sched::RunningJob>> Running(std::vector<AttemptOfJob>* active_rows);
   // `moving`: the key of a running job in `running` planned for a move (sched::PlanMove): its cards count as free.
+  // `day`: the day whose floor applies (default today).
   Result<sched::PlanResult> PlanJob(const JobSpec& spec, const std::vector<sched::RunningJob>& running,
-                                    const std::string& moving = "");
+                                    const std::string& moving = "", std::optional<int64_t> day = std::nullopt);
   Status Start(const JobRow& job, const JobSpec& spec, const sched::Placement& placement, int64_t now);
   Status RequestStop(int64_t job_id, const std::string& intent, const std::string& reason);
   // ---- moving running jobs (remix.cpp; under mu_; docs/daemon.md, "Moving running jobs")
@@ -153,6 +154,10 @@ class Daemon {
   // Adds started_ms, first_started_ms, elapsed_ms, cost_so_far, currency and (running, with "progress" set
   // to step N of M) estimated_end_ms to a job's JSON (job_view.cpp).
   void AddRunTimes(const JobRow& job, nlohmann::json* out);
+  // The queued jobs' estimated starts, as squeue --start (job_view.cpp): job id -> {estimated_start_ms (null
+  // when unknown), estimated_start (from what it was estimated, or why it cannot be)}. Jobs of tenants other
+  // than the caller's are not named to it.
+  std::map<int64_t, nlohmann::json> EstimateStarts(int64_t now, const Caller& caller);
   // Hot-tier retention (job_view.cpp): every 2 s each job with an open attempt keeps its newest
   // `checkpoint.keep` committed steps in its checkpoint directory.
   void PruneCheckpoints(const std::vector<AttemptOfJob>& active, int64_t now_ms);

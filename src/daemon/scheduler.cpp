@@ -118,14 +118,14 @@ Result<std::vector<sched::RunningJob>> Daemon::Running(std::vector<AttemptOfJob>
 }
 
 Result<sched::PlanResult> Daemon::PlanJob(const JobSpec& spec, const std::vector<sched::RunningJob>& running,
-                                          const std::string& moving) {
+                                          const std::string& moving, std::optional<int64_t> day) {
   sched::PlanRequest req;
   req.catalog = &catalog_;
   req.fleet = &fleet_.fleet;
   req.policy = &policy_;
   req.job = &spec.job;
   req.running = &running;
-  req.day = sched::Today();
+  req.day = day.value_or(sched::Today());
   auto plan = [&] { return moving.empty() ? sched::Plan(req) : sched::PlanMove(req, moving); };
   if (!failed_nodes_.empty()) {
     // Nodes that lost a job's ranks are avoided while the job fits elsewhere; else it waits for them as before.

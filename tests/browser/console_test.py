@@ -313,17 +313,30 @@ def main(pw):
     open_view(page, '#/queue', 'queue')
     jobs = api('/v1/jobs')['jobs']
     waiting = rows(page, 'queue-waiting')
-    eq([[int(r['data']['jobId']), at(r['cells'], 0), at(r['cells'], 6)] for r in waiting],
+    eq([[int(r['data']['jobId']), at(r['cells'], 0), at(r['cells'], 7)] for r in waiting],
        [[j['id'], str(j['position']), j['reason']]
         for j in sorted((j for j in jobs if j['state'] == 'queued'), key=lambda j: j['position'])],
        'queue: waiting jobs, positions and reasons match /v1/jobs')
-    check(len(waiting) == 2 and all(len(at(r['cells'], 6) or '') > 0 for r in waiting),
+    check(len(waiting) == 2 and all(len(at(r['cells'], 7) or '') > 0 for r in waiting),
           'queue: two jobs wait, each with a reason')
+    # The estimated start, as `tessera queue`: "~TIME" (from the running jobs' estimated ends), or "unknown: why".
+    by_id = {j['id']: j for j in jobs}
+    for r in waiting:
+        j, cell = by_id[int(r['data']['jobId'])], at(r['cells'], 8) or ''
+        # a time moves with the running job's pace between the two reads: its form, and the reason when unknown
+        want = ('~' if isinstance(j.get('estimated_start_ms'), int) else 'unknown: ' + j.get('estimated_start', ''))
+        stamp = re.compile(r'\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ?')  # times inside a reason move the same way
+        check(cell.startswith(want) if want == '~' else stamp.sub('T', cell) == stamp.sub('T', want),
+              f'queue: job {j["id"]}\'s estimated start as /v1/jobs gives it', {'page': cell, 'api': want})
+    check(all((at(r['cells'], 8) or '').startswith(('~', 'unknown: ')) for r in waiting),
+          'queue: each waiting job shows an estimated start or why it is unknown')
     running = rows(page, 'queue-running')
     eq([int(r['data']['jobId']) for r in running], [j['id'] for j in jobs if j['state'] == 'running'],
        'queue: running jobs match /v1/jobs')
     check(len(running) == 1 and at(running[0]['cells'], 5) == '2× ascend-910b (emulated)',
           'queue: the running job shows its cards')
+    check(len(running) == 1 and re.fullmatch(r'\d+:\d\d', at(running[0]['cells'], 8) or '') is not None,
+          'queue: the running job shows its elapsed time (M:SS)', at(running[0]['cells'], 8) if running else None)
     done = rows(page, 'queue-done')
     check(any(int(r['data']['jobId']) == short and at(r['cells'], 3) == 'succeeded' for r in done),
           'queue: finished job listed')
@@ -439,7 +452,9 @@ def main(pw):
         for r in [*rows(bp, 'queue-running'), *rows(bp, 'queue-waiting'), *rows(bp, 'queue-done')])
     eq(bob_ids, sorted(j['id'] for j in api('/v1/jobs?all=1', 'tok-bob')['jobs']), 'bob: the queue shows his jobs')
     check(train not in bob_ids and big not in bob_ids, 'bob: alice\'s jobs are absent', bob_ids)
-    check('alice' not in text(bp, '#main'), 'bob: no mention of alice on the queue page')
+    bob_text = text(bp, '#main')
+    check('alice' not in bob_text, 'bob: no mention of alice on the queue page',
+          [line for line in bob_text.splitlines() if 'alice' in line])
     open_view(bp, '#/bill', 'bill')
     bob_bill = rows(bp, 'bill-rows')
     check(len(bob_bill) > 0 and all(at(r['cells'], 2) == 'bob' for r in bob_bill), 'bob: only his bill rows',

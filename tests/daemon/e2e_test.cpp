@@ -428,6 +428,56 @@ TEST_F(DaemonE2E, QueueShowsRunTimeProgressAndCostAndSaysWhenEmpty) {
   EXPECT_NE(out.find("run time:    0:0"), std::string::npos) << out;
 }
 
+// A queued job's estimated start, as squeue --start: behind a running job that reports no `step N/M`, unknown,
+// naming that job and why; behind one that does, that job's estimated end.
+TEST_F(DaemonE2E, QueuedJobsGetAnEstimatedStartFromTheRunningJobsEnds) {
+  std::string cli = "TESSERA_HOME='" + d_->state() + "' " + Bin() + " ", out;
+  const auto npos = std::string::npos;
+  Register(2, 0);
+  int64_t quiet = Submit(*admin_,
+                         "name: quiet\npriority: 0\nclass: mlp-train\ncards: 2\ncompatible: [ascend]\n"
+                         "command: [/bin/sleep, \"60\"]\ngrace: 5s\n");
+  ASSERT_TRUE(WaitState(quiet, "running")) << Events(quiet);
+  int64_t next = Submit(*admin_, SleepJobYaml("next", 0, 2, 8, out_ + "/", "[ascend]"));
+  json q = Job(next);
+  ASSERT_EQ(q["state"], "queued") << q.dump();
+  EXPECT_TRUE(q["estimated_start_ms"].is_null()) << q.dump();
+  EXPECT_NE(q.value("estimated_start", "").find(fmt::format("held by job {} (it reports no progress", quiet)), npos)
+      << q.dump();
+  ASSERT_EQ(Shell(cli + "queue", &out), 0) << out;
+  EXPECT_NE(out.find("start unknown: it waits for cards held by job"), npos) << out;
+  ASSERT_EQ(Shell(cli + "status " + std::to_string(next), &out), 0) << out;
+  EXPECT_NE(out.find("starts:      unknown: it waits for cards held by job"), npos) << out;
+  // Once the quiet job is gone, `next` runs and reports progress; a job queued behind it starts at its end.
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", quiet), json::object()).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json p = Job(next)["progress"];
+        return p.is_object() && p.value("step", 0) >= 10;
+      },
+      30s))
+      << Events(next);
+  int64_t third = Submit(*admin_, SleepJobYaml("third", 0, 2, 1, out_ + "/", "[ascend]"));
+  auto r = admin_->Get("/v1/jobs");  // both from one answer
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  json running, queued;
+  for (const auto& j : (*r)["jobs"]) {
+    if (j["id"] == next) running = j;
+    if (j["id"] == third) queued = j;
+  }
+  ASSERT_EQ(running.value("state", ""), "running") << r->dump();
+  ASSERT_TRUE(running["estimated_end_ms"].is_number_integer()) << running.dump();
+  ASSERT_TRUE(queued["estimated_start_ms"].is_number_integer()) << queued.dump();
+  // The same estimate, up to the few milliseconds between the two reads of the clock in one answer.
+  EXPECT_NEAR(static_cast<double>(queued["estimated_start_ms"].get<int64_t>()),
+              static_cast<double>(running["estimated_end_ms"].get<int64_t>()), 1000.0)
+      << r->dump();
+  EXPECT_NE(queued.value("estimated_start", "").find(fmt::format("when job {} ends", next)), npos) << queued.dump();
+  ASSERT_EQ(Shell(cli + "queue", &out), 0) << out;
+  EXPECT_NE(out.find("; starts ~"), npos) << out;
+  EXPECT_TRUE(WaitState(third, "succeeded", 60s)) << Events(third);
+}
+
 // A misspelled class names the catalog's classes and the closest one, not a contradiction about card counts.
 TEST_F(DaemonE2E, UnknownClassNamesTheCatalogsClasses) {
   Register(2, 2);
