@@ -7,32 +7,50 @@
 // Device arithmetic is compiled without fused multiply-add contraction (no FMA in these kernels anyway:
 // one add, one divide, IEEE round-to-nearest on both sides).
 // All launchers are asynchronous on `stream` and return the launch error, if any.
+//
+// One source for two vendors: nvcc builds these kernels for CUDA (namespace `kernels`, CUDA's runtime types), and
+// Moore Threads' mcc, which compiles CUDA's dialect, builds the same files for MUSA with TESSERA_KERNELS_MUSA defined
+// (namespace `musa_kernels`, MUSA's runtime types: torch_musa's mapping renames cudaX to musaX one to one). The
+// conversions are common/half.hpp's, the host folds' own functions. No flush-to-zero flag on either compiler.
 #pragma once
 
+#if defined(TESSERA_KERNELS_MUSA)
+#include <musa_runtime_api.h>
+#define TSR_GPU(name) musa##name  // TSR_GPU(Stream_t) -> musaStream_t
+#define TSR_KERNELS_NS musa_kernels
+#define TSR_KERNELS_ROW "musa"
+#else
 #include <cuda_runtime_api.h>
+#define TSR_GPU(name) cuda##name  // TSR_GPU(Stream_t) -> cudaStream_t
+#define TSR_KERNELS_NS kernels
+#define TSR_KERNELS_ROW "cuda"
+#endif
 
 #include <cstddef>
 #include <cstdint>
 
 #include "common/dtype.hpp"
 
-namespace tessera::comm::kernels {
+namespace tessera::comm::TSR_KERNELS_NS {
+
+using GpuError = TSR_GPU(Error_t);  // cudaError_t / musaError_t
+using GpuStream = TSR_GPU(Stream_t);
 
 // acc (AccumType(dtype)) = first ? convert(src) : op(acc, convert(src)); src has type `src_type`, which is
 // dtype or AccumType(dtype). Floating types only (float16, bfloat16, float32, float64).
-cudaError_t Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first,
-                 cudaStream_t stream);
+GpuError Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first,
+              GpuStream stream);
 // out (dtype) = narrow(acc (AccumType(dtype)) [/ divisor for avg]). Floating types only.
-cudaError_t Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor, cudaStream_t stream);
+GpuError Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor, GpuStream stream);
 // Loads every kernel of this file now. Under CUDA's lazy module loading (the default) a kernel's first
 // launch loads it under a context-wide lock; if the application's thread sits in a synchronizing call
 // (cudaMemcpy, cudaFree) on a stream that waits for our collective, that first launch from the bridge's
 // worker would wait forever (seen on the H200). Called once per communicator, before any collective.
-cudaError_t Preload();
+GpuError Preload();
 // Blocks `stream` until the host-mapped word *flag reaches `value` (wrap-around compare, like
 // CU_STREAM_WAIT_VALUE_GEQ). The fallback when the driver's stream memory operations are unavailable.
-cudaError_t SpinWait(const volatile uint32_t* flag_dev, uint32_t value, cudaStream_t stream);
+GpuError SpinWait(const volatile uint32_t* flag_dev, uint32_t value, GpuStream stream);
 // Writes `value` to *flag_dev (host-mapped memory) after a system-wide fence, as one thread on `stream`.
-cudaError_t WriteFlag(uint32_t* flag_dev, uint32_t value, cudaStream_t stream);
+GpuError WriteFlag(uint32_t* flag_dev, uint32_t value, GpuStream stream);
 
-}  // namespace tessera::comm::kernels
+}  // namespace tessera::comm::TSR_KERNELS_NS

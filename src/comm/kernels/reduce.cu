@@ -1,58 +1,13 @@
 // comm/kernels/reduce.cu: element kernels of the device path — fold, finalize (f16/bf16 <-> f32 with
-// round-to-nearest-even, bit-for-bit as common/dtype.hpp) and the stream spin-wait. See kernels.hpp.
-#include <cuda_runtime.h>
-
+// round-to-nearest-even, the functions of common/half.hpp, which the host folds call too) and the stream
+// spin-wait. See kernels.hpp.
 #include "comm/kernels/kernels.hpp"
+#include "common/half.hpp"
 
-namespace tessera::comm::kernels {
+namespace tessera::comm::TSR_KERNELS_NS {
 namespace {
 
-// ---- conversions: the integer recipes of common/dtype.hpp, on the device ----
-__device__ __forceinline__ float Bf16ToF32(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
-__device__ __forceinline__ uint16_t F32ToBf16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-__device__ __forceinline__ float F16ToF32(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  if (exp == 0) {
-    if (man == 0) return __uint_as_float(sign);
-    int e = -1;
-    do {
-      ++e;
-      man <<= 1;
-    } while ((man & 0x400u) == 0);
-    man &= 0x3ffu;
-    return __uint_as_float(sign | (static_cast<uint32_t>(112 - e) << 23) | (man << 13));
-  }
-  if (exp == 31) return __uint_as_float(sign | 0x7f800000u | (man << 13));
-  return __uint_as_float(sign | ((exp + 112) << 23) | (man << 13));
-}
-__device__ __forceinline__ uint16_t F32ToF16(float f) {
-  uint32_t u = __float_as_uint(f);
-  uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (a >= 0x38800000u) {
-    uint32_t r = a - 0x38000000u;
-    r += 0xfffu + ((r >> 13) & 1u);
-    return static_cast<uint16_t>(sign | (r >> 13));
-  }
-  if (a < 0x33000000u) return static_cast<uint16_t>(sign);
-  uint32_t exp = a >> 23;
-  uint32_t man = (a & 0x7fffffu) | 0x800000u;
-  uint32_t shift = 126 - exp;
-  uint32_t q = man >> shift;
-  uint32_t rem = man & ((1u << shift) - 1);
-  uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (q & 1u))) ++q;
-  return static_cast<uint16_t>(sign | q);
-}
+// Conversions: common/half.hpp's, compiled for the device (the host folds call the same functions).
 
 // Operations: the CPU's Apply() for floating types. __fadd_rn/__dadd_rn forbid contraction.
 __device__ __forceinline__ float Op(float a, float b, RedOp op) {
@@ -151,9 +106,9 @@ dim3 Grid(size_t n) {
 
 }  // namespace
 
-cudaError_t Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first,
-                 cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
+GpuError Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first,
+              GpuStream stream) {
+  if (n == 0) return TSR_GPU(Success);
   if (IsHalf(dtype)) {
     if (src_type == DType::kFloat32)
       FoldKernel<float, float>
@@ -168,13 +123,13 @@ cudaError_t Fold(void* acc, const void* src, size_t n, DType dtype, DType src_ty
     FoldKernel<double, double>
         <<<Grid(n), 256, 0, stream>>>(static_cast<double*>(acc), static_cast<const double*>(src), n, dtype, op, first);
   } else {
-    return cudaErrorInvalidValue;
+    return TSR_GPU(ErrorInvalidValue);
   }
-  return cudaGetLastError();
+  return TSR_GPU(GetLastError)();
 }
 
-cudaError_t Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
+GpuError Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op, int divisor, GpuStream stream) {
+  if (n == 0) return TSR_GPU(Success);
   const bool avg = op == RedOp::kAvg;
   if (IsHalf(dtype)) {
     FinalizeHalfKernel<<<Grid(n), 256, 0, stream>>>(static_cast<uint16_t*>(out), static_cast<const float*>(acc), n,
@@ -186,13 +141,13 @@ cudaError_t Finalize(void* out, const void* acc, size_t n, DType dtype, RedOp op
     FinalizeKernel<double>
         <<<Grid(n), 256, 0, stream>>>(static_cast<double*>(out), static_cast<const double*>(acc), n, avg, divisor);
   } else {
-    return cudaErrorInvalidValue;
+    return TSR_GPU(ErrorInvalidValue);
   }
-  return cudaGetLastError();
+  return TSR_GPU(GetLastError)();
 }
 
-cudaError_t Preload() {
-  cudaFuncAttributes a;
+GpuError Preload() {
+  TSR_GPU(FuncAttributes) a;
   const void* fns[] = {
       reinterpret_cast<const void*>(&FoldKernel<float, float>),
       reinterpret_cast<const void*>(&FoldKernel<float, uint16_t>),
@@ -204,20 +159,20 @@ cudaError_t Preload() {
       reinterpret_cast<const void*>(&WriteFlagKernel),
   };
   for (const void* f : fns) {
-    cudaError_t e = cudaFuncGetAttributes(&a, f);
-    if (e != cudaSuccess) return e;
+    GpuError e = TSR_GPU(FuncGetAttributes)(&a, f);
+    if (e != TSR_GPU(Success)) return e;
   }
-  return cudaSuccess;
+  return TSR_GPU(Success);
 }
 
-cudaError_t SpinWait(const volatile uint32_t* flag_dev, uint32_t value, cudaStream_t stream) {
+GpuError SpinWait(const volatile uint32_t* flag_dev, uint32_t value, GpuStream stream) {
   SpinWaitKernel<<<1, 1, 0, stream>>>(flag_dev, value);
-  return cudaGetLastError();
+  return TSR_GPU(GetLastError)();
 }
 
-cudaError_t WriteFlag(uint32_t* flag_dev, uint32_t value, cudaStream_t stream) {
+GpuError WriteFlag(uint32_t* flag_dev, uint32_t value, GpuStream stream) {
   WriteFlagKernel<<<1, 1, 0, stream>>>(flag_dev, value);
-  return cudaGetLastError();
+  return TSR_GPU(GetLastError)();
 }
 
-}  // namespace tessera::comm::kernels
+}  // namespace tessera::comm::TSR_KERNELS_NS

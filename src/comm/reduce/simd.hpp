@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "common/dtype.hpp"
+#include "common/half.hpp"  // the conversions, shared with the device kernels
 
 namespace tessera::comm::detail {
 

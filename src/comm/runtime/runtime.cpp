@@ -38,17 +38,23 @@ constexpr bool FamiliesHaveRows() {
 static_assert(FamiliesHaveRows(), "a DeviceFamily (common/vendor.hpp) names a runtime or CCL row that does not exist");
 }  // namespace
 
-// The kernels this build has, one entry per runtime (comm/kernels/cuda_kernels.cpp). A new vendor's kernels are
-// one more entry here.
+// The kernels this build has, one entry per runtime (comm/kernels/device_kernels.cpp: CUDA's where nvcc built them,
+// MUSA's where mcc did). A new vendor's kernels are one more entry here.
 namespace internal {
 extern const DeviceKernels kEmuKernels;  // runtime_emu.cpp
 #ifdef TESSERA_HAVE_CUDA
 extern const DeviceKernels kCudaKernels;
 #endif
+#ifdef TESSERA_HAVE_MUSA_KERNELS
+extern const DeviceKernels kMusaKernels;
+#endif
 }  // namespace internal
 const DeviceKernels* FindKernels(std::string_view runtime) {
 #ifdef TESSERA_HAVE_CUDA
   if (runtime == internal::kCudaKernels.runtime) return &internal::kCudaKernels;
+#endif
+#ifdef TESSERA_HAVE_MUSA_KERNELS
+  if (runtime == internal::kMusaKernels.runtime) return &internal::kMusaKernels;
 #endif
   if (runtime == internal::kEmuKernels.runtime) return &internal::kEmuKernels;
   return nullptr;
