@@ -210,6 +210,9 @@ class _KnownDeviceTypes(list):
 
 def register():
     """Registers backend "tessera" for the device types this process knows (idempotent; see _KnownDeviceTypes)."""
+    from . import _store
+
+    _store.install()  # rank 0's env:// store listens where the launcher's does (under `tessera run`)
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
