@@ -5,7 +5,7 @@
 # the torch benchmarks. Without a GPU (CI) the worlds are CPU ranks only (1, 2, 3
 # and 5 ranks in 1-3 islands); with one, GPU and CPU ranks mixed as well as CPU ranks with the GPU hidden.
 # Usage: scripts/torch-check.sh [BUILD_DIR] [tests|bench|all|install] [GROUP]
-#   default build-gpu, all; install: build and install only; GROUP: ops, train, ckpt, faults, init, npu or stacks
+#   default build-gpu, all; install: build and install only; GROUP: ops, train, ckpt, faults, init, groups, npu or stacks
 #   (the tests of one group only; default all of them). stacks: DeepSpeed ZeRO-3 and a Hugging Face Trainer
 #   on two CPU islands, where the interpreter has deepspeed, transformers and accelerate (CI's .venv does).
 #   npu: the ops, DDP with HeteroDistributedSampler and a DCP save on `npu` tensors of the test device
@@ -23,7 +23,7 @@ B=${1:-build-gpu}
 WHAT=${2:-all}
 GROUP=${3:-all}
 case $WHAT in tests|bench|all|install) ;; *) echo "torch-check: '$WHAT' is not tests, bench, all or install" >&2; exit 2 ;; esac
-case $GROUP in all|ops|train|ckpt|faults|init|npu|stacks) ;; *) echo "torch-check: group '$GROUP' is not ops, train, ckpt, faults, init, npu, stacks or all" >&2; exit 2 ;; esac
+case $GROUP in all|ops|train|ckpt|faults|init|groups|npu|stacks) ;; *) echo "torch-check: group '$GROUP' is not ops, train, ckpt, faults, init, groups, npu, stacks or all" >&2; exit 2 ;; esac
 OUTDIR=${OUT:-$(realpath -m "$B")/bench-results}
 mkdir -p "$OUTDIR"
 PY=${PYTHON:-}
@@ -211,6 +211,13 @@ if [ "$WHAT" != bench ]; then
     expect_fail fault 120 "${MIX2[@]}" -- $TW fault
     expect_fail mismatch 120 "${MIX1[@]}" -- $TW mismatch
     job destroy-pending 120 --island a=host:2 -- $TW destroy
+  fi
+  if in_group groups; then
+    step "groups: subgroups split from their parent, torch's store on MASTER_ADDR, a wrong token (tests/torch/group_worker.py)"
+    GW="$PY $ROOT/tests/torch/group_worker.py"
+    job group-split 300 --island a=host:2 --island b=host:2 -- $GW split
+    job group-store 200 --island a=host:2 -- $GW store
+    job group-token 200 --island a=host:2 -- $GW token
   fi
   if in_group init; then
     step "init_process_group without tessera run: env://, tcp://, file://, torchrun (tests/torch/init_worker.py)"

@@ -12,6 +12,13 @@ this rank's group rank and size, and the timeout. `_create`
      subgroup that lacks an island of the world still has islands without gaps;
   3. group rank 0 makes a Tessera unique id (tsrGetUniqueId) and publishes it in the store, as
      ProcessGroupNCCL does with NCCL's; every rank joins with tsrCommInitRank.
+A subgroup is split from its parent's communicator instead (tsrCommSplit: no unique id, no rendezvous, the
+members keep their device and island) where every rank of the parent takes part, as ProcessGroupNCCL uses
+ncclCommSplit: split_group always (torch calls the backend's split on every rank of the parent), and new_group
+(parent: the default group) when the default group is bound to a device (init_process_group's device_id: torch
+then calls perform_nocolor_split on the ranks outside the new group) or the new group has every rank of the
+world. Any other new_group (a subset without a bound device, use_local_synchronization=True, its own
+Options) makes its own unique id as above.
 """
 import datetime
 import os
@@ -140,6 +147,32 @@ def parse_duration_ms(text):
     return int(float(m.group(1)) * {"ms": 1, "s": 1000, None: 1000, "m": 60000, "h": 3600000}[m.group(2)])
 
 
+def _split_parent(dist_opts, options):
+    """The default group's tessera backend when the new group `dist_opts` can be split from it (every rank of the
+    world takes part in the split: see the module's comment), else None."""
+    from .. import _C
+
+    ranks = list(dist_opts.global_ranks_in_group or [])
+    if not ranks or options is not None or not dist.is_initialized():
+        return None  # the default group itself, or a group with Options of its own
+    world = dist.distributed_c10d._get_default_group()
+    # torch names a group that every rank of the world made by its counter, and one made with
+    # use_local_synchronization=True (only its members call in) by a hash of its ranks.
+    if not str(dist_opts.group_id).isdigit():
+        return None
+    bound = world.bound_device_id
+    if bound is None and sorted(ranks) != list(range(world.size())):
+        return None  # a subset, and torch calls nothing on the ranks outside it
+    try:
+        parent = world._get_backend(bound if bound is not None else torch.device("cpu"))
+    except RuntimeError:
+        return None
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps it; torch unwraps it too before its perform_nocolor_split.
+    while isinstance(parent, getattr(dist.distributed_c10d, "_ProcessGroupWrapper", ())):
+        parent = parent.wrapped_pg
+    return parent if isinstance(parent, _C.Backend) else None
+
+
 def _create(dist_opts, backend_options):
     from .. import _C  # the extension; imported here so that registering needs only Python
 
@@ -153,6 +186,14 @@ def _create(dist_opts, backend_options):
     if os.environ.get("TESSERA_TIMEOUT"):
         timeout_ms = min(timeout_ms, parse_duration_ms(os.environ["TESSERA_TIMEOUT"]))
     options = backend_options if isinstance(backend_options, Options) else None
+    parent = _split_parent(dist_opts, options)
+    if parent is not None:
+        # The new group's ranks are the sorted global ranks; its lowest one names it.
+        group = parent.split_off(min(dist_opts.global_ranks_in_group), rank, timeout_ms)
+        if group.size() != size:
+            raise RuntimeError(f"tessera: new_group: {group.size()} ranks joined the split of the default group, "
+                               f"expected {size}: the ranks made their groups in different orders")
+        return group
     # The GPU<->host bridge of hybrid CUDA worlds is Tessera's default (the copy-engine device bridge where
     # the ranks share a host, TESSERA_DEVICE_BRIDGE to choose). Its worker thread queues CUDA copies while a
     # collective runs; the backend keeps torch's legacy default stream from waiting for a running

@@ -1,0 +1,197 @@
+"""Subgroups and what a torch job exposes, under `tessera run` with host ranks (scripts/torch-check.sh, group "groups").
+
+  split  (4 ranks) new_group and split_group make their groups by tsrCommSplit of the parent's communicator: each
+         group's collectives are right, no rank makes a unique id for it (tessera._C.unique_ids_made: every id
+         starts a store and a rendezvous) and the parent's comm_split_count grows on every rank of the parent, the
+         ranks outside the group included; those get what torch gives them (NON_GROUP_MEMBER, None). A subset made
+         with new_group while the default group is bound to no device has its own rendezvous (torch calls nothing
+         on the ranks outside it). A host has no GPU here: init_process_group(device_id=cuda:0) is refused there,
+         so the default group maps cuda to tessera too ("cpu:tessera,cuda:tessera") and is bound to cuda:0 by
+         hand, which is what torch's split paths look at; the tensors stay on the CPU.
+  store  (2 ranks) torch's env:// store listens on MASTER_ADDR (127.0.0.1 on one host), not on every interface;
+         the unique id rank 0 publishes in it carries no TESSERA_TOKEN and names a per-group store that listens
+         on 127.0.0.1.
+  token  (2 ranks) a rank whose TESSERA_TOKEN is not the job's is refused ("refused the job token") and the
+         other rank's init_process_group fails within the group's timeout naming it.
+"""
+import datetime
+import faulthandler
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from worker_common import check, summary  # noqa: E402
+
+import tessera.torch  # noqa: E402,F401
+from tessera import _C  # noqa: E402
+
+
+def world_backend():
+    return dist.group.WORLD._get_backend(torch.device("cpu"))
+
+
+def sum_of(ranks):
+    return float(sum(r + 1 for r in ranks))
+
+
+def check_group(g, ranks, label):
+    """g's collectives on the members of `ranks` (global ranks), and torch's behaviour elsewhere."""
+    me = dist.get_rank()
+    if me not in ranks:
+        check(g is None or g == dist.GroupMember.NON_GROUP_MEMBER, f"{label}: rank {me} outside got {g!r}")
+        if g is not None:
+            check(dist.get_rank(g) == -1, f"{label}: get_rank on a group this rank is outside is not -1")
+            t = torch.full((4,), 7.0)
+            dist.all_reduce(t, group=g)  # torch warns and does nothing on a rank outside the group
+            check(torch.equal(t, torch.full((4,), 7.0)), f"{label}: all_reduce changed a non-member's tensor")
+        return
+    check(g is not None and dist.get_world_size(g) == len(ranks), f"{label}: size {dist.get_world_size(g)}")
+    check(dist.get_rank(g) == sorted(ranks).index(me), f"{label}: group rank {dist.get_rank(g)}")
+    t = torch.full((1000,), float(me + 1))
+    dist.all_reduce(t, group=g)
+    check(torch.equal(t, torch.full((1000,), sum_of(ranks))), f"{label}: all_reduce gave {t[0].item()}")
+    out = [torch.zeros(3) for _ in ranks]
+    dist.all_gather(out, torch.full((3,), float(me)), group=g)
+    check([o[0].item() for o in out] == [float(r) for r in sorted(ranks)], f"{label}: all_gather gave {out}")
+    b = torch.full((5,), float(me))
+    dist.broadcast(b, src=max(ranks), group=g)
+    check(torch.equal(b, torch.full((5,), float(max(ranks)))), f"{label}: broadcast gave {b}")
+
+
+def split_mode():
+    dist.init_process_group("cpu:tessera,cuda:tessera", timeout=datetime.timedelta(seconds=60))
+    me, world = dist.get_rank(), dist.get_world_size()
+    check(world == 4, f"split: needs 4 ranks, got {world}")
+    parent = world_backend()
+    check(isinstance(parent, _C.Backend) and parent.supports_splitting, f"split: world backend {parent!r}")
+
+    def counts():
+        return _C.unique_ids_made(), parent.comm_split_count()
+
+    # Not bound to a device: a group of every rank is split (every rank calls in), a subset is not.
+    ids, splits = counts()
+    g_all = dist.new_group(list(range(world)))
+    check(counts() == (ids, splits + 1), f"split: new_group(all) made an id or no split: {counts()} vs {ids, splits}")
+    check_group(g_all, list(range(world)), "new_group(all)")
+    ids, splits = counts()
+    g_sub = dist.new_group([0, 1])
+    check_group(g_sub, [0, 1], "new_group([0, 1]) unbound")
+    made = 1 if me == 0 else 0  # group rank 0 of [0, 1] made its id: a rendezvous of its own
+    check(counts() == (ids + made, splits), f"split: unbound new_group([0, 1]): {counts()} vs {ids + made, splits}")
+
+    # Bound (what init_process_group(device_id=cuda:N) does on a GPU host): new_group of a subset and
+    # split_group are split, the ranks outside take part with no colour.
+    dist.group.WORLD.bound_device_id = torch.device("cuda", 0)
+    ids, splits = counts()
+    g_odd = dist.new_group([1, 3])
+    check(counts() == (ids, splits + 1), f"split: bound new_group([1, 3]): {counts()} vs {ids, splits + 1}")
+    check_group(g_odd, [1, 3], "new_group([1, 3])")
+
+    ids, splits = counts()
+    pair = dist.split_group(split_ranks=[[0, 1], [2, 3]])
+    check(counts() == (ids, splits + 1), f"split: split_group pairs: {counts()} vs {ids, splits + 1}")
+    mine = [0, 1] if me < 2 else [2, 3]
+    check_group(pair, mine, "split_group([[0, 1], [2, 3]])")
+    check(pair.bound_device_id == torch.device("cuda", 0), "split: the split group lost the bound device")
+
+    ids, splits = counts()
+    evens = dist.split_group(split_ranks=[[0, 2]])
+    check(counts() == (ids, splits + 1), f"split: split_group([[0, 2]]): {counts()} vs {ids, splits + 1}")
+    check_group(evens, [0, 2], "split_group([[0, 2]])")
+
+    # A split of a split: the pair's backend splits its own communicator into one-rank groups.
+    pair_backend = pair._get_backend(torch.device("cuda"))
+    pair_splits = pair_backend.comm_split_count()
+    single = dist.split_group(parent_pg=pair, split_ranks=[[0], [1]])
+    check(pair_backend.comm_split_count() == pair_splits + 1, "split: split_group of the pair made no split")
+    check(single is not None and dist.get_world_size(single) == 1, "split: split_group of the pair: size")
+    t = torch.full((2,), float(me))
+    dist.all_reduce(t, group=single)
+    check(torch.equal(t, torch.full((2,), float(me))), f"split: all_reduce on a group of one gave {t}")
+
+    # The parent still works, and every group goes away with it.
+    t = torch.ones(10)
+    dist.all_reduce(t)
+    check(torch.equal(t, torch.full((10,), float(world))), f"split: world all_reduce after the splits gave {t}")
+    check(_C.unique_ids_made() == (2 if me == 0 else 0), f"split: rank {me} made {_C.unique_ids_made()} ids")
+    dist.destroy_process_group()
+
+
+def listening(port):
+    """The local addresses of the sockets listening on `port` (IPv4 and IPv6), from /proc/net/tcp*."""
+    found = []
+    for name, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            lines = open(name).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            addr, p = f[1].split(":")
+            if f[3] == "0A" and int(p, 16) == port:  # 0A: LISTEN
+                if width == 8:
+                    found.append(".".join(str(b) for b in reversed(bytes.fromhex(addr))))
+                else:
+                    found.append("any6" if int(addr, 16) == 0 else "v6:" + addr)
+    return found
+
+
+def store_mode():
+    dist.init_process_group("tessera", timeout=datetime.timedelta(seconds=60))
+    me = dist.get_rank()
+    if me == 0:
+        port = int(os.environ["MASTER_PORT"])
+        addrs = listening(port)
+        print(f"store: torch's store at MASTER_PORT {port} listens on {addrs}", flush=True)
+        check(addrs and all(a == os.environ["MASTER_ADDR"] for a in addrs),
+              f"store: torch's store listens on {addrs}, not only on MASTER_ADDR {os.environ['MASTER_ADDR']}")
+        # The store the backend got: torch's PrefixStore of the device over the group's
+        store = dist.PrefixStore("cpu/", dist.distributed_c10d._get_default_store())
+        check(store.check(["tessera/0/uid"]), "store: no unique id published in torch's store")
+        uid = store.get("tessera/0/uid")
+        token = os.environ["TESSERA_TOKEN"].encode()
+        check(token not in uid, "store: the unique id published in torch's store carries TESSERA_TOKEN")
+        text = uid.split(b"\0")[0].decode()
+        print(f"store: the published unique id reads {text!r}", flush=True)
+        check(text.startswith("TSRU2 - 127.0.0.1:"), f"store: the unique id {text!r} does not name a loopback store")
+        id_port = int(text.rsplit(":", 1)[1])
+        check(listening(id_port) == ["127.0.0.1"], f"store: the group's store listens on {listening(id_port)}")
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    check(torch.equal(t, torch.full((4,), 2.0)), f"store: all_reduce gave {t}")
+    dist.destroy_process_group()
+
+
+def token_mode():
+    rank = int(os.environ["RANK"])
+    if rank == 1:
+        os.environ["TESSERA_TOKEN"] = "0" * 32  # not the job's
+    start = time.monotonic()
+    try:
+        dist.init_process_group("tessera", timeout=datetime.timedelta(seconds=10))
+        dist.all_reduce(torch.ones(4))
+        check(False, f"token: rank {rank} joined and computed")
+    except RuntimeError as e:
+        msg, took = str(e), time.monotonic() - start
+        print(f"token: rank {rank} raised after {took:.1f}s: {msg.splitlines()[0][:300]}", flush=True)
+        if rank == 1:
+            check("refused the job token" in msg, f"token: the wrong-token rank's error does not say so: {msg[:300]}")
+        else:
+            check("rank 1" in msg, f"token: rank 0's error does not name rank 1: {msg[:300]}")
+        check(took < 25, f"token: rank {rank} took {took:.1f}s (timeout 10s)")
+    os._exit(summary(f"token rank {rank}"))
+
+
+def main():
+    mode = sys.argv[1]
+    faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
+    {"split": split_mode, "store": store_mode, "token": token_mode}[mode]()
+    sys.exit(summary(f"{mode} rank {os.environ.get('RANK')}"))
+
+
+if __name__ == "__main__":
+    main()
