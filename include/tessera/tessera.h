@@ -105,7 +105,7 @@ typedef struct {
   const char* vendor;   /* island vendor name; NULL: TESSERA_ISLAND_VENDOR, else "island<N>" */
   const char* device;   /* "host" or FAMILY:N ("cuda:0", "npu:0", ...); NULL: TESSERA_DEVICE, else "host" */
   int timeout_ms;       /* bound on every wait; <= 0: TESSERA_TIMEOUT, else 60 s */
-  const char* token;    /* job token; NULL: the one carried in the unique id (see tsrGetUniqueId) */
+  const char* token;    /* job token; NULL: TESSERA_TOKEN for an id made in a job, else the id's (tsrGetUniqueId) */
   /* Version 2. How an island of several device ranks reduces 16-bit data inside itself: "f32" (widened on
    * the device, reduced in f32 by the island's library, rounded once after the bridge: the same bits as a
    * host reduction) or "native" (the library reduces in the data's own type, as in a job of that vendor
@@ -117,14 +117,16 @@ typedef struct {
   { sizeof(tsrConfig_t), TSR_CONFIG_MAGIC, TSR_CONFIG_VERSION, -1, NULL, NULL, 0, NULL, NULL }
 
 /* Makes a new id (call it on one rank, normally rank 0) and starts the job's rendezvous store in the
- * calling process: it listens on TESSERA_BRIDGE_ADDR when set, else on the first non-loopback IPv4
- * address this host's name resolves to, else on 127.0.0.1 (then only ranks on this host can join), on a
- * free port. The store serves until the process exits (one listener thread per id, stopped at exit), so
- * the process that made the id must outlive the job's communicators: they use the store to report
- * failures and aborts, and splits meet there. The token is 128 random bits. One id serves one
- * communicator (tsrCommInitRank once per rank); make a new id, or use tsrCommSplit, for another. The
- * token the id carries (and its store demands) is TESSERA_TOKEN when set (at most 64 bytes, no spaces),
- * else 128 random bits; a config->token given to tsrCommInitRank must equal it. Thread-safe. */
+ * calling process: it listens on TESSERA_BRIDGE_ADDR when set, else on 127.0.0.1 when TESSERA_STORE (the
+ * launcher's store) is on loopback, else on the first non-loopback IPv4 address this host's name
+ * resolves to, else on 127.0.0.1 (then only ranks on this host can join), on a free port. The store
+ * serves until the process exits (one listener thread per id, stopped at exit), so the process that made
+ * the id must outlive the job's communicators: they use the store to report failures and aborts, and
+ * splits meet there. One id serves one communicator (tsrCommInitRank once per rank); make a new id, or
+ * use tsrCommSplit, for another. The store demands the job token: with TESSERA_TOKEN set (at most 64
+ * bytes, no spaces) the id carries no token, only a mark, and each rank needs its own TESSERA_TOKEN and
+ * presents it (config->token instead when given), so a rank with another token is refused; without it the
+ * id carries 128 random bits, and is then itself the credential. Thread-safe. */
 TESSERA_API tsrResult_t tsrGetUniqueId(tsrUniqueId* id);
 /* Joins the job of `id` as `rank` of `nranks`. Collective: every rank of the job calls it with the same
  * id and nranks. config may be NULL (all fields from TESSERA_* or their defaults, see tsrConfig_t); it is

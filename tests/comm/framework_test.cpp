@@ -263,6 +263,52 @@ TEST(FrameworkApi, AJobsIdCarriesNoTokenAndOnlyTheJobTokenJoins) {
   EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
 }
 
+namespace {
+// The local addresses of the sockets listening on `port`, from the kernel's tables (/proc/net/tcp, tcp6).
+std::vector<std::string> ListeningOn(int port) {
+  std::vector<std::string> found;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::smatch m;  // "  1: 0100007F:AD67 00000000:0000 0A ...": local address:port, remote, state (0A: LISTEN)
+      if (!std::regex_search(line, m, std::regex(R"(^\s*\d+: ([0-9A-F]+):([0-9A-F]+) \S+ 0A)")) ||
+          std::stoi(m[2].str(), nullptr, 16) != port)
+        continue;
+      if (m[1].length() != 8) {
+        found.push_back("ipv6:" + m[1].str());
+        continue;
+      }
+      in_addr a{};
+      a.s_addr = static_cast<uint32_t>(std::stoul(m[1].str(), nullptr, 16));  // the table holds it as stored
+      found.push_back(inet_ntoa(a));
+    }
+  }
+  return found;
+}
+}  // namespace
+
+// Where an id's store listens (docs/launcher.md, "Per-group stores"): TESSERA_BRIDGE_ADDR when set (several
+// nodes: the node's route to the job's store), else 127.0.0.1 where the launcher's store is on loopback (one host);
+// read back from the kernel's table of listening sockets, not from the id alone.
+TEST(FrameworkApi, AnIdsStoreListensOnTheBridgeAddressElseOnLoopbackUnderAOneHostLauncher) {
+  for (const char* bridge : {"127.0.0.2", static_cast<const char*>(nullptr)}) {
+    if (bridge != nullptr) setenv("TESSERA_BRIDGE_ADDR", bridge, 1);
+    setenv("TESSERA_STORE", "127.0.0.1:1", 1);
+    tsrUniqueId id;
+    const tsrResult_t made = tsrGetUniqueId(&id);
+    unsetenv("TESSERA_BRIDGE_ADDR");
+    unsetenv("TESSERA_STORE");
+    ASSERT_EQ(made, tsrSuccess) << tsrGetLastError(nullptr);
+    const std::string text(id.internal);  // "TSRU2 <token> <host:port>"
+    const std::string addr = text.substr(text.rfind(' ') + 1);
+    const std::string want = bridge != nullptr ? bridge : "127.0.0.1";
+    EXPECT_EQ(addr.substr(0, addr.rfind(':')), want) << text;
+    EXPECT_EQ(ListeningOn(std::atoi(addr.c_str() + addr.rfind(':') + 1)), std::vector<std::string>{want}) << text;
+  }
+}
+
 TEST(FrameworkApi, VersionIsCMakesProjectVersion) {
   int v = -1;
   ASSERT_EQ(tsrGetVersion(&v), tsrSuccess);
