@@ -373,21 +373,28 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
-Status CheckStepDir(const std::string& dir) {
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0) return errno == ENOENT ? Status::Ok() : ErrnoError("stat " + dir, errno);
-  if (S_ISDIR(st.st_mode)) return Status::Ok();
-  return Corrupt(
-      fmt::format("{} is {}, not a step directory (checkpoint commands never follow a link out of their "
-                  "root)",
-                  dir, S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory"));
+Result<Fd> OpenStepDir(const std::string& dir) {
+  const std::string name = dir.substr(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/') + 1);
+  auto root = OpenDir(DirName(dir));
+  if (!root.ok()) return root.status();
+  auto d = OpenBeneath(root->get(), name, O_RDONLY | O_DIRECTORY, dir);
+  if (!d.ok() && d.status().code() == Code::kCorrupt)
+    return Corrupt(
+        fmt::format("{} (checkpoint commands never follow a link out of their root, nor read what is not a step "
+                    "directory)",
+                    d.status().message()));
+  return d;
+}
+
+Result<int> CreateFileExclusiveAt(int dirfd, const std::string& name, const std::string& what, int mode) {
+  if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) return ErrnoError("remove " + what, errno);
+  int fd = ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return ErrnoError("create " + what, errno);
+  return fd;
 }
 
 Result<int> CreateFileExclusive(const std::string& path, int mode) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("remove " + path, errno);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoError("create " + path, errno);
-  return fd;
+  return CreateFileExclusiveAt(AT_FDCWD, path, path, mode);
 }
 
 Status RemoveTree(const std::string& path) {

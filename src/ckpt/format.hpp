@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/beneath.hpp"
 #include "common/dtype.hpp"
 #include "common/file.hpp"
 #include "tessera/ckpt.hpp"
@@ -98,12 +99,19 @@ inline int64_t Rows(const std::vector<int64_t>& shape) { return shape.empty() ? 
 // ReadFile, WriteFileAtomic, FsyncDir, PwriteAll, PreadAll: common/file.hpp.
 Status MakeDirs(const std::string& dir);
 Status RemoveTree(const std::string& path);
-// A job owns its checkpoint root and may plant links in it: no command follows one out of the root.
-// CheckStepDir: OK when `dir` is a directory or absent; Corrupt naming it when it is a symbolic link or
-// something else. (Files in a step directory are opened with OpenRegularFile, which follows no link.)
-Status CheckStepDir(const std::string& dir);
-// Creates `path` for writing, exclusively (O_CREAT|O_EXCL|O_NOFOLLOW): whatever is already there — a stale
-// file, or a link planted to make the write land elsewhere — is unlinked first (the link, never its target).
+// A job owns its checkpoint root and may plant links in it, or swap a directory for one while a command runs:
+// no command follows one out of the root. The root's own path is the operator's (followed as given); beneath
+// it, a step directory is opened once (OpenStepDir) and everything in it is resolved from that descriptor
+// (common/beneath: openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or an openat(O_NOFOLLOW) walk), so a check and
+// the use that follows it see the same directory.
+// Opens the step directory `dir` (ROOT/step-N) beneath ROOT: NotFound when absent; Corrupt naming it ("... is a
+// symbolic link ...") when it is a link or not a directory.
+Result<Fd> OpenStepDir(const std::string& dir);
+// Creates `name` in the directory `dirfd` for writing, exclusively (O_CREAT|O_EXCL|O_NOFOLLOW): whatever is
+// already there — a stale file, or a link planted to make the write land elsewhere — is unlinked first (the
+// link, never its target). `what` names it in errors.
+Result<int> CreateFileExclusiveAt(int dirfd, const std::string& name, const std::string& what, int mode = 0644);
+// The same for a path (its directory part resolved as given).
 Result<int> CreateFileExclusive(const std::string& path, int mode = 0644);
 
 // ---- test hooks (fault injection) ------------------------------------------------------------------

@@ -15,6 +15,9 @@ namespace tessera::ckpt {
 Result<Manifest> LoadManifest(const std::string& root, int64_t step);
 CheckpointInfo InfoFromManifest(const Manifest& m, const std::string& dir);
 Status VerifyDir(const Manifest& m, const std::string& dir, VerifyOptions options, const Progress& progress);
+// VerifyDir of the directory open as `dirfd` (`dir` names it in errors): its files are resolved beneath it.
+Status VerifyDirAt(const Manifest& m, int dirfd, const std::string& dir, VerifyOptions options,
+                   const Progress& progress);
 
 // Checks the bytes of one shard file against the manifest, the same way for every tier (hot: pread;
 // warm: ranged GETs in parallel; cold: a decompressed stream). Header() takes the file's first 8 +

@@ -28,13 +28,21 @@ using json = nlohmann::json;
 Result<Manifest> LoadManifest(const std::string& root, int64_t step) {
   std::string dir = JoinPath(root, StepDirName(step));
   std::string path = JoinPath(dir, kManifestName);
-  TSR_RETURN_IF_ERROR(CheckStepDir(dir).WithContext(fmt::format("checkpoint step {}", step)));
-  auto text = ReadRegularFile(path);
-  if (!text.ok()) {
-    if (text.status().code() == Code::kNotFound)
-      return NotFound(fmt::format("checkpoint step {} does not exist in {} (no committed {})", step, root, path));
-    return text.status().WithContext(fmt::format("checkpoint step {}", step));
+  auto absent = [&] {
+    return NotFound(fmt::format("checkpoint step {} does not exist in {} (no committed {})", step, root, path));
+  };
+  auto d = OpenStepDir(dir);
+  if (!d.ok()) {
+    if (d.status().code() == Code::kNotFound) return absent();
+    return d.status().WithContext(fmt::format("checkpoint step {}", step));
   }
+  auto fd = OpenRegularFileBeneath(d->get(), kManifestName, path);
+  if (!fd.ok()) {
+    if (fd.status().code() == Code::kNotFound) return absent();
+    return fd.status().WithContext(fmt::format("checkpoint step {}", step));
+  }
+  auto text = ReadAndClose(fd->release(), path);
+  if (!text.ok()) return text.status().WithContext(fmt::format("checkpoint step {}", step));
   return ManifestForStep(*text, fmt::format("checkpoint step {}: {}", step, path), step);
 }
 
@@ -48,8 +56,9 @@ Result<std::vector<int64_t>> ListSteps(const std::string& root) {
   while (dirent* e = ::readdir(d)) {
     int64_t step;
     if (!ParseStepDirName(e->d_name, &step)) continue;
-    struct stat st {};
-    if (::stat(JoinPath(JoinPath(root, e->d_name), kManifestName).c_str(), &st) == 0) steps.push_back(step);
+    // A step with a manifest beneath the root (a linked step directory is not one; readers refuse it anyway).
+    auto m = OpenBeneath(::dirfd(d), std::string(e->d_name) + "/" + kManifestName, O_PATH, e->d_name);
+    if (m.ok()) steps.push_back(step);
   }
   ::closedir(d);
   std::sort(steps.begin(), steps.end());
@@ -214,21 +223,17 @@ Status ShardCheck::Finish() {
 
 // Checks one hot shard file against the manifest: size, the safetensors header and, with `checksums`, the
 // CRC32C of the file and of every piece in it (ShardCheck, one pass over the bytes).
-Status VerifyFile(const Manifest& m, size_t fi, const std::string& dir, bool checksums, const Progress& progress,
-                  std::atomic<uint64_t>* done, uint64_t total) {
+Status VerifyFile(const Manifest& m, size_t fi, int dirfd, const std::string& dir, bool checksums,
+                  const Progress& progress, std::atomic<uint64_t>* done, uint64_t total) {
   const ManifestFile& f = m.files[fi];
   std::string path = JoinPath(dir, f.name);
   ShardCheck check(m, fi, "file " + path);
-  auto opened = OpenRegularFile(path);
+  auto opened = OpenRegularFileBeneath(dirfd, f.name, path);
   if (!opened.ok()) {
     if (opened.status().code() == Code::kNotFound) return Corrupt(check.Where("is missing"));
     return opened.status().WithContext(fmt::format("checkpoint step {}", m.step));
   }
-  int fd = *opened;
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+  const int fd = opened->get();
   struct stat st {};
   if (fstat(fd, &st) != 0) return ErrnoError(check.Where("cannot be stat'ed"), errno);
   if (static_cast<uint64_t>(st.st_size) != f.bytes)
@@ -257,6 +262,13 @@ Status VerifyFile(const Manifest& m, size_t fi, const std::string& dir, bool che
 }
 
 Status VerifyDir(const Manifest& m, const std::string& dir, VerifyOptions options, const Progress& progress) {
+  auto d = OpenStepDir(dir);
+  if (!d.ok()) return d.status().WithContext(fmt::format("checkpoint step {}", m.step));
+  return VerifyDirAt(m, d->get(), dir, options, progress);
+}
+
+Status VerifyDirAt(const Manifest& m, int dirfd, const std::string& dir, VerifyOptions options,
+                   const Progress& progress) {
   if (static_cast<int>(m.files.size()) != m.world)
     return Corrupt(fmt::format("checkpoint step {}: manifest in {} lists {} files for world {}", m.step, dir,
                                m.files.size(), m.world));
@@ -269,7 +281,7 @@ Status VerifyDir(const Manifest& m, const std::string& dir, VerifyOptions option
   })
                              : Progress();
   ParallelFor(m.files.size(), 4, [&](uint64_t i, int) {
-    st[i] = VerifyFile(m, i, dir, options.checksums, locked, &done, m.TotalBytes());
+    st[i] = VerifyFile(m, i, dirfd, dir, options.checksums, locked, &done, m.TotalBytes());
     return true;
   });
   for (auto& s : st) TSR_RETURN_IF_ERROR(s);
@@ -366,18 +378,20 @@ Status RestoreFrom(const Manifest& m, const std::string& dir, const std::vector<
       total += p.end - p.begin;
     }
   }
+  auto stepdir = OpenStepDir(dir);
+  if (!stepdir.ok()) return stepdir.status().WithContext(fmt::format("checkpoint step {}", m.step));
   std::vector<int> fds(m.files.size(), -1);
   for (const auto& task : tasks) {
     size_t fi = static_cast<size_t>(task.piece->file);
     if (fds[fi] >= 0) continue;
     std::string path = JoinPath(dir, m.files[fi].name);
-    auto opened = OpenRegularFile(path);
+    auto opened = OpenRegularFileBeneath(stepdir->get(), m.files[fi].name, path);
     if (!opened.ok()) {
       for (int fd : fds)
         if (fd >= 0) ::close(fd);
       return opened.status().WithContext(fmt::format("checkpoint step {}", m.step));
     }
-    fds[fi] = *opened;
+    fds[fi] = opened->release();
     ::posix_fadvise(fds[fi], 0, 0, POSIX_FADV_SEQUENTIAL);
   }
   std::atomic<uint64_t> done{0};
@@ -464,21 +478,23 @@ Status RestoreWithProgress(const std::string& root, int64_t step, const std::vec
 }
 
 Status Remove(const std::string& root, int64_t step) {
-  std::string dir = JoinPath(root, StepDirName(step));
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0)
-    return NotFound(fmt::format("checkpoint step {} does not exist in {}", step, root));
-  TSR_RETURN_IF_ERROR(CheckStepDir(dir).WithContext(fmt::format("checkpoint step {}: not removed", step)));
-  // The manifest is unlinked beneath the directory's own descriptor: a directory swapped for a link after the
-  // check is not followed (O_NOFOLLOW).
-  std::string manifest = JoinPath(dir, kManifestName);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) return ErrnoError(fmt::format("checkpoint step {}: open {}", step, dir), errno);
-  int r = ::unlinkat(dfd, kManifestName, 0), e = errno;
-  ::close(dfd);
-  if (r != 0 && e != ENOENT) return ErrnoError(fmt::format("checkpoint step {}: remove {}", step, manifest), e);
-  TSR_RETURN_IF_ERROR(FsyncDir(dir));
-  return RemoveTree(dir);
+  const std::string name = StepDirName(step), dir = JoinPath(root, name);
+  auto absent = [&] { return NotFound(fmt::format("checkpoint step {} does not exist in {}", step, root)); };
+  auto rootfd = OpenDir(root);
+  if (!rootfd.ok()) return rootfd.status().code() == Code::kNotFound ? absent() : rootfd.status();
+  // Everything below goes through descriptors: the step directory opened beneath the root (a link there is
+  // refused), its manifest unlinked in it, and the tree removed without following a link — a directory swapped
+  // for a link meanwhile loses only the link.
+  auto d = OpenBeneath(rootfd->get(), name, O_RDONLY | O_DIRECTORY, dir);
+  if (!d.ok()) {
+    if (d.status().code() == Code::kNotFound) return absent();
+    return d.status().WithContext(fmt::format("checkpoint step {}: not removed", step));
+  }
+  CrashPoint("remove:opened");
+  if (::unlinkat(d->get(), kManifestName, 0) != 0 && errno != ENOENT)
+    return ErrnoError(fmt::format("checkpoint step {}: remove {}", step, JoinPath(dir, kManifestName)), errno);
+  if (::fsync(d->get()) != 0) return ErrnoError(fmt::format("checkpoint step {}: fsync {}", step, dir), errno);
+  return RemoveTreeAt(rootfd->get(), name, dir);
 }
 
 }  // namespace tessera::ckpt

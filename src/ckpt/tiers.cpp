@@ -43,38 +43,41 @@ TierConfig TierConfig::FromEnv(TierConfig base) {
 
 namespace {
 
-// Copies a file with a progress callback, then fsyncs it.
-Status CopyFile(const std::string& from, const std::string& to, const Progress& progress, uint64_t* done,
-                uint64_t total) {
-  TSR_ASSIGN_OR_RETURN(int in, OpenRegularFile(from));
-  auto created = CreateFileExclusive(to);
-  if (!created.ok()) {
-    ::close(in);
-    return created.status();
-  }
-  int out = *created;
+// Copies the file `name` of the directory `from_dir` into `to_dir` (created exclusively, no link followed) with a
+// progress callback, then fsyncs it. `from` and `to` name them in errors.
+Status CopyFile(int from_dir, int to_dir, const std::string& name, const std::string& from, const std::string& to,
+                const Progress& progress, uint64_t* done, uint64_t total) {
+  TSR_ASSIGN_OR_RETURN(Fd in, OpenRegularFileBeneath(from_dir, name, from));
+  TSR_ASSIGN_OR_RETURN(int created, CreateFileExclusiveAt(to_dir, name, to));
+  Fd out(created);
   constexpr size_t kChunk = size_t{8} << 20;
   std::unique_ptr<char[]> buf(new char[kChunk]);
-  Status s;
   uint64_t off = 0;
   for (;;) {
-    ssize_t r = ::pread(in, buf.get(), kChunk, static_cast<off_t>(off));
+    ssize_t r = ::pread(in.get(), buf.get(), kChunk, static_cast<off_t>(off));
     if (r < 0) {
       if (errno == EINTR) continue;
-      s = ErrnoError("read " + from, errno);
-      break;
+      return ErrnoError("read " + from, errno);
     }
     if (r == 0) break;
-    s = PwriteAll(out, buf.get(), static_cast<size_t>(r), off, to);
-    if (!s.ok()) break;
+    TSR_RETURN_IF_ERROR(PwriteAll(out.get(), buf.get(), static_cast<size_t>(r), off, to));
     off += static_cast<uint64_t>(r);
     *done += static_cast<uint64_t>(r);
     if (progress) progress(*done, total);
   }
-  if (s.ok() && ::fsync(out) != 0) s = ErrnoError("fsync " + to, errno);
-  ::close(in);
-  ::close(out);
-  return s;
+  if (::fsync(out.get()) != 0) return ErrnoError("fsync " + to, errno);
+  return Status::Ok();
+}
+
+// Opens (creating it and the root when absent) the step directory `dir` of a root for writing into it.
+Result<Fd> MakeStepDir(const std::string& root, int64_t step) {
+  TSR_RETURN_IF_ERROR(MakeDirs(root));
+  TSR_ASSIGN_OR_RETURN(Fd r, OpenDir(root));
+  const std::string dir = JoinPath(root, StepDirName(step));
+  auto d = MakeDirBeneath(r.get(), StepDirName(step), dir);
+  if (!d.ok() && d.status().code() == Code::kCorrupt)
+    return Corrupt(fmt::format("{} (checkpoint commands never follow a link out of their root)", d.status().message()));
+  return d;
 }
 
 class HotStore final : public TierStore {
@@ -85,30 +88,38 @@ class HotStore final : public TierStore {
   Result<std::vector<int64_t>> List() override { return ListSteps(root_); }
   Result<Manifest> ReadManifest(int64_t step) override { return LoadManifest(root_, step); }
   std::string Dir(int64_t step) const { return JoinPath(root_, StepDirName(step)); }
+  // Every file is written beneath the step directory's descriptor, opened once: a step directory that is (or
+  // becomes, while the copy runs) a link is never written through.
   Status Put(const Manifest& m, const std::string& src_dir, const Progress& progress) override {
-    std::string dir = Dir(m.step);
-    TSR_RETURN_IF_ERROR(CheckStepDir(dir));
-    TSR_RETURN_IF_ERROR(MakeDirs(dir));
-    TSR_RETURN_IF_ERROR(CheckStepDir(dir));
+    const std::string dir = Dir(m.step);
+    TSR_ASSIGN_OR_RETURN(Fd out, MakeStepDir(root_, m.step));
+    TSR_ASSIGN_OR_RETURN(Fd in, OpenStepDir(src_dir));
+    CrashPoint("hot-put:opened");
     uint64_t done = 0, total = m.TotalBytes();
     for (const auto& f : m.files) {
-      Status s = CopyFile(JoinPath(src_dir, f.name), JoinPath(dir, f.name), progress, &done, total);
+      Status s = CopyFile(in.get(), out.get(), f.name, JoinPath(src_dir, f.name), JoinPath(dir, f.name), progress,
+                          &done, total);
       if (!s.ok()) return s.WithContext(fmt::format("checkpoint step {}: copying {} into {}", m.step, f.name, dir));
     }
-    return FsyncDir(dir);
+    if (::fsync(out.get()) != 0) return ErrnoError("fsync directory " + dir, errno);
+    return Status::Ok();
   }
   Status VerifyCopy(const Manifest& m, const Progress& progress) override {
     return VerifyDir(m, Dir(m.step), VerifyOptions{true}, progress);
   }
   Status Commit(const Manifest& m) override {
-    TSR_RETURN_IF_ERROR(CheckStepDir(Dir(m.step)));
-    return WriteFileAtomic(JoinPath(Dir(m.step), kManifestName), ManifestToJson(m));
+    TSR_ASSIGN_OR_RETURN(Fd d, OpenStepDir(Dir(m.step)));
+    CrashPoint("hot-commit:opened");
+    Status s = WriteFileAtomic(JoinPath(FdPath(d.get()), kManifestName), ManifestToJson(m));
+    return s.ok() ? s : s.WithContext(fmt::format("checkpoint step {}: committing {}", m.step, Dir(m.step)));
   }
   Status Fetch(const Manifest& m, const std::string& dst_dir, const Progress& progress) override {
-    TSR_RETURN_IF_ERROR(CheckStepDir(Dir(m.step)));
+    TSR_ASSIGN_OR_RETURN(Fd in, OpenStepDir(Dir(m.step)));
+    TSR_ASSIGN_OR_RETURN(Fd out, OpenDir(dst_dir));
     uint64_t done = 0, total = m.TotalBytes();
     for (const auto& f : m.files)
-      TSR_RETURN_IF_ERROR(CopyFile(JoinPath(Dir(m.step), f.name), JoinPath(dst_dir, f.name), progress, &done, total));
+      TSR_RETURN_IF_ERROR(CopyFile(in.get(), out.get(), f.name, JoinPath(Dir(m.step), f.name),
+                                   JoinPath(dst_dir, f.name), progress, &done, total));
     return Status::Ok();
   }
   Status Delete(int64_t step) override { return Remove(root_, step); }
@@ -178,9 +189,8 @@ TierStore* Find(std::vector<std::unique_ptr<TierStore>>& stores, Tier t) {
 }
 
 // A staging directory under the hot root for copies between non-hot tiers; removed by the caller.
-std::string StagingDir(const std::string& hot, int64_t step) {
-  return JoinPath(hot, fmt::format(".staging-{}-{}", StepDirName(step), ::getpid()));
-}
+std::string StagingName(int64_t step) { return fmt::format(".staging-{}-{}", StepDirName(step), ::getpid()); }
+std::string StagingDir(const std::string& hot, int64_t step) { return JoinPath(hot, StagingName(step)); }
 // Deletes the step from every tier faster than `to` (after `to` holds a verified, committed copy).
 Status DeleteAbove(std::vector<std::unique_ptr<TierStore>>& stores, int64_t step, Tier to) {
   for (auto& s : stores) {
@@ -208,19 +218,23 @@ Status Stage(const TierConfig& tiers, int64_t step, const Progress& progress) {
       if (m.status().code() == Code::kNotFound) continue;
       return m.status();
     }
-    std::string staging = StagingDir(tiers.hot, step);
-    TSR_RETURN_IF_ERROR(RemoveTree(staging));
-    TSR_RETURN_IF_ERROR(MakeDirs(staging));
-    Status s = stores[i]->Fetch(*m, staging, progress);
-    if (s.ok()) s = VerifyDir(*m, staging, VerifyOptions{true}, {});
-    if (s.ok()) s = WriteFileAtomic(JoinPath(staging, kManifestName), ManifestToJson(*m));
-    std::string dir = JoinPath(tiers.hot, StepDirName(step));
-    if (s.ok()) {
-      (void)RemoveTree(dir);  // an uncommitted leftover
-      if (::rename(staging.c_str(), dir.c_str()) != 0) s = ErrnoError("rename " + staging + " to " + dir, errno);
-    }
-    if (s.ok()) s = FsyncDir(tiers.hot);
-    (void)RemoveTree(staging);
+    // The staging directory and the step directory are handled beneath the root's descriptor (the root may be
+    // a directory other users can write: `restore --to`); the fetch writes through the staging directory's own
+    // descriptor (FdPath), so a staging directory swapped for a link meanwhile is never written through.
+    const std::string staging = StagingDir(tiers.hot, step), sname = StagingName(step);
+    const std::string dir = JoinPath(tiers.hot, StepDirName(step));
+    TSR_RETURN_IF_ERROR(MakeDirs(tiers.hot));
+    TSR_ASSIGN_OR_RETURN(Fd root, OpenDir(tiers.hot));
+    TSR_RETURN_IF_ERROR(RemoveTreeAt(root.get(), sname, staging));
+    TSR_ASSIGN_OR_RETURN(Fd sfd, MakeDirBeneath(root.get(), sname, staging, 0700));
+    Status s = stores[i]->Fetch(*m, FdPath(sfd.get()), progress);
+    if (s.ok()) s = VerifyDirAt(*m, sfd.get(), staging, VerifyOptions{true}, {});
+    if (s.ok()) s = WriteFileAtomic(JoinPath(FdPath(sfd.get()), kManifestName), ManifestToJson(*m));
+    if (s.ok()) s = RemoveTreeAt(root.get(), StepDirName(step), dir);  // an uncommitted leftover
+    if (s.ok() && ::renameat(root.get(), sname.c_str(), root.get(), StepDirName(step).c_str()) != 0)
+      s = ErrnoError("rename " + staging + " to " + dir, errno);
+    if (s.ok() && ::fsync(root.get()) != 0) s = ErrnoError("fsync directory " + tiers.hot, errno);
+    (void)RemoveTreeAt(root.get(), sname, staging);
     if (!s.ok()) return s.WithContext(fmt::format("staging checkpoint step {} from {}", step, stores[i]->Describe()));
     TSR_LOG_INFO("checkpoint step {} staged from {} into {}", step, stores[i]->Describe(), dir);
     return Status::Ok();
@@ -261,9 +275,13 @@ Status Demote(const TierConfig& tiers, int64_t step, Tier to, bool delete_source
     return NotFound(fmt::format("checkpoint step {}: no copy above the {} tier to demote", step, TierName(to)));
   std::string local;
   std::string staging;
+  Fd hot_step;
   if (src->tier() == Tier::kHot) {
-    local = JoinPath(tiers.hot, StepDirName(step));
-    TSR_RETURN_IF_ERROR(VerifyDir(m, local, VerifyOptions{true}, {}));  // never propagate corruption
+    // Verified, then copied through the same descriptor: a step directory swapped meanwhile is not read.
+    const std::string dir = JoinPath(tiers.hot, StepDirName(step));
+    TSR_ASSIGN_OR_RETURN(hot_step, OpenStepDir(dir));
+    TSR_RETURN_IF_ERROR(VerifyDirAt(m, hot_step.get(), dir, VerifyOptions{true}, {}));  // never propagate corruption
+    local = FdPath(hot_step.get());
   } else {
     staging = StagingDir(tiers.hot, step);
     TSR_RETURN_IF_ERROR(RemoveTree(staging));

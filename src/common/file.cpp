@@ -14,9 +14,8 @@
 
 namespace tessera {
 
-namespace {
-
 const char* FileKind(mode_t m) {
+  if (S_ISREG(m)) return "a regular file";
   if (S_ISFIFO(m)) return "a FIFO";
   if (S_ISDIR(m)) return "a directory";
   if (S_ISLNK(m)) return "a symbolic link";
@@ -26,8 +25,7 @@ const char* FileKind(mode_t m) {
   return "not a plain file";
 }
 
-// Reads `fd` to its end and closes it.
-Result<std::string> ReadAll(int fd, const std::string& path) {
+Result<std::string> ReadAndClose(int fd, const std::string& path) {
   std::string out;
   struct stat st {};
   if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
@@ -47,8 +45,6 @@ Result<std::string> ReadAll(int fd, const std::string& path) {
   ::close(fd);
   return out;
 }
-
-}  // namespace
 
 Result<int> OpenRegularFile(const std::string& path, bool follow_links) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_links ? 0 : O_NOFOLLOW));
@@ -81,7 +77,7 @@ Result<int> OpenRegularFile(const std::string& path, bool follow_links) {
 
 Result<std::string> ReadRegularFile(const std::string& path) {
   TSR_ASSIGN_OR_RETURN(int fd, OpenRegularFile(path));
-  return ReadAll(fd, path);
+  return ReadAndClose(fd, path);
 }
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -90,7 +86,7 @@ Result<std::string> ReadFile(const std::string& path) {
     if (errno == ENOENT || errno == ENOTDIR) return NotFound(fmt::format("{} does not exist", path));
     return ErrnoError("open " + path, errno);
   }
-  return ReadAll(fd, path);
+  return ReadAndClose(fd, path);
 }
 
 std::string DirName(const std::string& path) {

@@ -32,6 +32,10 @@ Result<std::string> ReadFile(const std::string& path);
 Result<int> OpenRegularFile(const std::string& path, bool follow_links = false);
 // ReadFile through OpenRegularFile (no links followed).
 Result<std::string> ReadRegularFile(const std::string& path);
+// The rest of the open file `fd`, read to its end; `fd` is closed. Errors name `path`.
+Result<std::string> ReadAndClose(int fd, const std::string& path);
+// What a file of this mode is, for errors: "a FIFO", "a directory", "a symbolic link", ...
+const char* FileKind(mode_t mode);
 
 struct AtomicWrite {
   int mode = 0644;        // of the new file (before the umask)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -176,6 +177,69 @@ TEST(TenantDir, RestoreToADirectoryNeverWritesThroughAPlantedLink) {
   EXPECT_NE(r.out.find("symbolic link"), std::string::npos) << r.out;
   EXPECT_FALSE(Exists(out2 / "rank-00000-of-00001.safetensors")) << "the restore wrote outside " << to2.path();
   EXPECT_FALSE(Exists(out2 / kManifestName));
+}
+
+// A step directory checked and then used by path could be swapped for a link in between (the root is the job's,
+// or a `restore --to` directory others can write). Each command opens the step directory once and works beneath
+// that descriptor: here the directory is swapped for a link to a directory outside right after that open (the
+// crash hooks), and nothing is written, committed or removed outside.
+TEST(TenantDir, AStepDirectorySwappedForALinkMidCommandIsNeverFollowed) {
+  TempDir d, to, outside;
+  Save(d.path(), 10);
+  Save(outside.path(), 10);  // a committed checkpoint outside, which a followed link would overwrite or remove
+  const std::string out_step = StepDir(outside.path(), 10), out_manifest = out_step + "/" + kManifestName;
+  const std::string out_manifest_text = test::ReadText(out_manifest);
+  auto swap_at = [&](const std::string& point, const std::string& root) {
+    testing::SetCrashHook([point, root, out_step](const char* p) {
+      if (point != p) return;
+      ASSERT_EQ(::rename(StepDir(root, 10).c_str(), (root + "/aside").c_str()), 0);
+      ASSERT_EQ(::symlink(out_step.c_str(), StepDir(root, 10).c_str()), 0);
+    });
+  };
+  auto unswap = [&](const std::string& root) {
+    testing::SetCrashHook(nullptr);
+    ASSERT_EQ(::unlink(StepDir(root, 10).c_str()), 0);
+    ASSERT_EQ(::rename((root + "/aside").c_str(), StepDir(root, 10).c_str()), 0);
+  };
+  auto m = LoadManifest(d.path(), 10);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto out = MakeHotStore(to.path());
+
+  // restore --to: the shard is written into the directory opened, not through the link.
+  const std::string out_shard_text = test::ReadText(Shard(outside.path(), 10));
+  ASSERT_EQ(::truncate(Shard(outside.path(), 10).c_str(), 0), 0);  // what a write through the link would fill
+  swap_at("hot-put:opened", to.path());
+  Status s = out->Put(*m, StepDir(d.path(), 10), {});
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(test::ReadText(Shard(outside.path(), 10)), "") << "the copy wrote through the swapped-in link";
+  EXPECT_EQ(test::ReadText(to / "aside/rank-00000-of-00001.safetensors"), test::ReadText(Shard(d.path(), 10)));
+  s = out->Commit(*m);  // the link is still there: refused
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("symbolic link"), std::string::npos) << s.ToString();
+  unswap(to.path());
+  std::ofstream(Shard(outside.path(), 10), std::ios::binary) << out_shard_text;
+
+  // The commit: the manifest lands in the directory opened.
+  ASSERT_TRUE(::unlink(out_manifest.c_str()) == 0);
+  swap_at("hot-commit:opened", to.path());
+  s = out->Commit(*m);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(Exists(out_manifest)) << "the commit wrote a manifest through the swapped-in link";
+  EXPECT_TRUE(Exists(to / "aside/manifest.json"));
+  unswap(to.path());
+  std::ofstream(out_manifest, std::ios::binary) << out_manifest_text;
+  EXPECT_TRUE(Verify(to.path(), 10).ok());
+  ASSERT_TRUE(Verify(outside.path(), 10).ok());
+
+  // rm: the manifest is unlinked in the directory opened and the tree removed without following the link.
+  swap_at("remove:opened", d.path());
+  s = Remove(d.path(), 10);
+  testing::SetCrashHook(nullptr);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(Exists(out_manifest)) << "rm uncommitted the checkpoint outside through the swapped-in link";
+  EXPECT_TRUE(Verify(outside.path(), 10).ok());
+  EXPECT_FALSE(Exists(StepDir(d.path(), 10))) << "the link was not removed";
+  EXPECT_FALSE(Exists(d / "aside/manifest.json")) << "the step opened was not uncommitted";
 }
 
 // Two imports of one step started together both said "committed" (one's data replaced the other's, or the
