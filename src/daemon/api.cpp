@@ -15,6 +15,7 @@
 #include "common/nesting.hpp"
 #include "daemon/console.hpp"
 #include "daemon/daemon_impl.hpp"
+#include "daemon/tenant_reads.hpp"
 #include "daemon/util.hpp"
 #include "tessera/ckpt.hpp"
 
@@ -349,7 +350,10 @@ void Daemon::Routes() {
     } else {
       TSR_LOG_ERROR("GET /v1/jobs/{}: {}", id, ev.status().ToString());
     }
-    auto steps = ckpt::ListSteps(j->ckpt_dir);
+    auto area = TenantArea(j->tenant);
+    auto steps = area.ok() ? BoundedJobRead<std::vector<int64_t>>(
+                                 *area, j->ckpt_dir, [](const std::string& r) { return ckpt::ListSteps(r); })
+                           : Result<std::vector<int64_t>>(area.status());
     out["checkpoints"] = steps.ok() ? json(*steps) : json::array();
     Reply(res, 200, out);
   });

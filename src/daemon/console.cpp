@@ -18,6 +18,7 @@
 #include "common/log.hpp"
 #include "daemon/job_store.hpp"
 #include "daemon/metrics.hpp"
+#include "daemon/tenant_reads.hpp"
 #include "daemon/util.hpp"
 #include "daemon/web_assets.hpp"
 #include "tessera/ckpt.hpp"
@@ -63,13 +64,17 @@ ckpt::TierConfig TiersOf(const JobRow& job) {
 // credentials in the daemon's environment) is left out and named in *warning.
 std::vector<ckpt::StepLocation> ListCheckpoints(const ckpt::TierConfig& tiers, std::string* warning) {
   if (tiers.hot.empty()) return {};
-  auto all = ckpt::ListAll(tiers);
+  // Bounded (daemon/tenant_reads): a job's directory on a stalled mount gives a warning, not a hung scrape.
+  auto list = [](const ckpt::TierConfig& t) {
+    return BoundedRead<std::vector<ckpt::StepLocation>>(t.hot, [t] { return ckpt::ListAll(t); });
+  };
+  auto all = list(tiers);
   if (all.ok()) return *all;
-  if (!tiers.warm.empty()) {
+  if (!tiers.warm.empty() && all.status().code() != Code::kTimeout) {
     if (warning) *warning = "warm tier " + tiers.warm + " not readable: " + all.status().message();
     ckpt::TierConfig local = tiers;
     local.warm.clear();
-    all = ckpt::ListAll(local);
+    all = list(local);
     if (all.ok()) return *all;
   }
   if (warning && warning->empty()) *warning = all.status().message();

@@ -9,6 +9,7 @@
 
 #include "common/log.hpp"
 #include "daemon/daemon_impl.hpp"
+#include "daemon/tenant_reads.hpp"
 #include "daemon/util.hpp"
 #include "tessera/ckpt.hpp"
 
@@ -73,7 +74,16 @@ void Daemon::PruneCheckpoints(const std::vector<AttemptOfJob>& active, int64_t n
     ckpt::RetentionPolicy p;
     p.keep_hot = static_cast<int>(std::min<int64_t>(spec->run.ckpt_keep, 1'000'000));
     p.expire_after = 0;
-    auto done = ckpt::ApplyRetention(hot, p, now_ms / 1000 + 1);
+    auto area = TenantArea(row->tenant);
+    if (!area.ok()) continue;
+    // As root, in a directory the job owns: opened beneath the tenant's area (a link swapped in anywhere on the way
+    // is refused, so another tenant's checkpoints are never pruned) and bounded in time.
+    auto done = BoundedJobRead<std::vector<ckpt::RetentionAction>>(
+        *area, row->ckpt_dir, [hot, p, now_ms](const std::string& r) {
+          ckpt::TierConfig at = hot;
+          at.hot = r;
+          return ckpt::ApplyRetention(at, p, now_ms / 1000 + 1);
+        });
     if (!done.ok()) {
       TSR_LOG_WARN("job {}: checkpoint retention in {}: {}", id, row->ckpt_dir, done.status().ToString());
       continue;

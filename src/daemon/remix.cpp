@@ -18,6 +18,7 @@
 #include "common/log.hpp"
 #include "daemon/daemon_impl.hpp"
 #include "daemon/metrics.hpp"
+#include "daemon/tenant_reads.hpp"
 #include "daemon/util.hpp"
 #include "tessera/ckpt.hpp"
 
@@ -315,7 +316,10 @@ bool Daemon::CostMoves(const std::vector<AttemptOfJob>& active, const std::vecto
     auto spec = SpecFor(*job);
     if (!spec.ok() || spec->run.remix.mode != RemixMode::kCost) continue;
     // Only at a checkpoint boundary: a new committed step since the last look.
-    auto latest = ckpt::Latest(job->ckpt_dir);
+    auto area = TenantArea(job->tenant);
+    if (!area.ok()) continue;
+    auto latest =
+        BoundedJobRead<ckpt::LatestInfo>(*area, job->ckpt_dir, [](const std::string& r) { return ckpt::Latest(r); });
     if (!latest.ok() || latest->step < 0) continue;
     auto& seen = cost_checked_step_[{id, n}];
     if (latest->step <= seen || latest->step <= ResumeStep(a.attempt.resume_from)) continue;

@@ -15,6 +15,7 @@
 #include "daemon/daemon_impl.hpp"
 #include "daemon/executor.hpp"
 #include "daemon/metrics.hpp"
+#include "daemon/tenant_reads.hpp"
 #include "daemon/util.hpp"
 #include "tessera/ckpt.hpp"
 
@@ -387,7 +388,11 @@ Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placem
   std::string dir = fmt::format("{}/attempt-{}", jobdir, n);
   TSR_RETURN_IF_ERROR(MakeDirs(dir, 0700));
   std::string resume;
-  auto latest = ckpt::Latest(ckpt_dir);
+  // Bounded and confined (daemon/tenant_reads); a directory that does not answer keeps the job queued.
+  auto latest = BoundedJobRead<ckpt::LatestInfo>(
+      area, ckpt_dir, [](const std::string& r) { return ckpt::Latest(r); }, kResumeReadMs);
+  if (!latest.ok() && latest.status().code() == Code::kTimeout)
+    return Timeout(fmt::format("its checkpoint directory is not answering: {}", latest.status().message()));
   if (latest.ok() && latest->step >= 0) {
     resume = fmt::format("{}/step-{:010d}", ckpt_dir, latest->step);
     for (const auto& w : latest->warnings) Event(id, "checkpoint warning: " + w);
@@ -542,16 +547,20 @@ void Daemon::Schedule(int64_t now) {
         reason = "planner error: " + plan.status().message();
       } else if (plan->placed()) {
         Status s = Start(job, *spec, *plan->placement, now);
-        if (!s.ok()) {
-          FailJob(id, s.message());
+        if (s.code() == Code::kTimeout) {
+          reason = s.message();  // its checkpoint directory did not answer (daemon/tenant_reads): it waits
         } else {
-          sched::RunningJob rj;
-          rj.name = JobKey(job.name, id);
-          rj.tenant = job.tenant;
-          rj.allocations = plan->placement->by_node;
-          running->push_back(rj);
+          if (!s.ok()) {
+            FailJob(id, s.message());
+          } else {
+            sched::RunningJob rj;
+            rj.name = JobKey(job.name, id);
+            rj.tenant = job.tenant;
+            rj.allocations = plan->placement->by_node;
+            running->push_back(rj);
+          }
+          continue;
         }
-        continue;
       } else {
         reason = plan->infeasible->reason;
         if (!plan->infeasible->fix.empty()) reason += " (" + plan->infeasible->fix + ")";
