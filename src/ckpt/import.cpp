@@ -72,8 +72,15 @@ std::string StoredDTypes() {
   return s;
 }
 
-// Adds the tensors of one mapped safetensors file to `views`, checking the header against the file.
-Status ReadTensors(const Mapped& m, std::vector<TensorView>* views, std::map<std::string, std::string>* owner) {
+}  // namespace
+
+Status ParseSafetensors(const char* data, uint64_t size, const std::string& path, std::vector<TensorView>* views,
+                        std::map<std::string, std::string>* owner) {
+  struct {
+    const std::string& path;
+    const char* data;
+    uint64_t size;
+  } m{path, data, size};
   // `what` reads after the file name: "is shorter ...", or ": tensor 'x' has ...".
   auto bad = [&](const std::string& what) {
     return InvalidArgument(fmt::format("import: {}{}{}", m.path, what.rfind(":", 0) == 0 ? "" : " ", what));
@@ -123,7 +130,9 @@ Status ReadTensors(const Mapped& m, std::vector<TensorView>* views, std::map<std
     uint64_t n = DTypeSize(dt);
     for (int64_t d : shape) {
       if (d < 0) return bad(fmt::format("{} has a negative dimension", where));
-      n *= static_cast<uint64_t>(d);
+      // A product that wraps could match a small byte range while the shape says far more.
+      if (!CheckedMul(n, static_cast<uint64_t>(d), &n))
+        return bad(fmt::format("{} has shape {} whose size overflows", where, json(shape).dump()));
     }
     if (off.size() != 2 || off[0] > off[1] || off[1] > data_size || off[1] - off[0] != n)
       return bad(fmt::format("{} has data_offsets that do not hold its {} bytes inside the file's {} data bytes", where,
@@ -135,6 +144,10 @@ Status ReadTensors(const Mapped& m, std::vector<TensorView>* views, std::map<std
   return Status::Ok();
 }
 
+namespace {
+Status ReadTensors(const Mapped& m, std::vector<TensorView>* views, std::map<std::string, std::string>* owner) {
+  return ParseSafetensors(m.data, m.size, m.path, views, owner);
+}
 }  // namespace
 
 Result<ImportSummary> ImportSafetensors(const std::string& root, int64_t step, const std::vector<std::string>& paths,

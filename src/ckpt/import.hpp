@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,14 @@ struct ImportSummary {
   uint64_t bytes = 0;  // tensor bytes saved
   std::string dir;     // the committed step's directory
 };
+
+// The tensors of one safetensors file held in memory (`data`, `size` bytes; `path` names it in errors), added to
+// `views` (pointing into `data`): the header must lie inside the file, parse as a JSON object of at most 64
+// levels with each key once, and give every tensor a stored dtype, integer dimensions whose byte size does not
+// overflow, and data_offsets holding exactly those bytes inside the data. `owner` maps names already taken (by
+// another file) to that file. InvalidArgument naming the file and the tensor otherwise.
+Status ParseSafetensors(const char* data, uint64_t size, const std::string& path, std::vector<TensorView>* views,
+                        std::map<std::string, std::string>* owner);
 
 // `paths`: safetensors files, or directories whose *.safetensors files (sorted by name) are all taken.
 // Tensor names must be unique across the files; dtypes must be ones checkpoints store (I8 U8 I32 I64
