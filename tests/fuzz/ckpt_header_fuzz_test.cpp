@@ -5,8 +5,7 @@
 // deep, a key given twice, a dimension 4.5, a shape whose byte size wraps to the size of its data_offsets, a header
 // length past the end) mutated by a seeded generator, in its header text, its 8-byte length or its size. Each
 // parser answers OK or an error; what it accepts lies inside the file: every accepted tensor's bytes are read
-// (so that ASan, in the ASan+UBSan tree of `make test`, sees a read past the buffer, allocated at the file's exact
-// size).
+// (so that ASan, in an ASan+UBSan tree, sees a read past the buffer, allocated at the file's exact size).
 //
 // `make test` runs FUZZ_ITERS=3000 (default) of seed FUZZ_SEED=1; longer by hand: FUZZ_ITERS=200000
 // FUZZ_SEED=<any number> build-asan/tests/fuzz/fuzz_ckpt_header_test (docs/ckpt.md, "Testing").
