@@ -208,7 +208,7 @@ Result<std::shared_ptr<CclLibrary>> CclLibrary::Load(const CclRow& v) {
 }
 
 Result<std::shared_ptr<CclLibrary>> CclLibrary::LoadFromEnv(std::string_view default_row) {
-  std::string want = env::Get("TESSERA_CCL").has_value() ? env::GetOrDefault("TESSERA_CCL") : std::string(default_row);
+  std::string want = env::Get("TESSERA_CCL").value_or(std::string(default_row));
   const CclRow* row = FindCclRow(want);
   std::string lib_path = env::Get("TESSERA_CCL_LIB").value_or("");
   std::string prefix = env::Get("TESSERA_CCL_PREFIX").value_or("");
