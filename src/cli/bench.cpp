@@ -175,7 +175,7 @@ void Check(const Status& s, const World& w, const std::string& what) {
   if (!s.ok()) throw BenchError{fmt::format("rank {}: {}: {}", w.rank, what, s.message()), ExitCodeOf(s)};
 }
 
-// Per-rank description, allgathered once: island index, vendor, device backend and the memory its
+// Per-rank description, allgathered once: island index, vendor, family and the memory its
 // buffers are in ("device" or "host").
 struct RankInfo {
   int32_t island;
@@ -226,13 +226,13 @@ WorldInfo DescribeWorld(const World& w, const BenchMemory& mem) {
   WorldInfo info;
   for (auto& [island, rs] : ranks) {
     std::string dev = all[rs[0]].device;
-    std::string backend = dev.substr(0, dev.find(':'));
-    info.islands += fmt::format("{}{}={}:{}", info.islands.empty() ? "" : ",", all[rs[0]].vendor, backend, rs.size());
+    std::string family = dev.substr(0, dev.find(':'));
+    info.islands += fmt::format("{}{}={}:{}", info.islands.empty() ? "" : ",", all[rs[0]].vendor, family, rs.size());
     std::string list;
     for (int r : rs)
       list += fmt::format("{}{}({}, {} memory)", list.empty() ? "" : " ", r, all[r].device, all[r].memory);
     info.lines.push_back(
-        fmt::format("island {} {} ({}): {} rank(s): {}", island, all[rs[0]].vendor, backend, rs.size(), list));
+        fmt::format("island {} {} ({}): {} rank(s): {}", island, all[rs[0]].vendor, family, rs.size(), list));
   }
   for (auto& [kind, rs] : by_memory) {  // "device" sorts before "host"
     info.memory += fmt::format("{}{}", info.memory.empty() ? "" : "+", kind);

@@ -1,5 +1,5 @@
 // comm/collectives: the communicator's public calls. Dispatch: a rank of a device island goes through
-// its device backend (a world of one device island first tries the lean CCL path), every other rank to the
+// its device rank (a world of one device island first tries the lean CCL path), every other rank to the
 // host implementations here — argument checks (CheckArgs), failure bookkeeping (Guard: a failed
 // communicator stays failed, the first rank to fail posts its cause to the store, and an echo of that
 // failure is reported as its cause), the collectives (one Hierarchical call each, allreduce in bridge
@@ -392,12 +392,12 @@ Status Comm::HostAllToAllv(const void* send_v, const size_t* sendcounts, const s
 std::vector<Range> Comm::BridgeChunks(size_t count, DType dt) const {
   // Device islands on the device bridge pipeline through the rings themselves: no chunks needed.
   bool staged = false;
-  for (const auto& isl : islands_) staged |= isl.backend != "host" && !DeviceBridgeEligible(isl, dt);
+  for (const auto& isl : islands_) staged |= isl.family != "host" && !DeviceBridgeEligible(isl, dt);
   if (!staged) return {Range{0, count}};
   return Chunks(count, bridge_chunk_bytes_ / DTypeSize(dt));
 }
 
-// ---- dispatch: a device island's rank goes through its device backend ----
+// ---- dispatch: a device island's rank goes through its device rank ----
 Status Comm::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
                        tsrStream_t stream) {
   if (direct_ != nullptr) {  // a world of one device island: known-good calls go straight to the CCL

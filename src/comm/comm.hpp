@@ -16,7 +16,7 @@
 // peer, each pair on its transport row: transport/transport.hpp),
 // schedule.{hpp,cpp} (the algorithm's pure arithmetic: shards, segments, owners, peers),
 // hierarchical.cpp (the algorithm's steps) and collectives.cpp (the public calls: dispatch to the device
-// backend or the host path, argument checks, failure bookkeeping; send/recv, groups, alltoall).
+// rank or the host path, argument checks, failure bookkeeping; send/recv, groups, alltoall).
 #pragma once
 
 #include <atomic>
@@ -58,7 +58,7 @@ struct RankInfo {
 struct Island {
   int index = 0;
   std::string vendor;
-  std::string backend;     // "host" or "cuda"
+  std::string family;      // "host" or a device family's prefix (common/vendor.hpp: "cuda", "npu", ...)
   std::vector<int> ranks;  // sorted
   // A device island of one rank whose floating-point allreduce crosses the bridge on the GPU's copy
   // engines. TESSERA_DEVICE_BRIDGE=auto: where the row joining it to every other rank has host rings
@@ -140,9 +140,9 @@ class Comm final : public Links, private HostPath {
   int island() const { return my_island_; }
   int num_islands() const { return static_cast<int>(islands_.size()); }
   std::string Describe() const;
-  // This rank's device backend (null for a host rank); for benchmarks and diagnostics.
+  // This rank's device rank (null for a host rank); for benchmarks and diagnostics.
   DeviceRank* device() const { return device_.get(); }
-  // The narrow interface a staging device backend (AccelRank) drives this communicator through.
+  // The narrow interface a staged device rank (AccelRank) drives this communicator through.
   HostPath& host_path() { return *this; }
   // A world of one device island: AllReduce's lean path (null otherwise); the C API calls it directly.
   DirectAllReduce* direct() const { return direct_; }
@@ -174,7 +174,7 @@ class Comm final : public Links, private HostPath {
   Status Init(const InitParams& p);
   // Records `s` as the communicator's error for AsyncError and the next call (first error wins).
   void SetAsyncError(const Status& s);
-  // HostPath (device.hpp): what a staging device backend may call.
+  // HostPath (device.hpp): what a staged device rank may call.
   Shape WorldShape() const override;
   StoreClient* Store() const override { return store_.get(); }
   Status Guarded(const std::string& what, const std::function<Status()>& body) override { return GuardFn(what, body); }
@@ -288,7 +288,7 @@ class Comm final : public Links, private HostPath {
   std::mutex health_mu_;
   std::chrono::steady_clock::time_point health_checked_{};
   size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
-  // This rank's device backend (TESSERA_DEVICE=cuda:N, npu:N, musa:N), null for host ranks. Last member: destroyed
+  // This rank's device rank (TESSERA_DEVICE=cuda:N, npu:N, musa:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.
   std::unique_ptr<DeviceRank> device_;
   // A world of one device island: AllReduce's lean path (owned by device_; see DirectAllReduce). Guard

@@ -474,12 +474,12 @@ std::vector<int> Comm::FoldWeights(DType dt) const {
   for (const Island& isl : islands_) {
     if (DeviceBridgeEligible(isl, dt))
       device = true;
-    else if (isl.backend != "host")
+    else if (isl.family != "host")
       staged = true;
   }
   if (device && staged)
     for (size_t i = 0; i < islands_.size(); ++i)
-      if (islands_[i].backend != "host" && !DeviceBridgeEligible(islands_[i], dt)) w[i] = 0;
+      if (islands_[i].family != "host" && !DeviceBridgeEligible(islands_[i], dt)) w[i] = 0;
   return w;
 }
 

@@ -137,20 +137,20 @@ Status Comm::Init(const InitParams& p) {
   store_ = PrefixedStore(std::move(store).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
 
   TSR_RETURN_IF_ERROR(PublishRecords(island, vendor, device, store_host));
-  // Islands: indices 0..k-1, one vendor and one device backend each.
+  // Islands: indices 0..k-1, one vendor and one family each.
   std::map<int, Island> by_index;
   for (const auto& ri : infos_) {
     Island& isl = by_index[ri.island];
-    std::string backend = ri.device.substr(0, ri.device.find(':'));
+    std::string family = ri.device.substr(0, ri.device.find(':'));
     if (isl.ranks.empty()) {
       isl.index = ri.island;
       isl.vendor = ri.vendor;
-      isl.backend = backend;
-    } else if (isl.vendor != ri.vendor || isl.backend != backend) {
+      isl.family = family;
+    } else if (isl.vendor != ri.vendor || isl.family != family) {
       return InvalidArgument(
           fmt::format("island {} mixes vendor/device '{}/{}' (rank {}) and '{}/{}' (rank {}): "
                       "check TESSERA_ISLAND_VENDOR and TESSERA_DEVICE",
-                      ri.island, isl.vendor, isl.backend, isl.ranks.front(), ri.vendor, backend, ri.rank));
+                      ri.island, isl.vendor, isl.family, isl.ranks.front(), ri.vendor, family, ri.rank));
     }
     isl.ranks.push_back(ri.rank);
   }
@@ -174,8 +174,8 @@ Status Comm::Init(const InitParams& p) {
     const int r0 = isl.ranks.front();
     const bool all_shm = std::all_of(infos_.begin(), infos_.end(),
                                      [&](const RankInfo& ri) { return ri.rank == r0 || PairOnRings(r0, ri.rank); });
-    const DeviceFamily* family = FindDeviceFamily(isl.backend);
-    isl.device_bridge = family != nullptr && HasDeviceBridge(*family) && isl.ranks.size() == 1 &&
+    const DeviceFamily* row = FindDeviceFamily(isl.family);
+    isl.device_bridge = row != nullptr && HasDeviceBridge(*row) && isl.ranks.size() == 1 &&
                         (cuda_bridge == "device" || (cuda_bridge == "auto" && all_shm));
   }
   // Each island decides alone: a CUDA island keeps the device bridge beside staged islands. What every rank must
@@ -186,7 +186,7 @@ Status Comm::Init(const InitParams& p) {
   p2p_sent_.assign(size_, 0);
   p2p_recvd_.assign(size_, 0);
   bool any_device = false;
-  for (const auto& isl : islands_) any_device |= isl.backend != "host";
+  for (const auto& isl : islands_) any_device |= isl.family != "host";
   if (any_device && islands_.size() > 1) {
     TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_DEVICE_CHUNK"));
     if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
