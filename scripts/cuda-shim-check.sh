@@ -48,7 +48,7 @@ job() {  # job NAME ISLAND-ARGS...
 }
 
 # `tessera bench C --check`: every element against an f64 reference and bit-identity across ranks, on device memory
-# of every device rank — here an Ascend rank (ACL/HCCL rows, CUDA-backed) beside a CUDA rank (BridgeRank on the cuda runtime row, NCCL).
+# of every device rank — here an Ascend rank (ACL/HCCL rows, CUDA-backed) beside a CUDA rank (DeviceBridgeRank on the cuda runtime row, NCCL).
 bench_check() {  # bench_check NAME COLLECTIVE DTYPE ISLAND-ARGS...
   local name=$1 coll=$2 dt=$3 log=$LOGS/$1.log rc; shift 3
   timeout 300 "$T" run "$@" -- "$T" bench "$coll" --sizes 4K,1M,16M --dtype "$dt" --iters 2 --warmup 1 --check \
@@ -73,7 +73,7 @@ done
 # Speed beside the peers in the same run (f32 avg in place, `tessera bench allreduce`, median of 5 samples of 5
 # calls): the npu rank beside a CUDA rank and beside a host rank, against two CUDA islands and CUDA beside a host
 # rank, interleaved REPS (3) times. An npu rank stages its allreduce on its caller's thread in double-buffered
-# bridge chunks (docs/gpu.md, "The generic accelerator rank"); the CUDA rank keeps the device bridge beside it.
+# bridge chunks (docs/gpu.md, "The staged rank"); the CUDA rank keeps the device bridge beside it.
 ROWS=$LOGS/bench-rows.jsonl
 : > "$ROWS"
 for rep in $(seq "${REPS:-3}"); do

@@ -142,7 +142,7 @@ class Comm final : public Links, private HostPath {
   std::string Describe() const;
   // This rank's device rank (null for a host rank); for benchmarks and diagnostics.
   DeviceRank* device() const { return device_.get(); }
-  // The narrow interface a staged device rank (AccelRank) drives this communicator through.
+  // The narrow interface a staged device rank (StagedRank) drives this communicator through.
   HostPath& host_path() { return *this; }
   // A world of one device island: AllReduce's lean path (null otherwise); the C API calls it directly.
   DirectAllReduce* direct() const { return direct_; }

@@ -8,7 +8,7 @@
 //                 or FinishOwnShard in a world of one island;
 //   then          ScatterToBlocks (reduce-scatter) or IslandAllGather (everything else).
 // With IslandPhases::kDone the caller's island has run its island phases on its own library (a device island of
-// several ranks, comm/device/accel_rank): the call starts at the bridge from the island's partial sums (or
+// several ranks, comm/device/staged_rank): the call starts at the bridge from the island's partial sums (or
 // gathered contributions) of this rank's shard and ends when that shard holds its final values; the island's
 // library then spreads the shards. From outside the island nothing differs: its ranks send and receive exactly
 // what ranks that ran the island phases here would.

@@ -108,8 +108,8 @@ Status Comm::Init(const InitParams& p) {
   auto name = ParseDeviceName(device, "TESSERA_DEVICE");  // common/vendor: the one parser of device strings
   if (!name.ok()) return name.status().WithContext(fmt::format("rank {}", p.rank));
   if (!name->host()) {
-    // The family's runtime row decides: the device bridge where the row has it (BridgeRank), else pinned staging
-    // (AccelRank).
+    // The family's runtime row decides: the device bridge where the row has it (DeviceBridgeRank), else pinned staging
+    // (StagedRank).
     auto dev = OpenDeviceRank(*name);
     if (!dev.ok()) return dev.status().WithContext(fmt::format("rank {}", p.rank));
     device_ = std::move(dev).value();
@@ -180,7 +180,7 @@ Status Comm::Init(const InitParams& p) {
   }
   // Each island decides alone: a CUDA island keeps the device bridge beside staged islands. What every rank must
   // agree on is how an allreduce is cut into collectives (BridgeChunks, a world constant computed from the islands
-  // alone), and the device-bridge ranks follow it too (BridgeRank cuts its device-bridge allreduce into the same
+  // alone), and the device-bridge ranks follow it too (DeviceBridgeRank cuts its device-bridge allreduce into the same
   // chunks).
   TSR_RETURN_IF_ERROR(SetUpChannels());
   p2p_sent_.assign(size_, 0);
@@ -432,7 +432,7 @@ Result<std::unique_ptr<Comm>> Comm::Split(int color, int key, const std::string&
 }
 
 Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const DeviceName& device) {
-  return HasDeviceBridge(*device.family) ? OpenBridgeRank(device) : OpenAccelRank(device);
+  return HasDeviceBridge(*device.family) ? OpenDeviceBridgeRank(device) : OpenStagedRank(device);
 }
 
 }  // namespace tessera::comm

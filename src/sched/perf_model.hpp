@@ -100,7 +100,7 @@ struct IslandSpec {
   std::string type;  // catalog type (price, domestic), or any label without a catalog
   int64_t cards = 0;
   int64_t cards_per_node = 8;
-  bool device = true;       // accelerator ranks (false: host ranks: no staging, no device bridge)
+  bool device = true;       // device ranks (false: host ranks: no staging, no device bridge)
   std::string family;       // device family (common/vendor: "cuda", "npu", "musa", "emu"; "" unnamed: taken to
                             // have the device bridge and a collective library, as cuda has)
   double tokens_per_s = 0;  // per card, measured; 0: from tflops × mfu
@@ -151,8 +151,8 @@ enum class IslandReduce { kF32, kNative };
 const char* IslandReduceName(IslandReduce r);  // "f32", "native"
 
 // Capabilities of a device family, from its rows (common/vendor, comm/runtime); "" (unnamed) has both.
-// The device bridge (BridgeRank): the runtime row maps host memory and has stream memory operations (cuda, emu);
-// the others stage through pinned memory (AccelRank: npu, musa).
+// The device bridge (DeviceBridgeRank): the runtime row maps host memory and has stream memory operations (cuda, emu);
+// the others stage through pinned memory (StagedRank: npu, musa).
 bool HasDeviceBridge(const std::string& family);
 // A collective library row (nccl, hccl, mccl): every family but emu.
 bool HasCollectiveLibrary(const std::string& family);

@@ -1,4 +1,4 @@
-// tests/comm/accel_worker: one rank of the device-rank tests (tests/runtime/accel_rank_test.cpp on the vendors' shims,
+// tests/comm/accel_worker: one rank of the device-rank tests (tests/runtime/staged_rank_test.cpp on the vendors' shims,
 // tests/comm/collectives_test.cpp on the emulated device), run under `tessera run`.
 // A rank whose TESSERA_DEVICE is npu:N or musa:N works on device memory of that family's runtime row (the host
 // shims of tests/shims, found on LD_LIBRARY_PATH) with a stream of its own; a host rank on host memory with stream

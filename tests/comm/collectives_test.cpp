@@ -187,11 +187,12 @@ TEST(DeviceBridgeEmulated, AResultCopiedBeforeItsFoldsIsCaught) {
   EXPECT_GE(Count(r.out, "FAIL rank [0-9]: [a-z0-9]+ op [0-9] count [0-9]+.*f64 reference"), 1) << r.out;
 }
 
-// ---- BridgeRank (src/comm/device/bridge_rank.cpp) on the emulated device row (emu, src/comm/runtime/runtime_emu.cpp):
-// the device bridge, staging, the worker and its flags — the code a CUDA rank runs — without a GPU, under the
-// sanitizers too. The emulated streams are asynchronous workers (TESSERA_EMU_STREAM_DELAY_US slows each operation),
-// so a copy or fold run out of order shows wrong bytes (a SendAfterFolds that did not wait was caught this way when
-// planted by hand). accel_worker checks every collective, type and op against an f64 reference, bit-identical.
+// ---- DeviceBridgeRank (src/comm/device/device_bridge_rank.cpp) on the emulated device row (emu,
+// src/comm/runtime/runtime_emu.cpp): the device bridge, staging, the worker and its flags — the code a CUDA rank runs —
+// without a GPU, under the sanitizers too. The emulated streams are asynchronous workers (TESSERA_EMU_STREAM_DELAY_US
+// slows each operation), so a copy or fold run out of order shows wrong bytes (a SendAfterFolds that did not wait was
+// caught this way when planted by hand). accel_worker checks every collective, type and op against an f64 reference,
+// bit-identical.
 std::string AccelWorker() {
   std::string bin = Bin();
   return bin.substr(0, bin.rfind('/')) + "/tests/comm/accel_worker";
@@ -218,7 +219,7 @@ TEST_P(EmuLayouts, EveryCollectiveIsExactAndBitIdenticalOnDeviceMemory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    BridgeRankEmulated, EmuLayouts,
+    DeviceBridgeRankEmulated, EmuLayouts,
     ::testing::Values(
         EmuLayout{"emu_1_beside_host_1_device_bridge", "--island a=emu:1 --island b=host:1", 2, ""},
         EmuLayout{"emu_1_host_2_emu_1_slow_streams", "--island a=emu:1 --island b=host:2 --island c=emu:1", 4,
@@ -230,7 +231,7 @@ INSTANTIATE_TEST_SUITE_P(
         EmuLayout{"emu_2_beside_host_1", "--island a=emu:2 --island b=host:1", 3, ""}),
     [](const auto& info) { return std::string(info.param.name); });
 
-TEST(BridgeRankEmulated, AnEmuRankRunsTheDeviceBridgeOnItsRuntimeRow) {
+TEST(DeviceBridgeRankEmulated, AnEmuRankRunsTheDeviceBridgeOnItsRuntimeRow) {
   Proc r = EmuJob("TESSERA_LOG=info", "--island a=emu:1 --island b=host:1", "check --sizes 1,4099");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("device: emu:0 (Tessera emulated device 0), device<->host bridge: copy engines straight into "
@@ -240,21 +241,21 @@ TEST(BridgeRankEmulated, AnEmuRankRunsTheDeviceBridgeOnItsRuntimeRow) {
   EXPECT_NE(r.out.find("stream wait: stream-wait-value"), std::string::npos) << r.out;
 }
 
-TEST(BridgeRankEmulated, AWorldOfEmuRanksAloneIsRefusedSayingWhy) {
+TEST(DeviceBridgeRankEmulated, AWorldOfEmuRanksAloneIsRefusedSayingWhy) {
   Proc r = EmuJob("", "--island a=emu:2", "check --sizes 1");
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("has no collective library, so a world of emu ranks alone cannot run"), std::string::npos)
       << r.out;
 }
 
-TEST(BridgeRankEmulated, HostMemoryWithAStreamIsRefusedOnEveryRank) {
+TEST(DeviceBridgeRankEmulated, HostMemoryWithAStreamIsRefusedOnEveryRank) {
   Proc r = EmuJob("", "--island a=emu:1 --island b=host:2", "wrongmem");
   EXPECT_EQ(Count(r.out, "ERROR rank"), 3) << r.out;
   EXPECT_EQ(Count(r.out, "FAIL"), 0) << r.out;
   EXPECT_NE(r.out.find("is not device memory (host memory or no allocation at all)"), std::string::npos) << r.out;
 }
 
-TEST(BridgeRankEmulated, ADeadPeerFailsEveryRankInTime) {
+TEST(DeviceBridgeRankEmulated, ADeadPeerFailsEveryRankInTime) {
   Proc r = EmuJob("TESSERA_TIMEOUT=10s", "--island a=emu:1 --island b=emu:1 --island c=host:1", "die 2");
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "ERROR rank [01] after"), 2) << r.out;

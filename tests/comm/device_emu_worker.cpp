@@ -67,7 +67,7 @@ class EmulatedDevice final : public DeviceOps {
  public:
   EmulatedDevice(size_t piece, bool gate) : piece_(piece), gate_(gate) {}
 
-  // Scratch is one reservation per call, as on a GPU rank (BridgeRank reserves it at submission): a call that
+  // Scratch is one reservation per call, as on a GPU rank (DeviceBridgeRank reserves it at submission): a call that
   // needs more than Comm::DeviceScratchBytes said fails.
   void Reserve(size_t bytes) { scratch_.assign(bytes, std::byte{0}); }
 

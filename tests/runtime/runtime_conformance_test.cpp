@@ -566,7 +566,7 @@ TEST(RuntimeTable, UnknownRowListsTheKnownOnes) {
 }
 
 TEST(RuntimeTable, OpenDeviceChecksTheIndexAndMakesTheDeviceCurrent) {
-  // The one place a rank's device is opened (the accelerator rank and the device bridge both call it).
+  // The one place a rank's device is opened (the staged rank and the device bridge both call it).
   auto npu = [](const std::string& text) {
     auto name = ParseDeviceName(text, "TESSERA_DEVICE");
     EXPECT_TRUE(name.ok()) << name.status().ToString();

@@ -166,9 +166,9 @@ TEST(PerfModelIslands, A16BitReduceScatterOnAnNpuIslandIsWidenedOnItsLibraryAndS
 }
 
 TEST(PerfModelIslands, HostReduceIsTheOldPathOfThePinnedStagingFamilies) {
-  // --island-host-reduce: the npu island (no device bridge: AccelRank) stages a 16-bit reduction whole and runs its
-  // island phases on the host engine, as the code did before ACL widened on the device; the cuda island (BridgeRank)
-  // keeps NCCL. Non-reductions and f32 keep the library.
+  // --island-host-reduce: the npu island (no device bridge: StagedRank) stages a 16-bit reduction whole and runs its
+  // island phases on the host engine, as the code did before ACL widened on the device; the cuda island
+  // (DeviceBridgeRank) keeps NCCL. Non-reductions and f32 keep the library.
   const size_t count = 1 << 20, C = 8 * count;
   const Scenario s = NpuAndCuda(IslandPath::kHostReduce);
   auto bf16 = CallCost(s, Coll::kReduceScatter, count, 2);

@@ -1,4 +1,4 @@
-// comm/device/bridge_device: the device of a rank that runs the device bridge (comm/device/bridge_rank), on its
+// comm/device/bridge_device: the device of a rank that runs the device bridge (comm/device/device_bridge_rank), on its
 // family's runtime row (comm/runtime: cuda today; any row whose flags give host registration, stream memory
 // operations and Tessera's kernels) — opens the device named by TESSERA_DEVICE (cuda:N) through the runtime's
 // OpenDevice, classifies pointers (device memory vs host memory, with the allocation's extent when the runtime

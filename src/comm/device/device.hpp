@@ -1,11 +1,11 @@
 // comm/device/device: the interface through which the communicator hands collectives of a rank whose
-// island is a device island (TESSERA_DEVICE=cuda:N, npu:N, musa:N) to that device backend. The backend
+// island is a device island (TESSERA_DEVICE=cuda:N, npu:N, musa:N) to that device rank. The device rank
 // decides, per call, between the island's vendor library on the caller's stream (a world of one island),
-// the device<->host bridge (a hybrid world), and the host path (host memory, stream NULL).
+// the bridge to the other islands (a hybrid world), and the host path (host memory, stream NULL).
 //
-// Two backends, both written on the device-runtime table (comm/runtime) and the CCL table alone: BridgeRank
-// (bridge_rank.cpp: a row with the device bridge's calls and Tessera's kernels, HasDeviceBridge: cuda today) and
-// AccelRank (accel_rank.cpp: every other row: npu, musa; pinned staging). OpenDeviceRank picks by the row.
+// Two device ranks, both written on the device-runtime table (comm/runtime) and the CCL table alone: DeviceBridgeRank
+// (device_bridge_rank.cpp: a row with the device bridge's calls and Tessera's kernels, HasDeviceBridge: cuda today) and
+// StagedRank (staged_rank.cpp: every other row: npu, musa; pinned staging). OpenDeviceRank picks by the row.
 // Both reach their communicator only through HostPath below.
 #pragma once
 
@@ -130,7 +130,7 @@ class DeviceRank {
   virtual std::string TraceLine() const { return {}; }
 };
 
-// What a device backend needs of its communicator, and nothing more: the world's shape, the store (for its CCL's
+// What a device rank needs of its communicator, and nothing more: the world's shape, the store (for its CCL's
 // id), the failure bookkeeping, the host-memory collectives (each one guarded collective of the communicator:
 // argument checks, failure recorded and announced), and for the device bridge its rings and its collective. Comm
 // implements it; the device ranks get it in Attach (Comm::host_path).
@@ -179,7 +179,7 @@ class HostPath {
   // of its own): HostAllReduce's, so that a rank calling HostBridge piece by piece keeps in step with the others.
   virtual std::vector<Range> AllReduceChunks(size_t count, DType dt) const = 0;
 
-  // --- What a device-bridge backend (BridgeRank) needs beyond staging.
+  // --- What a device-bridge rank (DeviceBridgeRank) needs beyond staging.
   // OK while the communicator is healthy; else its failure ("communicator failed earlier: ..."). An asynchronous
   // error recorded by another thread (AsyncError) becomes the failure here, announced to the other ranks.
   virtual Status Health() = 0;
@@ -209,10 +209,10 @@ class HostPath {
 };
 
 // TESSERA_DEVICE's device (cuda:N, npu:N, musa:N): loads the family's runtime row, checks the index against the
-// devices the runtime sees, selects it; BridgeRank where the row has the device bridge (HasDeviceBridge), else
-// AccelRank. Errors name the value, the runtime and its file.
+// devices the runtime sees, selects it; DeviceBridgeRank where the row has the device bridge (HasDeviceBridge), else
+// StagedRank. Errors name the value, the runtime and its file.
 Result<std::unique_ptr<DeviceRank>> OpenDeviceRank(const DeviceName& device);
-Result<std::unique_ptr<DeviceRank>> OpenBridgeRank(const DeviceName& device);
-Result<std::unique_ptr<DeviceRank>> OpenAccelRank(const DeviceName& device);
+Result<std::unique_ptr<DeviceRank>> OpenDeviceBridgeRank(const DeviceName& device);
+Result<std::unique_ptr<DeviceRank>> OpenStagedRank(const DeviceName& device);
 
 }  // namespace tessera::comm

@@ -107,7 +107,7 @@ std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib,
   const bool reduction = kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter;
   if (reduction && IsHalf(dt) && half == IslandHalf::kStaged)
     return fmt::format(
-        "{} reductions: Tessera reduces 16-bit data in f32 inside an island, and the {} device backend cannot widen "
+        "{} reductions: Tessera reduces 16-bit data in f32 inside an island, and the {} runtime cannot widen "
         "it on the device",
         DTypeName(dt), runtime);
   const DType rt = reduction ? IslandReduceType(dt, half) : dt;

@@ -1,4 +1,4 @@
-// comm/device/island_ccl: what the device backends share when, in a hybrid world, an island of several device ranks
+// comm/device/island_ccl: what the device ranks share when, in a hybrid world, an island of several device ranks
 // runs the hierarchical algorithm's island phases on its own collective library (docs/architecture.md, "Islands of
 // several devices"): the library reduce-scatters the island's inputs on the device, only each rank's shard goes
 // down to host memory and across the bridge, and the library allgathers the shards.
@@ -9,7 +9,7 @@
 //     same per call of a communicator, each reason logged once.
 //   - PaddedBlocks: the schedule's shards of a buffer (uneven when the island's size does not divide it) and where
 //     each sits in the library's equal blocks.
-// Used by AccelRank (accel_rank.cpp) and BridgeRank (bridge_collectives.cpp).
+// Used by StagedRank (staged_rank.cpp) and DeviceBridgeRank (device_bridge_collectives.cpp).
 #pragma once
 
 #include <chrono>
@@ -41,7 +41,7 @@ Result<std::vector<std::string>> IslandExchange(StoreClient* store, const HostPa
                                                 const std::string& key, const std::string& mine);
 
 // How an island's library reduces 16-bit data: widened to f32 on the device (Tessera's rule: the same bits as the
-// host path), in the data's own type (TESSERA_ISLAND_REDUCE=native), or not at all (the backend cannot widen on its
+// host path), in the data's own type (TESSERA_ISLAND_REDUCE=native), or not at all (the runtime cannot widen on its
 // device, and the island did not ask for native: 16-bit reductions are staged).
 enum class IslandHalf { kWiden, kNative, kStaged };
 // What the island's ranks agree on for 16-bit reductions (IslandHalf), through the store: every rank must ask for the
@@ -51,7 +51,7 @@ Result<IslandHalf> AgreeIslandHalf(StoreClient* store, const HostPath::Shape& sh
                                    const char* family_label);
 
 // Why a hybrid call of `kind` on (dt, op) cannot run its island phases on `lib`: a 16-bit reduction the island stages
-// (`half`; Tessera reduces 16-bit data in f32 inside an island; `runtime` names the backend), or a type or op the
+// (`half`; Tessera reduces 16-bit data in f32 inside an island; `runtime` names the runtime row), or a type or op the
 // library lacks (avg is the library's sum: the bridge divides once; a widened reduction is the library's f32
 // reduction, a native one the library's reduction in the data's type). Empty when it can.
 std::string IslandCclRefusal(CollKind kind, DType dt, RedOp op, CclLibrary& lib, const std::string& runtime,

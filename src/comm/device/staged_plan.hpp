@@ -4,10 +4,11 @@
 // the islands, or the whole host collective), its copies back up and its device work after them (`post`: the
 // island library's allgather). StagedPlan builds the parts (staged_plan.cpp); a StagedExecutor runs them on the
 // caller's stream. Two executors exist, chosen by the runtime's capabilities (OpenDeviceRank, HasDeviceBridge):
-//   - BridgeRank's stream worker (bridge_rank.cpp), where the runtime has stream memory operations: the caller's
+//   - DeviceBridgeRank's stream worker (device_bridge_rank.cpp), where the runtime has stream memory operations: the
+//   caller's
 //     thread queues every part's device work, copies and "input ready" / "done" flags on the stream and returns;
 //     a worker thread runs the host steps as the flags rise.
-//   - AccelRank's caller's thread (accel_rank.cpp), where the runtime has only events: parts double-buffered, part
+//   - StagedRank's caller's thread (staged_rank.cpp), where the runtime has only events: parts double-buffered, part
 //     k + 1's device work and copies down queued before part k's host step runs, an event per part.
 // Either way the parts run in order, each part's host step after its copies down and before its copies up, and the
 // bits of every result are the same (the same folds in the same order on the host).

@@ -1,5 +1,5 @@
 // comm/runtime/runtime_emu: the `emu` row — an emulated device, built in (nothing to dlopen), so that the device
-// ranks' code (BridgeRank: the device bridge, staging, the worker and its flags) runs on every machine without a
+// ranks' code (DeviceBridgeRank: the device bridge, staging, the worker and its flags) runs on every machine without a
 // GPU (TESSERA_DEVICE=emu:N).
 //
 // Its "device memory" is host memory the row hands out and keeps a table of (so pointer queries answer as a

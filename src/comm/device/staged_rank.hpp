@@ -1,6 +1,6 @@
-// comm/device/accel_rank.hpp — the AccelRank class (the generic accelerator rank: the DeviceRank of every device
-// family whose runtime row lacks the device bridge), shared by accel_rank.cpp (set-up, the collectives' entry points;
-// its first lines describe the design) and accel_staged.cpp (the island's library in a hybrid world, and the
+// comm/device/staged_rank.hpp — the StagedRank class (the staged rank: the DeviceRank of every device
+// family whose runtime row lacks the device bridge), shared by staged_rank.cpp (set-up, the collectives' entry points;
+// its first lines describe the design) and staged_rank_hybrid.cpp (the island's library in a hybrid world, and the
 // executor of staged plans, staged_plan.hpp, on the caller's thread).
 #pragma once
 
@@ -23,10 +23,10 @@
 
 namespace tessera::comm {
 
-class AccelRank final : public DeviceRank, private StagedExecutor {
+class StagedRank final : public DeviceRank, private StagedExecutor {
  public:
-  AccelRank(std::shared_ptr<DeviceRuntime> rt, DeviceName name) : rt_(std::move(rt)), name_(name) {}
-  ~AccelRank() override;
+  StagedRank(std::shared_ptr<DeviceRuntime> rt, DeviceName name) : rt_(std::move(rt)), name_(name) {}
+  ~StagedRank() override;
   Status Attach(Comm* comm) override;
   std::string Describe() const override;
   void* CclHandle() const override { return ccl_ ? ccl_->handle() : nullptr; }

@@ -1,19 +1,19 @@
-// comm/device/accel_staged: AccelRank's staged calls in a hybrid world (accel_rank.hpp): the island's library, which
-// the island agrees on (OpenIslandCcl) and which then runs the island phases of the staged plan (staged_plan.hpp),
-// and the executor that runs a plan's parts on the caller's thread, double-buffered with events, for runtimes
-// without stream memory operations. docs/architecture.md, "Staged device ranks".
+// comm/device/staged_rank_hybrid: StagedRank's staged calls in a hybrid world (staged_rank.hpp): the island's library,
+// which the island agrees on (OpenIslandCcl) and which then runs the island phases of the staged plan
+// (staged_plan.hpp), and the executor that runs a plan's parts on the caller's thread, double-buffered with events, for
+// runtimes without stream memory operations. docs/architecture.md, "Staged device ranks".
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <string>
 
-#include "comm/device/accel_rank.hpp"
 #include "comm/device/island_ccl.hpp"
+#include "comm/device/staged_rank.hpp"
 #include "common/log.hpp"
 
 namespace tessera::comm {
 
-Status AccelRank::AttachIslandLibrary() {
+Status StagedRank::AttachIslandLibrary() {
   TSR_ASSIGN_OR_RETURN(ccl_, OpenIslandCcl(host_->Store(), shape_, name_.family->ccl, name_.family->label));
   island_lib_ = ccl_ != nullptr;
   if (!island_lib_) return Status::Ok();
@@ -24,12 +24,12 @@ Status AccelRank::AttachIslandLibrary() {
   return Status::Ok();
 }
 
-bool AccelRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
+bool StagedRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
   return island_lib_ && gate_.Takes(kind, dt, op, ccl_->lib(), rt_->name(), half_, shape_.island, name_.family->label,
                                     shape_.island_rank == 0);
 }
 
-Status AccelRank::ReuseStaging(size_t in_bytes, size_t out_bytes) {
+Status StagedRank::ReuseStaging(size_t in_bytes, size_t out_bytes) {
   TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
   if (up_pending_) {  // the previous call's results are still going up from the staging
     up_pending_ = false;
@@ -39,13 +39,13 @@ Status AccelRank::ReuseStaging(size_t in_bytes, size_t out_bytes) {
   return Grow(&out_, &out_cap_, out_bytes);
 }
 
-Status AccelRank::MarkUp(DeviceRuntime::Stream s) {
+Status StagedRank::MarkUp(DeviceRuntime::Stream s) {
   TSR_RETURN_IF_ERROR(rt_->EventRecord(up_done_, s));
   up_pending_ = true;
   return Status::Ok();
 }
 
-Status AccelRank::Staging(const char* what, size_t in_bytes, size_t out_bytes, std::byte** in, std::byte** out) {
+Status StagedRank::Staging(const char* what, size_t in_bytes, size_t out_bytes, std::byte** in, std::byte** out) {
   return host_->Guarded(what, [&]() -> Status {
     TSR_RETURN_IF_ERROR(ReuseStaging(in_bytes, out_bytes));
     *in = in_;
@@ -54,7 +54,7 @@ Status AccelRank::Staging(const char* what, size_t in_bytes, size_t out_bytes, s
   });
 }
 
-Result<std::byte*> AccelRank::Scratch(const char* what, size_t bytes) {
+Result<std::byte*> StagedRank::Scratch(const char* what, size_t bytes) {
   TSR_RETURN_IF_ERROR(host_->Guarded(what, [&]() -> Status {
     if (bytes <= dev_cap_) return Status::Ok();
     if (dev_) {
@@ -76,12 +76,12 @@ Result<std::byte*> AccelRank::Scratch(const char* what, size_t bytes) {
   return dev_;
 }
 
-Status AccelRank::CopyOnStream(DeviceRuntime::Stream s, void* dst, const void* src, size_t bytes) {
+Status StagedRank::CopyOnStream(DeviceRuntime::Stream s, void* dst, const void* src, size_t bytes) {
   bool drained = false;
   return CopyOn(s, dst, src, bytes, CopyKind::kDeviceToDevice, &drained);
 }
 
-Status AccelRank::Run(const char* what, tsrStream_t stream, std::vector<StagedPart> parts) {
+Status StagedRank::Run(const char* what, tsrStream_t stream, std::vector<StagedPart> parts) {
   auto* s = static_cast<DeviceRuntime::Stream>(stream);
   const size_t n = parts.size();
   auto queue = [&](size_t k) {

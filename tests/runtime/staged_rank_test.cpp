@@ -1,5 +1,5 @@
-// tests/runtime/accel_rank_test: the device ranks in whole jobs — the accelerator rank (src/comm/device/accel_rank.cpp)
-// and, beside it, the device-bridge rank on the emulated device (bridge_rank.cpp, last in this file) — under
+// tests/runtime/staged_rank_test: the device ranks in whole jobs — the staged rank (src/comm/device/staged_rank.cpp)
+// and, beside it, the device-bridge rank on the emulated device (device_bridge_rank.cpp, last in this file) — under
 // `tessera run`, with npu (Ascend: ACL + HCCL) and musa (Moore Threads: MUSA + MCCL) islands on the host ABI shims
 // of tests/shims, found as an installed runtime would be: on LD_LIBRARY_PATH by soname. Each rank is an
 // accel_worker process; each prints "OK rank R" or "FAIL rank R: why".
@@ -58,7 +58,7 @@ TEST_P(Layouts, EveryCollectiveIsExactAndBitIdenticalOnDeviceMemory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Accel, Layouts,
+    StagedRank, Layouts,
     ::testing::Values(
         // A world of one island is the island's library alone: its 16-bit reductions carry the library's rounding
         // at every hop (the shims round as HCCL and NCCL's ring kernels do), checked against that bound.
@@ -93,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(
 #if TESSERA_HAVE_UCX_HEADERS
 // An npu island's data crosses the ucx row as it crosses any link: staged to host memory, copied into the row's ring
 // (plain mmap'ed memory registered with UCX; NPU memory is never handed to UCX). Skipped where UCX is not installed.
-TEST(Accel, AnNpuIslandIsExactAcrossTheUcxRow) {
+TEST(StagedRank, AnNpuIslandIsExactAcrossTheUcxRow) {
   const tessera::Status v = tessera::comm::MakeUcxTransport()->Viable();
   if (!v.ok()) GTEST_SKIP() << "the ucx row is not viable here: " << v.message();
   Proc r = Job("TESSERA_TRANSPORTS=ucx", "--island ascend=npu:2 --island nvidia=host:1", "check");
@@ -102,13 +102,13 @@ TEST(Accel, AnNpuIslandIsExactAcrossTheUcxRow) {
 }
 #endif
 
-TEST(Accel, LargeCountsCrossStagingGrowthAndBridgeChunks) {
+TEST(StagedRank, LargeCountsCrossStagingGrowthAndBridgeChunks) {
   Proc r = Job("TESSERA_DEVICE_CHUNK=64K", "--island ascend=npu:2 --island nvidia=host:1", "check --sizes 300007");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 3) << r.out;
 }
 
-TEST(Accel, TesseraBenchRunsOnNpuDeviceMemory) {
+TEST(StagedRank, TesseraBenchRunsOnNpuDeviceMemory) {
   // `tessera bench` keeps an npu rank's buffers in device memory of the ACL row, with a stream of its own, and
   // checks every result (its "wrong" count).
   Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " " TESSERA_CLI
@@ -145,7 +145,7 @@ Traffic ReadTrace(const std::string& path) {
 
 constexpr uint64_t kHeaders = 1024;  // what a rank may send a peer besides data: 64-byte call headers
 
-TEST(Accel, OnlyShardsCrossTheBridgeFromAnIslandOfSeveralDevices) {
+TEST(StagedRank, OnlyShardsCrossTheBridgeFromAnIslandOfSeveralDevices) {
   // npu 2 + host 2, one f32 allreduce of C elements in one bridge chunk: npu rank r's shard is C/2; its island's
   // library reduce-scatters and allgathers on the device, so the rank stages down and up only its shard, sends
   // nothing to its island peer but headers, and sends its counterpart in the host island (rank r + 2) exactly a
@@ -180,7 +180,7 @@ TEST(Accel, OnlyShardsCrossTheBridgeFromAnIslandOfSeveralDevices) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Accel, SixteenBitShardsCrossTheBridgeInF32FromAWideningIsland) {
+TEST(StagedRank, SixteenBitShardsCrossTheBridgeInF32FromAWideningIsland) {
   // npu 2 + host 2, one bf16 allreduce of C elements in one bridge chunk: the island widens its inputs on the device
   // (aclnnCast), HCCL reduce-scatters them in f32, and each npu rank stages down only its shard of f32 partial sums
   // (C/2 elements, twice the 16-bit bytes) and takes up its shard of bf16 results; its counterpart in the host island
@@ -213,7 +213,7 @@ TEST(Accel, SixteenBitShardsCrossTheBridgeInF32FromAWideningIsland) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Accel, AnEmuIslandKeepsTheDeviceBridgeBesideAStagedNpuIsland) {
+TEST(StagedRank, AnEmuIslandKeepsTheDeviceBridgeBesideAStagedNpuIsland) {
   // The device bridge is chosen per island: the emulated device's rank stays on it beside a staged npu island, and
   // every collective stays exact and bit-identical (the staged island cuts allreduces into chunks, which the device
   // bridge follows).
@@ -224,7 +224,7 @@ TEST(Accel, AnEmuIslandKeepsTheDeviceBridgeBesideAStagedNpuIsland) {
   EXPECT_EQ(Count(r.out, "rank 0: joined[^\n]*copy engines straight into the shm rings"), 1) << r.out;
 }
 
-TEST(Accel, TheDeviceBridgeIslandFoldsTheStagedIslandsShare) {
+TEST(StagedRank, TheDeviceBridgeIslandFoldsTheStagedIslandsShare) {
   // emu 1 + npu 1 + host 1, one f32 allreduce of C elements in one bridge chunk (one segment, an owner per island).
   // The emu island is on the device bridge and the npu rank stages through pinned memory, so the npu island leaves
   // its share of the bridge's folds to the other two (Comm::FoldWeights): the npu rank sends each of them exactly its
@@ -255,7 +255,7 @@ TEST(Accel, TheDeviceBridgeIslandFoldsTheStagedIslandsShare) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Accel, NativeIslandReduceHandsSixteenBitDataToTheLibrary) {
+TEST(StagedRank, NativeIslandReduceHandsSixteenBitDataToTheLibrary) {
   // TESSERA_ISLAND_REDUCE=native: HCCL reduces bf16 in bf16, rounding at every hop as the shim (and HCCL's public
   // code) does, so a 16-bit sum of four ranks is no longer within one rounding of the exact sum: the same check that
   // passes by default fails, naming a 16-bit case. (This is what a 16-bit reduction handed to a vendor library looks
@@ -277,7 +277,7 @@ TEST(Accel, NativeIslandReduceHandsSixteenBitDataToTheLibrary) {
   EXPECT_NE(m.out.find("every rank of an island must use the same"), std::string::npos) << m.out;
 }
 
-TEST(Accel, TheLibraryMissingOnOneRankStagesTheWholeIsland) {
+TEST(StagedRank, TheLibraryMissingOnOneRankStagesTheWholeIsland) {
   // Rank 1 of the npu island cannot load HCCL: the island agrees to stage (one warning naming the rank and the
   // file), and every collective stays exact.
   Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_TIMEOUT=20s " TESSERA_CLI
@@ -288,7 +288,7 @@ TEST(Accel, TheLibraryMissingOnOneRankStagesTheWholeIsland) {
   EXPECT_EQ(Count(r.out, "rank 1 cannot load it.*/nonexistent/libhccl.so"), 1) << r.out;
 }
 
-TEST(Accel, LauncherGivesEachRankItsOwnDevice) {
+TEST(StagedRank, LauncherGivesEachRankItsOwnDevice) {
   // Three npu ranks on a machine of four: each sees one device, index 0, through ASCEND_RT_VISIBLE_DEVICES.
   Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_SHIM_DEVICE_COUNT=4 " TESSERA_CLI
                  " run --island ascend=npu:3 -- sh -c 'echo \"rank $TESSERA_RANK device $TESSERA_DEVICE visible "
@@ -312,7 +312,7 @@ TEST(Accel, LauncherGivesEachRankItsOwnDevice) {
   EXPECT_NE(none.out.find("TESSERA_ACL_LIBRARY"), std::string::npos) << none.out;
 }
 
-TEST(Accel, HostMemoryWithAStreamIsRefusedOnEveryRank) {
+TEST(StagedRank, HostMemoryWithAStreamIsRefusedOnEveryRank) {
   Proc r = Job("", "--island ascend=npu:1 --island nvidia=host:2", "wrongmem");
   EXPECT_EQ(Count(r.out, "ERROR rank"), 3) << r.out;
   EXPECT_EQ(Count(r.out, "FAIL"), 0) << r.out;
@@ -332,14 +332,14 @@ void ExpectErrorsWithin(const std::string& out, double limit) {
   }
 }
 
-TEST(Accel, ADeadPeerFailsEveryRankInTime) {
+TEST(StagedRank, ADeadPeerFailsEveryRankInTime) {
   Proc r = Job("TESSERA_TIMEOUT=10s", "--island ascend=npu:2 --island nvidia=host:1", "die 2");
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "ERROR rank [01] after"), 2) << r.out;
   ExpectErrorsWithin(r.out, 15.0);
 }
 
-TEST(Accel, ADeadRankOfAnIslandOfSeveralDevicesFailsEveryRankInTime) {
+TEST(StagedRank, ADeadRankOfAnIslandOfSeveralDevicesFailsEveryRankInTime) {
   // Rank 1 dies between collectives; its island peer is in the island's library (HCCL) and its counterpart on the
   // bridge: both, and the host rank, fail within the timeout, naming rank 1.
   Proc r = Job("TESSERA_TIMEOUT=10s", "--island ascend=npu:2 --island nvidia=host:2", "die 1");
@@ -349,7 +349,7 @@ TEST(Accel, ADeadRankOfAnIslandOfSeveralDevicesFailsEveryRankInTime) {
   ExpectErrorsWithin(r.out, 15.0);
 }
 
-TEST(Accel, ADeadRankOfAWideningIslandFailsEveryRankInTime) {
+TEST(StagedRank, ADeadRankOfAWideningIslandFailsEveryRankInTime) {
   // As above, with bf16: the island widens on the device and reduces in f32 when rank 1 dies.
   Proc r = Job("TESSERA_TIMEOUT=10s", "--island ascend=npu:2 --island nvidia=host:2", "die 1 bf16");
   EXPECT_NE(r.status, 0) << r.out;
@@ -357,7 +357,7 @@ TEST(Accel, ADeadRankOfAWideningIslandFailsEveryRankInTime) {
   ExpectErrorsWithin(r.out, 15.0);
 }
 
-TEST(Accel, ADeviceIndexPastTheCountNamesIt) {
+TEST(StagedRank, ADeviceIndexPastTheCountNamesIt) {
   // Started without the launcher: rank 0 of a world of one asks for npu:5 of 2 devices.
   Proc r =
       Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR
@@ -370,9 +370,9 @@ TEST(Accel, ADeviceIndexPastTheCountNamesIt) {
 
 }  // namespace
 
-// BridgeRank on the emulated device beside an accelerator rank of a row without the bridge (npu on the ACL shim):
-// every island stages. (The emulated device's other jobs are in tests/comm/collectives_test.cpp, BridgeRankEmulated,
-// where the sanitizers run them too.)
+// DeviceBridgeRank on the emulated device beside a staged rank of a row without the bridge (npu on the ACL shim):
+// every island stages. (The emulated device's other jobs are in tests/comm/collectives_test.cpp,
+// DeviceBridgeRankEmulated, where the sanitizers run them too.)
 INSTANTIATE_TEST_SUITE_P(Bridge, Layouts,
                          ::testing::Values(Layout{"emu_1_beside_npu_1", "--island a=emu:1 --island b=npu:1", 2, ""}),
                          [](const auto& info) { return std::string(info.param.name); });

@@ -1,12 +1,12 @@
-// comm/device/bridge_collectives: the bridge rank's collectives — argument checks, then a world of one island
-// straight to its CCL on the caller's stream, or in a hybrid world a staged job or the device bridge
-// (bridge_rank.cpp; allreduce, reduce-scatter, broadcast and allgather). Host-memory calls (stream NULL) run
+// comm/device/device_bridge_collectives: the device-bridge rank's collectives — argument checks, then a world of one
+// island straight to its CCL on the caller's stream, or in a hybrid world a staged job or the device bridge
+// (device_bridge_rank.cpp; allreduce, reduce-scatter, broadcast and allgather). Host-memory calls (stream NULL) run
 // through the worker queue in order.
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "comm/device/bridge_rank.hpp"
+#include "comm/device/device_bridge_rank.hpp"
 #include "comm/device/island_ccl.hpp"
 #include "comm/reduce/reduce.hpp"
 #include "common/env.hpp"
@@ -14,8 +14,8 @@
 
 namespace tessera::comm {
 
-Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                             tsrStream_t stream) {
+Status DeviceBridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                                   tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   auto rop = static_cast<RedOp>(op);
   if (!IsValid(dt))
@@ -54,12 +54,12 @@ Status BridgeRank::AllReduce(const void* send, void* recv, size_t count, tsrData
 
 // ---- hybrid world, island of several GPUs: the island's library does the island phases ----
 
-bool BridgeRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
+bool DeviceBridgeRank::IslandTakes(CollKind kind, DType dt, RedOp op) {
   return gate_.Takes(kind, dt, op, island_ccl_->lib(), dev_->rt().name(), half_, shape_.island,
                      dev_->device().family->label, shape_.island_rank == 0);
 }
 
-Result<std::byte*> BridgeRank::Scratch(const char* what, size_t bytes) {
+Result<std::byte*> DeviceBridgeRank::Scratch(const char* what, size_t bytes) {
   if (bytes <= island_dev_cap_) return island_dev_;
   if (island_dev_) retired_dev_.push_back(island_dev_);  // work queued earlier may still use it
   island_dev_ = nullptr;
@@ -72,13 +72,13 @@ Result<std::byte*> BridgeRank::Scratch(const char* what, size_t bytes) {
   return island_dev_;
 }
 
-Status BridgeRank::CopyOnStream(DeviceRuntime::Stream s, void* dst, const void* src, size_t bytes) {
+Status DeviceBridgeRank::CopyOnStream(DeviceRuntime::Stream s, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return Status::Ok();
   return dev_->rt().MemcpyAsync(dst, bytes, src, bytes, CopyKind::kDeviceToDevice, s).WithContext("on the device");
 }
 
-Status BridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
-                                 tsrStream_t stream) {
+Status DeviceBridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type,
+                                       tsrRedOp_t op, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt))
     return Host([=, this] { return host_->HostReduceScatter(send, recv, recvcount, type, op, nullptr); });
@@ -112,7 +112,8 @@ Status BridgeRank::ReduceScatter(const void* send, void* recv, size_t recvcount,
   });
 }
 
-Status BridgeRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
+Status DeviceBridgeRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type,
+                                   tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt)) return Host([=, this] { return host_->HostAllGather(send, recv, sendcount, type, nullptr); });
   size_t sb = sendcount * DTypeSize(dt), rb = sb * shape_.size;
@@ -134,8 +135,8 @@ Status BridgeRank::AllGather(const void* send, void* recv, size_t sendcount, tsr
   });
 }
 
-Status BridgeRank::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
-                             tsrStream_t stream) {
+Status DeviceBridgeRank::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                                   tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || root < 0 || root >= shape_.size)
     return Host(
@@ -164,7 +165,7 @@ Status BridgeRank::Broadcast(const void* send, void* recv, size_t count, tsrData
                     });
 }
 
-Status BridgeRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+Status DeviceBridgeRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || peer < 0 || peer >= shape_.size || peer == shape_.rank)
     return Host([=, this] { return host_->HostSend(send, count, type, peer, nullptr); });
@@ -179,7 +180,7 @@ Status BridgeRank::Send(const void* send, size_t count, tsrDataType_t type, int 
                     [=, this](const void* hs, void*) { return host_->HostSend(hs, count, type, peer, nullptr); });
 }
 
-Status BridgeRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+Status DeviceBridgeRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || peer < 0 || peer >= shape_.size || peer == shape_.rank)
     return Host([=, this] { return host_->HostRecv(recv, count, type, peer, nullptr); });
@@ -194,11 +195,11 @@ Status BridgeRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, 
                     [=, this](const void*, void* hr) { return host_->HostRecv(hr, count, type, peer, nullptr); });
 }
 
-Status BridgeRank::Barrier() {
+Status DeviceBridgeRank::Barrier() {
   return Host([this] { return host_->HostBarrier(); });
 }
 
-void BridgeRank::Abort() {
+void DeviceBridgeRank::Abort() {
   if (ccl_) ccl_->Abort();
   if (island_ccl_) island_ccl_->Abort();
   aborted_.store(true, std::memory_order_relaxed);  // a worker waiting for a staged input gives up
@@ -211,7 +212,7 @@ void BridgeRank::Abort() {
   done_cv_.notify_all();
 }
 
-Status BridgeRank::AsyncError() {
+Status DeviceBridgeRank::AsyncError() {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!async_error_.ok()) return async_error_;
@@ -221,7 +222,7 @@ Status BridgeRank::AsyncError() {
   return Status::Ok();
 }
 
-Status BridgeRank::Group(const std::vector<P2POp>& ops) {
+Status DeviceBridgeRank::Group(const std::vector<P2POp>& ops) {
   if (ops.empty()) return Status::Ok();
   const tsrStream_t stream = ops.front().stream;
   std::vector<size_t> bytes(ops.size());
@@ -295,8 +296,9 @@ Status BridgeRank::Group(const std::vector<P2POp>& ops) {
   return SubmitStaged("group", stream, std::move(parts));
 }
 
-Status BridgeRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
-                             const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
+Status DeviceBridgeRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                                   const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type,
+                                   tsrStream_t stream) {
   auto dt = static_cast<DType>(type);
   const int W = shape_.size;
   if (!IsValid(dt) || sendcounts == nullptr || sdispls == nullptr || recvcounts == nullptr || rdispls == nullptr)

@@ -1,4 +1,4 @@
-// comm/device/accel_rank: the generic accelerator rank — the DeviceRank of every device family whose runtime is a
+// comm/device/staged_rank: the staged rank — the DeviceRank of every device family whose runtime is a
 // row of the device-runtime table (comm/runtime: Ascend's ACL, Moore Threads' MUSA), written on DeviceRuntime and
 // the CCL table alone, so a new vendor is a runtime row and a CCL row (and a family row in common/vendor), with no
 // code here. It reaches its communicator only through HostPath (device.hpp).
@@ -8,11 +8,11 @@
 //    caller's stream, for every type and op the row has. What the row lacks (HCCL's avg, HCCL's uint8 and f64
 //    reductions, MCCL's bf16 where it has none) and send/recv, groups and alltoall are staged as below: every rank
 //    decides from (call, type, op) alone, so all ranks of the island take the same path.
-//  * Hybrid world, and what the CCL does not take: the staged plan (staged_plan.hpp, the same parts BridgeRank
+//  * Hybrid world, and what the CCL does not take: the staged plan (staged_plan.hpp, the same parts DeviceBridgeRank
 //    runs), through the runtime's MallocHost memory, which every row has. This rank is its executor where the runtime
 //    has only events (no stream memory operations, so no device-written "input ready" flags for a worker to watch):
-//    on the CALLER's thread, parts double-buffered (accel_staged.cpp): part k + 1's device work and copies down are
-//    queued on the caller's stream (so after whatever produced the inputs) before part k's host step runs, and each
+//    on the CALLER's thread, parts double-buffered (staged_rank_hybrid.cpp): part k + 1's device work and copies down
+//    are queued on the caller's stream (so after whatever produced the inputs) before part k's host step runs, and each
 //    part's results are queued back up as soon as its host step is done. The call returns with the last copies up
 //    in flight; the next staged call waits for them (an event recorded after them) before it reuses the staging.
 //    So a staged call returns once its host steps are done: host-synchronous, stream-ordered.
@@ -29,7 +29,7 @@
 // after the caller's stream has drained. A failure of any step fails the communicator and is announced to the
 // other ranks (HostPath::Guarded), as a failure inside a host collective is.
 // Threads: ACL binds a device to a thread, so every entry point selects this rank's device first.
-#include "comm/device/accel_rank.hpp"
+#include "comm/device/staged_rank.hpp"
 
 #include <fmt/format.h>
 
@@ -50,7 +50,7 @@ namespace {
 
 Result<std::unique_ptr<DeviceRank>> Open(const DeviceName& name) {
   TSR_ASSIGN_OR_RETURN(auto rt, OpenDevice(name));
-  return std::unique_ptr<DeviceRank>(new AccelRank(std::move(rt), name));
+  return std::unique_ptr<DeviceRank>(new StagedRank(std::move(rt), name));
 }
 
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
@@ -58,7 +58,7 @@ constexpr size_t AlignUp(size_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
 
-Status AccelRank::Attach(Comm* comm) {
+Status StagedRank::Attach(Comm* comm) {
   host_ = &comm->host_path();
   shape_ = host_->WorldShape();
   TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
@@ -73,7 +73,7 @@ Status AccelRank::Attach(Comm* comm) {
   return Status::Ok();
 }
 
-AccelRank::~AccelRank() {
+StagedRank::~StagedRank() {
   (void)rt_->SetDevice(name_.index);
   if (up_pending_) (void)rt_->EventSynchronize(up_done_);
   if (up_done_) (void)rt_->EventDestroy(up_done_);
@@ -85,7 +85,7 @@ AccelRank::~AccelRank() {
   ccl_.reset();
 }
 
-std::string AccelRank::Describe() const {
+std::string StagedRank::Describe() const {
   const std::string how =
       !ccl_ ? "staged through pinned host memory"
       : island_lib_
@@ -95,7 +95,7 @@ std::string AccelRank::Describe() const {
   return fmt::format("{} ({} runtime '{}'), {}", name_.ToString(), rt_->name(), rt_->path(), how);
 }
 
-Status AccelRank::CheckOne(const char* which, const void* p, size_t bytes, tsrStream_t stream) {
+Status StagedRank::CheckOne(const char* which, const void* p, size_t bytes, tsrStream_t stream) {
   if (p == nullptr) {
     if (bytes == 0) return Status::Ok();
     return InvalidArgument(fmt::format("{} is NULL with {} bytes to move", which, bytes));
@@ -120,8 +120,8 @@ Status AccelRank::CheckOne(const char* which, const void* p, size_t bytes, tsrSt
   return Status::Ok();
 }
 
-Status AccelRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
-                               size_t recv_bytes, tsrStream_t stream) {
+Status StagedRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
+                                size_t recv_bytes, tsrStream_t stream) {
   return host_->Guarded(what, [&]() -> Status {
     TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
     TSR_RETURN_IF_ERROR(CheckOne("sendbuf", send, send_bytes, stream));
@@ -129,7 +129,7 @@ Status AccelRank::CheckBuffers(const char* what, const void* send, size_t send_b
   });
 }
 
-Status AccelRank::Grow(std::byte** buf, size_t* cap, size_t bytes) {
+Status StagedRank::Grow(std::byte** buf, size_t* cap, size_t bytes) {
   if (bytes <= *cap) return Status::Ok();
   if (*buf) TSR_RETURN_IF_ERROR(rt_->FreeHost(*buf));
   *buf = nullptr;
@@ -141,8 +141,8 @@ Status AccelRank::Grow(std::byte** buf, size_t* cap, size_t bytes) {
   return Status::Ok();
 }
 
-Status AccelRank::CopyOn(DeviceRuntime::Stream stream, void* dst, const void* src, size_t bytes, CopyKind kind,
-                         bool* drained) {
+Status StagedRank::CopyOn(DeviceRuntime::Stream stream, void* dst, const void* src, size_t bytes, CopyKind kind,
+                          bool* drained) {
   if (bytes == 0) return Status::Ok();
   if (Aligned(dst) && Aligned(src)) {
     *drained = false;
@@ -155,9 +155,9 @@ Status AccelRank::CopyOn(DeviceRuntime::Stream stream, void* dst, const void* sr
   return rt_->Memcpy(dst, bytes, src, bytes, kind);
 }
 
-Status AccelRank::Staged(const char* what, tsrStream_t stream, const std::vector<Span>& down, size_t in_bytes,
-                         const std::vector<Span>& up, size_t out_bytes,
-                         const std::function<Status(std::byte* in, std::byte* out)>& host) {
+Status StagedRank::Staged(const char* what, tsrStream_t stream, const std::vector<Span>& down, size_t in_bytes,
+                          const std::vector<Span>& up, size_t out_bytes,
+                          const std::function<Status(std::byte* in, std::byte* out)>& host) {
   std::lock_guard<std::mutex> lock(mu_);
   ++staged_calls_;
   std::byte *in, *out;
@@ -169,28 +169,28 @@ Status AccelRank::Staged(const char* what, tsrStream_t stream, const std::vector
   return Run(what, stream, std::move(parts));
 }
 
-Status AccelRank::OnIsland(const std::function<Status()>& run) {
+Status StagedRank::OnIsland(const std::function<Status()>& run) {
   std::lock_guard<std::mutex> lock(mu_);
   ++island_calls_;
   return run();
 }
 
-Status AccelRank::Ccl(const char* call, int result) {
+Status StagedRank::Ccl(const char* call, int result) {
   ++ccl_calls_;
   Status s = ccl_->lib().Check(result, call);
   if (!s.ok()) ccl_->MarkFailed();
   return s;
 }
 
-Status AccelRank::OnCcl(const char* what, const char* call, const std::function<int()>& run) {
+Status StagedRank::OnCcl(const char* what, const char* call, const std::function<int()>& run) {
   return host_->Guarded(what, [&]() -> Status {
     TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
     return Ccl(call, run());
   });
 }
 
-Status AccelRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
-                            tsrStream_t stream) {
+Status StagedRank::AllReduce(const void* send, void* recv, size_t count, tsrDataType_t type, tsrRedOp_t op,
+                             tsrStream_t stream) {
   const auto dt = static_cast<DType>(type);
   const auto rop = static_cast<RedOp>(op);
   if (!IsValid(dt)) return host_->HostAllReduce(send, recv, count, type, op, nullptr);  // names the bad type
@@ -207,8 +207,8 @@ Status AccelRank::AllReduce(const void* send, void* recv, size_t count, tsrDataT
   return plan_->AllReduce(send, recv, count, dt, rop, stream);
 }
 
-Status AccelRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
-                                tsrStream_t stream) {
+Status StagedRank::ReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
+                                 tsrStream_t stream) {
   const auto dt = static_cast<DType>(type);
   const auto rop = static_cast<RedOp>(op);
   if (!IsValid(dt)) return host_->HostReduceScatter(send, recv, recvcount, type, op, nullptr);
@@ -226,7 +226,7 @@ Status AccelRank::ReduceScatter(const void* send, void* recv, size_t recvcount, 
   });
 }
 
-Status AccelRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
+Status StagedRank::AllGather(const void* send, void* recv, size_t sendcount, tsrDataType_t type, tsrStream_t stream) {
   const auto dt = static_cast<DType>(type);
   if (!IsValid(dt)) return host_->HostAllGather(send, recv, sendcount, type, nullptr);
   const size_t sb = sendcount * DTypeSize(dt), rb = sb * shape_.size;
@@ -241,8 +241,8 @@ Status AccelRank::AllGather(const void* send, void* recv, size_t sendcount, tsrD
                 [&](std::byte* in, std::byte* out) { return host_->HostAllGather(in, out, sendcount, type, nullptr); });
 }
 
-Status AccelRank::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
-                            tsrStream_t stream) {
+Status StagedRank::Broadcast(const void* send, void* recv, size_t count, tsrDataType_t type, int root,
+                             tsrStream_t stream) {
   const auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || root < 0 || root >= shape_.size)
     return host_->HostBroadcast(send, recv, count, type, root, nullptr);  // names the bad argument
@@ -262,7 +262,7 @@ Status AccelRank::Broadcast(const void* send, void* recv, size_t count, tsrDataT
   });
 }
 
-Status AccelRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+Status StagedRank::Send(const void* send, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   const auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || stream == nullptr) {
     if (IsValid(dt)) TSR_RETURN_IF_ERROR(CheckBuffers("send", send, 0, nullptr, 0, nullptr));
@@ -274,7 +274,7 @@ Status AccelRank::Send(const void* send, size_t count, tsrDataType_t type, int p
                 [&](std::byte* in, std::byte*) { return host_->HostSend(in, count, type, peer, nullptr); });
 }
 
-Status AccelRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
+Status StagedRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, tsrStream_t stream) {
   const auto dt = static_cast<DType>(type);
   if (!IsValid(dt) || stream == nullptr) {
     if (IsValid(dt)) TSR_RETURN_IF_ERROR(CheckBuffers("recv", nullptr, 0, recv, 0, nullptr));
@@ -286,7 +286,7 @@ Status AccelRank::Recv(void* recv, size_t count, tsrDataType_t type, int peer, t
                 [&](std::byte*, std::byte* out) { return host_->HostRecv(out, count, type, peer, nullptr); });
 }
 
-Status AccelRank::Group(const std::vector<P2POp>& ops) {
+Status StagedRank::Group(const std::vector<P2POp>& ops) {
   if (ops.empty()) return Status::Ok();
   const tsrStream_t stream = ops.front().stream;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -333,8 +333,8 @@ Status AccelRank::Group(const std::vector<P2POp>& ops) {
   });
 }
 
-Status AccelRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
-                            const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
+Status StagedRank::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                             const size_t* recvcounts, const size_t* rdispls, tsrDataType_t type, tsrStream_t stream) {
   const auto dt = static_cast<DType>(type);
   auto host_call = [&](const void* s, void* r) {
     return host_->HostAllToAllv(s, sendcounts, sdispls, r, recvcounts, rdispls, type);
@@ -360,6 +360,6 @@ Status AccelRank::AllToAllv(const void* send, const size_t* sendcounts, const si
                 [&](std::byte* in, std::byte* out) { return host_call(in, out); });
 }
 
-Result<std::unique_ptr<DeviceRank>> OpenAccelRank(const DeviceName& device) { return Open(device); }
+Result<std::unique_ptr<DeviceRank>> OpenStagedRank(const DeviceName& device) { return Open(device); }
 
 }  // namespace tessera::comm

@@ -1,7 +1,7 @@
-// comm/device/bridge_rank.hpp — the BridgeRank class (the device backend of a rank whose runtime row has the device
-// bridge: CUDA today; comm/runtime HasDeviceBridge), written on the runtime row alone and shared by
-// bridge_rank.cpp (set-up, the worker queue, staged jobs, the device bridge) and bridge_collectives.cpp (the
-// collectives' entry points). The design is described at the top of bridge_rank.cpp.
+// comm/device/device_bridge_rank.hpp — the DeviceBridgeRank class (the device rank of a rank whose runtime row has the
+// device bridge: CUDA today; comm/runtime HasDeviceBridge), written on the runtime row alone and shared by
+// device_bridge_rank.cpp (set-up, the worker queue, staged jobs, the device bridge) and device_bridge_collectives.cpp
+// (the collectives' entry points). The design is described at the top of device_bridge_rank.cpp.
 #pragma once
 
 #include <atomic>
@@ -25,10 +25,10 @@
 
 namespace tessera::comm {
 
-class BridgeRank final : public DeviceRank, private StagedExecutor {
+class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
  public:
-  explicit BridgeRank(std::unique_ptr<bridge::Device> dev) : dev_(std::move(dev)) {}
-  ~BridgeRank() override;
+  explicit DeviceBridgeRank(std::unique_ptr<bridge::Device> dev) : dev_(std::move(dev)) {}
+  ~DeviceBridgeRank() override;
   Status Attach(Comm* comm) override;
   std::string Describe() const override;
   void* CclHandle() const override { return ccl_ ? ccl_->handle() : nullptr; }
@@ -112,7 +112,7 @@ class BridgeRank final : public DeviceRank, private StagedExecutor {
   // (logging once why not).
   bool IslandTakes(CollKind kind, DType dt, RedOp op);
   // StagedExecutor, where the runtime has stream memory operations: SubmitStaged on the worker (see the top of
-  // bridge_rank.cpp); device scratch grown on the caller's thread and never freed before the communicator.
+  // device_bridge_rank.cpp); device scratch grown on the caller's thread and never freed before the communicator.
   Status Staging(const char* what, size_t in_bytes, size_t out_bytes, std::byte** in, std::byte** out) override {
     return Fail(what, StagingFor(in_bytes, out_bytes, in, out));
   }

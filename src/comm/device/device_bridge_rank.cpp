@@ -1,4 +1,4 @@
-// comm/device/bridge_rank: the device backend of a rank whose runtime row has the device bridge (see device.hpp;
+// comm/device/device_bridge_rank: the device rank of a rank whose runtime row has the device bridge (see device.hpp;
 // comm/runtime HasDeviceBridge: mapped host memory and registration, stream write / wait value and Tessera's
 // kernels — the cuda row today). Every device call goes through the row's DeviceRuntime; no vendor header. Modes:
 //
@@ -18,7 +18,7 @@
 //      issued while a collective was in flight, did: the worker's next CUDA call waited for it, and it
 //      waited for the collective). Chunks pipeline: the GPU copies chunk i+1 down while the host reduces
 //      chunk i, and copies chunk i back as soon as it is done. The parts of the island phases and of a staged
-//      allreduce are the staged plan's (staged_plan.hpp), which AccelRank runs on the caller's thread where the
+//      allreduce are the staged plan's (staged_plan.hpp), which StagedRank runs on the caller's thread where the
 //      runtime has only events; this rank is that plan's executor where it has stream memory operations.
 //    - The device bridge (allreduce of floating types, island of one rank, shm bridge: see
 //      Comm::DeviceBridgeEligible): the worker drives copy engines straight into the shm rings and folds
@@ -32,7 +32,7 @@
 // Streams, events and the flags are created in Attach, once per communicator. Staging grows on the caller's
 // thread when a larger call comes and is kept; no buffer is freed before the communicator is (freeing pinned memory
 // would synchronize the device against a stream waiting for the bridge).
-#include "comm/device/bridge_rank.hpp"
+#include "comm/device/device_bridge_rank.hpp"
 
 #include <fmt/format.h>
 
@@ -47,12 +47,12 @@
 
 namespace tessera::comm {
 
-Result<std::unique_ptr<DeviceRank>> OpenBridgeRank(const DeviceName& device) {
+Result<std::unique_ptr<DeviceRank>> OpenDeviceBridgeRank(const DeviceName& device) {
   TSR_ASSIGN_OR_RETURN(auto dev, bridge::Device::Open(device));
-  return std::unique_ptr<DeviceRank>(new BridgeRank(std::move(dev)));
+  return std::unique_ptr<DeviceRank>(new DeviceBridgeRank(std::move(dev)));
 }
 
-Status BridgeRank::Attach(Comm* comm) {
+Status DeviceBridgeRank::Attach(Comm* comm) {
   host_ = &comm->host_path();
   shape_ = host_->WorldShape();
   hybrid_ = shape_.islands > 1;
@@ -71,7 +71,7 @@ Status BridgeRank::Attach(Comm* comm) {
         direct_.ccl_op[o] = static_cast<int8_t>(lib.Op(ccl_->Op(static_cast<RedOp>(o))));
     }
     direct_.owner = this;
-    direct_.report = [](void* self, int r) { return static_cast<BridgeRank*>(self)->CclCall("AllReduce", r); };
+    direct_.report = [](void* self, int r) { return static_cast<DeviceBridgeRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
   }
   trace_prefix_ = env::Get("TESSERA_DEVICE_TRACE").value_or("");
@@ -112,7 +112,7 @@ Status BridgeRank::Attach(Comm* comm) {
   return Status::Ok();
 }
 
-BridgeRank::~BridgeRank() {
+DeviceBridgeRank::~DeviceBridgeRank() {
   if (worker_.joinable()) {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -151,7 +151,7 @@ BridgeRank::~BridgeRank() {
   for (void* p : retired_dev_) (void)rt.Free(p);
 }
 
-std::string BridgeRank::Describe() const {
+std::string DeviceBridgeRank::Describe() const {
   if (ccl_)
     return fmt::format("{} ({}), {} {} on the caller's stream", dev_->spec(), dev_->name(), ccl_->lib().name(),
                        ccl_->lib().version());
@@ -167,8 +167,8 @@ std::string BridgeRank::Describe() const {
                      dev_->wait_mode(), island);
 }
 
-Status BridgeRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
-                                size_t recv_bytes, tsrStream_t stream) {
+Status DeviceBridgeRank::CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv,
+                                      size_t recv_bytes, tsrStream_t stream) {
   if (stream == nullptr) {
     TSR_RETURN_IF_ERROR(dev_->CheckHostPtr(what, "sendbuf", send));
     return dev_->CheckHostPtr(what, "recvbuf", recv);
@@ -184,7 +184,7 @@ Status BridgeRank::CheckBuffers(const char* what, const void* send, size_t send_
 // every later call returns at once (bench/gpu/first_call.cu; figures in
 // bench/results/log/2026-11-29-gpu-runs-evening.md). So the communicator
 // makes that first call itself, on a stream of its own, before the application can queue work.
-Status BridgeRank::WarmUp() {
+Status DeviceBridgeRank::WarmUp() {
   DeviceRuntime& rt = dev_->rt();
   bridge::Stream s = nullptr;
   bridge::Event done = nullptr;
@@ -215,9 +215,9 @@ Status BridgeRank::WarmUp() {
       fmt::format("rank {}: warming up island {}'s {} communicator", shape_.rank, shape_.island, ccl_->lib().name()));
 }
 
-Status BridgeRank::Direct() const { return host_->Health(); }
+Status DeviceBridgeRank::Direct() const { return host_->Health(); }
 
-Status BridgeRank::CclCall(const char* what, int r) {
+Status DeviceBridgeRank::CclCall(const char* what, int r) {
   Status s = ccl_->lib().Check(r, what);
   // The CCL's asynchronous error (a peer gone, a kernel fault) is polled every 128th call — at the
   // ~4 µs NCCL's own enqueue takes, about every half millisecond — so a steady loop does not pay for it
@@ -230,7 +230,7 @@ Status BridgeRank::CclCall(const char* what, int r) {
   return s;
 }
 
-Status BridgeRank::Fail(const char* what, Status s) {
+Status DeviceBridgeRank::Fail(const char* what, Status s) {
   if (s.ok()) return s;
   // The communicator's state belongs to the worker thread while one runs.
   if (worker_.joinable() && std::this_thread::get_id() != worker_.get_id())
@@ -240,7 +240,7 @@ Status BridgeRank::Fail(const char* what, Status s) {
 
 // ---- hybrid: the worker queue ----
 
-Status BridgeRank::SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(bridge::Event)> run) {
+Status DeviceBridgeRank::SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(bridge::Event)> run) {
   auto user = static_cast<bridge::Stream>(stream);
   std::unique_lock<std::mutex> l(mu_);
   if (!async_error_.ok())
@@ -279,12 +279,12 @@ Status BridgeRank::SubmitDevice(const char* what, tsrStream_t stream, std::funct
   return s;
 }
 
-Status BridgeRank::OrderAfterPrevious(bridge::Stream s) {
+Status DeviceBridgeRank::OrderAfterPrevious(bridge::Stream s) {
   if (!tail_set_ || tail_stream_ == s) return Status::Ok();
   return dev_->rt().StreamWaitEvent(s, tail_ev_).WithContext("waiting for the previous collective's stream");
 }
 
-void BridgeRank::RecordTail(bridge::Stream s) {
+void DeviceBridgeRank::RecordTail(bridge::Stream s) {
   if (dev_->rt().EventRecord(tail_ev_, s).ok()) {
     tail_stream_ = s;
     tail_set_ = true;
@@ -293,7 +293,7 @@ void BridgeRank::RecordTail(bridge::Stream s) {
   }
 }
 
-Status BridgeRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts) {
+Status DeviceBridgeRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts) {
   auto user = static_cast<bridge::Stream>(stream);
   std::unique_lock<std::mutex> l(mu_);
   auto earlier = [&] {
@@ -357,7 +357,7 @@ Status BridgeRank::SubmitStaged(const char* what, tsrStream_t stream, std::vecto
   return s;
 }
 
-Status BridgeRank::WaitInput(uint32_t ticket, const char* what) {
+Status DeviceBridgeRank::WaitInput(uint32_t ticket, const char* what) {
   const uint32_t* flag = in_flags_.host(ticket % kInFlags);
   const auto t0 = std::chrono::steady_clock::now();
   for (int spin = 0;; ++spin) {
@@ -378,8 +378,9 @@ Status BridgeRank::WaitInput(uint32_t ticket, const char* what) {
   }
 }
 
-Status BridgeRank::StagedCall(const char* what, tsrStream_t stream, const void* send, size_t send_bytes, void* recv,
-                              size_t recv_bytes, std::function<Status(const void*, void*)> host_call) {
+Status DeviceBridgeRank::StagedCall(const char* what, tsrStream_t stream, const void* send, size_t send_bytes,
+                                    void* recv, size_t recv_bytes,
+                                    std::function<Status(const void*, void*)> host_call) {
   std::byte *hin, *hout;
   TSR_RETURN_IF_ERROR(Fail(what, StagingFor(send_bytes, recv_bytes, &hin, &hout)));
   std::vector<Part> parts(1);
@@ -389,7 +390,7 @@ Status BridgeRank::StagedCall(const char* what, tsrStream_t stream, const void* 
   return SubmitStaged(what, stream, std::move(parts));
 }
 
-Status BridgeRank::SubmitHost(std::function<Status()> run) {
+Status DeviceBridgeRank::SubmitHost(std::function<Status()> run) {
   auto p = std::make_shared<std::promise<Status>>();
   auto f = p->get_future();
   {
@@ -403,7 +404,7 @@ Status BridgeRank::SubmitHost(std::function<Status()> run) {
   return f.get();
 }
 
-void BridgeRank::WorkerLoop() {
+void DeviceBridgeRank::WorkerLoop() {
   Status cur = dev_->MakeCurrent();
   for (;;) {
     Job job;
@@ -442,7 +443,7 @@ void BridgeRank::WorkerLoop() {
   }
 }
 
-double BridgeRank::MonotonicUs() {
+double DeviceBridgeRank::MonotonicUs() {
   // steady_clock is CLOCK_MONOTONIC on Linux: the clock of Python's time.perf_counter and time.monotonic.
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -451,7 +452,7 @@ double BridgeRank::MonotonicUs() {
 // the bridge's streams shared a hardware work queue with the caller's stream, which waits (cuStreamWaitValue32)
 // for this very job (the hybrid LM hung so on the H200). Raising the flag after the timeout releases that
 // stream, so the copies behind it drain before the communicator is destroyed.
-Status BridgeRank::CopiesDone() {
+Status DeviceBridgeRank::CopiesDone() {
   bridge::Stream streams[2] = {d2h_, h2d_};
   for (int i = 0; i < 2; ++i) {
     TSR_RETURN_IF_ERROR(dev_->rt().EventRecord(copies_ev_[i], streams[i]).WithContext("the bridge's copies"));
@@ -468,8 +469,9 @@ Status BridgeRank::CopiesDone() {
   return Status::Ok();
 }
 
-Status BridgeRank::BridgeCall(bridge::Event in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
-                              size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes) {
+Status DeviceBridgeRank::BridgeCall(bridge::Event in, CollKind kind, const char* what, const std::byte* send,
+                                    std::byte* recv, size_t count, DType dt, RedOp op, int root, void* scratch,
+                                    size_t scratch_bytes) {
   return host_->Guarded(what, [&]() -> Status {
     ring_ops_->Use(scratch, scratch_bytes);
     TSR_RETURN_IF_ERROR(dev_->rt().StreamWaitEvent(d2h_, in).WithContext("the bridge's input"));
@@ -478,14 +480,14 @@ Status BridgeRank::BridgeCall(bridge::Event in, CollKind kind, const char* what,
   });
 }
 
-Result<void*> BridgeRank::ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes) {
+Result<void*> DeviceBridgeRank::ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes) {
   *bytes = host_->DeviceScratchBytes(kind, count, dt);
   auto grown = ring_ops_->Grow(*bytes);
   if (!grown.ok()) return Fail(what, grown.status());
   return grown;
 }
 
-Status BridgeRank::StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout) {
+Status DeviceBridgeRank::StagingFor(size_t send_bytes, size_t recv_bytes, std::byte** hin, std::byte** hout) {
   TSR_ASSIGN_OR_RETURN(*hin, whole_in_.Get(dev_->rt(), send_bytes));
   TSR_ASSIGN_OR_RETURN(*hout, whole_out_.Get(dev_->rt(), recv_bytes));
   return Status::Ok();
