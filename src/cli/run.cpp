@@ -92,7 +92,7 @@ int RunRun(int argc, char** argv) {
                  "print it).")
       ->type_name("HOST:PORT");
   app.add_option("--node-addr", node_addr,
-                 "This node's address for the ranks' TCP bridge (default: the local address of the route to the "
+                 "This node's address for the ranks' TCP transport (default: the local address of the route to the "
                  "store host).")
       ->type_name("ADDR");
   app.add_option("--token-file", token_file,

@@ -204,7 +204,7 @@ class Comm final : public Links, private HostPath {
                                 DeviceOps* ops) override;
   // In a world with a device island that stages through pinned memory (not DeviceBridgeEligible) and
   // more than one island, allreduce runs as consecutive collectives over chunks of TESSERA_DEVICE_CHUNK
-  // bytes on EVERY rank, so that the GPU rank can pipeline its device<->host copies with the bridge;
+  // bytes on EVERY rank, so that the GPU rank can pipeline its device-host copies with the bridge;
   // otherwise one chunk. Deterministic from count and type.
   std::vector<Range> BridgeChunks(size_t count, DType dt) const;
   // Builds the transport rows, publishes this rank's record (its rows' entries: transport/transport.hpp) and

@@ -149,7 +149,7 @@ class Comm::Collective {
   }
 
   // Out of place, my own contribution's copy into recv: made last, so that it does not delay the first
-  // byte on the wire (a broadcast root on a TCP bridge copies while the peer drains its socket buffers).
+  // byte on the wire (a broadcast root on a TCP link copies while the peer drains its socket buffers).
   // On the device bridge the copy runs on the device (its fold queue) and this waits for it.
   Status CopyOwn() {
     const Range own = Contrib(c_.rank_);

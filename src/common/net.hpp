@@ -1,4 +1,4 @@
-// common/net: the TCP socket helpers that the rendezvous store (comm/store) and the TCP bridge
+// common/net: the TCP socket helpers that the rendezvous store (comm/store) and the TCP transport
 // (comm/transport/tcp) share — address parsing, listening, connecting with retries, reading and writing
 // exactly N bytes before a deadline on non-blocking sockets, and small socket options.
 //

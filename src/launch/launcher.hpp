@@ -110,7 +110,7 @@ Result<std::optional<SlurmTask>> SlurmFromEnv(const std::map<std::string, std::s
 // or 0400), with one non-empty line of at most 256 characters.
 Result<std::string> ReadTokenFile(const std::string& path);
 // The local address this host uses to reach `host` (the source address of the route to it): what the
-// ranks of this node advertise for their TCP bridge. Errors name the host.
+// ranks of this node advertise for their TCP transport. Errors name the host.
 Result<std::string> RouteSourceAddress(const std::string& host);
 
 // The variables of one rank, in a fixed order: TESSERA_*, torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
@@ -151,7 +151,7 @@ struct Options {
   std::string store_host;  // where node 0 serves the store (its own address); required with nnodes > 1
   int store_port = 0;      // 0 on node 0: pick a free port and print it
   std::string token;       // the job token, the same on every node (TESSERA_TOKEN or --token-file); "": random
-  std::string node_addr;   // this node's address for the ranks' TCP bridge; "": RouteSourceAddress(store_host)
+  std::string node_addr;   // this node's address for the ranks' TCP transport; "": RouteSourceAddress(store_host)
   int local_offset = 0;    // local rank of this launcher's first rank (Slurm: earlier tasks on the machine)
   int local_world = 0;     // ranks on this machine (LOCAL_WORLD_SIZE); 0: this launcher's ranks
   std::string origin;      // where the node layout came from, for messages ("--nnodes 2 --node-rank 1", Slurm ...)

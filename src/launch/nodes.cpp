@@ -2,7 +2,7 @@
 // or from a Slurm step: slurm.cpp). The job's ranks are dealt to the nodes in order, in contiguous
 // blocks whose sizes differ by at most one, each node numbering its own GPUs; the job token comes from
 // TESSERA_TOKEN or a token file only its owner can read; a node's ranks advertise the local address of its
-// route to the store for their TCP bridge.
+// route to the store for their TCP transport.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -2,10 +2,10 @@
 //
 // Each case starts a real job (the launcher, the store, N rank processes of comm_worker) and checks what
 // every rank printed: every collective, type and op against an f64 reference and bit-identity across
-// ranks, on island layouts 1, 1+1, 3+5, 2+2+3 and 1+7, over shm and tcp bridges; the device bridge's engine
-// on an emulated device (device_emu_worker); and the faults — a
-// count mismatch, a rank that dies, a rank that stalls, a wrong token, an unreachable store and
-// malformed variables — each giving a clear error on every rank within the bound.
+// ranks, on island layouts 1, 1+1, 3+5, 2+2+3 and 1+7, over shm and tcp links between islands; the device bridge's
+// engine on an emulated device (device_emu_worker); and the faults — a count mismatch, a rank that dies, a rank that
+// stalls, a wrong token, an unreachable store and malformed variables — each giving a clear error on every rank within
+// the bound.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -234,7 +234,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DeviceBridgeRankEmulated, AnEmuRankRunsTheDeviceBridgeOnItsRuntimeRow) {
   Proc r = EmuJob("TESSERA_LOG=info", "--island a=emu:1 --island b=host:1", "check --sizes 1,4099");
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("device: emu:0 (Tessera emulated device 0), device<->host bridge: copy engines straight into "
+  EXPECT_NE(r.out.find("device: emu:0 (Tessera emulated device 0), path to the bridge: copy engines straight into "
                        "the shm rings"),
             std::string::npos)
       << r.out;

@@ -181,7 +181,7 @@ TEST(FrameworkApi, AbortFromAnotherThreadEndsAPendingRecv) {
 
 TEST(FrameworkApi, AsyncErrorAfterAPeerDies) { ExpectAllOk(RunRanks("asyncerr", {1, 2}, false), 3); }
 
-// Rank 0 reaches the dead rank over a TCP bridge on the same host: its process is watched too.
+// Rank 0 reaches the dead rank over a TCP link on the same host: its process is watched too.
 TEST(FrameworkApi, AsyncErrorAfterAPeerDiesOverATcpBridge) {
   ExpectAllOk(RunRanks("asyncerr", {1, 2}, false, {"TESSERA_BRIDGE=tcp", "TESSERA_TCP_STREAMS=1"}), 3);
 }
@@ -195,7 +195,7 @@ int Threads() {
 }
 
 // On a real job: 300 silent connections to the job's store (served by this
-// process, which made the id) while the ranks start over a TCP bridge. The job still succeeds and the
+// process, which made the id) while the ranks start over TCP links. The job still succeeds and the
 // strays hold no thread of the store (before: one thread each).
 TEST(FrameworkApi, SilentStrayConnectionsNeitherBreakAJobNorHoldThreads) {
   std::vector<tsrUniqueId> ids(2);

@@ -42,7 +42,7 @@ std::string ListenAddress(int port) {
   return "";
 }
 
-TEST(BridgeListener, SilentAndWrongTokenStraysAreDroppedLoggedAndTakeNoSlot) {
+TEST(TcpListener, SilentAndWrongTokenStraysAreDroppedLoggedAndTakeNoSlot) {
   log::Init();
   auto l = TcpListener::Listen("127.0.0.1");
   ASSERT_TRUE(l.ok()) << l.status().ToString();
@@ -82,7 +82,7 @@ TEST(BridgeListener, SilentAndWrongTokenStraysAreDroppedLoggedAndTakeNoSlot) {
   EXPECT_NE(log.find("wrong job token"), std::string::npos) << log;
 }
 
-TEST(BridgeListener, BindsTheGivenAddressNotEveryInterface) {
+TEST(TcpListener, BindsTheGivenAddressNotEveryInterface) {
   auto l = TcpListener::Listen("127.0.0.1");
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(ListenAddress((*l)->port()), "0100007F");  // 127.0.0.1, not 00000000 (0.0.0.0)

@@ -1,4 +1,4 @@
-// Tests of common/net, the socket helpers shared by the store and the TCP bridge: host:port parsing,
+// Tests of common/net, the socket helpers shared by the store and the TCP transport: host:port parsing,
 // deadlines, listening, connecting with retries, exact reads/writes and how they report a closed peer, a
 // timeout or a wake-up.
 #include "common/net.hpp"

@@ -268,7 +268,7 @@ TEST(GpuHybrid, DeviceBridgeThroughSmallRingsWrapsCorrectly) {
   ExpectAllOk(outs);
 }
 
-// TESSERA_DEVICE_BRIDGE=device with a TCP bridge: the GPU rank's links to the host ranks go through TcpRelays
+// TESSERA_DEVICE_BRIDGE=device with TCP links: the GPU rank's links to the host ranks go through TcpRelays
 // (host rings registered with CUDA, a pump thread per link), with default and with small rings: same bits.
 TEST(GpuHybrid, DeviceBridgeOverRelayedTcpLinksAgreesBitForBit) {
   REQUIRE_GPU();

@@ -42,14 +42,15 @@ Status DeviceBridgeRank::AllReduce(const void* send, void* recv, size_t count, t
   size_t acc_bytes = 0;
   auto acc = ReduceScratch("allreduce", CollKind::kAllReduce, largest, dt, &acc_bytes);
   if (!acc.ok()) return acc.status();
-  return SubmitDevice("allreduce", stream, [=, this, scratch = *acc, chunks = std::move(chunks)](bridge::Event in) {
-    const size_t esz = DTypeSize(dt);
-    for (const Range& c : chunks)
-      TSR_RETURN_IF_ERROR(
-          BridgeCall(in, CollKind::kAllReduce, "allreduce", static_cast<const std::byte*>(send) + c.lo * esz,
-                     static_cast<std::byte*>(recv) + c.lo * esz, c.len(), dt, rop, 0, scratch, acc_bytes));
-    return Status::Ok();
-  });
+  return SubmitDevice(
+      "allreduce", stream, [=, this, scratch = *acc, chunks = std::move(chunks)](device_bridge::Event in) {
+        const size_t esz = DTypeSize(dt);
+        for (const Range& c : chunks)
+          TSR_RETURN_IF_ERROR(
+              BridgeCall(in, CollKind::kAllReduce, "allreduce", static_cast<const std::byte*>(send) + c.lo * esz,
+                         static_cast<std::byte*>(recv) + c.lo * esz, c.len(), dt, rop, 0, scratch, acc_bytes));
+        return Status::Ok();
+      });
 }
 
 // ---- hybrid world, island of several GPUs: the island's library does the island phases ----
@@ -102,7 +103,7 @@ Status DeviceBridgeRank::ReduceScatter(const void* send, void* recv, size_t recv
     size_t scratch_bytes = 0;
     auto scratch = ReduceScratch("reduce_scatter", CollKind::kReduceScatter, recvcount, dt, &scratch_bytes);
     if (!scratch.ok()) return scratch.status();
-    return SubmitDevice("reduce_scatter", stream, [=, this, p = *scratch](bridge::Event in) {
+    return SubmitDevice("reduce_scatter", stream, [=, this, p = *scratch](device_bridge::Event in) {
       return BridgeCall(in, CollKind::kReduceScatter, "reduce_scatter", static_cast<const std::byte*>(send),
                         static_cast<std::byte*>(recv), recvcount, dt, static_cast<RedOp>(op), 0, p, scratch_bytes);
     });
@@ -126,7 +127,7 @@ Status DeviceBridgeRank::AllGather(const void* send, void* recv, size_t sendcoun
   if (island_ccl_ && sendcount > 0 && IslandTakes(CollKind::kAllGather, dt, RedOp::kSum))
     return plan_->IslandAllGather(send, recv, sendcount, dt, stream);
   if (SelectOnDevice())
-    return SubmitDevice("allgather", stream, [=, this](bridge::Event in) {
+    return SubmitDevice("allgather", stream, [=, this](device_bridge::Event in) {
       return BridgeCall(in, CollKind::kAllGather, "allgather", static_cast<const std::byte*>(send),
                         static_cast<std::byte*>(recv), sendcount, dt, RedOp::kSum, 0, nullptr, 0);
     });
@@ -155,7 +156,7 @@ Status DeviceBridgeRank::Broadcast(const void* send, void* recv, size_t count, t
   if (island_ccl_ && count > 0 && IslandTakes(CollKind::kBroadcast, dt, RedOp::kSum))
     return plan_->IslandBroadcast(send, recv, count, dt, root, stream);
   if (SelectOnDevice())
-    return SubmitDevice("broadcast", stream, [=, this](bridge::Event in) {
+    return SubmitDevice("broadcast", stream, [=, this](device_bridge::Event in) {
       return BridgeCall(in, CollKind::kBroadcast, "broadcast", static_cast<const std::byte*>(is_root ? send : recv),
                         static_cast<std::byte*>(recv), count, dt, RedOp::kSum, root, nullptr, 0);
     });

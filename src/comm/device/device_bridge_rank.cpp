@@ -5,7 +5,7 @@
 //  * World of one device island: every collective on device memory is one call into the island's CCL
 //    (NCCL) on the caller's stream — nothing else happens on the way, so the cost over calling NCCL
 //    directly is the argument checks.
-//  * Hybrid world (several islands): collectives on device memory cross the GPU<->host bridge, in one of
+//  * Hybrid world (several islands): collectives on device memory cross the bridge, in one of
 //    two ways; either way the call returns at once and the work is ordered on the caller's stream.
 //    - Pinned staging (every collective; allreduce unless the device bridge applies). The CALLER's thread
 //      queues everything the GPU does on the caller's stream: per part (allreduce: the chunks every rank
@@ -20,7 +20,7 @@
 //      chunk i, and copies chunk i back as soon as it is done. The parts of the island phases and of a staged
 //      allreduce are the staged plan's (staged_plan.hpp), which StagedRank runs on the caller's thread where the
 //      runtime has only events; this rank is that plan's executor where it has stream memory operations.
-//    - The device bridge (allreduce of floating types, island of one rank, shm bridge: see
+//    - The device bridge (allreduce of floating types, island of one rank, bridge on shm: see
 //      Comm::DeviceBridgeEligible): the worker drives copy engines straight into the shm rings and folds
 //      on the GPU, so it does make CUDA calls (an event recorded on the caller's stream at submission
 //      orders its copies).
@@ -48,7 +48,7 @@
 namespace tessera::comm {
 
 Result<std::unique_ptr<DeviceRank>> OpenDeviceBridgeRank(const DeviceName& device) {
-  TSR_ASSIGN_OR_RETURN(auto dev, bridge::Device::Open(device));
+  TSR_ASSIGN_OR_RETURN(auto dev, device_bridge::Device::Open(device));
   return std::unique_ptr<DeviceRank>(new DeviceBridgeRank(std::move(dev)));
 }
 
@@ -163,7 +163,7 @@ std::string DeviceBridgeRank::Describe() const {
   const std::string island = island_ccl_ ? fmt::format("; {} {} runs the island phases, only shards cross the bridge",
                                                        island_ccl_->lib().name(), island_ccl_->lib().version())
                                          : std::string();
-  return fmt::format("{} ({}), device<->host bridge: {}, stream wait: {}{}", dev_->spec(), dev_->name(), bridge,
+  return fmt::format("{} ({}), path to the bridge: {}, stream wait: {}{}", dev_->spec(), dev_->name(), bridge,
                      dev_->wait_mode(), island);
 }
 
@@ -186,8 +186,8 @@ Status DeviceBridgeRank::CheckBuffers(const char* what, const void* send, size_t
 // makes that first call itself, on a stream of its own, before the application can queue work.
 Status DeviceBridgeRank::WarmUp() {
   DeviceRuntime& rt = dev_->rt();
-  bridge::Stream s = nullptr;
-  bridge::Event done = nullptr;
+  device_bridge::Stream s = nullptr;
+  device_bridge::Event done = nullptr;
   void* one = nullptr;
   auto made = [](auto& out, auto r) -> Status {
     if (!r.ok()) return r.status().WithContext("the CCL's warm-up");
@@ -240,8 +240,9 @@ Status DeviceBridgeRank::Fail(const char* what, Status s) {
 
 // ---- hybrid: the worker queue ----
 
-Status DeviceBridgeRank::SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(bridge::Event)> run) {
-  auto user = static_cast<bridge::Stream>(stream);
+Status DeviceBridgeRank::SubmitDevice(const char* what, tsrStream_t stream,
+                                      std::function<Status(device_bridge::Event)> run) {
+  auto user = static_cast<device_bridge::Stream>(stream);
   std::unique_lock<std::mutex> l(mu_);
   if (!async_error_.ok())
     return Status(async_error_.code(),
@@ -271,7 +272,7 @@ Status DeviceBridgeRank::SubmitDevice(const char* what, tsrStream_t stream, std:
   if (!s.ok()) {
     // Keep the ticket sequence whole: the worker runs a job that records this failure (through the
     // communicator's Guard, so the other ranks hear of it) and raises the flag.
-    job.run = [this, s, what](bridge::Event) { return Fail(what, s); };
+    job.run = [this, s, what](device_bridge::Event) { return Fail(what, s); };
   }
   queue_.push_back(std::move(job));
   l.unlock();
@@ -279,12 +280,12 @@ Status DeviceBridgeRank::SubmitDevice(const char* what, tsrStream_t stream, std:
   return s;
 }
 
-Status DeviceBridgeRank::OrderAfterPrevious(bridge::Stream s) {
+Status DeviceBridgeRank::OrderAfterPrevious(device_bridge::Stream s) {
   if (!tail_set_ || tail_stream_ == s) return Status::Ok();
   return dev_->rt().StreamWaitEvent(s, tail_ev_).WithContext("waiting for the previous collective's stream");
 }
 
-void DeviceBridgeRank::RecordTail(bridge::Stream s) {
+void DeviceBridgeRank::RecordTail(device_bridge::Stream s) {
   if (dev_->rt().EventRecord(tail_ev_, s).ok()) {
     tail_stream_ = s;
     tail_set_ = true;
@@ -294,7 +295,7 @@ void DeviceBridgeRank::RecordTail(bridge::Stream s) {
 }
 
 Status DeviceBridgeRank::SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts) {
-  auto user = static_cast<bridge::Stream>(stream);
+  auto user = static_cast<device_bridge::Stream>(stream);
   std::unique_lock<std::mutex> l(mu_);
   auto earlier = [&] {
     return Status(async_error_.code(),
@@ -339,9 +340,9 @@ Status DeviceBridgeRank::SubmitStaged(const char* what, tsrStream_t stream, std:
   if (!trace_prefix_.empty()) job.submitted_us = MonotonicUs();
   if (!s.ok()) {
     // Keep the ticket sequence whole: the worker records the failure and raises the done flag past it.
-    job.run = [this, s, what](bridge::Event) { return Fail(what, s); };
+    job.run = [this, s, what](device_bridge::Event) { return Fail(what, s); };
   } else {
-    job.run = [this, what, first, last, parts = std::move(parts)](bridge::Event) -> Status {
+    job.run = [this, what, first, last, parts = std::move(parts)](device_bridge::Event) -> Status {
       for (uint32_t i = 0; i < parts.size(); ++i) {
         const uint32_t t = first + i;
         TSR_RETURN_IF_ERROR(WaitInput(t, what));
@@ -397,7 +398,7 @@ Status DeviceBridgeRank::SubmitHost(std::function<Status()> run) {
     std::lock_guard<std::mutex> l(mu_);
     Job job;
     job.result = p;
-    job.run = [run = std::move(run)](bridge::Event) { return run(); };
+    job.run = [run = std::move(run)](device_bridge::Event) { return run(); };
     queue_.push_back(std::move(job));
   }
   cv_.notify_all();
@@ -453,7 +454,7 @@ double DeviceBridgeRank::MonotonicUs() {
 // for this very job (the hybrid LM hung so on the H200). Raising the flag after the timeout releases that
 // stream, so the copies behind it drain before the communicator is destroyed.
 Status DeviceBridgeRank::CopiesDone() {
-  bridge::Stream streams[2] = {d2h_, h2d_};
+  device_bridge::Stream streams[2] = {d2h_, h2d_};
   for (int i = 0; i < 2; ++i) {
     TSR_RETURN_IF_ERROR(dev_->rt().EventRecord(copies_ev_[i], streams[i]).WithContext("the bridge's copies"));
     Status w = dev_->WaitEvent(copies_ev_[i], shape_.timeout, "the device bridge's copies");
@@ -469,7 +470,7 @@ Status DeviceBridgeRank::CopiesDone() {
   return Status::Ok();
 }
 
-Status DeviceBridgeRank::BridgeCall(bridge::Event in, CollKind kind, const char* what, const std::byte* send,
+Status DeviceBridgeRank::BridgeCall(device_bridge::Event in, CollKind kind, const char* what, const std::byte* send,
                                     std::byte* recv, size_t count, DType dt, RedOp op, int root, void* scratch,
                                     size_t scratch_bytes) {
   return host_->Guarded(what, [&]() -> Status {

@@ -17,8 +17,8 @@
 
 #include "comm/ccl/ccl.hpp"
 #include "comm/comm.hpp"
-#include "comm/device/bridge_device.hpp"
 #include "comm/device/device.hpp"
+#include "comm/device/device_bridge_device.hpp"
 #include "comm/device/island_ccl.hpp"
 #include "comm/device/ring_ops.hpp"
 #include "comm/device/staged_plan.hpp"
@@ -27,7 +27,7 @@ namespace tessera::comm {
 
 class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
  public:
-  explicit DeviceBridgeRank(std::unique_ptr<bridge::Device> dev) : dev_(std::move(dev)) {}
+  explicit DeviceBridgeRank(std::unique_ptr<device_bridge::Device> dev) : dev_(std::move(dev)) {}
   ~DeviceBridgeRank() override;
   Status Attach(Comm* comm) override;
   std::string Describe() const override;
@@ -55,8 +55,8 @@ class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
   static constexpr int kInFlags = 64;   // "input ready" flags, used round-robin by ticket
 
   struct Job {
-    std::function<Status(bridge::Event)> run;
-    bridge::Event in = nullptr;                    // recorded on the caller's stream (device-bridge jobs)
+    std::function<Status(device_bridge::Event)> run;
+    device_bridge::Event in = nullptr;             // recorded on the caller's stream (device-bridge jobs)
     uint32_t ticket = 0;                           // flag value that releases the caller's stream
     bool copy_streams = false;                     // the job used d2h_/h2d_ (device bridge)
     std::shared_ptr<std::promise<Status>> result;  // host jobs: the caller waits on it
@@ -78,14 +78,14 @@ class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
   Status CheckBuffers(const char* what, const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
                       tsrStream_t stream);  // adds what it validates to direct_.allocs
   // Hybrid: queues a device-bridge job or a staged job (both return at once) or a host job (waits for it).
-  Status SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(bridge::Event)> run);
+  Status SubmitDevice(const char* what, tsrStream_t stream, std::function<Status(device_bridge::Event)> run);
   Status SubmitStaged(const char* what, tsrStream_t stream, std::vector<Part> parts);
   // The common staged call: `send_bytes` from send down, host_call(staged in, staged out), `recv_bytes` up.
   Status StagedCall(const char* what, tsrStream_t stream, const void* send, size_t send_bytes, void* recv,
                     size_t recv_bytes, std::function<Status(const void*, void*)> host_call);
   // Under mu_: a job queued on `s` after one queued on another stream waits for that one's end.
-  Status OrderAfterPrevious(bridge::Stream s);
-  void RecordTail(bridge::Stream s);
+  Status OrderAfterPrevious(device_bridge::Stream s);
+  void RecordTail(device_bridge::Stream s);
   // Worker: waits (host memory only) until the GPU has raised the input flag of `ticket`.
   Status WaitInput(uint32_t ticket, const char* what);
   Status SubmitHost(std::function<Status()> run);
@@ -96,7 +96,7 @@ class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
   // on the H200; the algorithm is also tested on an emulated device, tests/comm/device_emu_worker.cpp).
   // `scratch`: device scratch reserved by the caller thread (accumulators; for reduce-scatter
   // its staged output first), null for broadcast/allgather.
-  Status BridgeCall(bridge::Event in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
+  Status BridgeCall(device_bridge::Event in, CollKind kind, const char* what, const std::byte* send, std::byte* recv,
                     size_t count, DType dt, RedOp op, int root, void* scratch, size_t scratch_bytes);
   // On the caller thread: the device scratch a reducing call of `kind` needs (Comm::DeviceScratchBytes).
   Result<void*> ReduceScratch(const char* what, CollKind kind, size_t count, DType dt, size_t* bytes);
@@ -125,7 +125,7 @@ class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
   Status WarmUp();      // world of one island: the CCL's first collective, at init (see its definition)
   Status CopiesDone();  // worker: a device-bridge job's copies have finished, or TESSERA_TIMEOUT has passed
 
-  std::unique_ptr<bridge::Device> dev_;
+  std::unique_ptr<device_bridge::Device> dev_;
   HostPath* host_ = nullptr;  // the communicator, through the narrow interface of device.hpp
   HostPath::Shape shape_;
   bool hybrid_ = false;
@@ -144,15 +144,15 @@ class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
   std::unique_ptr<RuntimeRingOps> ring_ops_;
   int relayed_links_ = 0;  // of ring_ops_'s links, those that are TCP behind a TcpRelay
   // Hybrid resources (created in Attach).
-  bridge::Stream d2h_ = nullptr, h2d_ = nullptr;  // the device bridge's copy streams
-  bridge::Event in_ev_[kInEvents] = {};
-  bridge::Event tail_ev_ = nullptr;  // recorded at the end of the last job queued on a stream
-  bridge::Event copies_ev_[2] = {};  // the end of a device-bridge job's copies on d2h_ and h2d_ (CopiesDone)
-  bridge::Stream tail_stream_ = nullptr;
+  device_bridge::Stream d2h_ = nullptr, h2d_ = nullptr;  // the device bridge's copy streams
+  device_bridge::Event in_ev_[kInEvents] = {};
+  device_bridge::Event tail_ev_ = nullptr;  // recorded at the end of the last job queued on a stream
+  device_bridge::Event copies_ev_[2] = {};  // the end of a device-bridge job's copies on d2h_ and h2d_ (CopiesDone)
+  device_bridge::Stream tail_stream_ = nullptr;
   bool tail_set_ = false;
-  bridge::MappedFlags in_flags_;
+  device_bridge::MappedFlags in_flags_;
   std::atomic<bool> aborted_{false};
-  bridge::PinnedBuffer whole_in_, whole_out_;
+  device_bridge::PinnedBuffer whole_in_, whole_out_;
   std::thread worker_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;

@@ -7,8 +7,9 @@
 
 namespace tessera::comm {
 
-Result<std::unique_ptr<RuntimeRingOps>> RuntimeRingOps::Create(DeviceRuntime& rt, bridge::Stream send,
-                                                               bridge::Stream fold, const std::vector<Rings>& links,
+Result<std::unique_ptr<RuntimeRingOps>> RuntimeRingOps::Create(DeviceRuntime& rt, device_bridge::Stream send,
+                                                               device_bridge::Stream fold,
+                                                               const std::vector<Rings>& links,
                                                                std::chrono::milliseconds timeout, size_t piece) {
   TSR_RETURN_IF_ERROR(rt.PreloadKernels());
   std::unique_ptr<RuntimeRingOps> ops(new RuntimeRingOps(rt));
@@ -38,7 +39,7 @@ Result<std::unique_ptr<RuntimeRingOps>> RuntimeRingOps::Create(DeviceRuntime& rt
 }
 
 RuntimeRingOps::~RuntimeRingOps() {
-  for (bridge::Stream s : stream_)
+  for (device_bridge::Stream s : stream_)
     if (s != nullptr) (void)rt_.StreamSynchronize(s);
   for (void* p : registered_) (void)rt_.HostUnregister(p);
   for (auto& m : mirrors_) (void)rt_.Free(m.mirror);

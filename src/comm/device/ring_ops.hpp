@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "comm/device/bridge_device.hpp"
+#include "comm/device/device_bridge_device.hpp"
 #include "comm/engine.hpp"
 
 namespace tessera::comm {
@@ -27,8 +27,8 @@ class RuntimeRingOps final : public DeviceOps {
 
   // `send` and `fold` are the rank's bridge streams. Every ring is registered with the runtime, and each `in`
   // ring gets a device mirror. `piece`: bytes per copy (TESSERA_DEVICE_PIECE).
-  static Result<std::unique_ptr<RuntimeRingOps>> Create(DeviceRuntime& rt, bridge::Stream send, bridge::Stream fold,
-                                                        const std::vector<Rings>& links,
+  static Result<std::unique_ptr<RuntimeRingOps>> Create(DeviceRuntime& rt, device_bridge::Stream send,
+                                                        device_bridge::Stream fold, const std::vector<Rings>& links,
                                                         std::chrono::milliseconds timeout, size_t piece);
   ~RuntimeRingOps() override;
 
@@ -57,8 +57,8 @@ class RuntimeRingOps final : public DeviceOps {
   static constexpr size_t kEvents = 64;  // per queue; more tickets in flight wait for the oldest
   explicit RuntimeRingOps(DeviceRuntime& rt) : rt_(rt) {}
   DeviceRuntime& rt_;
-  bridge::Stream stream_[2] = {};
-  std::vector<bridge::Event> events_[2];
+  device_bridge::Stream stream_[2] = {};
+  std::vector<device_bridge::Event> events_[2];
   uint64_t issued_[2] = {0, 0}, done_[2] = {0, 0};
   std::vector<void*> registered_;
   struct Mirrored {

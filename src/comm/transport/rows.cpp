@@ -71,7 +71,7 @@ class TcpTransport final : public Transport {
   Status Viable() const override { return Status::Ok(); }
   std::string Domain() const override { return "ip"; }
   Result<std::string> Listen(const TransportSetup& s) override {
-    // The TCP bridge listens on the address it advertises, not on every interface, unless
+    // The TCP transport listens on the address it advertises, not on every interface, unless
     // TESSERA_BRIDGE_LISTEN says otherwise (e.g. 0.0.0.0 behind NAT).
     std::string listen_host = env::Get("TESSERA_BRIDGE_LISTEN").value_or(s.host_addr);
     if (!env::Get("TESSERA_BRIDGE_LISTEN") && !env::Get("TESSERA_BRIDGE_ADDR") && !s.loopback_store &&
@@ -79,7 +79,7 @@ class TcpTransport final : public Transport {
       // The host name resolves to a loopback address here (Debian's 127.0.1.1), which ranks on other
       // hosts cannot reach: listen everywhere, as before, and say how to narrow it.
       TSR_LOG_WARN(
-          "rank {}: this host's name '{}' resolves to a loopback address; the TCP bridge listens on "
+          "rank {}: this host's name '{}' resolves to a loopback address; the TCP transport listens on "
           "0.0.0.0 (set TESSERA_BRIDGE_ADDR to this host's address to listen there only)",
           s.rank, s.host_addr);
       listen_host = "0.0.0.0";

@@ -1,6 +1,6 @@
-// comm/device/bridge_device: the opened device (OpenDevice), pointer classification and the mapped resources of a
-// device-bridge rank, on its runtime row; see bridge_device.hpp.
-#include "comm/device/bridge_device.hpp"
+// comm/device/device_bridge_device: the opened device (OpenDevice), pointer classification and the mapped resources of
+// a device-bridge rank, on its runtime row; see device_bridge_device.hpp.
+#include "comm/device/device_bridge_device.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 
 #include "common/log.hpp"
 
-namespace tessera::comm::bridge {
+namespace tessera::comm::device_bridge {
 
 Result<std::unique_ptr<Device>> Device::Open(const DeviceName& name) {
   std::unique_ptr<Device> d(new Device());
@@ -147,4 +147,4 @@ Result<std::byte*> PinnedBuffer::Get(DeviceRuntime& rt, size_t bytes) {
   return p_;
 }
 
-}  // namespace tessera::comm::bridge
+}  // namespace tessera::comm::device_bridge

@@ -1,5 +1,5 @@
-// comm/device/bridge_device: the device of a rank that runs the device bridge (comm/device/device_bridge_rank), on its
-// family's runtime row (comm/runtime: cuda today; any row whose flags give host registration, stream memory
+// comm/device/device_bridge_device: the device of a rank that runs the device bridge (comm/device/device_bridge_rank),
+// on its family's runtime row (comm/runtime: cuda today; any row whose flags give host registration, stream memory
 // operations and Tessera's kernels) — opens the device named by TESSERA_DEVICE (cuda:N) through the runtime's
 // OpenDevice, classifies pointers (device memory vs host memory, with the allocation's extent when the runtime
 // tells it), and owns the rank's host-mapped completion flag. The per-communicator resources (streams, events,
@@ -20,7 +20,7 @@
 #include "common/vendor.hpp"
 #include "tessera/status.hpp"
 
-namespace tessera::comm::bridge {
+namespace tessera::comm::device_bridge {
 
 using Stream = DeviceRuntime::Stream;
 using Event = DeviceRuntime::Event;
@@ -107,4 +107,4 @@ class MappedFlags {
   uint32_t* dev_ = nullptr;
 };
 
-}  // namespace tessera::comm::bridge
+}  // namespace tessera::comm::device_bridge
