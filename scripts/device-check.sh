@@ -246,7 +246,9 @@ def flatten(docs):
             link = gpu_ranks * 2.0 * (k - 1) / k * row["bytes"] / (t * 1e-6) / 1e9 if t > 0 else float("nan")
             out.append({"job": d.get("job", "?"), "bench": d["collective"], "tool": "tessera bench",
                         "ranks": d["world_size"], "islands": k, "gpu_ranks": gpu_ranks,
-                        "cuda_bridge": d.get("cuda_bridge", "auto"), "dtype": d["dtype"], "op": d["op"],
+                        # records made before the field was named device_bridge call it cuda_bridge
+                        "device_bridge": d.get("device_bridge", d.get("cuda_bridge", "auto")),
+                        "dtype": d["dtype"], "op": d["op"],
                         "in_place": d.get("in_place"), "iters": d.get("iters"), "batch": d.get("batch"),
                         "memory": d.get("memory"), "memory_by_rank": [x["memory"] for x in ranks],
                         "gpu_memory": any(x["memory"] == "device" for x in ranks), "bytes": row["bytes"],

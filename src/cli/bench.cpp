@@ -501,7 +501,7 @@ int RunBench(int argc, char** argv) {
     BenchMemory& mem = **opened;
     WorldInfo info = DescribeWorld(w, mem);
     std::string bridge = env::GetOrDefault("TESSERA_BRIDGE");
-    std::string cuda_bridge = env::GetOrDefault("TESSERA_DEVICE_BRIDGE");
+    std::string device_bridge = env::GetOrDefault("TESSERA_DEVICE_BRIDGE");
     Generator gen(o.seed, o.dtype, o.op, w.size);
     const bool lead = w.rank == 0;
     if (lead) {
@@ -543,7 +543,7 @@ int RunBench(int argc, char** argv) {
                           {"memory", info.memory},
                           {"ranks", info.ranks},
                           {"bridge", bridge},
-                          {"cuda_bridge", cuda_bridge},
+                          {"device_bridge", device_bridge},
                           {"comm", tsrCommDescribe(w.comm)},
                           {"machine", Machine()},
                           {"commit", TESSERA_GIT_COMMIT},

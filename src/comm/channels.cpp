@@ -126,11 +126,12 @@ bool Comm::PairOnRings(int a, int b) const {
 
 Status Comm::SetUpChannels() {
   TSR_ASSIGN_OR_RETURN(uint64_t ring, env::Bytes("TESSERA_SHM_RING"));
-  TSR_ASSIGN_OR_RETURN(uint64_t cuda_ring, env::Bytes("TESSERA_DEVICE_RING"));
+  TSR_ASSIGN_OR_RETURN(uint64_t device_ring_bytes, env::Bytes("TESSERA_DEVICE_RING"));
   if (ring < (64 << 10) || ring % 4096 != 0)
     return InvalidArgument(fmt::format("TESSERA_SHM_RING={} must be at least 64K and a multiple of 4K", ring));
-  if (cuda_ring < (64 << 10) || cuda_ring % 4096 != 0)
-    return InvalidArgument(fmt::format("TESSERA_DEVICE_RING={} must be at least 64K and a multiple of 4K", cuda_ring));
+  if (device_ring_bytes < (64 << 10) || device_ring_bytes % 4096 != 0)
+    return InvalidArgument(
+        fmt::format("TESSERA_DEVICE_RING={} must be at least 64K and a multiple of 4K", device_ring_bytes));
   transport_.assign(size_, "");
   row_of_.assign(size_, -1);
   InitLinkCounters(size_);
@@ -160,8 +161,9 @@ Status Comm::SetUpChannels() {
   };
   TransportSetup setup = Setup();
   setup.ring_bytes = [&](int from, int to) -> size_t {
-    return from != to && infos_[from].island != infos_[to].island && (device_rank(from) || device_rank(to)) ? cuda_ring
-                                                                                                            : ring;
+    return from != to && infos_[from].island != infos_[to].island && (device_rank(from) || device_rank(to))
+               ? device_ring_bytes
+               : ring;
   };
   for (size_t i = 0; i < rows_.size(); ++i) {
     for (const RankInfo& ri : infos_) setup.blobs.push_back(ri.rows[i].viable ? ri.rows[i].blob : std::string());
@@ -174,7 +176,7 @@ Status Comm::SetUpChannels() {
     setup.blobs.clear();
   }
   // A device-bridge rank's copy engines need ring ends on its links to other islands.
-  if (device_rank(rank_)) TSR_RETURN_IF_ERROR(RelayBridgeLinks(cuda_ring).status());
+  if (device_rank(rank_)) TSR_RETURN_IF_ERROR(RelayBridgeLinks(device_ring_bytes).status());
   return Status::Ok();
 }
 

@@ -169,14 +169,15 @@ Status Comm::Init(const InitParams& p) {
   // reaches the same answer (see Island::device_bridge).
   // `auto`: where every link is on a row with host rings (shm); `device`: also over TCP (the rank's TCP links then go
   // through a TcpRelay, whose host rings its copy engines use).
-  TSR_ASSIGN_OR_RETURN(std::string cuda_bridge, env::Choice("TESSERA_DEVICE_BRIDGE", {"auto", "staged", "device"}));
+  TSR_ASSIGN_OR_RETURN(std::string device_bridge_mode,
+                       env::Choice("TESSERA_DEVICE_BRIDGE", {"auto", "staged", "device"}));
   for (auto& isl : islands_) {
     const int r0 = isl.ranks.front();
     const bool all_shm = std::all_of(infos_.begin(), infos_.end(),
                                      [&](const RankInfo& ri) { return ri.rank == r0 || PairOnRings(r0, ri.rank); });
     const DeviceFamily* row = FindDeviceFamily(isl.family);
     isl.device_bridge = row != nullptr && HasDeviceBridge(*row) && isl.ranks.size() == 1 &&
-                        (cuda_bridge == "device" || (cuda_bridge == "auto" && all_shm));
+                        (device_bridge_mode == "device" || (device_bridge_mode == "auto" && all_shm));
   }
   // Each island decides alone: a CUDA island keeps the device bridge beside staged islands. What every rank must
   // agree on is how an allreduce is cut into collectives (BridgeChunks, a world constant computed from the islands

@@ -60,6 +60,9 @@ TEST_F(BenchCli, AllReduceEveryTypeAndOpIsCheckedAndBitIdentical) {
     ASSERT_TRUE(j.is_object()) << p.out;
     EXPECT_EQ(j["world_size"], 3);
     EXPECT_EQ(j["islands"], "ascend=host:1,nvidia=host:2");
+    EXPECT_EQ(j["bridge"], "auto");
+    EXPECT_EQ(j["device_bridge"], "auto");  // TESSERA_DEVICE_BRIDGE; records made before it say cuda_bridge
+    EXPECT_FALSE(j.contains("cuda_bridge"));
     ASSERT_EQ(j["rows"].size(), 5u);
     for (const auto& row : j["rows"]) {
       EXPECT_EQ(row["wrong"], 0) << dtype << " " << op << " " << row.dump();
