@@ -17,7 +17,7 @@ std::string FakePath() { return std::string(TESSERA_FAKE_CCL); }
 
 TEST(CclLoader, AnotherPrefixIsOneTableRow) {
   std::string path = FakePath();
-  CclVendor row{"fake", path.c_str(), "fake"};
+  CclRow row{"fake", path.c_str(), "fake"};
   auto lib = CclLibrary::Load(row);
   ASSERT_TRUE(lib.ok()) << lib.status().message();
   EXPECT_EQ((*lib)->version(), 4242);

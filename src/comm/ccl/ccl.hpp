@@ -66,7 +66,6 @@ struct CclRow {
   int in_progress = 7;                   // CommGetAsyncError's "still running" value (ncclInProgress), -1: none
   bool has_avg() const { return ops[static_cast<int>(RedOp::kAvg)] >= 0; }
 };
-using CclVendor = CclRow;  // the name of a row before rows carried more than file and prefix
 
 // The libraries this build knows. Only nccl has run on hardware (see docs/gpu.md, "Vendors"); hccl and mccl
 // are proven against the host ABI shims of tests/shims (tests/ccl).
