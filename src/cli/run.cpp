@@ -56,7 +56,7 @@ int RunRun(int argc, char** argv) {
   std::vector<std::string> sm_shares;
   app.add_option(
          "--island", islands,
-         "An island: VENDOR=DEVICE:COUNT, DEVICE host, cuda, npu, musa or emu (e.g. ascend=host:3). Repeat for more "
+         "An island: VENDOR=DEVICE:COUNT, DEVICE host, cuda, npu, musa, corex or emu (e.g. ascend=host:3). Repeat for more "
          "islands; ranks are numbered in island order.")
       ->type_name("VENDOR=DEVICE:COUNT")
       ->allow_extra_args(false);

@@ -26,6 +26,9 @@ struct DeviceFamily {
   // The vendor names of a catalog type or an island that mean this family, space-separated, the usual island
   // name first ("ascend huawei"); "" for none.
   const char* vendors;
+  // The Slurm GRES name of one card ("gpu"); "" for none published: a catalog type without its own `slurm_gres`
+  // then uses its vendor name.
+  const char* slurm_gres = "";
 };
 
 // The families this build knows, one row each. Sources of the non-NVIDIA values:
@@ -36,17 +39,22 @@ struct DeviceFamily {
 // - musa: MUSA_VISIBLE_DEVICES, the MUSA runtime's counterpart of CUDA_VISIBLE_DEVICES (Moore Threads' MUSA
 //   SDK and torch_musa deployments use it so; no published header defines it); torch device type "musa"
 //   (torch_musa); runtime MUSA (libmusart.so), library MCCL.
+// - corex: Iluvatar CoreX, CUDA- and NCCL-shaped under its own install prefix (FlagOpen/FlagCX's Iluvatar
+//   adaptor: iluvatar_corex_adaptor.h includes cuda_runtime.h and nccl.h); torch device type "cuda" (CoreX's torch
+//   build is CUDA's); runtime corex (its libcudart), library ixccl (its libnccl). ASSUMED, not published: its
+//   visible-devices variable is CUDA_VISIBLE_DEVICES.
 // - emu: Tessera's emulated device (comm/runtime/runtime_emu): a test device in host memory with a runtime's
 //   contract, so the device ranks' code runs without a GPU; no torch device type and no collective library ("":
 //   an island of emu ranks stages its island phases through the host path; a world of emu ranks alone is refused).
-// The family's runtime row picks its rank (comm/device OpenDeviceRank): the device bridge (device_bridge_rank) where
-// the row has it — cuda, emu — else pinned staging (staged_rank) — npu, musa; comm/runtime counts each family's
+// The family's runtime row picks its rank (comm/device OpenDeviceRank): the device bridge (device_bridge_rank) where the
+// row has it — cuda, emu — else pinned staging (staged_rank) — npu, musa, corex; comm/runtime counts each family's
 // devices.
 inline constexpr DeviceFamily kDeviceFamilies[] = {
-    {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true, "nvidia"},
-    {"npu", "Ascend NPU", "ASCEND_RT_VISIBLE_DEVICES", "npu", "acl", "hccl", false, "ascend huawei"},
+    {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true, "nvidia", "gpu"},
+    {"npu", "Ascend NPU", "ASCEND_RT_VISIBLE_DEVICES", "npu", "acl", "hccl", false, "ascend huawei", "npu"},
     {"musa", "MUSA", "MUSA_VISIBLE_DEVICES", "musa", "musa", "mccl", false,
      "moore mthreads moore-threads moorethreads"},
+    {"corex", "Iluvatar CoreX", "CUDA_VISIBLE_DEVICES", "cuda", "corex", "ixccl", false, "iluvatar"},
     {"emu", "emulated", "TESSERA_EMU_VISIBLE_DEVICES", "", "emu", "", false, ""},
 };
 

@@ -15,6 +15,8 @@
 #include <map>
 #include <set>
 
+#include "comm/runtime/runtime.hpp"
+#include "common/vendor.hpp"
 #include "daemon/util.hpp"
 
 extern char** environ;
@@ -112,14 +114,14 @@ Result<std::vector<Island>> IslandsFor(const sched::Placement& placement, const 
       i.sm_share = shares.begin()->first;
     } else if (i.emulated) {
       i.device = "host";
-    } else if (t->vendor == "nvidia") {
-      i.device = "cuda";
+    } else if (const DeviceFamily* family = FindFamilyOfVendor(t->vendor); family != nullptr) {
+      i.device = family->prefix;  // the family table (common/vendor): nvidia -> cuda, ascend -> npu, ...
     } else {
       return Unsupported(fmt::format(
-          "type '{}' (vendor {}) is on real nodes, but this local executor drives only host (emulated) and cuda "
-          "devices; mark the nodes 'emulated: true' in the fleet file to run them as host ranks (or 'sm_share: "
+          "type '{}' (vendor {}) is on real nodes, but no device family has the vendor '{}' (common/vendor.hpp); "
+          "mark the nodes 'emulated: true' in the fleet file to run them as host ranks (or 'sm_share: "
           "PERCENT' to emulate them on a share of this host's GPU)",
-          ta.type, t->vendor));
+          ta.type, t->vendor, t->vendor));
     }
     auto it = t->throughput.find(workload_class);
     i.weight = it != t->throughput.end() ? it->second : sched::kThroughputScale;
@@ -139,14 +141,19 @@ std::string SelfExe() {
 
 std::vector<std::string> JobEnvironment(char** daemon_env, const std::map<std::string, std::string>& set) {
   // TESSERA_* variables a job may inherit from the daemon: logging and the collectives' tuning (docs/env.md).
-  static const std::set<std::string> kKeep = {
-      "TESSERA_LOG", "TESSERA_TIMEOUT", "TESSERA_BRIDGE", "TESSERA_BRIDGE_ADDR", "TESSERA_SHM_RING",
-      "TESSERA_TCP_STREAMS", "TESSERA_TCP_CHUNK", "TESSERA_DEVICE_BRIDGE", "TESSERA_DEVICE_RING",
-      "TESSERA_DEVICE_PIECE", "TESSERA_DEVICE_CHUNK", "TESSERA_CCL", "TESSERA_CCL_LIB", "TESSERA_CCL_PREFIX",
-      "TESSERA_CUDA_LIBRARY", "TESSERA_ACL_LIBRARY", "TESSERA_MUSA_LIBRARY", "TESSERA_ACL_NNOPBASE_LIBRARY",
-      "TESSERA_ACL_OPAPI_LIBRARY", "TESSERA_ISLAND_REDUCE",
-      // the old names of the TESSERA_DEVICE_* knobs, still read
-      "TESSERA_CUDA_BRIDGE", "TESSERA_CUDA_RING", "TESSERA_CUDA_PIECE", "TESSERA_CUDA_CHUNK"};
+  // Each device-runtime row's own variable (TESSERA_CUDA_LIBRARY, ...) comes from the table (comm/runtime).
+  static const std::set<std::string> kKeep = [] {
+    std::set<std::string> keep = {
+        "TESSERA_LOG", "TESSERA_TIMEOUT", "TESSERA_BRIDGE", "TESSERA_BRIDGE_ADDR", "TESSERA_SHM_RING",
+        "TESSERA_TCP_STREAMS", "TESSERA_TCP_CHUNK", "TESSERA_DEVICE_BRIDGE", "TESSERA_DEVICE_RING",
+        "TESSERA_DEVICE_PIECE", "TESSERA_DEVICE_CHUNK", "TESSERA_CCL", "TESSERA_CCL_LIB", "TESSERA_CCL_PREFIX",
+        "TESSERA_ACL_NNOPBASE_LIBRARY", "TESSERA_ACL_OPAPI_LIBRARY", "TESSERA_ISLAND_REDUCE",
+        // the old names of the TESSERA_DEVICE_* knobs, still read
+        "TESSERA_CUDA_BRIDGE", "TESSERA_CUDA_RING", "TESSERA_CUDA_PIECE", "TESSERA_CUDA_CHUNK"};
+    for (const comm::RuntimeRow& row : comm::kRuntimeTable)
+      if (*row.env_var != 0) keep.insert(row.env_var);
+    return keep;
+  }();
   std::vector<std::string> envs;
   for (char** e = daemon_env; e && *e; ++e) {
     std::string kv = *e;

@@ -17,13 +17,14 @@
 #include <set>
 
 #include "common/text.hpp"
+#include "common/vendor.hpp"
 
 namespace tessera::daemon::slurm {
 
 std::string GresOf(const sched::AcceleratorType& type) {
   if (!type.slurm_gres.empty()) return type.slurm_gres;
-  if (type.vendor == "nvidia") return "gpu";
-  if (type.vendor == "ascend") return "npu";
+  const DeviceFamily* family = FindFamilyOfVendor(type.vendor);  // common/vendor: the family's row
+  if (family != nullptr && *family->slurm_gres != 0) return family->slurm_gres;
   return type.vendor;
 }
 

@@ -18,8 +18,8 @@
 
 namespace tessera::daemon::slurm {
 
-// The GRES of one card of a catalog type: its `slurm_gres`, else by vendor: nvidia → gpu, ascend → npu,
-// any other vendor → its name.
+// The GRES of one card of a catalog type: its `slurm_gres`, else its vendor's family's (common/vendor.hpp:
+// nvidia → gpu, ascend/huawei → npu), else the vendor's name.
 std::string GresOf(const sched::AcceleratorType& type);
 
 struct Gres {

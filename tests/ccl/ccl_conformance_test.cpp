@@ -345,7 +345,20 @@ void SendRecvRing(Rank& k) {
 
 template <typename Row>
 class CclRowConformance : public ::testing::Test {};
-using Rows = ::testing::Types<NcclRow, HcclRow, MrowMccl>;
+// Iluvatar CoreX's NCCL-shaped library under NCCL's names, on the CoreX host shims (tests/shims/corex_abi.h).
+struct IxcclRow {
+  static constexpr const char* kName = "ixccl";
+  static constexpr int kMaxRanks = 3;
+  static CclRow Row() {
+    CclRow r = *FindCclRow("ixccl");
+    r.soname = TESSERA_SHIM_COREX_NCCL;
+    return r;
+  }
+  static std::unique_ptr<Runtime> MakeRuntime() {
+    return std::make_unique<ccltest::MusaRuntime>(TESSERA_SHIM_COREX, "cuda");
+  }
+};
+using Rows = ::testing::Types<NcclRow, HcclRow, MrowMccl, IxcclRow>;
 class RowName {
  public:
   template <typename T>
@@ -442,7 +455,7 @@ TYPED_TEST(CclRowConformance, UnsupportedIsClear) {
 
 // ---- the loader's errors and the table
 
-TEST(CclRows, TableHasTheThreeRowsAndTheirValues) {
+TEST(CclRows, TableHasTheRowsAndTheirValues) {
   const CclRow* nccl = FindCclRow("nccl");
   const CclRow* mccl = FindCclRow("mccl");
   const CclRow* hccl = FindCclRow("hccl");
@@ -465,7 +478,12 @@ TEST(CclRows, TableHasTheThreeRowsAndTheirValues) {
   EXPECT_EQ(hccl->types[static_cast<int>(DType::kFloat32)], 4);
   EXPECT_EQ(hccl->types[static_cast<int>(DType::kBfloat16)], 11);
   EXPECT_EQ(nccl->types[static_cast<int>(DType::kBfloat16)], 9);
-  EXPECT_EQ(CclRowNames(), "nccl, mccl, hccl");
+  const CclRow* ixccl = FindCclRow("ixccl");
+  ASSERT_NE(ixccl, nullptr);
+  EXPECT_STREQ(ixccl->soname, "/usr/local/corex/lib/libnccl.so");
+  EXPECT_STREQ(ixccl->prefix, "nccl");
+  EXPECT_EQ(ixccl->types, nccl->types);  // NCCL's numbers
+  EXPECT_EQ(CclRowNames(), "nccl, mccl, ixccl, hccl");
 }
 
 TEST(CclRows, EveryDeviceFamilyNamesARow) {
@@ -535,7 +553,7 @@ TEST(CclRows, TesseraCclSelectsARow) {
   auto bad = CclLibrary::LoadFromEnv();
   // TESSERA_CCL_LIB alone does not make an unknown name a row: TESSERA_CCL_PREFIX is needed too.
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("known: nccl, mccl, hccl"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("known: nccl, mccl, ixccl, hccl"), std::string::npos) << bad.status().message();
   unsetenv("TESSERA_CCL");
   unsetenv("TESSERA_CCL_LIB");
 }

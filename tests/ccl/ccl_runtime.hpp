@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "shims/acl_abi.h"
 #include "shims/musa_abi.h"
@@ -78,35 +79,43 @@ class AclRuntime : public Runtime {
   void* h_;
 };
 
+// CUDA's runtime API under a prefix: the MUSA shim ("musa") and the CoreX shim ("cuda", corex_abi.h).
 class MusaRuntime : public Runtime {
  public:
-  explicit MusaRuntime(const char* path) : h_(dlopen(path, RTLD_NOW | RTLD_GLOBAL)) {}
+  explicit MusaRuntime(const char* path, std::string prefix = "musa")
+      : h_(dlopen(path, RTLD_NOW | RTLD_GLOBAL)), p_(std::move(prefix)) {}
   std::string Init(int device) override {
-    if (!h_) return std::string("cannot load the MUSA shim: ") + dlerror();
-    int e = Sym<decltype(&musaSetDevice)>(h_, "musaSetDevice")(device);
-    return e == 0 ? "" : "musaSetDevice failed: " + std::to_string(e);
+    if (!h_) return "cannot load the " + p_ + " shim: " + dlerror();
+    int e = Sym<decltype(&musaSetDevice)>(h_, S("SetDevice"))(device);
+    return e == 0 ? "" : p_ + "SetDevice failed: " + std::to_string(e);
   }
   void* Malloc(size_t b) override {
     void* p = nullptr;
-    return Sym<decltype(&musaMalloc)>(h_, "musaMalloc")(&p, b ? b : 1) == 0 ? p : nullptr;
+    return Sym<decltype(&musaMalloc)>(h_, S("Malloc"))(&p, b ? b : 1) == 0 ? p : nullptr;
   }
   bool ToDevice(void* d, const void* s, size_t b) override {
-    return Sym<decltype(&musaMemcpy)>(h_, "musaMemcpy")(d, s, b, musaMemcpyHostToDevice) == 0;
+    return Sym<decltype(&musaMemcpy)>(h_, S("Memcpy"))(d, s, b, musaMemcpyHostToDevice) == 0;
   }
   bool ToHost(void* d, const void* s, size_t b) override {
-    return Sym<decltype(&musaMemcpy)>(h_, "musaMemcpy")(d, s, b, musaMemcpyDeviceToHost) == 0;
+    return Sym<decltype(&musaMemcpy)>(h_, S("Memcpy"))(d, s, b, musaMemcpyDeviceToHost) == 0;
   }
   void* Stream() override {
     musaStream_t s = nullptr;
-    return Sym<decltype(&musaStreamCreate)>(h_, "musaStreamCreate")(&s) == 0 ? s : nullptr;
+    return Sym<decltype(&musaStreamCreate)>(h_, S("StreamCreate"))(&s) == 0 ? s : nullptr;
   }
   bool Sync(void* s) override {
-    return Sym<decltype(&musaStreamSynchronize)>(h_, "musaStreamSynchronize")(static_cast<musaStream_t>(s)) == 0;
+    return Sym<decltype(&musaStreamSynchronize)>(h_, S("StreamSynchronize"))(static_cast<musaStream_t>(s)) == 0;
   }
-  void Free(void* p) override { Sym<decltype(&musaFree)>(h_, "musaFree")(p); }
+  void Free(void* p) override { Sym<decltype(&musaFree)>(h_, S("Free"))(p); }
 
  private:
+  const char* S(const char* suffix) {
+    name_ = p_ + suffix;
+    return name_.c_str();
+  }
   void* h_;
+  std::string p_;
+  std::string name_;
 };
 
 }  // namespace tessera::ccltest

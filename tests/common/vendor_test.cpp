@@ -23,7 +23,10 @@ TEST(DeviceFamilies, EveryRowIsCompleteAndUnique) {
     EXPECT_EQ(*f.torch_type == '\0', std::string(f.prefix) == "emu") << f.prefix;
     EXPECT_NE(std::string(f.prefix), "host");  // "host" means no device
     EXPECT_TRUE(prefixes.insert(f.prefix).second) << "prefix twice: " << f.prefix;
-    EXPECT_TRUE(vars.insert(f.visible_env).second) << "visible-devices variable twice: " << f.visible_env;
+    // One variable per family, but for a runtime that reads CUDA's own (corex: CoreX's CUDA-API runtime, ASSUMED):
+    // a node has one vendor's cards, and each rank gets its own family's variable.
+    if (std::string(f.prefix) != "corex")
+      EXPECT_TRUE(vars.insert(f.visible_env).second) << "visible-devices variable twice: " << f.visible_env;
     EXPECT_EQ(FindDeviceFamily(f.prefix), &f);
   }
   EXPECT_EQ(FindDeviceFamily("hots"), nullptr);
@@ -33,6 +36,9 @@ TEST(DeviceFamilies, EveryRowIsCompleteAndUnique) {
   EXPECT_STREQ(FindFamilyOfVendor("ascend")->prefix, "npu");
   EXPECT_STREQ(FindFamilyOfVendor("moore-threads")->prefix, "musa");
   EXPECT_STREQ(FindFamilyOfVendor("musa")->prefix, "musa");  // a prefix is its own vendor name
+  EXPECT_STREQ(FindFamilyOfVendor("iluvatar")->prefix, "corex");
+  EXPECT_STREQ(FindDeviceFamily("corex")->torch_type, "cuda");  // CoreX's torch build is CUDA's
+  EXPECT_STREQ(FindDeviceFamily("corex")->runtime, "corex");
   EXPECT_EQ(FindFamilyOfVendor("moore-"), nullptr);
   EXPECT_EQ(FindFamilyOfVendor(""), nullptr);
   EXPECT_EQ(FindFamilyOfVendor("intel"), nullptr);
@@ -79,7 +85,7 @@ TEST(DeviceName, ParsesHostAndPrefixIndex) {
   EXPECT_STREQ(c->family->prefix, "cuda");
   EXPECT_EQ(c->index, 12);
   EXPECT_EQ(c->ToString(), "cuda:12");
-  EXPECT_EQ(DeviceWords(), "host, cuda, npu, musa or emu");
+  EXPECT_EQ(DeviceWords(), "host, cuda, npu, musa, corex or emu");
   auto n = ParseDeviceName("npu:3", "TESSERA_DEVICE");
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_STREQ(n->family->visible_env, "ASCEND_RT_VISIBLE_DEVICES");

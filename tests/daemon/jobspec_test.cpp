@@ -461,5 +461,55 @@ TEST(Islands, ExampleFleetOnSharesOfOneGpu) {
   EXPECT_EQ(args, "--island ascend=cuda:1 --island nvidia=cuda:1 --sm-share ascend=35 --sm-share nvidia=65");
 }
 
+// Real nodes run the device family of their type's vendor, from the family table (common/vendor.hpp).
+TEST(Islands, RealNodesRunTheirVendorsFamily) {
+  auto catalog = sched::ParseCatalog(
+      "currency: CNY\nprice_version: t\ntypes:\n"
+      "  - {name: a, vendor: ascend, domestic: true, price_per_card_hour: 1, memory_gib: 64, throughput: {x: 1}}\n"
+      "  - {name: i, vendor: iluvatar, domestic: true, price_per_card_hour: 1, memory_gib: 32, throughput: {x: 1}}\n"
+      "  - {name: n, vendor: nvidia, domestic: false, price_per_card_hour: 1, memory_gib: 80, throughput: {x: 1}}\n"
+      "  - {name: r, vendor: rocm-co, domestic: false, price_per_card_hour: 1, memory_gib: 80, throughput: {x: 1}}\n",
+      "catalog.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  auto f = ParseFleetSpec(
+      "nodes:\n  - {id: a, zone: z, type: a, cards: 2}\n  - {id: i, zone: z, type: i, cards: 2}\n"
+      "  - {id: n, zone: z, type: n, cards: 2}\n  - {id: r, zone: z, type: r, cards: 2}\n",
+      "fleet.yaml");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto place = [](const std::vector<std::pair<std::string, int64_t>>& nodes) {  // node id == type name here
+    sched::Placement p;
+    p.zone = "z";
+    for (const auto& [id, cards] : nodes) {
+      p.by_node.push_back({id, cards});
+      p.by_type.push_back({id, id != "n" && id != "r", cards});
+    }
+    return p;
+  };
+  auto islands = IslandsFor(place({{"a", 2}, {"i", 2}, {"n", 1}}), *catalog, *f, "x");
+  ASSERT_TRUE(islands.ok()) << islands.status().ToString();
+  std::string args;
+  for (const auto& a : IslandArgs(*islands)) args += (args.empty() ? "" : " ") + a;
+  EXPECT_EQ(args, "--island ascend=npu:2 --island iluvatar=corex:2 --island nvidia=cuda:1");
+  auto r = IslandsFor(place({{"r", 2}}), *catalog, *f, "x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no device family has the vendor 'rocm-co'"), std::string::npos)
+      << r.status().ToString();
+}
+
+// A job inherits each device-runtime row's variable from the daemon (the table's, not a list of names).
+TEST(JobEnvironment, KeepsEveryRuntimeRowsVariable) {
+  std::vector<std::string> vars = {"TESSERA_COREX_LIBRARY=/x/libcudart.so", "TESSERA_MUSA_LIBRARY=/m.so",
+                                   "TESSERA_DAEMON_DB=/d", "PATH=/bin"};
+  std::vector<char*> env;
+  for (auto& v : vars) env.push_back(v.data());
+  env.push_back(nullptr);
+  const std::vector<std::string> out = JobEnvironment(env.data(), {});
+  auto has = [&](const std::string& kv) { return std::find(out.begin(), out.end(), kv) != out.end(); };
+  EXPECT_TRUE(has("TESSERA_COREX_LIBRARY=/x/libcudart.so"));
+  EXPECT_TRUE(has("TESSERA_MUSA_LIBRARY=/m.so"));
+  EXPECT_TRUE(has("PATH=/bin"));
+  EXPECT_FALSE(has("TESSERA_DAEMON_DB=/d"));
+}
+
 }  // namespace
 }  // namespace tessera::daemon

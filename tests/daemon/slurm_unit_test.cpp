@@ -93,6 +93,18 @@ TEST(SlurmParse, GresForms) {
   EXPECT_FALSE(ParseGres(":2").ok());
 }
 
+TEST(SlurmGres, OfATypeFromItsFieldElseItsVendorsFamilyElseTheVendor) {
+  sched::AcceleratorType t;
+  t.vendor = "nvidia";
+  EXPECT_EQ(GresOf(t), "gpu");
+  t.vendor = "huawei";  // a second vendor name of the npu family
+  EXPECT_EQ(GresOf(t), "npu");
+  t.vendor = "iluvatar";  // a family without a published GRES name
+  EXPECT_EQ(GresOf(t), "iluvatar");
+  t.slurm_gres = "mlu";
+  EXPECT_EQ(GresOf(t), "mlu");
+}
+
 TEST(SlurmImport, FleetFileFromNodesLoadsAsTheDaemonsFleet) {
   auto nodes = ParseNodes(kNodes);
   ASSERT_TRUE(nodes.ok());

@@ -68,7 +68,7 @@ TEST(LauncherParse, GoodIslands) {
 
 TEST(LauncherParse, BadIslandsNameTheValue) {
   const std::map<std::string, std::string> cases = {
-      {"ascend=hots:3", "unknown device 'hots' in --island 'ascend=hots:3': use host, cuda, npu, musa or emu"},
+      {"ascend=hots:3", "unknown device 'hots' in --island 'ascend=hots:3': use host, cuda, npu, musa, corex or emu"},
       {"ascend=host:0", "rank count '0' in --island 'ascend=host:0' is not a positive integer"},
       {"ascend=host:x", "rank count 'x' in --island 'ascend=host:x' is not a positive integer"},
       {"ascend=host:-2", "rank count '-2' in --island 'ascend=host:-2'"},
@@ -612,7 +612,7 @@ TEST(Launcher, ProgramThatCannotStart) {
 TEST(Launcher, BadCommandLinesAreNamed) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"run", "--island", "ascend=hots:3", "--", "true"},
-       "unknown device 'hots' in --island 'ascend=hots:3': use host, cuda, npu, musa or emu"},
+       "unknown device 'hots' in --island 'ascend=hots:3': use host, cuda, npu, musa, corex or emu"},
       {{"run", "--island", "ascend=host:0", "--", "true"}, "rank count '0' in --island 'ascend=host:0'"},
       {{"run", "--island", "ascend=host:three", "--", "true"}, "rank count 'three' in --island 'ascend=host:three'"},
       {{"run", "--island", "a=host:1", "--island", "a=host:2", "--", "true"}, "vendor 'a' is given twice"},

@@ -52,6 +52,17 @@ struct MusaRow {
   static constexpr const char* kFree = "musaFree";
   static constexpr const char* kSecondSymbol = "musaGetDeviceCount";
 };
+// Iluvatar CoreX: CUDA's runtime API under CUDA's names, on the CoreX host shim (tests/shims/corex_abi.h).
+struct CorexRow {
+  static constexpr bool kShimmed = true, kBuiltIn = false;
+  static constexpr const char* kCountVar = "TESSERA_SHIM_DEVICE_COUNT";
+  static constexpr const char* kDelayVar = "TESSERA_SHIM_STREAM_DELAY_US";
+  static constexpr const char* kName = "corex";
+  static constexpr const char* kShim = TESSERA_SHIM_COREX;
+  static constexpr const char* kVar = "TESSERA_COREX_LIBRARY";
+  static constexpr const char* kFree = "cudaFree";
+  static constexpr const char* kSecondSymbol = "cudaGetLastError";  // the stub has only cudaGetErrorString
+};
 // The real CUDA runtime (the row's own file), where this machine has a GPU; every test skips elsewhere.
 struct CudaRow {
   static constexpr bool kShimmed = false, kBuiltIn = false;
@@ -149,7 +160,7 @@ class RuntimeConformance : public ::testing::Test {
   std::shared_ptr<DeviceRuntime> rt_;
 };
 
-using Rows = ::testing::Types<AclRow, MusaRow, CudaRow, EmuRow>;
+using Rows = ::testing::Types<AclRow, MusaRow, CorexRow, CudaRow, EmuRow>;
 struct RowName {
   template <typename T>
   static std::string GetName(int) {
@@ -499,7 +510,16 @@ TEST(RuntimeTable, Rows) {
   const RuntimeRow* emu = FindRuntimeRow("emu");
   ASSERT_NE(emu, nullptr);
   EXPECT_TRUE(HasDeviceBridge(*emu));
-  EXPECT_EQ(RuntimeRowNames(), "cuda, acl, musa, emu");
+  // CoreX: CUDA's binding under CUDA's prefix, its own file and variable; staged (no kernels built for it).
+  const RuntimeRow* corex = FindRuntimeRow("corex");
+  ASSERT_NE(corex, nullptr);
+  EXPECT_STREQ(corex->soname, "/usr/local/corex/lib/libcudart.so");
+  EXPECT_STREQ(corex->env_var, "TESSERA_COREX_LIBRARY");
+  EXPECT_STREQ(corex->prefix, "cuda");
+  EXPECT_EQ(corex->shape, cuda->shape);
+  EXPECT_FALSE(HasDeviceBridge(*corex));
+  EXPECT_TRUE(corex->pinned_host_alloc);
+  EXPECT_EQ(RuntimeRowNames(), "cuda, acl, musa, corex, emu");
 }
 
 TEST(RuntimeTable, IsDeviceMemoryAsksTheStartedRuntimes) {
@@ -562,7 +582,7 @@ TEST(RuntimeTable, UnknownRowListsTheKnownOnes) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_NE(r.status().message().find("'rocm'"), std::string::npos) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("cuda, acl, musa, emu"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("cuda, acl, musa, corex, emu"), std::string::npos) << r.status().ToString();
 }
 
 TEST(RuntimeTable, OpenDeviceChecksTheIndexAndMakesTheDeviceCurrent) {

@@ -1,8 +1,8 @@
 // tests/runtime/staged_rank_test: the device ranks in whole jobs — the staged rank (src/comm/device/staged_rank.cpp)
 // and, beside it, the device-bridge rank on the emulated device (device_bridge_rank.cpp, last in this file) — under
-// `tessera run`, with npu (Ascend: ACL + HCCL) and musa (Moore Threads: MUSA + MCCL) islands on the host ABI shims
-// of tests/shims, found as an installed runtime would be: on LD_LIBRARY_PATH by soname. Each rank is an
-// accel_worker process; each prints "OK rank R" or "FAIL rank R: why".
+// `tessera run`, with npu (Ascend: ACL + HCCL), musa (Moore Threads: MUSA + MCCL) and corex (Iluvatar CoreX) islands on
+// the host ABI shims of tests/shims, found as an installed runtime would be: on LD_LIBRARY_PATH by soname (corex: by
+// its rows' variables). Each rank is an accel_worker process; each prints "OK rank R" or "FAIL rank R: why".
 //   - a world of one npu / musa island: the island's library (HCCL / MCCL shim) inside, staged for what it lacks;
 //   - hybrid worlds: npu beside host, npu beside musa beside host, uneven islands, every collective staged through
 //     pinned memory, with and without a delay on every stream task (a missing synchronisation shows stale data);
@@ -49,6 +49,12 @@ void PrintTo(const Layout& l, std::ostream* os) { *os << l.islands; }
 
 class Layouts : public ::testing::TestWithParam<Layout> {};
 
+// The CoreX rows pointed at their host shims (tests/shims/corex_abi.h) by their variables.
+#define COREX_SHIMS                         \
+  "TESSERA_COREX_LIBRARY=" TESSERA_SHIM_DIR \
+  "/corex/libcudart.so "                    \
+  "TESSERA_CCL_LIB=" TESSERA_SHIM_DIR "/corex/libnccl.so"
+
 TEST_P(Layouts, EveryCollectiveIsExactAndBitIdenticalOnDeviceMemory) {
   const Layout& l = GetParam();
   Proc r = Job(l.env, l.islands, "check");
@@ -85,6 +91,14 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"npu_4_beside_emu_1_host_2", "--island ascend=npu:4 --island nvidia=emu:1 --island x86=host:2", 7, ""},
         Layout{"npu_3_small_chunks_beside_host_1", "--island ascend=npu:3 --island x86=host:1", 4,
                "TESSERA_DEVICE_CHUNK=4K"},
+        // corex islands (Iluvatar CoreX: CUDA's runtime API and NCCL's under their own names) on the CoreX shims,
+        // found through the rows' variables as an install outside the loader's path would be: alone (IXCCL
+        // inside), beside host ranks, and beside an emulated device island on the device bridge.
+        Layout{"one_corex_island_of_3_on_ixccl", "--island iluvatar=corex:3", 3, COREX_SHIMS},
+        Layout{"corex_2_beside_host_2", "--island iluvatar=corex:2 --island x86=host:2", 4, COREX_SHIMS},
+        Layout{"corex_2_beside_emu_1_host_1_slow_streams",
+               "--island iluvatar=corex:2 --island nvidia=emu:1 --island x86=host:1", 4,
+               COREX_SHIMS " TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
         // The NCCL row over a multi-rank NCCL-shaped library (the MCCL shim under the prefix mccl).
         Layout{"musa_2_on_the_nccl_row_beside_host_2", "--island moore=musa:2 --island x86=host:2", 4,
                "TESSERA_CCL=nccl TESSERA_CCL_LIB=" TESSERA_SHIM_DIR "/libmccl.so.2 TESSERA_CCL_PREFIX=mccl"}),

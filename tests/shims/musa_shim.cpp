@@ -42,7 +42,10 @@ thread_local int t_device = 0;
 thread_local musaError_t t_last = musaSuccess;
 thread_local std::string t_msg;
 
-int DeviceCount() { return tshim::DeviceCount("MUSA_VISIBLE_DEVICES"); }
+#ifndef TSHIM_VISIBLE_ENV  // corex_abi.h builds this file as CoreX's runtime, with its own variable
+#define TSHIM_VISIBLE_ENV "MUSA_VISIBLE_DEVICES"
+#endif
+int DeviceCount() { return tshim::DeviceCount(TSHIM_VISIBLE_ENV); }
 uint64_t Delay() { return tshim::EnvU64("TESSERA_SHIM_STREAM_DELAY_US", 0); }
 
 musaError_t Fail(musaError_t code, const std::string& msg) {

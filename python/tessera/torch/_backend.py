@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 BACKEND_NAME = "tessera"
-_VENDOR_OF_KIND = {"host": "host", "cuda": "nvidia", "npu": "ascend", "musa": "moore"}
+_VENDOR_OF_KIND = {"host": "host", "cuda": "nvidia", "npu": "ascend", "musa": "moore", "corex": "iluvatar"}
 # Tessera's device families that torch reaches through its PrivateUse1 backend, renamed by the vendor's extension
 # (torch_npu: "npu", torch_musa: "musa"; tests/torch/npu_device: the test device "npu").
 _PRIVATEUSE1_FAMILIES = ("npu", "musa")
@@ -87,8 +87,8 @@ def _device(options):
             dev = "host"
     if dev == "cpu":
         dev = "host"
-    if dev != "host" and not re.fullmatch(r"(cuda|npu|musa):\d+", dev):
-        raise ValueError(f"tessera: device {dev!r} is not 'host', 'cuda:N', 'npu:N' or 'musa:N' (TESSERA_DEVICE or "
+    if dev != "host" and not re.fullmatch(r"(cuda|npu|musa|corex):\d+", dev):
+        raise ValueError(f"tessera: device {dev!r} is not 'host', 'cuda:N', 'npu:N', 'musa:N' or 'corex:N' (TESSERA_DEVICE or "
                          "Options.device)")
     kind = dev.split(":")[0]
     if kind in _PRIVATEUSE1_FAMILIES and torch._C._get_privateuse1_backend_name() != kind:

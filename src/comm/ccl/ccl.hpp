@@ -79,6 +79,12 @@ inline constexpr CclRow kCclTable[] = {
     // rest are ASSUMED to be NCCL's (tests/shims/mccl_abi.h marks each). bf16: torch_musa guards it with
     // MCCL_BF16_SUPPORTED (kept: the library is asked, and fails if it lacks it).
     {"mccl", "libmccl.so.2", "mccl"},
+    // IXCCL (Iluvatar CoreX): NCCL's API under NCCL's own names (FlagOpen/FlagCX commit 6e336e33:
+    // flagcx/adaptor/ixnccl_adaptor.cc includes nccl.h, calls ncclAllReduce, ncclGroupStart, ncclCommAbort, ... and
+    // casts its types and ops to ncclDataType_t / ncclRedOp_t: NCCL's numbers). File: FlagCX's Makefile (commit
+    // 0f337f76) links -lnccl from $(CCL_HOME)/lib, CCL_HOME /usr/local/corex. Id size, result codes and
+    // ncclInProgress ASSUMED to be NCCL's, as its header is nccl.h.
+    {"ixccl", "/usr/local/corex/lib/libnccl.so", "nccl"},
     // HCCL (Huawei Ascend): hccl_types.h / hccl.h as vendored by Ascend/pytorch third_party/hccl/inc/hccl
     // (commit c4840e3c, tests/shims/hccl_abi.h cites lines). Root info: HCCL_ROOT_INFO_BYTES = 4108 (types:104).
     // HcclDataType: INT8 0, INT32 2, FP16 3, FP32 4, INT64 5, UINT8 7, FP64 10, BFP16 11 (types:71-90).
@@ -100,9 +106,9 @@ inline constexpr CclRow kCclTable[] = {
      .in_progress = -1},  // HcclGetCommAsyncError has no "in progress" value (HcclResult, types:23-49)
 };
 
-// The row named `name` ("nccl", "hccl", "mccl"), or null. DeviceFamily::ccl (common/vendor.hpp) names one.
+// The row named `name` ("nccl", "mccl", "ixccl", "hccl"), or null. DeviceFamily::ccl (common/vendor.hpp) names one.
 const CclRow* FindCclRow(std::string_view name);
-// "nccl, mccl, hccl": for messages.
+// "nccl, mccl, ixccl, hccl": for messages.
 std::string CclRowNames();
 
 // NCCL's entry points as an NCCL-shaped library exports them (nccl.h's signatures, handles opaque, enums as int

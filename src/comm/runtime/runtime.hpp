@@ -105,6 +105,21 @@ inline constexpr RuntimeRow kRuntimeTable[] = {
      .host_register = false,
      .stream_memops = false,
      .pinned_host_alloc = true},
+    // CoreX (Iluvatar): CUDA's runtime API under CUDA's own names (FlagOpen/FlagCX commit 6e336e33:
+    // flagcx/adaptor/ixcuda_adaptor.cc calls cudaMalloc, cudaMemcpyAsync, ... through <cuda_runtime.h>), so its values
+    // are CUDA's. File: FlagCX's Makefile (commit 0f337f76) links -lcudart from $(DEVICE_HOME)/lib, DEVICE_HOME
+    // /usr/local/corex (lib, not lib64); the unversioned name is what -lcudart resolves. No kernels are built for it,
+    // so no device bridge: host_register / stream_memops false; cudaMallocHost for staging. Started: the runtime
+    // itself (its libcuda is not asked: an NVIDIA driver's has the same name).
+    {.name = "corex",
+     .soname = "/usr/local/corex/lib/libcudart.so",
+     .env_var = "TESSERA_COREX_LIBRARY",
+     .shape = RuntimeShape::kCudaApi,
+     .prefix = "cuda",
+     .started = "libcudart.so",
+     .host_register = false,
+     .stream_memops = false,
+     .pinned_host_alloc = true},
     // The emulated device (runtime_emu.cpp): "device memory" in host memory, a worker thread per stream, the host
     // folds as its kernels. A test device with a runtime's contract (TESSERA_DEVICE=emu:N), so the device ranks'
     // code runs on every machine; no vendor's values.
@@ -132,9 +147,9 @@ bool IsDeviceMemory(const void* p);
 // set when none (the runtime missing, or its error).
 int VisibleDeviceCount(const DeviceFamily& family, std::string* why);
 
-// The row named `name` ("cuda", "acl", "musa", "emu"), or null.
+// The row named `name` ("cuda", "acl", "musa", "corex", "emu"), or null.
 const RuntimeRow* FindRuntimeRow(std::string_view name);
-// "cuda, acl, musa, emu": for messages.
+// "cuda, acl, musa, corex, emu": for messages.
 std::string RuntimeRowNames();
 
 // The direction of a copy (each row maps it to its own kind value).
