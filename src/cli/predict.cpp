@@ -287,9 +287,10 @@ int RunPredict(int argc, char** argv) {
   app.add_option("--fabric-gbs", fabrics, "TYPE=GB/s: island fabric per card (NVLink, HCCS), for the vendor ring");
   app.add_option("--hbm-gbs", hbms, "TYPE=GB/s: card memory bandwidth (the optimizer on the card)");
   app.add_option("--host-ranks", hosts, "TYPE: that island's ranks are host (CPU) ranks");
-  app.add_option("--family", families,
-                 "TYPE=FAMILY: the device family of that type's cards (cuda, npu, musa; default: from the catalog's "
-                 "vendor, nvidia -> cuda, ascend -> npu): its capabilities (device bridge, collective library)");
+  app.add_option(
+      "--family", families,
+      "TYPE=FAMILY: the device family of that type's cards (cuda, npu, musa, corex; default: from the catalog's "
+      "vendor, nvidia -> cuda, ascend -> npu): its capabilities (device bridge, collective library)");
   app.add_option("--params", params_text, "parameters (151943168, 1.3e11, 130B) (required)");
   app.add_option("--grad-dtype", grad_dtype, "gradient type: bf16, f16 or f32 (default bf16)");
   app.add_option("--param-dtype", param_dtype, "parameter type on the cards, for ZeRO's allgathers (default bf16)");

@@ -54,10 +54,9 @@ int RunRun(int argc, char** argv) {
   std::string timeout_text;
   bool dry_run = false;
   std::vector<std::string> sm_shares;
-  app.add_option(
-         "--island", islands,
-         "An island: VENDOR=DEVICE:COUNT, DEVICE host, cuda, npu, musa, corex or emu (e.g. ascend=host:3). Repeat for more "
-         "islands; ranks are numbered in island order.")
+  app.add_option("--island", islands,
+                 "An island: VENDOR=DEVICE:COUNT, DEVICE host, cuda, npu, musa, corex or emu (e.g. ascend=host:3). "
+                 "Repeat for more islands; ranks are numbered in island order.")
       ->type_name("VENDOR=DEVICE:COUNT")
       ->allow_extra_args(false);
   app.add_option("--timeout", timeout_text,

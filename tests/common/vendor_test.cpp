@@ -25,8 +25,9 @@ TEST(DeviceFamilies, EveryRowIsCompleteAndUnique) {
     EXPECT_TRUE(prefixes.insert(f.prefix).second) << "prefix twice: " << f.prefix;
     // One variable per family, but for a runtime that reads CUDA's own (corex: CoreX's CUDA-API runtime, ASSUMED):
     // a node has one vendor's cards, and each rank gets its own family's variable.
-    if (std::string(f.prefix) != "corex")
+    if (std::string(f.prefix) != "corex") {
       EXPECT_TRUE(vars.insert(f.visible_env).second) << "visible-devices variable twice: " << f.visible_env;
+    }
     EXPECT_EQ(FindDeviceFamily(f.prefix), &f);
   }
   EXPECT_EQ(FindDeviceFamily("hots"), nullptr);

@@ -93,8 +93,10 @@ INSTANTIATE_TEST_SUITE_P(
                "TESSERA_DEVICE_CHUNK=4K"},
         // corex islands (Iluvatar CoreX: CUDA's runtime API and NCCL's under their own names) on the CoreX shims,
         // found through the rows' variables as an install outside the loader's path would be: alone (IXCCL
-        // inside), beside host ranks, and beside an emulated device island on the device bridge.
-        Layout{"one_corex_island_of_3_on_ixccl", "--island iluvatar=corex:3", 3, COREX_SHIMS},
+        // inside: its 16-bit reductions round at every hop, as NCCL's do), beside host ranks, and beside an emulated
+        // device island on the device bridge.
+        Layout{"one_corex_island_of_3_on_ixccl", "--island iluvatar=corex:3", 3,
+               COREX_SHIMS " ACCEL_WORKER_LIBRARY_16BIT=1"},
         Layout{"corex_2_beside_host_2", "--island iluvatar=corex:2 --island x86=host:2", 4, COREX_SHIMS},
         Layout{"corex_2_beside_emu_1_host_1_slow_streams",
                "--island iluvatar=corex:2 --island nvidia=emu:1 --island x86=host:1", 4,
