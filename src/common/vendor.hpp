@@ -46,8 +46,8 @@ struct DeviceFamily {
 // - emu: Tessera's emulated device (comm/runtime/runtime_emu): a test device in host memory with a runtime's
 //   contract, so the device ranks' code runs without a GPU; no torch device type and no collective library ("":
 //   an island of emu ranks stages its island phases through the host path; a world of emu ranks alone is refused).
-// The family's runtime row picks its rank (comm/device OpenDeviceRank): the device bridge (device_bridge_rank) where the
-// row has it — cuda, emu — else pinned staging (staged_rank) — npu, musa, corex; comm/runtime counts each family's
+// The family's runtime row picks its rank (comm/device OpenDeviceRank): the device bridge (device_bridge_rank) where
+// the row has it — cuda, emu — else pinned staging (staged_rank) — npu, musa, corex; comm/runtime counts each family's
 // devices.
 inline constexpr DeviceFamily kDeviceFamilies[] = {
     {"cuda", "CUDA", "CUDA_VISIBLE_DEVICES", "cuda", "cuda", "nccl", true, "nvidia", "gpu"},
