@@ -249,10 +249,13 @@ TEST(SchedInputs, ShippedExamplesLoad) {
   std::string d = std::string(src) + "/examples/fleet/";
   auto cat = LoadCatalog(d + "catalog.yaml");
   ASSERT_TRUE(cat.ok()) << cat.status().ToString();
-  // Only the reference scenario's two prices are shipped.
-  ASSERT_EQ(cat->types.size(), 2u);
+  // The reference scenario's two prices, and one Iluvatar CoreX type (domestic; its figures are placeholders,
+  // as the catalog's header says).
+  ASSERT_EQ(cat->types.size(), 3u);
   EXPECT_EQ(cat->Find("ascend-910b")->price_per_card_hour, 2'400'000);
   EXPECT_EQ(cat->Find("nvidia-h800")->price_per_card_hour, 6'800'000);
+  ASSERT_NE(cat->Find("iluvatar-corex"), nullptr);
+  EXPECT_TRUE(cat->Find("iluvatar-corex")->domestic);
   auto fleet = LoadFleet(d + "fleet.yaml");
   auto pol = LoadPolicy(d + "policy.yaml");
   auto run = LoadRunning(d + "running.yaml");
