@@ -41,6 +41,31 @@ void Error(httplib::Response& res, int status, const std::string& msg) { Reply(r
 // Whether `c` may see data of `tenant`.
 bool Sees(const Caller& c, const std::string& tenant) { return c.admin || (!c.anonymous && c.tenant == tenant); }
 
+// The job id of a `/v1/jobs/(\d+)/...` route; an id that does not fit is a job not found (the reply is written).
+std::optional<int64_t> RouteJobId(const httplib::Request& req, httplib::Response& res) {
+  try {
+    return std::stoll(req.matches[1]);
+  } catch (const std::exception&) {
+    Error(res, 404, "job " + std::string(req.matches[1]) + " not found");
+    return std::nullopt;
+  }
+}
+
+// The job's row if the caller may see it; otherwise the reply is written: another tenant's job is absent, as in
+// GET /v1/jobs/ID.
+std::optional<JobRow> VisibleJob(const Caller& c, const View& v, int64_t id, httplib::Response& res) {
+  auto row = v.store->Job(id);
+  if (!row.ok() && row.status().code() != Code::kNotFound) {
+    Error(res, 500, row.status().message());
+    return std::nullopt;
+  }
+  if (!row.ok() || !Sees(c, row->tenant)) {
+    Error(res, 404, fmt::format("job {} not found", id));
+    return std::nullopt;
+  }
+  return *std::move(row);
+}
+
 double Units(sched::Money m) { return static_cast<double>(m) / static_cast<double>(sched::kMoneyScale); }
 double Ratio(sched::Ppm p) { return static_cast<double>(p) / static_cast<double>(sched::kPpmScale); }
 
@@ -493,49 +518,33 @@ void RegisterRoutes(httplib::Server* http, Locked locked) {
   // The loss curve of the job page: every "step N[/M] loss L" of the log's last 4 MiB, at most 500 points
   // (evenly thinned, the last one kept).
   http->Get(R"(/v1/jobs/(\d+)/progress)", [locked](const httplib::Request& req, httplib::Response& res) {
+    auto id = RouteJobId(req, res);
+    if (!id) return;
     std::string log;
-    int64_t id = 0;
-    try {
-      id = std::stoll(req.matches[1]);
-    } catch (const std::exception&) {
-      return Error(res, 404, "job " + std::string(req.matches[1]) + " not found");
-    }
     locked(req, res, true, [&](const Caller& c, const View& v) {
-      auto row = v.store->Job(id);
-      if (!row.ok() && row.status().code() != Code::kNotFound) return Error(res, 500, row.status().message());
-      if (!row.ok() || !Sees(c, row->tenant)) return Error(res, 404, fmt::format("job {} not found", id));
-      log = v.state_dir + "/jobs/" + std::to_string(id) + "/job.log";
+      if (VisibleJob(c, v, *id, res)) log = v.state_dir + "/jobs/" + std::to_string(*id) + "/job.log";
     });
     if (log.empty()) return;
-    Reply(res, 200, LossCurve(id, log));
+    Reply(res, 200, LossCurve(*id, log));
   });
 
   http->Get(R"(/v1/jobs/(\d+)/checkpoints)", [locked](const httplib::Request& req, httplib::Response& res) {
-    bool found = false;
-    ckpt::TierConfig tiers;
-    int64_t id = 0;
-    try {
-      id = std::stoll(req.matches[1]);
-    } catch (const std::exception&) {
-      return Error(res, 404, "job " + std::string(req.matches[1]) + " not found");
-    }
+    auto id = RouteJobId(req, res);
+    if (!id) return;
+    std::optional<ckpt::TierConfig> tiers;
     locked(req, res, true, [&](const Caller& c, const View& v) {
-      auto row = v.store->Job(id);
-      if (!row.ok() && row.status().code() != Code::kNotFound) return Error(res, 500, row.status().message());
-      // Another tenant's job is absent, as in GET /v1/jobs/ID.
-      if (!row.ok() || !Sees(c, row->tenant)) return Error(res, 404, fmt::format("job {} not found", id));
-      found = true;
-      tiers = TiersOf(*row);
+      if (auto row = VisibleJob(c, v, *id, res)) tiers = TiersOf(*row);
     });
-    if (!found) return;
+    if (!tiers) return;
     std::string warning;
     json steps = json::array();
-    for (const auto& loc : ListCheckpoints(tiers, &warning)) {
+    for (const auto& loc : ListCheckpoints(*tiers, &warning)) {
       json t = json::array();
       for (auto tier : loc.tiers) t.push_back(ckpt::TierName(tier));
       steps.push_back({{"step", loc.step}, {"tiers", t}, {"bytes", loc.bytes}, {"created_unix", loc.created_unix}});
     }
-    json body = {{"id", id}, {"hot", tiers.hot}, {"warm", tiers.warm}, {"cold", tiers.cold}, {"checkpoints", steps}};
+    json body = {
+        {"id", *id}, {"hot", tiers->hot}, {"warm", tiers->warm}, {"cold", tiers->cold}, {"checkpoints", steps}};
     if (!warning.empty()) body["warning"] = warning;
     Reply(res, 200, body);
   });
