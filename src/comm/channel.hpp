@@ -5,13 +5,15 @@
 // straddle a ring's wrap. The transport rows (transport/transport.hpp) implement it: `shm` (a ring in shared
 // memory, same host) and `tcp` (several parallel TCP streams, chunks dealt round-robin across them); a GPU
 // rank's device bridge sees a link without rings through `relay` (host rings in front of it, as shm's).
-// Callers ask a channel what it can do (dma, direct, writes_peer_memory), never which transport it is:
-// transport() names it in messages only.
+// Callers ask a channel what it can do (dma, direct, writes_peer_memory, sends_from / receives_into a kind of
+// memory), never which transport it is: transport() names it in messages only.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "tessera/status.hpp"
@@ -49,6 +51,18 @@ class SendChannel {
   virtual std::pair<std::byte*, size_t> ring_memory() const { return {nullptr, 0}; }
   // An error the channel has seen outside a call (a relay's pump thread: transport/relay.hpp); Ok otherwise.
   virtual Status Health() const { return Status::Ok(); }
+
+  // Sending straight out of memory of a device's kind (named as the runtime table names its rows: "cuda"), no
+  // host ring between: where the row's library reads that memory itself (ucx: where the loaded UCX registers the
+  // kind, UcxMemoryFor). TrySendFrom posts up to `bytes` of src without blocking (0 while the receiver's window is
+  // full) and returns how many; src must stay as it is until SentFromDone() (every byte posted has left it).
+  // Mixed with TrySend, the stream keeps its order.
+  virtual bool sends_from(std::string_view /*memory*/) const { return false; }
+  virtual Result<size_t> TrySendFrom(const void* /*src*/, size_t /*bytes*/, std::string_view memory) {
+    return InternalError(std::string(transport()) + " channel: cannot send straight from " + std::string(memory) +
+                         " memory");
+  }
+  virtual Result<bool> SentFromDone() { return true; }
 };
 
 class RecvChannel {
@@ -77,6 +91,17 @@ class RecvChannel {
   virtual std::pair<std::byte*, size_t> ring_memory() const { return {nullptr, 0}; }
   // As SendChannel::Health.
   virtual Status Health() const { return Status::Ok(); }
+
+  // Receiving straight into memory of a device's kind (see SendChannel::sends_from): RecvInto for such a dst, with
+  // its rules. Bytes the channel already holds in host memory are handed to `copy_in` (a copy from host memory into
+  // dst, complete when it returns).
+  using CopyIn = std::function<Status(void* dst, const void* host_src, size_t bytes)>;
+  virtual bool receives_into(std::string_view /*memory*/) const { return false; }
+  virtual Result<size_t> RecvIntoMemory(void* /*dst*/, size_t /*bytes*/, std::string_view memory,
+                                        const CopyIn& /*copy_in*/) {
+    return InternalError(std::string(transport()) + " channel: cannot receive straight into " + std::string(memory) +
+                         " memory");
+  }
 };
 
 }  // namespace tessera::comm

@@ -8,8 +8,9 @@
 // blocking) until the reader reads; an empty channel hands out nothing and its wait fd, where it has one, is not ready
 // until bytes come; a peer that closes after sending gives its bytes and then an error (rows that can see a close; shm
 // cannot, and keeps answering "nothing yet" — Comm watches same-host peers' pids); reserved bytes stay invisible until
-// published and claims never straddle the wrap (rows with rings); and a Connect whose peer never comes ends with an
-// error by its deadline instead of hanging.
+// published and claims never straddle the wrap (rows with rings); sends from and receives into the caller's memory keep
+// the stream in order (rows whose library reads that memory itself: ucx); and a Connect whose peer never comes ends
+// with an error by its deadline instead of hanging.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <unistd.h>
@@ -552,6 +553,74 @@ TYPED_TEST(ChannelSuite, ReservedBytesStayInvisibleUntilPublishedAndClaimsNeverS
       got += peek->second;
     }
     EXPECT_EQ(got, room);
+  }
+}
+
+// Sends straight from the caller's memory and receives straight into it (rows whose library reads and writes a kind of
+// memory itself: ucx, for the kinds UCX registers), mixed with ring sends, peeks and copy receives: the stream keeps
+// its order, bytes a ring already holds reach the destination through the caller's copy, and a source is handed back
+// only once SentFromDone says so. Kinds the row stages are refused, naming the kind; NPU memory always.
+TYPED_TEST(ChannelSuite, SendsFromAndReceivesIntoCallersMemoryKeepTheStreamInOrder) {
+  SKIP_UNLESS_VIABLE();
+  auto p = TypeParam::Make();
+  for (int from = 0; from < 2; ++from) {
+    SendChannel* tx = p->send(from);
+    RecvChannel* rx = p->recv(1 - from);
+    EXPECT_FALSE(tx->sends_from("npu"));
+    EXPECT_FALSE(rx->receives_into("npu"));
+    EXPECT_FALSE(tx->TrySendFrom("x", 1, "npu").ok());
+    if (!tx->sends_from("host")) continue;  // rows that always copy through their own memory
+    auto refused = tx->TrySendFrom("x", 1, "npu");
+    EXPECT_NE(refused.status().message().find("npu"), std::string::npos) << refused.status().ToString();
+    constexpr uint64_t kTotal = 8 * kRing + 24;
+    std::vector<std::byte> src(30011), dst(kRing + 77);
+    int copies_in = 0;
+    const RecvChannel::CopyIn copy_in = [&](void* d, const void* s, size_t n) {
+      ++copies_in;
+      std::memcpy(d, s, n);
+      return Status::Ok();
+    };
+    uint64_t sent = 0, got = 0;
+    int turn = 0;
+    const auto bound = Clock::now() + 60s;
+    auto send_some = [&] {  // odd turns from the caller's memory, kept until SentFromDone; even ones through the ring
+      if (sent >= kTotal) return;
+      auto done = tx->SentFromDone();
+      ASSERT_TRUE(done.ok()) << done.status().ToString();
+      if (!*done) return;  // src still being read
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(src.size(), kTotal - sent));
+      for (size_t i = 0; i < n; ++i) src[i] = Byte(sent + i);
+      auto took = turn % 2 ? tx->TrySendFrom(src.data(), n, "host") : tx->TrySend(src.data(), n);
+      ASSERT_TRUE(took.ok()) << took.status().ToString();
+      sent += *took;
+    };
+    while (got < kTotal) {
+      ASSERT_LT(Clock::now(), bound) << "stalled at " << got << " of " << kTotal << " bytes received";
+      ++turn;
+      send_some();
+      if (turn % 3 == 0) {  // a peek that leaves part of what it shows in the ring
+        auto peek = rx->Peek();
+        ASSERT_TRUE(peek.ok()) << peek.status().ToString();
+        const size_t take = std::min<size_t>(peek->second / 2, 999);
+        for (size_t i = 0; i < take; ++i) ASSERT_EQ(peek->first[i], Byte(got + i)) << "byte " << got + i;
+        if (take > 0) rx->Consume(take);
+        got += take;
+        continue;
+      }
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(dst.size() - (turn % 7) * 100, kTotal - got));
+      size_t filled = 0;
+      while (filled < want) {
+        ASSERT_LT(Clock::now(), bound) << "a receive into the caller's memory stalled at " << got + filled;
+        send_some();
+        auto n = turn % 2 ? rx->RecvIntoMemory(dst.data() + filled, want - filled, "host", copy_in)
+                          : rx->RecvInto(dst.data() + filled, want - filled);
+        ASSERT_TRUE(n.ok()) << n.status().ToString();
+        filled += *n;
+      }
+      for (size_t i = 0; i < want; ++i) ASSERT_EQ(dst[i], Byte(got + i)) << "byte " << got + i;
+      got += want;
+    }
+    EXPECT_GT(copies_in, 0) << "no receive found bytes in the ring to copy in";
   }
 }
 

@@ -145,10 +145,56 @@ UcxEndpoint::~UcxEndpoint() {
 
 namespace {
 
+// TrySend copies into the send ring and posts a stream send of those bytes; TrySendFrom posts a stream send of the
+// caller's memory itself, as the memory type UcxMemoryFor gives its kind (UCX reads CUDA memory through its own
+// CUDA transports). Both keep to the receiver's window, so the stream keeps its order whichever way a byte leaves.
 class UcxSend final : public SendChannel {
  public:
   explicit UcxSend(std::shared_ptr<UcxEndpoint> e) : e_(std::move(e)) {}
   Result<size_t> TrySend(const void* src, size_t bytes) override {
+    TSR_RETURN_IF_ERROR(Reap());
+    UcxEndpoint& e = *e_;
+    const UcxRing& r = e.send_ring;
+    const size_t at = head_ % r.bytes;
+    // The room in our ring: bytes between done_ and head_ may still be read by UCX (sends from the caller's memory
+    // count too, a little early), and no ring write straddles its end.
+    const size_t used = static_cast<size_t>(std::min<uint64_t>(head_ - done_, r.bytes));
+    const size_t n = std::min({bytes, r.bytes - used, r.bytes - at, kMaxSend, Window()});
+    if (n == 0) return size_t{0};
+    std::memcpy(r.data + at, src, n);
+    return Post(r.data + at, n, UCS_MEMORY_TYPE_HOST, r.memh);
+  }
+  bool sends_from(std::string_view memory) const override {
+    return UcxMemoryFor(memory, e_->worker->ucx->memory_types).use != UcxMemoryUse::kStage;
+  }
+  Result<size_t> TrySendFrom(const void* src, size_t bytes, std::string_view memory) override {
+    const UcxMemoryChoice c = UcxMemoryFor(memory, e_->worker->ucx->memory_types);
+    if (c.use == UcxMemoryUse::kStage)
+      return InvalidArgument(fmt::format("ucx link to {}: cannot send straight from {} memory ({})", e_->peer,
+                                         memory.empty() ? "''" : memory, c.why));
+    TSR_RETURN_IF_ERROR(Reap());
+    const size_t n = std::min({bytes, kMaxSend, Window()});
+    if (n == 0) return size_t{0};
+    TSR_ASSIGN_OR_RETURN(size_t posted,
+                         Post(src, n, c.use == UcxMemoryUse::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST,
+                              nullptr));  // no handle: UCX registers it through its own cache
+    from_end_ = head_;
+    return posted;
+  }
+  Result<bool> SentFromDone() override {
+    TSR_RETURN_IF_ERROR(Reap());
+    return done_ >= from_end_;
+  }
+  const char* transport() const override { return "ucx"; }
+  Status Health() const override { return e_->failed() ? e_->Failure() : Status::Ok(); }
+  // A sender that receives nothing meanwhile (a broadcast's root) hands over half a ring per turn: sends of
+  // kMaxSend, not of the engine's step.
+  size_t Lookahead() const override { return e_->send_ring.bytes / 2; }
+
+ private:
+  // Progresses the worker, takes in control messages and retires the sends that completed (in order); the link's
+  // failure, or the peer's closing notice, as an error.
+  Status Reap() {
     UcxEndpoint& e = *e_;
     Ucx& u = *e.worker->ucx;
     e.worker->Progress();
@@ -168,21 +214,24 @@ class UcxSend final : public SendChannel {
       }
     }
     if (e.failed() || e.bye_at != UINT64_MAX) return e.Failure();
-    const UcxRing& r = e.send_ring;
-    const size_t at = head_ % r.bytes;
-    // At most one ring of bytes beyond what the receiver has consumed (its credit), and the room in ours.
-    const size_t window = r.bytes - static_cast<size_t>(std::min<uint64_t>(head_ - e.credited, r.bytes));
-    const size_t n = std::min({bytes, r.bytes - static_cast<size_t>(head_ - done_), r.bytes - at, kMaxSend, window});
-    if (n == 0) return size_t{0};
-    std::memcpy(r.data + at, src, n);
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_MEMH;
-    p.memory_type = UCS_MEMORY_TYPE_HOST;
-    p.memh = r.memh;
+    return Status::Ok();
+  }
+  // At most one ring of bytes beyond what the receiver has consumed (its credit).
+  size_t Window() const {
+    const size_t ring = e_->send_ring.bytes;
+    return ring - static_cast<size_t>(std::min<uint64_t>(head_ - e_->credited, ring));
+  }
+  // Posts a stream send of `n` bytes at p.
+  Result<size_t> Post(const void* p, size_t n, ucs_memory_type_t type, ucp_mem_h memh) {
+    UcxEndpoint& e = *e_;
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | (memh != nullptr ? UCP_OP_ATTR_FIELD_MEMH : 0);
+    params.memory_type = type;
+    params.memh = memh;
     void* req;
     {
       std::lock_guard<std::mutex> l(e.worker->mu);
-      req = u.api.stream_send_nbx(e.ep, r.data + at, n, &p);
+      req = e.worker->ucx->api.stream_send_nbx(e.ep, p, n, &params);
     }
     if (UCS_PTR_IS_ERR(req)) {
       e.error.store(UCS_PTR_STATUS(req), std::memory_order_release);
@@ -193,16 +242,10 @@ class UcxSend final : public SendChannel {
     e.sends.emplace_back(req, head_);
     return n;
   }
-  const char* transport() const override { return "ucx"; }
-  Status Health() const override { return e_->failed() ? e_->Failure() : Status::Ok(); }
-  // A sender that receives nothing meanwhile (a broadcast's root) hands over half a ring per turn: sends of
-  // kMaxSend, not of the engine's step.
-  size_t Lookahead() const override { return e_->send_ring.bytes / 2; }
-
- private:
   static constexpr size_t kMaxSend = 1 << 20;  // several sends in flight per ring
   std::shared_ptr<UcxEndpoint> e_;
-  uint64_t head_ = 0, done_ = 0;
+  uint64_t head_ = 0, done_ = 0;  // stream positions: bytes posted, bytes whose sends completed
+  uint64_t from_end_ = 0;         // the stream position after the last send from the caller's memory
 };
 
 // Stream positions: got_ bytes have arrived (into the ring or straight into a caller's buffer), used_ of them
@@ -257,48 +300,22 @@ class UcxRecv final : public RecvChannel {
   bool direct() const override { return true; }
   // The caller hands the same dst (and at most as many bytes) until a receive posted into it has completed.
   Result<size_t> RecvInto(void* dst, size_t bytes) override {
-    UcxEndpoint& e = *e_;
-    Ucx& u = *e.worker->ucx;
-    Drive();
-    std::unique_lock<std::mutex> lock(e.worker->mu);
-    // Bytes the ring holds come first, then those of a ring receive still posted (it takes the next to come).
-    if (rhead_ == rtail_ && direct_req_ == nullptr && !TestRing()) return size_t{0};
-    if (rhead_ > rtail_) {
-      lock.unlock();
-      const UcxRing& r = e.recv_ring;
-      const size_t at = rtail_ % r.bytes;
-      const size_t n = std::min({static_cast<size_t>(rhead_ - rtail_), r.bytes - at, bytes});
-      std::memcpy(dst, r.data + at, n);
-      Consume(n);
-      return n;
-    }
-    size_t len = 0;
-    if (direct_req_ != nullptr) {
-      if (dst != direct_dst_)
-        return InternalError(fmt::format("ucx link to {}: a copy receive moved while one was posted", e.peer));
-      const ucs_status_t st = u.api.stream_recv_request_test(direct_req_, &len);
-      if (st == UCS_INPROGRESS) return size_t{0};
-      u.api.request_free(direct_req_);
-      direct_req_ = nullptr;
-      if (st != UCS_OK) e.error.store(st, std::memory_order_release);
-    } else {
-      if (e.failed() || got_ >= e.bye_at) return e.Failure();
-      void* req = u.api.stream_recv_nbx(e.ep, dst, bytes, &len, &Params(nullptr));
-      if (UCS_PTR_IS_ERR(req)) {
-        e.error.store(UCS_PTR_STATUS(req), std::memory_order_release);
-        return e.Failure();
-      }
-      if (req != nullptr) {
-        direct_req_ = req;
-        direct_dst_ = dst;
-        return size_t{0};
-      }
-    }
-    Arrived(len, false);
-    used_ += len;
-    Credit();
-    if (len == 0 && e.failed()) return e.Failure();
-    return len;
+    return Receive(dst, bytes, UCS_MEMORY_TYPE_HOST, nullptr);
+  }
+  bool receives_into(std::string_view memory) const override {
+    return UcxMemoryFor(memory, e_->worker->ucx->memory_types).use != UcxMemoryUse::kStage;
+  }
+  // As RecvInto, the receive posted as the memory type UcxMemoryFor gives the kind; what the ring holds goes through
+  // copy_in.
+  Result<size_t> RecvIntoMemory(void* dst, size_t bytes, std::string_view memory, const CopyIn& copy_in) override {
+    const UcxMemoryChoice c = UcxMemoryFor(memory, e_->worker->ucx->memory_types);
+    if (c.use == UcxMemoryUse::kStage)
+      return InvalidArgument(fmt::format("ucx link from {}: cannot receive straight into {} memory ({})", e_->peer,
+                                         memory.empty() ? "''" : memory, c.why));
+    if (!copy_in)
+      return InvalidArgument(fmt::format("ucx link from {}: a receive into {} memory needs a copy for the ring's bytes",
+                                         e_->peer, memory));
+    return Receive(dst, bytes, c.use == UcxMemoryUse::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST, &copy_in);
   }
   const char* transport() const override { return "ucx"; }
   // The worker's notice fd: the engine sleeps in poll() on it until the progress thread has moved something; -1
@@ -318,6 +335,56 @@ class UcxRecv final : public RecvChannel {
   }
 
  private:
+  // A copy receive into dst (memory of `type`): the ring's bytes first (through copy_in, else memcpy), then a stream
+  // receive posted into dst itself.
+  Result<size_t> Receive(void* dst, size_t bytes, ucs_memory_type_t type, const CopyIn* copy_in) {
+    UcxEndpoint& e = *e_;
+    Ucx& u = *e.worker->ucx;
+    Drive();
+    std::unique_lock<std::mutex> lock(e.worker->mu);
+    // Bytes the ring holds come first, then those of a ring receive still posted (it takes the next to come).
+    if (rhead_ == rtail_ && direct_req_ == nullptr && !TestRing()) return size_t{0};
+    if (rhead_ > rtail_) {
+      lock.unlock();
+      const UcxRing& r = e.recv_ring;
+      const size_t at = rtail_ % r.bytes;
+      const size_t n = std::min({static_cast<size_t>(rhead_ - rtail_), r.bytes - at, bytes});
+      if (copy_in != nullptr) {
+        TSR_RETURN_IF_ERROR((*copy_in)(dst, r.data + at, n).WithContext(fmt::format("ucx link from {}", e.peer)));
+      } else {
+        std::memcpy(dst, r.data + at, n);
+      }
+      Consume(n);
+      return n;
+    }
+    size_t len = 0;
+    if (direct_req_ != nullptr) {
+      if (dst != direct_dst_)
+        return InternalError(fmt::format("ucx link to {}: a copy receive moved while one was posted", e.peer));
+      const ucs_status_t st = u.api.stream_recv_request_test(direct_req_, &len);
+      if (st == UCS_INPROGRESS) return size_t{0};
+      u.api.request_free(direct_req_);
+      direct_req_ = nullptr;
+      if (st != UCS_OK) e.error.store(st, std::memory_order_release);
+    } else {
+      if (e.failed() || got_ >= e.bye_at) return e.Failure();
+      void* req = u.api.stream_recv_nbx(e.ep, dst, bytes, &len, &Params(nullptr, type));
+      if (UCS_PTR_IS_ERR(req)) {
+        e.error.store(UCS_PTR_STATUS(req), std::memory_order_release);
+        return e.Failure();
+      }
+      if (req != nullptr) {
+        direct_req_ = req;
+        direct_dst_ = dst;
+        return size_t{0};
+      }
+    }
+    Arrived(len, false);
+    used_ += len;
+    Credit();
+    if (len == 0 && e.failed()) return e.Failure();
+    return len;
+  }
   // Progresses the worker, takes in control messages, and credits the sender.
   void Drive() {
     e_->worker->Progress();
@@ -325,10 +392,10 @@ class UcxRecv final : public RecvChannel {
     e_->PollControl();
     Credit();
   }
-  ucp_request_param_t& Params(ucp_mem_h memh) {
+  ucp_request_param_t& Params(ucp_mem_h memh, ucs_memory_type_t type = UCS_MEMORY_TYPE_HOST) {
     params_ = {};
     params_.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | (memh != nullptr ? UCP_OP_ATTR_FIELD_MEMH : 0);
-    params_.memory_type = UCS_MEMORY_TYPE_HOST;
+    params_.memory_type = type;
     params_.memh = memh;
     return params_;
   }
