@@ -389,7 +389,7 @@ TEST(GpuFaults, DeviceMemoryOnAHostIslandIsInvalidArgument) {
   REQUIRE_GPU();
   std::vector<RankSpec> layout = {{0, "ascend", "host"}, {1, "nvidia", "cuda:0"}};
   auto outs = RunWorld(layout, {"wrongmem"}, 60, "10s");
-  ExpectAllFailInTime(outs, 0, "is device memory, but rank 0's island");
+  ExpectAllFailInTime(outs, 0, "is device memory, but its island (ascend) uses host memory");
 }
 
 TEST(GpuFaults, IllegalDevicePointerIsInvalidArgumentEverywhere) {
