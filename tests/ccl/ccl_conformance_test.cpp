@@ -5,6 +5,7 @@
 // 4,108-byte root info) and run allreduce of every type x op the row supports (avg via sum + one scale where the
 // row has none), reduce-scatter, allgather, broadcast in and out of place, and send/recv in a group; unsupported
 // types / ops are clear Unsupported errors; missing libraries and symbols are named.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "ccl/ccl_runtime.hpp"
 #include "comm/ccl/ccl.hpp"
 #include "comm/store/store.hpp"
+#include "common/env_vars.hpp"
 #include "common/vendor.hpp"
 
 namespace tessera::comm {
@@ -493,6 +495,20 @@ TEST(CclRows, EveryDeviceFamilyNamesARow) {
       continue;
     }
     EXPECT_NE(FindCclRow(f.ccl), nullptr) << f.prefix << " -> " << f.ccl;
+  }
+}
+
+// TESSERA_CCL's declaration (common/env_vars.inc, docs/env.md) lists every row it may pick and each family's
+// default: a row added to the table, or a family's library, without its mention there fails.
+TEST(CclRows, TesseraCclDocNamesEveryRow) {
+  const env::Variable* v = env::FindVariable("TESSERA_CCL");
+  ASSERT_NE(v, nullptr);
+  const std::string doc = v->doc, defaults = v->default_text;
+  for (const CclRow& r : kCclTable) EXPECT_NE(doc.find(fmt::format("`{}`", r.name)), std::string::npos) << r.name;
+  for (const auto& f : kDeviceFamilies) {
+    if (*f.ccl == 0) continue;  // no library (the emulated device)
+    EXPECT_NE(defaults.find(fmt::format("`{}` for {}", f.ccl, f.prefix)), std::string::npos)
+        << f.prefix << " -> " << f.ccl << " not in TESSERA_CCL's default: " << defaults;
   }
 }
 
