@@ -4,6 +4,8 @@ Where libtessera comes from (first that applies):
   TESSERA_PREFIX     an installed tree (include/tessera/tessera.h, lib/libtessera.so)
   TESSERA_BUILD_DIR  a CMake build tree of this repository (default: ../build next to this file)
 The extension is linked with an rpath to that library.
+The package's copy of the device-family table, tessera/_families.py, is written from src/common/vendor.hpp (the
+one table) by scripts/gen-families-py.py every time this runs; it is not committed.
 CUDA support (TESSERA_TORCH_CUDA=auto|1|0, default auto) is compiled in when torch is a CUDA build and a
 CUDA toolkit of the same major version is found (CUDA_HOME, else nvcc on PATH); otherwise the backend
 serves CPU tensors only, and the setup says why. 1 requires it (an error naming what is missing); 0 builds
@@ -24,6 +26,20 @@ def version():
     text = (REPO / "CMakeLists.txt").read_text() if (REPO / "CMakeLists.txt").exists() else ""
     m = re.search(r"project\(tessera VERSION ([0-9.]+)", text)
     return m.group(1) if m else "0.0.0"
+
+
+def write_families():
+    """tessera/_families.py from the C++ family table (scripts/gen-families-py.py), so the package's copy is always
+    the table it is built with. A source tree without the table (a copy of python/ alone) keeps the module it has."""
+    import subprocess
+
+    gen, out = REPO / "scripts" / "gen-families-py.py", HERE / "tessera" / "_families.py"
+    if not gen.exists() and out.exists():
+        return
+    if not gen.exists():
+        sys.exit(f"tessera setup: no {gen} to write {out} from src/common/vendor.hpp (build from a Tessera checkout)")
+    if subprocess.run([sys.executable, str(gen), str(out)]).returncode != 0:
+        sys.exit(f"tessera setup: {gen} failed: {out} not written")
 
 
 def tessera_paths():
@@ -97,6 +113,9 @@ def extension():
 
 
 if __name__ == "__main__":
+    # First: importing torch runs the torch.backends entry point, which may import this tree's tessera.torch, and
+    # that needs the module.
+    write_families()
     from torch.utils.cpp_extension import BuildExtension
 
     setup(version=version(), ext_modules=[extension()], cmdclass={"build_ext": BuildExtension})

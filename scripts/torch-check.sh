@@ -45,11 +45,11 @@ NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || 
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
 T=$B/tessera
 # tessera._C is rebuilt only when what it is built from changed (its sources, the package, the C API's
-# headers, libtessera, torch): the stamp in the build tree holds their hash.
+# headers, the device-family table it copies, libtessera, torch): the stamp in the build tree holds their hash.
 stamp=$B/tessera-python.stamp
 want_stamp() {
   (cd "$ROOT" && cat python/setup.py python/pyproject.toml python/csrc/* python/tessera/*.py python/tessera/torch/*.py \
-     include/tessera/*.h; sha256sum "$B"/libtessera.so* 2>/dev/null; "$PY" -c 'import torch; print(torch.__version__)') \
+     include/tessera/*.h src/common/vendor.hpp scripts/gen-families-py.py; sha256sum "$B"/libtessera.so* 2>/dev/null; "$PY" -c 'import torch; print(torch.__version__)') \
     | sha256sum | cut -c1-16
 }
 up_to_date() { [ -x "$T" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(want_stamp)" ] && (cd /tmp && "$PY" -c 'import torch, tessera._C') 2>/dev/null; }
@@ -158,6 +158,8 @@ if [ "$WHAT" != bench ]; then
     plain maps 60 "$PY" "$ROOT/tests/torch/maps_test.py"
     # the device types the backend is registered for: only those this process knows
     plain registration 60 "$PY" "$ROOT/tests/torch/registration_test.py"
+    # the device families: the package's copy of the C++ table, device strings, the current device of each family
+    plain families 60 "$PY" "$ROOT/tests/torch/families_test.py"
     if ((NGPU > 0)); then
       job two-islands-one-gpu 200 "${GG[@]}" -- $W
       # the same with the ranks' work on a side stream of their own instead of torch's legacy default stream

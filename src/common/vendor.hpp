@@ -1,8 +1,8 @@
 // common/vendor: the one table of device families — what a rank's device string is made of and how a
 // launcher gives a rank its device. Everything outside the device layer that must know a vendor's device
 // asks this table, never a literal "cuda": the launcher (--island DEVICE words, the visible-devices
-// variable it sets per rank, MPS), world set-up (TESSERA_DEVICE), the planner's model; the PyTorch package
-// keeps a copy of its torch side (python/tessera/torch/_backend.py, checked against it by a test). A family is one row;
+// variable it sets per rank, MPS), world set-up (TESSERA_DEVICE), the planner's model; the Python package's copy is
+// written from this header when it is built (scripts/gen-families-py.py: rows of literals only). A family is one row;
 // its runtime and collective-library rows live in comm's device layer and are named here by `runtime` and `ccl`.
 //
 // Device strings: "host" (no device: the rank computes on the CPU) or PREFIX:INDEX ("cuda:0").

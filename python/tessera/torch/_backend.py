@@ -5,7 +5,9 @@ For every process group (the default one, each new_group, each DeviceMesh dimens
 this rank's group rank and size, and the timeout. `_create`
   1. decides this rank's device: TESSERA_DEVICE (set by `tessera run`), else Options.device, else the
      current device of this process's accelerator (cuda when CUDA is available, else npu or musa when torch's
-     PrivateUse1 backend is renamed so and available: torch_npu, torch_musa), else "host";
+     PrivateUse1 backend is renamed so and available: torch_npu, torch_musa), else "host"; the device families
+     and their torch device types are Tessera's family table's (_devices.py), and the rank's device becomes the
+     current one of its torch type (corex:1 -> torch.cuda.set_device(1));
   2. decides this rank's island in the group: TESSERA_ISLAND/TESSERA_ISLAND_VENDOR when set, else
      Options.island/vendor, else one island per device type ("host", "nvidia"). The members publish
      theirs in the store and the islands present in the group are renumbered 0..k-1 in order, so a
@@ -28,11 +30,9 @@ import threading
 import torch
 import torch.distributed as dist
 
+from . import _devices
+
 BACKEND_NAME = "tessera"
-_VENDOR_OF_KIND = {"host": "host", "cuda": "nvidia", "npu": "ascend", "musa": "moore", "corex": "iluvatar"}
-# Tessera's device families that torch reaches through its PrivateUse1 backend, renamed by the vendor's extension
-# (torch_npu: "npu", torch_musa: "musa"; tests/torch/npu_device: the test device "npu").
-_PRIVATEUSE1_FAMILIES = ("npu", "musa")
 _lock = threading.Lock()
 _incarnations = {}  # group id -> how many times this process made a backend for it
 
@@ -41,7 +41,8 @@ class Options:
     """Backend options: pass as `pg_options` / `backend_options` to init_process_group or new_group.
 
     island: this rank's island index in the world (ranks of one island share one vendor library);
-    vendor: the island's vendor name; device: "host", "cuda:N", "npu:N" or "musa:N". Environment variables set by
+    vendor: the island's vendor name; device: "host" or a device family's PREFIX:N ("cuda:0", "npu:1", "corex:0";
+    every family with a torch device type). Environment variables set by
     `tessera run` (TESSERA_ISLAND, TESSERA_ISLAND_VENDOR, TESSERA_DEVICE) take precedence.
     """
 
@@ -56,10 +57,10 @@ class Options:
 
 
 def _privateuse1():
-    """The device module of torch's PrivateUse1 backend when it is renamed to one of Tessera's device families and
-    its module (torch.npu, torch.musa) is registered, else None."""
+    """The device module of torch's PrivateUse1 backend when it is renamed to the torch type of one of Tessera's device
+    families and its module (torch.npu, torch.musa) is registered, else None."""
     name = torch._C._get_privateuse1_backend_name()
-    if name not in _PRIVATEUSE1_FAMILIES:
+    if name not in _devices.PRIVATEUSE1_TYPES:
         return None
     return getattr(torch, name, None)
 
@@ -87,13 +88,15 @@ def _device(options):
             dev = "host"
     if dev == "cpu":
         dev = "host"
-    if dev != "host" and not re.fullmatch(r"(cuda|npu|musa|corex):\d+", dev):
-        raise ValueError(f"tessera: device {dev!r} is not 'host', 'cuda:N', 'npu:N', 'musa:N' or 'corex:N' (TESSERA_DEVICE or "
+    m = re.fullmatch(r"([a-z0-9_]+):\d+", dev)
+    family = _devices.family(m.group(1)) if m else None
+    if dev != "host" and family is None:
+        raise ValueError(f"tessera: device {dev!r} is not one of {_devices.device_words()} (TESSERA_DEVICE or "
                          "Options.device)")
-    kind = dev.split(":")[0]
-    if kind in _PRIVATEUSE1_FAMILIES and torch._C._get_privateuse1_backend_name() != kind:
-        raise ValueError(f"tessera: device {dev!r} needs torch's PrivateUse1 backend named {kind!r} (import "
-                         f"torch_{kind} first); this process's is {torch._C._get_privateuse1_backend_name()!r}")
+    ttype = family.torch_type if family is not None else None
+    if ttype in _devices.PRIVATEUSE1_TYPES and torch._C._get_privateuse1_backend_name() != ttype:
+        raise ValueError(f"tessera: device {dev!r} needs torch's PrivateUse1 backend named {ttype!r} (import "
+                         f"torch_{ttype} first); this process's is {torch._C._get_privateuse1_backend_name()!r}")
     return dev
 
 
@@ -130,7 +133,7 @@ def island_layout(records):
     index = {k: i for i, k in enumerate(order)}
     out, seen = [], {}
     for r, ((isl, vendor, kind), key) in enumerate(zip(records, keys)):
-        v = vendor or (f"island{isl}" if isl >= 0 else _VENDOR_OF_KIND.get(kind, kind))
+        v = vendor or (f"island{isl}" if isl >= 0 else _devices.island_vendor(kind))
         first = seen.setdefault(index[key], (v, kind, r))
         if (first[0], first[1]) != (v, kind):
             raise ValueError(f"tessera: island {key} mixes vendor/device {first[0]}/{first[1]} (group rank "
@@ -217,12 +220,7 @@ def _create(dist_opts, backend_options):
     if rank == 0:
         store.set(f"{ns}/uid", _C.unique_id())
     uid = store.get(f"{ns}/uid")
-    if kind == "cuda":
-        torch.cuda.set_device(int(device[5:]))
-    elif kind != "host":
-        mod = getattr(torch, kind, None)
-        if mod is not None and hasattr(mod, "set_device"):
-            mod.set_device(int(device.split(":")[1]))
+    _devices.set_current(device)
     return _C.Backend(uid, rank, size, my_island, my_vendor, device, timeout_ms, hybrid)
 
 
