@@ -253,6 +253,8 @@ if [ "$WHAT" != bench ] && in_group npu; then
       export LD_LIBRARY_PATH="$SHIMS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the launcher and every rank of the group
       # npu joins the backend's device types once the test device is loaded (after the backend was registered)
       plain npu-registration 60 "$PY" "$ROOT/tests/torch/registration_test.py" --npu
+      # the checkpoint library on npu tensors in one process: saved as they are, restored into npu and CPU tensors
+      plain npu-ckpt-devices 120 "$PY" "$ROOT/tests/torch/ckpt_devices_test.py"
       job npu-one 300 --island ascend=npu:1 -- $W
       job npu-two-one-island 400 --island ascend=npu:2 -- $W
       job npu-cpu 400 "${NX[@]}" -- $W

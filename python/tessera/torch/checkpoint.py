@@ -25,6 +25,11 @@ pinned host memory that is kept for the next save of the same shapes (one copy p
 `cache_staged_state_dict`), so the training loop is blocked for about one GPU-to-pinned copy; the write
 runs in DCP's thread. A save still writing from those buffers is never overwritten: the next one then
 stages into fresh buffers. `release_staging()` frees them.
+
+Devices: the device types of Tessera's family table (_devices.DEVICE_TYPES: cuda, npu, musa; CoreX's torch is CUDA's)
+are read by Tessera's checkpoint library itself, through its device runtime rows, without a host copy first; a
+tensor of any other device type is copied to the host. Staging waits for the copies of every such device type.
+Pinned host memory (page-locked staging, asynchronous copies up on load) is CUDA's, where torch pins with it.
 """
 import io
 import math
@@ -40,6 +45,8 @@ from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkSt
                                                    MetadataIndex, TensorProperties, TensorStorageMetadata)
 from torch.distributed.checkpoint.planner import LoadItemType, WriteItemType
 from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
+
+from . import _devices
 
 __all__ = ["TesseraWriter", "TesseraReader", "resume", "latest_step", "parse_resume_from", "release_staging"]
 
@@ -93,6 +100,15 @@ def _stage(hot, warm, cold, step):
     _ckpt().stage(hot, warm, cold, step)
 
 
+def _synchronize_devices():
+    """Waits for the work queued on every device of the table's device types whose torch module is loaded and has a
+    device (torch.cuda; torch.npu once torch_npu registered it)."""
+    for device_type in _devices.DEVICE_TYPES:
+        mod = _devices.module(device_type)
+        if mod is not None and hasattr(mod, "synchronize") and mod.is_available():
+            mod.synchronize()
+
+
 def _dist():
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -140,8 +156,7 @@ class TesseraWriter(StorageWriter):
         if copied is None:
             staged = _create_cpu_state_dict(state_dict, pin_memory=torch.cuda.is_available())
             copied = _copy_state_dict(state_dict, staged, non_blocking=True)
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        _synchronize_devices()  # the copies out of device memory were asynchronous
         self._staged = copied
         return copied
 
@@ -197,7 +212,7 @@ class TesseraWriter(StorageWriter):
         return plans
 
     def write_data(self, plan, planner):
-        items, results, per_name = [], [], {}
+        items, results, per_name, devices = [], [], {}, set()
         for wi in plan.items:
             if wi.type != WriteItemType.BYTE_IO:
                 per_name[wi.index.fqn] = per_name.get(wi.index.fqn, 0) + 1
@@ -213,8 +228,10 @@ class TesseraWriter(StorageWriter):
                 results.append(WriteResult(index=wi.index, size_in_bytes=len(raw), storage_data=sd))
                 continue
             t = data.detach()
-            if t.device.type not in ("cpu", "cuda"):  # Tessera's checkpoint library reads host and CUDA memory
-                t = t.cpu()
+            if t.device.type != "cpu" and t.device.type not in _devices.DEVICE_TYPES:
+                t = t.cpu()  # the library reads host memory and the device memory of the table's families
+            elif t.device.type != "cpu":
+                devices.add(t.device)
             if not t.is_contiguous():
                 t = t.contiguous()
             chunk = wi.tensor_data.chunk
@@ -235,6 +252,12 @@ class TesseraWriter(StorageWriter):
                 else:
                     items.append((name, stored, 0, stored.shape[0]))
             results.append(WriteResult(index=wi.index, size_in_bytes=t.numel() * t.element_size(), storage_data=sd))
+        # The library copies device memory with its runtime's synchronous copy, which need not wait for the work torch
+        # queued on its streams: that work is waited for first.
+        for d in devices:
+            mod = _devices.module(d.type)
+            if mod is not None and hasattr(mod, "synchronize"):
+                mod.synchronize(d.index)
         fut = Future()
         try:
             if self.is_coordinator:
