@@ -1,6 +1,7 @@
 // comm/c_api: the C ABI of tessera.h over the C++ communicator. No exception crosses it; each call
 // records a readable message retrievable with tsrGetLastError. Also here: the unique id
-// (tsrGetUniqueId: a store served by this process) and the per-thread group queue (tsrGroupStart/End).
+// (tsrGetUniqueId: a store served by this process). The per-thread group queue (tsrGroupStart/End) is in
+// c_api_group.cpp; what the two share (the handle, the call wrapper, the errors) in c_api_state.hpp.
 // Every call's arguments are checked (comm/api_args) before anything is allocated or sent: a refused call
 // returns tsrInvalidArgument and leaves the communicator usable.
 #include <arpa/inet.h>
@@ -8,8 +9,6 @@
 #include <netdb.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "comm/api_args.hpp"
+#include "comm/c_api_state.hpp"
 #include "comm/comm.hpp"
 #include "comm/store/store.hpp"
 #include "common/c_result.hpp"
@@ -30,54 +30,25 @@
 #include "common/token.hpp"
 #include "tessera/tessera.h"
 
+namespace tessera::comm::capi {
 namespace {
-uint64_t NextCommId() {
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
-}
-}  // namespace
-
-struct tsrComm {
-  std::unique_ptr<tessera::comm::Comm> impl;
-  // Names this communicator in each thread's table of last errors (never reused, unlike its address).
-  const uint64_t id = NextCommId();
-  std::string description;
-  // A world of one device island: the lean allreduce path (comm/device/device.hpp), called from here
-  // directly so that a taken call reads no more than this handle and that path's data.
-  tessera::comm::DirectAllReduce* direct = nullptr;
-  // What the argument checks need (rank, size, host or device, vendor): fixed for the communicator's life.
-  tessera::comm::api::Shape shape;
-};
-
-namespace {
-using tessera::ToResult;
-thread_local std::string g_init_error;
 // Each thread's message of its last failed call on each communicator (tsrComm::id): what tsrGetLastError
 // returns. Per thread, so a failure reported on one thread (a watchdog's tsrCommGetAsyncError, a worker's
 // call) never changes a string another thread is reading.
 thread_local std::unordered_map<uint64_t, std::string> g_last_errors;
+}  // namespace
 void SetLastError(tsrComm_t comm, std::string message) { g_last_errors[comm->id] = std::move(message); }
-// tsrGroupStart/End: nesting depth and the queued sends/receives of this thread.
-thread_local int g_group_depth = 0;
-thread_local std::vector<std::pair<tsrComm_t, tessera::comm::P2POp>> g_group_ops;
+}  // namespace tessera::comm::capi
 
-const char* kInGroup = "is not allowed between tsrGroupStart and tsrGroupEnd (only tsrSend and tsrRecv are)";
-
-template <typename F>
-tsrResult_t Call(const char* name, tsrComm_t comm, F&& f) {
-  if (comm == nullptr || !comm->impl) {
-    g_init_error = fmt::format("{}: comm is NULL (or destroyed)", name);
-    return tsrInvalidArgument;
-  }
-  try {
-    tessera::Status s = f(*comm->impl);
-    if (!s.ok()) SetLastError(comm, s.message());
-    return ToResult(s);
-  } catch (const std::exception& e) {
-    SetLastError(comm, std::string("internal error: ") + e.what());
-    return tsrInternalError;
-  }
-}
+namespace {
+using tessera::ToResult;
+using tessera::comm::capi::Call;
+using tessera::comm::capi::g_group_depth;
+using tessera::comm::capi::g_init_error;
+using tessera::comm::capi::g_last_errors;
+using tessera::comm::capi::kInGroup;
+using tessera::comm::capi::QueueGroupOp;
+using tessera::comm::capi::SetLastError;
 
 // Call for operations that a group does not allow (collectives, split).
 template <typename F>
@@ -292,25 +263,6 @@ tsrResult_t CreateComm(Params params, tsrComm_t* comm) {
   }
 }
 
-// tsrSend/tsrRecv between tsrGroupStart and tsrGroupEnd: queued on this thread for tsrGroupEnd.
-tsrResult_t QueueGroupOp(const char* what, tsrComm_t comm, bool is_send, const void* sendbuf, void* recvbuf,
-                         size_t count, tsrDataType_t datatype, int peer, tsrStream_t stream) {
-  if (comm == nullptr || comm->impl == nullptr) {
-    g_init_error = std::string(what) + " in a group: NULL or destroyed communicator";
-    return tsrInvalidArgument;
-  }
-  tessera::comm::P2POp op;
-  op.is_send = is_send;
-  op.send = sendbuf;
-  op.recv = recvbuf;
-  op.count = count;
-  op.type = datatype;
-  op.peer = peer;
-  op.stream = stream;
-  g_group_ops.emplace_back(comm, op);
-  return tsrSuccess;
-}
-
 }  // namespace
 
 tessera::comm::Comm* tessera::comm::Unwrap(tsrComm_t comm) { return comm != nullptr ? comm->impl.get() : nullptr; }
@@ -422,7 +374,7 @@ tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error) {
 tsrResult_t tsrCommDestroy(tsrComm_t comm) {
   if (comm == nullptr) return tsrSuccess;
   // Sends and receives of this thread's open group on comm cannot run any more.
-  std::erase_if(g_group_ops, [&](const auto& e) { return e.first == comm; });
+  tessera::comm::capi::DropGroupOps(comm);
   g_last_errors.erase(comm->id);  // (other threads' entries stay: a few strings, never read again)
   try {
     delete comm;
@@ -430,42 +382,6 @@ tsrResult_t tsrCommDestroy(tsrComm_t comm) {
     return tsrInternalError;
   }
   return tsrSuccess;
-}
-
-tsrResult_t tsrGroupStart(void) {
-  ++g_group_depth;
-  return tsrSuccess;
-}
-
-tsrResult_t tsrGroupEnd(void) {
-  if (g_group_depth == 0) {
-    g_init_error = "tsrGroupEnd without tsrGroupStart";
-    return tsrInvalidArgument;
-  }
-  if (--g_group_depth > 0) return tsrSuccess;
-  auto ops = std::move(g_group_ops);
-  g_group_ops.clear();
-  tsrResult_t first = tsrSuccess;
-  try {
-    // One communicator after another, in the order of their first call in the group.
-    std::vector<tsrComm_t> order;
-    for (const auto& [c, op] : ops)
-      if (std::find(order.begin(), order.end(), c) == order.end()) order.push_back(c);
-    for (tsrComm_t c : order) {
-      std::vector<tessera::comm::P2POp> mine;
-      for (const auto& [cc, op] : ops)
-        if (cc == c) mine.push_back(op);
-      const tsrResult_t r = Call("tsrGroupEnd", c, [&](tessera::comm::Comm&) {
-        TSR_RETURN_IF_ERROR(tessera::comm::api::CheckGroup(mine, c->shape));
-        return c->impl->Group(mine);
-      });
-      if (r != tsrSuccess && first == tsrSuccess) first = r;
-    }
-  } catch (const std::exception& e) {
-    g_init_error = std::string("internal error: ") + e.what();
-    return tsrInternalError;
-  }
-  return first;
 }
 
 namespace {
