@@ -46,8 +46,8 @@ at::Tensor Flatten(const std::vector<at::Tensor>& parts) {
 }  // namespace
 
 Backend::Backend(const std::string& unique_id, int rank, int size, int island, const std::string& vendor,
-                 const std::string& device, int64_t timeout_ms, bool hybrid)
-    : c10d::Backend(rank, size), device_(device) {
+                 const std::string& device, int64_t timeout_ms, bool hybrid, const std::string& torch_device)
+    : c10d::Backend(rank, size), device_(device), torch_device_(torch_device.empty() ? device : torch_device) {
   TSR_CHECK(unique_id.size() == sizeof(tsrUniqueId), "tessera: the unique id has ", unique_id.size(),
             " bytes, expected ", sizeof(tsrUniqueId), " (was it made by the same Tessera version?)");
   tsrUniqueId id;
@@ -58,7 +58,7 @@ Backend::Backend(const std::string& unique_id, int rank, int size, int island, c
   config.device = device_.c_str();
   config.timeout_ms = static_cast<int>(std::min<int64_t>(timeout_ms, INT32_MAX));
   // A device rank: its communication stream and completion thread (device.hpp).
-  if (device_ != "host") device_queue_ = std::make_unique<DeviceQueue>(device_, hybrid, rank, timeout_ms, ref_);
+  if (device_ != "host") device_queue_ = std::make_unique<DeviceQueue>(torch_device_, hybrid, rank, timeout_ms, ref_);
   const tsrResult_t r = tsrCommInitRank(&comm_, size, id, rank, &config);
   TSR_CHECK(r == tsrSuccess, "tessera: joining the group as rank ", rank, " of ", size, " (island ", island, " '",
             vendor, "', device ", device_, ") failed: ", tsrGetLastError(nullptr));
@@ -68,9 +68,15 @@ Backend::Backend(const std::string& unique_id, int rank, int size, int island, c
   init();
 }
 
-Backend::Backend(tsrComm_t comm, int rank, int size, const std::string& device, int64_t timeout_ms, bool hybrid)
-    : c10d::Backend(rank, size), comm_(comm), device_(device), timeout_ms_(timeout_ms), hybrid_(hybrid) {
-  if (device_ != "host") device_queue_ = std::make_unique<DeviceQueue>(device_, hybrid, rank, timeout_ms, ref_);
+Backend::Backend(tsrComm_t comm, int rank, int size, const std::string& device, const std::string& torch_device,
+                 int64_t timeout_ms, bool hybrid)
+    : c10d::Backend(rank, size),
+      comm_(comm),
+      device_(device),
+      torch_device_(torch_device),
+      timeout_ms_(timeout_ms),
+      hybrid_(hybrid) {
+  if (device_ != "host") device_queue_ = std::make_unique<DeviceQueue>(torch_device_, hybrid, rank, timeout_ms, ref_);
   ref_->comm = comm_;
   init();
 }

@@ -32,14 +32,17 @@ namespace tessera_torch {
 
 class Backend : public c10d::Backend {
  public:
-  // `unique_id`: the bytes of group rank 0's tsrGetUniqueId; `device`: "host", "cuda:N", "npu:N" or "musa:N" (this
-  // process's numbering); `island`/`vendor`: this rank's island in this group (0..k-1); `hybrid`: the group has ranks
-  // in more than one island (decides how device calls complete: work.hpp).
+  // `unique_id`: the bytes of group rank 0's tsrGetUniqueId; `device`: Tessera's device string, "host" or a device
+  // family's PREFIX:N ("cuda:0", "npu:1", "corex:0"; this process's numbering); `torch_device`: the same device as
+  // torch names it, its family's torch type ("cuda:0" for corex:0; python/tessera/torch/_devices.py), "" when it is
+  // `device`; `island`/`vendor`: this rank's island in this group (0..k-1); `hybrid`: the group has ranks in more than
+  // one island (decides how device calls complete: work.hpp).
   Backend(const std::string& unique_id, int rank, int size, int island, const std::string& vendor,
-          const std::string& device, int64_t timeout_ms, bool hybrid);
+          const std::string& device, int64_t timeout_ms, bool hybrid, const std::string& torch_device = "");
 
   // A group made by tsrCommSplit of another's communicator (SplitOff): same device and completion rule.
-  Backend(tsrComm_t comm, int rank, int size, const std::string& device, int64_t timeout_ms, bool hybrid);
+  Backend(tsrComm_t comm, int rank, int size, const std::string& device, const std::string& torch_device,
+          int64_t timeout_ms, bool hybrid);
 
   ~Backend() override { shutdown(); }
 
@@ -216,6 +219,7 @@ class Backend : public c10d::Backend {
   tsrComm_t comm_ = nullptr;  // null after shutdown()
   std::shared_ptr<CommRef> ref_ = std::make_shared<CommRef>();
   std::string device_;
+  std::string torch_device_;  // device_ as torch names it
   int64_t timeout_ms_ = 0;
   bool hybrid_ = true;
   std::atomic<int64_t> splits_{0};  // tsrCommSplit calls on this group's communicator (comm_split_count)

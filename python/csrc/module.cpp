@@ -16,9 +16,11 @@ void BindCheckpoint(pybind11::module& m);  // ckpt.cpp
 
 void BindBackend(pybind11::module& m) {
   py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(m, "Backend")
-      .def(py::init<const std::string&, int, int, int, const std::string&, const std::string&, int64_t, bool>(),
+      .def(py::init<const std::string&, int, int, int, const std::string&, const std::string&, int64_t, bool,
+                    const std::string&>(),
            py::arg("unique_id"), py::arg("rank"), py::arg("size"), py::arg("island"), py::arg("vendor"),
-           py::arg("device"), py::arg("timeout_ms"), py::arg("hybrid") = true, py::call_guard<py::gil_scoped_release>())
+           py::arg("device"), py::arg("timeout_ms"), py::arg("hybrid") = true, py::arg("torch_device") = "",
+           py::call_guard<py::gil_scoped_release>())
       .def("describe", &Backend::describe)
       .def_property_readonly("device", &Backend::device)
       // new_group (python/tessera/torch/_backend.py): a member's half of a split of this group, and the half of a

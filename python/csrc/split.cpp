@@ -56,7 +56,7 @@ c10::intrusive_ptr<Backend> Backend::SplitOff(int color, int key, int64_t timeou
   (void)tsrCommSize(nc, &n);
   // A group split from a group of several islands may lie in one island; it keeps the HOST WAIT of several
   // (work.hpp), which is right in both cases.
-  return c10::make_intrusive<Backend>(nc, r, n, device_, timeout_ms, hybrid_);
+  return c10::make_intrusive<Backend>(nc, r, n, device_, torch_device_, timeout_ms, hybrid_);
 }
 
 }  // namespace tessera_torch

@@ -2,8 +2,8 @@
 when the package is built) for every device family, never a list of its own: the package's copy is the table the
 generator reads from this source tree; TESSERA_DEVICE / Options.device accept every family with a torch device type
 and name them when refusing one; a rank's device becomes the current device of its family's torch type (corex:1 ->
-torch.cuda.set_device(1): CoreX's torch build is CUDA's); an island of ranks that declare none is named after the
-family's vendor. One process, no group, no GPU needed (torch's set_device calls are recorded, not made); exit 0 when
+torch.cuda.set_device(1): CoreX's torch build is CUDA's) and the backend's device half opens it as torch names it
+(cuda:1); an island of ranks that declare none is named after the family's vendor. One process, no group, no GPU needed (torch's set_device calls are recorded, not made); exit 0 when
 every check passed (scripts/torch-check.sh, group ops).
 """
 import os
@@ -77,6 +77,47 @@ finally:
         torch.npu = real_npu
     else:
         del torch.npu
+
+# The device as torch names it, which the backend's device half opens: the family's torch type.
+for dev, want in [("host", "host"), ("cuda:2", "cuda:2"), ("corex:1", "cuda:1"), ("npu:0", "npu:0"),
+                  ("musa:3", "musa:3")]:
+    got = _devices.torch_device(dev)
+    check(got == want, f"torch_device({dev!r}) = {got!r}, expected {want!r}")
+
+# A corex rank's group, made by the backend's creator in a world of one (a store of this process; tessera._C.Backend
+# recorded, not made: a CUDA device is needed to open it): torch's CUDA device made current, and the device half given
+# the device as torch names it beside Tessera's name for it.
+import datetime  # noqa: E402
+
+import tessera._C as C  # noqa: E402
+
+
+class Store(dict):
+    def set(self, k, v):
+        self[k] = v.encode() if isinstance(v, str) else v
+
+    def get(self, k):
+        return self[k]
+
+
+made = []
+real_backend = C.Backend
+C.Backend = lambda *args, **kw: made.append((args, kw)) or "backend"
+torch.cuda.set_device = lambda i: calls.append(("cuda", i))
+calls.clear()
+try:
+    opts = types.SimpleNamespace(store=Store(), group_rank=0, group_size=1, timeout=datetime.timedelta(seconds=5),
+                                 group_id="0", global_ranks_in_group=[0])
+    check(_backend._create(opts, _backend.Options(device="corex:0")) == "backend", "_create made no backend")
+    check(calls == [("cuda", 0)], f"a corex:0 group set the current devices {calls}, expected torch.cuda's 0")
+    args, kw = made[0] if made else ((), {})
+    check(len(args) > 5 and args[5] == "corex:0" and kw.get("torch_device") == "cuda:0",
+          f"_C.Backend got device {args[5] if len(args) > 5 else None!r}, torch_device {kw.get('torch_device')!r}; "
+          "expected 'corex:0' and 'cuda:0'")
+    check(args[4] == "iluvatar" if len(args) > 4 else False, f"the corex island's name: {args[4:5]}")
+finally:
+    C.Backend = real_backend
+    torch.cuda.set_device = real_cuda_set
 
 # Islands of ranks that declare none: one per device kind, named after the family's usual vendor.
 layout = _backend.island_layout([(-1, "", "corex"), (-1, "", "host"), (-1, "", "cuda"), (-1, "", "corex")])

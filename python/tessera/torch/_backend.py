@@ -221,7 +221,8 @@ def _create(dist_opts, backend_options):
         store.set(f"{ns}/uid", _C.unique_id())
     uid = store.get(f"{ns}/uid")
     _devices.set_current(device)
-    return _C.Backend(uid, rank, size, my_island, my_vendor, device, timeout_ms, hybrid)
+    return _C.Backend(uid, rank, size, my_island, my_vendor, device, timeout_ms, hybrid,
+                      torch_device=_devices.torch_device(device))
 
 
 class _KnownDeviceTypes(list):

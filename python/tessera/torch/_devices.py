@@ -42,6 +42,16 @@ def device_words():
     return ", ".join(["'host'"] + [f"'{f.prefix}:N'" for f in TORCH_FAMILIES])
 
 
+def torch_device(device):
+    """Tessera's device string as torch names the device: the family's torch type and the index ("corex:1" ->
+    "cuda:1", "npu:0" -> "npu:0"); "host" stays "host"."""
+    if device == "host":
+        return device
+    prefix, _, index = device.partition(":")
+    f = family(prefix)
+    return f"{f.torch_type}:{index}" if f is not None else device
+
+
 def module(device_type):
     """torch's module of a device type of the table (torch.cuda; torch.npu once torch_npu registered it), or None:
     for any other type (cpu, meta, ...) and for a PrivateUse1 type whose extension is not loaded."""
@@ -56,8 +66,7 @@ def set_current(device):
     PrivateUse1 type without its extension) is left alone: _backend._device has refused such a device already."""
     if device == "host":
         return
-    prefix, _, index = device.partition(":")
-    f = family(prefix)
-    mod = module(f.torch_type) if f is not None else None
+    torch_type, _, index = torch_device(device).partition(":")
+    mod = module(torch_type)
     if mod is not None and hasattr(mod, "set_device"):
         mod.set_device(int(index))
