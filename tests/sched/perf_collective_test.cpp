@@ -254,6 +254,11 @@ TEST(PerfModelIslands, NonReductionsWhatIfsAndFamiliesWithoutALibrary) {
   EXPECT_FALSE(HasDeviceBridge("musa"));
   EXPECT_TRUE(HasCollectiveLibrary("npu"));
   EXPECT_FALSE(HasCollectiveLibrary("emu"));
+  // Iluvatar CoreX: CUDA's API, but its runtime row lacks mapped registration and stream memops (pinned staging),
+  // and IXCCL is its library: the model reads both from the rows, not from the family's name.
+  EXPECT_EQ(FamilyOfVendor("iluvatar"), "corex");
+  EXPECT_FALSE(HasDeviceBridge("corex"));
+  EXPECT_TRUE(HasCollectiveLibrary("corex"));
 }
 
 TEST(PerfModelIslands, NativeIslandReduceHalvesTheIslandRingOf16BitDataOnly) {
