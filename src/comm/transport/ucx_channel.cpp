@@ -5,6 +5,9 @@
 // of its receive ring and Peek hands out what has landed. UCX reports a crashed peer (its error handler), but
 // never a stopped peer or a downed link: the engine's own deadline (TESSERA_TIMEOUT) ends those waits, and an
 // endpoint is closed with force when its link goes (after a bounded flush).
+#include "comm/transport/ucx.hpp"  // TESSERA_HAVE_UCX_HEADERS
+
+#if TESSERA_HAVE_UCX_HEADERS
 #include "comm/transport/ucx_channel.hpp"
 
 #include <fmt/format.h>
@@ -441,3 +444,5 @@ std::unique_ptr<RecvChannel> MakeUcxRecv(std::shared_ptr<UcxEndpoint> e) {
 }
 
 }  // namespace tessera::comm::internal
+
+#endif  // TESSERA_HAVE_UCX_HEADERS
