@@ -2,7 +2,6 @@
 // the per-island communicator; see ccl.hpp. HCCL's shape: ccl_hccl.cpp.
 #include "comm/ccl/ccl.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -20,12 +19,9 @@ namespace {
 constexpr bool TableIsSound() {
   for (const auto& r : kCclTable)
     if (r.shape == CclShape::kNccl && r.id_bytes != sizeof(NcclCalls::UniqueId)) return false;
-  // Every device family's CCL names a row (common/vendor.hpp).
-  for (const auto& f : kDeviceFamilies) {
-    bool found = std::string_view(f.ccl).empty();  // a family without a library
-    for (const auto& r : kCclTable) found = found || std::string_view(f.ccl) == r.name;
-    if (!found) return false;
-  }
+  // Every device family's CCL names a row (common/vendor.hpp; "": a family without a library).
+  for (const auto& f : kDeviceFamilies)
+    if (*f.ccl != 0 && dl::FindRow(kCclTable, f.ccl) == nullptr) return false;
   return true;
 }
 static_assert(TableIsSound(),
@@ -58,26 +54,24 @@ class NcclShape final : public CclLibrary {
   NcclShape(const CclRow& row, const Files& files) : CclLibrary(row, files) {}
 
   Status BindAll() {
-    void* h = files().handle;
-    void* gh = files().group_handle;
-    const std::string& f = path();
-    TSR_RETURN_IF_ERROR(Bind(c_.GetVersion, "GetVersion", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.GetUniqueId, "GetUniqueId", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.CommInitRank, "CommInitRank", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.CommDestroy, "CommDestroy", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.CommAbort, "CommAbort", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.CommGetAsyncError, "CommGetAsyncError", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.AllReduce, "AllReduce", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.ReduceScatter, "ReduceScatter", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.AllGather, "AllGather", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.Broadcast, "Broadcast", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.Send, "Send", h, f));
-    TSR_RETURN_IF_ERROR(Bind(c_.Recv, "Recv", h, f));
+    const dl::Library& h = files().lib;
+    TSR_RETURN_IF_ERROR(Bind(c_.GetVersion, "GetVersion", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.GetUniqueId, "GetUniqueId", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.CommInitRank, "CommInitRank", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.CommDestroy, "CommDestroy", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.CommAbort, "CommAbort", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.CommGetAsyncError, "CommGetAsyncError", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.AllReduce, "AllReduce", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.ReduceScatter, "ReduceScatter", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.AllGather, "AllGather", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.Broadcast, "Broadcast", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.Send, "Send", h));
+    TSR_RETURN_IF_ERROR(Bind(c_.Recv, "Recv", h));
     if (row().has_groups) {
-      TSR_RETURN_IF_ERROR(Bind(c_.GroupStart, "GroupStart", gh, group_file()));
-      TSR_RETURN_IF_ERROR(Bind(c_.GroupEnd, "GroupEnd", gh, group_file()));
+      TSR_RETURN_IF_ERROR(Bind(c_.GroupStart, "GroupStart", files().group));
+      TSR_RETURN_IF_ERROR(Bind(c_.GroupEnd, "GroupEnd", files().group));
     }
-    TSR_RETURN_IF_ERROR(Bind(c_.GetErrorString, "GetErrorString", h, f));
+    TSR_RETURN_IF_ERROR(Bind(c_.GetErrorString, "GetErrorString", h));
     return Check(c_.GetVersion(&version_), "GetVersion");
   }
 
@@ -128,17 +122,9 @@ class NcclShape final : public CclLibrary {
 
 }  // namespace
 
-const CclRow* FindCclRow(std::string_view name) {
-  for (const auto& r : kCclTable)
-    if (name == r.name) return &r;
-  return nullptr;
-}
+const CclRow* FindCclRow(std::string_view name) { return dl::FindRow(kCclTable, name); }
 
-std::string CclRowNames() {
-  std::string names;
-  for (const auto& v : kCclTable) names += names.empty() ? v.name : std::string(", ") + v.name;
-  return names;
-}
+std::string CclRowNames() { return dl::RowNames(kCclTable); }
 
 CclLibrary::CclLibrary(const CclRow& row, const Files& files)
     : name_(row.name), soname_(row.soname), prefix_(row.prefix), row_(row), files_(files) {
@@ -151,49 +137,34 @@ CclLibrary::~CclLibrary() {
   // The library stays mapped: CUDA libraries register atexit handlers and threads that outlive us.
 }
 
-Status CclLibrary::Bind(void** fn, const char* name, void* h, const std::string& file) const {
-  const std::string sym = prefix_ + name;
-  *fn = dlsym(h, sym.c_str());
-  if (*fn == nullptr) return internal::MissingSymbol(name_, file, sym, prefix_);
-  return Status::Ok();
-}
-
 Result<std::shared_ptr<CclLibrary>> CclLibrary::Load(const CclRow& v) {
   if (v.shape == CclShape::kNccl && v.id_bytes != sizeof(UniqueId))
     return InvalidArgument(
         fmt::format("the NCCL-shaped row '{}' has a {}-byte id: NCCL's is {}", v.name, v.id_bytes, sizeof(UniqueId)));
+  const dl::Names names = {
+      .what = fmt::format("the {} library", v.name),
+      .env_var = "TESSERA_CCL_LIB",
+      .mismatch = fmt::format("not a {} library of this shape, or the prefix '{}' is wrong (TESSERA_CCL_PREFIX sets "
+                              "another)",
+                              v.name, v.prefix)};
   Files files;
-  dlerror();
-  files.handle = dlopen(v.soname, RTLD_NOW | RTLD_LOCAL);
-  if (files.handle == nullptr) {
-    const char* e = dlerror();
-    return Unsupported(
-        fmt::format("cannot load the {} library '{}' for a device island: {} (install it, or set "
-                    "TESSERA_CCL_LIB to its path)",
-                    v.name, v.soname, e ? e : "?"));
-  }
+  TSR_ASSIGN_OR_RETURN(files.lib, dl::Library::Open(v.soname, names));
   {  // Not this shape's library at all: say so before looking for its group library.
     const std::string first = std::string(v.prefix) + (v.shape == CclShape::kHccl ? "GetRootInfo" : "GetVersion");
-    if (dlsym(files.handle, first.c_str()) == nullptr)
-      return internal::MissingSymbol(v.name, v.soname, first, v.prefix);
+    if (files.lib.Find(first) == nullptr) return files.lib.Missing(first);
   }
-  files.group_handle = files.handle;
+  files.group = files.lib;
   if (v.has_groups && v.group_soname != nullptr) {
+    dl::Names group = names;
+    group.what = fmt::format("the {} library of {}GroupStart / {}GroupEnd", v.name, v.prefix, v.prefix);
+    group.install = fmt::format("install it beside '{}', the file TESSERA_CCL_LIB points at", v.soname);
     // Beside the main file first (TESSERA_CCL_LIB may point into a directory not on the search path).
-    std::string main = v.soname, beside;
-    if (auto slash = main.rfind('/'); slash != std::string::npos) beside = main.substr(0, slash + 1) + v.group_soname;
-    dlerror();
-    void* g = beside.empty() ? nullptr : dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
-    files.group_soname = g ? beside : v.group_soname;
-    if (g == nullptr) g = dlopen(v.group_soname, RTLD_NOW | RTLD_LOCAL);
-    if (g == nullptr) {
-      const char* e = dlerror();
-      return Unsupported(
-          fmt::format("cannot load '{}', the {} library of {}GroupStart / {}GroupEnd: {} (install it beside '{}', the "
-                      "file TESSERA_CCL_LIB points at)",
-                      v.group_soname, v.name, v.prefix, v.prefix, e ? e : "?", v.soname));
-    }
-    files.group_handle = g;
+    const std::string main = v.soname;
+    Result<dl::Library> g = Unsupported("not beside");
+    if (auto slash = main.rfind('/'); slash != std::string::npos)
+      g = dl::Library::Open(main.substr(0, slash + 1) + v.group_soname, group);
+    if (!g.ok()) g = dl::Library::Open(v.group_soname, group);
+    TSR_ASSIGN_OR_RETURN(files.group, std::move(g));
   }
   std::shared_ptr<CclLibrary> lib;
   if (v.shape == CclShape::kHccl) {

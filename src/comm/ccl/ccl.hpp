@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/dl.hpp"
 #include "common/dtype.hpp"
 #include "tessera/status.hpp"
 
@@ -205,25 +206,20 @@ class CclLibrary {
 
   // The files a loader opened for a row, handed to the object of its shape.
   struct Files {
-    void* handle = nullptr;        // the library
-    void* group_handle = nullptr;  // the file of its group calls (may be `handle`)
-    std::string group_soname;      // its name ("" when it is the library itself)
+    dl::Library lib;    // the library
+    dl::Library group;  // the file of its group calls (may be `lib`)
   };
 
  protected:
   CclLibrary(const CclRow& row, const Files& files);
   virtual const char* ErrorString(Result_ r) const = 0;
-  // Binds `sym` (prefix + name) from `h` (the file `file`), or Unsupported naming both and the variables.
-  Status Bind(void** fn, const char* name, void* h, const std::string& file) const;
+  // Binds `fn` to the symbol prefix + `name` of `lib` (the library or its group file), or Unsupported naming the
+  // symbol, the file and TESSERA_CCL_LIB (common/dl).
   template <typename F>
-  Status Bind(F& fn, const char* name, void* h, const std::string& file) const {
-    void* p = nullptr;
-    TSR_RETURN_IF_ERROR(Bind(&p, name, h, file));
-    fn = reinterpret_cast<F>(p);
-    return Status::Ok();
+  Status Bind(F& fn, const char* name, const dl::Library& lib) const {
+    return lib.Bind(fn, prefix_ + name);
   }
   const Files& files() const { return files_; }
-  const std::string& group_file() const { return files_.group_soname.empty() ? soname_ : files_.group_soname; }
   int version_ = 0;
 
  private:

@@ -16,7 +16,6 @@
 //   - no version call in the subset used: version 0;
 //   - HcclGetCommAsyncError (hccl:388) for CommGetAsyncError; groups from libhcomm.so (torch_npu HcclCompile.h).
 // Each loaded file is its own object holding its own symbols: any number of HCCL files per process.
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -56,34 +55,30 @@ class HcclShape final : public CclLibrary {
   HcclShape(const CclRow& row, const Files& files) : CclLibrary(row, files) {}
 
   Status BindAll() {
-    void* h = files().handle;
-    const std::string& f = path();
-    TSR_RETURN_IF_ERROR(Bind(GetRootInfo_, "GetRootInfo", h, f));
-    TSR_RETURN_IF_ERROR(Bind(CommInitRootInfo_, "CommInitRootInfo", h, f));
-    TSR_RETURN_IF_ERROR(Bind(AllReduce_, "AllReduce", h, f));
-    TSR_RETURN_IF_ERROR(Bind(Broadcast_, "Broadcast", h, f));
-    TSR_RETURN_IF_ERROR(Bind(ReduceScatter_, "ReduceScatter", h, f));
-    TSR_RETURN_IF_ERROR(Bind(AllGather_, "AllGather", h, f));
-    TSR_RETURN_IF_ERROR(Bind(GetRankId_, "GetRankId", h, f));
-    TSR_RETURN_IF_ERROR(Bind(Send_, "Send", h, f));
-    TSR_RETURN_IF_ERROR(Bind(Recv_, "Recv", h, f));
-    TSR_RETURN_IF_ERROR(Bind(CommDestroy_, "CommDestroy", h, f));
-    TSR_RETURN_IF_ERROR(Bind(GetCommAsyncError_, "GetCommAsyncError", h, f));
-    TSR_RETURN_IF_ERROR(Bind(GetErrorString_, "GetErrorString", h, f));
+    const dl::Library& h = files().lib;
+    TSR_RETURN_IF_ERROR(Bind(GetRootInfo_, "GetRootInfo", h));
+    TSR_RETURN_IF_ERROR(Bind(CommInitRootInfo_, "CommInitRootInfo", h));
+    TSR_RETURN_IF_ERROR(Bind(AllReduce_, "AllReduce", h));
+    TSR_RETURN_IF_ERROR(Bind(Broadcast_, "Broadcast", h));
+    TSR_RETURN_IF_ERROR(Bind(ReduceScatter_, "ReduceScatter", h));
+    TSR_RETURN_IF_ERROR(Bind(AllGather_, "AllGather", h));
+    TSR_RETURN_IF_ERROR(Bind(GetRankId_, "GetRankId", h));
+    TSR_RETURN_IF_ERROR(Bind(Send_, "Send", h));
+    TSR_RETURN_IF_ERROR(Bind(Recv_, "Recv", h));
+    TSR_RETURN_IF_ERROR(Bind(CommDestroy_, "CommDestroy", h));
+    TSR_RETURN_IF_ERROR(Bind(GetCommAsyncError_, "GetCommAsyncError", h));
+    TSR_RETURN_IF_ERROR(Bind(GetErrorString_, "GetErrorString", h));
     if (row().has_groups) {
-      TSR_RETURN_IF_ERROR(Bind(GroupStart_, "GroupStart", files().group_handle, group_file()));
-      TSR_RETURN_IF_ERROR(Bind(GroupEnd_, "GroupEnd", files().group_handle, group_file()));
+      TSR_RETURN_IF_ERROR(Bind(GroupStart_, "GroupStart", files().group));
+      TSR_RETURN_IF_ERROR(Bind(GroupEnd_, "GroupEnd", files().group));
     }
     // Searched in libhccl and the libraries it depends on (libascendcl). Optional: out-of-place broadcast needs
     // the copy; waiting before a destroy needs the events (without them a destroy does not wait, as before).
-    auto acl = [&](auto& fn, const char* sym) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, sym));
-    };
-    acl(MemcpyAsync_, "aclrtMemcpyAsync");
-    acl(CreateEvent_, "aclrtCreateEvent");
-    acl(DestroyEvent_, "aclrtDestroyEvent");
-    acl(RecordEvent_, "aclrtRecordEvent");
-    acl(QueryEventStatus_, "aclrtQueryEventStatus");
+    h.BindOptional(MemcpyAsync_, "aclrtMemcpyAsync");
+    h.BindOptional(CreateEvent_, "aclrtCreateEvent");
+    h.BindOptional(DestroyEvent_, "aclrtDestroyEvent");
+    h.BindOptional(RecordEvent_, "aclrtRecordEvent");
+    h.BindOptional(QueryEventStatus_, "aclrtQueryEventStatus");
     return Status::Ok();
   }
 
@@ -273,14 +268,6 @@ class HcclShape final : public CclLibrary {
 };
 
 }  // namespace
-
-Status MissingSymbol(const std::string& row, const std::string& file, const std::string& symbol,
-                     const std::string& prefix) {
-  return Unsupported(
-      fmt::format("'{}' ({}) has no symbol '{}': not a {} library of this shape, or the prefix '{}' is wrong "
-                  "(set TESSERA_CCL_LIB to a file that has it, TESSERA_CCL_PREFIX for another prefix)",
-                  file, row, symbol, row, prefix));
-}
 
 Result<std::shared_ptr<CclLibrary>> LoadHcclShape(const CclRow& row, const CclLibrary::Files& files) {
   auto lib = std::make_shared<HcclShape>(row, files);

@@ -1,5 +1,5 @@
 // comm/ccl/ccl_shapes: what the CCL loader (ccl.cpp) shares with the objects of call shapes other than NCCL's
-// (ccl_hccl.cpp): the missing-symbol error and each shape's constructor over the files the loader opened.
+// (ccl_hccl.cpp): each shape's constructor over the files the loader opened.
 #pragma once
 
 #include <memory>
@@ -8,10 +8,6 @@
 #include "comm/ccl/ccl.hpp"
 
 namespace tessera::comm::internal {
-
-// Unsupported: `file` (the `row` library) lacks `symbol`; names TESSERA_CCL_LIB (and TESSERA_CCL_PREFIX).
-Status MissingSymbol(const std::string& row, const std::string& file, const std::string& symbol,
-                     const std::string& prefix);
 
 // The HCCL-shaped library of `row` over `files`: every symbol bound (ccl_hccl.cpp).
 Result<std::shared_ptr<CclLibrary>> LoadHcclShape(const CclRow& row, const CclLibrary::Files& files);

@@ -15,13 +15,13 @@
 // device memory used in stream order; each executor used once.
 #include "comm/runtime/aclnn.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstdint>
 #include <mutex>
 #include <vector>
 
+#include "common/dl.hpp"
 #include "common/env.hpp"
 
 namespace tessera::comm::internal {
@@ -108,27 +108,24 @@ AclnnOps& AclnnOps::Get() {
 
 AclnnOps::AclnnOps() : api_(std::make_unique<Api>()) {
   Api& a = *api_;
-  std::vector<std::string> tried;
-  auto open = [&](const std::string& file) -> void* {
-    void* h = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) {
-      const char* e = dlerror();
-      tried.push_back(fmt::format("'{}': {}", file, e ? e : "not loaded"));
-    }
-    return h;
-  };
+  std::vector<std::string> tried;  // why each file tried does not serve
   // The tensor calls.
-  const std::string base_file = env::Get("TESSERA_ACL_NNOPBASE_LIBRARY").value_or("libnnopbase.so");
-  void* base = open(base_file);
-  if (base != nullptr) {
-    a.CreateTensor = reinterpret_cast<decltype(a.CreateTensor)>(dlsym(base, "aclCreateTensor"));
-    a.DestroyTensor = reinterpret_cast<decltype(a.DestroyTensor)>(dlsym(base, "aclDestroyTensor"));
-    if (a.CreateTensor == nullptr || a.DestroyTensor == nullptr) {
-      tried.push_back(fmt::format("'{}' lacks aclCreateTensor / aclDestroyTensor", base_file));
-      base = nullptr;
-    }
+  const std::string base_file = dl::FileFrom("TESSERA_ACL_NNOPBASE_LIBRARY", "libnnopbase.so");
+  // Both calls from `lib`, or why not.
+  auto bind2 = [](const Result<dl::Library>& lib, auto& f1, const char* s1, auto& f2, const char* s2) -> Status {
+    if (!lib.ok()) return lib.status();
+    TSR_RETURN_IF_ERROR(lib->Bind(f1, s1));
+    return lib->Bind(f2, s2);
+  };
+  const Status base_bound = bind2(dl::Library::Open(base_file, {.what = "CANN's tensor library",
+                                                                .env_var = "TESSERA_ACL_NNOPBASE_LIBRARY",
+                                                                .mismatch = "not CANN's libnnopbase.so"}),
+                                  a.CreateTensor, "aclCreateTensor", a.DestroyTensor, "aclDestroyTensor");
+  const bool base = base_bound.ok();
+  if (base)
     a.nnopbase = base_file;
-  }
+  else
+    tried.push_back(base_bound.message());
   // The ops: the file the variable names, else libopapi.so, then CANN 9's libopapi_math.so ([OP] searches the same
   // way: the all-in-one library, then the per-repository ones).
   std::vector<std::string> op_files;
@@ -137,18 +134,18 @@ AclnnOps::AclnnOps() : api_(std::make_unique<Api>()) {
   else
     op_files = {"libopapi.so", "libopapi_math.so"};
   for (const std::string& f : op_files) {
-    if (base == nullptr) break;
-    void* h = open(f);
-    if (h == nullptr) continue;
-    a.CastGetWorkspaceSize = reinterpret_cast<decltype(a.CastGetWorkspaceSize)>(dlsym(h, "aclnnCastGetWorkspaceSize"));
-    a.Cast = reinterpret_cast<decltype(a.Cast)>(dlsym(h, "aclnnCast"));
-    if (a.CastGetWorkspaceSize != nullptr && a.Cast != nullptr) {
+    if (!base) break;
+    const Status s = bind2(dl::Library::Open(f, {.what = "CANN's operator library",
+                                                 .env_var = "TESSERA_ACL_OPAPI_LIBRARY",
+                                                 .mismatch = "not CANN's operator library"}),
+                           a.CastGetWorkspaceSize, "aclnnCastGetWorkspaceSize", a.Cast, "aclnnCast");
+    if (s.ok()) {
       a.opapi = f;
       break;
     }
-    tried.push_back(fmt::format("'{}' lacks aclnnCastGetWorkspaceSize / aclnnCast", f));
+    tried.push_back(s.message());
   }
-  if (base != nullptr && !a.opapi.empty()) {
+  if (base && !a.opapi.empty()) {
     loaded_ = Status::Ok();
     return;
   }

@@ -3,7 +3,6 @@
 // runtime_acl.cpp and runtime_cuda_api.cpp. See runtime.hpp.
 #include "comm/runtime/runtime.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <link.h>
 
@@ -13,26 +12,19 @@
 #include <mutex>
 
 #include "comm/ccl/ccl.hpp"
+#include "common/dl.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 
 namespace tessera::comm {
 
 namespace {
-constexpr bool SameName(const char* a, const char* b) {
-  while (*a != 0 && *a == *b) ++a, ++b;
-  return *a == *b;
-}
 // Every device family names a row of kRuntimeTable and a row of kCclTable: a new vendor is a family row, a runtime
 // row and a CCL row (and its kernels, below), and a typo in one fails the build.
 constexpr bool FamiliesHaveRows() {
-  for (const DeviceFamily& f : kDeviceFamilies) {
-    bool runtime = false, ccl = false;
-    for (const RuntimeRow& r : kRuntimeTable) runtime |= SameName(f.runtime, r.name);
-    ccl = *f.ccl == 0;  // none
-    for (const CclRow& r : kCclTable) ccl |= SameName(f.ccl, r.name);
-    if (!runtime || !ccl) return false;
-  }
+  for (const DeviceFamily& f : kDeviceFamilies)
+    if (dl::FindRow(kRuntimeTable, f.runtime) == nullptr || (*f.ccl != 0 && dl::FindRow(kCclTable, f.ccl) == nullptr))
+      return false;
   return true;
 }
 static_assert(FamiliesHaveRows(), "a DeviceFamily (common/vendor.hpp) names a runtime or CCL row that does not exist");
@@ -160,17 +152,9 @@ int VisibleDeviceCount(const DeviceFamily& family, std::string* why) {
   return *n;
 }
 
-const RuntimeRow* FindRuntimeRow(std::string_view name) {
-  for (const auto& r : kRuntimeTable)
-    if (name == r.name) return &r;
-  return nullptr;
-}
+const RuntimeRow* FindRuntimeRow(std::string_view name) { return dl::FindRow(kRuntimeTable, name); }
 
-std::string RuntimeRowNames() {
-  std::string names;
-  for (const auto& r : kRuntimeTable) names += names.empty() ? r.name : std::string(", ") + r.name;
-  return names;
-}
+std::string RuntimeRowNames() { return dl::RowNames(kRuntimeTable); }
 
 const char* CopyKindName(CopyKind k) {
   switch (k) {
@@ -240,33 +224,21 @@ Status DeviceRuntime::WriteFlag(uint32_t* dev_addr, uint32_t value, Stream s) {
   return CheckCode(kernels_->write_flag(dev_addr, value, s), "the flag-write kernel");
 }
 
-namespace internal {
-Status MissingRuntimeSymbol(const RuntimeRow& row, const std::string& path, const std::string& symbol) {
-  return Unsupported(
-      fmt::format("'{}' ({} device runtime) has no symbol '{}': not a {} runtime of this version (set {} to a file "
-                  "that has it)",
-                  path, row.name, symbol, row.name, row.env_var));
-}
-}  // namespace internal
-
 Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(const RuntimeRow& row) {
   if (const RuntimeRow* r = FindRuntimeRow(row.name)) g_load_attempts[r - kRuntimeTable].fetch_add(1);
   if (row.shape == RuntimeShape::kEmu) return internal::MakeEmu(row);  // built in: nothing to load
-  dlerror();
-  void* handle = dlopen(row.soname, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* e = dlerror();
-    return Unsupported(fmt::format("cannot load the {} device runtime '{}': {} (install it, or set {} to its path)",
-                                   row.name, row.soname, e ? e : "?", row.env_var));
-  }
-  // The library stays mapped, as the CCL's: vendor runtimes register atexit handlers and threads that outlive us.
+  TSR_ASSIGN_OR_RETURN(
+      const dl::Library lib,
+      dl::Library::Open(row.soname, {.what = fmt::format("the {} device runtime", row.name),
+                                     .env_var = row.env_var ? row.env_var : "",
+                                     .mismatch = fmt::format("not a {} runtime of this version", row.name)}));
   Result<std::shared_ptr<DeviceRuntime>> rt = Unsupported("no such shape");
   switch (row.shape) {
     case RuntimeShape::kAcl:
-      rt = internal::BindAcl(row, row.soname, handle);
+      rt = internal::BindAcl(row, lib);
       break;
     case RuntimeShape::kCudaApi:
-      rt = internal::BindCudaApi(row, row.soname, handle);
+      rt = internal::BindCudaApi(row, lib);
       break;
     case RuntimeShape::kEmu:
       break;  // returned above
@@ -281,8 +253,8 @@ Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(std::string_view name) {
     return InvalidArgument(
         fmt::format("'{}' is not a known device runtime (known: {})", std::string(name), RuntimeRowNames()));
   RuntimeRow row = *r;
-  const std::string path = *row.env_var ? env::Get(row.env_var).value_or("") : std::string();
-  if (!path.empty()) row.soname = path.c_str();
+  const std::string path = dl::FileFrom(row.env_var, row.soname);
+  row.soname = path.c_str();
   // One object per row and file: the device ranks, `tessera bench`'s memory and IsDeviceMemory of one process share
   // it (the runtime itself is process-wide; a failed load is not kept, so a fixed variable is seen on the next call).
   static std::mutex mu;

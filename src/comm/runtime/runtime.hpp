@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/dl.hpp"
 #include "common/dtype.hpp"
 #include "common/vendor.hpp"
 #include "tessera/status.hpp"
@@ -279,8 +280,8 @@ class DeviceRuntime {
   const DeviceKernels* kernels_ = nullptr;
 };
 
-// Loads `row` from row.soname (a name or a path). Unsupported when the file or a symbol is missing: the message
-// names the runtime, the file, the row's variable and dlerror() (or the missing symbol).
+// Loads `row` from row.soname (a name or a path) through common/dl's binder. Unsupported when the file or a symbol
+// is missing: the message names the runtime, the file, the row's variable and dlerror() (or the missing symbol).
 Result<std::shared_ptr<DeviceRuntime>> LoadRuntime(const RuntimeRow& row);
 // The row named `name`, from the file its variable (TESSERA_CUDA_LIBRARY, TESSERA_ACL_LIBRARY,
 // TESSERA_MUSA_LIBRARY) names when set. Loaded once per process and row: every later call returns the same object.
@@ -308,12 +309,10 @@ Status StageDown(DeviceRuntime& rt, DeviceRuntime::Stream s, void* dev, const vo
 Status StageUp(DeviceRuntime& rt, DeviceRuntime::Stream s, void* host_pinned, const void* dev, size_t bytes);
 
 namespace internal {
-// The implementations (runtime_acl.cpp, runtime_cuda_api.cpp): bind `handle` (dlopen'ed `path`).
-Result<std::shared_ptr<DeviceRuntime>> BindAcl(const RuntimeRow& row, const std::string& path, void* handle);
-Result<std::shared_ptr<DeviceRuntime>> BindCudaApi(const RuntimeRow& row, const std::string& path, void* handle);
+// The implementations (runtime_acl.cpp, runtime_cuda_api.cpp): bind the row's calls from `lib`, its opened file.
+Result<std::shared_ptr<DeviceRuntime>> BindAcl(const RuntimeRow& row, const dl::Library& lib);
+Result<std::shared_ptr<DeviceRuntime>> BindCudaApi(const RuntimeRow& row, const dl::Library& lib);
 Result<std::shared_ptr<DeviceRuntime>> MakeEmu(const RuntimeRow& row);  // runtime_emu.cpp
-// Unsupported: `path` (the `row` runtime) lacks `symbol`; names the row's variable.
-Status MissingRuntimeSymbol(const RuntimeRow& row, const std::string& path, const std::string& symbol);
 // How many times this process has tried to load row `name`'s runtime (LoadRuntime of a row), for tests.
 uint64_t RuntimeLoadAttempts(std::string_view name);
 }  // namespace internal

@@ -5,7 +5,6 @@
 // citations of tests/shims/acl_abi.h). Rules honoured: aclInit once per process before any other call
 // (rt:2293-2294: repeated calls only count), aclrtSetDevice on each thread before resources, and aclrtMemcpy /
 // aclrtMemset take the destination's capacity (destMax / maxCount) before the count.
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -197,14 +196,9 @@ class AclRuntime final : public DeviceRuntime {
 
 }  // namespace
 
-Result<std::shared_ptr<DeviceRuntime>> BindAcl(const RuntimeRow& row, const std::string& path, void* handle) {
+Result<std::shared_ptr<DeviceRuntime>> BindAcl(const RuntimeRow& row, const dl::Library& lib) {
   AclApi a;
-  auto bind = [&](auto& fn, const char* sym) -> Status {
-    void* p = dlsym(handle, sym);
-    if (p == nullptr) return MissingRuntimeSymbol(row, path, sym);
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
-    return Status::Ok();
-  };
+  auto bind = [&](auto& fn, const char* sym) { return lib.Bind(fn, sym); };
   TSR_RETURN_IF_ERROR(bind(a.Init, "aclInit"));
   TSR_RETURN_IF_ERROR(bind(a.GetRecentErrMsg, "aclGetRecentErrMsg"));
   TSR_RETURN_IF_ERROR(bind(a.GetDeviceCount, "aclrtGetDeviceCount"));
@@ -227,18 +221,18 @@ Result<std::shared_ptr<DeviceRuntime>> BindAcl(const RuntimeRow& row, const std:
   TSR_RETURN_IF_ERROR(bind(a.MemcpyAsync, "aclrtMemcpyAsync"));
   TSR_RETURN_IF_ERROR(bind(a.Memset, "aclrtMemset"));
   TSR_RETURN_IF_ERROR(bind(a.MemsetAsync, "aclrtMemsetAsync"));
-  auto rt = std::make_shared<AclRuntime>(row, path, a);
+  auto rt = std::make_shared<AclRuntime>(row, lib.file(), a);
   // aclInit once per process (for each file loaded: dlopen of the same file gives the same handle); a repeated
   // call would only count (rt:2293-2294) or be ACL_ERROR_REPEAT_INITIALIZE, accepted too.
   static std::mutex mu;
   static std::set<void*> initialized;
   std::lock_guard<std::mutex> lock(mu);
-  if (initialized.count(handle) == 0) {
+  if (initialized.count(lib.handle()) == 0) {
     const aclError r = a.Init(nullptr);
     if (r != kAclRepeatInitialize) {
       TSR_RETURN_IF_ERROR(rt->Check(r, "aclInit"));
     }
-    initialized.insert(handle);
+    initialized.insert(lib.handle());
   }
   return std::shared_ptr<DeviceRuntime>(rt);
 }

@@ -12,7 +12,6 @@
 // The device bridge's calls (mapped host memory, registration, the driver's stream memory operations) are bound
 // only for a row whose flags claim them (the musa row claims none), and the driver's entry points are optional:
 // a driver without cuStreamWaitValue32 leaves the rank on Tessera's spin-wait kernel.
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <mutex>
@@ -298,16 +297,10 @@ class CudaApiRuntime final : public DeviceRuntime {
 
 }  // namespace
 
-Result<std::shared_ptr<DeviceRuntime>> BindCudaApi(const RuntimeRow& row, const std::string& path, void* handle) {
+Result<std::shared_ptr<DeviceRuntime>> BindCudaApi(const RuntimeRow& row, const dl::Library& lib) {
   Api a;
   const std::string prefix = row.prefix ? row.prefix : "";
-  auto bind = [&](auto& fn, const char* suffix) -> Status {
-    const std::string sym = prefix + suffix;
-    void* p = dlsym(handle, sym.c_str());
-    if (p == nullptr) return MissingRuntimeSymbol(row, path, sym);
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
-    return Status::Ok();
-  };
+  auto bind = [&](auto& fn, const char* suffix) { return lib.Bind(fn, prefix + suffix); };
   TSR_RETURN_IF_ERROR(bind(a.GetErrorString, "GetErrorString"));
   TSR_RETURN_IF_ERROR(bind(a.GetLastError, "GetLastError"));
   TSR_RETURN_IF_ERROR(bind(a.GetDeviceCount, "GetDeviceCount"));
@@ -337,9 +330,8 @@ Result<std::shared_ptr<DeviceRuntime>> BindCudaApi(const RuntimeRow& row, const 
     TSR_RETURN_IF_ERROR(bind(a.HostUnregister, "HostUnregister"));
   }
   // Optional: the driver's entry points (stream memory operations, allocation extents, device names).
-  a.GetDriverEntryPointByVersion = reinterpret_cast<decltype(a.GetDriverEntryPointByVersion)>(
-      dlsym(handle, (prefix + "GetDriverEntryPointByVersion").c_str()));
-  return std::shared_ptr<DeviceRuntime>(std::make_shared<CudaApiRuntime>(row, path, a));
+  lib.BindOptional(a.GetDriverEntryPointByVersion, prefix + "GetDriverEntryPointByVersion");
+  return std::shared_ptr<DeviceRuntime>(std::make_shared<CudaApiRuntime>(row, lib.file(), a));
 }
 
 }  // namespace tessera::comm::internal

@@ -14,7 +14,6 @@
 #include "common/env.hpp"
 
 #if TESSERA_HAVE_UCX_HEADERS
-#include <dlfcn.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -25,19 +24,13 @@
 #include <filesystem>
 
 #include "comm/transport/ucx_ucp.hpp"
+#include "common/dl.hpp"
 
 namespace tessera::comm::internal {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-template <typename F>
-bool Lookup(void* lib, const char* name, F* f, std::string* missing) {
-  *f = reinterpret_cast<F>(dlsym(lib, name));
-  if (*f == nullptr) *missing += std::string(missing->empty() ? "" : ", ") + name;
-  return *f != nullptr;
-}
 
 // Whether UCX's context info names an RDMA transport (rc, dc, ud: InfiniBand and RoCE), and the transports.
 void ReadTransports(Ucx& u) {
@@ -63,45 +56,46 @@ Ucx* LoadUcx() {
   static Ucx* ucx = [] {
     auto* u = new Ucx();
     const std::string path = env::GetOrDefault("TESSERA_UCX_LIBRARY");
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      u->status = Unsupported(
-          fmt::format("cannot load UCX '{}': {} (install libucx0, or set TESSERA_UCX_LIBRARY)", path, dlerror()));
+    auto lib = dl::Library::Open(path, {.what = "UCX",
+                                        .env_var = "TESSERA_UCX_LIBRARY",
+                                        .mismatch = "UCX 1.13 or newer is needed",
+                                        .install = "install libucx0, or set TESSERA_UCX_LIBRARY to its path"});
+    if (!lib.ok()) {
+      u->status = lib.status();
       return u;
     }
-    std::string missing;
     UcpApi& a = u->api;
-    Lookup(lib, "ucp_config_read", &a.config_read, &missing);
-    Lookup(lib, "ucp_config_modify", &a.config_modify, &missing);
-    Lookup(lib, "ucp_config_release", &a.config_release, &missing);
-    Lookup(lib, "ucp_init_version", &a.init_version, &missing);
-    Lookup(lib, "ucp_context_print_info", &a.context_print_info, &missing);
-    Lookup(lib, "ucp_context_query", &a.context_query, &missing);
-    Lookup(lib, "ucp_worker_create", &a.worker_create, &missing);
-    Lookup(lib, "ucp_worker_destroy", &a.worker_destroy, &missing);
-    Lookup(lib, "ucp_worker_get_address", &a.worker_get_address, &missing);
-    Lookup(lib, "ucp_worker_release_address", &a.worker_release_address, &missing);
-    Lookup(lib, "ucp_worker_progress", &a.worker_progress, &missing);
-    Lookup(lib, "ucp_worker_get_efd", &a.worker_get_efd, &missing);
-    Lookup(lib, "ucp_worker_arm", &a.worker_arm, &missing);
-    Lookup(lib, "ucp_ep_create", &a.ep_create, &missing);
-    Lookup(lib, "ucp_ep_close_nbx", &a.ep_close_nbx, &missing);
-    Lookup(lib, "ucp_ep_flush_nbx", &a.ep_flush_nbx, &missing);
-    Lookup(lib, "ucp_stream_send_nbx", &a.stream_send_nbx, &missing);
-    Lookup(lib, "ucp_tag_send_nbx", &a.tag_send_nbx, &missing);
-    Lookup(lib, "ucp_tag_recv_nbx", &a.tag_recv_nbx, &missing);
-    Lookup(lib, "ucp_stream_recv_nbx", &a.stream_recv_nbx, &missing);
-    Lookup(lib, "ucp_stream_recv_request_test", &a.stream_recv_request_test, &missing);
-    Lookup(lib, "ucp_request_check_status", &a.request_check_status, &missing);
-    Lookup(lib, "ucp_request_cancel", &a.request_cancel, &missing);
-    Lookup(lib, "ucp_request_free", &a.request_free, &missing);
-    Lookup(lib, "ucp_mem_map", &a.mem_map, &missing);
-    Lookup(lib, "ucp_mem_unmap", &a.mem_unmap, &missing);
-    Lookup(lib, "ucs_status_string", &a.status_string, &missing);
-    if (!missing.empty()) {
-      u->status = Unsupported(fmt::format("UCX '{}' lacks {} (UCX 1.13 or newer is needed)", path, missing));
-      return u;
-    }
+    u->status = [&]() -> Status {
+      TSR_RETURN_IF_ERROR(lib->Bind(a.config_read, "ucp_config_read"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.config_modify, "ucp_config_modify"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.config_release, "ucp_config_release"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.init_version, "ucp_init_version"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.context_print_info, "ucp_context_print_info"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.context_query, "ucp_context_query"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.worker_create, "ucp_worker_create"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.worker_destroy, "ucp_worker_destroy"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.worker_get_address, "ucp_worker_get_address"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.worker_release_address, "ucp_worker_release_address"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.worker_progress, "ucp_worker_progress"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.worker_get_efd, "ucp_worker_get_efd"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.worker_arm, "ucp_worker_arm"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.ep_create, "ucp_ep_create"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.ep_close_nbx, "ucp_ep_close_nbx"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.ep_flush_nbx, "ucp_ep_flush_nbx"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.stream_send_nbx, "ucp_stream_send_nbx"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.tag_send_nbx, "ucp_tag_send_nbx"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.tag_recv_nbx, "ucp_tag_recv_nbx"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.stream_recv_nbx, "ucp_stream_recv_nbx"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.stream_recv_request_test, "ucp_stream_recv_request_test"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.request_check_status, "ucp_request_check_status"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.request_cancel, "ucp_request_cancel"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.request_free, "ucp_request_free"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.mem_map, "ucp_mem_map"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.mem_unmap, "ucp_mem_unmap"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.status_string, "ucs_status_string"));
+      return Status::Ok();
+    }();
+    if (!u->status.ok()) return u;
     // Peer error handling refuses UCX's shared-memory transports unless they handle errors themselves (read from
     // the environment by the transports, not by the UCP configuration): on, unless the user says otherwise.
     if (std::getenv("UCX_POSIX_ERROR_HANDLING") == nullptr && std::getenv("UCX_SYSV_ERROR_HANDLING") == nullptr) {
