@@ -15,3 +15,20 @@ native_stacks() {
     fi
   done
 }
+
+# hang_watch PID SECONDS PATTERN FILE: in the background, native_stacks PATTERN into FILE if PID still runs
+# SECONDS from now; the watcher's pid in HANG_WATCHER. hang_watch_stop ends it, and its sleep with it: the
+# watcher holds none of the caller's output open, so that ctest, which waits for a test's output to close,
+# does not wait out the watcher's sleep after the job it watched has ended.
+hang_watch() {
+  local pid=$1 secs=$2 pattern=$3 file=$4
+  ( trap 'kill $s 2>/dev/null; exit 0' TERM
+    sleep "$secs" & s=$!
+    wait $s && kill -0 "$pid" 2>/dev/null && native_stacks "$pattern" > "$file" 2>&1 ) > /dev/null 2>&1 &
+  HANG_WATCHER=$!
+}
+hang_watch_stop() {
+  kill "$HANG_WATCHER" 2>/dev/null
+  wait "$HANG_WATCHER" 2>/dev/null
+  return 0
+}

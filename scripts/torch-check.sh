@@ -81,7 +81,14 @@ elif [ "$WHAT" != tests ] || ! up_to_date; then
   else
     step "pip install --no-build-isolation ./python (offline)"
     t0=$SECONDS
-    TESSERA_BUILD_DIR=$B "$PY" -m pip install --no-build-isolation --no-index --no-deps -q ./python \
+    # tessera._C's compiler through ccache where there is one (torch's build finds it as c++ on PATH), with the
+    # source tree as its base directory as CMakeLists.txt has it: a fresh clone's build is then mostly cache hits.
+    CCACHE=()
+    if command -v ccache > /dev/null; then
+      mkdir -p "$B/ccache-bin" && ln -sf "$(command -v ccache)" "$B/ccache-bin/c++" &&
+        CCACHE=(PATH="$B/ccache-bin:$PATH" CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true)
+    fi
+    env "${CCACHE[@]}" TESSERA_BUILD_DIR=$B "$PY" -m pip install --no-build-isolation --no-index --no-deps -q ./python \
       > "$OUTDIR/torch-pip.log" 2>&1 || { grep -E "error|Error" "$OUTDIR/torch-pip.log" | head -40; echo "pip install FAILED"; exit 1; }
     want_stamp > "$stamp"
     echo "built and installed in $((SECONDS - t0)) s"
@@ -108,11 +115,10 @@ job() {  # job LABEL TIMEOUT tessera-run-args... -- program...
   selected "$label" || return 0
   echo "--- $label: tessera run $*"
   timeout "$lim" "$T" run --timeout "$TCHK_TIMEOUT" "$@" > "$OUTDIR/torch-$label.log" 2>&1 &
-  local pid=$! watcher
-  ( sleep $((TESSERA_TEST_HANG_S - 3)); kill -0 $pid 2>/dev/null && native_stacks "$ROOT/tests/torch/" > "$OUTDIR/torch-$label.stacks" 2>&1 ) &
-  watcher=$!
+  local pid=$!
+  hang_watch $pid $((TESSERA_TEST_HANG_S - 3)) "$ROOT/tests/torch/" "$OUTDIR/torch-$label.stacks"
   wait $pid; local rc=$?
-  kill $watcher 2>/dev/null; wait $watcher 2>/dev/null
+  hang_watch_stop
   grep -E "FAIL|checks,|passed|FAILED|raised|replicas|against|uneven:|fsdp:|Error|fatal signal" "$OUTDIR/torch-$label.log" | head -12
   if [ $rc = 0 ]; then echo "$label: ok"; else echo "$label: FAILED (exit $rc)"; tail -20 "$OUTDIR/torch-$label.log"; RC=1; fi
 }
