@@ -42,6 +42,7 @@ OUTDIR=${OUT:-$ROOT/build/bench-results}
 mkdir -p "$OUTDIR"
 export PYTHONPATH="$ROOT/tests/torch${PYTHONPATH:+:$PYTHONPATH}" TESSERA_CONFORMANCE_START=$START WORLD_SIZE=$WORLD
 export PYTHONFAULTHANDLER=1
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor_$(id -un)}
 KARGS=()
 [ -n "$K" ] && KARGS=(-k "$K")
 reports=()
@@ -51,12 +52,17 @@ for be in gloo tessera tessera-as-gloo; do
   rm -f "$xml"
   echo "=== $be, $WORLD ranks per test${K:+, -k '$K'} ($(date +%T))"
   t0=$SECONDS
-  # each backend in a fresh temporary directory (the suite's barrier and init files)
-  tmp=$(mktemp -d /tmp/tsr-conformance-XXXXXX); mkdir -p "$tmp/barrier"
-  (cd "$ROOT/tests/torch" && BACKEND=$be TEMP_DIR=$tmp timeout -k 10 "$BUDGET" "$PY" -m pytest conformance_suite.py \
-      -q -p no:cacheprovider -W ignore::DeprecationWarning --junitxml="$xml" "${KARGS[@]}") > "$log" 2>&1
+  # each backend in a fresh temporary directory (the suite's barrier and init files), and TMPDIR in it: the
+  # run must leave nothing there (each test's FileStore file is a tempfile). Inductor's cache stays where it
+  # is by default (TMPDIR/torchinductor_USER), kept between runs.
+  tmp=$(mktemp -d /tmp/tsr-conformance-XXXXXX); mkdir -p "$tmp/barrier" "$tmp/tmp"
+  (cd "$ROOT/tests/torch" && BACKEND=$be TEMP_DIR=$tmp TMPDIR=$tmp/tmp timeout -k 10 "$BUDGET" "$PY" -m pytest \
+      conformance_suite.py -q -p no:cacheprovider -W ignore::DeprecationWarning --junitxml="$xml" "${KARGS[@]}") > "$log" 2>&1
   rc=$?
+  left=$(find "$tmp/tmp" -mindepth 1 -maxdepth 1 | wc -l)
+  ((left == 0)) || echo "torch-conformance: $be left $left files in its TMPDIR, e.g. $(find "$tmp/tmp" -mindepth 1 | head -3 | tr '\n' ' ')"
   rm -rf "$tmp"
+  ((left == 0)) || exit 1
   echo "$be: $(tail -n 1 "$log") [exit $rc, $((SECONDS - t0)) s]"
   if [ $rc -ge 124 ] && [ ! -s "$xml" ]; then
     echo "torch-conformance: $be ran past --budget $BUDGET s (log $log)"; exit 1

@@ -80,6 +80,15 @@ class TestConformance(TestDistBackend, DistributedTest._DistTestBase):
         self._start_processes(torch.multiprocessing.get_context(how).Process)
         torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
 
+    def tearDown(self):
+        # The suite's MultiProcessTestCase makes each test's FileStore file (a tempfile, self.file_name) and
+        # never removes it; a rank that exits with its process group alive leaves it behind too.
+        super().tearDown()
+        try:
+            os.remove(self.file_name)
+        except FileNotFoundError:
+            pass
+
 
 if __name__ == "__main__":
     if not dist.is_available():
