@@ -36,7 +36,8 @@ demo: build-demo
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-# The comm library and its multi-process tests again under ASan+UBSan and under TSan.
+# The comm library and its multi-process tests again under ASan+UBSan and under TSan; the fuzz tests
+# (tests/fuzz) again under ASan+UBSan.
 test-sanitize: deps
 	@scripts/test-sanitize.sh
 

@@ -4,14 +4,18 @@
 // fleet documents and the bodies that once crashed the daemon: 100,000 nested arrays, a bidi override in a name,
 // a 100,000-byte name). Every answer must be an HTTP status the API documents, every error a JSON object with an
 // "error" string, and the daemon must answer /v1/health after each batch. No fleet is registered with a document
-// that the daemon could place a job on, so nothing that the fuzz submits ever runs.
+// that the daemon could place a job on, so nothing that the fuzz submits ever runs. In the ASan+UBSan tree the
+// daemon is that tree's `tessera daemon`: a sanitizer report kills it (the next request fails) or, for a leak, is
+// written at its exit; either way its log must hold none, and a failure prints the log's end.
 //
-// FUZZ_ITERS (default 300 requests) and FUZZ_SEED (default 1) for longer runs by hand:
-// FUZZ_ITERS=20000 FUZZ_SEED=N build/tests/fuzz/fuzz_api_test.
+// FUZZ_ITERS (default 300 requests) and FUZZ_SEED (default 1) for longer runs by hand; TESSERA_BIN (which ctest
+// sets) names the binary whose daemon it starts:
+// TESSERA_BIN=build-asan/tessera FUZZ_ITERS=20000 FUZZ_SEED=N build-asan/tests/fuzz/fuzz_api_test.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -48,10 +52,29 @@ Answer Send(const std::string& host, int port, const std::string& method, const 
   return {r->status, r->body};
 }
 
+// A sanitizer's report in the daemon's log: "==PID==ERROR: AddressSanitizer: ..." (or LeakSanitizer),
+// "FILE:LINE:COL: runtime error: ..." (UBSan).
+bool HasSanitizerReport(const std::string& log) {
+  return log.find("Sanitizer:") != std::string::npos || log.find("runtime error:") != std::string::npos;
+}
+
+// Prints the end of the daemon's log when the test has failed: where a sanitizer's report is.
+struct LogOnFailure {
+  std::string path;
+  ~LogOnFailure() {
+    if (!::testing::Test::HasFailure()) return;
+    const std::string log = ReadText(path);
+    const size_t keep = 12000;
+    std::fprintf(stderr, "--- the daemon's log (%s), its last %zu bytes:\n%s\n", path.c_str(), keep,
+                 log.size() > keep ? log.substr(log.size() - keep).c_str() : log.c_str());
+  }
+};
+
 TEST(ApiFuzz, EveryRouteAnswersEveryMutatedRequest) {
   const uint64_t seed = EnvOr("FUZZ_SEED", 1), iters = EnvOr("FUZZ_ITERS", 300);
   const std::string dir = MakeTempDir("apifuzz");
   ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  const LogOnFailure log{dir + "/state.daemon.log"};  // DaemonProcess's log: STATE.daemon.log
   const std::string tenant_token = "fuzz-tenant-token-0123456789";
   const std::string tenants = WriteTenantsFile(dir + "/tenants.yaml", {{"alice", tenant_token}});
   DaemonProcess d(dir + "/state", {"--tenants", tenants});
@@ -140,6 +163,7 @@ TEST(ApiFuzz, EveryRouteAnswersEveryMutatedRequest) {
   }
   ASSERT_EQ(Send(host, port, "GET", "/v1/health", "", "").status, 200) << "the daemon did not survive";
   d.Stop();
+  ASSERT_FALSE(HasSanitizerReport(ReadText(log.path))) << "the daemon's log holds a sanitizer's report";
   Shell("rm -rf '" + dir + "'");
 }
 

@@ -7,8 +7,9 @@
 // parser answers OK or an error; what it accepts lies inside the file: every accepted tensor's bytes are read
 // (so that ASan, in an ASan+UBSan tree, sees a read past the buffer, allocated at the file's exact size).
 //
-// `make test` runs FUZZ_ITERS=3000 (default) of seed FUZZ_SEED=1; longer by hand: FUZZ_ITERS=200000
-// FUZZ_SEED=<any number> build-asan/tests/fuzz/fuzz_ckpt_header_test (docs/ckpt.md, "Testing").
+// `make test` runs FUZZ_ITERS=3000 (default) of seed FUZZ_SEED=1, in the plain tree and in the ASan+UBSan tree of
+// scripts/test-sanitize.sh; longer by hand: FUZZ_ITERS=200000 FUZZ_SEED=<any number>
+// build-asan/tests/fuzz/fuzz_ckpt_header_test (docs/ckpt.md, "Tests").
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -4,8 +4,8 @@
 // reader) mutated by a seeded generator; each parser must answer OK or a non-empty error, never crash, and an
 // accepted manifest must write back to one that reads the same.
 //
-// `make test` runs FUZZ_ITERS=3000 (default) with seed FUZZ_SEED=1 (default); longer by hand, also in an
-// ASan+UBSan tree configured with TESSERA_FUZZ: FUZZ_ITERS=200000 FUZZ_SEED=<any number>
+// `make test` runs FUZZ_ITERS=3000 (default) with seed FUZZ_SEED=1 (default), in the plain tree and in the
+// ASan+UBSan tree of scripts/test-sanitize.sh; longer by hand: FUZZ_ITERS=200000 FUZZ_SEED=<any number>
 // build-asan/tests/fuzz/fuzz_tenant_input_test (docs/daemon.md, "Security model").
 // A failure prints the seed, the iteration and the input's first bytes.
 #include <gtest/gtest.h>
