@@ -38,6 +38,7 @@
 #include "cli/bench_memory.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_code.hpp"
+#include "comm/coll_kind.hpp"
 #include "common/dtype.hpp"
 #include "common/env.hpp"
 #include "common/machine.hpp"
@@ -56,21 +57,9 @@ using bench::CheckReduction;
 using bench::Generator;
 using bench::HashBytes;
 
-enum class Coll { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
-
-const char* CollName(Coll c) {
-  switch (c) {
-    case Coll::kAllReduce:
-      return "allreduce";
-    case Coll::kReduceScatter:
-      return "reduce_scatter";
-    case Coll::kAllGather:
-      return "allgather";
-    case Coll::kBroadcast:
-      return "broadcast";
-  }
-  return "?";
-}
+// --coll: allreduce, reduce_scatter, allgather or broadcast (the communicator's kinds and names).
+using Coll = comm::CollKind;
+using comm::CollName;
 
 double BusFactor(Coll c, int n) {
   if (n <= 1) return c == Coll::kBroadcast ? 1.0 : 0.0;
@@ -81,9 +70,9 @@ double BusFactor(Coll c, int n) {
     case Coll::kAllGather:
       return 1.0 * (n - 1) / n;
     case Coll::kBroadcast:
+    default:
       return 1.0;
   }
-  return 1.0;
 }
 
 // ---- options --------------------------------------------------------------------------------------
@@ -309,8 +298,9 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, BenchMemory&
         return tsrAllGather(send, recv, block, dt, w.comm, stream);
       case Coll::kBroadcast:
         return tsrBroadcast(send, recv, block, dt, o.root, w.comm, stream);
+      default:
+        return tsrInternalError;  // not a --coll choice
     }
-    return tsrInternalError;
   };
   const std::string what =
       fmt::format("{}(count={}, {}, {})", CollName(o.coll), block, DTypeName(o.dtype), RedOpName(o.op));

@@ -21,26 +21,6 @@
 
 namespace tessera::comm {
 
-const char* CollName(CollKind k) {
-  switch (k) {
-    case CollKind::kAllReduce:
-      return "allreduce";
-    case CollKind::kReduceScatter:
-      return "reduce_scatter";
-    case CollKind::kAllGather:
-      return "allgather";
-    case CollKind::kBroadcast:
-      return "broadcast";
-    case CollKind::kBarrier:
-      return "barrier";
-    case CollKind::kSend:
-      return "send";
-    case CollKind::kAllToAll:
-      return "alltoall";
-  }
-  return "?";
-}
-
 void* Comm::Scratch(int which, size_t bytes) {
   if (scratch_size_[which] < bytes) {
     scratch_[which].reset(new std::byte[bytes]);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "comm/channel.hpp"
+#include "comm/coll_kind.hpp"
 #include "comm/device/device.hpp"
 #include "comm/engine.hpp"
 #include "comm/schedule.hpp"
@@ -69,11 +70,9 @@ struct Island {
   bool device_bridge = false;
 };
 
-enum class CollKind : uint32_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier, kSend, kAllToAll };
 // Where the hierarchical algorithm's island phases run: here (the host engine), or already done by the island's own
 // library (HostPath::HostBridge).
 enum class IslandPhases { kHere, kDone };
-const char* CollName(CollKind k);
 
 // Everything a rank needs to join a communicator (Comm::Create). FromEnv fills it from TESSERA_*;
 // tsrCommInitRank from its arguments and tsrConfig_t; Comm::Split from the parent. The bridge's tuning

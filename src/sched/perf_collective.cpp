@@ -116,18 +116,6 @@ Result<CollectiveCost::Phase> VendorPhase(const Scenario& s, const World& w, con
 
 }  // namespace
 
-const char* CollName(Coll c) {
-  switch (c) {
-    case Coll::kAllReduce:
-      return "allreduce";
-    case Coll::kReduceScatter:
-      return "reduce_scatter";
-    case Coll::kAllGather:
-      return "allgather";
-  }
-  return "?";
-}
-
 const char* IslandPathName(IslandPath p) {
   switch (p) {
     case IslandPath::kAsBuilt:
@@ -174,15 +162,15 @@ LinkKind World::Link(int a, int b) const {
   return device_bridge[a] && device_bridge[b] ? LinkKind::kDevice : LinkKind::kShm;
 }
 
-std::vector<PhaseLoad> CollectiveLoad(const World& w, Coll kind, size_t count, size_t esz, size_t asz) {
+std::vector<PhaseLoad> CollectiveLoad(const World& w, CollKind kind, size_t count, size_t esz, size_t asz) {
   const size_t W = w.host.size();
   const int k = static_cast<int>(w.islands.size());
-  const size_t C = kind == Coll::kAllReduce ? count : count * W;  // what the schedule cuts (hierarchical.cpp)
+  const size_t C = kind == CollKind::kAllReduce ? count : count * W;  // what the schedule cuts (hierarchical.cpp)
   const std::vector<comm::Segment> segs = comm::Segments(w.islands, C);
   const std::vector<int> fw = w.fold_weights.empty() ? std::vector<int>(static_cast<size_t>(k), 1) : w.fold_weights;
   const auto shard = [C](size_t n, size_t j) { return comm::Shard(n, j, C); };
   std::vector<PhaseLoad> out;
-  if (kind == Coll::kAllGather) {
+  if (kind == CollKind::kAllGather) {
     const auto contrib = [&](int r) { return comm::Contribution(true, r, 0, count, C); };
     PhaseBuilder gather(w, "island gather");  // IslandGather: my contribution's piece of each member's shard
     for (const auto& isl : w.islands)
@@ -208,20 +196,20 @@ std::vector<PhaseLoad> CollectiveLoad(const World& w, Coll kind, size_t count, s
     IslandAllToAll(w, rs, [&](size_t n, size_t, size_t j) { return static_cast<double>(shard(n, j).len() * esz); });
     out.push_back(rs.Done());
     if (k > 1) {  // BridgeReduce: parts to their reducers (partial sums), then (allreduce) the results
-      PhaseBuilder br(w, kind == Coll::kAllReduce ? "bridge" : "bridge reduce");
+      PhaseBuilder br(w, kind == CollKind::kAllReduce ? "bridge" : "bridge reduce");
       for (const auto& sg : segs)
         for (int J = 0; J < k; ++J) {
           const size_t psz = w.islands[J].size() == 1 ? esz : asz;
           for (int q = 0; q < k; ++q) {
             if (q == J) continue;
             br.Send(sg.owner[J], sg.owner[q], static_cast<double>(comm::Part(sg.r, q, fw).len() * psz));
-            if (kind == Coll::kAllReduce)
+            if (kind == CollKind::kAllReduce)
               br.Send(sg.owner[J], sg.owner[q], static_cast<double>(comm::Part(sg.r, J, fw).len() * esz));
           }
         }
       out.push_back(br.Done());
     }
-    if (kind == Coll::kReduceScatter) {  // ScatterToBlocks: every reduced part to its block's rank
+    if (kind == CollKind::kReduceScatter) {  // ScatterToBlocks: every reduced part to its block's rank
       PhaseBuilder sc(w, "scatter");
       for (const auto& sg : segs)
         for (int q = 0; q < k; ++q) {
@@ -307,20 +295,20 @@ Result<CollectiveCost::Phase> PhaseTime(const PhaseLoad& p, const World& w, cons
 // One call of a collective of `count` elements (per rank for reduce-scatter and allgather).
 }  // namespace
 
-Result<CollectiveCost> CallCost(const Scenario& s, const World& w, const std::string& name, Coll kind, size_t count,
+Result<CollectiveCost> CallCost(const Scenario& s, const World& w, const std::string& name, CollKind kind, size_t count,
                                 size_t esz, int64_t calls) {
   CollectiveCost c;
   c.name = name;
   c.kind = kind;
   c.calls = calls;
   const size_t W = w.host.size();
-  const size_t C = kind == Coll::kAllReduce ? count : count * W;  // what the schedule cuts
+  const size_t C = kind == CollKind::kAllReduce ? count : count * W;  // what the schedule cuts
   const double total = static_cast<double>(C) * static_cast<double>(esz);
   c.bytes = total;
   const Links& l = s.links;
   const size_t k = s.islands.size();
   const bool one_island = k == 1;
-  const bool reduction = kind != Coll::kAllGather;
+  const bool reduction = kind != CollKind::kAllGather;
   const size_t asz = esz == 2 ? 4 : esz;  // 16-bit partial sums are f32 (inside an island and across the bridge)
 
   // Each island's path (docs/architecture.md, "Islands of several devices"). A world of one device island goes
@@ -371,10 +359,10 @@ Result<CollectiveCost> CallCost(const Scenario& s, const World& w, const std::st
       for (size_t j = 0; j < n; ++j) {
         const Range sh = comm::Shard(n, j, C);
         double down = 0, up = 0;
-        if (kind == Coll::kAllReduce) {
+        if (kind == CollKind::kAllReduce) {
           down = static_cast<double>(sh.len() * psz);
           up = static_cast<double>(sh.len() * esz);
-        } else if (kind == Coll::kReduceScatter) {
+        } else if (kind == CollKind::kReduceScatter) {
           down = static_cast<double>(sh.len() * psz);
           up = static_cast<double>(count * esz);
         } else {
@@ -429,7 +417,7 @@ Result<CollectiveCost> CallCost(const Scenario& s, const World& w, const std::st
   return c;
 }
 
-Result<CollectiveCost> CallCost(const Scenario& s, Coll kind, size_t count, size_t esz) {
+Result<CollectiveCost> CallCost(const Scenario& s, CollKind kind, size_t count, size_t esz) {
   if (s.islands.empty()) return InvalidArgument("no islands: give at least one");
   TSR_ASSIGN_OR_RETURN(World w, WorldOf(s));
   return CallCost(s, w, CollName(kind), kind, count, esz, 1);

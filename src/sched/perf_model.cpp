@@ -169,15 +169,15 @@ Result<Prediction> Predict(const Scenario& s) {
   // The step's collectives (per ZeRO stage) and their time.
   const size_t P = static_cast<size_t>(std::ceil(m.params));
   const size_t per_rank = (P + W - 1) / W;  // a padded partition, as DeepSpeed pads
-  std::vector<std::tuple<std::string, Coll, size_t, size_t, int64_t>> calls;
+  std::vector<std::tuple<std::string, CollKind, size_t, size_t, int64_t>> calls;
   if (W > 1) {
-    if (m.zero <= 1) calls.emplace_back("gradient allreduce", Coll::kAllReduce, P, m.grad_bytes, 1);
-    if (m.zero == 1) calls.emplace_back("parameter allgather", Coll::kAllGather, per_rank, m.param_bytes, 1);
+    if (m.zero <= 1) calls.emplace_back("gradient allreduce", CollKind::kAllReduce, P, m.grad_bytes, 1);
+    if (m.zero == 1) calls.emplace_back("parameter allgather", CollKind::kAllGather, per_rank, m.param_bytes, 1);
     if (m.zero >= 2)
-      calls.emplace_back("gradient reduce-scatter", Coll::kReduceScatter, per_rank, m.grad_bytes, m.accum);
-    if (m.zero == 2) calls.emplace_back("parameter allgather", Coll::kAllGather, per_rank, m.param_bytes, 1);
+      calls.emplace_back("gradient reduce-scatter", CollKind::kReduceScatter, per_rank, m.grad_bytes, m.accum);
+    if (m.zero == 2) calls.emplace_back("parameter allgather", CollKind::kAllGather, per_rank, m.param_bytes, 1);
     if (m.zero == 3)
-      calls.emplace_back("parameter allgather (forward and backward)", Coll::kAllGather, per_rank, m.param_bytes,
+      calls.emplace_back("parameter allgather (forward and backward)", CollKind::kAllGather, per_rank, m.param_bytes,
                          2 * m.accum);
   }
   for (const auto& [name, kind, count, esz, n] : calls) {

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/coll_kind.hpp"
 #include "comm/schedule.hpp"
 #include "sched/sched.hpp"
 #include "tessera/status.hpp"
@@ -40,8 +41,10 @@ Result<std::vector<int64_t>> Apportion(int64_t total, const std::vector<double>&
 
 // ---- bytes per link, from the schedule -------------------------------------------------------------
 
-enum class Coll { kAllReduce, kReduceScatter, kAllGather };
-const char* CollName(Coll c);  // "allreduce", "reduce_scatter", "allgather"
+// The collectives the model times: comm::CollKind's allreduce, reduce-scatter and allgather (comm::CollName names
+// them).
+using comm::CollKind;
+using comm::CollName;
 
 enum class LinkKind { kShm, kNet, kDevice };  // host memory; between hosts; device bridge (copy engines)
 const char* LinkName(LinkKind k);             // "shm", "net", "device"
@@ -78,7 +81,7 @@ struct PhaseLoad {
 // The phases of one call of the hierarchical algorithm (comm/hierarchical.cpp) for `count` elements (per
 // rank for reduce-scatter and allgather, as in the C API) of `esz` bytes, accumulated in `asz`-byte
 // elements between islands (f32 for 16-bit types), with every send's size from comm/schedule.
-std::vector<PhaseLoad> CollectiveLoad(const World& w, Coll kind, size_t count, size_t esz, size_t asz);
+std::vector<PhaseLoad> CollectiveLoad(const World& w, CollKind kind, size_t count, size_t esz, size_t asz);
 
 // ---- the scenario --------------------------------------------------------------------------------
 
@@ -177,7 +180,7 @@ struct Scenario {
 // One collective of the step: what it moves and how long it takes; `phases` in order.
 struct CollectiveCost {
   std::string name;  // "gradient allreduce", ...
-  Coll kind = Coll::kAllReduce;
+  CollKind kind = CollKind::kAllReduce;
   double bytes = 0;    // the buffer (per rank's input for allreduce; the whole for the others)
   int64_t calls = 0;   // per step
   double seconds = 0;  // per call
@@ -235,9 +238,9 @@ Status Check(const Scenario& s);
 
 // One call of a collective in the scenario's world (`count` elements per rank for reduce-scatter and
 // allgather, of the whole buffer for allreduce; `esz` bytes each).
-Result<CollectiveCost> CallCost(const Scenario& s, Coll kind, size_t count, size_t esz);
+Result<CollectiveCost> CallCost(const Scenario& s, CollKind kind, size_t count, size_t esz);
 // The same in the world `w` of `s` (WorldOf), named `name`, `calls` per step.
-Result<CollectiveCost> CallCost(const Scenario& s, const World& w, const std::string& name, Coll kind, size_t count,
+Result<CollectiveCost> CallCost(const Scenario& s, const World& w, const std::string& name, CollKind kind, size_t count,
                                 size_t esz, int64_t calls);
 
 // The step of the scenario, and each island as a job of its own for the sum of the parts.

@@ -50,19 +50,19 @@ TEST(PerfModelLoad, EveryPhaseMovesWhatTheAlgorithmMust) {
       }
       const size_t C = 1000 * W;  // a multiple of every island's size: no rounding in the invariants
       const std::string what = fmt::format("islands of {} ranks, {} per host", json(sizes).dump(), per_host);
-      auto ar = CollectiveLoad(w, Coll::kAllReduce, C, 4, 4);
+      auto ar = CollectiveLoad(w, CollKind::kAllReduce, C, 4, 4);
       ASSERT_EQ(ar.size(), k > 1 ? 3u : 2u) << what;
       EXPECT_DOUBLE_EQ(Total(ar.front()), 4.0 * island_sum * C) << what;
       EXPECT_DOUBLE_EQ(Total(ar.back()), 4.0 * island_sum * C) << what;
       if (k > 1) {
         EXPECT_DOUBLE_EQ(Total(ar[1]), 4.0 * 2 * (k - 1) * C) << what;
       }
-      auto ag = CollectiveLoad(w, Coll::kAllGather, C / W, 2, 4);
+      auto ag = CollectiveLoad(w, CollKind::kAllGather, C / W, 2, 4);
       if (k > 1) {
         EXPECT_DOUBLE_EQ(Total(ag[1]), 2.0 * (k - 1) * C) << what;
       }
       EXPECT_DOUBLE_EQ(Total(ag.back()), 2.0 * island_sum * C) << what;
-      auto rs = CollectiveLoad(w, Coll::kReduceScatter, C / W, 2, 4);
+      auto rs = CollectiveLoad(w, CollKind::kReduceScatter, C / W, 2, 4);
       if (k > 1) {  // bridge reduce: parts only, as partial sums (f32 from islands of more than one rank)
         double want = 0;
         for (int n : sizes) want += (n == 1 ? 2.0 : 4.0) * (k - 1) * C / k;
@@ -91,7 +91,7 @@ TEST(PerfModelLoad, OneIslandMovesARingsVolumePerRank) {
   // A world of one island of n: each rank sends (n-1)/n of the buffer in each island phase — the volume
   // of the vendor library's ring, so both models of a one-island world agree.
   const World w = MakeWorld({8}, 8);
-  auto ar = CollectiveLoad(w, Coll::kAllReduce, 8000, 2, 4);
+  auto ar = CollectiveLoad(w, CollKind::kAllReduce, 8000, 2, 4);
   for (const auto& p : ar)
     for (double x : p.sent) EXPECT_DOUBLE_EQ(x, 2.0 * 8000 * 7 / 8) << p.name;
 }
@@ -101,7 +101,7 @@ TEST(PerfModelLoad, TheIslandPhasesOfAHostPathIslandCrossTheNetworkOncePerRank) 
   // so a host's network carries what its 8 ranks send off the host — 8 x 8/15 of a ring's per-host volume.
   const World w = MakeWorld({16, 16}, 8);
   const size_t C = 16 * 1000;
-  auto ar = CollectiveLoad(w, Coll::kAllReduce, C, 2, 4);
+  auto ar = CollectiveLoad(w, CollKind::kAllReduce, C, 2, 4);
   const double per_rank_off_host = 2.0 * C / 16 * 8;  // to the 8 members on the island's other host
   EXPECT_DOUBLE_EQ(ar[0].net_out[0], 8 * per_rank_off_host);
 }
@@ -133,8 +133,8 @@ TEST(PerfModelIslands, A16BitReduceScatterOnAnNpuIslandIsWidenedOnItsLibraryAndS
   // 8 ranks, `count` elements per rank's output block: the buffer the schedule cuts is C = 8 count.
   const size_t count = 1 << 20, C = 8 * count;
   const Scenario s = NpuAndCuda(IslandPath::kAsBuilt);
-  auto bf16 = CallCost(s, Coll::kReduceScatter, count, 2);
-  auto f32 = CallCost(s, Coll::kReduceScatter, count, 4);
+  auto bf16 = CallCost(s, CollKind::kReduceScatter, count, 2);
+  auto f32 = CallCost(s, CollKind::kReduceScatter, count, 4);
   ASSERT_TRUE(bf16.ok() && f32.ok()) << bf16.status().ToString() << f32.status().ToString();
   ASSERT_EQ(bf16->islands.size(), 2u);
   // bf16 on either island: widened to f32 on the device, reduce-scattered on HCCL / NCCL in f32, each rank staging
@@ -159,7 +159,7 @@ TEST(PerfModelIslands, A16BitReduceScatterOnAnNpuIslandIsWidenedOnItsLibraryAndS
   // The bridge: both islands' partial sums cross it in f32 (each owner sends its other-island part: C/8 x 4),
   // whatever the data's width, as the schedule's bytes say.
   const World w = *WorldOf(s);
-  auto load = CollectiveLoad(w, Coll::kReduceScatter, count, 2, 4);
+  auto load = CollectiveLoad(w, CollKind::kReduceScatter, count, 2, 4);
   ASSERT_EQ(load[1].name, "bridge reduce");
   for (int r = 0; r < 8; ++r) EXPECT_DOUBLE_EQ(load[1].sent[r], C / 8 * 4.0) << "rank " << r;
   EXPECT_DOUBLE_EQ(load[1].net_out[0], 4 * C / 8 * 4.0);  // the npu node's 4 owners
@@ -171,7 +171,7 @@ TEST(PerfModelIslands, HostReduceIsTheOldPathOfThePinnedStagingFamilies) {
   // (DeviceBridgeRank) keeps NCCL. Non-reductions and f32 keep the library.
   const size_t count = 1 << 20, C = 8 * count;
   const Scenario s = NpuAndCuda(IslandPath::kHostReduce);
-  auto bf16 = CallCost(s, Coll::kReduceScatter, count, 2);
+  auto bf16 = CallCost(s, CollKind::kReduceScatter, count, 2);
   ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
   EXPECT_EQ(bf16->islands[0].path, "host");
   EXPECT_NE(bf16->islands[0].why.find("npu family's pinned-staging rank on the host engine"), std::string::npos)
@@ -186,7 +186,7 @@ TEST(PerfModelIslands, HostReduceIsTheOldPathOfThePinnedStagingFamilies) {
   EXPECT_EQ(bf16->phases[0].name, "island reduce-scatter (vendor ring + host path)");
   EXPECT_EQ(bf16->phases[0].bound.rfind("shm (rank ", 0), 0u) << bf16->phases[0].bound;
   EXPECT_DOUBLE_EQ(bf16->phases[0].seconds, 3.0 * C / 4 * 2 / 2e9);
-  for (auto [kind, esz] : {std::pair{Coll::kReduceScatter, 4}, std::pair{Coll::kAllGather, 2}}) {
+  for (auto [kind, esz] : {std::pair{CollKind::kReduceScatter, 4}, std::pair{CollKind::kAllGather, 2}}) {
     auto x = CallCost(s, kind, count, esz);
     ASSERT_TRUE(x.ok()) << x.status().ToString();
     EXPECT_EQ(x->islands[0].path, "library") << CollName(kind);
@@ -195,12 +195,12 @@ TEST(PerfModelIslands, HostReduceIsTheOldPathOfThePinnedStagingFamilies) {
   for (const char* family : {"musa", ""}) {
     Scenario m = s;
     m.islands[0].family = family;
-    auto x = CallCost(m, Coll::kAllReduce, C, 2);
+    auto x = CallCost(m, CollKind::kAllReduce, C, 2);
     ASSERT_TRUE(x.ok()) << x.status().ToString();
     EXPECT_EQ(x->islands[0].path, *family ? "host" : "library") << family;
   }
   // As built the old path is gone: ignoring the switch would stage every npu reduction whole.
-  auto built = CallCost(NpuAndCuda(IslandPath::kAsBuilt), Coll::kReduceScatter, count, 2);
+  auto built = CallCost(NpuAndCuda(IslandPath::kAsBuilt), CollKind::kReduceScatter, count, 2);
   EXPECT_LT(built->seconds, bf16->seconds);
 }
 
@@ -208,7 +208,7 @@ TEST(PerfModelIslands, NonReductionsWhatIfsAndFamiliesWithoutALibrary) {
   const size_t count = 1 << 20, C = 8 * count;
   // A 16-bit allgather is no reduction: both islands on their library, as built. Each rank stages its shard
   // (C/4 elements): its island's contributions to it go down, the other island's come up.
-  auto ag = CallCost(NpuAndCuda(IslandPath::kAsBuilt), Coll::kAllGather, count, 2);
+  auto ag = CallCost(NpuAndCuda(IslandPath::kAsBuilt), CollKind::kAllGather, count, 2);
   ASSERT_TRUE(ag.ok()) << ag.status().ToString();
   for (const auto& x : ag->islands) {
     EXPECT_EQ(x.path, "library");
@@ -216,10 +216,10 @@ TEST(PerfModelIslands, NonReductionsWhatIfsAndFamiliesWithoutALibrary) {
     EXPECT_DOUBLE_EQ(x.staged_bytes, C / 4 * 2.0);
   }
   // The host path of the code before 4d8e064: every rank stages the whole buffer, even for an allgather.
-  for (Coll kind : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather}) {
+  for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather}) {
     auto host = CallCost(NpuAndCuda(IslandPath::kHost), kind, count, 2);
     ASSERT_TRUE(host.ok()) << host.status().ToString();
-    const double whole = (kind == Coll::kAllReduce ? count : C) * 2.0;
+    const double whole = (kind == CollKind::kAllReduce ? count : C) * 2.0;
     for (const auto& x : host->islands) {
       EXPECT_EQ(x.path, "host") << CollName(kind);
       EXPECT_DOUBLE_EQ(x.staged_bytes, whole) << CollName(kind);
@@ -229,7 +229,7 @@ TEST(PerfModelIslands, NonReductionsWhatIfsAndFamiliesWithoutALibrary) {
   // An emu island has no collective library: its island phases on the host engine, the buffer staged whole.
   Scenario emu = NpuAndCuda(IslandPath::kAsBuilt);
   emu.islands[1].family = "emu";
-  auto e = CallCost(emu, Coll::kAllGather, count, 4);
+  auto e = CallCost(emu, CollKind::kAllGather, count, 4);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_EQ(e->islands[1].path, "host");
   EXPECT_NE(e->islands[1].why.find("emu family has no collective library"), std::string::npos) << e->islands[1].why;
@@ -270,8 +270,8 @@ TEST(PerfModelIslands, NativeIslandReduceHalvesTheIslandRingOf16BitDataOnly) {
   Scenario native = NpuAndCuda(IslandPath::kAsBuilt);
   native.island_reduce = IslandReduce::kNative;
   const Scenario widened = NpuAndCuda(IslandPath::kAsBuilt);
-  auto n = CallCost(native, Coll::kReduceScatter, count, 2);
-  auto w = CallCost(widened, Coll::kReduceScatter, count, 2);
+  auto n = CallCost(native, CollKind::kReduceScatter, count, 2);
+  auto w = CallCost(widened, CollKind::kReduceScatter, count, 2);
   ASSERT_TRUE(n.ok() && w.ok()) << n.status().ToString() << w.status().ToString();
   for (size_t i : {0u, 1u}) {
     EXPECT_TRUE(n->islands[i].native) << i;
@@ -286,10 +286,10 @@ TEST(PerfModelIslands, NativeIslandReduceHalvesTheIslandRingOf16BitDataOnly) {
   ASSERT_EQ(n->phases.size(), w->phases.size());
   for (size_t ph = 1; ph < n->phases.size(); ++ph) EXPECT_DOUBLE_EQ(n->phases[ph].seconds, w->phases[ph].seconds);
   // The island allgather of an allreduce moves results in the data's type either way.
-  auto nar = CallCost(native, Coll::kAllReduce, C, 2), war = CallCost(widened, Coll::kAllReduce, C, 2);
+  auto nar = CallCost(native, CollKind::kAllReduce, C, 2), war = CallCost(widened, CollKind::kAllReduce, C, 2);
   EXPECT_DOUBLE_EQ(nar->phases.back().seconds, war->phases.back().seconds);
   EXPECT_LT(nar->seconds, war->seconds);
-  for (auto [kind, esz] : {std::pair{Coll::kReduceScatter, 4}, std::pair{Coll::kAllGather, 2}}) {
+  for (auto [kind, esz] : {std::pair{CollKind::kReduceScatter, 4}, std::pair{CollKind::kAllGather, 2}}) {
     auto a = CallCost(native, kind, count, esz), b = CallCost(widened, kind, count, esz);
     EXPECT_DOUBLE_EQ(a->seconds, b->seconds) << CollName(kind) << esz;
     EXPECT_FALSE(a->islands[0].native) << CollName(kind) << esz;
@@ -348,7 +348,7 @@ TEST(PerfModelIslands, TheDeviceBridgeIsChosenPerIsland) {
   s.links = {2, 0, 20, 50, 0, 0, 1};
   const World w = *WorldOf(s);
   EXPECT_EQ(w.device_bridge, (std::vector<bool>{true, false}));
-  auto c = CallCost(s, Coll::kAllReduce, 1 << 20, 4);
+  auto c = CallCost(s, CollKind::kAllReduce, 1 << 20, 4);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->islands[0].path, "one rank");
   EXPECT_DOUBLE_EQ(c->islands[0].staged_bytes, 0);
@@ -384,7 +384,7 @@ TEST(PerfModelIslands, TheDeviceBridgeIslandFoldsTheStagedIslandsShare) {
   const World w = *WorldOf(s);
   EXPECT_EQ(w.fold_weights, (std::vector<int>{1, 0, 1}));
   const size_t C = 1 << 20;
-  auto load = CollectiveLoad(w, Coll::kAllReduce, C, 4, 4);
+  auto load = CollectiveLoad(w, CollKind::kAllReduce, C, 4, 4);
   ASSERT_EQ(load[1].name, "bridge");
   EXPECT_DOUBLE_EQ(load[1].sent[0], 1.5 * C * 4);
   EXPECT_DOUBLE_EQ(load[1].sent[1], 1.0 * C * 4);
@@ -405,7 +405,7 @@ TEST(PerfModelNics, TheBridgeBetweenHostsUsesMinOfNicsAndRanksPerNodeRailAligned
     Scenario s = NpuAndCuda(IslandPath::kAsBuilt, 8, per_node);
     s.links.nics_per_node = nics;
     s.links.latency_s = 0;
-    auto c = CallCost(s, Coll::kReduceScatter, count, 4);
+    auto c = CallCost(s, CollKind::kReduceScatter, count, 4);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     EXPECT_EQ(c->phases[1].name, "bridge reduce");
     return c->phases[1];
@@ -436,7 +436,7 @@ TEST(PerfModelNics, AVendorRingAcrossHostsUsesEveryRail) {
     s.islands.push_back(is);
     s.links.net_gbs = 25;
     s.links.nics_per_node = nics;
-    auto c = CallCost(s, Coll::kAllReduce, 16 << 20, 2);
+    auto c = CallCost(s, CollKind::kAllReduce, 16 << 20, 2);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c->phases[0];
   };

@@ -186,7 +186,7 @@ TEST(PerfModelStep, HostRanksBeyondTheCoresShareThem) {
       s.links.shm_gbs = 2;
       s.links.cores_per_host = cores;
       const size_t count = 1000 * static_cast<size_t>(n);
-      auto c = CallCost(s, Coll::kAllReduce, count, 4);
+      auto c = CallCost(s, CollKind::kAllReduce, count, 4);
       ASSERT_TRUE(c.ok()) << c.status().ToString();
       const double share = cores > 0 && n > cores ? static_cast<double>(cores) / static_cast<double>(n) : 1.0;
       const double want = 2 * (n - 1.0) / n * count * 4 / (2e9 * share);
@@ -206,7 +206,7 @@ TEST(PerfModelStep, HostRanksBeyondTheCoresShareThem) {
   const size_t count = 8000;
   for (int64_t cores : {4, 2}) {
     two.links.cores_per_host = cores;
-    auto c = CallCost(two, Coll::kAllReduce, count, 4);
+    auto c = CallCost(two, CollKind::kAllReduce, count, 4);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     const double want = 2 * (3.0 / 8 * count * 4) / (1e9 * (cores == 4 ? 1.0 : 0.5));
     EXPECT_NEAR(c->seconds, want, 1e-9 * want) << cores << " cores per host";
@@ -228,7 +228,7 @@ TEST(PerfModelStep, HostRanksBeyondTheCoresShareThem) {
   mixed.links.device_gbs = 10;
   auto at = [&](int64_t cores) {
     mixed.links.cores_per_host = cores;
-    return CallCost(mixed, Coll::kAllReduce, 6000, 4)->seconds;
+    return CallCost(mixed, CollKind::kAllReduce, 6000, 4)->seconds;
   };
   EXPECT_DOUBLE_EQ(at(2), at(0));
   EXPECT_GT(at(1), at(0) * 1.5);
@@ -460,7 +460,7 @@ TEST(PerfModelValidation, TheDeviceChecksAllreducesFromTheSchedule) {
       s.one_host = true;
       s.device_bridge = job.device_bridge;
       s.links = {c.shm_gbs, 0, c.device_gbs, c.pcie_gbs, 0, 0, 1};
-      auto cost = CallCost(s, Coll::kAllReduce, 268435456 / 4, 4);
+      auto cost = CallCost(s, CollKind::kAllReduce, 268435456 / 4, 4);
       ASSERT_TRUE(cost.ok()) << cost.status().ToString();
       Row row{fmt::format("{} at 256 MiB", job.name), r.at("algbw_GBps"), 268435456 / cost->seconds / 1e9};
       Print(row);
@@ -494,7 +494,7 @@ Scenario HostRanks(const std::string& islands, double shm_gbs, int64_t cores) {
 double PredictedBusbw(const json& run, const std::string& series, double bytes, double shm_gbs, int64_t cores) {
   const json& se = run.at("series").at(series);
   Scenario s = HostRanks(se.at("islands"), shm_gbs, cores);
-  auto c = CallCost(s, Coll::kAllReduce, static_cast<size_t>(bytes) / 4, 4);
+  auto c = CallCost(s, CollKind::kAllReduce, static_cast<size_t>(bytes) / 4, 4);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   const double n = se.at("world_size");
   return bytes / c->seconds / 1e9 * 2 * (n - 1) / n;
@@ -587,7 +587,7 @@ double PredictedTcpAlgbw(double net_gbs, double bytes) {
   s.links.shm_gbs = 1;
   auto w = WorldOf(s);
   EXPECT_EQ(w->hosts, 2);
-  auto c = CallCost(s, Coll::kAllReduce, static_cast<size_t>(bytes) / 4, 4);
+  auto c = CallCost(s, CollKind::kAllReduce, static_cast<size_t>(bytes) / 4, 4);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->phases.at(1).bound.rfind("net", 0), 0u) << c->phases.at(1).bound;  // the bridge phase
   return bytes / c->seconds / 1e9;

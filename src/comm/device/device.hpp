@@ -30,7 +30,7 @@ class Comm;
 class DeviceOps;  // comm/engine.hpp
 class StoreClient;
 struct P2POp;
-enum class CollKind : uint32_t;  // comm.hpp
+enum class CollKind : uint32_t;  // comm/coll_kind.hpp
 
 // Device allocations already validated (base, size), most recent first: a pointer inside one skips the
 // driver queries. (A freed and re-made allocation at the same base with a smaller size would pass
