@@ -35,12 +35,15 @@ case $B in /*) B_ABS=$B ;; *) B_ABS=$ROOT/$B ;; esac
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$B_ABS/torch-extensions}
 step() { echo; echo "=== $* ($(date +%T))"; }
 
-if ! "$PY" -c 'import torch' 2>/dev/null; then
+# What the script needs of torch, from one interpreter: starting one and importing torch takes seconds on 2 cores,
+# and ctest runs this script once per group.
+if ! TORCH_INFO=$("$PY" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.device_count())' \
+                  2>/dev/null | tail -n 1); then
   echo "torch-check: SKIPPED: $PY cannot import torch (scripts/install-deps.sh installs it into .venv)"
   exit 77
 fi
-NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
-"$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
+read -r TORCH_VERSION TORCH_CUDA NGPU <<< "$TORCH_INFO"
+echo "torch $TORCH_VERSION cuda $TORCH_CUDA gpus $NGPU"
 
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
 T=$B/tessera
@@ -49,7 +52,7 @@ T=$B/tessera
 stamp=$B/tessera-python.stamp
 want_stamp() {
   (cd "$ROOT" && cat python/setup.py python/pyproject.toml python/csrc/* python/tessera/*.py python/tessera/torch/*.py \
-     include/tessera/*.h src/common/vendor.hpp scripts/gen-families-py.py; sha256sum "$B"/libtessera.so* 2>/dev/null; "$PY" -c 'import torch; print(torch.__version__)') \
+     include/tessera/*.h src/common/vendor.hpp scripts/gen-families-py.py; sha256sum "$B"/libtessera.so* 2>/dev/null; echo "$TORCH_VERSION") \
     | sha256sum | cut -c1-16
 }
 up_to_date() { [ -x "$T" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(want_stamp)" ] && (cd /tmp && "$PY" -c 'import torch, tessera._C') 2>/dev/null; }
@@ -57,7 +60,6 @@ up_to_date() { [ -x "$T" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(want_stamp)" 
 # install. Under ctest (TCHK_INSTALLED=1: the groups after the torch_install fixture, several side by side)
 # `tests` never installs: a second pip install of the package while other groups import it raced them.
 if [ "$WHAT" = tests ] && [ -n "${TCHK_INSTALLED:-}" ]; then
-  (cd /tmp && "$PY" -c 'import torch, tessera._C') || { echo "torch-check: tessera._C does not import (torch_install installs it)"; exit 1; }
   [ "$(cat "$stamp" 2>/dev/null)" = "$(want_stamp)" ] ||
     echo "torch-check: note: $stamp does not match the tree (torch_install's install is used as it is)"
 elif [ "$WHAT" != tests ] || ! up_to_date; then
@@ -94,7 +96,8 @@ elif [ "$WHAT" != tests ] || ! up_to_date; then
     echo "built and installed in $((SECONDS - t0)) s"
   fi
 fi
-(cd /tmp && "$PY" -c 'import torch, torch.distributed as d, tessera._C as c; print("tessera._C", c.version(), "cuda build:", c.cuda_build, "registered:", "TESSERA" in d.Backend._plugins)')
+(cd /tmp && "$PY" -c 'import torch, torch.distributed as d, tessera._C as c; print("tessera._C", c.version(), "cuda build:", c.cuda_build, "registered:", "TESSERA" in d.Backend._plugins)') ||
+  { echo "torch-check: tessera._C does not import (scripts/torch-check.sh BUILD install, or ctest's torch_install, installs it)"; exit 1; }
 
 [ "$WHAT" = install ] && exit 0
 RC=0
