@@ -8,13 +8,13 @@
 #include "comm/transport/ucx.hpp"  // TESSERA_HAVE_UCX_HEADERS
 
 #if TESSERA_HAVE_UCX_HEADERS
-#include "comm/transport/ucx_channel.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+
+#include "comm/transport/ucx_channel.hpp"
 
 namespace tessera::comm::internal {
 
