@@ -181,7 +181,7 @@ step "bench (c): numerics, random gradients (4,000,037 elements)"
 run_job numerics-gpu1+host3 150 -- --island nvidia=cuda:1 --island ascend=host:3 -- "$W" numerics --count 4000037
 run_job numerics-gpu+gpu 150 -- --island nvidia=cuda:1 --island other=cuda:1 -- "$W" numerics --count 4000037
 
-step "ucx row with the carried UCX (libucx-cu13): the channel suite, and CUDA ranks across ucx"
+step "ucx row with the carried UCX (libucx-cu13): the channel suite, CUDA ranks across ucx, device memory through it"
 if [ -z "$UCX_LIBRARY" ]; then
   echo "SKIPPED: the libucx-cu13 wheel is absent (scripts/ucx-wheel.sh fetches it into .deps/ucx-wheel; carry that)"
 elif ! cmake --build "$B" -j "$(nproc)" --target comm_channel_suite_test comm_ucx_memory_test >> "$OUTDIR/build.log" 2>&1; then
@@ -200,6 +200,11 @@ else
   # A CUDA rank and a host rank, the bridge forced onto ucx, every element checked (functional, over TCP).
   JOBENV="TESSERA_TRANSPORTS=ucx TESSERA_UCX_LIBRARY=$UCX_LIBRARY UCX_TLS=tcp,cuda_copy" run_job "gpu1+host1-ucx" 120 -- \
     --island nvidia=cuda:1 --island ascend=host:1 -- "$T" bench allreduce --sizes 1M,64M --dtype f32 --iters 5 --warmup 1 --check --json - > /dev/null
+  # Two CUDA islands across ucx with the device bridge on: each link sends from and receives into device memory
+  # where this UCX registers CUDA memory (UCX_TLS=tcp,cuda_copy; GpuUcx.* says why it skips otherwise).
+  (cd "$B" && TESSERA_UCX_LIBRARY=$UCX_LIBRARY timeout 600 ./tests/gpu/gpu_test --gtest_filter='GpuUcx.*' \
+    > "$OUTDIR/ucx-gpu.log" 2>&1) || TEST_RC=1
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |skipped: ' "$OUTDIR/ucx-gpu.log" | sed 's/^/ucx device memory: /'
 fi
 
 step "bench (d): the host engine on several threads beside the bound of its layout"

@@ -19,6 +19,7 @@
 #include "comm/transport/rows.hpp"
 #include "common/env.hpp"
 #include "common/text.hpp"
+#include "common/vendor.hpp"
 
 namespace tessera::comm {
 std::vector<std::string> Comm::RowNames() const {
@@ -176,15 +177,25 @@ Status Comm::SetUpChannels() {
     setup.blobs.clear();
   }
   // A device-bridge rank's copy engines need ring ends on its links to other islands.
-  if (device_rank(rank_)) TSR_RETURN_IF_ERROR(RelayBridgeLinks(device_ring_bytes).status());
+  if (device_rank(rank_)) {
+    const DeviceFamily* family = FindDeviceFamily(islands_[my_island_].family);
+    device_memory_ = family != nullptr ? family->runtime : "";
+    device_ring_bytes_ = device_ring_bytes;
+    TSR_RETURN_IF_ERROR(RelayBridgeLinks(device_ring_bytes, device_memory_).status());
+  }
   return Status::Ok();
 }
 
-Result<int> Comm::RelayBridgeLinks(size_t ring_bytes) {
+bool Comm::TakesDeviceMemory(int p, std::string_view memory) const {
+  return !memory.empty() && send_[p] && recv_[p] && send_[p]->sends_from(memory) && recv_[p]->receives_into(memory);
+}
+
+Result<int> Comm::RelayBridgeLinks(size_t ring_bytes, std::string_view device_memory) {
   relays_.resize(size_);
   int n = 0;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || rows_[row_of_[p]]->caps().rings || infos_[p].island == infos_[rank_].island) continue;
+    if (!relays_[p] && TakesDeviceMemory(p, device_memory)) continue;
     ++n;
     if (relays_[p]) continue;
     TSR_ASSIGN_OR_RETURN(relays_[p], TcpRelay::Create(std::move(send_[p]), std::move(recv_[p]), ring_bytes, PeerName(p),

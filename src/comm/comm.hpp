@@ -217,10 +217,14 @@ class Comm final : public Links, private HostPath {
   // Whether ranks a and b are joined by a row whose channels are host rings (TransportCaps::rings).
   bool PairOnRings(int a, int b) const;
   Status SetUpChannels();
-  // Puts every TCP link of this rank to another island behind a TcpRelay (host rings of `ring_bytes` per
-  // direction), so that a device bridge can copy into and out of them; returns how many there are. Done by
-  // SetUpChannels for a device-bridge rank, and by tests/comm/device_emu_worker. Buffered bytes are kept.
-  Result<int> RelayBridgeLinks(size_t ring_bytes);
+  // Puts every link of this rank to another island whose row has no rings behind a TcpRelay (host rings of
+  // `ring_bytes` per direction), so that a device bridge can copy into and out of them; returns how many there are.
+  // A link whose channels take `device_memory` themselves (TakesDeviceMemory) stays as it is. Done by SetUpChannels
+  // for a device-bridge rank, and by tests/comm/device_emu_worker. Buffered bytes are kept.
+  Result<int> RelayBridgeLinks(size_t ring_bytes, std::string_view device_memory = "");
+  // Whether both channels of the link to `peer` send from and receive into `memory` (a device runtime row's name:
+  // "cuda") themselves: the ucx row where UCX registers it (SendChannel::sends_from, RecvChannel::receives_into).
+  bool TakesDeviceMemory(int peer, std::string_view memory) const;
   // The relay of the link to `peer`, if it has one.
   const TcpRelay* relay(int peer) const { return relays_.empty() ? nullptr : relays_[peer].get(); }
   // Validates arguments common to all collectives; `what` names the call.
@@ -270,6 +274,8 @@ class Comm final : public Links, private HostPath {
   std::vector<std::unique_ptr<Transport>> rows_;   // registry order; outlive the channels and relays, which use them
   std::vector<int> row_of_;                        // per peer: index in rows_, -1 for self
   std::vector<std::unique_ptr<TcpRelay>> relays_;  // per peer, or null; outlives send_/recv_, which use it
+  std::string device_memory_;     // a device-bridge rank's: its runtime row's name (links that take it skip the relay)
+  size_t device_ring_bytes_ = 0;  // TESSERA_DEVICE_RING: also a landing buffer's size
   std::vector<std::unique_ptr<SendChannel>> send_;
   std::vector<std::unique_ptr<RecvChannel>> recv_;
   std::vector<std::unique_ptr<std::byte[]>> scratch_{3};

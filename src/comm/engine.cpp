@@ -391,6 +391,7 @@ Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
   SendOp& op = q.front();
   DevQueues& dq = devq_[peer];
   SendChannel* ch = links_->send(peer);
+  if (!dev_->memory().empty() && ch->sends_from(dev_->memory())) return StepDirectSend(peer, q, ch);
   if (!ch->dma())
     return InternalError(fmt::format("device bridge: the {} channel to {} cannot take device copies", ch->transport(),
                                      links_->PeerName(peer)));
@@ -429,6 +430,7 @@ Result<bool> Engine::StepDeviceRecv(int peer, std::deque<RecvOp>& q) {
   RecvOp& op = q.front();
   DevQueues& dq = devq_[peer];
   RecvChannel* ch = links_->recv(peer);
+  if (!dev_->memory().empty() && ch->receives_into(dev_->memory())) return StepDirectRecv(peer, q, ch);
   if (!ch->dma())
     return InternalError(fmt::format("device bridge: the {} channel from {} cannot take device copies", ch->transport(),
                                      links_->PeerName(peer)));

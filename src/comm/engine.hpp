@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/channel.hpp"
@@ -101,6 +102,17 @@ class DeviceOps {
   virtual Result<void*> Scratch(size_t bytes) = 0;
   // Bytes per copy-engine transfer (TESSERA_DEVICE_PIECE).
   virtual size_t piece() const = 0;
+
+  // Links whose channels take device memory themselves (SendChannel::sends_from / RecvChannel::receives_into
+  // this memory: ucx where UCX registers it) carry a device buffer without a ring between: its sends are posted
+  // from device memory once the device has written it, and its receives land in device memory — a copy's in its
+  // destination, a fold's in the link's landing buffer, where a kernel folds it. `memory` names the kind as the
+  // runtime table names its rows ("cuda"); "" where the device has no such links.
+  virtual std::string_view memory() const { return ""; }
+  // `peer`'s landing buffer (device memory), {nullptr, 0} where there is none.
+  virtual std::pair<std::byte*, size_t> Landing(int /*peer*/) const { return {nullptr, 0}; }
+  // Host memory into device memory, complete when it returns (bytes such a channel already held in host memory).
+  virtual Status CopyIn(void* dev_dst, const void* host_src, size_t bytes) = 0;
 };
 
 // Folds contributors 0..k-1 into `acc` (AccumType(dtype)) in index order; when `dst` is set, each range
@@ -139,9 +151,10 @@ struct ReduceJob {
 };
 
 // With a DeviceOps, every buffer handed to Send/RecvCopy/LocalFold is device memory and every channel
-// must support dma(): bytes move between device memory and the shared-memory rings on the device's copy
-// engines, folds run on the device, and a ring's bytes are published (sent) or consumed (received) when
-// the device has finished with them. Run returns when all of it has completed.
+// must support dma() or take the device's memory itself (DeviceOps::memory; engine_direct.cpp): bytes move
+// between device memory and the shared-memory rings on the device's copy engines, folds run on the device, and a
+// ring's bytes are published (sent) or consumed (received) when the device has finished with them. Run returns when
+// all of it has completed.
 class Engine {
  public:
   explicit Engine(Links* links, DeviceOps* device = nullptr) : links_(links), dev_(device) {}
@@ -180,6 +193,17 @@ class Engine {
   struct DevQueues {
     std::deque<InFlight> sent, recvd;
     size_t send_done = 0, recv_done = 0;  // bytes of the front op already released
+    // A link that takes device memory (DeviceOps::memory): the front send's bytes whose folds are known complete
+    // (a result's) and the fold ticket that will make `gate_next` so; the front fold receive's landing positions
+    // (received, folded, released: bytes since the op began) and the receive posted into the landing buffer.
+    size_t gate_ready = 0, gate_next = 0;
+    DeviceOps::Ticket gate_ticket = 0;
+    size_t land_head = 0, land_fold = 0, land_tail = 0;
+    std::byte* land_dst = nullptr;
+    size_t land_want = 0;
+    DeviceOps::Ticket recv_ticket = 0;  // what the front receive waits for before anything lands
+    bool recv_gated = false;
+    std::byte pad[kChannelAlign] = {};  // where a message's padding is received
   };
   // Hands each job's local contributor among its first two to the received one (ReduceJob::fused).
   void FuseLocalPairs();
@@ -193,6 +217,9 @@ class Engine {
   // Device mode: move the front op of a peer's queue along (popping it once the device is done with it).
   Result<bool> StepDeviceSend(int peer, std::deque<SendOp>& q);
   Result<bool> StepDeviceRecv(int peer, std::deque<RecvOp>& q);
+  // Device mode on a link that takes device memory (engine_direct.cpp).
+  Result<bool> StepDirectSend(int peer, std::deque<SendOp>& q, SendChannel* ch);
+  Result<bool> StepDirectRecv(int peer, std::deque<RecvOp>& q, RecvChannel* ch);
   struct LocalOp {
     ReduceJob* job;
     int contributor;

@@ -214,6 +214,8 @@ Result<std::vector<HostPath::BridgeRings>> Comm::DeviceBridgeRings() const {
       auto [in, in_bytes] = recv_[p]->ring_memory();
       auto [out, out_bytes] = send_[p]->ring_memory();
       links.push_back({in, in_bytes, out, out_bytes, false});
+    } else if (TakesDeviceMemory(p, device_memory_)) {  // no rings: a landing buffer for what it folds
+      links.push_back({nullptr, device_ring_bytes_, nullptr, 0, false, true, p});
     } else {
       return InternalError(fmt::format("device bridge: no host ring on the link to rank {}", p));
     }

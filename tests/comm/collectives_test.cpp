@@ -282,15 +282,27 @@ TEST(CommUcx, EveryCollectiveTypeAndOpIsExactAndBitIdenticalOverTheUcxRow) {
   }
 }
 
-// A device island (the emulated device) across the ucx row: the device bridge over its links relayed through host
-// rings (the row has none of its own), and staged through the host engine.
+// A device island (the emulated device) across the ucx row: the device bridge with the row's channels taking the
+// device's memory themselves (the emulated device's memory goes to UCX as host memory: the path a CUDA rank takes
+// where UCX has CUDA support — sends posted from device memory, copies received into their destination, folds
+// from a landing buffer), and staged through the host engine. Then two device islands with landing buffers of
+// 64 KiB, which messages of 100003 elements wrap many times.
 TEST(CommUcx, AnEmulatedDeviceIslandIsExactAcrossTheUcxRow) {
   SKIP_WITHOUT_UCX();
-  for (const std::string env : {"TESSERA_DEVICE_BRIDGE=device", "TESSERA_DEVICE_BRIDGE=staged"}) {
-    Proc r = EmuJob("TESSERA_TRANSPORTS=ucx " + env, "--island a=emu:1 --island b=host:2", "check");
-    EXPECT_EQ(r.status, 0) << env << "\n" << r.out;
-    EXPECT_EQ(Count(r.out, "OK rank"), 3) << env << "\n" << r.out;
-    EXPECT_EQ(Count(r.out, "FAIL"), 0) << env << "\n" << r.out;
+  struct Case {
+    std::string env, islands, args;
+    int ranks, direct;  // ranks that report their links taking the device's memory
+  };
+  for (const Case& c :
+       {Case{"TESSERA_DEVICE_BRIDGE=device", "--island a=emu:1 --island b=host:2", "check", 3, 1},
+        Case{"TESSERA_DEVICE_BRIDGE=staged", "--island a=emu:1 --island b=host:2", "check", 3, 0},
+        Case{"TESSERA_DEVICE_BRIDGE=device TESSERA_DEVICE_RING=64K",
+             "--island a=emu:1 --island b=emu:1 --island c=host:2", "check --sizes 1,4099,100003", 4, 2}}) {
+    Proc r = EmuJob("TESSERA_LOG=info TESSERA_TRANSPORTS=ucx " + c.env, c.islands, c.args);
+    EXPECT_EQ(r.status, 0) << c.env << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "OK rank"), c.ranks) << c.env << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "FAIL"), 0) << c.env << "\n" << r.out;
+    EXPECT_EQ(Count(r.out, "receiving into emu memory, no ring"), c.direct) << c.env << "\n" << r.out;
   }
 }
 

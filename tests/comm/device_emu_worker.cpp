@@ -76,6 +76,10 @@ class EmulatedDevice final : public DeviceOps {
     PumpSends();  // eagerly: the strictest order a real device could pick
     return Status::Ok();
   }
+  Status CopyIn(void* dev_dst, const void* host_src, size_t bytes) override {
+    std::memcpy(dev_dst, host_src, bytes);
+    return Status::Ok();
+  }
   Status FromHost(void* dev_dst, const void* host_src, size_t bytes) override {
     Push(kFoldQueue, [=] { std::memcpy(dev_dst, host_src, bytes); });
     return Status::Ok();

@@ -1,8 +1,9 @@
 // tests/comm/ucx_memory_test: what the ucx row hands UCX as what (comm/transport/ucx.hpp, UcxMemoryFor), given the
 // memory types the loaded UCX reports — host memory registered as host memory; CUDA memory registered as CUDA
 // memory only where UCX reports CUDA support, else staged through host memory; NPU memory never handed to UCX
-// whatever UCX reports (staged through the row's host ring); kinds the row does not know staged — and that the
-// UCX loaded here reports host memory (the bits the choice reads are UCX's).
+// whatever UCX reports (staged through the row's host ring); kinds the row does not know staged; the emulated device's
+// memory (host memory) as host memory — and that the UCX loaded here reports host memory (the bits the choice reads
+// are UCX's).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -39,9 +40,16 @@ TEST(UcxMemory, NpuMemoryIsNeverHandedToUcxWhateverItReports) {
 }
 
 TEST(UcxMemory, KindsTheRowDoesNotKnowAreStaged) {
-  for (const char* kind : {"musa", "emu", "rocm", ""}) {
+  for (const char* kind : {"musa", "acl", "rocm", ""}) {
     EXPECT_EQ(UcxMemoryFor(kind, kEverything).use, UcxMemoryUse::kStage) << "'" << kind << "'";
   }
+}
+
+// The emulated device (a test device whose memory is host memory) goes as host memory: its device bridge takes the
+// path a CUDA rank takes where UCX has CUDA support.
+TEST(UcxMemory, TheEmulatedDevicesMemoryGoesAsHostMemory) {
+  EXPECT_EQ(UcxMemoryFor("emu", kHostOnly).use, UcxMemoryUse::kHost);
+  EXPECT_EQ(UcxMemoryFor("emu", kWithCuda).use, UcxMemoryUse::kHost);
 }
 
 TEST(UcxMemory, TheLoadedUcxReportsHostMemory) {

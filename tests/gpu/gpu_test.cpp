@@ -1,6 +1,7 @@
 // tests/gpu/gpu_test: the CUDA backend on a real GPU — kernels bit-identical to the CPU path, and
 // multi-process hybrid jobs (1 GPU + 3 host ranks; two GPU islands sharing one GPU) for correctness,
-// bit-identity, stream semantics and faults. Every test that needs a GPU skips, saying why, when there is
+// bit-identity, stream semantics and faults; two GPU islands across the ucx row taking device memory themselves
+// (where UCX has CUDA support). Every test that needs a GPU skips, saying why, when there is
 // none (CI); the no-GPU error path is tested there instead.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 #include "comm/kernels/kernels.hpp"
 #include "comm/reduce/reduce.hpp"
 #include "comm/store/store.hpp"
+#include "comm/transport/ucx.hpp"
 #include "common/dtype.hpp"
 
 namespace tessera::comm {
@@ -291,6 +293,35 @@ TEST(GpuHybrid, StagedBridgeAgreesBitForBit) {
     ExpectAllOk(outs);
     EXPECT_NE(outs[0].out.find("pinned staging"), std::string::npos) << Dump(outs);
   }
+}
+
+// Two CUDA islands joined by the ucx row, UCX over TCP and its cuda_copy transport (UCX_TLS=tcp,cuda_copy: no RDMA
+// NIC needed), the device bridge taken (TESSERA_DEVICE_BRIDGE=device): where the loaded UCX registers CUDA memory,
+// each GPU rank's link takes device memory itself — sends posted from device memory, copies received into their
+// destination, folds from a landing buffer in device memory, which the 64 KiB case wraps many times. Every element
+// checked, the same bits on both ranks. Skipped, saying why, without a GPU, without UCX (TESSERA_UCX_LIBRARY), or
+// where the loaded UCX has no CUDA support.
+TEST(GpuUcx, TwoGpuIslandsAcrossTheUcxRowSendFromAndReceiveIntoDeviceMemory) {
+  REQUIRE_GPU();
+#if TESSERA_HAVE_UCX_HEADERS
+  auto types = UcxMemoryTypes();
+  if (!types.ok()) GTEST_SKIP() << "skipped: " << types.status().message();
+  const UcxMemoryChoice cuda = UcxMemoryFor("cuda", *types);
+  if (cuda.use != UcxMemoryUse::kCuda) GTEST_SKIP() << "skipped: " << cuda.why;
+  for (const char* ring : {"67108864", "65536"}) {
+    auto outs = RunWorld(kTwoGpuIslandsOneGpu, {"check", "--sizes", "1,4099,300001,2000003"}, 300, "30s",
+                         {{"TESSERA_TRANSPORTS", "ucx"},
+                          {"UCX_TLS", "tcp,cuda_copy"},
+                          {"TESSERA_DEVICE_BRIDGE", "device"},
+                          {"TESSERA_DEVICE_RING", ring}});
+    ExpectAllOk(outs);
+    for (const RankOut& o : outs)
+      EXPECT_NE(o.out.find("1 link sending from and receiving into cuda memory, no ring"), std::string::npos)
+          << Dump(outs);
+  }
+#else
+  GTEST_SKIP() << "skipped: this build has no ucx row (UCX's headers were not found)";
+#endif
 }
 
 TEST(GpuHybrid, NumericsOfRandomGradients) {

@@ -195,6 +195,10 @@ class HostPath {
     std::byte* out;
     size_t out_bytes;
     bool relayed;  // a TCP link behind a TcpRelay
+    // A link whose channels take the device's memory themselves (no rings: in and out are null): `peer`, and
+    // in_bytes of device memory for its landing buffer (DeviceOps::Landing).
+    bool direct = false;
+    int peer = -1;
   };
   virtual Result<std::vector<BridgeRings>> DeviceBridgeRings() const = 0;
   // The device scratch (accumulators) one device-bridge collective of `kind` needs.

@@ -89,7 +89,10 @@ Status DeviceBridgeRank::Attach(Comm* comm) {
   if (host_->DeviceBridgeFor(DType::kFloat32)) {
     // The host rings of every link to another island: shm inboxes on this host, a TcpRelay's otherwise.
     TSR_ASSIGN_OR_RETURN(std::vector<HostPath::BridgeRings> links, host_->DeviceBridgeRings());
-    for (const auto& l : links) relayed_links_ += l.relayed ? 1 : 0;
+    for (const auto& l : links) {
+      relayed_links_ += l.relayed ? 1 : 0;
+      direct_links_ += l.direct ? 1 : 0;
+    }
     TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_DEVICE_PIECE"));
     if (piece < 4096 || piece % 8 != 0)
       return InvalidArgument(fmt::format("TESSERA_DEVICE_PIECE={} must be at least 4096 and a multiple of 8", piece));
@@ -158,8 +161,11 @@ std::string DeviceBridgeRank::Describe() const {
   std::string bridge = "pinned staging";
   if (ring_ops_)
     bridge = fmt::format(
-        "copy engines straight into the shm rings{}, folds on the device (floating types)",
-        relayed_links_ > 0 ? fmt::format(" ({} TCP links relayed through host rings)", relayed_links_) : std::string());
+        "copy engines straight into the shm rings{}{}, folds on the device (floating types)",
+        relayed_links_ > 0 ? fmt::format(" ({} TCP links relayed through host rings)", relayed_links_) : std::string(),
+        direct_links_ > 0 ? fmt::format(" ({} link{} sending from and receiving into {} memory, no ring)",
+                                        direct_links_, direct_links_ == 1 ? "" : "s", dev_->rt().name())
+                          : std::string());
   const std::string island = island_ccl_ ? fmt::format("; {} {} runs the island phases, only shards cross the bridge",
                                                        island_ccl_->lib().name(), island_ccl_->lib().version())
                                          : std::string();

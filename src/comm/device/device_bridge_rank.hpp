@@ -143,6 +143,7 @@ class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
   // The device bridge (copy engines straight into the shm rings), when this island qualifies.
   std::unique_ptr<RuntimeRingOps> ring_ops_;
   int relayed_links_ = 0;  // of ring_ops_'s links, those that are TCP behind a TcpRelay
+  int direct_links_ = 0;   // those whose channels take device memory themselves (ucx)
   // Hybrid resources (created in Attach).
   device_bridge::Stream d2h_ = nullptr, h2d_ = nullptr;  // the device bridge's copy streams
   device_bridge::Event in_ev_[kInEvents] = {};

@@ -29,6 +29,13 @@ Result<std::unique_ptr<RuntimeRingOps>> RuntimeRingOps::Create(DeviceRuntime& rt
     return Status::Ok();
   };
   for (const Rings& l : links) {
+    if (l.direct) {
+      auto m = rt.Malloc(l.in_bytes);
+      if (!m.ok()) return m.status().WithContext(fmt::format("a link's landing buffer ({} bytes)", l.in_bytes));
+      ops->landings_.push_back({l.peer, static_cast<std::byte*>(*m), l.in_bytes});
+      ops->memory_ = rt.name();
+      continue;
+    }
     TSR_RETURN_IF_ERROR(reg(l.in, l.in_bytes));
     TSR_RETURN_IF_ERROR(reg(l.out, l.out_bytes));
     auto m = rt.Malloc(l.in_bytes);
@@ -43,6 +50,7 @@ RuntimeRingOps::~RuntimeRingOps() {
     if (s != nullptr) (void)rt_.StreamSynchronize(s);
   for (void* p : registered_) (void)rt_.HostUnregister(p);
   for (auto& m : mirrors_) (void)rt_.Free(m.mirror);
+  for (auto& l : landings_) (void)rt_.Free(l.data);
   if (scratch_ != nullptr) (void)rt_.Free(scratch_);
   for (void* p : retired_) (void)rt_.Free(p);
   for (auto& pool : events_)
@@ -65,6 +73,18 @@ Result<void*> RuntimeRingOps::Mirror(const void* inbox_byte, size_t bytes) {
   for (const auto& m : mirrors_)
     if (b >= m.ring && b + bytes <= m.ring + m.bytes) return static_cast<void*>(m.mirror + (b - m.ring));
   return InternalError("device bridge: received bytes outside the registered rings");
+}
+
+std::pair<std::byte*, size_t> RuntimeRingOps::Landing(int peer) const {
+  for (const auto& l : landings_)
+    if (l.peer == peer) return {l.data, l.bytes};
+  return {nullptr, 0};
+}
+
+Status RuntimeRingOps::CopyIn(void* dev_dst, const void* host_src, size_t bytes) {
+  TSR_RETURN_IF_ERROR(rt_.MemcpyAsync(dev_dst, bytes, host_src, bytes, CopyKind::kHostToDevice, stream_[kFoldQueue])
+                          .WithContext("bytes a link held in host memory to the device"));
+  return rt_.StreamSynchronize(stream_[kFoldQueue]).WithContext("bytes a link held in host memory to the device");
 }
 
 Status RuntimeRingOps::Fold(void* acc, const void* src, size_t n, DType dtype, DType src_type, RedOp op, bool first) {

@@ -7,11 +7,16 @@
 // leaves device memory with one D2H copy into the peer's ring, and arrives with one H2D copy out of this rank's ring
 // (into the destination, or into a device mirror of the ring where a kernel folds it). No CPU copy, no staging. Sends
 // go on one stream (copy engine D2H), receives and folds on another (copy engine H2D + kernels), so both directions of
-// the PCIe link run at once. Completion is tracked with pools of events.
+// the PCIe link run at once. Completion is tracked with pools of events. A link whose channels take device memory
+// themselves (BridgeRings::direct: ucx where UCX registers the runtime's memory) has no rings: it gets a landing
+// buffer in device memory for the bytes it folds (comm/engine_direct.cpp).
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "comm/device/device_bridge_device.hpp"
@@ -43,6 +48,9 @@ class RuntimeRingOps final : public DeviceOps {
   Status SendAfterFolds() override;
   Result<void*> Scratch(size_t bytes) override;
   size_t piece() const override { return piece_; }
+  std::string_view memory() const override { return memory_; }
+  std::pair<std::byte*, size_t> Landing(int peer) const override;
+  Status CopyIn(void* dev_dst, const void* host_src, size_t bytes) override;
 
   // Accumulator scratch is allocated on the CALLER's thread when a call is submitted (Grow), and handed
   // to the worker with the job (Use): no allocation, and so no lock that a synchronizing application
@@ -67,7 +75,14 @@ class RuntimeRingOps final : public DeviceOps {
     std::byte* mirror;  // device memory, same size
   };
   std::vector<Mirrored> mirrors_;
-  void* scratch_ = nullptr;  // the largest so far (caller thread)
+  struct Landed {
+    int peer;
+    std::byte* data;  // device memory
+    size_t bytes;
+  };
+  std::vector<Landed> landings_;  // links that take device memory (BridgeRings::direct)
+  std::string memory_;            // the runtime row's name where there are such links
+  void* scratch_ = nullptr;       // the largest so far (caller thread)
   size_t scratch_bytes_ = 0;
   std::vector<void*> retired_;
   void* use_ = nullptr;  // the current job's (worker thread)

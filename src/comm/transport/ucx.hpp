@@ -28,7 +28,8 @@ std::string UcxDeviceForLocalRank();
 // memory registered as host memory). `memory` is the memory's kind as the runtime table names its rows ("host",
 // "cuda", "npu", ...); `ucx_memory_types` what the loaded UCX registers (ucp_context_query's memory_types: bit T
 // for ucs_memory_type_t T). NPU memory is always staged (a third-party NIC cannot address it), CUDA memory where
-// UCX has no CUDA support, and any kind the row does not know.
+// UCX has no CUDA support, and any kind the row does not know. The emulated device's memory ("emu", a test device)
+// is host memory, and goes as host memory.
 enum class UcxMemoryUse { kHost, kCuda, kStage };
 struct UcxMemoryChoice {
   UcxMemoryUse use;

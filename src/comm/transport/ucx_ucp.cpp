@@ -273,6 +273,8 @@ UcxMemoryChoice UcxMemoryFor(std::string_view memory, uint64_t ucx_memory_types)
       return {UcxMemoryUse::kCuda, "CUDA memory, registered as CUDA memory (this UCX has CUDA support)"};
     return {UcxMemoryUse::kStage, "CUDA memory, staged through host memory: this UCX has no CUDA support"};
   }
+  if (memory == "emu")  // the emulated device (comm/runtime/runtime_emu) keeps its memory in host memory
+    return UcxMemoryFor("host", ucx_memory_types);
   if (memory == "npu")
     return {UcxMemoryUse::kStage, "NPU memory, staged through host memory: a third-party NIC cannot address it"};
   return {UcxMemoryUse::kStage, fmt::format("{} memory, staged through host memory", memory)};
