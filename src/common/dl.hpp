@@ -73,6 +73,15 @@ constexpr const Row* FindRow(const Row (&table)[N], std::string_view name) {
     if (name == std::string_view(r.name)) return &r;
   return nullptr;
 }
+// Whether `table` has a row named `name`: the form for static_asserts. GCC 12 with -fsanitize=undefined and -fPIC
+// (the ASan+UBSan tree) does not take `FindRow(...) == nullptr` as a constant expression when the table is an
+// inline variable (its address "may be null"), and the build fails there.
+template <typename Row, size_t N>
+constexpr bool HasRow(const Row (&table)[N], std::string_view name) {
+  for (const Row& r : table)
+    if (name == std::string_view(r.name)) return true;
+  return false;
+}
 // "a, b, c": the names of a table's rows, in table order, for messages.
 template <typename Row, size_t N>
 std::string RowNames(const Row (&table)[N]) {

@@ -70,6 +70,9 @@ struct Row {
 constexpr Row kRows[] = {{"first", 1}, {"second", 2}, {"third", 3}};
 static_assert(FindRow(kRows, "second")->value == 2, "FindRow is usable in constant expressions");
 static_assert(FindRow(kRows, "fourth") == nullptr);
+// An inline table, as the runtime and CCL tables are: HasRow stays a constant expression under -fsanitize=undefined.
+inline constexpr Row kInlineRows[] = {{"first", 1}, {"second", 2}};
+static_assert(HasRow(kInlineRows, "second") && !HasRow(kInlineRows, "fourth"));
 
 TEST(Dl, FindsARowByNameAndListsTheNames) {
   ASSERT_NE(FindRow(kRows, "third"), nullptr);

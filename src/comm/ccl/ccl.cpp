@@ -21,7 +21,7 @@ constexpr bool TableIsSound() {
     if (r.shape == CclShape::kNccl && r.id_bytes != sizeof(NcclCalls::UniqueId)) return false;
   // Every device family's CCL names a row (common/vendor.hpp; "": a family without a library).
   for (const auto& f : kDeviceFamilies)
-    if (*f.ccl != 0 && dl::FindRow(kCclTable, f.ccl) == nullptr) return false;
+    if (*f.ccl != 0 && !dl::HasRow(kCclTable, f.ccl)) return false;
   return true;
 }
 static_assert(TableIsSound(),

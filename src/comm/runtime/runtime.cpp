@@ -23,8 +23,7 @@ namespace {
 // row and a CCL row (and its kernels, below), and a typo in one fails the build.
 constexpr bool FamiliesHaveRows() {
   for (const DeviceFamily& f : kDeviceFamilies)
-    if (dl::FindRow(kRuntimeTable, f.runtime) == nullptr || (*f.ccl != 0 && dl::FindRow(kCclTable, f.ccl) == nullptr))
-      return false;
+    if (!dl::HasRow(kRuntimeTable, f.runtime) || (*f.ccl != 0 && !dl::HasRow(kCclTable, f.ccl))) return false;
   return true;
 }
 static_assert(FamiliesHaveRows(), "a DeviceFamily (common/vendor.hpp) names a runtime or CCL row that does not exist");
