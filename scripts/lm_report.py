@@ -76,17 +76,17 @@ res["grad_error"] = json.load(open(os.path.join(out, "lm-grad-error.json")))
 # cost: the reference scenario's prices, the measured per-rank throughputs (tokens/s) as the catalog's llm-train figures
 slow_v, fast_v = list(w["islands"].keys())[0], list(w["islands"].keys())[1]
 slow, fast = w["islands"][slow_v], w["islands"][fast_v]
-tmp = tempfile.mkdtemp()
-cat = os.path.join(tmp, "catalog.yaml")
-with open(cat, "w") as f:
-    f.write("# measured: tokens/s of one emulated card (an SM share of one GPU) alone, scripts/lm-experiment.sh\n"
-            "currency: CNY\nprice_version: reference-2026-03\ntypes:\n"
-            f"  - {{name: ascend-910b, vendor: ascend, domestic: true, price_per_card_hour: 2.4, throughput: {{llm-train: {slow:.1f}}}}}\n"
-            f"  - {{name: nvidia-h800, vendor: nvidia, domestic: false, price_per_card_hour: 6.8, throughput: {{llm-train: {fast:.1f}}}}}\n")
 ref = os.path.join(root, "examples", "fleet", "reference")
-plan = subprocess.run([tessera, "plan", "--catalog", cat, "--fleet", os.path.join(ref, "pool-480-960.yaml"),
-                       "--policy", os.path.join(ref, "policy-50.yaml"), "--job", os.path.join(ref, "job-960.yaml"),
-                       "--at", "2026-03-01", "--json"], capture_output=True, text=True)
+with tempfile.TemporaryDirectory() as tmp:
+    cat = os.path.join(tmp, "catalog.yaml")
+    with open(cat, "w") as f:
+        f.write("# measured: tokens/s of one emulated card (an SM share of one GPU) alone, scripts/lm-experiment.sh\n"
+                "currency: CNY\nprice_version: reference-2026-03\ntypes:\n"
+                f"  - {{name: ascend-910b, vendor: ascend, domestic: true, price_per_card_hour: 2.4, throughput: {{llm-train: {slow:.1f}}}}}\n"
+                f"  - {{name: nvidia-h800, vendor: nvidia, domestic: false, price_per_card_hour: 6.8, throughput: {{llm-train: {fast:.1f}}}}}\n")
+    plan = subprocess.run([tessera, "plan", "--catalog", cat, "--fleet", os.path.join(ref, "pool-480-960.yaml"),
+                           "--policy", os.path.join(ref, "policy-50.yaml"), "--job", os.path.join(ref, "job-960.yaml"),
+                           "--at", "2026-03-01", "--json"], capture_output=True, text=True)
 p = json.loads(plan.stdout) if plan.returncode == 0 else {"error": plan.stderr}
 if plan.returncode == 0:
     cph = p["cost_per_hour_micro"] / 1e6

@@ -48,8 +48,12 @@ with tempfile.TemporaryDirectory() as tmp:
     # The summary of a real run: the figures docs/benchmarks.md quotes.
     run = os.path.join(tmp, "run")
     shutil.copytree(os.path.join(root, "tests", "data", "lm-20261201T1812Z"), run)
-    out = subprocess.run([sys.executable, report, run, tessera, root], capture_output=True, text=True)
+    report_tmp = os.path.join(tmp, "report-tmp")  # its TMPDIR: the report leaves nothing there
+    os.mkdir(report_tmp)
+    out = subprocess.run([sys.executable, report, run, tessera, root], capture_output=True, text=True,
+                         env=dict(os.environ, TMPDIR=report_tmp))
     text = out.stdout
+    check(not os.listdir(report_tmp), f"the report leaves nothing in its TMPDIR (left {os.listdir(report_tmp)})")
     check(out.returncode == 0, f"report exits 0 (got {out.returncode}: {out.stderr.strip()[-300:]})")
     check("hybrid / parts = 0.9563 (per rep 0.9551, 0.9575); even / parts = 0.7908" in text,
           "throughput ratios of the run")
