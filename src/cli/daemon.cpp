@@ -9,8 +9,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "cli/command.hpp"
-#include "cli/exit_code.hpp"
+#include "cli/daemon_command.hpp"
 #ifdef TESSERA_HAVE_DAEMON
 #include <signal.h>
 
@@ -76,14 +75,8 @@ int RunToken(int argc, char** argv) {
   }
   return 0;
 }
-#endif
 
 int RunDaemonCmd(int argc, char** argv) {
-#ifndef TESSERA_HAVE_DAEMON
-  (void)argc;
-  (void)argv;
-  return tessera::cli::NoDaemon("daemon");
-#else
   if (argc >= 2 && !std::strcmp(argv[1], "shim")) return tessera::daemon::RunShim(argc - 1, argv + 1);
   if (argc >= 2 && !std::strcmp(argv[1], "token")) return RunToken(argc - 1, argv + 1);
   CLI::App app{
@@ -161,9 +154,9 @@ int RunDaemonCmd(int argc, char** argv) {
     while (ss >> w) o.launcher.push_back(w);
   }
   return tessera::daemon::RunDaemon(o);
-#endif
 }
+#endif
 
 }  // namespace
 
-TESSERA_COMMAND(daemon, "Run the job daemon (queue, wake-up, local execution, billing)", RunDaemonCmd);
+TESSERA_DAEMON_COMMAND(daemon, "Run the job daemon (queue, wake-up, local execution, billing)", RunDaemonCmd);

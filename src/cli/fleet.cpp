@@ -1,14 +1,12 @@
 // cli/fleet: `tessera fleet show | register FLEET.yaml [--catalog C] [--policy P] | policy P.yaml` — the
 // daemon's fleet, with host-emulated cards labelled "emulated", free cards per node and the policy floor —
 // and `tessera fleet import --slurm`, which writes a fleet file from `scontrol show nodes` (daemon/slurm.hpp).
-#include <CLI/CLI.hpp>
+#include "cli/daemon_command.hpp"
+#ifdef TESSERA_HAVE_DAEMON
 #include <cstdio>
 
-#include "cli/command.hpp"
-#include "cli/exit_code.hpp"
 #include "common/file.hpp"
-#ifdef TESSERA_HAVE_DAEMON
-#include "daemon/cli_flags.hpp"
+#include "daemon/cli_format.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/slurm.hpp"
 #include "daemon/util.hpp"
@@ -17,10 +15,8 @@
 namespace {
 
 #ifdef TESSERA_HAVE_DAEMON
-int Show(tessera::daemon::Client& c) {
-  auto r = c.Get("/v1/fleet");
-  if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
-  const auto& f = *r;
+tessera::Status Show(tessera::daemon::Client& c) {
+  TSR_ASSIGN_OR_RETURN(const auto f, c.Get("/v1/fleet"));
   std::printf("catalog (%s, price version %s):\n", f["currency"].get<std::string>().c_str(),
               f["price_version"].get<std::string>().c_str());
   for (const auto& t : f["catalog"]) {
@@ -52,20 +48,13 @@ int Show(tessera::daemon::Client& c) {
     std::printf("; running jobs' share %s (%s)", f["share_now"].get<std::string>().c_str(),
                 f["compliant"].get<bool>() ? "compliant" : "NOT compliant");
   std::printf("\nbilling ledger: %s\n", f["ledger"].get<std::string>().c_str());
-  return 0;
+  return tessera::Status::Ok();
 }
-#endif
 
 int RunFleet(int argc, char** argv) {
-#ifndef TESSERA_HAVE_DAEMON
-  (void)argc;
-  (void)argv;
-  return tessera::cli::NoDaemon("fleet");
-#else
   using namespace tessera::daemon;
   CLI::App app{"Show or register the daemon's fleet, catalog and policy", "tessera fleet"};
-  ClientOptions co;
-  AddClientFlags(app, &co);
+  tessera::cli::DaemonCommand cmd("fleet", app);
   app.require_subcommand(0, 1);
   app.fallthrough();
   auto* show = app.add_subcommand("show", "Show catalog, nodes (emulated ones labelled), free cards, policy");
@@ -93,11 +82,7 @@ int RunFleet(int argc, char** argv) {
   imp->add_option("-o,--out", out_file, "Write the fleet file here (default: stdout)");
   imp->add_flag("--register", do_register, "Also register it with the daemon (with --catalog when given)");
   (void)show;
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return tessera::cli::ParseExit(app, e);
-  }
+  if (auto rc = cmd.Parse(argc, argv)) return *rc;
   std::string imported;
   if (imp->parsed()) {
     namespace slurm = tessera::daemon::slurm;
@@ -137,56 +122,44 @@ int RunFleet(int argc, char** argv) {
     if (!do_register) return 0;
     imported = *yaml;
   }
-  auto client = Client::Connect(co);
-  if (!client.ok()) return tessera::cli::Fail("fleet", client.status());
-  if (!imported.empty()) {
-    nlohmann::json body;
-    body["fleet"] = {{"source", out_file.empty() ? "slurm-import.yaml" : out_file}, {"yaml", imported}};
-    if (!imp_catalog.empty()) {
-      auto c = ReadDocument(imp_catalog);
-      if (!c.ok()) return tessera::cli::Fail("fleet", c.status());
-      body["catalog"] = *c;
+  return cmd.Connected([&](Client& client) -> tessera::Status {
+    if (!imported.empty()) {
+      nlohmann::json body;
+      body["fleet"] = {{"source", out_file.empty() ? "slurm-import.yaml" : out_file}, {"yaml", imported}};
+      if (!imp_catalog.empty()) {
+        TSR_ASSIGN_OR_RETURN(body["catalog"], ReadDocument(imp_catalog));
+      }
+      TSR_ASSIGN_OR_RETURN(auto r, client.Put("/v1/fleet", body));
+      std::printf("registered %lld nodes, %lld cards from Slurm\n", static_cast<long long>(r["nodes"].get<int64_t>()),
+                  static_cast<long long>(r["cards"].get<int64_t>()));
+      return tessera::Status::Ok();
     }
-    auto r = (*client)->Put("/v1/fleet", body);
-    if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
-    std::printf("registered %lld nodes, %lld cards from Slurm\n", static_cast<long long>((*r)["nodes"].get<int64_t>()),
-                static_cast<long long>((*r)["cards"].get<int64_t>()));
-    return 0;
-  }
-  if (reg->parsed()) {
-    nlohmann::json body;
-    auto f = ReadDocument(fleet);
-    if (!f.ok()) return tessera::cli::Fail("fleet", f.status());
-    body["fleet"] = *f;
-    if (!catalog.empty()) {
-      auto c = ReadDocument(catalog);
-      if (!c.ok()) return tessera::cli::Fail("fleet", c.status());
-      body["catalog"] = *c;
+    if (reg->parsed()) {
+      nlohmann::json body;
+      TSR_ASSIGN_OR_RETURN(body["fleet"], ReadDocument(fleet));
+      if (!catalog.empty()) {
+        TSR_ASSIGN_OR_RETURN(body["catalog"], ReadDocument(catalog));
+      }
+      if (!policy.empty()) {
+        TSR_ASSIGN_OR_RETURN(body["policy"], ReadDocument(policy));
+      }
+      TSR_ASSIGN_OR_RETURN(auto r, client.Put("/v1/fleet", body));
+      std::printf("registered %lld nodes, %lld cards (%lld emulated on this host)\n",
+                  static_cast<long long>(r["nodes"].get<int64_t>()), static_cast<long long>(r["cards"].get<int64_t>()),
+                  static_cast<long long>(r["emulated_cards"].get<int64_t>()));
+    } else if (pol->parsed()) {
+      TSR_ASSIGN_OR_RETURN(auto p, ReadDocument(policy_only));
+      TSR_ASSIGN_OR_RETURN(auto r, client.Put("/v1/policy", p));
+      std::printf("policy %s in force; floor today %s\n", r["policy"].get<std::string>().c_str(),
+                  r["floor_today"].get<std::string>().c_str());
+      return tessera::Status::Ok();
     }
-    if (!policy.empty()) {
-      auto p = ReadDocument(policy);
-      if (!p.ok()) return tessera::cli::Fail("fleet", p.status());
-      body["policy"] = *p;
-    }
-    auto r = (*client)->Put("/v1/fleet", body);
-    if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
-    std::printf("registered %lld nodes, %lld cards (%lld emulated on this host)\n",
-                static_cast<long long>((*r)["nodes"].get<int64_t>()),
-                static_cast<long long>((*r)["cards"].get<int64_t>()),
-                static_cast<long long>((*r)["emulated_cards"].get<int64_t>()));
-  } else if (pol->parsed()) {
-    auto p = ReadDocument(policy_only);
-    if (!p.ok()) return tessera::cli::Fail("fleet", p.status());
-    auto r = (*client)->Put("/v1/policy", *p);
-    if (!r.ok()) return tessera::cli::Fail("fleet", r.status());
-    std::printf("policy %s in force; floor today %s\n", (*r)["policy"].get<std::string>().c_str(),
-                (*r)["floor_today"].get<std::string>().c_str());
-    return 0;
-  }
-  return Show(**client);
-#endif
+    return Show(client);
+  });
 }
+#endif
 
 }  // namespace
 
-TESSERA_COMMAND(fleet, "Show or register the daemon's fleet (emulated cards labelled), catalog and policy", RunFleet);
+TESSERA_DAEMON_COMMAND(fleet, "Show or register the daemon's fleet (emulated cards labelled), catalog and policy",
+                       RunFleet);

@@ -1,55 +1,22 @@
 // cli/submit: `tessera submit JOB.yaml [--policy-compatible ascend,nvidia]` — sends a job to the daemon and
 // prints its plan (or why it waits).
-#include <CLI/CLI.hpp>
+#include "cli/daemon_command.hpp"
+#ifdef TESSERA_HAVE_DAEMON
 #include <cstdio>
 
-#include "cli/command.hpp"
-#include "cli/exit_code.hpp"
-#ifdef TESSERA_HAVE_DAEMON
-#include "daemon/cli_flags.hpp"
+#include "daemon/cli_format.hpp"
 #include "daemon/util.hpp"
 #endif
 
 namespace {
 
-int RunSubmit(int argc, char** argv) {
-#ifndef TESSERA_HAVE_DAEMON
-  (void)argc;
-  (void)argv;
-  return tessera::cli::NoDaemon("submit");
-#else
+#ifdef TESSERA_HAVE_DAEMON
+// The daemon's answer to POST /v1/jobs: the job, and its plan or why it waits.
+void Print(const nlohmann::json& r) {
   using namespace tessera::daemon;
-  CLI::App app{"Submit a job file to the daemon", "tessera submit"};
-  ClientOptions co;
-  AddClientFlags(app, &co);
-  std::string file, compatible;
-  bool json_out = false;
-  app.add_option("job", file, "Job YAML (planner fields + command, checkpoint, grace, env)")->required();
-  app.add_option("--policy-compatible", compatible,
-                 "Accelerator vendors or types the job accepts, e.g. ascend,moore,nvidia (overrides the file)");
-  app.add_flag("--json", json_out, "Print the daemon's answer as JSON");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return tessera::cli::ParseExit(app, e);
-  }
-  std::string base;
-  auto doc = ReadDocument(file, &base);
-  if (!doc.ok()) return tessera::cli::Fail("submit", doc.status());
-  nlohmann::json body = *doc;
-  body["base_dir"] = base;
-  body["compatible"] = SplitList(compatible);
-  auto client = Client::Connect(co);
-  if (!client.ok()) return tessera::cli::Fail("submit", client.status());
-  auto r = (*client)->Post("/v1/jobs", body);
-  if (!r.ok()) return tessera::cli::Fail("submit", r.status());
-  if (json_out) {
-    std::printf("%s\n", r->dump(2).c_str());
-    return 0;
-  }
-  std::printf("job %lld (%s) submitted; checkpoints in %s\n", static_cast<long long>((*r)["id"].get<int64_t>()),
-              (*r)["name"].get<std::string>().c_str(), (*r)["checkpoint_dir"].get<std::string>().c_str());
-  const auto& p = (*r)["plan"];
+  std::printf("job %lld (%s) submitted; checkpoints in %s\n", static_cast<long long>(r["id"].get<int64_t>()),
+              r["name"].get<std::string>().c_str(), r["checkpoint_dir"].get<std::string>().c_str());
+  const auto& p = r["plan"];
   if (p.is_object()) {
     std::printf("plan: %s in zone %s\n", DescribeAllocation(p).c_str(), p["zone"].get<std::string>().c_str());
     for (const auto& t : p["by_type"])
@@ -68,15 +35,41 @@ int RunSubmit(int argc, char** argv) {
                 p["cost_per_hour"].get<std::string>().c_str(), p["currency"].get<std::string>().c_str(),
                 p["share_before"].get<std::string>().c_str(), p["share_after"].get<std::string>().c_str(),
                 p["floor"].get<std::string>().c_str(), p["unit"].get<std::string>().c_str());
-  } else if (!(*r)["waits"].get<std::string>().empty()) {
-    std::printf("queued: %s\n", (*r)["waits"].get<std::string>().c_str());
+  } else if (!r["waits"].get<std::string>().empty()) {
+    std::printf("queued: %s\n", r["waits"].get<std::string>().c_str());
   } else {
     std::printf("queued\n");
   }
-  return 0;
-#endif
 }
+
+int RunSubmit(int argc, char** argv) {
+  using namespace tessera::daemon;
+  CLI::App app{"Submit a job file to the daemon", "tessera submit"};
+  tessera::cli::DaemonCommand cmd("submit", app);
+  std::string file, compatible;
+  bool json_out = false;
+  app.add_option("job", file, "Job YAML (planner fields + command, checkpoint, grace, env)")->required();
+  app.add_option("--policy-compatible", compatible,
+                 "Accelerator vendors or types the job accepts, e.g. ascend,moore,nvidia (overrides the file)");
+  app.add_flag("--json", json_out, "Print the daemon's answer as JSON");
+  if (auto rc = cmd.Parse(argc, argv)) return *rc;
+  std::string base;
+  auto doc = ReadDocument(file, &base);
+  if (!doc.ok()) return tessera::cli::Fail("submit", doc.status());
+  nlohmann::json body = *doc;
+  body["base_dir"] = base;
+  body["compatible"] = SplitList(compatible);
+  return cmd.Connected([&](Client& c) -> tessera::Status {
+    TSR_ASSIGN_OR_RETURN(auto r, c.Post("/v1/jobs", body));
+    if (json_out)
+      std::printf("%s\n", r.dump(2).c_str());
+    else
+      Print(r);
+    return tessera::Status::Ok();
+  });
+}
+#endif
 
 }  // namespace
 
-TESSERA_COMMAND(submit, "Submit a job to the daemon (--policy-compatible ascend,nvidia)", RunSubmit);
+TESSERA_DAEMON_COMMAND(submit, "Submit a job to the daemon (--policy-compatible ascend,nvidia)", RunSubmit);

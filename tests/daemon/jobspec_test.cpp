@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "daemon/cli_flags.hpp"
+#include "daemon/cli_format.hpp"
 #include "daemon/executor.hpp"
 
 namespace tessera::daemon {

@@ -1,8 +1,8 @@
-// daemon/cli_flags: the flags every daemon client subcommand shares (--state-dir, --daemon, --token) and
-// the error printing they share. Header-only; used by src/cli/{submit,queue,status,cancel,logs,fleet}.cpp.
+// daemon/cli_format: how the daemon client subcommands print what the daemon answers (allocations, emulated
+// cards, progress, run time). Header-only; used by src/cli/{submit,queue,status,fleet}.cpp. Their flags,
+// connection and error mapping are cli/daemon_command.hpp.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
@@ -10,17 +10,6 @@
 #include "daemon/jobspec.hpp"
 
 namespace tessera::daemon {
-
-inline void AddClientFlags(CLI::App& app, ClientOptions* o) {
-  app.add_option("--state-dir", o->state_dir, "Daemon state directory (default $TESSERA_HOME or ~/.tessera)");
-  app.add_option("--daemon", o->address, "Daemon address HOST:PORT (default $TESSERA_DAEMON or STATE/daemon.json)");
-  app.add_option("--token", o->token, "Bearer token (default $TESSERA_DAEMON_TOKEN or STATE/token)");
-}
-
-inline int Fail(const char* cmd, const Status& s) {
-  std::fprintf(stderr, "tessera %s: %s\n", cmd, s.message().c_str());
-  return 1;
-}
 
 // " (emulated)", " (emulated, SM share 35% of a GPU)" or "" for an object with "emulated" (and "sm_share",
 // absent from daemons and job rows older than SM shares).
