@@ -149,19 +149,17 @@ struct World {
   int island = 0;
 };
 
-struct BenchError {
-  std::string message;
-  int exit = kExitFailure;
-};
-
-void Check(tsrResult_t r, const World& w, const std::string& what) {
-  if (r != tsrSuccess)
-    throw BenchError{
-        fmt::format("rank {}: {} failed: {}: {}", w.rank, what, tsrGetErrorString(r), tsrGetLastError(w.comm))};
+// A failed call of the C API as an error naming the rank and the call (exit status 1).
+Status Check(tsrResult_t r, const World& w, const std::string& what) {
+  if (r == tsrSuccess) return Status::Ok();
+  return SystemError(
+      fmt::format("rank {}: {} failed: {}: {}", w.rank, what, tsrGetErrorString(r), tsrGetLastError(w.comm)));
 }
 
-void Check(const Status& s, const World& w, const std::string& what) {
-  if (!s.ok()) throw BenchError{fmt::format("rank {}: {}: {}", w.rank, what, s.message()), ExitCodeOf(s)};
+// `s` naming the rank and what it was doing; its code (and so the exit status) kept.
+Status Check(const Status& s, const World& w, const std::string& what) {
+  if (s.ok()) return s;
+  return Status(s.code(), fmt::format("rank {}: {}: {}", w.rank, what, s.message()));
 }
 
 // Per-rank description, allgathered once: island index, vendor, family and the memory its
@@ -195,7 +193,7 @@ std::string RankList(const std::vector<int>& rs) {
   return out;
 }
 
-WorldInfo DescribeWorld(const World& w, const BenchMemory& mem) {
+Result<WorldInfo> DescribeWorld(const World& w, const BenchMemory& mem) {
   RankInfo mine{};
   mine.island = w.island;
   std::string vendor = env::Get("TESSERA_ISLAND_VENDOR").value_or(fmt::format("island{}", w.island));
@@ -204,8 +202,8 @@ WorldInfo DescribeWorld(const World& w, const BenchMemory& mem) {
   std::snprintf(mine.device, sizeof mine.device, "%s", device.c_str());
   std::snprintf(mine.memory, sizeof mine.memory, "%s", mem.kind());
   std::vector<RankInfo> all(static_cast<size_t>(w.size));
-  Check(tsrAllGather(&mine, all.data(), sizeof(RankInfo), tsrUint8, w.comm, nullptr), w,
-        "tsrAllGather(world description)");
+  TSR_RETURN_IF_ERROR(Check(tsrAllGather(&mine, all.data(), sizeof(RankInfo), tsrUint8, w.comm, nullptr), w,
+                            "tsrAllGather(world description)"));
   std::map<int, std::vector<int>> ranks;
   std::map<std::string, std::vector<int>> by_memory;
   for (int r = 0; r < w.size; ++r) {
@@ -248,7 +246,7 @@ struct Row {
   std::optional<bool> identical;  // nullopt: not checked, or not applicable (reduce_scatter)
 };
 
-Row RunSize(const World& w, const Options& o, const Generator& gen, BenchMemory& mem, uint64_t bytes) {
+Result<Row> RunSize(const World& w, const Options& o, const Generator& gen, BenchMemory& mem, uint64_t bytes) {
   const size_t es = DTypeSize(o.dtype);
   const auto n = static_cast<uint64_t>(w.size);
   const auto me = static_cast<uint64_t>(w.rank);
@@ -258,17 +256,18 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, BenchMemory&
   const uint64_t in_elems = o.coll == Coll::kAllGather ? block : total;
   const uint64_t out_elems = o.coll == Coll::kReduceScatter ? block : total;
   const std::string where = fmt::format("size {}", bytes);
-  auto allocate = [&](uint64_t elems) {
+  auto allocate = [&](uint64_t elems) -> Result<BenchMemory::Buffer> {
     auto b = mem.Allocate(elems * es);
-    Check(b.status(), w, where);
+    TSR_RETURN_IF_ERROR(Check(b.status(), w, where));
     return std::move(b).value();
   };
   // Out of place: an input and an output buffer. In place (NCCL's convention): one buffer of the whole
   // size; reduce_scatter's output and allgather's input are this rank's block inside it.
-  BenchMemory::Buffer first = allocate(o.in_place ? total : in_elems), second;
+  TSR_ASSIGN_OR_RETURN(BenchMemory::Buffer first, allocate(o.in_place ? total : in_elems));
+  BenchMemory::Buffer second;
   std::byte *send = first.get(), *recv = first.get();
   if (!o.in_place) {
-    second = allocate(out_elems);
+    TSR_ASSIGN_OR_RETURN(second, allocate(out_elems));
     recv = second.get();
   } else if (o.coll == Coll::kReduceScatter) {
     recv += me * block * es;
@@ -277,13 +276,16 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, BenchMemory&
   }
   // This rank's input, generated on the host; device memory gets it through a copy on the stream.
   std::vector<std::byte> staging;
-  auto fill = [&] {
-    if (!mem.on_device()) return gen.Fill(w.rank, 0, in_elems, send);
+  auto fill = [&]() -> Status {
+    if (!mem.on_device()) {
+      gen.Fill(w.rank, 0, in_elems, send);
+      return Status::Ok();
+    }
     staging.resize(in_elems * es);
     gen.Fill(w.rank, 0, in_elems, staging.data());
-    Check(mem.Upload(send, staging.data(), in_elems * es), w, where);
+    return Check(mem.Upload(send, staging.data(), in_elems * es), w, where);
   };
-  fill();
+  TSR_RETURN_IF_ERROR(fill());
 
   const auto dt = static_cast<tsrDataType_t>(o.dtype);
   const auto op = static_cast<tsrRedOp_t>(o.op);
@@ -304,19 +306,19 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, BenchMemory&
   };
   const std::string what =
       fmt::format("{}(count={}, {}, {})", CollName(o.coll), block, DTypeName(o.dtype), RedOpName(o.op));
-  for (int i = 0; i < o.warmup; ++i) Check(call(), w, what);
-  Check(mem.Synchronize(), w, what);
+  for (int i = 0; i < o.warmup; ++i) TSR_RETURN_IF_ERROR(Check(call(), w, what));
+  TSR_RETURN_IF_ERROR(Check(mem.Synchronize(), w, what));
   // A sample: a barrier, then --batch calls and (device memory) the wait for the stream; its time per call.
   std::vector<double> times(static_cast<size_t>(o.iters)), tmax(times.size());
   for (int i = 0; i < o.iters; ++i) {
-    Check(tsrBarrier(w.comm), w, "tsrBarrier");
+    TSR_RETURN_IF_ERROR(Check(tsrBarrier(w.comm), w, "tsrBarrier"));
     auto t0 = Clock::now();
-    for (int j = 0; j < o.batch; ++j) Check(call(), w, what);
-    Check(mem.Synchronize(), w, what);
+    for (int j = 0; j < o.batch; ++j) TSR_RETURN_IF_ERROR(Check(call(), w, what));
+    TSR_RETURN_IF_ERROR(Check(mem.Synchronize(), w, what));
     times[i] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.batch;
   }
-  Check(tsrAllReduce(times.data(), tmax.data(), times.size(), tsrFloat64, tsrMax, w.comm, nullptr), w,
-        "tsrAllReduce(iteration times, max)");
+  TSR_RETURN_IF_ERROR(Check(tsrAllReduce(times.data(), tmax.data(), times.size(), tsrFloat64, tsrMax, w.comm, nullptr),
+                            w, "tsrAllReduce(iteration times, max)"));
   std::sort(tmax.begin(), tmax.end());
   const size_t m = tmax.size();
   Row row;
@@ -330,15 +332,15 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, BenchMemory&
     // Out of place, the input is unchanged and the last timed call's output is checked. In place, the
     // timed calls have overwritten the input: it is filled again and one more call is checked.
     if (o.in_place) {
-      fill();
-      Check(call(), w, what);
-      Check(mem.Synchronize(), w, what);
+      TSR_RETURN_IF_ERROR(fill());
+      TSR_RETURN_IF_ERROR(Check(call(), w, what));
+      TSR_RETURN_IF_ERROR(Check(mem.Synchronize(), w, what));
     }
     const std::byte* result = recv;  // device memory: copied back to the host
     std::vector<std::byte> back;
     if (mem.on_device()) {
       back.resize(out_elems * es);
-      Check(mem.Download(back.data(), recv, out_elems * es), w, where);
+      TSR_RETURN_IF_ERROR(Check(mem.Download(back.data(), recv, out_elems * es), w, where));
       result = back.data();
     }
     int64_t wrong = 0;
@@ -354,11 +356,13 @@ Row RunSize(const World& w, const Options& o, const Generator& gen, BenchMemory&
       }
     }
     int64_t wrong_all = 0;
-    Check(tsrAllReduce(&wrong, &wrong_all, 1, tsrInt64, tsrSum, w.comm, nullptr), w, "tsrAllReduce(#wrong)");
+    TSR_RETURN_IF_ERROR(
+        Check(tsrAllReduce(&wrong, &wrong_all, 1, tsrInt64, tsrSum, w.comm, nullptr), w, "tsrAllReduce(#wrong)"));
     row.wrong = wrong_all;
     uint64_t h = HashBytes(result, out_elems * es);
     std::vector<uint64_t> hashes(n);
-    Check(tsrAllGather(&h, hashes.data(), 1, tsrInt64, w.comm, nullptr), w, "tsrAllGather(result hashes)");
+    TSR_RETURN_IF_ERROR(
+        Check(tsrAllGather(&h, hashes.data(), 1, tsrInt64, w.comm, nullptr), w, "tsrAllGather(result hashes)"));
     if (o.coll != Coll::kReduceScatter)
       row.identical = std::all_of(hashes.begin(), hashes.end(), [&](uint64_t x) { return x == hashes[0]; });
   }
@@ -398,6 +402,84 @@ int InitExit(tsrResult_t r) {
 bool OtherRank() {
   auto r = tessera::env::Get("TESSERA_RANK");
   return r && !r->empty() && *r != "0";
+}
+
+// The run on an initialised world: rank, size and island into `w`, the header (rank 0), every size. Whether every
+// element was right and every rank's result the same (true when --check is off); an error names the rank.
+Result<bool> RunWorld(World& w, const Options& o) {
+  TSR_RETURN_IF_ERROR(Check(tsrCommRank(w.comm, &w.rank), w, "tsrCommRank"));
+  TSR_RETURN_IF_ERROR(Check(tsrCommSize(w.comm, &w.size), w, "tsrCommSize"));
+  TSR_RETURN_IF_ERROR(Check(tsrCommIsland(w.comm, &w.island), w, "tsrCommIsland"));
+  if (o.coll == Coll::kBroadcast && (o.root < 0 || o.root >= w.size))
+    return InvalidArgument(fmt::format("--root {} is not a rank of this world of {}", o.root, w.size));
+  // After the communicator, which has checked TESSERA_DEVICE and made its GPU current.
+  auto opened = BenchMemory::Open(env::GetOrDefault("TESSERA_DEVICE"), o.host_memory);
+  TSR_RETURN_IF_ERROR(Check(opened.status(), w, "buffers"));
+  BenchMemory& mem = **opened;
+  TSR_ASSIGN_OR_RETURN(WorldInfo info, DescribeWorld(w, mem));
+  std::string bridge = env::GetOrDefault("TESSERA_BRIDGE");
+  std::string device_bridge = env::GetOrDefault("TESSERA_DEVICE_BRIDGE");
+  Generator gen(o.seed, o.dtype, o.op, w.size);
+  const bool lead = w.rank == 0;
+  if (lead) {
+    const bool reduces = o.coll == Coll::kAllReduce || o.coll == Coll::kReduceScatter;
+    std::printf("# tessera bench %s: %d ranks, islands %s, %s%s%s, %s, iters %d x batch %d, warmup %d, check %s\n",
+                CollName(o.coll), w.size, info.islands.c_str(), DTypeName(o.dtype), reduces ? " " : "",
+                reduces ? RedOpName(o.op) : "", o.in_place ? "in place" : "out of place", o.iters, o.batch, o.warmup,
+                o.check ? "on" : "off");
+    std::printf("# memory: %s\n", info.memory_by_rank.c_str());
+    for (const auto& line : info.lines) std::printf("#   %s\n", line.c_str());
+    if (o.verbose) {
+      std::printf("#   comm: %s\n", tsrCommDescribe(w.comm));
+      if (auto spec = env::Get("TESSERA_ISLANDS")) std::printf("#   TESSERA_ISLANDS=%s\n", spec->c_str());
+      std::printf(
+          "#   timing: per sample a barrier, %d call(s), then (device memory) a wait for the stream; max over "
+          "ranks, median over samples\n",
+          o.batch);
+    }
+    PrintHeader();
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  bool bad = false;
+  for (uint64_t bytes : o.sizes) {
+    TSR_ASSIGN_OR_RETURN(Row row, RunSize(w, o, gen, mem, bytes));
+    if ((row.wrong && *row.wrong) || (row.identical && !*row.identical)) bad = true;
+    if (lead) PrintRow(row, o);
+    nlohmann::json j = {{"bytes", row.bytes},      {"count", row.count},      {"time_us", row.time_us},
+                        {"algbw_GBps", row.algbw}, {"busbw_GBps", row.busbw}, {"wrong", nullptr}};
+    if (row.wrong) j["wrong"] = *row.wrong;
+    if (row.identical) j["identical"] = *row.identical;
+    rows.push_back(j);
+  }
+  if (lead && !o.json.empty()) {
+    nlohmann::json j = {{"collective", CollName(o.coll)},
+                        {"dtype", DTypeName(o.dtype)},
+                        {"op", RedOpName(o.op)},
+                        {"world_size", w.size},
+                        {"islands", info.islands},
+                        {"memory", info.memory},
+                        {"ranks", info.ranks},
+                        {"bridge", bridge},
+                        {"device_bridge", device_bridge},
+                        {"comm", tsrCommDescribe(w.comm)},
+                        {"machine", Machine()},
+                        {"commit", TESSERA_GIT_COMMIT},
+                        {"iters", o.iters},
+                        {"batch", o.batch},
+                        {"warmup", o.warmup},
+                        {"in_place", o.in_place},
+                        {"check", o.check},
+                        {"rows", rows}};
+    if (o.json == "-") {
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+    } else {
+      std::ofstream f(o.json);
+      f << j.dump(2) << "\n";
+      if (!f) return SystemError(fmt::format("cannot write --json '{}'", o.json));
+    }
+  }
+  return !bad;
 }
 
 // ---- the command ------------------------------------------------------------------------------------
@@ -478,87 +560,15 @@ int RunBench(int argc, char** argv) {
   if (tsrResult_t res = tsrCommInitFromEnv(&w.comm); res != tsrSuccess)
     return fail(fmt::format("tsrCommInitFromEnv failed: {}: {}", tsrGetErrorString(res), tsrGetLastError(nullptr)),
                 InitExit(res));
+  auto checked = RunWorld(w, o);
   int rc = kExitOk;
-  try {
-    Check(tsrCommRank(w.comm, &w.rank), w, "tsrCommRank");
-    Check(tsrCommSize(w.comm, &w.size), w, "tsrCommSize");
-    Check(tsrCommIsland(w.comm, &w.island), w, "tsrCommIsland");
-    if (o.coll == Coll::kBroadcast && (o.root < 0 || o.root >= w.size))
-      throw BenchError{fmt::format("--root {} is not a rank of this world of {}", o.root, w.size), kExitUsage};
-    // After the communicator, which has checked TESSERA_DEVICE and made its GPU current.
-    auto opened = BenchMemory::Open(env::GetOrDefault("TESSERA_DEVICE"), o.host_memory);
-    Check(opened.status(), w, "buffers");
-    BenchMemory& mem = **opened;
-    WorldInfo info = DescribeWorld(w, mem);
-    std::string bridge = env::GetOrDefault("TESSERA_BRIDGE");
-    std::string device_bridge = env::GetOrDefault("TESSERA_DEVICE_BRIDGE");
-    Generator gen(o.seed, o.dtype, o.op, w.size);
-    const bool lead = w.rank == 0;
-    if (lead) {
-      const bool reduces = o.coll == Coll::kAllReduce || o.coll == Coll::kReduceScatter;
-      std::printf("# tessera bench %s: %d ranks, islands %s, %s%s%s, %s, iters %d x batch %d, warmup %d, check %s\n",
-                  CollName(o.coll), w.size, info.islands.c_str(), DTypeName(o.dtype), reduces ? " " : "",
-                  reduces ? RedOpName(o.op) : "", o.in_place ? "in place" : "out of place", o.iters, o.batch, o.warmup,
-                  o.check ? "on" : "off");
-      std::printf("# memory: %s\n", info.memory_by_rank.c_str());
-      for (const auto& line : info.lines) std::printf("#   %s\n", line.c_str());
-      if (o.verbose) {
-        std::printf("#   comm: %s\n", tsrCommDescribe(w.comm));
-        if (auto spec = env::Get("TESSERA_ISLANDS")) std::printf("#   TESSERA_ISLANDS=%s\n", spec->c_str());
-        std::printf(
-            "#   timing: per sample a barrier, %d call(s), then (device memory) a wait for the stream; max over "
-            "ranks, median over samples\n",
-            o.batch);
-      }
-      PrintHeader();
-    }
-    nlohmann::json rows = nlohmann::json::array();
-    bool bad = false;
-    for (uint64_t bytes : o.sizes) {
-      Row row = RunSize(w, o, gen, mem, bytes);
-      if ((row.wrong && *row.wrong) || (row.identical && !*row.identical)) bad = true;
-      if (lead) PrintRow(row, o);
-      nlohmann::json j = {{"bytes", row.bytes},      {"count", row.count},      {"time_us", row.time_us},
-                          {"algbw_GBps", row.algbw}, {"busbw_GBps", row.busbw}, {"wrong", nullptr}};
-      if (row.wrong) j["wrong"] = *row.wrong;
-      if (row.identical) j["identical"] = *row.identical;
-      rows.push_back(j);
-    }
-    if (lead && !o.json.empty()) {
-      nlohmann::json j = {{"collective", CollName(o.coll)},
-                          {"dtype", DTypeName(o.dtype)},
-                          {"op", RedOpName(o.op)},
-                          {"world_size", w.size},
-                          {"islands", info.islands},
-                          {"memory", info.memory},
-                          {"ranks", info.ranks},
-                          {"bridge", bridge},
-                          {"device_bridge", device_bridge},
-                          {"comm", tsrCommDescribe(w.comm)},
-                          {"machine", Machine()},
-                          {"commit", TESSERA_GIT_COMMIT},
-                          {"iters", o.iters},
-                          {"batch", o.batch},
-                          {"warmup", o.warmup},
-                          {"in_place", o.in_place},
-                          {"check", o.check},
-                          {"rows", rows}};
-      if (o.json == "-") {
-        std::printf("%s\n", j.dump().c_str());
-        std::fflush(stdout);
-      } else {
-        std::ofstream f(o.json);
-        f << j.dump(2) << "\n";
-        if (!f) throw BenchError{fmt::format("cannot write --json '{}'", o.json)};
-      }
-    }
-    if (bad) {
-      if (lead) std::fprintf(stderr, "tessera bench: check FAILED (wrong elements or results differ across ranks)\n");
-      rc = kExitFailure;
-    }
-  } catch (const BenchError& e) {
-    std::fprintf(stderr, "tessera bench: %s\n", e.message.c_str());
-    rc = e.exit;
+  if (!checked.ok()) {
+    std::fprintf(stderr, "tessera bench: %s\n", checked.status().message().c_str());
+    rc = ExitCodeOf(checked.status());
+  } else if (!*checked) {
+    if (w.rank == 0)
+      std::fprintf(stderr, "tessera bench: check FAILED (wrong elements or results differ across ranks)\n");
+    rc = kExitFailure;
   }
   tsrCommDestroy(w.comm);
   return rc;
