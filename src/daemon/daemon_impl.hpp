@@ -1,7 +1,8 @@
 // daemon/daemon_impl: the Daemon object behind RunDaemon (daemon.hpp), internal to src/daemon. Its members are
-// defined in four files by concern:
+// defined in one file per concern, among them:
 //   config.cpp     configuration (catalog, fleet, policy), start-up (Init), tenants and their areas
-//   scheduler.cpp  the scheduler thread: reaping, billing, preemption, placement and starting attempts
+//   scheduler.cpp  the scheduler thread: reaping, preemption, placement and starting attempts
+//   billing.cpp    the billing of ended attempts in the ledger
 //   api.cpp        the HTTP/JSON API's routes (authentication, admission, request parsing, answers)
 //   daemon.cpp     Serve (threads, signals) and RunDaemon
 // All SQL is in the job store (daemon/job_store); all state is guarded by mu_, which the scheduler holds for a
