@@ -1,6 +1,8 @@
 // daemon/billing: the scheduler's billing of ended attempts — each attempt's usage as rows of the billing ledger
-// (sched::Ledger, append-only).
-#include <algorithm>
+// (sched::Ledger, append-only), once, also when the daemon stopped in the middle of an attempt's rows.
+#include "daemon/billing.hpp"
+
+#include <vector>
 
 #include "common/log.hpp"
 #include "daemon/daemon_impl.hpp"
@@ -9,6 +11,22 @@
 namespace tessera::daemon {
 
 using json = nlohmann::json;
+
+std::vector<IslandUsage> UnbilledIslands(const std::vector<IslandUsage>& islands,
+                                         const std::vector<sched::UsageRecord>& billed, int64_t start, int64_t end) {
+  std::vector<bool> used(billed.size(), false);  // each ledger row accounts for one island
+  std::vector<IslandUsage> out;
+  for (const auto& isl : islands) {
+    bool found = false;
+    for (size_t i = 0; i < billed.size() && !found; ++i) {
+      const sched::UsageRecord& r = billed[i];
+      found = !used[i] && r.type == isl.type && r.cards == isl.cards && r.start == start && r.end == end;
+      if (found) used[i] = true;
+    }
+    if (!found) out.push_back(isl);
+  }
+  return out;
+}
 
 void Daemon::BillPending() {
   if (!ledger_) {
@@ -41,6 +59,7 @@ void Daemon::BillPending() {
       TSR_LOG_ERROR("billing job {}: {}", key, existing.status().ToString());
       continue;
     }
+    std::vector<IslandUsage> islands;
     bool ok = true;
     for (const auto& isl : alloc["islands"]) {
       if (!isl.is_object() || !isl.value("type", json()).is_string() ||
@@ -49,11 +68,11 @@ void Daemon::BillPending() {
         ok = false;
         break;
       }
-      std::string type = isl["type"];
-      int64_t cards = isl["count"];
-      bool dup = std::any_of(existing->begin(), existing->end(),
-                             [&](const sched::UsageRecord& r) { return r.type == type && r.start == start; });
-      if (dup) continue;  // billed before a crash; the ledger is append-only, so do not add it twice
+      islands.push_back({isl["type"].get<std::string>(), isl["count"].get<int64_t>()});
+    }
+    if (!ok) continue;
+    // Rows billed before a crash are not added twice.
+    for (const auto& [type, cards] : UnbilledIslands(islands, *existing, start, end)) {
       auto rec = ledger_->Record(catalog_, key, row.tenant, type, cards, start, end);
       if (!rec.ok()) {
         TSR_LOG_ERROR("billing job {} attempt {}: {}", key, n, rec.status().ToString());
