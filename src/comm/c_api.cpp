@@ -82,6 +82,7 @@ constexpr size_t kMaxIdToken = 64;  // TESSERA_TOKEN, when it is used
 
 struct ParsedId {
   std::string token, address;
+  bool job = false;  // made in a job: each rank presents its own TESSERA_TOKEN
 };
 
 tessera::Result<ParsedId> ParseId(const tsrUniqueId& id) {
@@ -99,6 +100,7 @@ tessera::Result<ParsedId> ParseId(const tsrUniqueId& id) {
   out.token = text.substr(magic, space - magic);
   out.address = text.substr(space + 1);
   if (out.token == kJobToken) {
+    out.job = true;
     out.token = tessera::env::Get("TESSERA_TOKEN").value_or("");
     if (out.token.empty())
       return tessera::InvalidArgument(
@@ -230,7 +232,13 @@ tessera::Result<tessera::comm::InitParams> InitRankParams(int nranks, const tsrU
   } else {
     TSR_ASSIGN_OR_RETURN(p.timeout, tessera::env::Duration("TESSERA_TIMEOUT"));
   }
-  p.token = c != nullptr && c->token != nullptr ? c->token : pid.token;
+  const bool own_token = c != nullptr && c->token != nullptr;
+  p.token = own_token ? c->token : pid.token;
+  // The group's store is tsrGetUniqueId's, with the token of the process that made the id.
+  p.token_mismatch = fmt::format("{} differs from {}", own_token ? "tsrConfig_t.token" : "TESSERA_TOKEN",
+                                 pid.job ? "the job token of the process that made the id (its TESSERA_TOKEN at "
+                                           "tsrGetUniqueId): run every rank of the group with the job's token"
+                                         : "the id's own token (leave tsrConfig_t.token NULL to use it)");
   if (const char* ir = IslandReduceOf(c)) p.island_reduce = ir;
   p.store_addr = pid.address;
   // Its own namespace per id: under one job token (every id `tessera run`'s ranks make) communicators

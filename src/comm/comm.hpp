@@ -87,6 +87,8 @@ struct InitParams {
   std::string device = env::DeclaredString("TESSERA_DEVICE");  // "host" or "cuda:N"
   std::string store_addr;                                      // host:port of the rendezvous store
   std::string token;                                           // job token
+  // Whose token differs from whose when the store refuses `token` (the launcher's store: TESSERA_TOKEN).
+  std::string token_mismatch = kLauncherTokenMismatch;
   std::chrono::milliseconds timeout = env::DeclaredDuration("TESSERA_TIMEOUT");
   // How an island of several device ranks reduces 16-bit data ("f32" or "native", tsrConfig_t::island_reduce);
   // empty: TESSERA_ISLAND_REDUCE.

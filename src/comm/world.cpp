@@ -132,7 +132,7 @@ Status Comm::Init(const InitParams& p) {
     auto server = StoreServer::Start(store_host, static_cast<int>(store_port), token_);
     if (server.ok()) store_server_ = std::move(server).value();
   }
-  auto store = StoreClient::Connect(store_addr, token_, timeout_);
+  auto store = StoreClient::Connect(store_addr, token_, timeout_, p.token_mismatch);
   if (!store.ok()) return store.status().WithContext("rank " + std::to_string(rank_) + " joining the job");
   store_ = PrefixedStore(std::move(store).value(), ns_.empty() ? "" : "ns/" + ns_ + "/");
 

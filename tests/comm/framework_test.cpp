@@ -243,15 +243,24 @@ TEST(FrameworkApi, AJobsIdCarriesNoTokenAndOnlyTheJobTokenJoins) {
   EXPECT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrInvalidArgument);
   EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("has no TESSERA_TOKEN"), std::string::npos)
       << tsrGetLastError(nullptr);
-  // A wrong token, from the environment or the config: the id's store refuses it.
+  // A wrong token, from the environment or the config: the id's store refuses it, and the error says which
+  // token differs from which, as the launcher's store says it of TESSERA_TOKEN (not the launcher's: the group's
+  // store is the one tsrGetUniqueId started).
   setenv("TESSERA_TOKEN", "another-token", 1);
   EXPECT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrInvalidArgument);
-  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("refused the job token"), std::string::npos)
-      << tsrGetLastError(nullptr);
+  std::string error = tsrGetLastError(nullptr);
+  EXPECT_NE(error.find("refused the job token: TESSERA_TOKEN differs from the job token of the process that made "
+                       "the id"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find("launcher"), std::string::npos) << error;
   cfg.token = "another-token";
   EXPECT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrInvalidArgument);
-  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("refused the job token"), std::string::npos)
-      << tsrGetLastError(nullptr);
+  error = tsrGetLastError(nullptr);
+  EXPECT_NE(error.find("refused the job token: tsrConfig_t.token differs from the job token of the process that "
+                       "made the id"),
+            std::string::npos)
+      << error;
   cfg.token = nullptr;
   setenv("TESSERA_TOKEN", "job-token-42", 1);  // the job's token: a world of one host rank
   const tsrResult_t joined = tsrCommInitRank(&c, 1, id, 0, &cfg);

@@ -230,7 +230,7 @@ std::unique_ptr<StoreClient> PrefixedStore(std::unique_ptr<StoreClient> base, co
 }
 
 Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& address, const std::string& token,
-                                                          milliseconds timeout) {
+                                                          milliseconds timeout, const std::string& mismatch) {
   const auto hp = net::SplitHostPort(address);
   if (!hp) return InvalidArgument(fmt::format("TESSERA_STORE='{}' is not HOST:PORT (e.g. 127.0.0.1:29500)", address));
   if (token.empty()) return InvalidArgument("TESSERA_TOKEN is empty: the store needs the job token");
@@ -275,8 +275,7 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& add
   }
   if (code == Reply::kRefused) {
     ::close(fd);
-    return InvalidArgument(
-        fmt::format("store at {} refused the job token: TESSERA_TOKEN differs from the launcher's", address));
+    return InvalidArgument(fmt::format("store at {} refused the job token: {}", address, mismatch));
   }
   // Requests without a timeout of their own (Set, Add) are bounded by the connect timeout, at least 30 s.
   return std::unique_ptr<StoreClient>(new TcpStoreClient(fd, address, std::max(timeout, milliseconds(30000))));

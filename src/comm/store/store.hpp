@@ -46,12 +46,17 @@ class StoreServer {
   virtual int port() const = 0;
 };
 
+// Why the launcher's store (`tessera run`) refuses a token: the one error every store client of a job gives.
+inline constexpr char kLauncherTokenMismatch[] = "TESSERA_TOKEN differs from the launcher's";
+
 class StoreClient {
  public:
   // Connects to "host:port", retrying until `timeout` (the server may start a moment after the ranks);
-  // errors name the address. Authenticates with `token`.
+  // errors name the address. Authenticates with `token`; a store that refuses it is InvalidArgument "store at
+  // ADDRESS refused the job token: " + `mismatch`, which says whose token differs from whose.
   static Result<std::unique_ptr<StoreClient>> Connect(const std::string& address, const std::string& token,
-                                                      std::chrono::milliseconds timeout);
+                                                      std::chrono::milliseconds timeout,
+                                                      const std::string& mismatch = kLauncherTokenMismatch);
   virtual ~StoreClient() = default;
 
   virtual Status Set(const std::string& key, const std::string& value) = 0;
