@@ -372,7 +372,7 @@ Status Comm::HostAllToAllv(const void* send_v, const size_t* sendcounts, const s
 std::vector<Range> Comm::BridgeChunks(size_t count, DType dt) const {
   // Device islands on the device bridge pipeline through the rings themselves: no chunks needed.
   bool staged = false;
-  for (const auto& isl : islands_) staged |= isl.family != "host" && !DeviceBridgeEligible(isl, dt);
+  for (const auto& isl : islands_) staged |= StagedDeviceIsland(isl, dt);
   if (!staged) return {Range{0, count}};
   return Chunks(count, bridge_chunk_bytes_ / DTypeSize(dt));
 }

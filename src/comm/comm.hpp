@@ -68,6 +68,7 @@ struct Island {
   // island: staged islands beside it change only how an allreduce is cut (BridgeChunks, which the device bridge
   // follows). Set in Comm::Init.
   bool device_bridge = false;
+  bool on_device() const { return family != "host"; }  // a device island (not host ranks)
 };
 
 // Where the hierarchical algorithm's island phases run: here (the host engine), or already done by the island's own
@@ -246,6 +247,10 @@ class Comm final : public Links, private HostPath {
   // Whether island `isl`'s allreduce of `dt` runs on the device bridge (Island::device_bridge, floating
   // types). The same answer on every rank.
   bool DeviceBridgeEligible(const Island& isl, DType dt) const { return isl.device_bridge && IsFloat(dt); }
+  // A device island whose data of type dt crosses the bridge through pinned staging (not the device bridge).
+  bool StagedDeviceIsland(const Island& isl, DType dt) const {
+    return isl.on_device() && !DeviceBridgeEligible(isl, dt);
+  }
   // Each island's share of the bridge's folds of a reduction of `dt` (schedule.hpp, Part): equal, except that where
   // the world has an island on the device bridge for `dt`, a device island that stages through pinned memory folds
   // nothing (0): its rank sends its partial sums to the other islands' owners and receives the results, and the

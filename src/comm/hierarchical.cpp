@@ -472,14 +472,12 @@ std::vector<int> Comm::FoldWeights(DType dt) const {
   std::vector<int> w(islands_.size(), 1);
   bool device = false, staged = false;
   for (const Island& isl : islands_) {
-    if (DeviceBridgeEligible(isl, dt))
-      device = true;
-    else if (isl.family != "host")
-      staged = true;
+    device |= DeviceBridgeEligible(isl, dt);
+    staged |= StagedDeviceIsland(isl, dt);
   }
   if (device && staged)
     for (size_t i = 0; i < islands_.size(); ++i)
-      if (islands_[i].family != "host" && !DeviceBridgeEligible(islands_[i], dt)) w[i] = 0;
+      if (StagedDeviceIsland(islands_[i], dt)) w[i] = 0;
   return w;
 }
 

@@ -187,7 +187,7 @@ Status Comm::Init(const InitParams& p) {
   p2p_sent_.assign(size_, 0);
   p2p_recvd_.assign(size_, 0);
   bool any_device = false;
-  for (const auto& isl : islands_) any_device |= isl.family != "host";
+  for (const auto& isl : islands_) any_device |= isl.on_device();
   if (any_device && islands_.size() > 1) {
     TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_DEVICE_CHUNK"));
     if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
