@@ -269,6 +269,14 @@ if [ "$WHAT" != bench ] && in_group npu; then
       job npu-cpu 400 "${NX[@]}" -- $W
       job npu-ddp 300 "${NX[@]}" -- $TW ddp
       job npu-uneven 300 "${NX[@]}" -- $TW uneven
+      # a callback still running on the completion thread when the rank exits runs to its end, with and without a
+      # destroyed group (the thread ended mid-call by Python's finalization aborted the process)
+      for m in exit-callback destroy-callback; do
+        selected "npu-$m" || continue
+        job "npu-$m" 120 "${NX[@]}" -- $TW $m
+        n=$(grep -c "callback ran at exit, sum 3" "$OUTDIR/torch-npu-$m.log")
+        [ "$n" = 2 ] || { echo "npu-$m: FAILED: $n of 2 ranks' callbacks ran to their end"; RC=1; }
+      done
       NK=$(mktemp -d /tmp/tsr-npu-ckpt-XXXXXX)
       job npu-ckpt-save 300 "${NX[@]}" -- $CW ddp-save $NK/mixed
       job npu-ckpt-cpu-load 300 --island nvidia=host:2 -- $CW ddp-load $NK/mixed

@@ -39,6 +39,12 @@ class Completer {
   // Ends the thread once it has drained what was queued (it is detached: shutdown never waits for it, since it
   // may be running a Python callback that needs the GIL the caller holds).
   void Stop();
+  // At exit, before Python finalizes (module.cpp registers it with atexit; called without the GIL, which a
+  // completion's Python callback or a tensor's last reference may need): stops every completer and waits up to
+  // `limit` for each thread to finish what it holds, so that none is still running when Python finalizes (such a
+  // thread is ended mid-call, and one ended inside a destructor aborts the process). Returns how many threads
+  // were still running at the limit; what they hold is then leaked, never released.
+  static int DrainAll(std::chrono::milliseconds limit);
 
   struct State;
 

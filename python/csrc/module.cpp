@@ -5,9 +5,12 @@
 #include <torch/extension.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 
 #include "backend.hpp"
 #include "check.hpp"
+#include "completer.hpp"
 #include "crash_trace.hpp"
 #include "maps.hpp"
 
@@ -72,6 +75,20 @@ PYBIND11_MODULE(_C, m) {
 #endif
   tessera_torch::BindCheckpoint(m);
   tessera_torch::InstallCrashTrace();
+  // The completion threads finish what they hold before Python finalizes (completer.hpp).
+  py::module::import("atexit").attr("register")(py::cpp_function([]() {
+    constexpr int kDrainSeconds = 10;
+    int left = 0;
+    {
+      py::gil_scoped_release nogil;
+      left = tessera_torch::Completer::DrainAll(std::chrono::seconds(kDrainSeconds));
+    }
+    if (left > 0)
+      std::fprintf(stderr,
+                   "tessera: at exit, %d completion thread(s) still waited for a device call after %d s; "
+                   "leaving it (its call's future never completes)\n",
+                   left, kDrainSeconds);
+  }));
   m.def("version", []() {
     int v = 0;
     tsrGetVersion(&v);

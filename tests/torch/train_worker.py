@@ -17,6 +17,13 @@ Modes (each rank exits 0 when its checks pass; failures print "FAIL ..."):
   destroy   rank 0 destroys the process group while another of its threads has an all_reduce pending (the
             other ranks never join it): that call raises a RuntimeError saying the group was destroyed, and
             the rank exits cleanly (it died of SIGSEGV, the backend freed under the running call).
+  exit-callback  each rank leaves with an all_reduce whose future's callback still runs (rank 0's future waits
+            for the last rank, which joins late; the callback takes 1 s): the rank exits 0 and the callback runs to
+            its end ("callback ran" in the log, which the caller counts). A device rank in a group of several
+            islands completes such futures on its completion thread; a thread still in a callback, or dropping
+            the last reference to a call's tensors, when Python finalized was ended mid-call and aborted the
+            process ("terminate called without an active exception").
+  destroy-callback  the same, but the rank destroys the group before it exits.
 """
 import datetime
 import faulthandler
@@ -225,6 +232,26 @@ def destroy_mode(dev, rank, world):
     os._exit(0 if not failures else 1)
 
 
+def exit_pending_mode(dev, rank, world, destroy):
+    t = torch.full((1024,), float(rank + 1), device=dev)
+    dist.barrier()
+    if rank == world - 1:
+        time.sleep(0.5)  # the other ranks' calls are still pending when they attach the callback
+    w = dist.all_reduce(t, async_op=True)
+
+    def ran(f):
+        time.sleep(1.0)
+        total = f.value()[0][0].item()
+        print(f"rank {rank}: callback ran at exit, sum {total:g}", flush=True)
+        return f.value()
+
+    w.get_future().then(ran)
+    if destroy:
+        dist.destroy_process_group()
+    print(f"rank {rank}: leaving with the callback pending", flush=True)
+    sys.exit(0)
+
+
 def main():
     mode = sys.argv[1]
     # A hang dumps every thread's Python stack and exits (after Tessera's own timeout had its chance).
@@ -238,7 +265,9 @@ def main():
     {"ddp": lambda: ddp_mode(dev, rank), "replicas": lambda: replicas_mode(dev, rank),
      "uneven": lambda: uneven_mode(dev, rank, world), "fsdp": lambda: fsdp_mode(dev, rank, world),
      "fault": lambda: fault_mode(dev, rank, world), "mismatch": lambda: mismatch_mode(dev, rank, world),
-     "destroy": lambda: destroy_mode(dev, rank, world)}[mode]()
+     "destroy": lambda: destroy_mode(dev, rank, world),
+     "exit-callback": lambda: exit_pending_mode(dev, rank, world, False),
+     "destroy-callback": lambda: exit_pending_mode(dev, rank, world, True)}[mode]()
     dist.destroy_process_group()
     print(f"rank {rank}: {mode} {'passed' if not failures else 'FAILED'}", flush=True)
     sys.exit(1 if failures else 0)
