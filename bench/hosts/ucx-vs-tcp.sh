@@ -11,7 +11,9 @@
 #     the IPC namespace shared, UCX left to choose takes SysV shared memory between the "hosts", which the ranks
 #     cannot;
 #   Tessera broadcast from rank 0 (h0) to rank 1 (h1) over the ucx row (TESSERA_TRANSPORTS=ucx, UCX_TLS=$UCX_TLS)
-#     and over the tcp row (the default between hosts): `tessera bench broadcast` algbw, every byte crossing once.
+#     and over the tcp row (the default between hosts): `tessera bench broadcast --in-place` algbw, every byte
+#     crossing once. In place, as ucx_perftest and iperf3 move bytes: out of place the root also copies its whole
+#     buffer into its output in the same call, CPU time the kernel's TCP needs on a small box.
 #   with BASELINE=path/to/another/tessera: the ucx row of that build too, in the same rounds (an A/B of a change).
 # Prints medians over rounds (GB/s = 1e9 B/s) and the per-round ratios' medians: ucx row / ucx_perftest,
 # ucx row / iperf3, tcp row / iperf3 (and the baseline's ucx row / ucx_perftest); the 1-minute load average is
@@ -73,7 +75,7 @@ tessera() {  # binary size VAR=VALUE... -> GB/s (algbw of the slowest rank, as t
   for i in 0 1; do
     env "$@" $NS exec $TAG $i "$BIN" run --nnodes 2 --node-rank $i --store 10.77.0.1:29400 --timeout 120s \
       --island ascend=host:1 --island nvidia=host:1 -- \
-      "$BIN" bench broadcast --sizes "$size" --dtype f32 --iters "$ITERS" --warmup "$WARMUP" --json "$TMP/t$i.json" \
+      "$BIN" bench broadcast --in-place --sizes "$size" --dtype f32 --iters "$ITERS" --warmup "$WARMUP" --json "$TMP/t$i.json" \
       >"$TMP/t$i.log" 2>&1 &
   done
   wait

@@ -206,6 +206,9 @@ Status Engine::Run(const std::string& what) {
       // With a pool, a large piece of a ring in the peer's memory is written in place by its threads (Reserve,
       // then Publish).
       const bool split = pool_ != nullptr && ch->writes_peer_memory();
+      // A channel that sends from the caller's host memory (the ucx row) is handed it without a copy into its
+      // ring; the op then ends once every byte has left it (SentFromDone).
+      const bool from_host = !split && ch->sends_from("host");
       const size_t ready = op.Ready();
       while (budget > 0 && op.off < op.padded && (op.off < ready || op.off >= op.bytes)) {
         const std::byte* src = op.off < op.bytes ? op.data + op.off : kZeros;
@@ -218,6 +221,10 @@ Status Engine::Run(const std::string& what) {
             ch->Publish(room);
           }
           n = room;
+        } else if (from_host && op.off < op.bytes) {
+          auto sent = ch->TrySendFrom(src, want, "host");
+          if (!sent.ok()) return sent.status().WithContext("sending to " + links_->PeerName(static_cast<int>(p)));
+          n = *sent;
         } else {
           auto sent = ch->TrySend(src, want);
           if (!sent.ok()) return sent.status().WithContext("sending to " + links_->PeerName(static_cast<int>(p)));
@@ -229,6 +236,10 @@ Status Engine::Run(const std::string& what) {
         progress = true;
       }
       if (op.off == op.padded) {
+        if (from_host) {
+          TSR_ASSIGN_OR_RETURN(bool left, ch->SentFromDone());
+          if (!left) continue;
+        }
         q.pop_front();
         --pending_;
       }

@@ -79,6 +79,52 @@ class PipeReceiver final : public RecvChannel {
   Pipe* p_;
 };
 
+// A sender that sends from the caller's host memory (as the ucx row does): TrySendFrom keeps the pointer, and the
+// bytes enter the pipe only once SentFromDone has been asked `late` times since the last send (a transport whose
+// sends complete later). Whatever TrySend copies waits behind them, so the stream keeps its order.
+class BorrowingSender final : public SendChannel {
+ public:
+  explicit BorrowingSender(Pipe* p) : p_(p) {}
+  Result<size_t> TrySend(const void* src, size_t bytes) override {
+    const auto* b = static_cast<const std::byte*>(src);
+    queued_.push_back({nullptr, bytes, std::vector<std::byte>(b, b + bytes)});
+    copied += bytes;
+    return bytes;
+  }
+  bool sends_from(std::string_view memory) const override { return memory == "host"; }
+  Result<size_t> TrySendFrom(const void* src, size_t bytes, std::string_view memory) override {
+    EXPECT_EQ(memory, "host");
+    const size_t n = std::min(bytes, size_t{1000});  // several posts per message
+    queued_.push_back({static_cast<const std::byte*>(src), n, {}});
+    borrowed += n;
+    asks_ = 0;
+    return n;
+  }
+  Result<bool> SentFromDone() override {
+    if (++asks_ < late) return false;
+    for (auto& q : queued_) {
+      const std::byte* b = q.from != nullptr ? q.from : q.copy.data();
+      p_->buf.insert(p_->buf.end(), b, b + q.bytes);
+      p_->sent += q.bytes;
+    }
+    queued_.clear();
+    return true;
+  }
+  const char* transport() const override { return "borrowing"; }
+  int late = 3;
+  size_t copied = 0, borrowed = 0;
+
+ private:
+  struct Queued {
+    const std::byte* from;  // the caller's memory, or null: `copy`
+    size_t bytes;
+    std::vector<std::byte> copy;
+  };
+  Pipe* p_;
+  std::vector<Queued> queued_;
+  int asks_ = 0;
+};
+
 // Links where peer p's channels are the two ends of one pipe each way: what this rank sends to p comes
 // back as what it receives from p, so one engine plays both sides of a schedule.
 class LoopLinks final : public Links {
@@ -170,6 +216,34 @@ TEST(Engine, MessagesOfOddSizesArriveIntactInOrderAndPadded) {
     EXPECT_EQ(links.pipe(1).consumed, padded);
     EXPECT_EQ(links.pipe(1).buffered(), 0u);
   }
+}
+
+// A channel that sends from the caller's host memory gets the message itself (no copy but the padding), and the
+// message's op ends only once the channel says its bytes have left that memory: here they leave only then, so an
+// engine that ended the op earlier would wait for its own receive until the timeout.
+TEST(Engine, AChannelThatSendsFromHostMemoryIsHandedTheCallersBytesAndHeldToTheirEnd) {
+  LoopLinks links(2, 5s);
+  auto sender = std::make_unique<BorrowingSender>(&links.pipe(1));
+  BorrowingSender* ch = sender.get();
+  links.SetSend(1, std::move(sender));
+  const std::vector<size_t> sizes = {1, 13, 4099, 300001};
+  size_t total = 0, padding = 0;
+  std::vector<std::vector<std::byte>> in, out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    in.push_back(Pattern(sizes[i], static_cast<unsigned>(i)));
+    out.emplace_back(sizes[i], std::byte{0xEE});
+    total += sizes[i];
+    padding += PadToChannel(sizes[i]) - sizes[i];
+  }
+  Engine e(&links);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    e.Send(1, in[i].data(), in[i].size());
+    e.RecvCopy(1, out[i].data(), out[i].size());
+  }
+  ASSERT_TRUE(e.Run("sends from host memory").ok());
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(out[i], in[i]) << "message " << i << " of " << sizes[i];
+  EXPECT_EQ(ch->borrowed, total);  // every byte of the messages from the caller's memory
+  EXPECT_EQ(ch->copied, padding);  // and only the padding copied
 }
 
 TEST(Engine, ReusedAfterRunForTheNextStep) {

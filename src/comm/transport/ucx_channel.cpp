@@ -1,10 +1,10 @@
 // comm/transport/ucx_channel: the ucx row's channels; see ucx_channel.hpp.
 //
 // Each direction of a link is a ring of host memory registered with ucp_mem_map: TrySend copies into the send
-// ring and posts a stream send of those bytes; the receiver keeps one stream receive posted into the free part
-// of its receive ring and Peek hands out what has landed. UCX reports a crashed peer (its error handler), but
-// never a stopped peer or a downed link: the engine's own deadline (TESSERA_TIMEOUT) ends those waits, and an
-// endpoint is closed with force when its link goes (after a bounded flush).
+// ring and posts a stream send of those bytes (TrySendFrom posts the caller's memory itself); the receiver keeps one
+// stream receive posted into the free part of its receive ring and Peek hands out what has landed. UCX reports a
+// crashed peer (its error handler), but never a stopped peer or a downed link: the engine's own deadline
+// (TESSERA_TIMEOUT) ends those waits, and an endpoint is closed with force when its link goes (after a bounded flush).
 #include "comm/transport/ucx.hpp"  // TESSERA_HAVE_UCX_HEADERS
 
 #if TESSERA_HAVE_UCX_HEADERS
@@ -330,8 +330,12 @@ class UcxRecv final : public RecvChannel {
     (void)!::read(w.notify, &drained, sizeof(drained));
     void* req = direct_req_ != nullptr ? direct_req_ : req_;
     if (req == nullptr || e_->failed() || e_->bye_at != UINT64_MAX) return -1;
-    std::lock_guard<std::mutex> l(w.mu);
-    return w.ucx->api.request_check_status(req) == UCS_INPROGRESS ? w.notify : -1;
+    {
+      std::lock_guard<std::mutex> l(w.mu);
+      if (w.ucx->api.request_check_status(req) != UCS_INPROGRESS) return -1;
+    }
+    w.Handoff();
+    return w.notify;
   }
   Status Health() const override {
     return (e_->failed() || got_ >= e_->bye_at) && rhead_ == rtail_ ? e_->Failure() : Status::Ok();

@@ -143,9 +143,19 @@ UcxWorker::~UcxWorker() {
   if (progress.joinable()) progress.join();
   if (w) ucx->api.worker_destroy(w);
   if (notify >= 0) ::close(notify);
+  if (wake >= 0) ::close(wake);
+}
+
+void UcxWorker::Handoff() {
+  driven.store(0, std::memory_order_relaxed);
+  if (wake >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(wake, &one, sizeof(one));
+  }
 }
 
 void UcxWorker::Progress() {
+  driven.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   std::lock_guard<std::mutex> l(mu);
   while (ucx->api.worker_progress(w) != 0) {
   }
@@ -154,8 +164,23 @@ void UcxWorker::Progress() {
 void UcxWorker::Start() {
   if (efd < 0) return;
   notify = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   progress = std::thread([this] {
     while (!stop.load(std::memory_order_relaxed)) {
+      // While the engine drives the worker itself, stay out of its way (the mutex and the sockets): two threads
+      // progressing one worker on a small box cost the ranks CPU the kernel's network stack needs (between two hosts
+      // on 2 cores: bench/results/log/2026-12-05-ucx-row-sends-from-host-memory.md). Back within kDrivenLapse of its
+      // last call, or at once when it says it sleeps (Handoff).
+      const int64_t last = driven.load(std::memory_order_relaxed);
+      if (last != 0 && Clock::now().time_since_epoch().count() - last < kDrivenLapse.count()) {
+        pollfd p{wake, POLLIN, 0};
+        const timespec lapse{0, kDrivenLapse.count()};
+        if (::ppoll(&p, 1, &lapse, nullptr) > 0) {
+          uint64_t drained;
+          (void)!::read(wake, &drained, sizeof(drained));
+        }
+        continue;
+      }
       ucs_status_t armed;
       unsigned moved = 0;
       {

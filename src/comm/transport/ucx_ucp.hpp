@@ -79,10 +79,17 @@ struct UcxWorker {
   // worker's own event fd is the thread's to consume).
   int notify = -1;
   std::atomic<bool> stop{false};
+  // When a channel (the engine) last progressed the worker, in steady-clock ns; 0 once it sleeps (Handoff). The
+  // progress thread stays out while it is recent.
+  std::atomic<int64_t> driven{0};
+  int wake = -1;  // written by Handoff: the progress thread takes over at once
+  static constexpr std::chrono::nanoseconds kDrivenLapse{200'000};
   std::thread progress;
   ~UcxWorker();
-  // Progresses the worker until it has nothing left to do.
+  // Progresses the worker until it has nothing left to do (a channel's call: the engine drives it).
   void Progress();
+  // The engine is about to sleep on `notify`: the progress thread takes over now.
+  void Handoff();
   // Starts the progress thread (where the worker has an event fd).
   void Start();
 };
