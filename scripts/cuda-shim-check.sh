@@ -77,12 +77,17 @@ done
 ROWS=$LOGS/bench-rows.jsonl
 : > "$ROWS"
 for rep in $(seq "${REPS:-3}"); do
+  # npu+cuda@16M / @64M: the same pair with larger staged chunks (TESSERA_DEVICE_CHUNK, default 4M): each chunk is a
+  # whole allreduce on both ranks, so a per-call cost of either rank's path shows as a gain from fewer chunks.
   for layout in "npu+cuda:ascend=npu:1 nvidia=cuda:1" "cuda+cuda:a=cuda:1 b=cuda:1" "npu+host:ascend=npu:1 x86=host:1" \
-                "cuda+host:nvidia=cuda:1 x86=host:1"; do
+                "cuda+host:nvidia=cuda:1 x86=host:1" "npu+cuda@16M:ascend=npu:1 nvidia=cuda:1" \
+                "npu+cuda@64M:ascend=npu:1 nvidia=cuda:1"; do
     label=${layout%%:*}
+    chunk=()
+    [[ $label == *@* ]] && chunk=(env "TESSERA_DEVICE_CHUNK=${label#*@}")
     args=()
     for i in ${layout#*:}; do args+=(--island "$i"); done
-    timeout 200 "$T" run "${args[@]}" -- "$T" bench allreduce --sizes 64M,256M --iters 5 --batch 5 --warmup 2 --op avg \
+    timeout 200 "${chunk[@]}" "$T" run "${args[@]}" -- "$T" bench allreduce --sizes 64M,256M --iters 5 --batch 5 --warmup 2 --op avg \
       --in-place --json - 2> "$LOGS/bench-$label-r$rep.err" | grep -o '{.*}' | sed "s/^{/{\"layout\":\"$label\",/" >> "$ROWS" \
       || { echo "bench $label round $rep failed"; tail -5 "$LOGS/bench-$label-r$rep.err"; FAILED=1; }
   done
@@ -96,13 +101,13 @@ for line in open(sys.argv[1]):
         got.setdefault((d["layout"], r["bytes"]), []).append(r["busbw_GBps"])
 sizes = sorted({b for (_, b) in got})
 print("\nallreduce f32 avg busbw GB/s, median (min..max) of the rounds")
-print("layout    | " + " | ".join(f"{s >> 20} MiB" for s in sizes))
-for layout in ["npu+cuda", "cuda+cuda", "npu+host", "cuda+host"]:
+print("layout       | " + " | ".join(f"{s >> 20} MiB" for s in sizes))
+for layout in ["npu+cuda", "cuda+cuda", "npu+host", "cuda+host", "npu+cuda@16M", "npu+cuda@64M"]:
     cells = []
     for s in sizes:
         v = got.get((layout, s), [])
         cells.append(f"{statistics.median(v):.2f} ({min(v):.2f}..{max(v):.2f})" if v else "-")
-    print(f"{layout:9} | " + " | ".join(cells))
+    print(f"{layout:12} | " + " | ".join(cells))
 PY
 echo "logs: $LOGS"
 [ "$FAILED" = 0 ] && echo "cuda-shim-check: all jobs passed" || echo "cuda-shim-check: FAILED"
