@@ -277,6 +277,7 @@ if [ "$WHAT" != bench ] && in_group npu; then
         n=$(grep -c "callback ran at exit, sum 3" "$OUTDIR/torch-npu-$m.log")
         [ "$n" = 2 ] || { echo "npu-$m: FAILED: $n of 2 ranks' callbacks ran to their end"; RC=1; }
       done
+      job npu-fork-exit 120 "${NX[@]}" -- $TW fork-exit
       NK=$(mktemp -d /tmp/tsr-npu-ckpt-XXXXXX)
       job npu-ckpt-save 300 "${NX[@]}" -- $CW ddp-save $NK/mixed
       job npu-ckpt-cpu-load 300 --island nvidia=host:2 -- $CW ddp-load $NK/mixed

@@ -4,8 +4,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <cxxabi.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -60,14 +62,21 @@ struct Completer::State {
 namespace {
 
 // Every completer's state while its thread may run, for DrainAll. Leaked on purpose: no static destructor may run
-// under a thread that still looks it up at exit.
-std::mutex& RegistryMu() {
-  static auto* mu = new std::mutex;
-  return *mu;
-}
-std::vector<std::weak_ptr<Completer::State>>& Registry() {
-  static auto* r = new std::vector<std::weak_ptr<Completer::State>>;
-  return *r;
+// under a thread that still looks it up at exit. A child made by fork() starts a registry of its own (its copy of the
+// parent's has states whose threads it does not have, and a mutex another thread may have held at the fork).
+struct Registry {
+  std::mutex mu;
+  std::vector<std::weak_ptr<Completer::State>> states;
+};
+std::atomic<Registry*> registry{nullptr};
+
+Registry& Reg() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registry.store(new Registry);
+    pthread_atfork(nullptr, nullptr, [] { registry.store(new Registry); });
+  });
+  return *registry.load();
 }
 
 // One call: wait for its end, then complete its future (or fail it).
@@ -148,8 +157,9 @@ Completer::Completer(c10::Stream idle, std::chrono::milliseconds timeout, std::s
   state_->comm = std::move(comm);
   state_->idle = idle;
   {
-    std::lock_guard<std::mutex> l(RegistryMu());
-    auto& r = Registry();
+    Registry& reg = Reg();
+    std::lock_guard<std::mutex> l(reg.mu);
+    auto& r = reg.states;
     r.erase(std::remove_if(r.begin(), r.end(), [](const auto& w) { return w.expired(); }), r.end());
     r.push_back(state_);
   }
@@ -188,10 +198,11 @@ void Completer::Stop() {
 int Completer::DrainAll(std::chrono::milliseconds limit) {
   std::vector<std::shared_ptr<State>> live;
   {
-    std::lock_guard<std::mutex> l(RegistryMu());
-    for (const auto& w : Registry())
+    Registry& reg = Reg();
+    std::lock_guard<std::mutex> l(reg.mu);
+    for (const auto& w : reg.states)
       if (auto st = w.lock()) live.push_back(std::move(st));
-    Registry().clear();
+    reg.states.clear();
   }
   for (const auto& st : live) {
     std::lock_guard<std::mutex> l(st->mu);

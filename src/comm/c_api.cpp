@@ -7,8 +7,10 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -143,6 +145,13 @@ std::string IdHost() {
   return "127.0.0.1";
 }
 
+// The stores of the ids this process made (MakeId).
+struct IdStores {
+  std::mutex mu;
+  std::vector<std::unique_ptr<tessera::comm::StoreServer>> servers;
+};
+std::atomic<IdStores*> id_stores{nullptr};
+
 tessera::Status MakeId(tsrUniqueId* id) {
   // The job token: TESSERA_TOKEN when set (a launcher's or a daemon's job), else 128 random bits.
   std::string token = tessera::env::Get("TESSERA_TOKEN").value_or("");
@@ -156,16 +165,18 @@ tessera::Status MakeId(tsrUniqueId* id) {
     TSR_ASSIGN_OR_RETURN(token, tessera::RandomToken("tsrGetUniqueId's job token"));
   }
   const std::string host = IdHost();
-  // The store of each id lives as long as the process (a list no static destructor runs down) ...
-  static std::mutex mu;
-  static auto* servers = new std::vector<std::unique_ptr<tessera::comm::StoreServer>>();
-  // ... and stops at exit, before the logger it uses is destroyed (registered after log::Init, so it
-  // runs first).
+  // The store of each id lives as long as the process (a list no static destructor runs down) and stops at exit,
+  // before the logger it uses is destroyed (registered after log::Init, so it runs first). A child made by fork()
+  // starts an empty list: the parent's stores are the parent's, and their threads are not in the child (joining
+  // one at the child's exit crashed it once glibc had unmapped the parent's stacks).
   static std::once_flag once;
   std::call_once(once, [] {
+    id_stores.store(new IdStores);
+    pthread_atfork(nullptr, nullptr, [] { id_stores.store(new IdStores); });
     std::atexit([] {
-      std::lock_guard<std::mutex> l(mu);
-      servers->clear();
+      IdStores* s = id_stores.load();
+      std::lock_guard<std::mutex> l(s->mu);
+      s->servers.clear();
     });
   });
   TSR_ASSIGN_OR_RETURN(auto server, tessera::comm::StoreServer::Start(host, 0, token));
@@ -176,8 +187,9 @@ tessera::Status MakeId(tsrUniqueId* id) {
     return tessera::InvalidArgument(fmt::format(
         "tsrGetUniqueId: the store address '{}' (TESSERA_BRIDGE_ADDR) is too long for a unique id", address));
   {
-    std::lock_guard<std::mutex> l(mu);
-    servers->push_back(std::move(server));
+    IdStores* s = id_stores.load();
+    std::lock_guard<std::mutex> l(s->mu);
+    s->servers.push_back(std::move(server));
   }
   std::memset(id->internal, 0, TSR_UNIQUE_ID_BYTES);
   std::memcpy(id->internal, text.data(), text.size());

@@ -17,12 +17,15 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/c_result.hpp"
@@ -316,6 +319,50 @@ TEST(FrameworkApi, AnIdsStoreListensOnTheBridgeAddressElseOnLoopbackUnderAOneHos
     EXPECT_EQ(addr.substr(0, addr.rfind(':')), want) << text;
     EXPECT_EQ(ListeningOn(std::atoi(addr.c_str() + addr.rfind(':') + 1)), std::vector<std::string>{want}) << text;
   }
+}
+
+// A process that made an id (so runs its store's server) and then forks: the child's normal exit (exit(), whose
+// handlers stop the stores this process started) must not touch the parent's stores, whose threads the child does
+// not have. Joining one crashed the child with SIGSEGV once glibc had unmapped the parent's thread stacks it
+// inherited (it keeps 40 MiB of them, trimmed when a thread of the child is joined): a forked child of a torch
+// rank 0 that left through sys.exit.
+TEST(FrameworkApi, AForkedChildOfAProcessWithAnIdsStoreExitsCleanly) {
+  tsrUniqueId id;
+  ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
+  // Other threads alive at the fork, as a torch process has: glibc's child keeps at most 40 MiB of its parent's
+  // thread stacks (default 8 MiB each) and unmaps the rest, the store's threads' among them.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::vector<std::thread> others;
+  for (int i = 0; i < 12; ++i)
+    others.emplace_back([&] {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return done; });
+    });
+  const pid_t child = fork();
+  if (child == 0) {
+    // A thread of the child's own, joined (Python's exit makes some): glibc then trims the cache of stacks it
+    // inherited, unmapping parent threads' stacks.
+    std::thread([] {}).join();
+    std::exit(0);  // runs the exit handlers, as a Python child's sys.exit does
+  }
+  {
+    std::lock_guard<std::mutex> l(mu);
+    done = true;
+  }
+  cv.notify_all();
+  for (auto& t : others) t.join();
+  ASSERT_GE(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                              : "exit status " + std::to_string(WEXITSTATUS(status)));
+  // The parent's store still answers: it is the parent's to stop.
+  const std::string text(id.internal);
+  const std::string addr = text.substr(text.rfind(' ') + 1);
+  EXPECT_EQ(ListeningOn(std::atoi(addr.c_str() + addr.rfind(':') + 1)).size(), 1u) << text;
 }
 
 TEST(FrameworkApi, VersionIsCMakesProjectVersion) {

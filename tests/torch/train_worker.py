@@ -24,6 +24,9 @@ Modes (each rank exits 0 when its checks pass; failures print "FAIL ..."):
             the last reference to a call's tensors, when Python finalized was ended mid-call and aborted the
             process ("terminate called without an active exception").
   destroy-callback  the same, but the rank destroys the group before it exits.
+  fork-exit  after a collective, each rank forks a child that leaves through Python's normal exit (its atexit
+            handlers run); the child must be gone within 5 s. At exit a device rank waits for its completion
+            threads; a child has a copy of their state but not the threads, and waited for them until the limit.
 """
 import datetime
 import faulthandler
@@ -252,6 +255,31 @@ def exit_pending_mode(dev, rank, world, destroy):
     sys.exit(0)
 
 
+def fork_exit_mode(dev, rank):
+    t = torch.ones(1024, device=dev)
+    dist.all_reduce(t)
+    # faulthandler's watchdog thread (main) is not in a forked child, whose exit would wait for it: off across the fork
+    faulthandler.cancel_dump_traceback_later()
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)
+    faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
+    status = None
+    while time.monotonic() - t0 < 8:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = st
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    took = time.monotonic() - t0
+    print(f"fork-exit: rank {rank}'s forked child was gone after {took:.1f} s (status {status})", flush=True)
+    check(status == 0 and took < 5, f"fork-exit: the forked child took {took:.1f} s to exit (status {status})")
+
+
 def main():
     mode = sys.argv[1]
     # A hang dumps every thread's Python stack and exits (after Tessera's own timeout had its chance).
@@ -266,6 +294,7 @@ def main():
      "uneven": lambda: uneven_mode(dev, rank, world), "fsdp": lambda: fsdp_mode(dev, rank, world),
      "fault": lambda: fault_mode(dev, rank, world), "mismatch": lambda: mismatch_mode(dev, rank, world),
      "destroy": lambda: destroy_mode(dev, rank, world),
+     "fork-exit": lambda: fork_exit_mode(dev, rank),
      "exit-callback": lambda: exit_pending_mode(dev, rank, world, False),
      "destroy-callback": lambda: exit_pending_mode(dev, rank, world, True)}[mode]()
     dist.destroy_process_group()
