@@ -42,5 +42,17 @@ for first in ("import tessera.torch", "import torch"):
     code = f"{first}; import torch.distributed as dist; assert 'TESSERA' in dist.Backend._plugins, 'not registered'"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     check(r.returncode == 0, f"a fresh interpreter running {first!r} failed: {r.stderr.strip()[-400:]}")
+# A broken install (here: a module of the package that will not import) costs backend "tessera", never `import torch`:
+# torch turns an entry point's exception into its own import error, for every program of the environment.
+broken = "import sys; sys.modules['tessera._families'] = None; "
+r = subprocess.run([sys.executable, "-c", broken + "import torch; print('torch', torch.__version__)"],
+                   capture_output=True, text=True, timeout=120)
+check(r.returncode == 0, f"`import torch` failed with a broken tessera package: {r.stderr.strip()[-400:]}")
+check("backend 'tessera' is not registered" in r.stderr and "_families" in r.stderr,
+      f"`import torch` with a broken tessera package did not warn naming the error: {r.stderr.strip()[-400:]}")
+r = subprocess.run([sys.executable, "-c", broken + "import tessera.torch"], capture_output=True, text=True,
+                   timeout=120)
+check(r.returncode != 0 and "ImportError" in r.stderr,
+      f"`import tessera.torch` with a broken package did not raise its error: {r.stderr.strip()[-400:]}")
 print(f"registration: {mapped}: {'passed' if not failures else 'FAILED'}", flush=True)
 sys.exit(1 if failures else 0)
