@@ -25,8 +25,10 @@ Modes (each rank exits 0 when its checks pass; failures print "FAIL ..."):
             process ("terminate called without an active exception").
   destroy-callback  the same, but the rank destroys the group before it exits.
   fork-exit  after a collective, each rank forks a child that leaves through Python's normal exit (its atexit
-            handlers run); the child must be gone within 5 s. At exit a device rank waits for its completion
-            threads; a child has a copy of their state but not the threads, and waited for them until the limit.
+            handlers run); the child must exit 0 within 8 s. A device rank waits at exit (up to 10 s) for its
+            completion threads, and a child has a copy of their state but not the threads (it waited the 10 s);
+            libtessera stops the stores of the ids a process made at exit, and a child joined a parent's store
+            thread it does not have (SIGSEGV).
 """
 import datetime
 import faulthandler
@@ -266,7 +268,7 @@ def fork_exit_mode(dev, rank):
         sys.exit(0)
     faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
     status = None
-    while time.monotonic() - t0 < 8:
+    while time.monotonic() - t0 < 12:
         done, st = os.waitpid(pid, os.WNOHANG)
         if done:
             status = st
@@ -277,7 +279,7 @@ def fork_exit_mode(dev, rank):
         os.waitpid(pid, 0)
     took = time.monotonic() - t0
     print(f"fork-exit: rank {rank}'s forked child was gone after {took:.1f} s (status {status})", flush=True)
-    check(status == 0 and took < 5, f"fork-exit: the forked child took {took:.1f} s to exit (status {status})")
+    check(status == 0 and took < 8, f"fork-exit: the forked child took {took:.1f} s to exit (status {status})")
 
 
 def main():
