@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,14 @@ struct P2POp {
   int peer = 0;
   tsrStream_t stream = nullptr;
 };
+
+// The chain of stuck ranks that Comm::ExplainTimeout follows when a wait times out: from the ranks `owed` that rank
+// `self` waits on, the record ("p,q|message": whom it waits on, and its own timeout) of the last stuck rank reached
+// through the ranks each stuck rank waits on, `stuck(r)` being rank r's record when it has posted one. A rank that
+// has not posted yet is given until `end` at every hop. None stuck by then: nullopt.
+std::optional<std::string> FollowStuckRanks(int self, int world, const std::vector<int>& owed,
+                                            const std::function<std::optional<std::string>(int)>& stuck,
+                                            std::chrono::steady_clock::time_point end);
 
 class Comm final : public Links, private HostPath {
  public:

@@ -311,30 +311,41 @@ Status Comm::ExplainTimeout(const std::vector<int>& owed, Status timeout) {
     return *v;
   };
   const auto grace = std::min<std::chrono::milliseconds>(timeout_ / 4, std::chrono::seconds(1));
-  const auto end = std::chrono::steady_clock::now() + grace;
-  std::optional<std::string> next;
-  std::set<int> seen = {rank_};
-  do {
-    for (int p : owed)
-      if (!next && (next = stuck(p))) seen.insert(p);
-    if (!next) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } while (!next && std::chrono::steady_clock::now() < end);
-  if (!next) return timeout;
-  std::string root = *next;
-  for (int hops = 0; hops < size_; ++hops) {  // follow it while the next rank is stuck too
-    std::optional<std::string> further;
-    for (const auto& q : SplitAt(root.substr(0, root.find('|')), ',')) {
-      auto r = env::ParseInt("stuck rank", q, 0, size_ - 1);
-      if (!r.ok() || seen.count(static_cast<int>(*r))) continue;
-      if ((further = stuck(static_cast<int>(*r)))) {
-        seen.insert(static_cast<int>(*r));
+  const std::optional<std::string> root =
+      FollowStuckRanks(rank_, size_, owed, stuck, std::chrono::steady_clock::now() + grace);
+  if (!root) return timeout;
+  return Timeout(fmt::format("{}; they wait themselves — {}", timeout.message(), root->substr(root->find('|') + 1)));
+}
+
+std::optional<std::string> FollowStuckRanks(int self, int world, const std::vector<int>& owed,
+                                            const std::function<std::optional<std::string>(int)>& stuck,
+                                            std::chrono::steady_clock::time_point end) {
+  std::set<int> seen = {self};
+  std::vector<int> next = owed;
+  std::optional<std::string> root;
+  for (int hops = 0; hops < world; ++hops) {
+    // Every hop gives the ranks it waits on until `end` to say they are stuck: one that times out a moment after
+    // this rank (it waited on the same failure) would otherwise be taken for a rank that is not stuck, and the
+    // chain would end one hop short, naming a rank that only waited.
+    std::optional<std::string> found;
+    for (;;) {
+      for (int p : next) {
+        if (seen.count(p) != 0 || !(found = stuck(p))) continue;
+        seen.insert(p);
         break;
       }
+      if (found || std::chrono::steady_clock::now() >= end) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (!further) break;
-    root = *further;
+    if (!found) break;
+    root = found;
+    next.clear();
+    for (const auto& q : SplitAt(root->substr(0, root->find('|')), ',')) {
+      auto r = env::ParseInt("stuck rank", q, 0, world - 1);
+      if (r.ok()) next.push_back(static_cast<int>(*r));
+    }
   }
-  return Timeout(fmt::format("{}; they wait themselves — {}", timeout.message(), root.substr(root.find('|') + 1)));
+  return root;
 }
 
 void Comm::SetAsyncError(const Status& s) {
