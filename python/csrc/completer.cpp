@@ -133,8 +133,12 @@ void Loop(Completer::State& st) {
         st.queue.pop_front();
       }
       Turn(st, *it);
-      std::lock_guard<std::mutex> l(st.mu);
-      if (!st.abandon) delete it;
+      bool leak = false;
+      {
+        std::lock_guard<std::mutex> l(st.mu);
+        leak = st.abandon;
+      }
+      if (!leak) delete it;  // not under st.mu: it may take the GIL, which a caller of Add may hold
     }
   } catch (abi::__forced_unwind&) {
     // Python is finalizing: a thread that asks for the GIL then (a future's Python callback, a tensor's last
