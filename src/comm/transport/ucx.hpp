@@ -38,6 +38,8 @@ struct UcxMemoryChoice {
 constexpr uint64_t kUcxMemoryHostBit = uint64_t{1} << 0;  // UCS_MEMORY_TYPE_HOST
 constexpr uint64_t kUcxMemoryCudaBit = uint64_t{1} << 1;  // UCS_MEMORY_TYPE_CUDA
 UcxMemoryChoice UcxMemoryFor(std::string_view memory, uint64_t ucx_memory_types);
+// The same choice without its reason: no allocation, for the channels' checks on every call.
+UcxMemoryUse UcxMemoryUseFor(std::string_view memory, uint64_t ucx_memory_types);
 
 // The memory types the loaded UCX registers (bits as above), or why there is no UCX here.
 Result<uint64_t> UcxMemoryTypes();

@@ -168,18 +168,19 @@ class UcxSend final : public SendChannel {
     return Post(r.data + at, n, UCS_MEMORY_TYPE_HOST, r.memh);
   }
   bool sends_from(std::string_view memory) const override {
-    return UcxMemoryFor(memory, e_->worker->ucx->memory_types).use != UcxMemoryUse::kStage;
+    return UcxMemoryUseFor(memory, e_->worker->ucx->memory_types) != UcxMemoryUse::kStage;
   }
   Result<size_t> TrySendFrom(const void* src, size_t bytes, std::string_view memory) override {
-    const UcxMemoryChoice c = UcxMemoryFor(memory, e_->worker->ucx->memory_types);
-    if (c.use == UcxMemoryUse::kStage)
+    const UcxMemoryUse use = UcxMemoryUseFor(memory, e_->worker->ucx->memory_types);
+    if (use == UcxMemoryUse::kStage)
       return InvalidArgument(fmt::format("ucx link to {}: cannot send straight from {} memory ({})", e_->peer,
-                                         memory.empty() ? "''" : memory, c.why));
+                                         memory.empty() ? "''" : memory,
+                                         UcxMemoryFor(memory, e_->worker->ucx->memory_types).why));
     TSR_RETURN_IF_ERROR(Reap());
     const size_t n = std::min({bytes, kMaxSend, Window()});
     if (n == 0) return size_t{0};
     TSR_ASSIGN_OR_RETURN(size_t posted,
-                         Post(src, n, c.use == UcxMemoryUse::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST,
+                         Post(src, n, use == UcxMemoryUse::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST,
                               nullptr));  // no handle: UCX registers it through its own cache
     from_end_ = head_;
     return posted;
@@ -306,19 +307,20 @@ class UcxRecv final : public RecvChannel {
     return Receive(dst, bytes, UCS_MEMORY_TYPE_HOST, nullptr);
   }
   bool receives_into(std::string_view memory) const override {
-    return UcxMemoryFor(memory, e_->worker->ucx->memory_types).use != UcxMemoryUse::kStage;
+    return UcxMemoryUseFor(memory, e_->worker->ucx->memory_types) != UcxMemoryUse::kStage;
   }
   // As RecvInto, the receive posted as the memory type UcxMemoryFor gives the kind; what the ring holds goes through
   // copy_in.
   Result<size_t> RecvIntoMemory(void* dst, size_t bytes, std::string_view memory, const CopyIn& copy_in) override {
-    const UcxMemoryChoice c = UcxMemoryFor(memory, e_->worker->ucx->memory_types);
-    if (c.use == UcxMemoryUse::kStage)
+    const UcxMemoryUse use = UcxMemoryUseFor(memory, e_->worker->ucx->memory_types);
+    if (use == UcxMemoryUse::kStage)
       return InvalidArgument(fmt::format("ucx link from {}: cannot receive straight into {} memory ({})", e_->peer,
-                                         memory.empty() ? "''" : memory, c.why));
+                                         memory.empty() ? "''" : memory,
+                                         UcxMemoryFor(memory, e_->worker->ucx->memory_types).why));
     if (!copy_in)
       return InvalidArgument(fmt::format("ucx link from {}: a receive into {} memory needs a copy for the ring's bytes",
                                          e_->peer, memory));
-    return Receive(dst, bytes, c.use == UcxMemoryUse::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST, &copy_in);
+    return Receive(dst, bytes, use == UcxMemoryUse::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST, &copy_in);
   }
   const char* transport() const override { return "ucx"; }
   // The worker's notice fd: the engine sleeps in poll() on it until the progress thread has moved something; -1

@@ -228,7 +228,7 @@ Status MapUcxRing(Ucx& u, UcxWorker* w, size_t bytes, UcxRing* r) {
   r->worker = w;
   r->data = static_cast<std::byte*>(p);
   r->bytes = bytes;
-  return UcxMapMemory(u, p, bytes, UcxMemoryFor("host", u.memory_types).use, &r->memh)
+  return UcxMapMemory(u, p, bytes, UcxMemoryUseFor("host", u.memory_types), &r->memh)
       .WithContext(fmt::format("the ring of {} bytes", bytes));
 }
 
@@ -288,21 +288,40 @@ std::string UcxDeviceForLocalRank() {
   return rails[static_cast<size_t>(local) % rails.size()];
 }
 
-UcxMemoryChoice UcxMemoryFor(std::string_view memory, uint64_t ucx_memory_types) {
+namespace {
+
+// The one rule behind UcxMemoryUseFor and UcxMemoryFor; `why` (when not null) gets the reason in words.
+UcxMemoryUse ChooseUcxMemory(std::string_view memory, uint64_t ucx_memory_types, std::string* why) {
+  const auto say = [why](UcxMemoryUse use, std::string_view reason) {
+    if (why != nullptr) *why = reason;
+    return use;
+  };
+  if (memory == "emu") memory = "host";  // the emulated device (comm/runtime/runtime_emu) keeps its memory there
   if (memory == "host") {
-    if (ucx_memory_types & kUcxMemoryHostBit) return {UcxMemoryUse::kHost, "host memory, registered as host memory"};
-    return {UcxMemoryUse::kStage, "this UCX reports no host memory type"};  // not seen; kept safe
+    if (ucx_memory_types & kUcxMemoryHostBit) return say(UcxMemoryUse::kHost, "host memory, registered as host memory");
+    return say(UcxMemoryUse::kStage, "this UCX reports no host memory type");  // not seen; kept safe
   }
   if (memory == "cuda") {
     if (ucx_memory_types & kUcxMemoryCudaBit)
-      return {UcxMemoryUse::kCuda, "CUDA memory, registered as CUDA memory (this UCX has CUDA support)"};
-    return {UcxMemoryUse::kStage, "CUDA memory, staged through host memory: this UCX has no CUDA support"};
+      return say(UcxMemoryUse::kCuda, "CUDA memory, registered as CUDA memory (this UCX has CUDA support)");
+    return say(UcxMemoryUse::kStage, "CUDA memory, staged through host memory: this UCX has no CUDA support");
   }
-  if (memory == "emu")  // the emulated device (comm/runtime/runtime_emu) keeps its memory in host memory
-    return UcxMemoryFor("host", ucx_memory_types);
   if (memory == "npu")
-    return {UcxMemoryUse::kStage, "NPU memory, staged through host memory: a third-party NIC cannot address it"};
-  return {UcxMemoryUse::kStage, fmt::format("{} memory, staged through host memory", memory)};
+    return say(UcxMemoryUse::kStage, "NPU memory, staged through host memory: a third-party NIC cannot address it");
+  if (why != nullptr) *why = fmt::format("{} memory, staged through host memory", memory);
+  return UcxMemoryUse::kStage;
+}
+
+}  // namespace
+
+UcxMemoryUse UcxMemoryUseFor(std::string_view memory, uint64_t ucx_memory_types) {
+  return ChooseUcxMemory(memory, ucx_memory_types, nullptr);
+}
+
+UcxMemoryChoice UcxMemoryFor(std::string_view memory, uint64_t ucx_memory_types) {
+  UcxMemoryChoice c;
+  c.use = ChooseUcxMemory(memory, ucx_memory_types, &c.why);
+  return c;
 }
 
 }  // namespace tessera::comm
