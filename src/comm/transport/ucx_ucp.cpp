@@ -146,6 +146,10 @@ UcxWorker::~UcxWorker() {
   if (wake >= 0) ::close(wake);
 }
 
+int64_t UcxWorker::DrivenNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 void UcxWorker::Handoff() {
   driven.store(0, std::memory_order_relaxed);
   if (wake >= 0) {
@@ -155,7 +159,7 @@ void UcxWorker::Handoff() {
 }
 
 void UcxWorker::Progress() {
-  driven.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  driven.store(DrivenNow(), std::memory_order_relaxed);
   std::lock_guard<std::mutex> l(mu);
   while (ucx->api.worker_progress(w) != 0) {
   }
@@ -172,7 +176,7 @@ void UcxWorker::Start() {
       // on 2 cores: bench/results/log/2026-12-05-ucx-row-sends-from-host-memory.md). Back within kDrivenLapse of its
       // last call, or at once when it says it sleeps (Handoff).
       const int64_t last = driven.load(std::memory_order_relaxed);
-      if (last != 0 && Clock::now().time_since_epoch().count() - last < kDrivenLapse.count()) {
+      if (last != 0 && DrivenNow() - last < kDrivenLapse.count()) {
         pollfd p{wake, POLLIN, 0};
         const timespec lapse{0, kDrivenLapse.count()};
         if (::ppoll(&p, 1, &lapse, nullptr) > 0) {

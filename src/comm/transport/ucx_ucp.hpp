@@ -82,7 +82,8 @@ struct UcxWorker {
   // When a channel (the engine) last progressed the worker, in steady-clock ns; 0 once it sleeps (Handoff). The
   // progress thread stays out while it is recent.
   std::atomic<int64_t> driven{0};
-  int wake = -1;  // written by Handoff: the progress thread takes over at once
+  static int64_t DrivenNow();  // the clock of `driven`: steady-clock ns
+  int wake = -1;               // written by Handoff: the progress thread takes over at once
   static constexpr std::chrono::nanoseconds kDrivenLapse{200'000};
   std::thread progress;
   ~UcxWorker();
