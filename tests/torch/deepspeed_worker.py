@@ -25,7 +25,6 @@ deepspeed.initialize(), which then finds DeepSpeed's communication backend initi
 """
 import argparse
 import datetime
-import faulthandler
 import json
 import os
 import sys
@@ -42,7 +41,7 @@ import torch.nn.functional as F  # noqa: E402
 import tessera.torch as tt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from worker_common import check, device, failures, use_device  # noqa: E402
+from worker_common import arm_hang_dump, check, device, failures, use_device  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "torch"))
 from train_lm import Block, corpus  # noqa: E402  the LM experiment's transformer block and byte corpus
@@ -124,7 +123,7 @@ def main():
     p.add_argument("--log", default=None)
     p.add_argument("--expect", default=None)
     args = p.parse_args()
-    faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
+    arm_hang_dump()
     try:
         import deepspeed
     except ImportError as e:

@@ -15,7 +15,6 @@
          other rank's init_process_group fails within the group's timeout naming it.
 """
 import datetime
-import faulthandler
 import os
 import sys
 import time
@@ -24,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from worker_common import check, summary  # noqa: E402
+from worker_common import arm_hang_dump, check, summary  # noqa: E402
 
 import tessera.torch  # noqa: E402,F401
 from tessera import _C  # noqa: E402
@@ -188,7 +187,7 @@ def token_mode():
 
 def main():
     mode = sys.argv[1]
-    faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
+    arm_hang_dump()
     {"split": split_mode, "store": store_mode, "token": token_mode}[mode]()
     sys.exit(summary(f"{mode} rank {os.environ.get('RANK')}"))
 

@@ -25,7 +25,6 @@ given there).
 """
 import argparse
 import datetime
-import faulthandler
 import glob
 import os
 import sys
@@ -37,7 +36,7 @@ import torch.distributed as dist
 import tessera.torch as tt
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from worker_common import check, device, failures, use_device  # noqa: E402
+from worker_common import arm_hang_dump, check, device, failures, use_device  # noqa: E402
 
 
 def write_corpus(path, nbytes):
@@ -100,7 +99,7 @@ def main():
     p.add_argument("--ckpt-dir", default=None)
     p.add_argument("--ckpt-every", type=int, default=0)
     args = p.parse_args()
-    faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
+    arm_hang_dump()
     try:
         import transformers
     except ImportError as e:

@@ -43,7 +43,7 @@ import torch.nn as nn
 
 import tessera.torch as tt
 
-from worker_common import check, device, failures  # noqa: E402
+from worker_common import arm_hang_dump, check, device, failures  # noqa: E402
 
 
 def mixed_devices():
@@ -237,7 +237,7 @@ def destroy_mode(dev, rank, world):
     os._exit(0 if not failures else 1)
 
 
-def exit_pending_mode(dev, rank, world, destroy):
+def exit_callback_mode(dev, rank, world, destroy):
     t = torch.full((1024,), float(rank + 1), device=dev)
     dist.barrier()
     if rank == world - 1:
@@ -266,7 +266,7 @@ def fork_exit_mode(dev, rank):
     pid = os.fork()
     if pid == 0:
         sys.exit(0)
-    faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
+    arm_hang_dump()
     status = None
     while time.monotonic() - t0 < 12:
         done, st = os.waitpid(pid, os.WNOHANG)
@@ -284,8 +284,7 @@ def fork_exit_mode(dev, rank):
 
 def main():
     mode = sys.argv[1]
-    # A hang dumps every thread's Python stack and exits (after Tessera's own timeout had its chance).
-    faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
+    arm_hang_dump()
     dev = device()
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
@@ -297,8 +296,8 @@ def main():
      "fault": lambda: fault_mode(dev, rank, world), "mismatch": lambda: mismatch_mode(dev, rank, world),
      "destroy": lambda: destroy_mode(dev, rank, world),
      "fork-exit": lambda: fork_exit_mode(dev, rank),
-     "exit-callback": lambda: exit_pending_mode(dev, rank, world, False),
-     "destroy-callback": lambda: exit_pending_mode(dev, rank, world, True)}[mode]()
+     "exit-callback": lambda: exit_callback_mode(dev, rank, world, False),
+     "destroy-callback": lambda: exit_callback_mode(dev, rank, world, True)}[mode]()
     dist.destroy_process_group()
     print(f"rank {rank}: {mode} {'passed' if not failures else 'FAILED'}", flush=True)
     sys.exit(1 if failures else 0)

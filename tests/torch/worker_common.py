@@ -1,5 +1,6 @@
-"""What the torch test workers share: the failure list, check() and summary(), and this rank's device from
-TESSERA_DEVICE."""
+"""What the torch test workers share: the failure list, check() and summary(), the hang dump, and this rank's
+device from TESSERA_DEVICE."""
+import faulthandler
 import os
 import sys
 
@@ -21,6 +22,12 @@ def summary(label):
     """Prints "LABEL: N checks, M failed" and returns the exit status: 0 when no check failed."""
     print(f"{label}: {_checks[0]} checks, {len(failures)} failed", flush=True)
     return 1 if failures else 0
+
+
+def arm_hang_dump():
+    """A hang dumps every thread's Python stack and exits, at 3 x TESSERA_TEST_HANG_S (after Tessera's own timeout had
+    its chance)."""
+    faulthandler.dump_traceback_later(3 * int(os.environ.get("TESSERA_TEST_HANG_S", "90")), exit=True)
 
 
 def device():
