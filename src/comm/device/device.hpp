@@ -212,6 +212,22 @@ class HostPath {
   ~HostPath() = default;
 };
 
+// TESSERA_DEVICE_TRACE (docs/gpu.md): a device rank's timeline, one row of numbers per step under a header line,
+// written to PREFIX.rankN when the rank is destroyed. Off, and no clock read, when the variable is unset.
+class DeviceTrace {
+ public:
+  void Open(int rank, std::string header);  // reads TESSERA_DEVICE_TRACE
+  bool on() const { return !path_.empty(); }
+  // CLOCK_MONOTONIC in µs (steady_clock on Linux): the clock of Python's time.perf_counter, so traces of the ranks
+  // and of the torch backend's completer line up.
+  static double NowUs();
+  void Add(std::string row) { rows_.push_back(std::move(row)); }
+  void Write() const;  // a failure to write is a warning naming the file
+ private:
+  std::string path_, header_;
+  std::vector<std::string> rows_;
+};
+
 // TESSERA_DEVICE's device (cuda:N, npu:N, musa:N): loads the family's runtime row, checks the index against the
 // devices the runtime sees, selects it; DeviceBridgeRank where the row has the device bridge (HasDeviceBridge), else
 // StagedRank. Errors name the value, the runtime and its file.

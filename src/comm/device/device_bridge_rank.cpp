@@ -74,7 +74,7 @@ Status DeviceBridgeRank::Attach(Comm* comm) {
     direct_.report = [](void* self, int r) { return static_cast<DeviceBridgeRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
   }
-  trace_prefix_ = env::Get("TESSERA_DEVICE_TRACE").value_or("");
+  trace_.Open(shape_.rank, "ticket submitted_us started_us ran_us copied_us");
   DeviceRuntime& rt = dev_->rt();
   TSR_ASSIGN_OR_RETURN(d2h_, rt.StreamCreate());
   TSR_ASSIGN_OR_RETURN(h2d_, rt.StreamCreate());
@@ -127,17 +127,7 @@ DeviceBridgeRank::~DeviceBridgeRank() {
   DeviceRuntime& rt = dev_->rt();
   if (d2h_) (void)rt.StreamSynchronize(d2h_);
   if (h2d_) (void)rt.StreamSynchronize(h2d_);
-  if (!trace_prefix_.empty()) {
-    const std::string path = fmt::format("{}.rank{}", trace_prefix_, shape_.rank);
-    if (FILE* f = std::fopen(path.c_str(), "w")) {
-      std::fprintf(f, "ticket submitted_us started_us ran_us copied_us\n");
-      for (const TraceRow& r : trace_)
-        std::fprintf(f, "%u %.1f %.1f %.1f %.1f\n", r.ticket, r.submitted_us, r.started_us, r.ran_us, r.copied_us);
-      std::fclose(f);
-    } else {
-      TSR_LOG_WARN("TESSERA_DEVICE_TRACE: cannot write {}: {}", path, std::strerror(errno));
-    }
-  }
+  trace_.Write();
   ring_ops_.reset();  // unregisters the rings while they are still mapped
   if (tail_ev_) (void)rt.EventDestroy(tail_ev_);
   for (auto e : copies_ev_)
@@ -266,7 +256,7 @@ Status DeviceBridgeRank::SubmitDevice(const char* what, tsrStream_t stream,
                   fmt::format("{}: an earlier collective on this GPU rank failed: {}", what, async_error_.message()));
   uint32_t ticket = ++submitted_;
   Job job;
-  if (!trace_prefix_.empty()) job.submitted_us = MonotonicUs();
+  if (trace_.on()) job.submitted_us = DeviceTrace::NowUs();
   job.in = in_ev_[ticket % kInEvents];
   job.ticket = ticket;
   job.copy_streams = true;
@@ -343,7 +333,7 @@ Status DeviceBridgeRank::SubmitStaged(const char* what, tsrStream_t stream, std:
   if (s.ok()) RecordTail(user);
   Job job;
   job.ticket = last;
-  if (!trace_prefix_.empty()) job.submitted_us = MonotonicUs();
+  if (trace_.on()) job.submitted_us = DeviceTrace::NowUs();
   if (!s.ok()) {
     // Keep the ticket sequence whole: the worker records the failure and raises the done flag past it.
     job.run = [this, s, what](device_bridge::Event) { return Fail(what, s); };
@@ -427,19 +417,21 @@ void DeviceBridgeRank::WorkerLoop() {
       std::lock_guard<std::mutex> l(mu_);
       if (job.result == nullptr && !async_error_.ok()) s = async_error_;  // device jobs after a failure: skip
     }
-    const double started = trace_prefix_.empty() ? 0 : MonotonicUs();
+    const double started = trace_.on() ? DeviceTrace::NowUs() : 0;
     if (s.ok()) s = job.run(job.in);
     if (job.result) {
       job.result->set_value(s);
       continue;
     }
-    const double ran = trace_prefix_.empty() ? 0 : MonotonicUs();
+    const double ran = trace_.on() ? DeviceTrace::NowUs() : 0;
     // Device job: (device bridge) make sure no copy of it is still in flight, then release the caller's stream.
     if (job.copy_streams) {
       Status c = CopiesDone();
       if (s.ok() && !c.ok()) s = host_->Guarded("the device bridge", [&] { return c; });  // the peers hear of it
     }
-    if (!trace_prefix_.empty()) trace_.push_back({job.ticket, job.submitted_us, started, ran, MonotonicUs()});
+    if (trace_.on())
+      trace_.Add(fmt::format("{} {:.1f} {:.1f} {:.1f} {:.1f}", job.ticket, job.submitted_us, started, ran,
+                             DeviceTrace::NowUs()));
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!s.ok() && async_error_.ok()) async_error_ = s;
@@ -448,11 +440,6 @@ void DeviceBridgeRank::WorkerLoop() {
     dev_->SetFlag(job.ticket);
     done_cv_.notify_all();
   }
-}
-
-double DeviceBridgeRank::MonotonicUs() {
-  // steady_clock is CLOCK_MONOTONIC on Linux: the clock of Python's time.perf_counter and time.monotonic.
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Bounded, unlike a stream synchronize, which waited forever when the copies could not run: under NVIDIA MPS

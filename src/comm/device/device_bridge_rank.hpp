@@ -62,12 +62,6 @@ class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
     std::shared_ptr<std::promise<Status>> result;  // host jobs: the caller waits on it
     double submitted_us = 0;                       // TESSERA_DEVICE_TRACE: when the caller queued it
   };
-  // TESSERA_DEVICE_TRACE: one row per device job, written to PREFIX.rankN by the destructor.
-  struct TraceRow {
-    uint32_t ticket;
-    double submitted_us, started_us, ran_us, copied_us;
-  };
-  static double MonotonicUs();  // TESSERA_DEVICE_TRACE's clock
   // One part of a staged job (staged_plan.hpp): device work before, device -> pinned copies, the host step, pinned ->
   // device copies, device work after. Every part's `pre` is queued before any part's `post`.
   using Copy = StagedCopy;
@@ -161,8 +155,7 @@ class DeviceBridgeRank final : public DeviceRank, private StagedExecutor {
   bool stop_ = false;
   uint32_t submitted_ = 0, completed_ = 0;
   Status async_error_;
-  std::string trace_prefix_;     // TESSERA_DEVICE_TRACE; empty: no trace
-  std::vector<TraceRow> trace_;  // the worker's
+  DeviceTrace trace_;  // TESSERA_DEVICE_TRACE: one row per device job, the worker's
 };
 
 }  // namespace tessera::comm

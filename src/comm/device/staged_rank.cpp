@@ -67,6 +67,7 @@ Status StagedRank::Attach(Comm* comm) {
     TSR_ASSIGN_OR_RETURN(e, rt_->EventCreate());
   }
   plan_ = std::make_unique<StagedPlan>(*rt_, host_, shape_, static_cast<StagedExecutor*>(this));
+  trace_.Open(shape_.rank, "call run part bytes queued_us wait_us down_us host_us up_us");
   if (shape_.islands > 1) return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
   // World of one island: the island's own library.
   TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, name_));
@@ -76,6 +77,7 @@ Status StagedRank::Attach(Comm* comm) {
 StagedRank::~StagedRank() {
   (void)rt_->SetDevice(name_.index);
   if (up_pending_) (void)rt_->EventSynchronize(up_done_);
+  trace_.Write();
   if (up_done_) (void)rt_->EventDestroy(up_done_);
   for (auto& e : down_ev_)
     if (e) (void)rt_->EventDestroy(e);

@@ -120,6 +120,9 @@ class StagedRank final : public DeviceRank, private StagedExecutor {
   IslandCclGate gate_;                    // hybrid world: which calls take the island's library
   // TESSERA_LINK_TRACE: bytes staged each way, calls to the library, island calls, staged calls.
   uint64_t down_bytes_ = 0, up_bytes_ = 0, ccl_calls_ = 0, island_calls_ = 0, staged_calls_ = 0;
+  // TESSERA_DEVICE_TRACE: one row per part of a staged plan run here (Run); runs_ numbers the runs.
+  DeviceTrace trace_;
+  uint64_t runs_ = 0;
 };
 
 }  // namespace tessera::comm

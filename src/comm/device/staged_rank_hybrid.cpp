@@ -84,6 +84,8 @@ Status StagedRank::CopyOnStream(DeviceRuntime::Stream s, void* dst, const void* 
 Status StagedRank::Run(const char* what, tsrStream_t stream, std::vector<StagedPart> parts) {
   auto* s = static_cast<DeviceRuntime::Stream>(stream);
   const size_t n = parts.size();
+  const uint64_t run = ++runs_;
+  std::vector<double> queued(trace_.on() ? n : 0);  // TESSERA_DEVICE_TRACE: when each part's copies down were queued
   auto queue = [&](size_t k) {
     return host_->Guarded(what, [&]() -> Status {
       const StagedPart& p = parts[k];
@@ -93,23 +95,36 @@ Status StagedRank::Run(const char* what, tsrStream_t stream, std::vector<StagedP
         TSR_RETURN_IF_ERROR(CopyOn(s, c.dst, c.src, c.bytes, CopyKind::kDeviceToHost, &drained));
         down_bytes_ += c.bytes;
       }
-      return rt_->EventRecord(down_ev_[k % 2], s);
+      TSR_RETURN_IF_ERROR(rt_->EventRecord(down_ev_[k % 2], s));
+      if (trace_.on()) queued[k] = DeviceTrace::NowUs();
+      return Status::Ok();
     });
   };
   for (size_t k = 0; k < std::min<size_t>(2, n); ++k) TSR_RETURN_IF_ERROR(queue(k));
   for (size_t k = 0; k < n; ++k) {
     const StagedPart& p = parts[k];
+    const double wait = trace_.on() ? DeviceTrace::NowUs() : 0;
     TSR_RETURN_IF_ERROR(host_->Guarded(
         what, [&] { return rt_->EventSynchronize(down_ev_[k % 2]).WithContext("the copies down to the host"); }));
+    const double down = trace_.on() ? DeviceTrace::NowUs() : 0;
     if (p.host) TSR_RETURN_IF_ERROR(p.host());  // a host collective: guarded by itself
+    const double hosted = trace_.on() ? DeviceTrace::NowUs() : 0;
+    size_t up = 0;
     TSR_RETURN_IF_ERROR(host_->Guarded(what, [&]() -> Status {
       bool drained = false;
       for (const StagedCopy& c : p.up) {
         TSR_RETURN_IF_ERROR(CopyOn(s, c.dst, c.src, c.bytes, CopyKind::kHostToDevice, &drained));
         up_bytes_ += c.bytes;
+        up += c.bytes;
       }
       return p.post ? p.post(s) : Status::Ok();
     }));
+    if (trace_.on()) {
+      size_t down_bytes = 0;
+      for (const StagedCopy& c : p.down) down_bytes += c.bytes;
+      trace_.Add(fmt::format("{} {} {} {} {:.1f} {:.1f} {:.1f} {:.1f} {:.1f}", what, run, k, down_bytes + up,
+                             queued[k], wait, down, hosted, DeviceTrace::NowUs()));
+    }
     if (k + 2 < n) TSR_RETURN_IF_ERROR(queue(k + 2));
   }
   return host_->Guarded(what, [&] { return MarkUp(s); });
