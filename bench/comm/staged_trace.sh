@@ -24,8 +24,9 @@ done
 # The fixed cost of one call of a chunk's size, in each pair (the staged rank's parts are such calls).
 for pair in "npu+$PEER:a=npu:1 b=$PEER:1" "$PEER+$PEER:a=$PEER:1 b=$PEER:1" "$PEER+host:a=$PEER:1 b=host:1"; do
   args=(); for i in ${pair#*:}; do args+=(--island "$i"); done
-  timeout 200 "$T" run "${args[@]}" -- "$T" "${AR[@]}" --sizes 1M,4M,16M > "$OUT/calls-${pair%%:*}.log" 2>&1
-  echo "${pair%%:*} one call: $(grep -E '^\[rank 0 [^]]*\] +[0-9]' "$OUT/calls-${pair%%:*}.log" | awk '{printf "%s B %s us; ", $4, $(NF-4)}')"
+  log=$OUT/calls-$(echo "${pair%%:*}" | tr + _).log
+  timeout 200 "$T" run "${args[@]}" -- "$T" "${AR[@]}" --sizes 1M,4M,16M > "$log" 2>&1
+  echo "${pair%%:*} one call: $(grep -E '^\[rank 0 [^]]*\] +[0-9]' "$log" | awk '{printf "%s B %s us; ", $4, $(NF-4)}')"
 done
 python3 - "$OUT" ${CHUNKS:-4M 16M} <<'PY'
 import statistics, sys, glob
