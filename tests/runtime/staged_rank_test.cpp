@@ -11,12 +11,14 @@
 //   - faults: device memory expected but host memory given, a rank that dies, a device index past the count.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <ostream>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include "comm/transport/ucx.hpp"
@@ -133,6 +135,48 @@ TEST(StagedRank, TesseraBenchRunsOnNpuDeviceMemory) {
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find(R"("memory":"device+host")"), std::string::npos) << r.out;
   EXPECT_EQ(Count(r.out, R"("wrong":0)"), 2) << r.out;
+}
+
+// TESSERA_DEVICE_TRACE: the staged (npu) rank writes one row per part of each staged allreduce (1 MiB chunks of a 4 MiB
+// call: parts 0..3 of every run, its phases in time order), the device-bridge (emu) rank one row per bridge job.
+TEST(StagedRank, DeviceTraceHasARowPerPartOfTheStagedRankAndPerJobOfTheBridgeRank) {
+  const std::string dir = ::testing::TempDir() + "staged-trace-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_DEVICE_CHUNK=1M TESSERA_DEVICE_TRACE=" + dir +
+                 "/t " TESSERA_CLI " run --island ascend=npu:1 --island nvidia=emu:1 -- " TESSERA_CLI
+                 " bench allreduce --sizes 4M --iters 2 --batch 1 --warmup 1 --check --json -");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, R"("wrong":0)"), 1) << r.out;
+  std::ifstream staged(dir + "/t.rank0"), bridge(dir + "/t.rank1");
+  std::string line;
+  ASSERT_TRUE(std::getline(staged, line)) << "no trace of the staged rank";
+  EXPECT_EQ(line, "call run part bytes queued_us wait_us down_us host_us up_us");
+  int rows = 0;
+  std::map<uint64_t, int> parts;  // run -> parts seen, in order
+  while (std::getline(staged, line)) {
+    std::istringstream in(line);
+    std::string call;
+    uint64_t run = 0, bytes = 0;
+    int part = -1;
+    double queued, wait, down, host, up;
+    ASSERT_TRUE(in >> call >> run >> part >> bytes >> queued >> wait >> down >> host >> up) << line;
+    if (call != "allreduce") continue;
+    EXPECT_EQ(part, parts[run]++) << line;
+    EXPECT_EQ(bytes, 2u << 20) << line;  // 1 MiB down and 1 MiB up
+    EXPECT_LE(queued, down) << line;
+    EXPECT_LE(wait, down) << line;
+    EXPECT_LE(down, host) << line;
+    EXPECT_LE(host, up) << line;
+    ++rows;
+  }
+  EXPECT_GE(rows, 3 * 4);  // warm-up, two timed calls and the check: four parts each
+  for (const auto& [run, n] : parts) EXPECT_EQ(n, 4) << "run " << run;
+  ASSERT_TRUE(std::getline(bridge, line)) << "no trace of the device-bridge rank";
+  EXPECT_EQ(line, "ticket submitted_us started_us ran_us copied_us");
+  int jobs = 0;
+  while (std::getline(bridge, line)) ++jobs;
+  EXPECT_GE(jobs, 3);
+  std::filesystem::remove_all(dir);
 }
 
 // What each rank's links carried, from TESSERA_LINK_TRACE: "peer P island I TRANSPORT sent B" lines and the device
