@@ -122,8 +122,8 @@ Status StagedRank::Run(const char* what, tsrStream_t stream, std::vector<StagedP
     if (trace_.on()) {
       size_t down_bytes = 0;
       for (const StagedCopy& c : p.down) down_bytes += c.bytes;
-      trace_.Add(fmt::format("{} {} {} {} {:.1f} {:.1f} {:.1f} {:.1f} {:.1f}", what, run, k, down_bytes + up,
-                             queued[k], wait, down, hosted, DeviceTrace::NowUs()));
+      trace_.Add(fmt::format("{} {} {} {} {:.1f} {:.1f} {:.1f} {:.1f} {:.1f}", what, run, k, down_bytes + up, queued[k],
+                             wait, down, hosted, DeviceTrace::NowUs()));
     }
     if (k + 2 < n) TSR_RETURN_IF_ERROR(queue(k + 2));
   }
