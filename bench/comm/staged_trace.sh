@@ -4,7 +4,8 @@
 # and chunk, the median per part of the staged rank's phases (docs/gpu.md, TESSERA_DEVICE_TRACE): waiting for its
 # copies down, its host step (the bridge collective of the part, peers included), queueing its copies up; and the
 # per-call time of plain allreduces of one chunk's size in the same layouts, for the fixed cost a part pays.
-# Usage: [CHUNKS="4M 16M"] [SIZE=64M] [PEER=cuda] bench/comm/staged_trace.sh BUILD_DIR [OUT_DIR]
+# Usage: [CHUNKS="4M 16M"] [SIZE=64M] [PEER=cuda] [CALLS=1] bench/comm/staged_trace.sh BUILD_DIR [OUT_DIR]
+#   CALLS=0 leaves out the one-call times; other TESSERA_* variables (TESSERA_DEVICE_PIECE...) pass through to the jobs.
 #   PEER: the island beside the npu rank (cuda on a GPU machine with the CUDA-backed shims; emu or host on the CPU).
 # The npu rank runs on the shims in BUILD/tests/shims/cuda/lib when PEER=cuda, else BUILD/tests/shims/lib.
 set -uo pipefail
@@ -22,6 +23,7 @@ for c in ${CHUNKS:-4M 16M}; do
   echo "npu+$PEER $SIZE, chunk $c: $(grep -E '^\[rank 0 [^]]*\] +[0-9]' "$OUT/bench-$c.log" | awk '{print $(NF-2) " GB/s busbw, " $(NF-4) " us a call"}')"
 done
 # The fixed cost of one call of a chunk's size, in each pair (the staged rank's parts are such calls).
+[ "${CALLS:-1}" = 0 ] ||
 for pair in "npu+$PEER:a=npu:1 b=$PEER:1" "$PEER+$PEER:a=$PEER:1 b=$PEER:1" "$PEER+host:a=$PEER:1 b=host:1"; do
   args=(); for i in ${pair#*:}; do args+=(--island "$i"); done
   log=$OUT/calls-$(echo "${pair%%:*}" | tr + _).log
