@@ -3,7 +3,8 @@
 # `tessera bench allreduce` (f32 avg in place) with TESSERA_DEVICE_TRACE for each chunk size and prints, per layout
 # and chunk, the median per part of the staged rank's phases (docs/gpu.md, TESSERA_DEVICE_TRACE): waiting for its
 # copies down, its host step (the bridge collective of the part, peers included), queueing its copies up; and the
-# per-call time of plain allreduces of one chunk's size in the same layouts, for the fixed cost a part pays.
+# per-call time of plain allreduces (one call at a time) of chunk sizes in the same layouts, with the device-bridge
+# rank's phases of each call from its own trace, for the fixed cost a part pays.
 # Usage: [CHUNKS="4M 16M"] [SIZE=64M] [PEER=cuda] [CALLS=1] bench/comm/staged_trace.sh BUILD_DIR [OUT_DIR]
 #   CALLS=0 leaves out the one-call times; other TESSERA_* variables (TESSERA_DEVICE_PIECE...) pass through to the jobs.
 #   PEER: the island beside the npu rank (cuda on a GPU machine with the CUDA-backed shims; emu or host on the CPU).
@@ -27,7 +28,7 @@ done
 for pair in "npu+$PEER:a=npu:1 b=$PEER:1" "$PEER+$PEER:a=$PEER:1 b=$PEER:1" "$PEER+host:a=$PEER:1 b=host:1"; do
   args=(); for i in ${pair#*:}; do args+=(--island "$i"); done
   log=$OUT/calls-$(echo "${pair%%:*}" | tr + _).log
-  timeout 200 "$T" run "${args[@]}" -- "$T" "${AR[@]}" --sizes 1M,4M,16M > "$log" 2>&1
+  TESSERA_DEVICE_TRACE=${log%.log} timeout 200 "$T" run "${args[@]}" -- "$T" bench allreduce --iters 10 --batch 1 --warmup 2 --op avg --in-place --sizes 1M,4M,16M > "$log" 2>&1
   echo "${pair%%:*} one call: $(grep -E '^\[rank 0 [^]]*\] +[0-9]' "$log" | awk '{printf "%s B %s us; ", $4, $(NF-4)}')"
 done
 python3 - "$OUT" ${CHUNKS:-4M 16M} <<'PY'
@@ -53,5 +54,25 @@ for c in sys.argv[2:]:
     hm = statistics.median(h)
     print(f"{c:>6} {len(rows):>6} {mib:>9.2f} {statistics.median(w):>8.1f} {hm:>8.1f} {statistics.median(u):>7.1f} "
           f"{(statistics.median(g) if g else 0):>7.1f} {mib * 2**20 / hm / 1e3:>10.2f}")
+PY
+# The device-bridge ranks' jobs in the one-call runs (TESSERA_DEVICE_TRACE rows "ticket submitted started ran copied"):
+# the median of each phase over the jobs of each size (warm-ups included).
+python3 - "$OUT" <<'PY'
+import statistics, sys, glob, os
+rows = {}
+for f in sorted(glob.glob(f"{sys.argv[1]}/calls-*.rank*")):
+    lines = open(f).read().split("\n")
+    if not lines[0].startswith("ticket"):
+        continue
+    r = [list(map(float, l.split())) for l in lines[1:] if l.strip()]
+    if not r:
+        continue
+    name = os.path.basename(f)[len("calls-"):]
+    k = len(r) // 3  # the 1M, 4M and 16M calls, in that order (equal counts)
+    for size, g in zip(("1M", "4M", "16M"), (r[:k], r[k:2 * k], r[2 * k:])):
+        q = statistics.median(x[2] - x[1] for x in g)
+        run = statistics.median(x[3] - x[2] for x in g)
+        cp = statistics.median(x[4] - x[3] for x in g)
+        print(f"{name:>16} {size:>4}: {len(g)} jobs, median us: queued->started {q:.1f}, run {run:.1f}, copies after {cp:.1f}")
 PY
 echo "logs: $OUT"
