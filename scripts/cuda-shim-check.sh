@@ -77,11 +77,12 @@ done
 ROWS=$LOGS/bench-rows.jsonl
 : > "$ROWS"
 for rep in $(seq "${REPS:-3}"); do
-  # npu+cuda@16M / @64M: the same pair with larger staged chunks (TESSERA_DEVICE_CHUNK, default 4M): each chunk is a
-  # whole allreduce on both ranks, so a per-call cost of either rank's path shows as a gain from fewer chunks.
+  # npu+cuda@4M / @16M / @64M: the same pair with fixed staged chunks (TESSERA_DEVICE_CHUNK; the default `auto` cuts
+  # a call into about four): each chunk is a whole allreduce on both ranks, so a per-call cost of either rank's path
+  # shows as a gain from fewer chunks.
   for layout in "npu+cuda:ascend=npu:1 nvidia=cuda:1" "cuda+cuda:a=cuda:1 b=cuda:1" "npu+host:ascend=npu:1 x86=host:1" \
-                "cuda+host:nvidia=cuda:1 x86=host:1" "npu+cuda@16M:ascend=npu:1 nvidia=cuda:1" \
-                "npu+cuda@64M:ascend=npu:1 nvidia=cuda:1"; do
+                "cuda+host:nvidia=cuda:1 x86=host:1" "npu+cuda@4M:ascend=npu:1 nvidia=cuda:1" \
+                "npu+cuda@16M:ascend=npu:1 nvidia=cuda:1" "npu+cuda@64M:ascend=npu:1 nvidia=cuda:1"; do
     label=${layout%%:*}
     chunk=()
     [[ $label == *@* ]] && chunk=(env "TESSERA_DEVICE_CHUNK=${label#*@}")
@@ -102,7 +103,7 @@ for line in open(sys.argv[1]):
 sizes = sorted({b for (_, b) in got})
 print("\nallreduce f32 avg busbw GB/s, median (min..max) of the rounds")
 print("layout       | " + " | ".join(f"{s >> 20} MiB" for s in sizes))
-for layout in ["npu+cuda", "cuda+cuda", "npu+host", "cuda+host", "npu+cuda@16M", "npu+cuda@64M"]:
+for layout in ["npu+cuda", "cuda+cuda", "npu+host", "cuda+host", "npu+cuda@4M", "npu+cuda@16M", "npu+cuda@64M"]:
     cells = []
     for s in sizes:
         v = got.get((layout, s), [])

@@ -111,6 +111,14 @@ Status Comm::HostAllReduce(const void* send, void* recv, size_t count, tsrDataTy
   });
 }
 
+Status Comm::HostAllReducePiece(const void* send, void* recv, size_t count, DType dt, RedOp op) {
+  return Guard("allreduce", [&]() -> Status {
+    Status s = Hierarchical(CollKind::kAllReduce, send, recv, count, dt, op, 0);
+    ++seq_;
+    return s;
+  });
+}
+
 Status Comm::HostReduceScatter(const void* send, void* recv, size_t recvcount, tsrDataType_t type, tsrRedOp_t op,
                                tsrStream_t stream) {
   DType dt;
@@ -374,7 +382,7 @@ std::vector<Range> Comm::BridgeChunks(size_t count, DType dt) const {
   bool staged = false;
   for (const auto& isl : islands_) staged |= StagedDeviceIsland(isl, dt);
   if (!staged) return {Range{0, count}};
-  return Chunks(count, bridge_chunk_bytes_ / DTypeSize(dt));
+  return Chunks(count, bridge_chunk_auto_ ? AutoChunk(count, DTypeSize(dt)) : bridge_chunk_bytes_ / DTypeSize(dt));
 }
 
 // ---- dispatch: a device island's rank goes through its device rank ----

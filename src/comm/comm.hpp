@@ -207,6 +207,7 @@ class Comm final : public Links, private HostPath {
   Status HostBarrier() override;
   Status HostBridge(CollKind kind, const void* send, void* recv, size_t count, DType dt, RedOp op, int root) override;
   std::vector<Range> AllReduceChunks(size_t count, DType dt) const override { return BridgeChunks(count, dt); }
+  Status HostAllReducePiece(const void* send, void* recv, size_t count, DType dt, RedOp op) override;
   Status Health() override;
   bool HasFailed() const override { return !failed_.ok(); }
   bool DeviceBridgeFor(DType dt) const override { return DeviceBridgeEligible(islands_[my_island_], dt); }
@@ -215,8 +216,8 @@ class Comm final : public Links, private HostPath {
                                 DeviceOps* ops) override;
   // In a world with a device island that stages through pinned memory (not DeviceBridgeEligible) and
   // more than one island, allreduce runs as consecutive collectives over chunks of TESSERA_DEVICE_CHUNK
-  // bytes on EVERY rank, so that the GPU rank can pipeline its device-host copies with the bridge;
-  // otherwise one chunk. Deterministic from count and type.
+  // bytes (`auto`: AutoChunk, from the call's size) on EVERY rank, so that the staged rank can pipeline its
+  // device-host copies with the bridge; otherwise one chunk. Deterministic from count and type.
   std::vector<Range> BridgeChunks(size_t count, DType dt) const;
   // Builds the transport rows, publishes this rank's record (its rows' entries: transport/transport.hpp) and
   // reads every rank's into infos_ (channels.cpp).
@@ -309,6 +310,7 @@ class Comm final : public Links, private HostPath {
   std::mutex health_mu_;
   std::chrono::steady_clock::time_point health_checked_{};
   size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
+  bool bridge_chunk_auto_ = false;  // TESSERA_DEVICE_CHUNK=auto: AutoChunk (schedule.hpp)
   // This rank's device rank (TESSERA_DEVICE=cuda:N, npu:N, musa:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.
   std::unique_ptr<DeviceRank> device_;

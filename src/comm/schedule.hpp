@@ -93,4 +93,16 @@ std::vector<int> HeaderPeers(const IslandRanks& islands, const std::vector<Segme
 // not less than count.
 std::vector<Range> Chunks(size_t count, size_t per);
 
+// The chunk, in elements, of a staged hybrid allreduce of `count` elements of `esz` bytes when TESSERA_DEVICE_CHUNK is
+// `auto`: about a quarter of the call, and at least kAutoChunkMin and at most kAutoChunkMax bytes, a multiple of 64
+// bytes (a staged rank's copies stay asynchronous). Each chunk is a whole collective on every rank, with a fixed cost
+// (about 0.3 ms beside a device-bridge rank on one GPU machine), while the first chunk's copies down and the last one's
+// copies up do not overlap the bridge: fewer, larger chunks for large calls, 4 MiB ones below 16 MiB.
+inline constexpr size_t kAutoChunkParts = 4, kAutoChunkMin = size_t{4} << 20, kAutoChunkMax = size_t{64} << 20;
+inline size_t AutoChunk(size_t count, size_t esz) {
+  const size_t quarter = (count * esz + kAutoChunkParts - 1) / kAutoChunkParts;
+  const size_t bytes = (std::clamp(quarter, kAutoChunkMin, kAutoChunkMax) + 63) / 64 * 64;
+  return bytes / esz;
+}
+
 }  // namespace tessera::comm

@@ -189,10 +189,16 @@ Status Comm::Init(const InitParams& p) {
   bool any_device = false;
   for (const auto& isl : islands_) any_device |= isl.on_device();
   if (any_device && islands_.size() > 1) {
-    TSR_ASSIGN_OR_RETURN(bridge_chunk_bytes_, env::Bytes("TESSERA_DEVICE_CHUNK"));
-    if (bridge_chunk_bytes_ < 4096 || bridge_chunk_bytes_ % 8 != 0)
-      return InvalidArgument(
-          fmt::format("TESSERA_DEVICE_CHUNK={} must be at least 4096 and a multiple of 8", bridge_chunk_bytes_));
+    const std::string chunk = env::GetOrDefault("TESSERA_DEVICE_CHUNK");
+    bridge_chunk_auto_ = chunk == "auto";
+    if (!bridge_chunk_auto_) {
+      auto bytes = env::ParseBytes("TESSERA_DEVICE_CHUNK", chunk);
+      if (!bytes.ok() || *bytes < 4096 || *bytes % 8 != 0)
+        return InvalidArgument(fmt::format(
+            "TESSERA_DEVICE_CHUNK='{}' must be `auto` or a size of at least 4096 bytes, a multiple of 8 (4M, 16M)",
+            chunk));
+      bridge_chunk_bytes_ = *bytes;
+    }
   }
   if (device_) {
     TSR_RETURN_IF_ERROR(device_->Attach(this));

@@ -383,4 +383,27 @@ TEST(Schedule, ChunksTileTheCountInPiecesOfAtMostPer) {
 }
 
 }  // namespace
+// TESSERA_DEVICE_CHUNK=auto: calls up to 16 MiB keep 4 MiB chunks, larger ones are cut into about four chunks of at
+// most 64 MiB; every chunk is a multiple of 64 bytes, for every element size.
+TEST(Schedule, AutoChunkIsAQuarterOfTheCallBetween4And64MiB) {
+  constexpr size_t MiB = size_t{1} << 20;
+  EXPECT_EQ(AutoChunk(1, 4) * 4, 4 * MiB);
+  EXPECT_EQ(AutoChunk(16 * MiB / 4, 4) * 4, 4 * MiB);
+  EXPECT_EQ(AutoChunk(64 * MiB / 4, 4) * 4, 16 * MiB);
+  EXPECT_EQ(AutoChunk(64 * MiB / 2, 2) * 2, 16 * MiB);
+  EXPECT_EQ(AutoChunk(256 * MiB / 4, 4) * 4, 64 * MiB);
+  EXPECT_EQ(AutoChunk(1024 * MiB / 4, 4) * 4, 64 * MiB);
+  for (size_t esz : {size_t{1}, size_t{2}, size_t{4}, size_t{8}})
+    for (size_t count : {size_t{1}, size_t{12345}, 17 * MiB / esz + 3, 100 * MiB / esz + 7, 999 * MiB / esz}) {
+      const size_t per = AutoChunk(count, esz);
+      EXPECT_EQ(per * esz % 64, 0u) << count << " x " << esz;
+      EXPECT_GE(per * esz, 4 * MiB);
+      EXPECT_LE(per * esz, 64 * MiB);
+      if (count * esz > 16 * MiB) {
+        EXPECT_GE(Chunks(count, per).size(), 4u) << count << " x " << esz;
+        EXPECT_LE(Chunks(count, per).size(), count * esz > 256 * MiB ? (count * esz + 64 * MiB - 1) / (64 * MiB) : 4u);
+      }
+    }
+}
+
 }  // namespace tessera::comm

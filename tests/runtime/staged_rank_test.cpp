@@ -179,6 +179,35 @@ TEST(StagedRank, DeviceTraceHasARowPerPartOfTheStagedRankAndPerJobOfTheBridgeRan
   std::filesystem::remove_all(dir);
 }
 
+// TESSERA_DEVICE_CHUNK's default, `auto`: a 24 MiB allreduce is cut into four 6 MiB chunks (the staged rank's trace has
+// four parts per run), every element exact; a value that is neither `auto` nor a size is refused, naming it.
+TEST(StagedRank, TheAutoChunkCutsALargeCallIntoQuartersAndABadChunkIsNamed) {
+  const std::string dir = ::testing::TempDir() + "auto-chunk-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_DEVICE_TRACE=" + dir + "/t " TESSERA_CLI
+                 " run --island ascend=npu:1 --island x86=host:1 -- " TESSERA_CLI
+                 " bench allreduce --sizes 24M --iters 1 --batch 1 --warmup 0 --check --json -");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, R"("wrong":0)"), 1) << r.out;
+  std::ifstream trace(dir + "/t.rank0");
+  std::string line;
+  std::getline(trace, line);  // the header
+  std::map<std::string, std::vector<uint64_t>> parts;  // run -> bytes of each part, down and up
+  while (std::getline(trace, line)) {
+    std::istringstream in(line);
+    std::string call, run, part;
+    uint64_t bytes = 0;
+    if (in >> call >> run >> part >> bytes && call == "allreduce") parts[run].push_back(bytes);
+  }
+  ASSERT_FALSE(parts.empty()) << "no staged allreduce in the trace";
+  for (const auto& [run, bytes] : parts) EXPECT_EQ(bytes, std::vector<uint64_t>(4, 12u << 20)) << "run " << run;
+  std::filesystem::remove_all(dir);
+
+  Proc bad = Job("TESSERA_DEVICE_CHUNK=lots", "--island ascend=npu:1 --island x86=host:1", "check --sizes 7");
+  EXPECT_NE(bad.status, 0) << bad.out;
+  EXPECT_NE(bad.out.find("TESSERA_DEVICE_CHUNK='lots' must be `auto` or a size"), std::string::npos) << bad.out;
+}
+
 // What each rank's links carried, from TESSERA_LINK_TRACE: "peer P island I TRANSPORT sent B" lines and the device
 // line "device npu:0 down B up B ...".
 struct Traffic {

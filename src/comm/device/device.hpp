@@ -178,6 +178,9 @@ class HostPath {
   // The pieces a staged allreduce of `count` elements of `dt` is cut into on every rank (each piece one collective
   // of its own): HostAllReduce's, so that a rank calling HostBridge piece by piece keeps in step with the others.
   virtual std::vector<Range> AllReduceChunks(size_t count, DType dt) const = 0;
+  // One of those pieces as one guarded allreduce of host memory, island phases included (HostAllReduce would cut a
+  // piece again where the chunk follows the call's size, TESSERA_DEVICE_CHUNK=auto).
+  virtual Status HostAllReducePiece(const void* send, void* recv, size_t count, DType dt, RedOp op) = 0;
 
   // --- What a device-bridge rank (DeviceBridgeRank) needs beyond staging.
   // OK while the communicator is healthy; else its failure ("communicator failed earlier: ..."). An asynchronous

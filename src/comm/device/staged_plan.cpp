@@ -99,10 +99,8 @@ Status StagedPlan::AllReduce(const void* send, void* recv, size_t count, DType d
     const size_t n = c.len();
     StagedPart p;
     p.down = {StagedCopy{h, src + c.lo * esz, n * esz}};
-    // One chunk: the host path's allreduce cuts it no further (the same chunks).
-    p.host = [host, h, n, dt, op] {
-      return host->HostAllReduce(h, h, n, static_cast<tsrDataType_t>(dt), static_cast<tsrRedOp_t>(op), nullptr);
-    };
+    // One chunk, one collective: the piece every other rank runs too.
+    p.host = [host, h, n, dt, op] { return host->HostAllReducePiece(h, h, n, dt, op); };
     p.up = {StagedCopy{dst + c.lo * esz, h, n * esz}};
     parts.push_back(std::move(p));
   }
