@@ -309,7 +309,7 @@ class Comm final : public Links, private HostPath {
   static constexpr std::chrono::milliseconds kHealthInterval{50};
   std::mutex health_mu_;
   std::chrono::steady_clock::time_point health_checked_{};
-  size_t bridge_chunk_bytes_ = 0;  // see BridgeChunks; 0 = no chunking
+  size_t bridge_chunk_bytes_ = 0;   // see BridgeChunks; 0 = no chunking
   bool bridge_chunk_auto_ = false;  // TESSERA_DEVICE_CHUNK=auto: AutoChunk (schedule.hpp)
   // This rank's device rank (TESSERA_DEVICE=cuda:N, npu:N, musa:N), null for host ranks. Last member: destroyed
   // first, so its worker thread stops before the channels and the store go away.

@@ -184,14 +184,14 @@ TEST(StagedRank, DeviceTraceHasARowPerPartOfTheStagedRankAndPerJobOfTheBridgeRan
 TEST(StagedRank, TheAutoChunkCutsALargeCallIntoQuartersAndABadChunkIsNamed) {
   const std::string dir = ::testing::TempDir() + "auto-chunk-" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
-  Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_DEVICE_TRACE=" + dir + "/t " TESSERA_CLI
-                 " run --island ascend=npu:1 --island x86=host:1 -- " TESSERA_CLI
+  Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_DEVICE_TRACE=" + dir +
+                 "/t " TESSERA_CLI " run --island ascend=npu:1 --island x86=host:1 -- " TESSERA_CLI
                  " bench allreduce --sizes 24M --iters 1 --batch 1 --warmup 0 --check --json -");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, R"("wrong":0)"), 1) << r.out;
   std::ifstream trace(dir + "/t.rank0");
   std::string line;
-  std::getline(trace, line);  // the header
+  std::getline(trace, line);                           // the header
   std::map<std::string, std::vector<uint64_t>> parts;  // run -> bytes of each part, down and up
   while (std::getline(trace, line)) {
     std::istringstream in(line);
