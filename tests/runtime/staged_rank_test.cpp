@@ -137,14 +137,20 @@ TEST(StagedRank, TesseraBenchRunsOnNpuDeviceMemory) {
   EXPECT_EQ(Count(r.out, R"("wrong":0)"), 2) << r.out;
 }
 
+// `tessera bench allreduce ARGS --check --json -` under `tessera run ISLANDS` on the shims, with TESSERA_DEVICE_TRACE
+// writing DIR/t.rankN (DIR made first) and ENV beside it.
+Proc TracedBench(const std::string& dir, const std::string& env, const std::string& islands, const std::string& args) {
+  std::filesystem::create_directories(dir);
+  return Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_DEVICE_TRACE=" + dir + "/t " + env +
+               " " TESSERA_CLI " run " + islands + " -- " TESSERA_CLI " bench allreduce " + args + " --check --json -");
+}
+
 // TESSERA_DEVICE_TRACE: the staged (npu) rank writes one row per part of each staged allreduce (1 MiB chunks of a 4 MiB
 // call: parts 0..3 of every run, its phases in time order), the device-bridge (emu) rank one row per bridge job.
 TEST(StagedRank, DeviceTraceHasARowPerPartOfTheStagedRankAndPerJobOfTheBridgeRank) {
   const std::string dir = ::testing::TempDir() + "staged-trace-" + std::to_string(::getpid());
-  std::filesystem::create_directories(dir);
-  Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_DEVICE_CHUNK=1M TESSERA_DEVICE_TRACE=" + dir +
-                 "/t " TESSERA_CLI " run --island ascend=npu:1 --island nvidia=emu:1 -- " TESSERA_CLI
-                 " bench allreduce --sizes 4M --iters 2 --batch 1 --warmup 1 --check --json -");
+  Proc r = TracedBench(dir, "TESSERA_DEVICE_CHUNK=1M", "--island ascend=npu:1 --island nvidia=emu:1",
+                       "--sizes 4M --iters 2 --batch 1 --warmup 1");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, R"("wrong":0)"), 1) << r.out;
   std::ifstream staged(dir + "/t.rank0"), bridge(dir + "/t.rank1");
@@ -183,10 +189,8 @@ TEST(StagedRank, DeviceTraceHasARowPerPartOfTheStagedRankAndPerJobOfTheBridgeRan
 // four parts per run), every element exact; a value that is neither `auto` nor a size is refused, naming it.
 TEST(StagedRank, TheAutoChunkCutsALargeCallIntoQuartersAndABadChunkIsNamed) {
   const std::string dir = ::testing::TempDir() + "auto-chunk-" + std::to_string(::getpid());
-  std::filesystem::create_directories(dir);
-  Proc r = Shell("LD_LIBRARY_PATH=" TESSERA_SHIM_DIR " TESSERA_DEVICE_TRACE=" + dir +
-                 "/t " TESSERA_CLI " run --island ascend=npu:1 --island x86=host:1 -- " TESSERA_CLI
-                 " bench allreduce --sizes 24M --iters 1 --batch 1 --warmup 0 --check --json -");
+  Proc r =
+      TracedBench(dir, "", "--island ascend=npu:1 --island x86=host:1", "--sizes 24M --iters 1 --batch 1 --warmup 0");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, R"("wrong":0)"), 1) << r.out;
   std::ifstream trace(dir + "/t.rank0");
