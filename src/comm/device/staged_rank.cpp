@@ -67,8 +67,10 @@ Status StagedRank::Attach(Comm* comm) {
     TSR_ASSIGN_OR_RETURN(e, rt_->EventCreate());
   }
   plan_ = std::make_unique<StagedPlan>(*rt_, host_, shape_, static_cast<StagedExecutor*>(this));
-  trace_.Open(shape_.rank, "call run part bytes queued_us wait_us down_us host_us up_us");
-  if (shape_.islands > 1) return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
+  if (shape_.islands > 1) {
+    trace_.Open(shape_.rank, "call run part bytes queued_us wait_us down_us host_us up_us");
+    return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
+  }
   // World of one island: the island's own library.
   TSR_ASSIGN_OR_RETURN(ccl_, OpenWorldCcl(host_->Store(), shape_, name_));
   return Status::Ok();
