@@ -155,7 +155,10 @@ TESSERA_API tsrResult_t tsrCommInitFromEnv(tsrComm_t* comm);
  * on comm. */
 TESSERA_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm, const tsrConfig_t* config);
 /* Releases the communicator. Not collective; safe on NULL. Must not run concurrently with any other call
- * on comm (call tsrCommAbort first to end a blocked call, wait for it to return, then destroy). */
+ * on comm (call tsrCommAbort first to end a blocked call, wait for it to return, then destroy).
+ * fork(): a communicator belongs to the process that made it. In a child made by fork() every other call on an
+ * inherited communicator returns tsrInvalidArgument, naming both processes, before it touches anything (the
+ * channels, store connection and threads are the parent's), and tsrCommDestroy only frees the handle. */
 TESSERA_API tsrResult_t tsrCommDestroy(tsrComm_t comm);
 /* Makes every pending and future call on comm return promptly (a blocked call notices within ~50 ms)
  * with tsrRemoteError ("... aborted (tsrCommAbort)"), tells the other ranks (their pending and next

@@ -40,6 +40,24 @@ namespace {
 thread_local std::unordered_map<uint64_t, std::string> g_last_errors;
 }  // namespace
 void SetLastError(tsrComm_t comm, std::string message) { g_last_errors[comm->id] = std::move(message); }
+
+tsrResult_t RefuseInherited(const char* name, tsrComm_t comm) {
+  std::string msg = fmt::format(
+      "{}: this communicator was made by process {}, and this process ({}) is a child of it made by fork(): a "
+      "communicator is not inherited (its channels and threads are the parent's); make one in the child, or leave "
+      "collectives to the parent (tsrCommDestroy here only forgets the handle)",
+      name, comm->owner, ::getpid());
+  SetLastError(comm, msg);
+  g_init_error = std::move(msg);
+  return tsrInvalidArgument;
+}
+
+namespace {
+// Counts this process's fork() generations (g_fork_generation), from the moment the library is loaded.
+[[maybe_unused]] const bool kForkCounted = [] {
+  return pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }) == 0;
+}();
+}  // namespace
 }  // namespace tessera::comm::capi
 
 namespace {
@@ -366,6 +384,8 @@ tsrResult_t tsrCommAbort(tsrComm_t comm) {
     g_init_error = "tsrCommAbort: comm is NULL (or destroyed)";
     return tsrInvalidArgument;
   }
+  if (comm->Inherited())
+    return tessera::comm::capi::RefuseInherited("tsrCommAbort", comm);  // it would abort the parent
   try {
     comm->impl->Abort();
     return tsrSuccess;
@@ -381,6 +401,7 @@ tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* error) {
     if (comm != nullptr && comm->impl != nullptr) SetLastError(comm, g_init_error);
     return tsrInvalidArgument;
   }
+  if (comm->Inherited()) return tessera::comm::capi::RefuseInherited("tsrCommGetAsyncError", comm);
   try {
     const tessera::Status s = comm->impl->AsyncError();
     *error = ToResult(s);
@@ -396,6 +417,9 @@ tsrResult_t tsrCommDestroy(tsrComm_t comm) {
   // Sends and receives of this thread's open group on comm cannot run any more.
   tessera::comm::capi::DropGroupOps(comm);
   g_last_errors.erase(comm->id);  // (other threads' entries stay: a few strings, never read again)
+  // In a fork() child the communicator is the parent's: destroying it would join threads this process does not have
+  // and tell the parent's peers that the rank is leaving. Only the handle goes; the rest is left as inherited.
+  if (comm->Inherited()) (void)comm->impl.release();
   try {
     delete comm;
   } catch (const std::exception&) {
@@ -434,7 +458,7 @@ tsrResult_t tsrCommIsland(tsrComm_t comm, int* island) {
 
 tsrResult_t tsrAllReduce(const void* sendbuf, void* recvbuf, size_t count, tsrDataType_t datatype, tsrRedOp_t op,
                          tsrComm_t comm, tsrStream_t stream) {
-  if (comm != nullptr && comm->direct != nullptr && g_group_depth == 0) {
+  if (comm != nullptr && comm->direct != nullptr && g_group_depth == 0 && !comm->Inherited()) {
     // Takes only calls whose arguments it has checked (device.hpp); the rest go through the checks below.
     const int r = comm->direct->TryCall(sendbuf, recvbuf, count, datatype, op, stream);
     if (r == 0) return tsrSuccess;

@@ -3,6 +3,8 @@
 // the call wrapper that turns a Status or an exception into a tsrResult_t, and each thread's group depth.
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -19,6 +21,11 @@ inline uint64_t NextCommId() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
 }
+// The fork()s between the process that loaded libtessera and this one: a child's pthread_atfork handler adds one
+// (c_api.cpp). A communicator belongs to the process that made it (tsrComm::generation): a child made by fork()
+// has the handle but not the communicator's threads, and its channels and store connection are the parent's, so
+// a call on it in the child would take the parent's bytes out of shared rings or speak for the parent's rank.
+inline std::atomic<uint32_t> g_fork_generation{0};
 }  // namespace tessera::comm::capi
 
 struct tsrComm {
@@ -31,6 +38,12 @@ struct tsrComm {
   tessera::comm::DirectAllReduce* direct = nullptr;
   // What the argument checks need (rank, size, host or device, vendor): fixed for the communicator's life.
   tessera::comm::api::Shape shape;
+  // g_fork_generation when it was made: another value means this process is a fork() child of its owner.
+  const uint32_t generation = tessera::comm::capi::g_fork_generation.load(std::memory_order_relaxed);
+  const pid_t owner = ::getpid();
+  bool Inherited() const {
+    return generation != tessera::comm::capi::g_fork_generation.load(std::memory_order_relaxed);
+  }
 };
 
 namespace tessera::comm::capi {
@@ -48,12 +61,16 @@ inline constexpr const char* kInGroup =
 void SetLastError(tsrComm_t comm, std::string message);
 
 // Runs f(*comm->impl): a refused or failed Status becomes the comm's last error, an exception an internal error.
+// A call on a communicator this process inherited through fork(): refused, touching nothing of it.
+tsrResult_t RefuseInherited(const char* name, tsrComm_t comm);
+
 template <typename F>
 tsrResult_t Call(const char* name, tsrComm_t comm, F&& f) {
   if (comm == nullptr || !comm->impl) {
     g_init_error = std::string(name) + ": comm is NULL (or destroyed)";
     return tsrInvalidArgument;
   }
+  if (comm->Inherited()) return RefuseInherited(name, comm);
   try {
     Status s = f(*comm->impl);
     if (!s.ok()) SetLastError(comm, s.message());

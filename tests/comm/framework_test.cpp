@@ -370,6 +370,52 @@ TEST(FrameworkApi, AForkedChildOfAProcessWithAnIdsStoreExitsCleanly) {
   EXPECT_EQ(ListeningOn(std::atoi(addr.c_str() + addr.rfind(':') + 1)).size(), 1u) << text;
 }
 
+// A communicator is not inherited across fork(): in the child every call on it is refused, naming both processes,
+// before it touches anything of the parent's (its rings, its store connection, its threads), and tsrCommDestroy only
+// forgets the handle. The parent's communicator carries on. Before the check the child's allreduce ran on the
+// parent's communicator and returned tsrSuccess.
+TEST(FrameworkApi, AForkedChildIsRefusedTheCommunicatorItInheritedAndTheParentCarriesOn) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "fork() from a process with threads, under a sanitizer";
+#endif
+  tsrUniqueId id;
+  ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess) << tsrGetLastError(nullptr);
+  tsrConfig_t cfg = TSR_CONFIG_INITIALIZER;
+  cfg.timeout_ms = 5000;
+  tsrComm_t c = nullptr;
+  ASSERT_EQ(tsrCommInitRank(&c, 1, id, 0, &cfg), tsrSuccess) << tsrGetLastError(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    // Exit codes say which expectation failed (gtest's assertions do not reach the parent from here).
+    float x = 2.0f;
+    if (tsrAllReduce(&x, &x, 1, tsrFloat32, tsrSum, c, nullptr) != tsrInvalidArgument) _exit(10);
+    const std::string error = tsrGetLastError(c);
+    if (error.find("tsrAllReduce: this communicator was made by process " + std::to_string(getppid())) ==
+            std::string::npos ||
+        error.find("made by fork()") == std::string::npos)
+      _exit(11);
+    if (tsrBarrier(c) != tsrInvalidArgument) _exit(12);
+    if (tsrCommAbort(c) != tsrInvalidArgument) _exit(13);
+    tsrResult_t async = tsrSuccess;
+    if (tsrCommGetAsyncError(c, &async) != tsrInvalidArgument) _exit(14);
+    if (tsrCommDestroy(c) != tsrSuccess) _exit(15);
+    _exit(0);
+  }
+  ASSERT_GE(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                              : "exit status " + std::to_string(WEXITSTATUS(status)));
+  float y = 1.5f;
+  EXPECT_EQ(tsrAllReduce(&y, &y, 1, tsrFloat32, tsrSum, c, nullptr), tsrSuccess) << tsrGetLastError(c);
+  EXPECT_EQ(y, 1.5f);
+  tsrResult_t async = tsrInternalError;
+  EXPECT_EQ(tsrCommGetAsyncError(c, &async), tsrSuccess);
+  EXPECT_EQ(async, tsrSuccess);
+  EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+}
+
 TEST(FrameworkApi, VersionIsCMakesProjectVersion) {
   int v = -1;
   ASSERT_EQ(tsrGetVersion(&v), tsrSuccess);

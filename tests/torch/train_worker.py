@@ -24,8 +24,9 @@ Modes (each rank exits 0 when its checks pass; failures print "FAIL ..."):
             the last reference to a call's tensors, when Python finalized was ended mid-call and aborted the
             process ("terminate called without an active exception").
   destroy-callback  the same, but the rank destroys the group before it exits.
-  fork-exit  after a collective, each rank forks a child that leaves through Python's normal exit (its atexit
-            handlers run); the child must exit 0 within 8 s. A device rank waits at exit (up to 10 s) for its
+  fork-exit  after a collective, each rank forks a child that calls a collective on the group it inherited (refused,
+            naming the fork) and leaves through Python's normal exit (its atexit handlers run); the child must
+            exit 0 within 8 s. A device rank waits at exit (up to 10 s) for its
             completion threads, and a child has a copy of their state but not the threads (it waited the 10 s);
             libtessera stops the stores of the ids a process made at exit, and a child joined a parent's store
             thread it does not have (SIGSEGV).
@@ -265,7 +266,17 @@ def fork_exit_mode(dev, rank):
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        sys.exit(0)
+        # The group is the parent's: a collective on it in the child fails at once, naming both processes, instead
+        # of taking the parent's bytes from its channels (status 3: it ran; 4: another error). On CPU tensors, which
+        # go straight to the communicator: a device runtime is not usable in a forked child, and refuses first.
+        try:
+            dist.all_reduce(torch.ones(4))
+            code = 3
+        except RuntimeError as e:
+            code = 0 if "made by fork()" in str(e) else 4
+            if code:
+                print(f"fork-exit: the child's collective failed otherwise: {e}", flush=True)
+        sys.exit(code)
     arm_hang_dump()
     status = None
     while time.monotonic() - t0 < 12:
