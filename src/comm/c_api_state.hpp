@@ -60,10 +60,10 @@ inline constexpr const char* kInGroup =
 // Records `message` as this thread's last error on `comm` (tsrGetLastError(comm)).
 void SetLastError(tsrComm_t comm, std::string message);
 
-// Runs f(*comm->impl): a refused or failed Status becomes the comm's last error, an exception an internal error.
 // A call on a communicator this process inherited through fork(): refused, touching nothing of it.
 tsrResult_t RefuseInherited(const char* name, tsrComm_t comm);
 
+// Runs f(*comm->impl): a refused or failed Status becomes the comm's last error, an exception an internal error.
 template <typename F>
 tsrResult_t Call(const char* name, tsrComm_t comm, F&& f) {
   if (comm == nullptr || !comm->impl) {

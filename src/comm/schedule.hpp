@@ -96,7 +96,7 @@ std::vector<Range> Chunks(size_t count, size_t per);
 // The chunk, in elements, of a staged hybrid allreduce of `count` elements of `esz` bytes when TESSERA_DEVICE_CHUNK is
 // `auto`: about a quarter of the call, and at least kAutoChunkMin and at most kAutoChunkMax bytes, a multiple of 64
 // bytes (a staged rank's copies stay asynchronous). Each chunk is a whole collective on every rank, with a fixed cost
-// (about 0.3 ms beside a device-bridge rank on one GPU machine), while the first chunk's copies down and the last one's
+// (a few hundred µs where a device-bridge rank takes part), while the first chunk's copies down and the last one's
 // copies up do not overlap the bridge: fewer, larger chunks for large calls, 4 MiB ones below 16 MiB.
 inline constexpr size_t kAutoChunkParts = 4, kAutoChunkMin = size_t{4} << 20, kAutoChunkMax = size_t{64} << 20;
 inline size_t AutoChunk(size_t count, size_t esz) {

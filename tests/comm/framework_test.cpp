@@ -321,6 +321,18 @@ TEST(FrameworkApi, AnIdsStoreListensOnTheBridgeAddressElseOnLoopbackUnderAOneHos
   }
 }
 
+namespace {
+// Waits for a forked child and expects it to have exited 0 (its exit code or signal in the message otherwise).
+void ExpectChildExitedZero(pid_t child) {
+  ASSERT_GE(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                              : "exit status " + std::to_string(WEXITSTATUS(status)));
+}
+}  // namespace
+
 // A process that made an id (so runs its store's server) and then forks: the child's normal exit (exit(), whose
 // handlers stop the stores this process started) must not touch the parent's stores, whose threads the child does
 // not have. Joining one crashed the child with SIGSEGV once glibc had unmapped the parent's thread stacks it
@@ -358,12 +370,7 @@ TEST(FrameworkApi, AForkedChildOfAProcessWithAnIdsStoreExitsCleanly) {
   }
   cv.notify_all();
   for (auto& t : others) t.join();
-  ASSERT_GE(child, 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                              : "exit status " + std::to_string(WEXITSTATUS(status)));
+  ExpectChildExitedZero(child);
   // The parent's store still answers: it is the parent's to stop.
   const std::string text(id.internal);
   const std::string addr = text.substr(text.rfind(' ') + 1);
@@ -401,12 +408,7 @@ TEST(FrameworkApi, AForkedChildIsRefusedTheCommunicatorItInheritedAndTheParentCa
     if (tsrCommDestroy(c) != tsrSuccess) _exit(15);
     _exit(0);
   }
-  ASSERT_GE(child, 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                              : "exit status " + std::to_string(WEXITSTATUS(status)));
+  ExpectChildExitedZero(child);
   float y = 1.5f;
   EXPECT_EQ(tsrAllReduce(&y, &y, 1, tsrFloat32, tsrSum, c, nullptr), tsrSuccess) << tsrGetLastError(c);
   EXPECT_EQ(y, 1.5f);

@@ -109,21 +109,20 @@ Status StagedRank::Run(const char* what, tsrStream_t stream, std::vector<StagedP
     const double down = trace_.on() ? DeviceTrace::NowUs() : 0;
     if (p.host) TSR_RETURN_IF_ERROR(p.host());  // a host collective: guarded by itself
     const double hosted = trace_.on() ? DeviceTrace::NowUs() : 0;
-    size_t up = 0;
     TSR_RETURN_IF_ERROR(host_->Guarded(what, [&]() -> Status {
       bool drained = false;
       for (const StagedCopy& c : p.up) {
         TSR_RETURN_IF_ERROR(CopyOn(s, c.dst, c.src, c.bytes, CopyKind::kHostToDevice, &drained));
         up_bytes_ += c.bytes;
-        up += c.bytes;
       }
       return p.post ? p.post(s) : Status::Ok();
     }));
     if (trace_.on()) {
-      size_t down_bytes = 0;
-      for (const StagedCopy& c : p.down) down_bytes += c.bytes;
-      trace_.Add(fmt::format("{} {} {} {} {:.1f} {:.1f} {:.1f} {:.1f} {:.1f}", what, run, k, down_bytes + up, queued[k],
-                             wait, down, hosted, DeviceTrace::NowUs()));
+      size_t bytes = 0;  // down and up
+      for (const auto* copies : {&p.down, &p.up})
+        for (const StagedCopy& c : *copies) bytes += c.bytes;
+      trace_.Add(fmt::format("{} {} {} {} {:.1f} {:.1f} {:.1f} {:.1f} {:.1f}", what, run, k, bytes, queued[k], wait,
+                             down, hosted, DeviceTrace::NowUs()));
     }
     if (k + 2 < n) TSR_RETURN_IF_ERROR(queue(k + 2));
   }
