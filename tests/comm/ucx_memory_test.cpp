@@ -1,9 +1,11 @@
 // tests/comm/ucx_memory_test: what the ucx row hands UCX as what (comm/transport/ucx.hpp, UcxMemoryFor), given the
 // memory types the loaded UCX reports — host memory registered as host memory; CUDA memory registered as CUDA
-// memory only where UCX reports CUDA support, else staged through host memory; NPU memory never handed to UCX
+// memory only where UCX reports CUDA support and is a release whose detection of CUDA memory takes no context lock
+// on the data path, else staged through host memory; NPU memory never handed to UCX
 // whatever UCX reports (staged through the row's host ring); kinds the row does not know staged; the emulated device's
 // memory (host memory) as host memory — and that the UCX loaded here reports host memory (the bits the choice reads
 // are UCX's).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -15,9 +17,9 @@
 namespace tessera::comm {
 namespace {
 
-constexpr uint64_t kHostOnly = kUcxMemoryHostBit;
-constexpr uint64_t kWithCuda = kUcxMemoryHostBit | kUcxMemoryCudaBit;
-constexpr uint64_t kEverything = ~uint64_t{0};
+constexpr UcxFacts kHostOnly{kUcxMemoryHostBit, kUcxCudaSafeFrom};
+constexpr UcxFacts kWithCuda{kUcxMemoryHostBit | kUcxMemoryCudaBit, kUcxCudaSafeFrom};
+constexpr UcxFacts kEverything{~uint64_t{0}, kUcxCudaSafeFrom};
 
 TEST(UcxMemory, HostMemoryIsRegisteredAsHostMemory) {
   EXPECT_EQ(UcxMemoryFor("host", kHostOnly).use, UcxMemoryUse::kHost);
@@ -31,10 +33,25 @@ TEST(UcxMemory, CudaMemoryIsRegisteredAsCudaOnlyWhereUcxHasCudaSupport) {
   EXPECT_NE(without.why.find("no CUDA support"), std::string::npos) << without.why;
 }
 
+// UCX up to 1.22 takes the CUDA context's write lock each time it detects CUDA memory on the data path, which can
+// deadlock a link against a kernel launch: CUDA memory is staged there, and the reason names the release.
+TEST(UcxMemory, CudaMemoryIsStagedOnAUcxWhoseDetectionLocksTheContext) {
+  for (uint32_t old : {UcxVersion(1, 13), UcxVersion(1, 22)}) {
+    const UcxMemoryChoice c = UcxMemoryFor("cuda", {kWithCuda.memory_types, old});
+    EXPECT_EQ(c.use, UcxMemoryUse::kStage) << c.why;
+    EXPECT_EQ(UcxMemoryUseFor("cuda", {kWithCuda.memory_types, old}), UcxMemoryUse::kStage);
+    EXPECT_NE(c.why.find(fmt::format("UCX 1.{}", old & 0xffff)), std::string::npos) << c.why;
+    EXPECT_NE(c.why.find("deadlock"), std::string::npos) << c.why;
+    EXPECT_EQ(UcxMemoryFor("host", {kWithCuda.memory_types, old}).use, UcxMemoryUse::kHost);
+  }
+  EXPECT_EQ(UcxMemoryFor("cuda", {kWithCuda.memory_types, UcxVersion(1, 23)}).use, UcxMemoryUse::kCuda);
+  EXPECT_EQ(UcxMemoryFor("cuda", {kWithCuda.memory_types, UcxVersion(2, 0)}).use, UcxMemoryUse::kCuda);
+}
+
 TEST(UcxMemory, NpuMemoryIsNeverHandedToUcxWhateverItReports) {
-  for (uint64_t types : {kHostOnly, kWithCuda, kEverything}) {
-    const UcxMemoryChoice c = UcxMemoryFor("npu", types);
-    EXPECT_EQ(c.use, UcxMemoryUse::kStage) << "memory types " << types;
+  for (const UcxFacts& ucx : {kHostOnly, kWithCuda, kEverything}) {
+    const UcxMemoryChoice c = UcxMemoryFor("npu", ucx);
+    EXPECT_EQ(c.use, UcxMemoryUse::kStage) << "memory types " << ucx.memory_types;
     EXPECT_NE(c.why.find("staged through host memory"), std::string::npos) << c.why;
   }
 }
@@ -52,16 +69,19 @@ TEST(UcxMemory, TheEmulatedDevicesMemoryGoesAsHostMemory) {
   EXPECT_EQ(UcxMemoryFor("emu", kWithCuda).use, UcxMemoryUse::kHost);
 }
 
-TEST(UcxMemory, TheLoadedUcxReportsHostMemory) {
-  auto types = UcxMemoryTypes();
-  if (!types.ok()) GTEST_SKIP() << types.status().ToString();
-  std::printf("the loaded UCX registers memory types 0x%llx: host %s, CUDA %s\n",
-              static_cast<unsigned long long>(*types), (*types & kUcxMemoryHostBit) != 0 ? "yes" : "no",
-              (*types & kUcxMemoryCudaBit) != 0 ? "yes" : "no");
-  EXPECT_NE(*types & kUcxMemoryHostBit, 0u) << "memory types " << *types;
-  // Whatever it says of CUDA decides the choice for CUDA memory.
-  EXPECT_EQ(UcxMemoryFor("cuda", *types).use,
-            (*types & kUcxMemoryCudaBit) != 0 ? UcxMemoryUse::kCuda : UcxMemoryUse::kStage);
+TEST(UcxMemory, TheLoadedUcxReportsHostMemoryAndItsRelease) {
+  auto ucx = LoadedUcxFacts();
+  if (!ucx.ok()) GTEST_SKIP() << ucx.status().ToString();
+  std::printf("the loaded UCX %u.%u registers memory types 0x%llx: host %s, CUDA %s\n", ucx->version >> 16,
+              ucx->version & 0xffff, static_cast<unsigned long long>(ucx->memory_types),
+              (ucx->memory_types & kUcxMemoryHostBit) != 0 ? "yes" : "no",
+              (ucx->memory_types & kUcxMemoryCudaBit) != 0 ? "yes" : "no");
+  EXPECT_NE(ucx->memory_types & kUcxMemoryHostBit, 0u) << "memory types " << ucx->memory_types;
+  EXPECT_GE(ucx->version, UcxVersion(1, 13));  // the oldest the row loads (its UCP API)
+  // What it says of CUDA, and its release, decide the choice for CUDA memory.
+  EXPECT_EQ(UcxMemoryFor("cuda", *ucx).use,
+            (ucx->memory_types & kUcxMemoryCudaBit) != 0 && ucx->version >= kUcxCudaSafeFrom ? UcxMemoryUse::kCuda
+                                                                                             : UcxMemoryUse::kStage);
 }
 
 }  // namespace

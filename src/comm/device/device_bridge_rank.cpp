@@ -152,7 +152,9 @@ std::string DeviceBridgeRank::Describe() const {
   if (ring_ops_)
     bridge = fmt::format(
         "copy engines straight into the shm rings{}{}, folds on the device (floating types)",
-        relayed_links_ > 0 ? fmt::format(" ({} TCP links relayed through host rings)", relayed_links_) : std::string(),
+        relayed_links_ > 0
+            ? fmt::format(" ({} link{} relayed through host rings)", relayed_links_, relayed_links_ == 1 ? "" : "s")
+            : std::string(),
         direct_links_ > 0 ? fmt::format(" ({} link{} sending from and receiving into {} memory, no ring)",
                                         direct_links_, direct_links_ == 1 ? "" : "s", dev_->rt().name())
                           : std::string());

@@ -18,7 +18,7 @@ class RelaySend final : public SendChannel {
     TSR_RETURN_IF_ERROR(relay_->Health());
     return ring_->TrySend(src, bytes);
   }
-  const char* transport() const override { return "tcp (relayed through host rings)"; }
+  const char* transport() const override { return relay_->transport(); }
   bool dma() const override { return true; }
   std::pair<std::byte*, size_t> Reserve(size_t max) override { return ring_->Reserve(max); }
   void Publish(size_t bytes) override { ring_->Publish(bytes); }
@@ -42,7 +42,7 @@ class RelayRecv final : public RecvChannel {
     consumed_ += bytes;
     taken_ = std::max(taken_, consumed_);
   }
-  const char* transport() const override { return "tcp (relayed through host rings)"; }
+  const char* transport() const override { return relay_->transport(); }
   bool dma() const override { return true; }
   std::pair<const std::byte*, size_t> Claim(size_t max, size_t unit) override {
     auto got = ring_->Claim(max, unit);
@@ -75,6 +75,7 @@ Result<std::unique_ptr<TcpRelay>> TcpRelay::Create(std::unique_ptr<SendChannel> 
   r->tcp_send_ = std::move(tcp_send);
   r->tcp_recv_ = std::move(tcp_recv);
   r->peer_ = std::move(peer);
+  r->transport_ = fmt::format("{} (relayed through host rings)", r->tcp_send_->transport());
   r->drain_ = drain;
   TSR_ASSIGN_OR_RETURN(r->rings_, ShmInbox::CreatePrivate({ring_bytes, ring_bytes}));
   r->out_reader_ = r->rings_->Reader(kOut);

@@ -1,4 +1,5 @@
-// comm/transport/relay: a TCP link made to look like a shared-memory ring, for a GPU rank's device bridge.
+// comm/transport/relay: a link without rings (TCP; UCX where it cannot take the device's memory) made to look like a
+// shared-memory ring, for a GPU rank's device bridge.
 //
 // The device bridge's copy engines read and write host memory registered with CUDA, and publish or
 // release it when a copy completes (SendChannel::Reserve/Publish, RecvChannel::Claim/Consume): shm rings
@@ -46,6 +47,8 @@ class TcpRelay {
   std::byte* ring(Ring r) const { return rings_->ring(r); }
   size_t ring_bytes(Ring r) const { return rings_->ring_bytes(r); }
   Status Health() const;
+  // What the engine's ends report as their transport: the link's own, relayed ("ucx (relayed through host rings)").
+  const char* transport() const { return transport_.c_str(); }
   // Bytes the pump has put into the inbound ring so far.
   uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
 
@@ -60,6 +63,7 @@ class TcpRelay {
   std::unique_ptr<RecvChannel> out_reader_;  // the pump's end of the outbound ring
   std::unique_ptr<SendChannel> in_writer_;   // the pump's end of the inbound ring
   std::string peer_;
+  std::string transport_;
   std::chrono::milliseconds drain_{0};
   std::atomic<bool> stop_{false};     // the owner is going: drain the outbound ring, then return
   std::atomic<bool> abandon_{false};  // return now (the drain took too long)

@@ -168,14 +168,14 @@ class UcxSend final : public SendChannel {
     return Post(r.data + at, n, UCS_MEMORY_TYPE_HOST, r.memh);
   }
   bool sends_from(std::string_view memory) const override {
-    return UcxMemoryUseFor(memory, e_->worker->ucx->memory_types) != UcxMemoryUse::kStage;
+    return UcxMemoryUseFor(memory, e_->worker->ucx->facts) != UcxMemoryUse::kStage;
   }
   Result<size_t> TrySendFrom(const void* src, size_t bytes, std::string_view memory) override {
-    const UcxMemoryUse use = UcxMemoryUseFor(memory, e_->worker->ucx->memory_types);
+    const UcxMemoryUse use = UcxMemoryUseFor(memory, e_->worker->ucx->facts);
     if (use == UcxMemoryUse::kStage)
       return InvalidArgument(fmt::format("ucx link to {}: cannot send straight from {} memory ({})", e_->peer,
                                          memory.empty() ? "''" : memory,
-                                         UcxMemoryFor(memory, e_->worker->ucx->memory_types).why));
+                                         UcxMemoryFor(memory, e_->worker->ucx->facts).why));
     TSR_RETURN_IF_ERROR(Reap());
     const size_t n = std::min({bytes, kMaxSend, Window()});
     if (n == 0) return size_t{0};
@@ -307,16 +307,16 @@ class UcxRecv final : public RecvChannel {
     return Receive(dst, bytes, UCS_MEMORY_TYPE_HOST, nullptr);
   }
   bool receives_into(std::string_view memory) const override {
-    return UcxMemoryUseFor(memory, e_->worker->ucx->memory_types) != UcxMemoryUse::kStage;
+    return UcxMemoryUseFor(memory, e_->worker->ucx->facts) != UcxMemoryUse::kStage;
   }
   // As RecvInto, the receive posted as the memory type UcxMemoryFor gives the kind; what the ring holds goes through
   // copy_in.
   Result<size_t> RecvIntoMemory(void* dst, size_t bytes, std::string_view memory, const CopyIn& copy_in) override {
-    const UcxMemoryUse use = UcxMemoryUseFor(memory, e_->worker->ucx->memory_types);
+    const UcxMemoryUse use = UcxMemoryUseFor(memory, e_->worker->ucx->facts);
     if (use == UcxMemoryUse::kStage)
       return InvalidArgument(fmt::format("ucx link from {}: cannot receive straight into {} memory ({})", e_->peer,
                                          memory.empty() ? "''" : memory,
-                                         UcxMemoryFor(memory, e_->worker->ucx->memory_types).why));
+                                         UcxMemoryFor(memory, e_->worker->ucx->facts).why));
     if (!copy_in)
       return InvalidArgument(fmt::format("ucx link from {}: a receive into {} memory needs a copy for the ring's bytes",
                                          e_->peer, memory));

@@ -70,6 +70,7 @@ Ucx* LoadUcx() {
       TSR_RETURN_IF_ERROR(lib->Bind(a.config_modify, "ucp_config_modify"));
       TSR_RETURN_IF_ERROR(lib->Bind(a.config_release, "ucp_config_release"));
       TSR_RETURN_IF_ERROR(lib->Bind(a.init_version, "ucp_init_version"));
+      TSR_RETURN_IF_ERROR(lib->Bind(a.get_version, "ucp_get_version"));
       TSR_RETURN_IF_ERROR(lib->Bind(a.context_print_info, "ucp_context_print_info"));
       TSR_RETURN_IF_ERROR(lib->Bind(a.context_query, "ucp_context_query"));
       TSR_RETURN_IF_ERROR(lib->Bind(a.worker_create, "ucp_worker_create"));
@@ -124,7 +125,10 @@ Ucx* LoadUcx() {
     ReadTransports(*u);
     ucp_context_attr_t attr{};
     attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
-    if (a.context_query(u->context, &attr) == UCS_OK) u->memory_types = attr.memory_types;
+    if (a.context_query(u->context, &attr) == UCS_OK) u->facts.memory_types = attr.memory_types;
+    unsigned major = 0, minor = 0, release = 0;
+    a.get_version(&major, &minor, &release);
+    u->facts.version = UcxVersion(major, minor);
     return u;
   }();
   return ucx;
@@ -232,7 +236,7 @@ Status MapUcxRing(Ucx& u, UcxWorker* w, size_t bytes, UcxRing* r) {
   r->worker = w;
   r->data = static_cast<std::byte*>(p);
   r->bytes = bytes;
-  return UcxMapMemory(u, p, bytes, UcxMemoryUseFor("host", u.memory_types), &r->memh)
+  return UcxMapMemory(u, p, bytes, UcxMemoryUseFor("host", u.facts), &r->memh)
       .WithContext(fmt::format("the ring of {} bytes", bytes));
 }
 
@@ -260,10 +264,10 @@ bool WaitUcxRequest(UcxWorker& w, void* req, Clock::time_point deadline) {
 
 namespace tessera::comm {
 
-Result<uint64_t> UcxMemoryTypes() {
+Result<UcxFacts> LoadedUcxFacts() {
   internal::Ucx* u = internal::LoadUcx();
   TSR_RETURN_IF_ERROR(u->status);
-  return u->memory_types;
+  return u->facts;
 }
 
 }  // namespace tessera::comm
@@ -271,7 +275,7 @@ Result<uint64_t> UcxMemoryTypes() {
 #else  // !TESSERA_HAVE_UCX_HEADERS
 
 namespace tessera::comm {
-Result<uint64_t> UcxMemoryTypes() { return Unsupported("this build has no ucx row (UCX's headers were not found)"); }
+Result<UcxFacts> LoadedUcxFacts() { return Unsupported("this build has no ucx row (UCX's headers were not found)"); }
 }  // namespace tessera::comm
 
 #endif  // TESSERA_HAVE_UCX_HEADERS
@@ -295,20 +299,29 @@ std::string UcxDeviceForLocalRank() {
 namespace {
 
 // The one rule behind UcxMemoryUseFor and UcxMemoryFor; `why` (when not null) gets the reason in words.
-UcxMemoryUse ChooseUcxMemory(std::string_view memory, uint64_t ucx_memory_types, std::string* why) {
+UcxMemoryUse ChooseUcxMemory(std::string_view memory, const UcxFacts& ucx, std::string* why) {
   const auto say = [why](UcxMemoryUse use, std::string_view reason) {
     if (why != nullptr) *why = reason;
     return use;
   };
   if (memory == "emu") memory = "host";  // the emulated device (comm/runtime/runtime_emu) keeps its memory there
   if (memory == "host") {
-    if (ucx_memory_types & kUcxMemoryHostBit) return say(UcxMemoryUse::kHost, "host memory, registered as host memory");
+    if (ucx.memory_types & kUcxMemoryHostBit) return say(UcxMemoryUse::kHost, "host memory, registered as host memory");
     return say(UcxMemoryUse::kStage, "this UCX reports no host memory type");  // not seen; kept safe
   }
   if (memory == "cuda") {
-    if (ucx_memory_types & kUcxMemoryCudaBit)
-      return say(UcxMemoryUse::kCuda, "CUDA memory, registered as CUDA memory (this UCX has CUDA support)");
-    return say(UcxMemoryUse::kStage, "CUDA memory, staged through host memory: this UCX has no CUDA support");
+    if ((ucx.memory_types & kUcxMemoryCudaBit) == 0)
+      return say(UcxMemoryUse::kStage, "CUDA memory, staged through host memory: this UCX has no CUDA support");
+    if (ucx.version < kUcxCudaSafeFrom) {
+      if (why != nullptr)
+        *why = fmt::format(
+            "CUDA memory, staged through host memory: UCX {}.{} sets CU_CTX_SYNC_MEMOPS on every detection of CUDA "
+            "memory, which can deadlock a link against a kernel launch (fixed after UCX 1.22; {}.{} or newer takes "
+            "CUDA memory)",
+            ucx.version >> 16, ucx.version & 0xffff, kUcxCudaSafeFrom >> 16, kUcxCudaSafeFrom & 0xffff);
+      return UcxMemoryUse::kStage;
+    }
+    return say(UcxMemoryUse::kCuda, "CUDA memory, registered as CUDA memory (this UCX has CUDA support)");
   }
   if (memory == "npu")
     return say(UcxMemoryUse::kStage, "NPU memory, staged through host memory: a third-party NIC cannot address it");
@@ -318,13 +331,13 @@ UcxMemoryUse ChooseUcxMemory(std::string_view memory, uint64_t ucx_memory_types,
 
 }  // namespace
 
-UcxMemoryUse UcxMemoryUseFor(std::string_view memory, uint64_t ucx_memory_types) {
-  return ChooseUcxMemory(memory, ucx_memory_types, nullptr);
+UcxMemoryUse UcxMemoryUseFor(std::string_view memory, const UcxFacts& ucx) {
+  return ChooseUcxMemory(memory, ucx, nullptr);
 }
 
-UcxMemoryChoice UcxMemoryFor(std::string_view memory, uint64_t ucx_memory_types) {
+UcxMemoryChoice UcxMemoryFor(std::string_view memory, const UcxFacts& ucx) {
   UcxMemoryChoice c;
-  c.use = ChooseUcxMemory(memory, ucx_memory_types, &c.why);
+  c.use = ChooseUcxMemory(memory, ucx, &c.why);
   return c;
 }
 

@@ -24,6 +24,7 @@ struct UcpApi {
   decltype(&ucp_config_modify) config_modify;
   decltype(&ucp_config_release) config_release;
   decltype(&ucp_init_version) init_version;
+  decltype(&ucp_get_version) get_version;
   decltype(&ucp_context_print_info) context_print_info;
   decltype(&ucp_context_query) context_query;
   decltype(&ucp_worker_create) worker_create;
@@ -54,8 +55,8 @@ struct Ucx {
   UcpApi api{};
   ucp_context_h context = nullptr;
   bool rdma = false;
-  std::string transports;                     // what UCX found, for messages
-  uint64_t memory_types = kUcxMemoryHostBit;  // what it registers (ucp_context_query)
+  std::string transports;                             // what UCX found, for messages
+  UcxFacts facts{.memory_types = kUcxMemoryHostBit};  // what it registers (ucp_context_query), its release
   Status status;
 };
 
