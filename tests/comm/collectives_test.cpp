@@ -165,14 +165,14 @@ TEST(DeviceBridgeEmulated, ExactAndBitIdenticalOverRelayedTcpLinks) {
 }
 
 // A peer that leaves: the relayed ranks fail at once, naming it, not after TESSERA_TIMEOUT. Which report
-// comes first is a race: the relayed link's end of stream ("the TCP link to rank 1 ... relayed for the device
+// comes first is a race: the relayed link's end of stream ("the link to rank 1 (tcp, relayed for the device
 // bridge": its wording and its order after the bytes that arrived are TcpRelay.* in tcp_channel_test) or the
 // communicator's health check ("rank 1 ... exited"), so each rank must name rank 1 either way.
 TEST(DeviceBridgeEmulated, APeerGoneFailsTheRelayedRanksNamingIt) {
   Proc r = Shell("TESSERA_TIMEOUT=30s TESSERA_BRIDGE=tcp " + Bin() + " run" + Islands({1, 1, 1}) + " -- " +
                  EmuWorker() + " --emulate all --relay 65536 --quit-rank 1");
   EXPECT_NE(r.status, 0) << r.out;
-  EXPECT_EQ(Count(r.out, "FAIL rank [02]: .*(the TCP link to rank 1 .*relayed for the device bridge|rank 1 .* exited)"),
+  EXPECT_EQ(Count(r.out, "FAIL rank [02]: .*(the link to rank 1 .*relayed for the device bridge|rank 1 .* exited)"),
             2)
       << r.out;
   EXPECT_LT(r.seconds, 20) << r.out;

@@ -662,7 +662,7 @@ TEST(TcpRelay, AClosedLinkIsReportedAfterTheBytesThatArrivedBeforeIt) {
   EXPECT_EQ(ClaimN(in.get(), 11), "half a mess");
   Status s = in->Health();
   EXPECT_EQ(s.code(), Code::kRemoteError) << s.ToString();
-  EXPECT_NE(s.message().find("the TCP link to rank 9 (relayed for the device bridge)"), std::string::npos)
+  EXPECT_NE(s.message().find("the link to rank 9 (tcp, relayed for the device bridge)"), std::string::npos)
       << s.ToString();
   EXPECT_NE(s.message().find("closed by the peer"), std::string::npos) << s.ToString();
   EXPECT_EQ(out->Health().code(), Code::kRemoteError);

@@ -75,7 +75,8 @@ Result<std::unique_ptr<TcpRelay>> TcpRelay::Create(std::unique_ptr<SendChannel> 
   r->tcp_send_ = std::move(tcp_send);
   r->tcp_recv_ = std::move(tcp_recv);
   r->peer_ = std::move(peer);
-  r->transport_ = fmt::format("{} (relayed through host rings)", r->tcp_send_->transport());
+  r->link_ = r->tcp_send_->transport();
+  r->transport_ = r->link_ + " (relayed through host rings)";
   r->drain_ = drain;
   TSR_ASSIGN_OR_RETURN(r->rings_, ShmInbox::CreatePrivate({ring_bytes, ring_bytes}));
   r->out_reader_ = r->rings_->Reader(kOut);
@@ -107,7 +108,7 @@ Status TcpRelay::Health() const {
 void TcpRelay::Fail(const Status& s) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    error_ = s.WithContext(fmt::format("the TCP link to {} (relayed for the device bridge)", peer_));
+    error_ = s.WithContext(fmt::format("the link to {} ({}, relayed for the device bridge)", peer_, link_));
   }
   failed_.store(true, std::memory_order_release);
 }

@@ -63,7 +63,8 @@ class TcpRelay {
   std::unique_ptr<RecvChannel> out_reader_;  // the pump's end of the outbound ring
   std::unique_ptr<SendChannel> in_writer_;   // the pump's end of the inbound ring
   std::string peer_;
-  std::string transport_;
+  std::string link_;       // the relayed link's transport ("tcp", "ucx")
+  std::string transport_;  // what the engine's ends report
   std::chrono::milliseconds drain_{0};
   std::atomic<bool> stop_{false};     // the owner is going: drain the outbound ring, then return
   std::atomic<bool> abandon_{false};  // return now (the drain took too long)
