@@ -34,9 +34,9 @@ constexpr uint64_t kUcxMemoryHostBit = uint64_t{1} << 0;  // UCS_MEMORY_TYPE_HOS
 constexpr uint64_t kUcxMemoryCudaBit = uint64_t{1} << 1;  // UCS_MEMORY_TYPE_CUDA
 // UCX up to 1.22 detects the memory type of every CUDA buffer handed to an operation without a memory handle, and
 // that detection calls cuCtxSetFlags(CU_CTX_SYNC_MEMOPS), which takes the CUDA context's write lock on every call.
-// A link posting from the device bridge's thread then deadlocks against the rank's own thread inside a kernel launch
-// that waits for the GPU, whose stream waits on that very link (UCX's fix sets the flag once per context: openucx/ucx
-// pull request 11705, merged after 1.22.0). The first release the row hands CUDA memory to:
+// A link posting from the device bridge's thread then deadlocks against the rank's own thread inside the CUDA driver
+// (UCX's source names a kernel launch), whose work waits on that very link (UCX's fix sets the flag once per context:
+// openucx/ucx pull request 11705, merged after 1.22.0). The first release the row hands CUDA memory to:
 constexpr uint32_t kUcxCudaSafeFrom = UcxVersion(1, 23);
 
 // How the ucx row hands UCX a rank's memory: registered as host memory, registered as CUDA memory (UCX moves it
