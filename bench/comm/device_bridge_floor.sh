@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bench/comm/device_bridge_floor.sh — the device bridge's fixed cost per call, and where its worker spends it: the
 # per-call time of small allreduces between two device-bridge ranks (two one-GPU islands on one GPU) on device memory
-# and on host memory (--host-memory: the host engine alone), one call per sample; then a long run of one size under
+# and on host memory (--host-memory: the host engine alone), one call per sample; the device run again under
+# TESSERA_DEVICE_TRACE, for its device operations per call and their latency; then a long run of one size under
 # which the device-bridge worker thread of rank 0 is sampled with gdb (SAMPLES stacks, its innermost Tessera frames
 # counted), the poor man's profiler (needs gdb).
-# Usage: [SIZES=4K,64K,1M] [SIZE=1M] [SAMPLES=20] [DEV=cuda] bench/comm/device_bridge_floor.sh BUILD_DIR [OUT_DIR]
+# Usage: [SIZES=4K,64K,1M] [SIZE=1M] [SAMPLES=20 (0: none)] [DEV=cuda] bench/comm/device_bridge_floor.sh BUILD_DIR [OUT_DIR]
 #   DEV=emu runs it on a machine without a GPU (the emulated device: its copies are host threads).
 set -uo pipefail
 B=$(cd "${1:?usage: device_bridge_floor.sh BUILD_DIR [OUT_DIR]}" && pwd) || exit 1
@@ -20,8 +21,28 @@ for mem in device host; do
     { echo "$mem memory run failed:"; tail -5 "$OUT/floor-$mem.log"; }
   echo "$DEV+$DEV on $mem memory, one call: $(grep -E '^\[rank 0 [^]]*\] +[0-9]' "$OUT/floor-$mem.log" | awk '{printf "%s B %s us; ", $4, $(NF-4)}')"
 done
+# The same device-memory run again under TESSERA_DEVICE_TRACE: per size, the median bridge job's run on the worker and
+# its device operations — how many per queue, and their mean time from being queued to being seen done.
+rm -f "$OUT/trace".rank*
+TESSERA_DEVICE_TRACE=$OUT/trace timeout 120 "$T" run "${ISL[@]}" -- "$T" "${AR[@]}" --iters 200 --sizes "${SIZES:-4K,64K,1M}" \
+  > /dev/null 2>&1
+python3 - "$OUT" "${SIZES:-4K,64K,1M}" <<'PY'
+import glob, statistics, sys
+sizes = sys.argv[2].split(",")
+for f in sorted(glob.glob(f"{sys.argv[1]}/trace.rank*")):
+    rows = [list(map(float, l.split())) for l in open(f).read().split("\n")[1:] if l.strip()]
+    k = len(rows) // len(sizes)
+    for i, size in enumerate(sizes):
+        g = rows[i * k:(i + 1) * k][20:]  # past the warm-up
+        if not g or len(g[0]) < 9:
+            continue
+        med = lambda j: statistics.median(x[j] for x in g)
+        print(f"{f.rsplit('.', 1)[1]} {size:>5}: run {statistics.median(x[3] - x[2] for x in g):.1f} us; "
+              f"send queue {med(5):.0f} ops, {med(6):.1f} us each; fold queue {med(7):.0f} ops, {med(8):.1f} us each")
+PY
 # gdb only: cuda-gdb, attached so, stalls the rank's device work (every sample after the first few shows the worker
 # polling one fold-queue event), so its samples are not a profile.
+[ "${SAMPLES:-20}" -gt 0 ] || exit 0
 command -v gdb > /dev/null || { echo "no gdb here: no stack samples"; exit 0; }
 timeout 200 "$T" run "${ISL[@]}" -- "$T" "${AR[@]}" --iters 100000 --sizes "$SIZE" > "$OUT/long.log" 2>&1 &
 sleep 4

@@ -73,6 +73,8 @@ for f in sorted(glob.glob(f"{sys.argv[1]}/calls-*.rank*")):
         q = statistics.median(x[2] - x[1] for x in g)
         run = statistics.median(x[3] - x[2] for x in g)
         cp = statistics.median(x[4] - x[3] for x in g)
-        print(f"{name:>16} {size:>4}: {len(g)} jobs, median us: queued->started {q:.1f}, run {run:.1f}, copies after {cp:.1f}")
+        ops = (f", device ops send {statistics.median(x[5] for x in g):.0f} x {statistics.median(x[6] for x in g):.1f} us,"
+               f" fold {statistics.median(x[7] for x in g):.0f} x {statistics.median(x[8] for x in g):.1f} us") if len(g[0]) >= 9 else ""
+        print(f"{name:>16} {size:>4}: {len(g)} jobs, median us: queued->started {q:.1f}, run {run:.1f}, copies after {cp:.1f}{ops}")
 PY
 echo "logs: $OUT"

@@ -178,10 +178,23 @@ TEST(StagedRank, DeviceTraceHasARowPerPartOfTheStagedRankAndPerJobOfTheBridgeRan
   EXPECT_GE(rows, 3 * 4);  // warm-up, two timed calls and the check: four parts each
   for (const auto& [run, n] : parts) EXPECT_EQ(n, 4) << "run " << run;
   ASSERT_TRUE(std::getline(bridge, line)) << "no trace of the device-bridge rank";
-  EXPECT_EQ(line, "ticket submitted_us started_us ran_us copied_us");
-  int jobs = 0;
-  while (std::getline(bridge, line)) ++jobs;
+  EXPECT_EQ(line, "ticket submitted_us started_us ran_us copied_us send_ops send_mean_us fold_ops fold_mean_us");
+  int jobs = 0, with_ops = 0;
+  while (std::getline(bridge, line)) {
+    std::istringstream in(line);
+    uint64_t ticket = 0, send_ops = 0, fold_ops = 0;
+    double submitted, started, ran, copied, send_mean, fold_mean;
+    ASSERT_TRUE(in >> ticket >> submitted >> started >> ran >> copied >> send_ops >> send_mean >> fold_ops >> fold_mean)
+        << line;
+    EXPECT_LE(started, ran) << line;
+    EXPECT_GE(send_mean, 0) << line;
+    EXPECT_GE(fold_mean, 0) << line;
+    // A bridge job of the allreduce copies to the npu rank's ring and folds what it sends (the emu rank folds it all).
+    if (send_ops > 0 && fold_ops > 0) ++with_ops;
+    ++jobs;
+  }
   EXPECT_GE(jobs, 3);
+  EXPECT_GE(with_ops, 3);
   std::filesystem::remove_all(dir);
 }
 

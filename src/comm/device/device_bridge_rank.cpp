@@ -74,7 +74,8 @@ Status DeviceBridgeRank::Attach(Comm* comm) {
     direct_.report = [](void* self, int r) { return static_cast<DeviceBridgeRank*>(self)->CclCall("AllReduce", r); };
     return WarmUp();
   }
-  trace_.Open(shape_.rank, "ticket submitted_us started_us ran_us copied_us");
+  trace_.Open(shape_.rank,
+              "ticket submitted_us started_us ran_us copied_us send_ops send_mean_us fold_ops fold_mean_us");
   DeviceRuntime& rt = dev_->rt();
   TSR_ASSIGN_OR_RETURN(d2h_, rt.StreamCreate());
   TSR_ASSIGN_OR_RETURN(h2d_, rt.StreamCreate());
@@ -99,6 +100,7 @@ Status DeviceBridgeRank::Attach(Comm* comm) {
     auto ops = RuntimeRingOps::Create(rt, d2h_, h2d_, links, shape_.timeout, piece);
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", shape_.rank));
     ring_ops_ = std::move(ops).value();
+    ring_ops_->Trace(trace_.on());
   }
   plan_ = std::make_unique<StagedPlan>(rt, host_, shape_, static_cast<StagedExecutor*>(this));
   if (shape_.island_size > 1) {
@@ -431,9 +433,15 @@ void DeviceBridgeRank::WorkerLoop() {
       Status c = CopiesDone();
       if (s.ok() && !c.ok()) s = host_->Guarded("the device bridge", [&] { return c; });  // the peers hear of it
     }
-    if (trace_.on())
-      trace_.Add(fmt::format("{} {:.1f} {:.1f} {:.1f} {:.1f}", job.ticket, job.submitted_us, started, ran,
-                             DeviceTrace::NowUs()));
+    if (trace_.on()) {
+      // The job's device operations per queue (copies to the rings; copies from them and folds), and their mean time
+      // from being queued to being seen done.
+      auto [send, fold] = ring_ops_ ? ring_ops_->TakeStats()
+                                    : std::make_pair(RuntimeRingOps::QueueStats{}, RuntimeRingOps::QueueStats{});
+      const auto mean = [](const RuntimeRingOps::QueueStats& q) { return q.ops == 0 ? 0.0 : q.sum_us / q.ops; };
+      trace_.Add(fmt::format("{} {:.1f} {:.1f} {:.1f} {:.1f} {} {:.1f} {} {:.1f}", job.ticket, job.submitted_us,
+                             started, ran, DeviceTrace::NowUs(), send.ops, mean(send), fold.ops, mean(fold)));
+    }
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!s.ok() && async_error_.ok()) async_error_ = s;

@@ -17,6 +17,7 @@ Result<std::unique_ptr<RuntimeRingOps>> RuntimeRingOps::Create(DeviceRuntime& rt
   ops->stream_[kFoldQueue] = fold;
   ops->timeout_ = timeout;
   ops->piece_ = piece;
+  for (auto& m : ops->marked_us_) m.resize(kEvents);
   for (auto& pool : ops->events_) {
     pool.resize(kEvents);
     for (auto& e : pool) {
@@ -113,6 +114,7 @@ Result<DeviceOps::Ticket> RuntimeRingOps::Mark(Queue q) {
     }
   }
   TSR_RETURN_IF_ERROR(rt_.EventRecord(events_[q][issued_[q] % kEvents], stream_[q]));
+  if (trace_) marked_us_[q][issued_[q] % kEvents] = DeviceTrace::NowUs();
   return ++issued_[q];
 }
 
@@ -123,6 +125,10 @@ Result<bool> RuntimeRingOps::Done(Queue q, Ticket t) {
       return e.status().WithContext(q == kSendQueue ? "the device bridge's copies to the rings"
                                                     : "the device bridge's copies from the ring and folds");
     if (!*e) return false;
+    if (trace_) {
+      ++stats_[q].ops;
+      stats_[q].sum_us += DeviceTrace::NowUs() - marked_us_[q][done_[q] % kEvents];
+    }
     ++done_[q];
   }
   return true;

@@ -60,6 +60,18 @@ class RuntimeRingOps final : public DeviceOps {
     use_ = p;
     use_bytes_ = bytes;
   }
+  // TESSERA_DEVICE_TRACE: with `on`, each queue counts its device operations (one per Mark) and the time from each
+  // Mark to the Done that saw it finish; TakeStats hands over the counts since the last call and resets them.
+  struct QueueStats {
+    uint64_t ops = 0;
+    double sum_us = 0;  // Mark to the Done that saw it finish, summed
+  };
+  void Trace(bool on) { trace_ = on; }
+  std::pair<QueueStats, QueueStats> TakeStats() {  // {send queue, fold queue}
+    auto got = std::make_pair(stats_[kSendQueue], stats_[kFoldQueue]);
+    stats_[kSendQueue] = stats_[kFoldQueue] = {};
+    return got;
+  }
 
  private:
   static constexpr size_t kEvents = 64;  // per queue; more tickets in flight wait for the oldest
@@ -68,6 +80,9 @@ class RuntimeRingOps final : public DeviceOps {
   device_bridge::Stream stream_[2] = {};
   std::vector<device_bridge::Event> events_[2];
   uint64_t issued_[2] = {0, 0}, done_[2] = {0, 0};
+  bool trace_ = false;
+  std::vector<double> marked_us_[2];  // when tracing: each event's Mark
+  QueueStats stats_[2];
   std::vector<void*> registered_;
   struct Mirrored {
     const std::byte* ring;
