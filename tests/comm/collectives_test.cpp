@@ -172,8 +172,7 @@ TEST(DeviceBridgeEmulated, APeerGoneFailsTheRelayedRanksNamingIt) {
   Proc r = Shell("TESSERA_TIMEOUT=30s TESSERA_BRIDGE=tcp " + Bin() + " run" + Islands({1, 1, 1}) + " -- " +
                  EmuWorker() + " --emulate all --relay 65536 --quit-rank 1");
   EXPECT_NE(r.status, 0) << r.out;
-  EXPECT_EQ(Count(r.out, "FAIL rank [02]: .*(the link to rank 1 .*relayed for the device bridge|rank 1 .* exited)"),
-            2)
+  EXPECT_EQ(Count(r.out, "FAIL rank [02]: .*(the link to rank 1 .*relayed for the device bridge|rank 1 .* exited)"), 2)
       << r.out;
   EXPECT_LT(r.seconds, 20) << r.out;
 }
