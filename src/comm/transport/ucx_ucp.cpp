@@ -55,6 +55,15 @@ void ReadTransports(Ucx& u) {
 Ucx* LoadUcx() {
   static Ucx* ucx = [] {
     auto* u = new Ucx();
+    // Peer error handling refuses UCX's shared-memory transports unless they handle errors themselves (read from
+    // the environment by the transports, not by the UCP configuration): on, unless the user says otherwise. Set
+    // before UCX is loaded: the switch that keeps UCX from warning of them as unused where UCX_TLS leaves shared
+    // memory out is one of UCX's global options, read once when its library is loaded.
+    if (std::getenv("UCX_POSIX_ERROR_HANDLING") == nullptr && std::getenv("UCX_SYSV_ERROR_HANDLING") == nullptr) {
+      setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+      setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+      setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 0);
+    }
     const std::string path = env::GetOrDefault("TESSERA_UCX_LIBRARY");
     auto lib = dl::Library::Open(path, {.what = "UCX",
                                         .env_var = "TESSERA_UCX_LIBRARY",
@@ -97,13 +106,6 @@ Ucx* LoadUcx() {
       return Status::Ok();
     }();
     if (!u->status.ok()) return u;
-    // Peer error handling refuses UCX's shared-memory transports unless they handle errors themselves (read from
-    // the environment by the transports, not by the UCP configuration): on, unless the user says otherwise.
-    if (std::getenv("UCX_POSIX_ERROR_HANDLING") == nullptr && std::getenv("UCX_SYSV_ERROR_HANDLING") == nullptr) {
-      setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
-      setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
-      setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 0);  // they are unused where UCX_TLS leaves shared memory out
-    }
     ucp_config_t* cfg = nullptr;
     if (ucs_status_t st = a.config_read(nullptr, nullptr, &cfg); st != UCS_OK) {
       u->status = Unsupported(fmt::format("UCX configuration: {}", a.status_string(st)));
