@@ -12,6 +12,7 @@
 # Writes OUT/gpu-<date>.json (machine, GPU, driver, commit, all rows; each `tessera bench` job one row
 # per size, naming the memory of every rank; OUT defaults to BUILD_DIR/bench-results) and prints a short table last. Usage: [TESSERA_COMMIT=<hash>] scripts/device-check.sh [BUILD_DIR]
 # (TESSERA_COMMIT names the tree run where a copy of the tree has no git metadata, or stale metadata.)
+# PACK=1 leaves OUT with device-check.log, gpu-<date>.json and files.tgz (everything else), for callers that take back few files.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cd "$(dirname "$0")/.." || exit
@@ -347,4 +348,10 @@ PY
 grep -h '^one_rank_avg' "$OUTDIR/one_rank_avg.log" 2>/dev/null
 cp "$RES" "$OUTDIR/" 2>/dev/null || true
 echo "wrote $RES"
+# PACK=1: every other file under OUT into one archive (for a machine whose caller takes back only a few files).
+if [ "${PACK:-0}" = 1 ]; then
+  (cd "$OUTDIR" && find . -mindepth 1 -maxdepth 1 ! -name device-check.log ! -name 'gpu-*.json' ! -name files.tgz -printf '%P\n' \
+    | tar czf files.tgz -T - && find . -mindepth 1 -maxdepth 1 ! -name device-check.log ! -name 'gpu-*.json' ! -name files.tgz \
+    -exec rm -rf {} +) && echo "packed the other files into $OUTDIR/files.tgz"
+fi
 exit $TEST_RC
