@@ -142,6 +142,34 @@ Result<std::string> DeviceDealer::Next(const IslandSpec& island, const std::stri
 }
 }  // namespace internal
 
+std::string SharedDeviceNote(const std::vector<RankSpec>& ranks, const std::vector<IslandSpec>& islands,
+                             const std::map<std::string, int>& sm_share) {
+  std::map<std::string, std::vector<int>> by_device;  // device -> the islands of its ranks, in order, once each
+  for (const RankSpec& r : ranks) {
+    const IslandSpec& island = islands[static_cast<size_t>(r.island)];
+    if (island.family == nullptr || !island.family->mps) continue;
+    std::vector<int>& on = by_device[r.device];
+    if (std::find(on.begin(), on.end(), r.island) == on.end()) on.push_back(r.island);
+  }
+  for (const auto& [device, on] : by_device) {
+    if (on.size() < 2) continue;
+    std::string names, shares;
+    bool outside = false;
+    for (int i : on) {
+      const std::string& vendor = islands[static_cast<size_t>(i)].vendor;
+      names += (names.empty() ? "" : ", ") + vendor;
+      shares += fmt::format(" --sm-share {}={}", vendor, 100 / static_cast<int>(on.size()));
+      outside |= sm_share.count(vendor) == 0;
+    }
+    if (!outside) continue;
+    return fmt::format(
+        "islands {} share {} as separate processes outside NVIDIA MPS: the GPU runs them in turns, a "
+        "fixed cost on every call between them (docs/gpu.md, \"Limits\");{} runs them under MPS",
+        names, device, shares);
+  }
+  return "";
+}
+
 Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& islands, const DeviceCounts& visible) {
   std::vector<RankSpec> ranks;
   internal::DeviceDealer devices(visible);
@@ -312,6 +340,8 @@ int Run(const Options& options) {
                 "a job on several nodes needs the same job token on every node: set TESSERA_TOKEN (e.g. export "
                 "TESSERA_TOKEN=$(openssl rand -hex 16)) or pass --token-file FILE (mode 0600); it is never "
                 "taken from the command line");
+  if (std::string note = SharedDeviceNote(*plan, options.islands, options.sm_share); !note.empty())
+    std::fprintf(stderr, "tessera run: note: %s\n", note.c_str());
   if (options.dry_run) {
     if (multi)
       std::fprintf(stdout, "node %d of %d (%s): ranks %d-%d of %d, store %s:%d\n", options.node_rank, options.nnodes,

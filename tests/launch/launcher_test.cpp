@@ -167,6 +167,34 @@ TEST(LauncherPlan, CudaRanksShareVisibleGpusRoundRobin) {
   EXPECT_TRUE(Contains(none.status().message(), "no driver")) << none.status().message();
 }
 
+// Two cuda islands dealt one GPU are two processes on it: outside MPS their contexts take turns, and the launcher
+// says so, with the --sm-share options that would run them under MPS. Not on two GPUs, not for host ranks, not when
+// every island on the GPU has its share, and not for a family MPS does not serve.
+TEST(LauncherPlan, IslandsSharingOneGpuOutsideMpsGetANote) {
+  auto islands = ParseIslands({"nvidia=cuda:1", "cpu=host:1", "other=cuda:1"});
+  ASSERT_TRUE(islands.ok());
+  auto one = PlanRanks(*islands, 1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  const std::string note = SharedDeviceNote(*one, *islands, {});
+  EXPECT_TRUE(Contains(note, "islands nvidia, other share cuda:0")) << note;
+  EXPECT_TRUE(Contains(note, "--sm-share nvidia=50 --sm-share other=50 runs them under MPS")) << note;
+  EXPECT_TRUE(Contains(SharedDeviceNote(*one, *islands, {{"nvidia", 40}}), "share cuda:0"));  // one island outside
+  EXPECT_EQ(SharedDeviceNote(*one, *islands, {{"nvidia", 40}, {"other", 60}}), "");
+  auto two = PlanRanks(*islands, 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(SharedDeviceNote(*two, *islands, {}), "");
+  auto hosts = ParseIslands({"a=host:2", "b=host:1"});
+  ASSERT_TRUE(hosts.ok());
+  auto host_ranks = PlanRanks(*hosts, 0);
+  ASSERT_TRUE(host_ranks.ok());
+  EXPECT_EQ(SharedDeviceNote(*host_ranks, *hosts, {}), "");
+  auto emu = ParseIslands({"a=emu:1", "b=emu:1"});
+  ASSERT_TRUE(emu.ok()) << emu.status().ToString();
+  auto emu_ranks = PlanRanks(*emu, 1);
+  ASSERT_TRUE(emu_ranks.ok());
+  EXPECT_EQ(SharedDeviceNote(*emu_ranks, *emu, {}), "");
+}
+
 TEST(LauncherPlan, SignalNames) {
   EXPECT_EQ(SignalName(SIGKILL), "SIGKILL");
   EXPECT_EQ(SignalName(SIGTERM), "SIGTERM");
