@@ -351,7 +351,6 @@ echo "wrote $RES"
 # PACK=1: every other file under OUT into one archive (for a machine whose caller takes back only a few files).
 if [ "${PACK:-0}" = 1 ]; then
   (cd "$OUTDIR" && find . -mindepth 1 -maxdepth 1 ! -name device-check.log ! -name 'gpu-*.json' ! -name files.tgz -printf '%P\n' \
-    | tar czf files.tgz -T - && find . -mindepth 1 -maxdepth 1 ! -name device-check.log ! -name 'gpu-*.json' ! -name files.tgz \
-    -exec rm -rf {} +) && echo "packed the other files into $OUTDIR/files.tgz"
+    | tar czf files.tgz --remove-files -T -) && echo "packed the other files into $OUTDIR/files.tgz"
 fi
 exit $TEST_RC
