@@ -69,6 +69,10 @@ struct Island {
   // island: staged islands beside it change only how an allreduce is cut (BridgeChunks, which the device bridge
   // follows). Set in Comm::Init.
   bool device_bridge = false;
+  // On the device bridge as a copy bridge (TESSERA_COPY_BRIDGE=on, HasCopyBridge): the rank copies between device
+  // memory and the rings on its runtime's copy engines but has no kernels, so it folds nothing (FoldWeights: 0) and
+  // is set only where another island folds.
+  bool copy_only = false;
   bool on_device() const { return family != "host"; }  // a device island (not host ranks)
 };
 

@@ -475,9 +475,10 @@ std::vector<int> Comm::FoldWeights(DType dt) const {
     device |= DeviceBridgeEligible(isl, dt);
     staged |= StagedDeviceIsland(isl, dt);
   }
-  if (device && staged)
-    for (size_t i = 0; i < islands_.size(); ++i)
-      if (StagedDeviceIsland(islands_[i], dt)) w[i] = 0;
+  for (size_t i = 0; i < islands_.size(); ++i)
+    if ((device && staged && StagedDeviceIsland(islands_[i], dt)) ||
+        (islands_[i].copy_only && DeviceBridgeEligible(islands_[i], dt)))
+      w[i] = 0;
   return w;
 }
 

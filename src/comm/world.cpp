@@ -171,14 +171,21 @@ Status Comm::Init(const InitParams& p) {
   // through a TcpRelay, whose host rings its copy engines use).
   TSR_ASSIGN_OR_RETURN(std::string device_bridge_mode,
                        env::Choice("TESSERA_DEVICE_BRIDGE", {"auto", "staged", "device"}));
+  TSR_ASSIGN_OR_RETURN(std::string copy_bridge, env::Choice("TESSERA_COPY_BRIDGE", {"off", "on"}));
   for (auto& isl : islands_) {
     const int r0 = isl.ranks.front();
     const bool all_shm = std::all_of(infos_.begin(), infos_.end(),
                                      [&](const RankInfo& ri) { return ri.rank == r0 || PairOnRings(r0, ri.rank); });
     const DeviceFamily* row = FindDeviceFamily(isl.family);
-    isl.device_bridge = row != nullptr && HasDeviceBridge(*row) && isl.ranks.size() == 1 &&
-                        (device_bridge_mode == "device" || (device_bridge_mode == "auto" && all_shm));
+    const bool here = row != nullptr && isl.ranks.size() == 1 &&
+                      (device_bridge_mode == "device" || (device_bridge_mode == "auto" && all_shm));
+    isl.device_bridge = here && HasDeviceBridge(*row);
+    isl.copy_only = here && copy_bridge == "on" && HasCopyBridge(*row);
   }
+  // A copy bridge folds nothing: it is taken only where another island folds.
+  if (std::all_of(islands_.begin(), islands_.end(), [](const Island& isl) { return isl.copy_only; }))
+    for (auto& isl : islands_) isl.copy_only = false;
+  for (auto& isl : islands_) isl.device_bridge |= isl.copy_only;
   // Each island decides alone: a CUDA island keeps the device bridge beside staged islands. What every rank must
   // agree on is how an allreduce is cut into collectives (BridgeChunks, a world constant computed from the islands
   // alone), and the device-bridge ranks follow it too (DeviceBridgeRank cuts its device-bridge allreduce into the same

@@ -402,6 +402,19 @@ TYPED_TEST(RuntimeConformance, DeviceBridgeCallsWhereTheRowClaimsThem) {
     refused(rt.StreamWriteValue32(nullptr, &word, 1), "stream write-value");
     refused(rt.StreamWaitValue32(nullptr, &word, 1), "stream wait-value");
   }
+  if (row.host_register && !HasDeviceBridge(row)) {
+    // A row with registration but not the device bridge (acl: the copy bridge): 4 KiB-aligned ordinary memory is
+    // registered and unregistered; no mapped allocation.
+    void* ring = std::aligned_alloc(4096, 4 * 4096);
+    ASSERT_NE(ring, nullptr);
+    Status reg = rt.HostRegister(ring, 4 * 4096);
+    EXPECT_TRUE(reg.ok()) << reg.ToString();
+    if (reg.ok()) {
+      EXPECT_TRUE(rt.HostUnregister(ring).ok());
+    }
+    std::free(ring);
+    refused(rt.HostAllocMapped(64).status(), "mapped host allocation");
+  }
   if (!HasDeviceBridge(row)) {
     EXPECT_EQ(rt.kernels(), nullptr);
     refused(rt.Fold(nullptr, nullptr, 0, DType::kFloat32, DType::kFloat32, RedOp::kSum, true, nullptr),
@@ -482,8 +495,11 @@ TEST(RuntimeTable, Rows) {
   EXPECT_STREQ(musa->soname, "libmusart.so");
   EXPECT_STREQ(acl->env_var, "TESSERA_ACL_LIBRARY");
   EXPECT_STREQ(musa->env_var, "TESSERA_MUSA_LIBRARY");
-  // ACL has neither mapped host registration in CUDA's form nor stream memory operations: staging only.
-  EXPECT_FALSE(acl->host_register);
+  // ACL registers existing host memory (aclrtHostRegisterV2: the copy bridge) but has no stream memory operations and
+  // no Tessera kernels: no device bridge; its asynchronous copies need 64-byte-aligned addresses.
+  EXPECT_TRUE(acl->host_register);
+  EXPECT_FALSE(HasDeviceBridge(*acl));
+  EXPECT_EQ(acl->async_copy_align, 64u);
   EXPECT_FALSE(acl->stream_memops);
   EXPECT_TRUE(acl->pinned_host_alloc);
   EXPECT_TRUE(musa->pinned_host_alloc);

@@ -103,6 +103,21 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"corex_2_beside_emu_1_host_1_slow_streams",
                "--island iluvatar=corex:2 --island nvidia=emu:1 --island x86=host:1", 4,
                COREX_SHIMS " TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
+        // The copy bridge (TESSERA_COPY_BRIDGE=on): an npu island of one rank copies its floating-point allreduce
+        // between device memory and rings registered with aclrtHostRegisterV2 and folds nothing, beside an island
+        // on the device bridge, beside host islands (which fold), two of them beside one folder, slow streams; two
+        // npu islands of one rank alone have no folder and stay staged.
+        Layout{"npu_1_copy_bridge_beside_emu_1", "--island ascend=npu:1 --island nvidia=emu:1", 2,
+               "TESSERA_COPY_BRIDGE=on"},
+        Layout{"npu_1_copy_bridge_beside_host_2", "--island ascend=npu:1 --island x86=host:2", 3,
+               "TESSERA_COPY_BRIDGE=on"},
+        Layout{"npu_1_npu_1_copy_bridges_beside_emu_1_slow_streams",
+               "--island a=npu:1 --island b=npu:1 --island nvidia=emu:1", 3,
+               "TESSERA_COPY_BRIDGE=on TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
+        Layout{"npu_1_copy_bridge_beside_npu_2_host_1", "--island a=npu:1 --island b=npu:2 --island x86=host:1", 4,
+               "TESSERA_COPY_BRIDGE=on"},
+        Layout{"npu_1_beside_npu_1_copy_bridge_without_a_folder", "--island a=npu:1 --island b=npu:1", 2,
+               "TESSERA_COPY_BRIDGE=on"},
         // The NCCL row over a multi-rank NCCL-shaped library (the MCCL shim under the prefix mccl).
         Layout{"musa_2_on_the_nccl_row_beside_host_2", "--island moore=musa:2 --island x86=host:2", 4,
                "TESSERA_CCL=nccl TESSERA_CCL_LIB=" TESSERA_SHIM_DIR "/libmccl.so.2 TESSERA_CCL_PREFIX=mccl"}),
@@ -330,6 +345,48 @@ TEST(StagedRank, AnEmuIslandKeepsTheDeviceBridgeBesideAStagedNpuIsland) {
   EXPECT_EQ(Count(r.out, "rank 0: joined[^\n]*copy engines straight into the shm rings"), 1) << r.out;
 }
 
+TEST(StagedRank, TheCopyBridgeMovesAnNpuRanksAllreduceWithoutStaging) {
+  // TESSERA_COPY_BRIDGE=on, npu 1 + emu 1, one f32 allreduce: the npu rank says it is on the copy bridge, stages no
+  // byte (TESSERA_LINK_TRACE's down/up), makes one copy-bridge call, and sends its whole buffer once for the emu rank
+  // to fold (it folds nothing). Without the variable the same call stages the buffer down and the result up.
+  const size_t C = 1 << 20;
+  char dir[] = "/tmp/tsr-copybridge-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string prefix = std::string(dir) + "/t";
+  const char* islands = "--island ascend=npu:1 --island nvidia=emu:1";
+  Proc r = Job("TESSERA_LOG=info TESSERA_COPY_BRIDGE=on TESSERA_LINK_TRACE=" + prefix, islands,
+               "traffic " + std::to_string(C));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "OK rank"), 2) << r.out;
+  EXPECT_EQ(Count(r.out, "rank 0: joined[^\n]*copy engines straight into the shm rings, folds nothing"), 1) << r.out;
+  Traffic t = ReadTrace(prefix + ".rank0");
+  EXPECT_GE(t.sent[1], C * 4);
+  EXPECT_LE(t.sent[1], C * 4 + kHeaders);
+  EXPECT_EQ(t.down, 0u);
+  EXPECT_EQ(t.up, 0u);
+  std::ifstream trace(prefix + ".rank0");
+  std::stringstream all;
+  all << trace.rdbuf();
+  EXPECT_EQ(Count(all.str(), "copy_bridge_calls 1\\b"), 1) << all.str();
+  Proc off = Job("TESSERA_LOG=info TESSERA_LINK_TRACE=" + prefix + "off", islands, "traffic " + std::to_string(C));
+  ASSERT_EQ(off.status, 0) << off.out;
+  EXPECT_EQ(Count(off.out, "rank 0: joined[^\n]*staged through pinned host memory"), 1) << off.out;
+  t = ReadTrace(prefix + "off.rank0");
+  EXPECT_EQ(t.down, C * 4);
+  EXPECT_EQ(t.up, C * 4);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(StagedRank, ACopyBridgeTheRuntimeRefusesStagesWithOneWarning) {
+  // The runtime refuses to register the rings (a driver without aclrtHostRegisterV2's support, on the shim's hook):
+  // one warning naming the call, and every collective stays exact on pinned staging (the wire is the same).
+  Proc r = Job("TESSERA_COPY_BRIDGE=on TESSERA_SHIM_ACL_REGISTER_FAILS=1",
+               "--island ascend=npu:1 --island nvidia=emu:1", "check --sizes 7,4099");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "OK rank"), 2) << r.out;
+  EXPECT_EQ(Count(r.out, "aclrtHostRegisterV2[^\n]*stages through pinned memory instead"), 1) << r.out;
+}
+
 TEST(StagedRank, TheDeviceBridgeIslandFoldsTheStagedIslandsShare) {
   // emu 1 + npu 1 + host 1, one f32 allreduce of C elements in one bridge chunk (one segment, an owner per island).
   // The emu island is on the device bridge and the npu rank stages through pinned memory, so the npu island leaves
@@ -460,6 +517,17 @@ TEST(StagedRank, ADeadRankOfAWideningIslandFailsEveryRankInTime) {
   Proc r = Job("TESSERA_TIMEOUT=10s", "--island ascend=npu:2 --island nvidia=host:2", "die 1 bf16");
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "ERROR rank [023] after [^\n]*rank 1"), 3) << r.out;
+  ExpectErrorsWithin(r.out, 15.0);
+}
+
+TEST(StagedRank, ADeadPeerOfACopyBridgeFailsEveryRankInTime) {
+  // TESSERA_COPY_BRIDGE=on: the npu rank (0) and the host rank (2) are in an allreduce on the bridge when the emu rank
+  // (1) dies after its first; both fail within the timeout, naming rank 1 (in that first allreduce where the death is
+  // announced before they have finished it: "FAIL ... first allreduce").
+  Proc r = Job("TESSERA_TIMEOUT=10s TESSERA_COPY_BRIDGE=on",
+               "--island ascend=npu:1 --island nvidia=emu:1 --island x86=host:1", "die 1");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_EQ(Count(r.out, "(ERROR rank [02] after|FAIL rank [02]: first allreduce)[^\n]*rank 1"), 2) << r.out;
   ExpectErrorsWithin(r.out, 15.0);
 }
 

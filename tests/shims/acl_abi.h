@@ -106,6 +106,16 @@ typedef struct aclrtPtrAttributes {
   uint32_t rsv[4];
 } aclrtPtrAttributes;
 
+/* Host memory registration (CANN 9.0.0, newer than the vendored headers above; source: CANN's runtime API reference,
+ * hiascend.com/document/detail/zh/canncommercial/900/API/runtimeapi/, aclrtHostRegisterV2 = aclcppdevg_03_2128,
+ * aclrtHostUnregister = aclcppdevg_03_1805; the flag values as that page and cann/runtime's docs/api_ref
+ * "11-02 host memory management" define them). ACL_HOST_REG_PINNED registers non-page-locked host memory (malloc,
+ * new, a default mmap) as page-locked; ACL_HOST_REG_MAPPED maps it for the device (aclrtHostGetDevicePointer). */
+#define ACL_HOST_REG_MAPPED 0x2UL
+#define ACL_HOST_REG_IOMEMORY 0x4UL
+#define ACL_HOST_REG_READONLY 0x8UL
+#define ACL_HOST_REG_PINNED 0x10000000UL
+
 /* Functions, with the signatures of the lines named. */
 ACL_ABI_EXPORT aclError aclInit(const char* configPath);      /* rt:2302 */
 ACL_ABI_EXPORT aclError aclFinalize(void);                    /* rt:2316 */
@@ -138,6 +148,9 @@ ACL_ABI_EXPORT aclError aclrtCreateStream(aclrtStream* stream);                 
 ACL_ABI_EXPORT aclError aclrtDestroyStream(aclrtStream stream);                     /* rt:1706 */
 ACL_ABI_EXPORT aclError aclrtSynchronizeStream(aclrtStream stream);                 /* rt:1734 */
 ACL_ABI_EXPORT aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event); /* rt:1774 */
+/* CANN 9.0.0 (see ACL_HOST_REG_PINNED above): ptr 4 KiB-aligned; paired with aclrtHostUnregister. */
+ACL_ABI_EXPORT aclError aclrtHostRegisterV2(void* ptr, uint64_t size, uint32_t flag);
+ACL_ABI_EXPORT aclError aclrtHostUnregister(void* ptr);
 
 #ifdef __cplusplus
 }

@@ -152,6 +152,34 @@ aclError CheckMemset(const char* fn, void* devPtr, size_t maxCount, size_t count
   return ACL_SUCCESS;
 }
 
+// [register] aclrtHostRegisterV2 (acl_abi.h cites the page): ptr 4 KiB-aligned ("Host内存地址需4K页对齐"), flag one
+// or more of the ACL_HOST_REG_* macros, IOMEMORY and READONLY "reserved, not supported now"; PINNED only for host
+// memory that is not already page-locked (cann/runtime issue 388's correction: "memory the user allocated that is not
+// page-locked"). Codes: shim's choice (the page says only "other values: failure"); a second registration of a range
+// is refused by the shim (Register), as cudaHostRegister refuses it.
+template <typename Shim>
+aclError CheckHostRegister(void* ptr, uint64_t size, uint32_t flag) {
+  if (!ptr || size == 0)
+    return Shim::Fail(ACL_ERROR_INVALID_PARAM,
+                      Fmt("aclrtHostRegisterV2: ptr %p, size %llu", ptr, static_cast<unsigned long long>(size)));
+  if (reinterpret_cast<uintptr_t>(ptr) % 4096 != 0)
+    return Shim::Fail(ACL_ERROR_RT_ADDR_UNALIGNED,
+                      Fmt("aclrtHostRegisterV2: ptr %p is not 4 KiB-aligned (the page requires it)", ptr));
+  const uint32_t known = ACL_HOST_REG_MAPPED | ACL_HOST_REG_IOMEMORY | ACL_HOST_REG_READONLY | ACL_HOST_REG_PINNED;
+  if (flag == 0 || (flag & ~known) != 0)
+    return Shim::Fail(ACL_ERROR_INVALID_PARAM,
+                      Fmt("aclrtHostRegisterV2: flag 0x%x is not a set of ACL_HOST_REG_*", flag));
+  if (flag & (ACL_HOST_REG_IOMEMORY | ACL_HOST_REG_READONLY))
+    return Shim::Fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                      Fmt("aclrtHostRegisterV2: flag 0x%x asks for IOMEMORY or READONLY, reserved options", flag));
+  if ((flag & ACL_HOST_REG_PINNED) && Shim::Lookup(ptr).kind != decltype(Shim::Lookup(ptr).kind)::kUnregistered)
+    return Shim::Fail(ACL_ERROR_INVALID_PARAM,
+                      Fmt("aclrtHostRegisterV2: %p is already page-locked or the device's (ACL_HOST_REG_PINNED takes "
+                          "only memory that is not)",
+                          ptr));
+  return ACL_SUCCESS;
+}
+
 // [async], CANN 8.5.0: TESSERA_SHIM_ACL_PAGEABLE=sync copies pageable memory synchronously.
 inline bool PageableSync() {
   const char* v = std::getenv("TESSERA_SHIM_ACL_PAGEABLE");

@@ -17,6 +17,8 @@
 //              NOT_READY = not recorded, or recorded but not (successfully) executed.
 //   [host]     aclrtMallocHost, .../canncommercial/850/API/appdevgapi/aclcppdevg_03_0101.html: 64-byte-aligned
 //              start, size must not be 0.
+//   [register] aclrtHostRegisterV2 / aclrtHostUnregister (CANN 9.0.0; acl_abi.h cites the pages, acl_rules.hpp the
+//              rules): a 4 KiB-aligned range registered ACL_HOST_REG_PINNED is page-locked memory for [async].
 // Which code a violated rule returns is not documented where a rule says only "failure"; those choices are the
 // shim's and are marked "code: shim's choice". Stricter than CANN on purpose: aclrtMemcpy checks `kind` against
 // the pointers like the async call does (TESSERA_SHIM_ACL_STRICT_KIND=0 ignores it, as documented).
@@ -165,6 +167,28 @@ ACL_ABI_EXPORT aclError aclrtFreeHost(void* hostPtr) {
   if (!g_mem.Free(hostPtr, MemKind::kPinnedHost))  // rt:1272
     return Fail(ACL_ERROR_RT_MEMORY_FREE,
                 Fmt("aclrtFreeHost: %p is not the start of an aclrtMallocHost allocation", hostPtr));
+  return ACL_SUCCESS;
+}
+
+// [register]: a registered range becomes page-locked host memory for the copies ([async] takes it as aclrtMallocHost
+// memory); aclrtHostUnregister takes the start of a registered range only (code: shim's choice).
+ACL_ABI_EXPORT aclError aclrtHostRegisterV2(void* ptr, uint64_t size, uint32_t flag) {
+  ACL_REQUIRE_INIT("aclrtHostRegisterV2");
+  ACL_REQUIRE_DEVICE("aclrtHostRegisterV2");
+  if (aclError e = tshim::acl::CheckHostRegister<HostShim>(ptr, size, flag)) return e;
+  if (tshim::EnvU64("TESSERA_SHIM_ACL_REGISTER_FAILS", 0))  // a test's hook: a driver that refuses (shim's code)
+    return Fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtHostRegisterV2: refused (TESSERA_SHIM_ACL_REGISTER_FAILS)");
+  if (!g_mem.Register(ptr, size, t_device))
+    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtHostRegisterV2: %p (%llu bytes) overlaps a registered range", ptr,
+                                             static_cast<unsigned long long>(size)));
+  return ACL_SUCCESS;
+}
+
+ACL_ABI_EXPORT aclError aclrtHostUnregister(void* ptr) {
+  ACL_REQUIRE_INIT("aclrtHostUnregister");
+  if (!ptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtHostUnregister: ptr is NULL");
+  if (!g_mem.Unregister(ptr))
+    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtHostUnregister: %p is not the start of a registered range", ptr));
   return ACL_SUCCESS;
 }
 

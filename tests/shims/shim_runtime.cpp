@@ -91,7 +91,7 @@ bool Memory::Free(void* p, MemKind kind) {
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = blocks_.find(reinterpret_cast<uintptr_t>(p));
-    if (it == blocks_.end() || it->second.kind != kind) return false;
+    if (it == blocks_.end() || it->second.kind != kind || it->second.registered) return false;
     b = it->second;
     blocks_.erase(it);
   }
@@ -101,6 +101,29 @@ bool Memory::Free(void* p, MemKind kind) {
   } else {
     std::free(p);
   }
+  return true;
+}
+
+bool Memory::Register(void* p, size_t bytes, int device) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> l(mu_);
+  auto next = blocks_.lower_bound(a);
+  if (next != blocks_.end() && next->first < a + bytes) return false;  // a known range starts inside
+  if (next != blocks_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.size > a) return false;  // a known range runs into it
+  }
+  Block b{MemKind::kPinnedHost, device, bytes, bytes, static_cast<char*>(p), 0};
+  b.registered = true;
+  blocks_[a] = b;
+  return true;
+}
+
+bool Memory::Unregister(void* p) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = blocks_.find(reinterpret_cast<uintptr_t>(p));
+  if (it == blocks_.end() || !it->second.registered) return false;
+  blocks_.erase(it);
   return true;
 }
 

@@ -68,6 +68,10 @@ class Memory {
   void* Alloc(size_t bytes, MemKind kind, int device, unsigned flags);
   // False when `p` is not the start of a live allocation of that kind (nothing is freed then).
   bool Free(void* p, MemKind kind);
+  // Registers the caller's host memory [p, p + bytes) as pinned host memory of `device` (the range stays the
+  // caller's); false when it overlaps a range the shim knows. Unregister takes the start of a registered range only.
+  bool Register(void* p, size_t bytes, int device);
+  bool Unregister(void* p);
   PtrInfo Lookup(const void* p) const;
   void ResetLockAfterFork() { new (&mu_) std::mutex(); }
 
@@ -78,6 +82,7 @@ class Memory {
     size_t size, mapped;
     char* alias;
     unsigned flags;
+    bool registered = false;  // the caller's memory (Register), not the shim's allocation
   };
   mutable std::mutex mu_;
   std::map<uintptr_t, Block> blocks_;

@@ -94,9 +94,7 @@ Status DeviceBridgeRank::Attach(Comm* comm) {
       relayed_links_ += l.relayed ? 1 : 0;
       direct_links_ += l.direct ? 1 : 0;
     }
-    TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_DEVICE_PIECE"));
-    if (piece < 4096 || piece % 8 != 0)
-      return InvalidArgument(fmt::format("TESSERA_DEVICE_PIECE={} must be at least 4096 and a multiple of 8", piece));
+    TSR_ASSIGN_OR_RETURN(size_t piece, DevicePieceBytes());
     auto ops = RuntimeRingOps::Create(rt, d2h_, h2d_, links, shape_.timeout, piece);
     if (!ops.ok()) return ops.status().WithContext(fmt::format("rank {}: setting up the device bridge", shape_.rank));
     ring_ops_ = std::move(ops).value();

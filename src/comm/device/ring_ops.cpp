@@ -5,13 +5,16 @@
 
 #include <thread>
 
+#include "common/env.hpp"
+
 namespace tessera::comm {
 
 Result<std::unique_ptr<RuntimeRingOps>> RuntimeRingOps::Create(DeviceRuntime& rt, device_bridge::Stream send,
                                                                device_bridge::Stream fold,
                                                                const std::vector<Rings>& links,
-                                                               std::chrono::milliseconds timeout, size_t piece) {
-  TSR_RETURN_IF_ERROR(rt.PreloadKernels());
+                                                               std::chrono::milliseconds timeout, size_t piece,
+                                                               bool folds) {
+  if (folds) TSR_RETURN_IF_ERROR(rt.PreloadKernels());
   std::unique_ptr<RuntimeRingOps> ops(new RuntimeRingOps(rt));
   ops->stream_[kSendQueue] = send;
   ops->stream_[kFoldQueue] = fold;
@@ -39,6 +42,7 @@ Result<std::unique_ptr<RuntimeRingOps>> RuntimeRingOps::Create(DeviceRuntime& rt
     }
     TSR_RETURN_IF_ERROR(reg(l.in, l.in_bytes));
     TSR_RETURN_IF_ERROR(reg(l.out, l.out_bytes));
+    if (!folds) continue;
     auto m = rt.Malloc(l.in_bytes);
     if (!m.ok()) return m.status().WithContext(fmt::format("a ring's device mirror ({} bytes)", l.in_bytes));
     ops->mirrors_.push_back({l.in, l.in_bytes, static_cast<std::byte*>(*m)});
@@ -59,14 +63,21 @@ RuntimeRingOps::~RuntimeRingOps() {
       if (e != nullptr) (void)rt_.EventDestroy(e);
 }
 
+Status RuntimeRingOps::CopyOnQueue(Queue q, void* dst, const void* src, size_t bytes, CopyKind kind, const char* what) {
+  const size_t align = rt_.row().async_copy_align;
+  if (align > 1 && (reinterpret_cast<uintptr_t>(dst) % align != 0 || reinterpret_cast<uintptr_t>(src) % align != 0)) {
+    TSR_RETURN_IF_ERROR(rt_.StreamSynchronize(stream_[q]).WithContext(what));
+    return rt_.Memcpy(dst, bytes, src, bytes, kind).WithContext(what);
+  }
+  return rt_.MemcpyAsync(dst, bytes, src, bytes, kind, stream_[q]).WithContext(what);
+}
+
 Status RuntimeRingOps::ToHost(void* host_dst, const void* dev_src, size_t bytes) {
-  return rt_.MemcpyAsync(host_dst, bytes, dev_src, bytes, CopyKind::kDeviceToHost, stream_[kSendQueue])
-      .WithContext("device to a peer's ring");
+  return CopyOnQueue(kSendQueue, host_dst, dev_src, bytes, CopyKind::kDeviceToHost, "device to a peer's ring");
 }
 
 Status RuntimeRingOps::FromHost(void* dev_dst, const void* host_src, size_t bytes) {
-  return rt_.MemcpyAsync(dev_dst, bytes, host_src, bytes, CopyKind::kHostToDevice, stream_[kFoldQueue])
-      .WithContext("this rank's ring to the device");
+  return CopyOnQueue(kFoldQueue, dev_dst, host_src, bytes, CopyKind::kHostToDevice, "this rank's ring to the device");
 }
 
 Result<void*> RuntimeRingOps::Mirror(const void* inbox_byte, size_t bytes) {
@@ -97,8 +108,8 @@ Status RuntimeRingOps::Finalize(void* out, const void* acc, size_t n, DType dtyp
 }
 
 Status RuntimeRingOps::Copy(void* dev_dst, const void* dev_src, size_t bytes) {
-  return rt_.MemcpyAsync(dev_dst, bytes, dev_src, bytes, CopyKind::kDeviceToDevice, stream_[kFoldQueue])
-      .WithContext("this rank's own contribution into its output");
+  return CopyOnQueue(kFoldQueue, dev_dst, dev_src, bytes, CopyKind::kDeviceToDevice,
+                     "this rank's own contribution into its output");
 }
 
 Result<DeviceOps::Ticket> RuntimeRingOps::Mark(Queue q) {
@@ -157,6 +168,13 @@ Result<void*> RuntimeRingOps::Grow(size_t bytes) {
   scratch_ = p;
   scratch_bytes_ = bytes;
   return scratch_;
+}
+
+Result<size_t> DevicePieceBytes() {
+  TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_DEVICE_PIECE"));
+  if (piece < 4096 || piece % 8 != 0)
+    return InvalidArgument(fmt::format("TESSERA_DEVICE_PIECE={} must be at least 4096 and a multiple of 8", piece));
+  return static_cast<size_t>(piece);
 }
 
 }  // namespace tessera::comm

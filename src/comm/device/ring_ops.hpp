@@ -31,10 +31,12 @@ class RuntimeRingOps final : public DeviceOps {
   using Rings = HostPath::BridgeRings;
 
   // `send` and `fold` are the rank's bridge streams. Every ring is registered with the runtime, and each `in`
-  // ring gets a device mirror. `piece`: bytes per copy (TESSERA_DEVICE_PIECE).
+  // ring gets a device mirror where the rank folds. `piece`: bytes per copy (TESSERA_DEVICE_PIECE). `folds` false:
+  // the copy bridge (Island::copy_only), copies only: no kernels, no mirrors (Fold and Finalize are errors).
   static Result<std::unique_ptr<RuntimeRingOps>> Create(DeviceRuntime& rt, device_bridge::Stream send,
                                                         device_bridge::Stream fold, const std::vector<Rings>& links,
-                                                        std::chrono::milliseconds timeout, size_t piece);
+                                                        std::chrono::milliseconds timeout, size_t piece,
+                                                        bool folds = true);
   ~RuntimeRingOps() override;
 
   Status ToHost(void* host_dst, const void* dev_src, size_t bytes) override;
@@ -76,6 +78,9 @@ class RuntimeRingOps final : public DeviceOps {
  private:
   static constexpr size_t kEvents = 64;  // per queue; more tickets in flight wait for the oldest
   explicit RuntimeRingOps(DeviceRuntime& rt) : rt_(rt) {}
+  // A copy on queue `q`: asynchronous, or, where the row needs aligned addresses for that (async_copy_align) and
+  // these miss it, synchronous after the queue's earlier work (the engine's Mark then sees it done at once).
+  Status CopyOnQueue(Queue q, void* dst, const void* src, size_t bytes, CopyKind kind, const char* what);
   DeviceRuntime& rt_;
   device_bridge::Stream stream_[2] = {};
   std::vector<device_bridge::Event> events_[2];
@@ -105,5 +110,8 @@ class RuntimeRingOps final : public DeviceOps {
   std::chrono::milliseconds timeout_{};  // set by Create: the communicator's timeout
   size_t piece_ = 1 << 20;
 };
+
+// TESSERA_DEVICE_PIECE, checked (at least 4096, a multiple of 8): the bytes of one copy of a bridge rank.
+Result<size_t> DevicePieceBytes();
 
 }  // namespace tessera::comm

@@ -24,6 +24,13 @@
 //    and the library allgathers the shards. Where the island cannot do its part exactly — a 16-bit reduction where a
 //    rank cannot widen on its device, a type or op the row lacks, the library missing on any rank of the island —
 //    the call is staged whole; one log line says why.
+//  * Hybrid world, the copy bridge (TESSERA_COPY_BRIDGE=on, an island of this one rank: Island::copy_only): the rings
+//    of its links to the other islands are page-locked with the runtime (HostRegister), and a floating-point
+//    allreduce runs the hierarchical algorithm with its bridge steps on the runtime's copies (RuntimeRingOps without
+//    kernels): the rank's bytes go from device memory straight into the peers' rings and the results straight back,
+//    no pinned staging and no CPU copy. It folds nothing (FoldWeights gives it 0): the other islands fold. On this
+//    thread, after the caller's stream has reached the call; it returns once its copies are done
+//    (staged_rank_hybrid.cpp). Every other call is staged as above.
 //  * Host memory (stream NULL): the host path directly.
 // A copy whose device address is not 64-byte aligned (ACL's rule for asynchronous copies) is made synchronously,
 // after the caller's stream has drained. A failure of any step fails the communicator and is announced to the
@@ -37,6 +44,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "comm/ccl/ccl.hpp"
 #include "comm/comm.hpp"
@@ -69,6 +77,18 @@ Status StagedRank::Attach(Comm* comm) {
   plan_ = std::make_unique<StagedPlan>(*rt_, host_, shape_, static_cast<StagedExecutor*>(this));
   if (shape_.islands > 1) {
     trace_.Open(shape_.rank, "call run part bytes queued_us wait_us down_us host_us up_us");
+    if (host_->DeviceBridgeFor(DType::kFloat32)) {
+      // The copy bridge, or, where the runtime cannot register the rings, pinned staging (the same protocol on the
+      // wire: the other ranks see no difference).
+      const Status c = AttachCopyBridge();
+      if (!c.ok()) {
+        TSR_LOG_WARN("{}; its floating-point allreduce stages through pinned memory instead", c.message());
+        for (DeviceRuntime::Stream& q : copy_q_)
+          if (q) (void)rt_->StreamDestroy(std::exchange(q, nullptr));
+        if (copy_in_) (void)rt_->EventDestroy(std::exchange(copy_in_, nullptr));
+        relayed_links_ = 0;
+      }
+    }
     return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
   }
   // World of one island: the island's own library.
@@ -80,6 +100,12 @@ StagedRank::~StagedRank() {
   (void)rt_->SetDevice(name_.index);
   if (up_pending_) (void)rt_->EventSynchronize(up_done_);
   trace_.Write();
+  for (DeviceRuntime::Stream q : copy_q_)
+    if (q) (void)rt_->StreamSynchronize(q);
+  copy_ops_.reset();  // unregisters the rings while they are still mapped
+  for (DeviceRuntime::Stream q : copy_q_)
+    if (q) (void)rt_->StreamDestroy(q);
+  if (copy_in_) (void)rt_->EventDestroy(copy_in_);
   if (up_done_) (void)rt_->EventDestroy(up_done_);
   for (auto& e : down_ev_)
     if (e) (void)rt_->EventDestroy(e);
@@ -91,7 +117,13 @@ StagedRank::~StagedRank() {
 
 std::string StagedRank::Describe() const {
   const std::string how =
-      !ccl_ ? "staged through pinned host memory"
+      copy_ops_ ? fmt::format(
+                      "copy engines straight into the shm rings{}, folds nothing (floating-point allreduce: "
+                      "the copy bridge); the rest staged through pinned host memory",
+                      relayed_links_ > 0 ? fmt::format(" ({} link{} relayed through host rings)", relayed_links_,
+                                                       relayed_links_ == 1 ? "" : "s")
+                                         : std::string())
+      : !ccl_ ? "staged through pinned host memory"
       : island_lib_
           ? fmt::format("{} ('{}') runs the island phases, shards cross the bridge through pinned host memory",
                         ccl_->lib().name(), ccl_->lib().path())
@@ -206,6 +238,7 @@ Status StagedRank::AllReduce(const void* send, void* recv, size_t count, tsrData
   if (!island_lib_ && CclTakes(dt, rop))
     return OnCcl("allreduce", "AllReduce",
                  [&] { return ccl_->lib().AllReduce(send, recv, count, dt, ccl_->Op(rop), ccl_->handle(), stream); });
+  if (copy_ops_ && host_->DeviceBridgeFor(dt)) return CopyBridgeAllReduce(send, recv, count, dt, rop, stream);
   std::lock_guard<std::mutex> lock(mu_);
   ++staged_calls_;
   return plan_->AllReduce(send, recv, count, dt, rop, stream);

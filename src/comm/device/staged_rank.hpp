@@ -17,6 +17,7 @@
 #include "comm/comm.hpp"
 #include "comm/device/device.hpp"
 #include "comm/device/island_ccl.hpp"
+#include "comm/device/ring_ops.hpp"
 #include "comm/device/staged_plan.hpp"
 #include "comm/runtime/runtime.hpp"
 #include "common/vendor.hpp"
@@ -49,9 +50,9 @@ class StagedRank final : public DeviceRank, private StagedExecutor {
   }
   Status AsyncError() override { return ccl_ && !ccl_->aborted() ? ccl_->AsyncError() : Status::Ok(); }
   std::string TraceLine() const override {
-    return fmt::format("device {} down {} up {} library_calls {} island_calls {} staged_calls {}", name_.ToString(),
-                       down_bytes_, up_bytes_, ccl_calls_ + (plan_ ? plan_->library_calls() : 0), island_calls_,
-                       staged_calls_);
+    return fmt::format("device {} down {} up {} library_calls {} island_calls {} staged_calls {} copy_bridge_calls {}",
+                       name_.ToString(), down_bytes_, up_bytes_, ccl_calls_ + (plan_ ? plan_->library_calls() : 0),
+                       island_calls_, staged_calls_, copy_calls_);
   }
 
  private:
@@ -101,6 +102,14 @@ class StagedRank final : public DeviceRank, private StagedExecutor {
   Status MarkUp(DeviceRuntime::Stream s);
   Status Ccl(const char* call, int result);
 
+  // ---- hybrid world: the copy bridge (Island::copy_only, TESSERA_COPY_BRIDGE=on), staged_rank_hybrid.cpp ----
+  // Registers the rings of every link to another island with the runtime (RuntimeRingOps without kernels).
+  Status AttachCopyBridge();
+  // A floating-point allreduce of device memory: once the caller's stream has reached the call, the hierarchical
+  // algorithm with its bridge steps on copy_ops_, on this thread, one collective per chunk of the world's cut; returns
+  // when its copies are done (host-synchronous, as the staged calls).
+  Status CopyBridgeAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream);
+
   std::shared_ptr<DeviceRuntime> rt_;
   DeviceName name_;
   HostPath* host_ = nullptr;
@@ -123,6 +132,13 @@ class StagedRank final : public DeviceRank, private StagedExecutor {
   // TESSERA_DEVICE_TRACE: one row per part of a staged plan run here (Run); runs_ numbers the runs.
   DeviceTrace trace_;
   uint64_t runs_ = 0;
+  // The copy bridge: the ring copies, their two queues (device to the rings, the rings to the device), the event the
+  // caller's stream records at a call, its calls (TESSERA_LINK_TRACE) and how many of its links are relayed.
+  std::unique_ptr<RuntimeRingOps> copy_ops_;
+  DeviceRuntime::Stream copy_q_[2] = {};
+  DeviceRuntime::Event copy_in_ = nullptr;
+  uint64_t copy_calls_ = 0;
+  int relayed_links_ = 0;
 };
 
 }  // namespace tessera::comm

@@ -129,4 +129,48 @@ Status StagedRank::Run(const char* what, tsrStream_t stream, std::vector<StagedP
   return host_->Guarded(what, [&] { return MarkUp(s); });
 }
 
+Status StagedRank::AttachCopyBridge() {
+  TSR_ASSIGN_OR_RETURN(std::vector<HostPath::BridgeRings> links, host_->DeviceBridgeRings());
+  for (const auto& l : links) relayed_links_ += l.relayed ? 1 : 0;
+  TSR_ASSIGN_OR_RETURN(size_t piece, DevicePieceBytes());
+  for (auto& q : copy_q_) {
+    TSR_ASSIGN_OR_RETURN(q, rt_->StreamCreate());
+  }
+  TSR_ASSIGN_OR_RETURN(copy_in_, rt_->EventCreate());
+  auto ops = RuntimeRingOps::Create(*rt_, copy_q_[DeviceOps::kSendQueue], copy_q_[DeviceOps::kFoldQueue], links,
+                                    shape_.timeout, piece, /*folds=*/false);
+  if (!ops.ok())
+    return ops.status().WithContext(
+        fmt::format("rank {}: setting up the copy bridge (TESSERA_COPY_BRIDGE=on; =off stages through pinned memory)",
+                    shape_.rank));
+  copy_ops_ = std::move(ops).value();
+  return Status::Ok();
+}
+
+Status StagedRank::CopyBridgeAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op,
+                                       tsrStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++copy_calls_;
+  return host_->Guarded("allreduce", [&]() -> Status {
+    TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
+    // The inputs are ready once the caller's stream reaches the call (what produced them is queued before it).
+    TSR_RETURN_IF_ERROR(rt_->EventRecord(copy_in_, static_cast<DeviceRuntime::Stream>(stream)));
+    TSR_RETURN_IF_ERROR(rt_->EventSynchronize(copy_in_).WithContext("the caller's stream before the allreduce"));
+    const std::vector<Range> chunks = host_->AllReduceChunks(count, dt);
+    size_t largest = 0;
+    for (const Range& c : chunks) largest = std::max(largest, c.len());
+    const size_t scratch_bytes = host_->DeviceScratchBytes(CollKind::kAllReduce, largest, dt);
+    TSR_ASSIGN_OR_RETURN(void* scratch, copy_ops_->Grow(scratch_bytes));
+    copy_ops_->Use(scratch, scratch_bytes);
+    const size_t esz = DTypeSize(dt);
+    for (const Range& c : chunks)
+      TSR_RETURN_IF_ERROR(host_->DeviceBridgeCollective(
+          CollKind::kAllReduce, static_cast<const std::byte*>(send) + c.lo * esz,
+          static_cast<std::byte*>(recv) + c.lo * esz, c.len(), dt, op, 0, copy_ops_.get()));
+    for (DeviceRuntime::Stream q : copy_q_)
+      TSR_RETURN_IF_ERROR(rt_->StreamSynchronize(q).WithContext("the copy bridge's last copies"));
+    return Status::Ok();
+  });
+}
+
 }  // namespace tessera::comm

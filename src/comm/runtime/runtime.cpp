@@ -58,6 +58,10 @@ bool HasDeviceBridge(const DeviceFamily& family) {
   const RuntimeRow* row = FindRuntimeRow(family.runtime);
   return row != nullptr && HasDeviceBridge(*row);
 }
+bool HasCopyBridge(const DeviceFamily& family) {
+  const RuntimeRow* row = FindRuntimeRow(family.runtime);
+  return row != nullptr && row->host_register && !HasDeviceBridge(*row);
+}
 
 namespace {
 // The rows whose `started` file is mapped in this process, one bit each. Asking the loader by name

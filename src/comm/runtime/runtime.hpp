@@ -54,13 +54,16 @@ struct RuntimeRow {
   // maps on its first call; the others: the runtime itself; null for a built-in row: started once LoadRuntime made it).
   // IsDeviceMemory asks only started runtimes, so a host rank never starts one (a CUDA context costs GPU memory).
   const char* started;
-  // Capability flags. host_register: mapped registration of existing host memory, as cudaHostRegister with
-  // cudaHostRegisterMapped has it. stream_memops: stream write / wait value (cuStreamWriteValue32 and friends).
+  // Capability flags. host_register: registration of existing host memory (a shared-memory ring) so that the copies
+  // read and write it directly: cudaHostRegister (mapped, as the device bridge's flags need), aclrtHostRegisterV2
+  // (page-locked; the copy bridge). stream_memops: stream write / wait value (cuStreamWriteValue32 and friends).
   // pinned_host_alloc: page-locked host allocation (aclrtMallocHost / musaMallocHost), which staging needs.
   // (Whether the row has Tessera's kernels is not a flag: it is whether the build has them, FindKernels.)
   bool host_register;
   bool stream_memops;
   bool pinned_host_alloc;
+  // The alignment an asynchronous copy's addresses need (1: none); a copy that misses it is made synchronously.
+  size_t async_copy_align = 1;
 };
 
 // The runtimes this build knows. cuda runs on NVIDIA GPUs (the H200 of scripts/device-check.sh); acl and musa have
@@ -82,17 +85,20 @@ inline constexpr RuntimeRow kRuntimeTable[] = {
      .stream_memops = true,
      .pinned_host_alloc = true},
     // ACL (Huawei Ascend): acl_base.h / acl_rt.h as vendored by Ascend/pytorch third_party/acl/inc/acl (commit
-    // c4840e3c, tests/shims/acl_abi.h cites lines). Soname: torch_npu dlopens "libascendcl.so". No mapped host
-    // registration in CUDA's form and no stream memory operations in acl_rt.h; aclrtMallocHost (rt:1250).
+    // c4840e3c, tests/shims/acl_abi.h cites lines). Soname: torch_npu dlopens "libascendcl.so". Registration of
+    // existing host memory as page-locked: aclrtHostRegisterV2 (CANN 9.0.0; bound where the file has it, the copy
+    // bridge's only call beyond staging's); no stream memory operations in acl_rt.h; aclrtMallocHost (rt:1250).
+    // aclrtMemcpyAsync's src and dst must be 64-byte aligned (CANN 8.0.0's reference, aclcppdevg_03_0106).
     {.name = "acl",
      .soname = "libascendcl.so",
      .env_var = "TESSERA_ACL_LIBRARY",
      .shape = RuntimeShape::kAcl,
      .prefix = "",
      .started = "libascendcl.so",
-     .host_register = false,
+     .host_register = true,
      .stream_memops = false,
-     .pinned_host_alloc = true},
+     .pinned_host_alloc = true,
+     .async_copy_align = 64},
     // MUSA (Moore Threads): names from torch_musa's mapping (utils/mapping/general.json, commit 8b583b3f), soname
     // libmusart.so (torch_musa csrc/core/musart.cpp:14); signatures and values ASSUMED to be CUDA's (the headers
     // are not published; tests/shims/musa_abi.h marks each). host_register / stream_memops: false until a MUSA
@@ -139,6 +145,9 @@ inline constexpr RuntimeRow kRuntimeTable[] = {
 // operations, and the build has Tessera's kernels for it. Otherwise its ranks stage through pinned memory.
 bool HasDeviceBridge(const RuntimeRow& row);
 bool HasDeviceBridge(const DeviceFamily& family);
+// Whether a rank of this family can run the copy bridge instead (TESSERA_COPY_BRIDGE=on): its row registers host
+// memory for its copies but lacks the device bridge; it copies between device memory and the rings and folds nothing.
+bool HasCopyBridge(const DeviceFamily& family);
 
 // True when `p` is device (or managed) memory of a runtime row this process has started (see RuntimeRow::started):
 // a host rank must not get such a pointer.

@@ -31,9 +31,13 @@ constexpr int kAclMemMallocHugeFirst = 0;           // aclrtMemMallocPolicy ACL_
 constexpr int kAclEventRecordedStatusComplete = 1;  // aclrtEventRecordedStatus COMPLETE, rt:93-96
 constexpr uint32_t kAclMemLocationTypeHost = 0;     // aclrtMemLocationType HOST, rt:226-230
 constexpr uint32_t kAclMemLocationTypeDevice = 1;   // ... DEVICE, rt:226-230
-struct AclPtrAttributes {                           // aclrtPtrAttributes, rt:232-241
-  uint32_t location_id;                             // aclrtMemLocation.id
-  uint32_t location_type;                           // aclrtMemLocation.type (an enum: int-sized)
+// CANN 9.0.0, newer than the vendored headers: aclrtHostRegisterV2's flag ACL_HOST_REG_PINNED ("register
+// non-page-locked host memory as page-locked"; runtime API reference,
+// canncommercial/900/API/runtimeapi/aclcppdevg_03_2128).
+constexpr uint32_t kAclHostRegPinned = 0x10000000u;
+struct AclPtrAttributes {  // aclrtPtrAttributes, rt:232-241
+  uint32_t location_id;    // aclrtMemLocation.id
+  uint32_t location_type;  // aclrtMemLocation.type (an enum: int-sized)
   uint32_t page_size;
   uint32_t rsv[4];
 };
@@ -61,6 +65,9 @@ struct AclApi {
   aclError (*MemcpyAsync)(void*, size_t destMax, const void*, size_t, int kind, aclrtStream) = nullptr;  // rt:1346
   aclError (*Memset)(void*, size_t maxCount, int32_t, size_t) = nullptr;                                 // rt:1319
   aclError (*MemsetAsync)(void*, size_t maxCount, int32_t, size_t, aclrtStream) = nullptr;               // rt:1551
+  // Optional (CANN 9.0.0: aclcppdevg_03_2128, aclcppdevg_03_1805); null where the file lacks them.
+  aclError (*HostRegisterV2)(void*, uint64_t, uint32_t flag) = nullptr;
+  aclError (*HostUnregister)(void*) = nullptr;
 };
 
 int AclKind(CopyKind k) {
@@ -109,6 +116,18 @@ class AclRuntime final : public DeviceRuntime {
     return p;
   }
   Status FreeHost(void* host) override { return Check(a_.FreeHost(host), "aclrtFreeHost"); }
+  // Page-locks existing host memory (a shared-memory ring) for the copies: aclrtHostRegisterV2 with
+  // ACL_HOST_REG_PINNED, which takes memory that is not page-locked yet, 4 KiB-aligned.
+  Status HostRegister(void* host, size_t bytes) override {
+    if (a_.HostRegisterV2 == nullptr || a_.HostUnregister == nullptr)
+      return Lacks("host memory registration (aclrtHostRegisterV2 and aclrtHostUnregister: CANN 9.0.0 or newer)");
+    return Check(a_.HostRegisterV2(host, bytes, kAclHostRegPinned),
+                 fmt::format("aclrtHostRegisterV2({}, {}, ACL_HOST_REG_PINNED)", host, bytes));
+  }
+  Status HostUnregister(void* host) override {
+    if (a_.HostUnregister == nullptr) return Lacks("host memory registration (aclrtHostUnregister)");
+    return Check(a_.HostUnregister(host), "aclrtHostUnregister");
+  }
   Result<PointerInfo> GetPointerInfo(const void* p) override {
     AclPtrAttributes at{};
     TSR_RETURN_IF_ERROR(Check(a_.PointerGetAttributes(p, &at), "aclrtPointerGetAttributes"));
@@ -221,6 +240,8 @@ Result<std::shared_ptr<DeviceRuntime>> BindAcl(const RuntimeRow& row, const dl::
   TSR_RETURN_IF_ERROR(bind(a.MemcpyAsync, "aclrtMemcpyAsync"));
   TSR_RETURN_IF_ERROR(bind(a.Memset, "aclrtMemset"));
   TSR_RETURN_IF_ERROR(bind(a.MemsetAsync, "aclrtMemsetAsync"));
+  lib.BindOptional(a.HostRegisterV2, "aclrtHostRegisterV2");
+  lib.BindOptional(a.HostUnregister, "aclrtHostUnregister");
   auto rt = std::make_shared<AclRuntime>(row, lib.file(), a);
   // aclInit once per process (for each file loaded: dlopen of the same file gives the same handle); a repeated
   // call would only count (rt:2293-2294) or be ACL_ERROR_REPEAT_INITIALIZE, accepted too.

@@ -10,6 +10,8 @@
 //   pointer kinds     cudaPointerGetAttributes: Device (and Managed) = DEVICE, id the ACL device; Host (pinned) =
 //                     HOST, id 0; Unregistered = UNREGISTERED; pageSize as acl_shim.cpp. Bounds checks ("runs past
 //                     the end") apply to the shim's own allocations, as in the host shim.
+//   aclrtHostRegisterV2  cudaHostRegister (Portable, and Mapped with ACL_HOST_REG_MAPPED) after the host shim's
+//                     checks [register]; aclrtHostUnregister: cudaHostUnregister
 //   aclrtStream       a cudaStream_t (cudaStreamCreateWithFlags NonBlocking); NULL is CUDA's legacy default stream
 //                     of the current device; aclrtEvent a cudaEvent_t (cudaEventCreateWithFlags DisableTiming)
 //   aclrtMemcpy       cudaMemcpy(Default) then cudaStreamSynchronize(NULL): done on return, no wait for the
@@ -362,6 +364,34 @@ ACL_ABI_EXPORT aclError aclrtFreeHost(void* hostPtr) {
     return Fail(ACL_ERROR_RT_MEMORY_FREE,
                 Fmt("aclrtFreeHost: %p is not the start of an aclrtMallocHost allocation", hostPtr));
   CU("aclrtFreeHost", cudaFreeHost(hostPtr));
+  return ACL_SUCCESS;
+}
+
+// [register] (../acl_rules.hpp): cudaHostRegister of the range (Portable; Mapped with ACL_HOST_REG_MAPPED), so the
+// copies take it as page-locked memory, as CUDA's own registered memory; a range CUDA has registered already, or
+// an unregister of memory CUDA never registered, fails as in the host shim.
+ACL_ABI_EXPORT aclError aclrtHostRegisterV2(void* ptr, uint64_t size, uint32_t flag) {
+  ACL_REQUIRE_INIT("aclrtHostRegisterV2");
+  ACL_REQUIRE_DEVICE("aclrtHostRegisterV2");
+  if (aclError e = tshim::acl::CheckHostRegister<CudaShim>(ptr, size, flag)) return e;
+  const unsigned how = cudaHostRegisterPortable | ((flag & ACL_HOST_REG_MAPPED) ? cudaHostRegisterMapped : 0u);
+  if (const cudaError_t e = cudaHostRegister(ptr, size, how); e != cudaSuccess) {
+    if (e != cudaErrorHostMemoryAlreadyRegistered) return FailCuda("aclrtHostRegisterV2", "cudaHostRegister", e);
+    (void)cudaGetLastError();
+    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtHostRegisterV2: %p (%llu bytes) overlaps a registered range", ptr,
+                                             static_cast<unsigned long long>(size)));
+  }
+  return ACL_SUCCESS;
+}
+
+ACL_ABI_EXPORT aclError aclrtHostUnregister(void* ptr) {
+  ACL_REQUIRE_INIT("aclrtHostUnregister");
+  if (!ptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtHostUnregister: ptr is NULL");
+  if (const cudaError_t e = cudaHostUnregister(ptr); e != cudaSuccess) {
+    if (e != cudaErrorHostMemoryNotRegistered) return FailCuda("aclrtHostUnregister", "cudaHostUnregister", e);
+    (void)cudaGetLastError();
+    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtHostUnregister: %p is not the start of a registered range", ptr));
+  }
   return ACL_SUCCESS;
 }
 
