@@ -69,6 +69,13 @@ for coll in allreduce reduce_scatter allgather broadcast; do
     bench_check "npu+cuda-$coll-$dt" "$coll" "$dt" --island ascend=npu:1 --island nvidia=cuda:1
   done
 done
+# The copy bridge (TESSERA_COPY_BRIDGE=on: the npu rank's allreduce copied between device memory and the rings it
+# registers with aclrtHostRegisterV2, here cudaHostRegister), beside a CUDA rank and beside host ranks.
+TESSERA_COPY_BRIDGE=on job npu_copy_bridge_beside_cuda --island ascend=npu:1 --island nvidia=cuda:1
+TESSERA_COPY_BRIDGE=on job npu_copy_bridge_beside_2_hosts --island ascend=npu:1 --island moore=host:2
+for dt in float32 bfloat16; do
+  TESSERA_COPY_BRIDGE=on bench_check "npu+cuda-copy-allreduce-$dt" allreduce "$dt" --island ascend=npu:1 --island nvidia=cuda:1
+done
 
 # Speed beside the peers in the same run (f32 avg in place, `tessera bench allreduce`, median of 5 samples of 5
 # calls): the npu rank beside a CUDA rank and beside a host rank, against two CUDA islands and CUDA beside a host
@@ -77,20 +84,21 @@ done
 ROWS=$LOGS/bench-rows.jsonl
 : > "$ROWS"
 for rep in $(seq "${REPS:-3}"); do
-  # npu+cuda@4M / @16M / @64M: the same pair with fixed staged chunks (TESSERA_DEVICE_CHUNK; the default `auto` cuts
-  # a call into about four): each chunk is a whole allreduce on both ranks, so a per-call cost of either rank's path
-  # shows as a gain from fewer chunks.
-  for layout in "npu+cuda:ascend=npu:1 nvidia=cuda:1" "cuda+cuda:a=cuda:1 b=cuda:1" "npu+host:ascend=npu:1 x86=host:1" \
-                "cuda+host:nvidia=cuda:1 x86=host:1" "npu+cuda@4M:ascend=npu:1 nvidia=cuda:1" \
-                "npu+cuda@16M:ascend=npu:1 nvidia=cuda:1" "npu+cuda@64M:ascend=npu:1 nvidia=cuda:1"; do
+  # npu+cuda@16M: the same pair with fixed staged chunks (TESSERA_DEVICE_CHUNK; the default `auto` cuts a call into
+  # about four). "copy": TESSERA_COPY_BRIDGE=on, the npu rank on the copy bridge.
+  for layout in "npu+cuda:ascend=npu:1 nvidia=cuda:1" "npu+cuda copy:ascend=npu:1 nvidia=cuda:1" \
+                "cuda+cuda:a=cuda:1 b=cuda:1" "npu+host:ascend=npu:1 x86=host:1" \
+                "npu+host copy:ascend=npu:1 x86=host:1" "cuda+host:nvidia=cuda:1 x86=host:1" \
+                "npu+cuda@16M:ascend=npu:1 nvidia=cuda:1"; do
     label=${layout%%:*}
-    chunk=()
-    [[ $label == *@* ]] && chunk=(env "TESSERA_DEVICE_CHUNK=${label#*@}")
+    how=(env)
+    [[ $label == *@* ]] && how+=("TESSERA_DEVICE_CHUNK=${label#*@}")
+    [[ $label == *" copy" ]] && how+=(TESSERA_COPY_BRIDGE=on)
     args=()
     for i in ${layout#*:}; do args+=(--island "$i"); done
-    timeout 200 "${chunk[@]}" "$T" run "${args[@]}" -- "$T" bench allreduce --sizes 64M,256M --iters 5 --batch 5 --warmup 2 --op avg \
-      --in-place --json - 2> "$LOGS/bench-$label-r$rep.err" | grep -o '{.*}' | sed "s/^{/{\"layout\":\"$label\",/" >> "$ROWS" \
-      || { echo "bench $label round $rep failed"; tail -5 "$LOGS/bench-$label-r$rep.err"; FAILED=1; }
+    timeout 200 "${how[@]}" "$T" run "${args[@]}" -- "$T" bench allreduce --sizes 64M,256M --iters 5 --batch 5 --warmup 2 --op avg \
+      --in-place --json - 2> "$LOGS/bench-${label// /-}-r$rep.err" | grep -o '{.*}' | sed "s/^{/{\"layout\":\"$label\",/" >> "$ROWS" \
+      || { echo "bench $label round $rep failed"; tail -5 "$LOGS/bench-${label// /-}-r$rep.err"; FAILED=1; }
   done
 done
 python3 - "$ROWS" <<'PY'
@@ -102,13 +110,13 @@ for line in open(sys.argv[1]):
         got.setdefault((d["layout"], r["bytes"]), []).append(r["busbw_GBps"])
 sizes = sorted({b for (_, b) in got})
 print("\nallreduce f32 avg busbw GB/s, median (min..max) of the rounds")
-print("layout       | " + " | ".join(f"{s >> 20} MiB" for s in sizes))
-for layout in ["npu+cuda", "cuda+cuda", "npu+host", "cuda+host", "npu+cuda@4M", "npu+cuda@16M", "npu+cuda@64M"]:
+print("layout        | " + " | ".join(f"{s >> 20} MiB" for s in sizes))
+for layout in ["npu+cuda", "npu+cuda copy", "cuda+cuda", "npu+host", "npu+host copy", "cuda+host", "npu+cuda@16M"]:
     cells = []
     for s in sizes:
         v = got.get((layout, s), [])
         cells.append(f"{statistics.median(v):.2f} ({min(v):.2f}..{max(v):.2f})" if v else "-")
-    print(f"{layout:12} | " + " | ".join(cells))
+    print(f"{layout:13} | " + " | ".join(cells))
 PY
 echo "logs: $LOGS"
 [ "$FAILED" = 0 ] && echo "cuda-shim-check: all jobs passed" || echo "cuda-shim-check: FAILED"
