@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # bench/comm/npu_island_ab.sh — npu islands on the host ABI shims (tests/shims), two builds interleaved (A/B): a bf16
 # sum allreduce in place on device memory (`tessera bench allreduce`) in the layouts `npu:2 + host:1` and
-# `npu:2 + npu:2`, at 16 and 64 MiB, REPS rounds (default 5) with the builds alternating inside each round so that
+# `npu:2 + npu:2` (or LAYOUTS), at 16 and 64 MiB, REPS rounds (default 5) with the builds alternating inside each round so that
 # the box's load hits them alike. Prints the median busbw of each build per layout and size, its range, and the
 # ratio new/old; raw rows go to $OUT/npu-ab.jsonl when OUT is set.
 #   Usage: bench/comm/npu_island_ab.sh NEW_BUILD OLD_BUILD
+# A/B of settings instead of builds: the same directory twice, with NEW_ENV / OLD_ENV (space-separated VAR=value for
+# each side), e.g. NEW_ENV=TESSERA_COPY_BRIDGE=on. LAYOUTS (`label:island island;label:...`) and DTYPE (bfloat16) and
+# OP (sum) choose the jobs.
 # Each build directory must hold `tessera` and tests/shims/lib (the shims: `cmake --build DIR --target tessera_cli
 # tessera_shim_acl tessera_shim_hccl tessera_shim_hcomm`, plus the operator-API shims where the tree has them). The
 # shims do their device work on host threads: this measures Tessera's plan (what is staged, widened and overlapped),
@@ -20,32 +23,37 @@ mkdir -p "$OUTDIR"
 ROWS=$OUTDIR/npu-ab.jsonl
 : > "$ROWS"
 SIZES=${SIZES:-16M,64M}
-echo "npu_island_ab: $(nproc) cpus, ${REPS:-5} rounds, sizes $SIZES, new=$NEW old=$OLD"
+LAYOUTS=${LAYOUTS:-npu2+host1:ascend=npu:2 x86=host:1;npu2+npu2:ascend=npu:2 ascend2=npu:2}
+DTYPE=${DTYPE:-bfloat16} OP=${OP:-sum}
+read -ra NEW_SET <<< "${NEW_ENV:-}"
+read -ra OLD_SET <<< "${OLD_ENV:-}"
+IFS=';' read -ra LAYOUT_LIST <<< "$LAYOUTS"
+echo "npu_island_ab: $(nproc) cpus, ${REPS:-5} rounds, sizes $SIZES, $DTYPE $OP, new=$NEW ${NEW_ENV:-} old=$OLD ${OLD_ENV:-}"
 for rep in $(seq "${REPS:-5}"); do
-  for layout in "npu2+host1:ascend=npu:2 x86=host:1" "npu2+npu2:ascend=npu:2 ascend2=npu:2"; do
+  for layout in "${LAYOUT_LIST[@]}"; do
     label=${layout%%:*}
     args=()
     for i in ${layout#*:}; do args+=(--island "$i"); done
     for which in new old; do
-      b=$NEW
-      [ "$which" = old ] && b=$OLD
+      b=$NEW set=("${NEW_SET[@]}")
+      [ "$which" = old ] && b=$OLD set=("${OLD_SET[@]}")
       b=$(cd "$b" && pwd)
-      LD_LIBRARY_PATH=$b/tests/shims/lib TESSERA_TIMEOUT=120s timeout 600 "$b/tessera" run "${args[@]}" -- \
-        "$b/tessera" bench allreduce --sizes "$SIZES" --dtype bfloat16 --op sum --in-place --iters 3 --warmup 1 \
+      env "${set[@]}" LD_LIBRARY_PATH="$b/tests/shims/lib" TESSERA_TIMEOUT=120s timeout 600 "$b/tessera" run "${args[@]}" -- \
+        "$b/tessera" bench allreduce --sizes "$SIZES" --dtype "$DTYPE" --op "$OP" --in-place --iters 3 --warmup 1 \
         --json - 2> "$OUTDIR/err-$label-$which-r$rep.txt" | grep -o '{.*}' |
         sed "s/^{/{\"layout\":\"$label\",\"build\":\"$which\",/" >> "$ROWS" ||
         { echo "round $rep $label $which failed:"; tail -5 "$OUTDIR/err-$label-$which-r$rep.txt"; }
     done
   done
 done
-python3 - "$ROWS" <<'PY'
+python3 - "$ROWS" "$DTYPE" "$OP" <<'PY'
 import json, statistics, sys
 got = {}
 for line in open(sys.argv[1]):
     d = json.loads(line)
     for r in d.get("rows", []):
         got.setdefault((d["layout"], d["build"], r["bytes"]), []).append(r["busbw_GBps"])
-print("\nbf16 sum allreduce in place, busbw GB/s, median (min..max) of the rounds")
+print(f"\n{sys.argv[2]} {sys.argv[3]} allreduce in place, busbw GB/s, median (min..max) of the rounds")
 print("layout     | size    | new                  | old                  | new/old")
 for (layout, build, size) in sorted(k for k in got if k[1] == "new"):
     n, o = got[(layout, "new", size)], got.get((layout, "old", size), [])

@@ -14,8 +14,9 @@
 //       tsrInvalidArgument naming the buffer, every other rank an error, all within the timeout;
 //   accel_worker die RANK [bf16]           RANK exits after one allreduce (f32, or bf16); the others must fail in
 //       time;
-//   accel_worker traffic COUNT [bf16|int32] one f32 (bf16, int32) sum allreduce of COUNT elements (rank r gives r + 1
-//       everywhere), checked exact; the test reads what each link carried from TESSERA_LINK_TRACE.
+//   accel_worker traffic COUNT [bf16|int32] [four]   one f32 (bf16, int32) sum allreduce of COUNT elements (rank r
+//       gives r + 1 everywhere), checked exact (with `four`, then a reduce-scatter, an allgather and a broadcast of
+//       them, checked too); the test reads what each link carried from TESSERA_LINK_TRACE.
 // Prints "OK rank R (npu:0|host): ..." on success, "FAIL rank R: why" and exits 1 otherwise.
 #include <unistd.h>
 
@@ -308,8 +309,9 @@ int ExpectError(tsrResult_t r, double secs, bool offender) {
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: accel_worker check [--sizes a,b] | wrongmem | die RANK [bf16] | traffic COUNT [bf16|int32]\n");
+    std::fprintf(
+        stderr,
+        "usage: accel_worker check [--sizes a,b] | wrongmem | die RANK [bf16] | traffic COUNT [bf16|int32] [four]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -381,6 +383,27 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < count; ++i)
       if (LoadElement(buf.host(), i, t) != want)
         Fail("traffic: element " + std::to_string(i) + " = " + std::to_string(LoadElement(buf.host(), i, t)));
+    if (argc > 4 && std::string(argv[4]) == "four") {  // then a reduce-scatter, an allgather and a broadcast
+      const size_t n = count / static_cast<size_t>(g_size);
+      const auto tt = static_cast<tsrDataType_t>(t);
+      const size_t esz = tessera::DTypeSize(t);
+      Buf out(count * esz);
+      for (size_t i = 0; i < count; ++i) StoreElement(buf.host(), i, t, g_rank + 1);
+      buf.Push();
+      Check(tsrReduceScatter(buf.ptr(), out.ptr(), n, tt, tsrSum, g_comm, S()), "reduce_scatter");
+      out.Pull();
+      for (size_t i = 0; i < n; ++i)
+        if (LoadElement(out.host(), i, t) != want) Fail("traffic: reduce_scatter element " + std::to_string(i));
+      Check(tsrAllGather(buf.ptr(), out.ptr(), n, tt, g_comm, S()), "allgather");  // n elements of g_rank + 1 each
+      out.Pull();
+      for (size_t i = 0; i < n * static_cast<size_t>(g_size); ++i)
+        if (LoadElement(out.host(), i, t) != static_cast<double>(i / n + 1))
+          Fail("traffic: allgather element " + std::to_string(i));
+      Check(tsrBroadcast(buf.ptr(), buf.ptr(), count, tt, 0, g_comm, S()), "broadcast");  // rank 0's: 1 everywhere
+      buf.Pull();
+      for (size_t i = 0; i < count; ++i)
+        if (LoadElement(buf.host(), i, t) != 1) Fail("traffic: broadcast element " + std::to_string(i));
+    }
     std::printf("OK rank %d (%s): allreduce of %zu %s\n", g_rank, g_device.c_str(), count, type.c_str());
   } else {
     Fail("unknown mode " + mode);

@@ -348,7 +348,8 @@ TEST(StagedRank, AnEmuIslandKeepsTheDeviceBridgeBesideAStagedNpuIsland) {
 TEST(StagedRank, TheCopyBridgeMovesAnNpuRanksAllreduceWithoutStaging) {
   // TESSERA_COPY_BRIDGE=on, npu 1 + emu 1, one f32 allreduce: the npu rank says it is on the copy bridge, stages no
   // byte (TESSERA_LINK_TRACE's down/up), makes one copy-bridge call, and sends its whole buffer once for the emu rank
-  // to fold (it folds nothing). Without the variable the same call stages the buffer down and the result up.
+  // to fold (it folds nothing). Without the variable the same call stages the buffer down and the result up. With a
+  // reduce-scatter, an allgather and a broadcast after it, those take the copy bridge too: four calls, none staged.
   const size_t C = 1 << 20;
   char dir[] = "/tmp/tsr-copybridge-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
@@ -368,6 +369,17 @@ TEST(StagedRank, TheCopyBridgeMovesAnNpuRanksAllreduceWithoutStaging) {
   std::stringstream all;
   all << trace.rdbuf();
   EXPECT_EQ(Count(all.str(), "copy_bridge_calls 1\\b"), 1) << all.str();
+  Proc four = Job("TESSERA_COPY_BRIDGE=on TESSERA_LINK_TRACE=" + prefix + "four", islands,
+                  "traffic " + std::to_string(C) + " f32 four");
+  ASSERT_EQ(four.status, 0) << four.out;
+  EXPECT_EQ(Count(four.out, "OK rank"), 2) << four.out;
+  t = ReadTrace(prefix + "four.rank0");
+  EXPECT_EQ(t.down, 0u);
+  EXPECT_EQ(t.up, 0u);
+  std::ifstream trace_four(prefix + "four.rank0");
+  std::stringstream all_four;
+  all_four << trace_four.rdbuf();
+  EXPECT_EQ(Count(all_four.str(), "copy_bridge_calls 4\\b"), 1) << all_four.str();
   Proc off = Job("TESSERA_LOG=info TESSERA_LINK_TRACE=" + prefix + "off", islands, "traffic " + std::to_string(C));
   ASSERT_EQ(off.status, 0) << off.out;
   EXPECT_EQ(Count(off.out, "rank 0: joined[^\n]*staged through pinned host memory"), 1) << off.out;

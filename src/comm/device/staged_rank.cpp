@@ -25,12 +25,13 @@
 //    rank cannot widen on its device, a type or op the row lacks, the library missing on any rank of the island —
 //    the call is staged whole; one log line says why.
 //  * Hybrid world, the copy bridge (TESSERA_COPY_BRIDGE=on, an island of this one rank: Island::copy_only): the rings
-//    of its links to the other islands are page-locked with the runtime (HostRegister), and a floating-point
-//    allreduce runs the hierarchical algorithm with its bridge steps on the runtime's copies (RuntimeRingOps without
-//    kernels): the rank's bytes go from device memory straight into the peers' rings and the results straight back,
-//    no pinned staging and no CPU copy. It folds nothing (FoldWeights gives it 0): the other islands fold. On this
-//    thread, after the caller's stream has reached the call; it returns once its copies are done
-//    (staged_rank_hybrid.cpp). Every other call is staged as above.
+//    of its links to the other islands are page-locked with the runtime (HostRegister), and allreduce and
+//    reduce-scatter of floating types, allgather and broadcast run the hierarchical algorithm with its bridge steps on
+//    the runtime's copies (RuntimeRingOps without kernels), as the device bridge runs those four: the rank's bytes go
+//    from device memory straight into the peers' rings and the results straight back, no pinned staging and no CPU
+//    copy. It folds nothing (FoldWeights gives it 0): the other islands fold. On this thread, after the caller's
+//    stream has reached the call; it returns once its copies are done (staged_rank_hybrid.cpp). Every other call is
+//    staged as above.
 //  * Host memory (stream NULL): the host path directly.
 // A copy whose device address is not 64-byte aligned (ACL's rule for asynchronous copies) is made synchronously,
 // after the caller's stream has drained. A failure of any step fails the communicator and is announced to the
@@ -238,7 +239,8 @@ Status StagedRank::AllReduce(const void* send, void* recv, size_t count, tsrData
   if (!island_lib_ && CclTakes(dt, rop))
     return OnCcl("allreduce", "AllReduce",
                  [&] { return ccl_->lib().AllReduce(send, recv, count, dt, ccl_->Op(rop), ccl_->handle(), stream); });
-  if (copy_ops_ && host_->DeviceBridgeFor(dt)) return CopyBridgeAllReduce(send, recv, count, dt, rop, stream);
+  if (CopyBridgeTakes(CollKind::kAllReduce, dt))
+    return CopyBridgeCall(CollKind::kAllReduce, "allreduce", send, recv, count, dt, rop, 0, stream);
   std::lock_guard<std::mutex> lock(mu_);
   ++staged_calls_;
   return plan_->AllReduce(send, recv, count, dt, rop, stream);
@@ -258,6 +260,8 @@ Status StagedRank::ReduceScatter(const void* send, void* recv, size_t recvcount,
     return OnCcl("reduce_scatter", "ReduceScatter", [&] {
       return ccl_->lib().ReduceScatter(send, recv, recvcount, dt, ccl_->Op(rop), ccl_->handle(), stream);
     });
+  if (CopyBridgeTakes(CollKind::kReduceScatter, dt))
+    return CopyBridgeCall(CollKind::kReduceScatter, "reduce_scatter", send, recv, recvcount, dt, rop, 0, stream);
   return Staged("reduce_scatter", stream, {{send, 0, sb}}, sb, {{recv, 0, rb}}, rb, [&](std::byte* in, std::byte* out) {
     return host_->HostReduceScatter(in, out, recvcount, type, op, nullptr);
   });
@@ -274,6 +278,8 @@ Status StagedRank::AllGather(const void* send, void* recv, size_t sendcount, tsr
   if (!island_lib_ && CclTakes(dt))
     return OnCcl("allgather", "AllGather",
                  [&] { return ccl_->lib().AllGather(send, recv, sendcount, dt, ccl_->handle(), stream); });
+  if (CopyBridgeTakes(CollKind::kAllGather, dt))
+    return CopyBridgeCall(CollKind::kAllGather, "allgather", send, recv, sendcount, dt, RedOp::kSum, 0, stream);
   return Staged("allgather", stream, {{send, 0, sb}}, sb, {{recv, 0, rb}}, rb,
                 [&](std::byte* in, std::byte* out) { return host_->HostAllGather(in, out, sendcount, type, nullptr); });
 }
@@ -292,6 +298,9 @@ Status StagedRank::Broadcast(const void* send, void* recv, size_t count, tsrData
   if (!island_lib_ && CclTakes(dt))
     return OnCcl("broadcast", "Broadcast",
                  [&] { return ccl_->lib().Broadcast(send, recv, count, dt, root, ccl_->handle(), stream); });
+  if (CopyBridgeTakes(CollKind::kBroadcast, dt))
+    return CopyBridgeCall(CollKind::kBroadcast, "broadcast", is_root ? send : recv, recv, count, dt, RedOp::kSum, root,
+                          stream);
   std::vector<Span> down;
   if (is_root) down.push_back({send, 0, bytes});
   return Staged("broadcast", stream, down, bytes, {{recv, 0, bytes}}, bytes, [&](std::byte* in, std::byte* out) {

@@ -105,10 +105,15 @@ class StagedRank final : public DeviceRank, private StagedExecutor {
   // ---- hybrid world: the copy bridge (Island::copy_only, TESSERA_COPY_BRIDGE=on), staged_rank_hybrid.cpp ----
   // Registers the rings of every link to another island with the runtime (RuntimeRingOps without kernels).
   Status AttachCopyBridge();
-  // A floating-point allreduce of device memory: once the caller's stream has reached the call, the hierarchical
-  // algorithm with its bridge steps on copy_ops_, on this thread, one collective per chunk of the world's cut; returns
-  // when its copies are done (host-synchronous, as the staged calls).
-  Status CopyBridgeAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op, tsrStream_t stream);
+  // Whether a call of `kind` on `dt` takes the copy bridge: a reduction of a floating type (the world gives this
+  // island no folds then), or a data movement (allgather, broadcast: nothing to fold).
+  bool CopyBridgeTakes(CollKind kind, DType dt) const;
+  // One call on device memory over the copy bridge: once the caller's stream has reached it, the hierarchical algorithm
+  // with its bridge steps on copy_ops_, on this thread (an allreduce as one collective per chunk of the world's cut);
+  // returns when its copies are done (host-synchronous, as the staged calls). `send` is the root's input for broadcast
+  // (recv elsewhere), `count` the per-rank count of reduce-scatter and allgather.
+  Status CopyBridgeCall(CollKind kind, const char* what, const void* send, void* recv, size_t count, DType dt, RedOp op,
+                        int root, tsrStream_t stream);
 
   std::shared_ptr<DeviceRuntime> rt_;
   DeviceName name_;

@@ -147,26 +147,35 @@ Status StagedRank::AttachCopyBridge() {
   return Status::Ok();
 }
 
-Status StagedRank::CopyBridgeAllReduce(const void* send, void* recv, size_t count, DType dt, RedOp op,
-                                       tsrStream_t stream) {
+bool StagedRank::CopyBridgeTakes(CollKind kind, DType dt) const {
+  if (!copy_ops_) return false;
+  if (kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter) return host_->DeviceBridgeFor(dt);
+  return kind == CollKind::kAllGather || kind == CollKind::kBroadcast;
+}
+
+Status StagedRank::CopyBridgeCall(CollKind kind, const char* what, const void* send, void* recv, size_t count, DType dt,
+                                  RedOp op, int root, tsrStream_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
   ++copy_calls_;
-  return host_->Guarded("allreduce", [&]() -> Status {
+  return host_->Guarded(what, [&]() -> Status {
     TSR_RETURN_IF_ERROR(rt_->SetDevice(name_.index));
     // The inputs are ready once the caller's stream reaches the call (what produced them is queued before it).
     TSR_RETURN_IF_ERROR(rt_->EventRecord(copy_in_, static_cast<DeviceRuntime::Stream>(stream)));
-    TSR_RETURN_IF_ERROR(rt_->EventSynchronize(copy_in_).WithContext("the caller's stream before the allreduce"));
-    const std::vector<Range> chunks = host_->AllReduceChunks(count, dt);
+    TSR_RETURN_IF_ERROR(rt_->EventSynchronize(copy_in_).WithContext("the caller's stream before the call"));
+    const std::vector<Range> chunks =
+        kind == CollKind::kAllReduce ? host_->AllReduceChunks(count, dt) : std::vector<Range>{Range{0, count}};
     size_t largest = 0;
     for (const Range& c : chunks) largest = std::max(largest, c.len());
-    const size_t scratch_bytes = host_->DeviceScratchBytes(CollKind::kAllReduce, largest, dt);
-    TSR_ASSIGN_OR_RETURN(void* scratch, copy_ops_->Grow(scratch_bytes));
-    copy_ops_->Use(scratch, scratch_bytes);
+    const size_t scratch_bytes = host_->DeviceScratchBytes(kind, largest, dt);  // 0 for allgather and broadcast
+    if (scratch_bytes > 0) {
+      TSR_ASSIGN_OR_RETURN(void* scratch, copy_ops_->Grow(scratch_bytes));
+      copy_ops_->Use(scratch, scratch_bytes);
+    }
     const size_t esz = DTypeSize(dt);
     for (const Range& c : chunks)
-      TSR_RETURN_IF_ERROR(host_->DeviceBridgeCollective(
-          CollKind::kAllReduce, static_cast<const std::byte*>(send) + c.lo * esz,
-          static_cast<std::byte*>(recv) + c.lo * esz, c.len(), dt, op, 0, copy_ops_.get()));
+      TSR_RETURN_IF_ERROR(host_->DeviceBridgeCollective(kind, static_cast<const std::byte*>(send) + c.lo * esz,
+                                                        static_cast<std::byte*>(recv) + c.lo * esz, c.len(), dt, op,
+                                                        root, copy_ops_.get()));
     for (DeviceRuntime::Stream q : copy_q_)
       TSR_RETURN_IF_ERROR(rt_->StreamSynchronize(q).WithContext("the copy bridge's last copies"));
     return Status::Ok();

@@ -15,7 +15,8 @@
 // Beyond the calls every row has, a row may have the device bridge's calls (mapped host memory, registration of
 // existing host memory, stream write / wait value) and Tessera's fold/finalize kernels (DeviceKernels, built for
 // the runtime in comm/kernels). The capability flags say which; a rank with all of them runs the device bridge
-// (comm/device/device_bridge_rank), every other row stages through pinned memory (comm/device/staged_rank).
+// (comm/device/device_bridge_rank), every other row stages through pinned memory (comm/device/staged_rank), and a row
+// that registers host memory can run the copy bridge there (HasCopyBridge, TESSERA_COPY_BRIDGE=on).
 //
 // Threads: ACL binds a device to a thread (aclrtSetDevice "per thread before resources"), so every thread that
 // calls a DeviceRuntime calls SetDevice first; MUSA (as CUDA) keeps a current device per thread too.
