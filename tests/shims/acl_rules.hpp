@@ -180,6 +180,18 @@ aclError CheckHostRegister(void* ptr, uint64_t size, uint32_t flag) {
   return ACL_SUCCESS;
 }
 
+// [register]: the failures of a range registered twice, and of an unregister of memory not registered (codes: shim's).
+template <typename Shim>
+aclError RegisteredTwice(void* ptr, uint64_t size) {
+  return Shim::Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtHostRegisterV2: %p (%llu bytes) overlaps a registered range",
+                                                 ptr, static_cast<unsigned long long>(size)));
+}
+template <typename Shim>
+aclError NotRegistered(void* ptr) {
+  return Shim::Fail(ACL_ERROR_INVALID_PARAM,
+                    Fmt("aclrtHostUnregister: %p is not the start of a registered range", ptr));
+}
+
 // [async], CANN 8.5.0: TESSERA_SHIM_ACL_PAGEABLE=sync copies pageable memory synchronously.
 inline bool PageableSync() {
   const char* v = std::getenv("TESSERA_SHIM_ACL_PAGEABLE");

@@ -178,17 +178,14 @@ ACL_ABI_EXPORT aclError aclrtHostRegisterV2(void* ptr, uint64_t size, uint32_t f
   if (aclError e = tshim::acl::CheckHostRegister<HostShim>(ptr, size, flag)) return e;
   if (tshim::EnvU64("TESSERA_SHIM_ACL_REGISTER_FAILS", 0))  // a test's hook: a driver that refuses (shim's code)
     return Fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtHostRegisterV2: refused (TESSERA_SHIM_ACL_REGISTER_FAILS)");
-  if (!g_mem.Register(ptr, size, t_device))
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtHostRegisterV2: %p (%llu bytes) overlaps a registered range", ptr,
-                                             static_cast<unsigned long long>(size)));
+  if (!g_mem.Register(ptr, size, t_device)) return tshim::acl::RegisteredTwice<HostShim>(ptr, size);
   return ACL_SUCCESS;
 }
 
 ACL_ABI_EXPORT aclError aclrtHostUnregister(void* ptr) {
   ACL_REQUIRE_INIT("aclrtHostUnregister");
   if (!ptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtHostUnregister: ptr is NULL");
-  if (!g_mem.Unregister(ptr))
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtHostUnregister: %p is not the start of a registered range", ptr));
+  if (!g_mem.Unregister(ptr)) return tshim::acl::NotRegistered<HostShim>(ptr);
   return ACL_SUCCESS;
 }
 

@@ -378,8 +378,7 @@ ACL_ABI_EXPORT aclError aclrtHostRegisterV2(void* ptr, uint64_t size, uint32_t f
   if (const cudaError_t e = cudaHostRegister(ptr, size, how); e != cudaSuccess) {
     if (e != cudaErrorHostMemoryAlreadyRegistered) return FailCuda("aclrtHostRegisterV2", "cudaHostRegister", e);
     (void)cudaGetLastError();
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtHostRegisterV2: %p (%llu bytes) overlaps a registered range", ptr,
-                                             static_cast<unsigned long long>(size)));
+    return tshim::acl::RegisteredTwice<CudaShim>(ptr, size);
   }
   return ACL_SUCCESS;
 }
@@ -390,7 +389,7 @@ ACL_ABI_EXPORT aclError aclrtHostUnregister(void* ptr) {
   if (const cudaError_t e = cudaHostUnregister(ptr); e != cudaSuccess) {
     if (e != cudaErrorHostMemoryNotRegistered) return FailCuda("aclrtHostUnregister", "cudaHostUnregister", e);
     (void)cudaGetLastError();
-    return Fail(ACL_ERROR_INVALID_PARAM, Fmt("aclrtHostUnregister: %p is not the start of a registered range", ptr));
+    return tshim::acl::NotRegistered<CudaShim>(ptr);
   }
   return ACL_SUCCESS;
 }
