@@ -116,6 +116,8 @@ INSTANTIATE_TEST_SUITE_P(
                "TESSERA_COPY_BRIDGE=on TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
         Layout{"npu_1_copy_bridge_beside_npu_2_host_1", "--island a=npu:1 --island b=npu:2 --island x86=host:1", 4,
                "TESSERA_COPY_BRIDGE=on"},
+        Layout{"npu_1_copy_bridge_beside_emu_1_over_relayed_tcp", "--island ascend=npu:1 --island nvidia=emu:1", 2,
+               "TESSERA_COPY_BRIDGE=on TESSERA_DEVICE_BRIDGE=device TESSERA_BRIDGE=tcp"},
         Layout{"npu_1_beside_npu_1_copy_bridge_without_a_folder", "--island a=npu:1 --island b=npu:1", 2,
                "TESSERA_COPY_BRIDGE=on"},
         // The NCCL row over a multi-rank NCCL-shaped library (the MCCL shim under the prefix mccl).
@@ -396,7 +398,7 @@ TEST(StagedRank, ACopyBridgeTheRuntimeRefusesStagesWithOneWarning) {
                "--island ascend=npu:1 --island nvidia=emu:1", "check --sizes 7,4099");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 2) << r.out;
-  EXPECT_EQ(Count(r.out, "aclrtHostRegisterV2[^\n]*stages through pinned memory instead"), 1) << r.out;
+  EXPECT_EQ(Count(r.out, "aclrtHostRegisterV2[^\n]*stage through pinned memory instead"), 1) << r.out;
 }
 
 TEST(StagedRank, TheDeviceBridgeIslandFoldsTheStagedIslandsShare) {

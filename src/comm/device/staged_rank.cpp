@@ -83,7 +83,7 @@ Status StagedRank::Attach(Comm* comm) {
       // wire: the other ranks see no difference).
       const Status c = AttachCopyBridge();
       if (!c.ok()) {
-        TSR_LOG_WARN("{}; its floating-point allreduce stages through pinned memory instead", c.message());
+        TSR_LOG_WARN("{}; its collectives stage through pinned memory instead", c.message());
         for (DeviceRuntime::Stream& q : copy_q_)
           if (q) (void)rt_->StreamDestroy(std::exchange(q, nullptr));
         if (copy_in_) (void)rt_->EventDestroy(std::exchange(copy_in_, nullptr));
@@ -119,8 +119,9 @@ StagedRank::~StagedRank() {
 std::string StagedRank::Describe() const {
   const std::string how =
       copy_ops_ ? fmt::format(
-                      "copy engines straight into the shm rings{}, folds nothing (floating-point allreduce: "
-                      "the copy bridge); the rest staged through pinned host memory",
+                      "copy engines straight into the shm rings{}, folds nothing (the copy bridge: allreduce and "
+                      "reduce-scatter of floating types, allgather, broadcast); the rest staged through pinned host "
+                      "memory",
                       relayed_links_ > 0 ? fmt::format(" ({} link{} relayed through host rings)", relayed_links_,
                                                        relayed_links_ == 1 ? "" : "s")
                                          : std::string())
