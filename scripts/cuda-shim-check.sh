@@ -6,7 +6,9 @@
 #   npu_alone           --island ascend=npu:1                        a world of one Ascend island: HCCL (NCCL) inside
 #   npu_beside_2_hosts  --island ascend=npu:1 --island moore=host:2  as the first, with two host ranks
 # then `tessera bench C --check` (allreduce, reduce_scatter, allgather, broadcast; f32 and bf16) with an Ascend rank
-# beside a CUDA rank, and the allreduce's speed beside two CUDA islands and beside host ranks (a table last).
+# beside a CUDA rank, the same jobs and checks on the copy bridge (TESSERA_COPY_BRIDGE=on: the Ascend rank's rings
+# registered with aclrtHostRegisterV2, here cudaHostRegister), and the allreduce's speed, staged and on the copy
+# bridge, beside two CUDA islands and beside host ranks (a table last).
 # A job passes when it exits 0 and every rank printed "OK rank R" (tessera run prefixes its lines with "[rank R
 # ISLAND] "). Prints PASS/FAIL per job with its rank lines and exits 1 if any failed. This proves only that Tessera
 # calls the ABI correctly on asynchronous device memory, not that Ascend hardware behaves so (tests/shims/README.md).
