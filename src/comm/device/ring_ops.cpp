@@ -64,8 +64,7 @@ RuntimeRingOps::~RuntimeRingOps() {
 }
 
 Status RuntimeRingOps::CopyOnQueue(Queue q, void* dst, const void* src, size_t bytes, CopyKind kind, const char* what) {
-  const size_t align = rt_.row().async_copy_align;
-  if (align > 1 && (reinterpret_cast<uintptr_t>(dst) % align != 0 || reinterpret_cast<uintptr_t>(src) % align != 0)) {
+  if (!rt_.AsyncCopyAligned(dst, src)) {
     TSR_RETURN_IF_ERROR(rt_.StreamSynchronize(stream_[q]).WithContext(what));
     return rt_.Memcpy(dst, bytes, src, bytes, kind).WithContext(what);
   }

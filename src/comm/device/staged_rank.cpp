@@ -33,10 +33,10 @@
 //    stream has reached the call; it returns once its copies are done (staged_rank_hybrid.cpp). Every other call is
 //    staged as above.
 //  * Host memory (stream NULL): the host path directly.
-// A copy whose device address is not 64-byte aligned (ACL's rule for asynchronous copies) is made synchronously,
-// after the caller's stream has drained. A failure of any step fails the communicator and is announced to the
-// other ranks (HostPath::Guarded), as a failure inside a host collective is.
-// Threads: ACL binds a device to a thread, so every entry point selects this rank's device first.
+// A copy whose addresses are not 64-byte aligned (ACL's rule for asynchronous copies, the row's async_copy_align)
+// is made synchronously, after the caller's stream has drained. A failure of any step fails the communicator and is
+// announced to the other ranks (HostPath::Guarded), as a failure inside a host collective is. Threads: ACL binds a
+// device to a thread, so every entry point selects this rank's device first.
 #include "comm/device/staged_rank.hpp"
 
 #include <fmt/format.h>
@@ -62,7 +62,6 @@ Result<std::unique_ptr<DeviceRank>> Open(const DeviceName& name) {
   return std::unique_ptr<DeviceRank>(new StagedRank(std::move(rt), name));
 }
 
-bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
 constexpr size_t AlignUp(size_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
@@ -182,7 +181,7 @@ Status StagedRank::Grow(std::byte** buf, size_t* cap, size_t bytes) {
 Status StagedRank::CopyOn(DeviceRuntime::Stream stream, void* dst, const void* src, size_t bytes, CopyKind kind,
                           bool* drained) {
   if (bytes == 0) return Status::Ok();
-  if (Aligned(dst) && Aligned(src)) {
+  if (rt_->AsyncCopyAligned(dst, src)) {
     *drained = false;
     return rt_->MemcpyAsync(dst, bytes, src, bytes, kind, stream);
   }

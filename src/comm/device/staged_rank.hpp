@@ -72,8 +72,8 @@ class StagedRank final : public DeviceRank, private StagedExecutor {
   Status Staged(const char* what, tsrStream_t stream, const std::vector<Span>& down, size_t in_bytes,
                 const std::vector<Span>& up, size_t out_bytes,
                 const std::function<Status(std::byte* in, std::byte* out)>& host);
-  // A copy on `stream`: asynchronous where both addresses are 64-byte aligned, else synchronous after the stream
-  // has drained (*drained says whether it has).
+  // A copy on `stream`: asynchronous where both addresses meet the row's alignment (DeviceRuntime::AsyncCopyAligned),
+  // else synchronous after the stream has drained (*drained says whether it has).
   Status CopyOn(DeviceRuntime::Stream stream, void* dst, const void* src, size_t bytes, CopyKind kind, bool* drained);
   Status Grow(std::byte** buf, size_t* cap, size_t bytes);
   // Whether a world-of-one-island call goes to the CCL: a reduction of (dt, op), or a data movement of dt.

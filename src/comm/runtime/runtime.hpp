@@ -112,7 +112,8 @@ inline constexpr RuntimeRow kRuntimeTable[] = {
      .started = "libmusart.so",
      .host_register = false,
      .stream_memops = false,
-     .pinned_host_alloc = true},
+     .pinned_host_alloc = true,
+     .async_copy_align = 64},  // no rule published: ACL's, kept for every staged row
     // CoreX (Iluvatar): CUDA's runtime API under CUDA's own names (FlagOpen/FlagCX commit 6e336e33:
     // flagcx/adaptor/ixcuda_adaptor.cc calls cudaMalloc, cudaMemcpyAsync, ... through <cuda_runtime.h>), so its values
     // are CUDA's. File: FlagCX's Makefile (commit 0f337f76) links -lcudart from $(DEVICE_HOME)/lib, DEVICE_HOME
@@ -127,7 +128,8 @@ inline constexpr RuntimeRow kRuntimeTable[] = {
      .started = "libcudart.so",
      .host_register = false,
      .stream_memops = false,
-     .pinned_host_alloc = true},
+     .pinned_host_alloc = true,
+     .async_copy_align = 64},  // no rule published: ACL's, kept for every staged row
     // The emulated device (runtime_emu.cpp): "device memory" in host memory, a worker thread per stream, the host
     // folds as its kernels. A test device with a runtime's contract (TESSERA_DEVICE=emu:N), so the device ranks'
     // code runs on every machine; no vendor's values.
@@ -249,6 +251,12 @@ class DeviceRuntime {
   virtual Status MemcpyAsync(void* dst, size_t dst_bytes, const void* src, size_t bytes, CopyKind kind, Stream s) = 0;
   virtual Status Memset(void* dev, size_t dst_bytes, int value, size_t bytes) = 0;
   virtual Status MemsetAsync(void* dev, size_t dst_bytes, int value, size_t bytes, Stream s) = 0;
+  // Whether a copy between `dst` and `src` may be queued asynchronously: both meet row().async_copy_align. A copy that
+  // may not is made with Memcpy once its stream has drained.
+  bool AsyncCopyAligned(const void* dst, const void* src) const {
+    return reinterpret_cast<uintptr_t>(dst) % row_.async_copy_align == 0 &&
+           reinterpret_cast<uintptr_t>(src) % row_.async_copy_align == 0;
+  }
 
   // --- The device bridge's calls (row().host_register, row().stream_memops); Unsupported, naming the runtime and
   // the call, where the row lacks them.
