@@ -45,7 +45,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <utility>
 
 #include "comm/ccl/ccl.hpp"
 #include "comm/comm.hpp"
@@ -83,10 +82,7 @@ Status StagedRank::Attach(Comm* comm) {
       const Status c = AttachCopyBridge();
       if (!c.ok()) {
         TSR_LOG_WARN("{}; its collectives stage through pinned memory instead", c.message());
-        for (DeviceRuntime::Stream& q : copy_q_)
-          if (q) (void)rt_->StreamDestroy(std::exchange(q, nullptr));
-        if (copy_in_) (void)rt_->EventDestroy(std::exchange(copy_in_, nullptr));
-        relayed_links_ = 0;
+        ReleaseCopyBridge();
       }
     }
     return shape_.island_size > 1 ? AttachIslandLibrary() : Status::Ok();
@@ -100,12 +96,7 @@ StagedRank::~StagedRank() {
   (void)rt_->SetDevice(name_.index);
   if (up_pending_) (void)rt_->EventSynchronize(up_done_);
   trace_.Write();
-  for (DeviceRuntime::Stream q : copy_q_)
-    if (q) (void)rt_->StreamSynchronize(q);
-  copy_ops_.reset();  // unregisters the rings while they are still mapped
-  for (DeviceRuntime::Stream q : copy_q_)
-    if (q) (void)rt_->StreamDestroy(q);
-  if (copy_in_) (void)rt_->EventDestroy(copy_in_);
+  ReleaseCopyBridge();
   if (up_done_) (void)rt_->EventDestroy(up_done_);
   for (auto& e : down_ev_)
     if (e) (void)rt_->EventDestroy(e);

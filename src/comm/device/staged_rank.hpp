@@ -105,6 +105,8 @@ class StagedRank final : public DeviceRank, private StagedExecutor {
   // ---- hybrid world: the copy bridge (Island::copy_only, TESSERA_COPY_BRIDGE=on), staged_rank_hybrid.cpp ----
   // Registers the rings of every link to another island with the runtime (RuntimeRingOps without kernels).
   Status AttachCopyBridge();
+  // Drains and frees what AttachCopyBridge made (all of it, or what it made before it failed); unregisters the rings.
+  void ReleaseCopyBridge();
   // Whether a call of `kind` on `dt` takes the copy bridge: a reduction of a floating type (the world gives this
   // island no folds then), or a data movement (allgather, broadcast: nothing to fold).
   bool CopyBridgeTakes(CollKind kind, DType dt) const;

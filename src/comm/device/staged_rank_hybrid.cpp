@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "comm/device/island_ccl.hpp"
 #include "comm/device/staged_rank.hpp"
@@ -145,6 +146,16 @@ Status StagedRank::AttachCopyBridge() {
                     shape_.rank));
   copy_ops_ = std::move(ops).value();
   return Status::Ok();
+}
+
+void StagedRank::ReleaseCopyBridge() {
+  for (DeviceRuntime::Stream q : copy_q_)
+    if (q) (void)rt_->StreamSynchronize(q);
+  copy_ops_.reset();  // unregisters the rings while they are still mapped
+  for (DeviceRuntime::Stream& q : copy_q_)
+    if (q) (void)rt_->StreamDestroy(std::exchange(q, nullptr));
+  if (copy_in_) (void)rt_->EventDestroy(std::exchange(copy_in_, nullptr));
+  relayed_links_ = 0;
 }
 
 bool StagedRank::CopyBridgeTakes(CollKind kind, DType dt) const {
