@@ -82,7 +82,7 @@ done
 # Speed beside the peers in the same run (f32 avg in place, `tessera bench allreduce`, median of 5 samples of 5
 # calls): the npu rank beside a CUDA rank and beside a host rank, against two CUDA islands and CUDA beside a host
 # rank, interleaved REPS (3) times. An npu rank stages its allreduce on its caller's thread in double-buffered
-# bridge chunks (docs/gpu.md, "The staged rank"); the CUDA rank keeps the device bridge beside it.
+# bridge chunks (docs/devices.md, "The staged rank"); the CUDA rank keeps the device bridge beside it.
 ROWS=$LOGS/bench-rows.jsonl
 : > "$ROWS"
 for rep in $(seq "${REPS:-3}"); do

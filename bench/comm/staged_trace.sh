@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/comm/staged_trace.sh — where a staged (npu) rank's allreduce spends its time beside another island: runs
 # `tessera bench allreduce` (f32 avg in place) with TESSERA_DEVICE_TRACE for each chunk size and prints, per layout
-# and chunk, the median per part of the staged rank's phases (docs/gpu.md, TESSERA_DEVICE_TRACE): waiting for its
+# and chunk, the median per part of the staged rank's phases (docs/devices.md, TESSERA_DEVICE_TRACE): waiting for its
 # copies down, its host step (the bridge collective of the part, peers included), queueing its copies up; and the
 # per-call time of plain allreduces (one call at a time) of chunk sizes in the same layouts, with the device-bridge
 # rank's phases of each call from its own trace, for the fixed cost a part pays.

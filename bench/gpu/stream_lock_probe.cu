@@ -1,6 +1,6 @@
 // bench/gpu/stream_lock_probe: which CUDA calls of a second thread (a communicator's worker) are held up
 // while a first thread (the training thread) sits in a copy to pageable host memory whose stream waits for
-// the worker? The hazard behind the PyTorch backend's hang (docs/gpu.md, "Why no CUDA call on the worker").
+// the worker? The hazard behind the PyTorch backend's hang (docs/devices.md, "Why no CUDA call on the worker").
 //
 //   stream_lock_probe MODE DST [CALL]   MODE: legacy | side | legacy-event | side-event   DST: pageable | pinned
 //   DST devsync: thread A calls cudaDeviceSynchronize instead of copying; streamsync: cudaStreamSynchronize(SA)

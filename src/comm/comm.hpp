@@ -8,7 +8,7 @@
 // Allgather and broadcast use the same shape with "select" in place of "reduce"; reduce-scatter routes
 // the reduced parts to the ranks owning each output block in place of phase 3. A world of one island
 // is phases 1 and 3 alone: for one CUDA island the island's own library (NCCL), nothing on top; in a
-// hybrid world an island of several devices runs its phases on its library (device/island_ccl, docs/gpu.md,
+// hybrid world an island of several devices runs its phases on its library (device/island_ccl, docs/devices.md,
 // "Where NCCL runs"), an island of host ranks on this host algorithm.
 //
 // The class is implemented in several files, one concern each: world.cpp (joining: parameters, the

@@ -164,7 +164,7 @@ std::string SharedDeviceNote(const std::vector<RankSpec>& ranks, const std::vect
     if (!outside) continue;
     return fmt::format(
         "islands {} share {} as separate processes outside NVIDIA MPS: the GPU runs them in turns, a "
-        "fixed cost on every call between them (docs/gpu.md, \"Limits\");{} runs them under MPS",
+        "fixed cost on every call between them (docs/devices.md, \"Limits\");{} runs them under MPS",
         names, device, shares);
   }
   return "";

@@ -75,7 +75,7 @@ inline Result<std::vector<RankSpec>> PlanRanks(const std::vector<IslandSpec>& is
 }
 // The note `tessera run` prints when ranks of different islands share one device of a family that MPS serves (cuda)
 // as separate processes, outside MPS (an island not in `sm_share`): the GPU runs their contexts in turns, a fixed
-// cost on every device-bridge call between them (docs/gpu.md, "Limits"). "" when no device is shared so.
+// cost on every device-bridge call between them (docs/devices.md, "Limits"). "" when no device is shared so.
 std::string SharedDeviceNote(const std::vector<RankSpec>& ranks, const std::vector<IslandSpec>& islands,
                              const std::map<std::string, int>& sm_share);
 // Multi-node: the ranks [lo, hi) of `node` when `world` ranks are dealt to `nnodes` nodes in order, in

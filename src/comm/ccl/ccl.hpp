@@ -68,7 +68,7 @@ struct CclRow {
   bool has_avg() const { return ops[static_cast<int>(RedOp::kAvg)] >= 0; }
 };
 
-// The libraries this build knows. Only nccl has run on hardware (see docs/gpu.md, "Vendors"); hccl and mccl
+// The libraries this build knows. Only nccl has run on hardware (see docs/devices.md, "Vendors"); hccl and mccl
 // are proven against the host ABI shims of tests/shims (tests/ccl).
 inline constexpr CclRow kCclTable[] = {
     // NCCL: every value from nccl.h; run on an H200: see docs/benchmarks.md.

@@ -215,7 +215,7 @@ class HostPath {
   ~HostPath() = default;
 };
 
-// TESSERA_DEVICE_TRACE (docs/gpu.md): a device rank's timeline, one row of numbers per step under a header line,
+// TESSERA_DEVICE_TRACE (docs/devices.md): a device rank's timeline, one row of numbers per step under a header line,
 // written to PREFIX.rankN when the rank is destroyed. Off, and no clock read, when the variable is unset.
 class DeviceTrace {
  public:

@@ -68,7 +68,7 @@ struct RuntimeRow {
 };
 
 // The runtimes this build knows. cuda runs on NVIDIA GPUs (the H200 of scripts/device-check.sh); acl and musa have
-// not run on hardware: they are proven against the host ABI shims of tests/shims (tests/runtime). See docs/gpu.md,
+// not run on hardware: they are proven against the host ABI shims of tests/shims (tests/runtime). See docs/devices.md,
 // "Vendors".
 inline constexpr RuntimeRow kRuntimeTable[] = {
     // CUDA (NVIDIA): cuda_runtime_api.h / driver_types.h of CUDA 13.0 (runtime_cuda_api.cpp cites each value).
