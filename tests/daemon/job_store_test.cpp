@@ -49,7 +49,7 @@ class JobStoreTest : public ::testing::Test {
     return j;
   }
   int64_t Add(const JobRow& j) {
-    auto id = store_->AddJob(j, [](int64_t id) { return "/work/alice/" + std::to_string(id) + "/ckpt"; });
+    auto id = store_->AddJob(j, [](int64_t id) { return "/srv/alice/" + std::to_string(id) + "/ckpt"; });
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return id.ok() ? *id : 0;
   }
@@ -75,7 +75,7 @@ TEST_F(JobStoreTest, JobRowRoundTripsWithNulls) {
   EXPECT_EQ(j->reason, "waits");
   EXPECT_EQ(j->submitted_ms, 1000);
   EXPECT_EQ(j->grace_ms, 2500);
-  EXPECT_EQ(j->ckpt_dir, "/work/alice/" + std::to_string(id) + "/ckpt");
+  EXPECT_EQ(j->ckpt_dir, "/srv/alice/" + std::to_string(id) + "/ckpt");
   EXPECT_EQ(j->attempts, 0);
   EXPECT_EQ(j->stop_intent, "");
   EXPECT_EQ(j->plan_json, "");
