@@ -206,7 +206,7 @@ if [ "$WHAT" != bench ]; then
     job ckpt-mixed-save 300 "${MIX1[@]}" -- $CW ddp-save $CK/mixed
     job ckpt-gpu-load 300 "${G1[@]}" -- $CW ddp-load $CK/mixed
     job ckpt-corrupt 300 "${MIX1[@]}" -- $CW corrupt $CK/corrupt
-    # examples/torch/train_lm.py resumed on another world size and split of the same global batch (2+2 -> 2+1 ranks)
+    # examples/torch/train_lm.py resumed on another world size and split of the same global batch (2 -> 3 -> 1 ranks)
     plain lm-resume-moved 400 "$PY" "$ROOT/tests/torch/lm_resume_test.py"
     for m in killed tiers hf; do
       selected "ckpt-$m" || continue

@@ -85,6 +85,10 @@ def parse():
     p.add_argument("--log", default=None,
                    help="rank 0: one JSON line per step ({\"step\": i, \"loss\": L}, i from 0) and a summary line at the "
                         "end; a resumed run keeps the lines of the steps before its checkpoint and appends")
+    p.add_argument("--sample-log", default=None,
+                   help="rank 0: one JSON line per optimizer step this run trains, {\"step\": i, \"ranks\": [ids, ...]}: "
+                        "the sample indices each rank trained on in that step (to check that a resumed or moved run "
+                        "trains every sample of the global batch once, as an unmoved one does); written afresh by each run")
     p.add_argument("--print-every", type=int, default=10, help="rank 0 prints `step N/M loss L` every N steps")
     p.add_argument("--ckpt-dir", default=os.environ.get("TESSERA_CKPT_ROOT") or None,
                    help="--mode hybrid: checkpoint directory (Tessera's hot tier); default $TESSERA_CKPT_ROOT, "
@@ -133,20 +137,23 @@ class BatchStream:
         self.it = self._iter(pos)
 
     def _iter(self, skip):
+        # batches of sample indices (the sequences are data[ids]): --sample-log names what each rank trained on
         s = _Skip(self.sampler, skip * self.sampler.batch_size) if skip else self.sampler
-        return iter(torch.utils.data.DataLoader(self.data, batch_size=self.sampler.batch_size, sampler=s,
-                                                drop_last=True))
+        return iter(torch.utils.data.DataLoader(range(self.data.shape[0]), batch_size=self.sampler.batch_size,
+                                                sampler=s, drop_last=True))
 
     def next(self):
+        """The next micro-batch of sequences; its sample indices are in self.ids."""
         try:
-            b = next(self.it)
+            ids = next(self.it)
         except StopIteration:
             self.epoch, self.pos = self.epoch + 1, 0
             self.sampler.set_epoch(self.epoch)
             self.it = self._iter(0)
-            b = next(self.it)
+            ids = next(self.it)
         self.pos += 1
-        return b
+        self.ids = ids.tolist()
+        return self.data[ids]
 
 
 class Block(nn.Module):
@@ -491,6 +498,7 @@ def main():
         log_file = open(args.log, "w")
         log_file.writelines(kept)
         log_file.flush()
+    sample_file = open(args.sample_log, "w") if rank == 0 and args.sample_log and args.mode == "hybrid" else None
     # calibrate: island i trains alone in turn; the others wait at a barrier
     turns = islands if args.mode == "calibrate" else [None]
     results = {}
@@ -539,11 +547,13 @@ def main():
                 synchronize()
                 t0, tokens = time.perf_counter(), 0
             batch = stream.next()
+            ids = list(stream.ids)
             opt.zero_grad(set_to_none=True)
             loss = 0.0
             for micro in range(args.accum):
                 if micro > 0:
                     batch = stream.next()
+                    ids += stream.ids
                 batch = batch.to(dev, non_blocking=True)
                 # DDP synchronises the gradient once per step, on the last micro-batch
                 last = micro == args.accum - 1
@@ -565,6 +575,11 @@ def main():
                 log.append(lt)
             elif turn is None:
                 log.append(loss.detach().float())
+            if turn is None and args.mode == "hybrid" and args.sample_log:
+                every = gather_objects(ids)
+                if sample_file is not None:
+                    sample_file.write(json.dumps({"step": step, "ranks": every}) + "\n")
+                    sample_file.flush()
             if turn is None:
                 done = step + 1  # optimizer steps done: the number printed and the checkpoint's step
                 if rank == 0 and (done % args.print_every == 0 or done == steps):
@@ -597,6 +612,8 @@ def main():
             losses = all_losses()
             summary = report(args, everyone, losses, rank, world, nparams, sampler)
             summary["resumed_from_step"] = step0 or None
+    if sample_file is not None:
+        sample_file.close()
     if stopped:
         # the C++ example trainer's convention: 143 (128 + SIGTERM) after a committed checkpoint; the daemon
         # queues a preempted job again whatever its status, but a 0 would read as "succeeded" after a cancel
