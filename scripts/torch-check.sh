@@ -228,6 +228,14 @@ if [ "$WHAT" != bench ]; then
     GW="$PY $ROOT/tests/torch/group_worker.py"
     job group-split 300 --island a=host:2 --island b=host:2 -- $GW split
     job group-store 200 --island a=host:2 -- $GW store
+    # the same where the job's store is on this host's own address, as on several nodes (--store ADDR:0)
+    ADDR=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' | grep -v '^127\.' | head -n 1)
+    if [ -n "$ADDR" ]; then
+      TESSERA_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n') job group-store-addr 200 --store "$ADDR:0" \
+        --island a=host:2 -- $GW store
+    else
+      echo "group-store-addr: SKIPPED: this host has no non-loopback IPv4 address"
+    fi
     job group-token 200 --island a=host:2 -- $GW token
   fi
   if in_group init; then

@@ -8,9 +8,11 @@
          on the ranks outside it). A host has no GPU here: init_process_group(device_id=cuda:0) is refused there,
          so the default group maps cuda to tessera too ("cpu:tessera,cuda:tessera") and is bound to cuda:0 by
          hand, which is what torch's split paths look at; the tensors stay on the CPU.
-  store  (2 ranks) torch's env:// store listens on MASTER_ADDR (127.0.0.1 on one host), not on every interface;
-         the unique id rank 0 publishes in it carries no TESSERA_TOKEN and names a per-group store that listens
-         on 127.0.0.1.
+  store  (2 ranks) torch's env:// store listens on MASTER_ADDR alone, not on every interface: 127.0.0.1 on one
+         host; under `tessera run --store ADDR:0` (a job of several nodes; scripts/torch-check.sh passes this
+         host's first non-loopback address) the job's store address. The unique id rank 0 publishes in it names a
+         per-group store that listens on the same address (TESSERA_BRIDGE_ADDR, else 127.0.0.1), and no key or
+         value in torch's store (every one, by list_keys) holds TESSERA_TOKEN.
   token  (2 ranks) a rank whose TESSERA_TOKEN is not the job's is refused ("refused the job token") and the
          other rank's init_process_group fails within the group's timeout naming it.
 """
@@ -156,12 +158,25 @@ def store_mode():
         check(token not in uid, "store: the unique id published in torch's store carries TESSERA_TOKEN")
         text = uid.split(b"\0")[0].decode()
         print(f"store: the published unique id reads {text!r}", flush=True)
-        check(text.startswith("TSRU2 - 127.0.0.1:"), f"store: the unique id {text!r} does not name a loopback store")
+        want = os.environ.get("TESSERA_BRIDGE_ADDR") or "127.0.0.1"
+        check(text.startswith(f"TSRU2 - {want}:"), f"store: the unique id {text!r} does not name a store on {want}")
         id_port = int(text.rsplit(":", 1)[1])
-        check(listening(id_port) == ["127.0.0.1"], f"store: the group's store listens on {listening(id_port)}")
+        check(listening(id_port) == [want], f"store: the group's store listens on {listening(id_port)}, not on {want}")
     t = torch.ones(4)
     dist.all_reduce(t)
     check(torch.equal(t, torch.full((4,), 2.0)), f"store: all_reduce gave {t}")
+    dist.barrier()  # every rank's keys are in the store
+    if me == 0:
+        # What anyone who reaches torch's store (it checks no credentials) can read: every key and value.
+        store = dist.distributed_c10d._get_default_store()
+        token = os.environ["TESSERA_TOKEN"]
+        forms = [token.encode(), token.lower().encode(), token.upper().encode(), bytes.fromhex(token)]
+        keys = store.list_keys()
+        print(f"store: torch's store holds {len(keys)} keys: {sorted(keys)}", flush=True)
+        check(any(k.endswith("tessera/0/uid") for k in keys), "store: list_keys does not list the unique id's key")
+        leaks = [k for k in keys if any(f in k.encode() or f in store.get(k) for f in forms)]
+        check(not leaks, f"store: TESSERA_TOKEN in torch's store under {leaks}")
+    dist.barrier()
     dist.destroy_process_group()
 
 
