@@ -3,9 +3,10 @@
   split  (4 ranks) new_group and split_group make their groups by tsrCommSplit of the parent's communicator: each
          group's collectives are right, no rank makes a unique id for it (tessera._C.unique_ids_made: every id
          starts a store and a rendezvous) and the parent's comm_split_count grows on every rank of the parent, the
-         ranks outside the group included; those get what torch gives them (NON_GROUP_MEMBER, None). A subset made
-         with new_group while the default group is bound to no device has its own rendezvous (torch calls nothing
-         on the ranks outside it). A host has no GPU here: init_process_group(device_id=cuda:0) is refused there,
+         ranks outside the group included; those get what torch gives them (NON_GROUP_MEMBER, None). That holds
+         for new_group of a subset also while the default group is bound to no device (torch itself splits only
+         from a bound one); a subset made with use_local_synchronization=True (only its members call in) has its
+         own rendezvous. A host has no GPU here: init_process_group(device_id=cuda:0) is refused there,
          so the default group maps cuda to tessera too ("cpu:tessera,cuda:tessera") and is bound to cuda:0 by
          hand, which is what torch's split paths look at; the tensors stay on the CPU.
   store  (2 ranks) torch's env:// store listens on MASTER_ADDR alone, not on every interface: 127.0.0.1 on one
@@ -73,16 +74,32 @@ def split_mode():
     def counts():
         return _C.unique_ids_made(), parent.comm_split_count()
 
-    # Not bound to a device: a group of every rank is split (every rank calls in), a subset is not.
+    # Not bound to a device: new_group of every rank and of a subset are split (every rank calls new_group).
     ids, splits = counts()
     g_all = dist.new_group(list(range(world)))
     check(counts() == (ids, splits + 1), f"split: new_group(all) made an id or no split: {counts()} vs {ids, splits}")
     check_group(g_all, list(range(world)), "new_group(all)")
+    # new_group made by its members alone: no split (the others do not call in), a rendezvous of its own. Made
+    # while every rank has made the same groups: torch names it by a hash of its ranks and of how many groups this
+    # rank belongs to, so after a group that some ranks are outside its members would name it differently.
+    ids, splits = counts()
+    g_local = dist.new_group([0, 1], use_local_synchronization=True)
+    check_group(g_local, [0, 1], "new_group([0, 1], use_local_synchronization=True)")
+    made = 1 if me == 0 else 0  # group rank 0 of [0, 1] made its id
+    check(counts() == (ids + made, splits), f"split: local new_group([0, 1]): {counts()} vs {ids + made, splits}")
     ids, splits = counts()
     g_sub = dist.new_group([0, 1])
+    check(counts() == (ids, splits + 1), f"split: unbound new_group([0, 1]): {counts()} vs {ids, splits + 1}")
     check_group(g_sub, [0, 1], "new_group([0, 1]) unbound")
-    made = 1 if me == 0 else 0  # group rank 0 of [0, 1] made its id: a rendezvous of its own
-    check(counts() == (ids + made, splits), f"split: unbound new_group([0, 1]): {counts()} vs {ids + made, splits}")
+    ids, splits = counts()
+    g_three = dist.new_group([1, 2, 3])
+    check(counts() == (ids, splits + 1), f"split: unbound new_group([1, 2, 3]): {counts()} vs {ids, splits + 1}")
+    check_group(g_three, [1, 2, 3], "new_group([1, 2, 3]) unbound")
+    # the subgroups and the parent after one another: each still computes
+    check_group(g_sub, [0, 1], "new_group([0, 1]) unbound, again")
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    check(torch.equal(t, torch.full((3,), float(world))), f"split: world all_reduce after the unbound splits gave {t}")
 
     # Bound (what init_process_group(device_id=cuda:N) does on a GPU host): new_group of a subset and
     # split_group are split, the ranks outside take part with no colour.

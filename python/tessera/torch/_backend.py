@@ -17,10 +17,13 @@ this rank's group rank and size, and the timeout. `_create`
 A subgroup is split from its parent's communicator instead (tsrCommSplit: no unique id, no rendezvous, the
 members keep their device and island) where every rank of the parent takes part, as ProcessGroupNCCL uses
 ncclCommSplit: split_group always (torch calls the backend's split on every rank of the parent), and new_group
-(parent: the default group) when the default group is bound to a device (init_process_group's device_id: torch
-then calls perform_nocolor_split on the ranks outside the new group) or the new group has every rank of the
-world. Any other new_group (a subset without a bound device, use_local_synchronization=True, its own
-Options) makes its own unique id as above.
+(parent: the default group). When the default group is bound to a device (init_process_group's device_id)
+torch itself calls perform_nocolor_split on the ranks outside the new group. When it is not, torch calls nothing
+on those ranks (ProcessGroupNCCL's communicators are made lazily, so torch splits only from a bound group), but
+every rank of the world calls new_group all the same, and a tessera group's communicator exists from its start:
+`_install_new_group_split` wraps torch's group maker so that those ranks take part in the split with no colour,
+and the members split (_unbound_parent). A new_group made with use_local_synchronization=True (only its members
+call in), with a pg_tag, or with Options of its own makes its own unique id as above.
 """
 import datetime
 import os
@@ -150,11 +153,23 @@ def parse_duration_ms(text):
     return int(float(m.group(1)) * {"ms": 1, "s": 1000, None: 1000, "m": 60000, "h": 3600000}[m.group(2)])
 
 
+def _tessera_backend_of(pg, device):
+    """pg's backend for `device` when it is a tessera backend (unwrapped from TORCH_DISTRIBUTED_DEBUG=DETAIL's
+    wrapper, as torch unwraps it before its perform_nocolor_split), else None."""
+    from .. import _C
+
+    try:
+        b = pg._get_backend(device)
+    except RuntimeError:
+        return None
+    while isinstance(b, getattr(dist.distributed_c10d, "_ProcessGroupWrapper", ())):
+        b = b.wrapped_pg
+    return b if isinstance(b, _C.Backend) else None
+
+
 def _split_parent(dist_opts, options):
     """The default group's tessera backend when the new group `dist_opts` can be split from it (every rank of the
     world takes part in the split: see the module's comment), else None."""
-    from .. import _C
-
     ranks = list(dist_opts.global_ranks_in_group or [])
     if not ranks or options is not None or not dist.is_initialized():
         return None  # the default group itself, or a group with Options of its own
@@ -163,17 +178,79 @@ def _split_parent(dist_opts, options):
     # use_local_synchronization=True (only its members call in) by a hash of its ranks.
     if not str(dist_opts.group_id).isdigit():
         return None
-    bound = world.bound_device_id
-    if bound is None and sorted(ranks) != list(range(world.size())):
-        return None  # a subset, and torch calls nothing on the ranks outside it
-    try:
-        parent = world._get_backend(bound if bound is not None else torch.device("cpu"))
-    except RuntimeError:
+    if world.bound_device_id is None:
+        return _unbound_splits.get(dist_opts.group_id)  # decided on every rank by the wrapper of the group maker
+    return _tessera_backend_of(world, world.bound_device_id)
+
+
+# new_group while the default group is bound to no device: group name -> the default group's backend to split
+# from, set on the members by the wrapper of torch's group maker for the time it runs (_create reads it).
+_unbound_splits = {}
+
+
+def _unbound_parent(ranks, backend, backend_options, pg_tag, group_name):
+    """The default group's tessera backend when torch's group maker, called on every rank of the world with these
+    arguments, makes a group that is split from it although the default group is bound to no device; else None.
+    Every rank decides alike from the same arguments and the world's configuration: the new group is a subgroup
+    made by every rank (torch names it by its counter, not by a hash as with use_local_synchronization=True), with
+    no pg_tag (torch returns a tagged group that exists on its members only), no Options of its own (as
+    _split_parent), and one backend that is tessera (torch then calls _create once on each member)."""
+    if not ranks or not dist.is_initialized() or not str(group_name).isdigit() or pg_tag not in (None, ""):
         return None
-    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps it; torch unwraps it too before its perform_nocolor_split.
-    while isinstance(parent, getattr(dist.distributed_c10d, "_ProcessGroupWrapper", ())):
-        parent = parent.wrapped_pg
-    return parent if isinstance(parent, _C.Backend) else None
+    if isinstance(backend_options, Options):
+        return None
+    world = dist.distributed_c10d._get_default_group()
+    if world.bound_device_id is not None:
+        return None  # torch splits it itself
+    try:
+        wanted = dist.distributed_c10d.BackendConfig(dist.Backend(backend)).get_device_backend_map()
+        had = dist.distributed_c10d.BackendConfig(
+            dist.Backend(dist.distributed_c10d._world.pg_map[world][0])).get_device_backend_map()
+    except (KeyError, ValueError, RuntimeError):
+        return None
+    ours = [d for d, b in wanted.items() if b == BACKEND_NAME]
+    if not ours or (len(set(wanted.values())) > 1 and len(ours) > 1):
+        return None  # not tessera, or a tessera backend per device type: more than one _create per member
+    for device in ["cpu"] + sorted(d for d in had if d != "cpu"):
+        if had.get(device) == BACKEND_NAME:
+            return _tessera_backend_of(world, torch.device(device))
+    return None
+
+
+def _install_new_group_split():
+    """Wraps torch's group maker (distributed_c10d._new_process_group_helper, which new_group and DeviceMesh call
+    on every rank of the world); idempotent. See the module's comment."""
+    import inspect
+
+    c10d = dist.distributed_c10d
+    original = getattr(c10d, "_new_process_group_helper", None)
+    if original is None or getattr(original, "_tessera", False):
+        return
+    signature = inspect.signature(original)
+
+    def helper(*args, **kwargs):
+        try:
+            a = signature.bind(*args, **kwargs)
+            a.apply_defaults()
+            ranks, name = list(a.arguments["global_ranks_in_group"] or []), a.arguments["group_name"]
+            parent = _unbound_parent(ranks, a.arguments["backend"], a.arguments.get("backend_options"),
+                                     a.arguments.get("pg_tag"), name)
+        except (TypeError, KeyError):
+            parent = None  # a torch whose maker takes other arguments: no split
+        if parent is None:
+            return original(*args, **kwargs)
+        if dist.get_rank() not in ranks:
+            parent.perform_nocolor_split(None)  # torch's own path then gives this rank NON_GROUP_MEMBER
+            return original(*args, **kwargs)
+        _unbound_splits[name] = parent
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _unbound_splits.pop(name, None)
+
+    helper._tessera = True
+    helper.__wrapped__ = original
+    c10d._new_process_group_helper = helper
 
 
 def _create(dist_opts, backend_options):
@@ -253,6 +330,7 @@ def register():
     from . import _store
 
     _store.install()  # rank 0's env:// store listens where the launcher's does (under `tessera run`)
+    _install_new_group_split()  # new_group of a default group bound to no device: split, not a new rendezvous
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
