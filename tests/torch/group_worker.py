@@ -5,8 +5,8 @@
          starts a store and a rendezvous) and the parent's comm_split_count grows on every rank of the parent, the
          ranks outside the group included; those get what torch gives them (NON_GROUP_MEMBER, None). That holds
          for new_group of a subset also while the default group is bound to no device (torch itself splits only
-         from a bound one); a subset made with use_local_synchronization=True (only its members call in) has its
-         own rendezvous. A host has no GPU here: init_process_group(device_id=cuda:0) is refused there,
+         from a bound one); a subset made with use_local_synchronization=True (only its members call in) or with
+         Options of its own has its own rendezvous, and one of another backend (gloo) is not split. A host has no GPU here: init_process_group(device_id=cuda:0) is refused there,
          so the default group maps cuda to tessera too ("cpu:tessera,cuda:tessera") and is bound to cuda:0 by
          hand, which is what torch's split paths look at; the tensors stay on the CPU.
   store  (2 ranks) torch's env:// store listens on MASTER_ADDR alone, not on every interface: 127.0.0.1 on one
@@ -95,6 +95,16 @@ def split_mode():
     g_three = dist.new_group([1, 2, 3])
     check(counts() == (ids, splits + 1), f"split: unbound new_group([1, 2, 3]): {counts()} vs {ids, splits + 1}")
     check_group(g_three, [1, 2, 3], "new_group([1, 2, 3]) unbound")
+    # a new group of another backend, or with Options of its own, is not split from the default group
+    ids, splits = counts()
+    g_gloo = dist.new_group([0, 1], backend="gloo")
+    check(counts() == (ids, splits), f"split: new_group(backend=gloo): {counts()} vs {ids, splits}")
+    check_group(g_gloo, [0, 1], "new_group([0, 1], backend=gloo)")
+    ids, splits = counts()
+    g_opt = dist.new_group([2, 3], pg_options=tessera.torch.Options())
+    made = 1 if me == 2 else 0  # group rank 0 of [2, 3] made its id
+    check(counts() == (ids + made, splits), f"split: new_group with Options: {counts()} vs {ids + made, splits}")
+    check_group(g_opt, [2, 3], "new_group([2, 3], pg_options=Options())")
     # the subgroups and the parent after one another: each still computes
     check_group(g_sub, [0, 1], "new_group([0, 1]) unbound, again")
     t = torch.ones(3)
@@ -135,7 +145,9 @@ def split_mode():
     t = torch.ones(10)
     dist.all_reduce(t)
     check(torch.equal(t, torch.full((10,), float(world))), f"split: world all_reduce after the splits gave {t}")
-    check(_C.unique_ids_made() == (2 if me == 0 else 0), f"split: rank {me} made {_C.unique_ids_made()} ids")
+    # rank 0: the world's id and the use_local_synchronization group's; rank 2: the group with Options
+    made = {0: 2, 2: 1}.get(me, 0)
+    check(_C.unique_ids_made() == made, f"split: rank {me} made {_C.unique_ids_made()} ids, not {made}")
     dist.destroy_process_group()
 
 
