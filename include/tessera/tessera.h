@@ -63,7 +63,17 @@ typedef enum {
   tsrCorrupt = 8,  /* stored or received data failed verification */
 } tsrResult_t;
 
-typedef enum {
+/* The enums a caller passes in. In C++ their underlying type is fixed as int, so that every int is a value of
+ * the type (a C caller may pass any int anyway): a value outside the enum, e.g. (tsrDataType_t)99 or
+ * (tsrRedOp_t)-1, is then defined behaviour, and every call refuses it with tsrInvalidArgument naming the
+ * value. In C they are plain enums, int-sized as before (the same ABI). */
+#ifdef __cplusplus
+#define TSR_INT_BASE : int
+#else
+#define TSR_INT_BASE
+#endif
+
+typedef enum TSR_INT_BASE {
   tsrInt8 = 0,
   tsrUint8 = 1,
   tsrInt32 = 2,
@@ -74,7 +84,7 @@ typedef enum {
   tsrFloat64 = 7,
 } tsrDataType_t;
 
-typedef enum { tsrSum = 0, tsrProd = 1, tsrMax = 2, tsrMin = 3, tsrAvg = 4 } tsrRedOp_t;
+typedef enum TSR_INT_BASE { tsrSum = 0, tsrProd = 1, tsrMax = 2, tsrMin = 3, tsrAvg = 4 } tsrRedOp_t;
 
 typedef struct tsrComm* tsrComm_t;
 /* NULL for host memory; the device runtime's stream for device memory (cudaStream_t, aclrtStream, musaStream_t). */

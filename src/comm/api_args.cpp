@@ -19,19 +19,22 @@ constexpr size_t kMaxBytes = static_cast<size_t>(PTRDIFF_MAX);
 constexpr int kAddressBits = sizeof(void*) == 8 ? 57 : 32;
 constexpr uintptr_t kAddressEnd = sizeof(void*) == 8 ? uintptr_t{1} << (kAddressBits % 64) : UINTPTR_MAX;
 
+// The raw int is checked before it becomes a Tessera enum: tessera.h fixes the C API enums' underlying type as
+// int, so any int a caller passes is a value of the type and reading it here is defined.
 Status Type(const char* call, tsrDataType_t type, DType* dt) {
-  const auto t = static_cast<DType>(type);
-  if (!IsValid(t))
+  const int v = static_cast<int>(type);
+  if (v < 0 || v >= static_cast<int>(DType::kCount))
     return InvalidArgument(fmt::format("{}: datatype {} is not a tsrDataType_t (tsrInt8 = 0 ... tsrFloat64 = {})", call,
-                                       static_cast<int>(type), static_cast<int>(DType::kCount) - 1));
-  *dt = t;
+                                       v, static_cast<int>(DType::kCount) - 1));
+  *dt = static_cast<DType>(v);
   return Status::Ok();
 }
 
 Status Op(const char* call, tsrRedOp_t op) {
-  if (!IsValid(static_cast<RedOp>(op)))
-    return InvalidArgument(fmt::format("{}: op {} is not a tsrRedOp_t (tsrSum = 0 ... tsrAvg = {})", call,
-                                       static_cast<int>(op), static_cast<int>(RedOp::kCount) - 1));
+  const int v = static_cast<int>(op);
+  if (v < 0 || v >= static_cast<int>(RedOp::kCount))
+    return InvalidArgument(fmt::format("{}: op {} is not a tsrRedOp_t (tsrSum = 0 ... tsrAvg = {})", call, v,
+                                       static_cast<int>(RedOp::kCount) - 1));
   return Status::Ok();
 }
 
