@@ -1,14 +1,18 @@
-// tests/ccl/hccl_abort_test: ending an HCCL communicator while one of its operations is in flight. HCCL has no abort,
-// and HcclCommDestroy frees what a running operation uses, so CclComm::Abort on the hccl row must first wait (within
-// the communicator's timeout) for what is queued, then destroy; a communicator whose work is still running then is
-// left undestroyed. The HCCL host shim runs its operations asynchronously on the ACL shim's streams, as the real
-// library does, and counts every destroy made under queued or running operations (tesseraHcclShimDestroyedInFlight,
-// tests/shims/README.md): that count must stay 0. Two forked ranks meet through Tessera's store.
+// tests/ccl/hccl_abort_test: ending an HCCL communicator while one of its operations is in flight. HCCL has no abort;
+// HcclCommDestroy, called from another thread, returns HCCL_E_AGAIN while a thread is inside a call on the
+// communicator, and otherwise destroys it and ends the operations it still runs with an error (CANN's documented
+// behaviour, which the HCCL host shim models: tests/shims/hccl_shim.cpp, [destroy]). So CclComm::Abort on the hccl
+// row drains first — waits within the communicator's timeout for what is queued, so that work which can finish
+// does — then destroys, retrying HCCL_E_AGAIN until that deadline; an operation stuck on a peer that hangs is ended
+// by the destroy, within the bound, and the abort says so naming the library and the island's communicator. The
+// shim runs its operations asynchronously on the ACL shim's streams and counts the destroys that ended operations
+// (tesseraHcclShimDestroyedInFlight, tests/shims/README.md). Two forked ranks meet through Tessera's store.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -43,6 +47,14 @@ uint64_t DestroyedInFlight() {
   void* h = dlopen(TESSERA_SHIM_HCCL, RTLD_NOW | RTLD_NOLOAD);
   auto count = h ? reinterpret_cast<uint64_t (*)()>(dlsym(h, "tesseraHcclShimDestroyedInFlight")) : nullptr;
   return count ? count() : ~uint64_t{0};
+}
+
+// Whether the HCCL shim still holds `comm` as a live communicator (HcclGetRankSize answers for it).
+bool Live(void* comm) {
+  void* h = dlopen(TESSERA_SHIM_HCCL, RTLD_NOW | RTLD_NOLOAD);
+  auto size = h ? reinterpret_cast<int (*)(void*, uint32_t*)>(dlsym(h, "HcclGetRankSize")) : nullptr;
+  uint32_t n = 0;
+  return size != nullptr && size(comm, &n) == 0;
 }
 
 // Runs `body` on 2 forked ranks; "" when both passed, else their failures.
@@ -99,12 +111,23 @@ std::string RunRanks(std::chrono::milliseconds timeout, const std::function<void
 
 constexpr size_t kCount = 1024;
 
-// An allreduce of `rank + 1` in every element, queued on the rank's stream; its device buffer, or null.
-void* QueueAllReduce(Rank& k) {
+// A device buffer of `rank + 1` in every element, or null.
+void* Buffer(Rank& k) {
   const std::vector<float> mine(kCount, static_cast<float>(k.rank + 1));
   void* d = k.rt->Malloc(kCount * sizeof(float));
-  if (!k.Expect(d && k.rt->ToDevice(d, mine.data(), kCount * sizeof(float)), "device buffer")) return nullptr;
-  const int r = k.comm->lib().AllReduce(d, d, kCount, DType::kFloat32, RedOp::kSum, k.comm->handle(), k.stream);
+  return k.Expect(d && k.rt->ToDevice(d, mine.data(), kCount * sizeof(float)), "device buffer") ? d : nullptr;
+}
+
+// An allreduce of `d` in place, queued on the rank's stream: HcclAllReduce's result.
+int AllReduce(Rank& k, void* d) {
+  return k.comm->lib().AllReduce(d, d, kCount, DType::kFloat32, RedOp::kSum, k.comm->handle(), k.stream);
+}
+
+// An allreduce of `rank + 1` in every element, queued on the rank's stream; its device buffer, or null.
+void* QueueAllReduce(Rank& k) {
+  void* d = Buffer(k);
+  if (d == nullptr) return nullptr;
+  const int r = AllReduce(k, d);
   return k.Expect(r == 0, "HcclAllReduce: " + std::to_string(r)) ? d : nullptr;
 }
 
@@ -115,7 +138,10 @@ TEST(HcclAbort, WaitsForTheOperationInFlightThenDestroys) {
     if (k.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     void* d = QueueAllReduce(k);
     if (d == nullptr) return;
-    if (k.rank == 0) k.comm->Abort();
+    if (k.rank == 0) {
+      const Status s = k.comm->AbortAndReport();
+      k.Expect(s.ok(), "the abort of a communicator whose work finished: " + s.message());
+    }
     k.Expect(DestroyedInFlight() == 0, "the communicator was destroyed under its running allreduce");
     k.Expect(k.rt->Sync(k.stream), "the allreduce failed: it was not left to finish");
     std::vector<float> got(kCount);
@@ -125,23 +151,57 @@ TEST(HcclAbort, WaitsForTheOperationInFlightThenDestroys) {
   EXPECT_EQ(res, "");
 }
 
-// Rank 1 never joins: rank 0's allreduce runs until the shim's own timeout (3 s). Abort waits only the
-// communicator's timeout (200 ms), then leaves the communicator undestroyed rather than destroy it under the
-// running allreduce, which later fails on its own.
-TEST(HcclAbort, LeavesACommunicatorWhoseOperationStillRunsUndestroyed) {
+// Rank 1 hangs (alive, never joins): rank 0's allreduce would run until HCCL's own timeout (the shim's, 60 s
+// here; HCCL_EXEC_TIMEOUT is 1836 s by default). Abort waits the communicator's timeout (200 ms), then destroys
+// the communicator, which ends the allreduce at once: the abort returns within the bound, says what it ended naming
+// the library and the island's communicator, and the stream fails long before the peer or HCCL's timeout would.
+TEST(HcclAbort, EndsAnOperationStuckOnAHungPeerWithinTheBoundAndNamesIt) {
+  setenv("TESSERA_SHIM_TIMEOUT_MS", "60000", 1);  // read when a communicator is made: set before the forks
   const std::string res = RunRanks(std::chrono::milliseconds(200), [](Rank& k) {
-    setenv("TESSERA_SHIM_TIMEOUT_MS", "3000", 1);
     if (k.rank == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+      std::this_thread::sleep_for(std::chrono::seconds(8));  // alive: the shim would see a dead peer's exit
       return;
     }
     if (QueueAllReduce(k) == nullptr) return;
     const auto t0 = Clock::now();
-    k.comm->Abort();
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-    k.Expect(ms < 2500, "abort took " + std::to_string(ms) + " ms: not bounded by the communicator's timeout");
-    k.Expect(DestroyedInFlight() == 0, "the communicator was destroyed under its running allreduce");
-    k.Expect(!k.rt->Sync(k.stream), "the allreduce of a missing peer succeeded");
+    const Status s = k.comm->AbortAndReport();
+    const auto ms = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(); };
+    k.Expect(ms() < 2500, "abort took " + std::to_string(ms()) + " ms: not bounded by the communicator's timeout");
+    k.Expect(s.code() == Code::kTimeout && s.message().find("hccl") != std::string::npos &&
+                 s.message().find("ccl/abort/id") != std::string::npos &&
+                 s.message().find("HcclCommDestroy ended them") != std::string::npos,
+             "the abort does not say what it ended, naming the library and the communicator: " + s.message());
+    k.Expect(DestroyedInFlight() == 1, "the stuck allreduce was not ended by a destroy");
+    k.Expect(!Live(k.comm->handle()), "the communicator was left undestroyed");
+    k.Expect(!k.rt->Sync(k.stream), "the allreduce of a hung peer succeeded");
+    k.Expect(ms() < 4000, "the stream failed only " + std::to_string(ms()) +
+                              " ms after the abort: the stuck allreduce was not ended by it");
+  });
+  unsetenv("TESSERA_SHIM_TIMEOUT_MS");
+  EXPECT_EQ(res, "");
+}
+
+// A thread is inside an HCCL call on the communicator (a host call of 500 ms: TESSERA_SHIM_HCCL_CALL_MS) when
+// another thread aborts it: HcclCommDestroy answers HCCL_E_AGAIN until that call returns. The abort retries within
+// its bound and destroys the communicator then; it is not left alive.
+TEST(HcclAbort, RetriesADestroyThatFindsTheCommunicatorInUse) {
+  const std::string res = RunRanks(std::chrono::seconds(3), [](Rank& k) {
+    setenv("TESSERA_SHIM_HCCL_CALL_MS", "500", 1);
+    void* d = Buffer(k);
+    if (d == nullptr) return;
+    std::atomic<int> r{-1};
+    std::thread call([&] { r = AllReduce(k, d); });  // (the shim's streams need no device on this thread)
+    if (k.rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // inside the call
+      const auto t0 = Clock::now();
+      const Status s = k.comm->AbortAndReport();
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+      k.Expect(!Live(k.comm->handle()), "the communicator in use at the abort was left undestroyed: " + s.message());
+      k.Expect(ms < 2900, "abort took " + std::to_string(ms) + " ms: not bounded by the communicator's timeout");
+    }
+    call.join();
+    k.Expect(r == 0, "HcclAllReduce: " + std::to_string(r));
+    (void)k.rt->Sync(k.stream);  // done or ended by the destroy; either is right here
   });
   EXPECT_EQ(res, "");
 }

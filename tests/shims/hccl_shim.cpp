@@ -8,8 +8,15 @@
 //            prod, max, min; "prod" does not support int16 and bfp16. HcclBroadcast, HcclAllGather, HcclSend and
 //            HcclRecv take the twelve types hccl.h lists for them (hccl:139-140, 205-206, 263-264, 277-278).
 //   [same]   "all ranks' count, dataType, op must be the same" (both pages): the shim checks it and fails.
-//   [destroy] HCCL has no abort; HcclCommDestroy frees the communicator, so destroying it under queued or running
-//            operations is undefined: the shim reports that misuse (below) instead of waiting for them.
+//   [destroy] HcclCommDestroy, .../canncommercial/800/apiref/hcclapiref/hcclcpp_07_0010.html (the same text in
+//            CANN 8.5.0 and in the open hcomm repository's docs, gitcode.com/cann/hcomm): it may be called from
+//            another thread. While a thread is inside a call on the communicator ("occupied": hcomm's op_base
+//            holds the state INUSE for the length of each operation's host call) it returns HCCL_E_AGAIN, logging
+//            "[HcclCommDestroy] comm is in use, please try again later", and destroys nothing. Otherwise it
+//            destroys the communicator, and "the communication operator that is being executed exits without
+//            waiting for the timeout and reports an error" ("Terminating operation due to external request").
+//            HCCL has no abort call (hccl.h, hcomm's include/hccl/hccl_comm.h: HcclCommSuspend/HcclCommResume
+//            are reserved, for on-chip memory faults, and need aclrtDeviceTaskAbort of the whole device).
 //   [root]   HcclCommInitRootInfo, .../canncommercial/800/apiref/hcclapiref/hcclcpp_07_0006.html: nRanks and
 //            rootInfo equal on every rank; HcclGetRootInfo (hcclcpp_07_0005) is called on the root rank only.
 // Codes for violations the docs do not number are the shim's choice: HCCL_E_PTR for NULL pointers, HCCL_E_PARA
@@ -19,8 +26,10 @@
 // ACL_ERROR_RT_SUSPECT_REMOTE_ERROR (peer dead or failed), ACL_ERROR_RT_TASK_TIMEOUT (timeout) or
 // ACL_ERROR_RT_INTERNAL_ERROR, and HcclGetCommAsyncError reports the HCCL code. Messages: aclGetRecentErrMsg.
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "acl_abi.h"
 #include "hccl_abi.h"
@@ -38,6 +47,7 @@ namespace {
 
 struct CommObj {
   std::shared_ptr<coll::Comm> comm;
+  std::atomic<int> in_use{0};  // threads inside a call on it ([destroy]: hcomm's state INUSE)
 };
 tshim::Handles<CommObj> g_comms;
 
@@ -109,7 +119,23 @@ bool MapType(HcclDataType t, bool reduce, coll::DType* out) {
   }
 }
 
+// Marks a communicator occupied for the length of an operation's host call ([destroy]).
+struct InUse {
+  std::shared_ptr<CommObj> obj;
+  void Hold(std::shared_ptr<CommObj> o) {
+    obj = std::move(o);
+    ++obj->in_use;
+  }
+  InUse() = default;
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+  ~InUse() {
+    if (obj) --obj->in_use;
+  }
+};
+
 struct Checked {
+  InUse in_use;
   std::shared_ptr<coll::Comm> comm;
   std::shared_ptr<tshim::Stream> stream;
   coll::DType type = coll::DType::kI8;
@@ -120,6 +146,11 @@ HcclResult Check(const char* fn, HcclComm comm, aclrtStream stream, HcclDataType
                  Checked* out) {
   auto obj = comm ? g_comms.Get(comm) : nullptr;
   if (!obj) return Fail(comm ? HCCL_E_PARA : HCCL_E_PTR, Fmt("%s: comm %p is not a live communicator", fn, comm));
+  out->in_use.Hold(obj);
+  // TESSERA_SHIM_HCCL_CALL_MS: each operation's host call keeps its communicator occupied this long (a slow host
+  // call, for tests of HcclCommDestroy's HCCL_E_AGAIN).
+  if (const uint64_t ms = tshim::EnvU64("TESSERA_SHIM_HCCL_CALL_MS", 0))
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   out->comm = obj->comm;
   out->stream = Acl()->stream(stream);
   if (!out->stream) return Fail(HCCL_E_PARA, Fmt("%s: stream %p is not a live ACL stream", fn, stream));
@@ -183,33 +214,36 @@ HCCL_ABI_EXPORT HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootI
   std::shared_ptr<coll::Comm> c;
   coll::Result r = coll::Comm::Create(rootInfo->internal, static_cast<int>(nRanks), static_cast<int>(rank), device, &c);
   if (!r.ok()) return Fail(ToHccl(r.err), "HcclCommInitRootInfo: " + r.msg);
-  *comm = g_comms.Add(std::make_shared<CommObj>(CommObj{std::move(c)}));
+  auto obj = std::make_shared<CommObj>();
+  obj->comm = std::move(c);
+  *comm = g_comms.Add(std::move(obj));
   return HCCL_SUCCESS;
 }
 
-// [destroy] HCCL has no abort, and HcclCommDestroy frees the communicator's resources, so destroying one while its
-// operations are queued or running on a stream is undefined in HCCL. The shim detects it: it says so on stderr,
-// counts it (tesseraHcclShimDestroyedInFlight), and fails those operations at once (the engine is aborted), as the
-// closest defined stand-in for what the real library does to them. A communicator whose work has finished is
-// destroyed as before.
+// [destroy] From any thread. Occupied (a thread inside an operation's host call on it): HCCL_E_AGAIN, nothing
+// destroyed. Else the communicator is destroyed, and its operations still queued or running on a stream fail at
+// once, as HCCL's do ("Terminating operation due to external request"); the shim counts such destroys
+// (tesseraHcclShimDestroyedInFlight) and says so on stderr. A communicator whose work has finished is destroyed
+// quietly.
 static std::atomic<uint64_t> g_destroyed_in_flight{0};
 
 HCCL_ABI_EXPORT HcclResult HcclCommDestroy(HcclComm comm) {
-  auto obj = comm ? g_comms.Remove(comm) : nullptr;
+  auto obj = comm ? g_comms.Get(comm) : nullptr;
   if (!obj) return Fail(comm ? HCCL_E_PARA : HCCL_E_PTR, Fmt("HcclCommDestroy: %p is not a live communicator", comm));
+  if (obj->in_use.load() > 0) return Fail(HCCL_E_AGAIN, "[HcclCommDestroy] comm is in use, please try again later");
+  g_comms.Remove(comm);
   if (const uint64_t n = obj->comm->InFlight(); n > 0) {
     ++g_destroyed_in_flight;
-    std::fprintf(
-        stderr,
-        "[hccl shim] HcclCommDestroy: communicator %p destroyed with %llu operation(s) still queued or running "
-        "on its streams (undefined in HCCL: they use what it frees); they fail now\n",
-        comm, static_cast<unsigned long long>(n));
+    std::fprintf(stderr,
+                 "[hccl shim] HcclCommDestroy: Terminating operation due to external request: communicator %p "
+                 "destroyed with %llu operation(s) still queued or running on its streams; they fail now\n",
+                 comm, static_cast<unsigned long long>(n));
     obj->comm->Abort();
   }
   return HCCL_SUCCESS;
 }
 
-// Not an HCCL API: how many communicators HcclCommDestroy destroyed under queued or running operations ([destroy]).
+// Not an HCCL API: how many destroys ended operations still queued or running ([destroy]).
 HCCL_ABI_EXPORT uint64_t tesseraHcclShimDestroyedInFlight() { return g_destroyed_in_flight.load(); }
 
 HCCL_ABI_EXPORT HcclResult HcclGetRankSize(HcclComm comm, uint32_t* rankSize) {

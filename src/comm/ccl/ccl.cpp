@@ -90,8 +90,12 @@ class NcclShape final : public CclLibrary {
     return Check(c_.CommInitRank(comm, nranks, u, rank), "CommInitRank");
   }
   // NCCL's own: destroy flushes what is queued; abort ends it.
-  Result_ CommDestroy(void* comm, std::chrono::milliseconds) const override { return c_.CommDestroy(comm); }
-  Result_ CommAbort(void* comm, std::chrono::milliseconds) const override { return c_.CommAbort(comm); }
+  Status CommDestroy(void* comm, std::chrono::milliseconds) const override {
+    return Check(c_.CommDestroy(comm), "CommDestroy");
+  }
+  Status CommAbort(void* comm, std::chrono::milliseconds) const override {
+    return Check(c_.CommAbort(comm), "CommAbort");
+  }
   Result_ CommGetAsyncError(void* comm, Result_* err) const override { return c_.CommGetAsyncError(comm, err); }
   Result_ AllReduce(const void* s, void* r, size_t n, DType t, RedOp op, void* comm, void* st) const override {
     return c_.AllReduce(s, r, n, DataType(t), Op(op), comm, st);
@@ -236,6 +240,7 @@ Result<std::unique_ptr<CclComm>> CclComm::Create(std::shared_ptr<CclLibrary> lib
   c->lib_ = std::move(lib);
   c->nranks_ = nranks;
   c->timeout_ = timeout;
+  c->key_ = key;
   std::string id;
   if (rank == 0) {
     TSR_RETURN_IF_ERROR(c->lib_->NewId(&id));
@@ -253,14 +258,20 @@ Result<std::unique_ptr<CclComm>> CclComm::Create(std::shared_ptr<CclLibrary> lib
 CclComm::~CclComm() {
   if (comm_ == nullptr || aborted_) return;
   const bool abort = failed_;
-  const int r = abort ? lib_->CommAbort(comm_, timeout_) : lib_->CommDestroy(comm_, timeout_);
-  if (r != 0) TSR_LOG_DEBUG("{}", lib_->Check(r, abort ? "CommAbort" : "CommDestroy").message());
+  const Status s = abort ? lib_->CommAbort(comm_, timeout_) : lib_->CommDestroy(comm_, timeout_);
+  if (!s.ok())
+    TSR_LOG_WARN("{}", s.WithContext(fmt::format("{} the {} communicator of store key {}",
+                                                 abort ? "aborting" : "destroying", lib_->name(), key_))
+                           .message());
 }
 
-void CclComm::Abort() {
-  if (aborted_.exchange(true)) return;
-  if (const int r = lib_->CommAbort(comm_, timeout_); r != 0)
-    TSR_LOG_DEBUG("{}", lib_->Check(r, "CommAbort").message());
+Status CclComm::AbortAndReport() {
+  if (aborted_.exchange(true)) return Status::Ok();
+  Status s = lib_->CommAbort(comm_, timeout_);
+  if (s.ok()) return s;
+  s = s.WithContext(fmt::format("aborting the {} communicator of store key {}", lib_->name(), key_));
+  TSR_LOG_WARN("{}", s.message());
+  return s;
 }
 
 Status CclComm::AsyncError() {

@@ -179,10 +179,11 @@ class CclLibrary {
   virtual Status NewId(std::string* id) const = 0;
   virtual Status InitRank(void** comm, int nranks, const std::string& id, int rank) const = 0;
   // Ends a communicator whose work is done (Destroy) or after a failure / tsrCommAbort (Abort). A library without
-  // an abort (HCCL) waits up to `timeout` for what is queued on the communicator first, and never destroys it under
-  // a running operation (see ccl_hccl.cpp).
-  virtual Result_ CommDestroy(void* comm, std::chrono::milliseconds timeout) const = 0;
-  virtual Result_ CommAbort(void* comm, std::chrono::milliseconds timeout) const = 0;
+  // an abort (HCCL) first waits up to `timeout` for what is queued on the communicator, then destroys it, which
+  // ends what still runs (see ccl_hccl.cpp). Ok when it was destroyed with nothing left running; else an error
+  // naming the library and what happened (operations it ended, or that it could not be destroyed).
+  virtual Status CommDestroy(void* comm, std::chrono::milliseconds timeout) const = 0;
+  virtual Status CommAbort(void* comm, std::chrono::milliseconds timeout) const = 0;
   virtual Result_ CommGetAsyncError(void* comm, Result_* err) const = 0;
 
   // The calls, asynchronous on `stream`. A type or op the row lacks is the library's error (check Supports /
@@ -251,9 +252,12 @@ class CclComm {
   // Abandons the communicator (after a failure): the destructor then aborts instead of destroying.
   void MarkFailed() { failed_ = true; }
   // tsrCommAbort, from any thread: aborts the CCL communicator now (once; ends the CCL's pending work, or for a
-  // library without an abort waits for it within the communicator's timeout: CclLibrary::CommAbort).
-  // Nothing may call the CCL with it afterwards: Comm's abort flag stops calls before they reach it.
-  void Abort();
+  // library without an abort waits for it within the communicator's timeout, then destroys it:
+  // CclLibrary::CommAbort). Returns within about that timeout. Nothing may call the CCL with it afterwards: Comm's
+  // abort flag stops calls before they reach it. Abort logs a warning when the end was not clean; AbortAndReport
+  // returns it: Ok, or an error naming the library, the island's communicator (its store key) and what happened.
+  void Abort() { (void)AbortAndReport(); }
+  Status AbortAndReport();
   bool aborted() const { return aborted_.load(); }
 
  private:
@@ -262,6 +266,7 @@ class CclComm {
   void* comm_ = nullptr;
   int nranks_ = 0;
   std::chrono::milliseconds timeout_{0};  // the world's: bounds the wait of a library without an abort
+  std::string key_;                       // the store key of its unique id: names the island in messages
   std::atomic<bool> failed_{false};       // AsyncError may run on another thread (tsrCommGetAsyncError)
   std::atomic<bool> aborted_{false};      // Abort ran: the handle is gone
 };

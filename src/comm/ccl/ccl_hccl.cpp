@@ -8,11 +8,18 @@
 //   - broadcast: HcclBroadcast has one buffer (hccl:146): out of place, the root first copies send -> recv on
 //     the stream with aclrtMemcpyAsync (ACL rt:1346, ACL_MEMCPY_DEVICE_TO_DEVICE = 3, rt:115-124; found through
 //     libhccl's own dependency on libascendcl), then broadcasts recv;
-//   - no abort (hccl.h has none), and HcclCommDestroy frees what a running operation uses. So the object records
-//     an ACL event (aclrtCreateEvent rt:927, aclrtRecordEvent rt:983) on each stream after the communicator's
-//     latest call there (a group's calls at its GroupEnd), and CommAbort / CommDestroy first wait for those events
-//     (aclrtQueryEventStatus rt:1024, polled) within the communicator's timeout; a communicator whose operations are
-//     still running then is left undestroyed, with a warning, never destroyed under them;
+//   - no abort (hccl.h has none; nor has CANN 9's hcomm, whose HcclCommSuspend/Resume are reserved for on-chip
+//     memory faults). HcclCommDestroy may be called from another thread: while a thread is inside a call on the
+//     communicator it returns HCCL_E_AGAIN and destroys nothing; otherwise it destroys the communicator and the
+//     operations it still runs end at once with an error ("Terminating operation due to external request") —
+//     CANN's HcclCommDestroy page (canncommercial/800 apiref hcclcpp_07_0010; the same in 8.5.0), which
+//     tests/shims/hccl_shim.cpp models and cites. So a bounded drain, then destroy: the object records an ACL event
+//     (aclrtCreateEvent rt:927, aclrtRecordEvent rt:983) on each stream after the communicator's latest call there
+//     (a group's calls at its GroupEnd); CommAbort / CommDestroy first wait for those events (aclrtQueryEventStatus
+//     rt:1024, polled) within the communicator's timeout, so that work which can finish does, then destroy it,
+//     retrying HCCL_E_AGAIN until that deadline. Operations still running then (a peer died or never came) are
+//     ended by the destroy, and the end says so; a communicator still in use at the deadline is left
+//     undestroyed, and the end says that;
 //   - no version call in the subset used: version 0;
 //   - HcclGetCommAsyncError (hccl:388) for CommGetAsyncError; groups from libhcomm.so (torch_npu HcclCompile.h).
 // Each loaded file is its own object holding its own symbols: any number of HCCL files per process.
@@ -35,7 +42,7 @@ namespace {
 constexpr int kHcclSuccess = 0;              // HCCL_SUCCESS, types:24
 constexpr int kHcclPara = 1;                 // HCCL_E_PARA, types:25
 constexpr int kHcclNotSupport = 5;           // HCCL_E_NOT_SUPPORT, types:29
-constexpr int kHcclTimeout = 9;              // HCCL_E_TIMEOUT, types:33
+constexpr int kHcclAgain = 20;               // HCCL_E_AGAIN, types:44
 constexpr int kAclMemcpyDeviceToDevice = 3;  // ACL_MEMCPY_DEVICE_TO_DEVICE, acl_rt.h rt:115-124
 constexpr int kAclEventComplete = 1;         // ACL_EVENT_RECORDED_STATUS_COMPLETE, acl_rt.h (aclrtEventRecordedStatus)
 
@@ -94,8 +101,8 @@ class HcclShape final : public CclLibrary {
     return Check(CommInitRootInfo_(static_cast<uint32_t>(nranks), id.data(), static_cast<uint32_t>(rank), comm),
                  "CommInitRank");
   }
-  Result_ CommDestroy(void* comm, std::chrono::milliseconds timeout) const override { return End(comm, timeout); }
-  Result_ CommAbort(void* comm, std::chrono::milliseconds timeout) const override { return End(comm, timeout); }
+  Status CommDestroy(void* comm, std::chrono::milliseconds timeout) const override { return End(comm, timeout); }
+  Status CommAbort(void* comm, std::chrono::milliseconds timeout) const override { return End(comm, timeout); }
   Result_ CommGetAsyncError(void* comm, Result_* err) const override { return GetCommAsyncError_(comm, err); }
 
   Result_ AllReduce(const void* s, void* r, size_t n, DType t, RedOp op, void* comm, void* st) const override {
@@ -201,9 +208,10 @@ class HcclShape final : public CclLibrary {
     }
   }
 
-  // Waits (polling, up to `timeout`) until the communicator's queued work has run, then destroys it; a
-  // communicator with work still running is left as it is (HCCL would free what that work uses).
-  int End(void* comm, std::chrono::milliseconds timeout) const {
+  // Waits (polling, up to `timeout`) until the communicator's queued work has run, then destroys it, retrying
+  // HCCL_E_AGAIN (a thread inside a call on it) until the same deadline. Work still running at the deadline is ended
+  // by the destroy (HCCL's documented behaviour); the result says so, or that the communicator stays in use.
+  Status End(void* comm, std::chrono::milliseconds timeout) const {
     std::vector<Mark_> marks;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -226,16 +234,25 @@ class HcclShape final : public CclLibrary {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
-    if (running > 0) {
-      TSR_LOG_WARN(
-          "{}: the communicator's operations on {} stream(s) were still running {} ms after it was ended: it is left "
-          "undestroyed (HCCL has no abort, and HcclCommDestroy would free what they use)",
-          name(), running, timeout.count());
-      return kHcclTimeout;  // its events stay too: a running stream may still reach them
+    int r = CommDestroy_(comm);
+    while (r == kHcclAgain && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      r = CommDestroy_(comm);
     }
+    if (r == kHcclAgain)
+      return Timeout(fmt::format(
+          "{}: HcclCommDestroy still answered HCCL_E_AGAIN (a thread is inside a call on the communicator) {} ms "
+          "after the communicator was ended: it is left undestroyed",
+          name(), timeout.count()));
+    if (r != kHcclSuccess) return Check(r, "CommDestroy");
+    if (running > 0)  // its events stay: the ended operations' streams may still reach them
+      return Timeout(fmt::format(
+          "{}: the communicator's operations on {} stream(s) were still running {} ms after it was ended (a peer "
+          "that died, hangs or never came): HcclCommDestroy ended them, and they fail on their streams",
+          name(), running, timeout.count()));
     for (const Mark_& m : marks)
       if (m.event != nullptr) (void)DestroyEvent_(m.event);
-    return CommDestroy_(comm);
+    return Status::Ok();
   }
 
   const char* ErrorString(Result_ r) const override { return GetErrorString_ ? GetErrorString_(r) : nullptr; }
