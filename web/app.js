@@ -324,11 +324,8 @@ async function pageJob(id) {
                      a.end_reason || '', a.resume_from || 'fresh start',
                      a.wake_latency_ms === null ? '-' : a.wake_latency_ms + ' ms', a.billed ? 'yes' : 'no',
                      (a.islands || []).map((i) => i.count + '× ' + i.type + emulatedNote(i)).join(' + ') +
-                         (a.move ? ' (moved for ' + a.move.reason + ' from ' + a.move.from + ', predicted gain ' +
-                                       (typeof a.move.predicted_gain === 'number' ?
-                                            (a.move.predicted_gain * 100).toFixed(1) + '%' :
-                                            'unknown') +
-                                       ')' :
+                         (a.move ? ' (moved (' + a.move.reason + ') from ' + a.move.from + ': ' +
+                                       (a.move.summary || '') + ')' :
                                    '')
                    ]
                  })),

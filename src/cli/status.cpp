@@ -91,12 +91,9 @@ int RunStatus(int argc, char** argv) {
       std::printf("  attempt %lld: %s .. %s on %s", static_cast<long long>(a["n"].get<int64_t>()),
                   FormatMs(a["started_ms"].get<int64_t>()).c_str(), end.c_str(), islands.c_str());
       if (!a["end_reason"].get<std::string>().empty()) std::printf("; %s", a["end_reason"].get<std::string>().c_str());
-      if (a.contains("move") && a["move"].is_object())  // a move to another mix: its reason and predicted gain
-        std::printf("; moved (%s) from %s, predicted gain %s", a["move"].value("reason", "?").c_str(),
-                    a["move"].value("from", "?").c_str(),
-                    a["move"]["predicted_gain"].is_number()
-                        ? fmt::format("{:+.1f}%", a["move"]["predicted_gain"].get<double>() * 100).c_str()
-                        : "unknown");
+      if (a.contains("move") && a["move"].is_object())  // a move to another mix: what triggered it (MoveSummary)
+        std::printf("; moved (%s) from %s: %s", a["move"].value("reason", "?").c_str(),
+                    a["move"].value("from", "?").c_str(), a["move"].value("summary", "").c_str());
       if (!a["resume_from"].get<std::string>().empty())
         std::printf("; resumed from %s", a["resume_from"].get<std::string>().c_str());
       if (!a["wake_latency_ms"].is_null())

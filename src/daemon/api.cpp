@@ -325,6 +325,12 @@ void Daemon::Routes() {
     if (atts.ok()) {
       for (auto& a : *atts) {
         json alloc = json::parse(a.alloc_json, nullptr, /*allow_exceptions=*/false);
+        json move = alloc.is_object() ? alloc.value("move", json()) : json();
+        if (move.is_object()) {
+          // Only a cost move was triggered by its predicted gain (older records of policy moves carry one).
+          if (move.value("reason", std::string()) != "cost") move["predicted_gain"] = nullptr;
+          move["summary"] = MoveSummary(move, catalog_.currency);
+        }
         aj.push_back({{"n", a.n},
                       {"started_ms", a.started_ms},
                       {"ended_ms", Opt(a.ended_ms)},
@@ -336,7 +342,7 @@ void Daemon::Routes() {
                       {"billed", a.billed},
                       {"shim_pid", a.shim_pid},
                       {"islands", alloc.is_object() ? alloc.value("islands", json()) : json()},
-                      {"move", alloc.is_object() ? alloc.value("move", json()) : json()}});
+                      {"move", move}});
       }
     } else {
       TSR_LOG_ERROR("GET /v1/jobs/{}: {}", id, atts.status().ToString());

@@ -64,6 +64,11 @@ MixValue ValueOfMix(const Mix& mix, const sched::Catalog& catalog, const std::st
 // nullopt when a value is zero (no throughput for the class, no price, nothing left).
 std::optional<double> PredictedGain(const MixValue& from, const MixValue& to, double remaining_s, double restart_s);
 std::string FormatGain(std::optional<double> gain);  // "+23.5%", "unknown"
+// What moved a job, from its move record (an attempt's allocation "move"), as the job's events, GET /v1/jobs/ID's
+// "summary", `tessera status` and the console say it. A cost move names its predicted gain, which triggered it;
+// a policy or capacity move says that the floor or the lost cards required it, not its cost (a policy move adds
+// how the new mix's work per unit of money compares, per hour of work: the restart is paid whatever the gain).
+std::string MoveSummary(const nlohmann::json& move, const std::string& currency);
 // The last "step N[/M] [loss L]" of the job's log: {step, of?, loss?}, or null.
 nlohmann::json ProgressFromLog(const std::string& path);
 
@@ -104,12 +109,13 @@ class Daemon {
   struct MoveRequest {
     std::string reason;  // policy | cost | capacity
     std::string why, from, to;
-    std::optional<double> gain;
+    std::optional<double> gain;         // cost moves: the predicted gain that triggered it
+    std::optional<double> rate_change;  // policy moves: work per unit of money of `to` against `from`, per hour
   };
   // The floor rose and `running` breaks it: stops the lowest-priority jobs until the rest comply, each with a
   // compliant mix chosen for it now (recorded as a move) when its remix mode allows one and one exists.
   void PolicyMoves(const std::vector<AttemptOfJob>& active, const std::vector<sched::RunningJob>& running,
-                   const sched::ShareStatus& share, int64_t now);
+                   const sched::ShareStatus& share);
   // At each new committed checkpoint of a `remix: cost` job: moves it when a compliant mix is predicted to gain
   // at least remix.min_gain; true when a move was requested.
   bool CostMoves(const std::vector<AttemptOfJob>& active, const std::vector<sched::RunningJob>& running, int64_t now);

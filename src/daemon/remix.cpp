@@ -115,6 +115,27 @@ std::string FormatGain(std::optional<double> gain) {
   return gain ? fmt::format("{:+.1f}%", *gain * 100.0) : std::string("unknown");
 }
 
+std::string MoveSummary(const json& move, const std::string& currency) {
+  auto num = [&](const char* k) {
+    return move.is_object() && move.value(k, json()).is_number() ? std::optional<double>(move[k].get<double>())
+                                                                 : std::nullopt;
+  };
+  std::string reason = move.is_object() ? move.value("reason", std::string("?")) : "?";
+  std::string why = move.is_object() ? move.value("why", std::string()) : "";
+  if (reason == "cost")
+    return "for its cost: " +
+           (why.empty() ? fmt::format("predicted gain in work per {} {}", currency, FormatGain(num("predicted_gain")))
+                        : why);
+  std::string out = reason == "policy"     ? "required by the policy, not chosen for its cost"
+                    : reason == "capacity" ? "required by lost capacity, not chosen for its cost"
+                                           : "moved (" + reason + ")";
+  if (!why.empty()) out += ": " + why;
+  if (reason == "policy" && num("rate_change"))
+    out += fmt::format("; the new mix does {} work per {} (per hour of work, before the restart)",
+                       FormatGain(num("rate_change")), currency);
+  return out;
+}
+
 std::optional<double> Daemon::RemainingSeconds(const AttemptOfJob& a, int64_t now) {
   json p = ProgressFromLog(JobLogPath(a.attempt.job_id));
   if (!p.is_object() || !p.contains("of")) return std::nullopt;
@@ -150,11 +171,12 @@ Status Daemon::RequestMove(int64_t job_id, int64_t priority, const MoveRequest& 
   json rec = {{"reason", m.reason},      {"why", m.why},
               {"from", m.from},          {"to", m.to},
               {"requested_ms", NowMs()}, {"predicted_gain", m.gain ? json(*m.gain) : json()}};
+  if (m.rate_change) rec["rate_change"] = *m.rate_change;
   TSR_RETURN_IF_ERROR(store_->SetMeta(MoveKey(job_id), rec.dump()));
   moving_[job_id] = priority;
-  return RequestStop(job_id, "preempt",
-                     fmt::format("moving ({}): {}; from {} to {} (predicted gain in work per {}: {})", m.reason, m.why,
-                                 m.from, m.to, catalog_.currency, FormatGain(m.gain)));
+  return RequestStop(
+      job_id, "preempt",
+      fmt::format("moving ({}) from {} to {}: {}", m.reason, m.from, m.to, MoveSummary(rec, catalog_.currency)));
 }
 
 void Daemon::CompleteMove(int64_t job_id, const std::string& tenant, json* alloc, int64_t now) {
@@ -170,15 +192,12 @@ void Daemon::CompleteMove(int64_t job_id, const std::string& tenant, json* alloc
   (*alloc)["move"] = rec;
   std::string reason = rec["reason"];
   metrics::Default().Inc(metrics::kJobMoves, {{"tenant", tenant}, {"reason", reason}});
-  Event(job_id, fmt::format("moved ({}): {} -> {}; predicted gain in work per {}: {}", reason,
-                            rec.value("from", std::string()), to, catalog_.currency,
-                            FormatGain(rec["predicted_gain"].is_number()
-                                           ? std::optional<double>(rec["predicted_gain"].get<double>())
-                                           : std::nullopt)));
+  Event(job_id, fmt::format("moved ({}): {} -> {}; {}", reason, rec.value("from", std::string()), to,
+                            MoveSummary(rec, catalog_.currency)));
 }
 
 void Daemon::PolicyMoves(const std::vector<AttemptOfJob>& active, const std::vector<sched::RunningJob>& running,
-                         const sched::ShareStatus& share, int64_t now) {
+                         const sched::ShareStatus& share) {
   std::vector<size_t> order(active.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
@@ -210,12 +229,14 @@ void Daemon::PolicyMoves(const std::vector<AttemptOfJob>& active, const std::vec
       if (to == from) {
         rest.push_back(before);  // its own mix keeps the floor next to the rest: it need not stop
       } else {
+        // The floor requires this move whatever it costs: no predicted gain (a restart charged against a few
+        // seconds of remaining work made it look like a loss that nobody chose); the rates of the two mixes are
+        // compared instead, per hour of work.
         MixValue vf = ValueOfMix(from, catalog_, spec->job.workload_class);
         MixValue vt = ValueOfMix(to, catalog_, spec->job.workload_class);
-        auto remaining = RemainingSeconds(a, now);  // unknown: the gain per hour of work, without the restart
-        auto gain = remaining ? PredictedGain(vf, vt, *remaining, RestartSeconds(id, spec->run.remix))
-                              : PredictedGain(vf, vt, 3600.0, 0.0);
-        Status s = RequestMove(id, a.priority, {"policy", why, MixText(from), MixText(to), gain});
+        Status s =
+            RequestMove(id, a.priority,
+                        {"policy", why, MixText(from), MixText(to), std::nullopt, PredictedGain(vf, vt, 3600.0, 0.0)});
         if (!s.ok()) TSR_LOG_ERROR("{}", s.ToString());
         rest.push_back({key, a.tenant, plan->placement->by_node});
       }

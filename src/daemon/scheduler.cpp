@@ -451,7 +451,7 @@ void Daemon::Schedule(int64_t now) {
     policy_changed_ = false;
     auto share = sched::FleetShare(catalog_, fleet_.fleet, policy_, *running, sched::Today());
     if (share.ok() && !share->compliant && !active.empty()) {
-      PolicyMoves(active, *running, *share, now);
+      PolicyMoves(active, *running, *share);
       return;  // place nothing until the preempted jobs have stopped
     }
   }

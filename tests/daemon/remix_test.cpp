@@ -202,16 +202,36 @@ TEST_F(Remix, PolicyFloorRiseMovesARunningJobToACompliantMix) {
   EXPECT_EQ(a2["move"]["reason"], "policy");
   EXPECT_EQ(a2["move"]["from"], "2xascend-910b + 2xnvidia-h800");
   EXPECT_EQ(a2["move"]["to"], "6xascend-910b + 1xnvidia-h800");
-  EXPECT_TRUE(a2["move"]["predicted_gain"].is_number());
+  // The floor required the move: no predicted gain is shown as if it had been chosen for cost (a 30 s restart
+  // charged against the few seconds left made it a large loss), the summary says what triggered it.
+  EXPECT_TRUE(a2["move"]["predicted_gain"].is_null()) << a2.dump(2);
+  EXPECT_TRUE(a2["move"]["rate_change"].is_number()) << a2.dump(2);
+  EXPECT_EQ(a2["move"]
+                .value("summary", "")
+                .rfind("required by the policy, not chosen for its cost: the fleet's "
+                       "domestic share 50.0% is below the floor 75.0%",
+                       0),
+            0u)
+      << a2.dump(2);
+  std::string status;
+  ASSERT_EQ(Shell("TESSERA_HOME='" + d_->state() + "' " + Bin() + " status " + std::to_string(id), &status), 0)
+      << status;
+  EXPECT_NE(status.find("moved (policy) from 2xascend-910b + 2xnvidia-h800: required by the policy, not chosen for "
+                        "its cost"),
+            std::string::npos)
+      << status;
+  EXPECT_EQ(status.find("predicted gain"), std::string::npos) << status;
   EXPECT_GE(a2["started_ms"].get<int64_t>(), a1["ended_ms"].get<int64_t>());  // no second billed twice
   int64_t resumed = ResumeStep(a2);
   EXPECT_GE(resumed, 50);
   ExpectContinues(ReadCurve(dir_ + "/out/policy.txt"), ref, resumed, kSteps);
   ExpectVerified(j);
   std::string ev = Events(id);
-  EXPECT_NE(ev.find("moved (policy): 2xascend-910b + 2xnvidia-h800 -> 6xascend-910b + 1xnvidia-h800"),
+  EXPECT_NE(ev.find("moved (policy): 2xascend-910b + 2xnvidia-h800 -> 6xascend-910b + 1xnvidia-h800; required by "
+                    "the policy, not chosen for its cost"),
             std::string::npos)
       << ev;
+  EXPECT_EQ(ev.find("predicted gain"), std::string::npos) << ev;
   EXPECT_NE(ev.find("billed 6 x ascend-910b"), std::string::npos) << ev;
   auto m = admin_->GetText("/metrics");
   ASSERT_TRUE(m.ok());
@@ -265,6 +285,9 @@ TEST_F(Remix, CostMoveWhenThePriceDropsClearsMinGainAndDoesNotMoveBack) {
   ASSERT_TRUE(m.is_object()) << ja.dump(2);
   EXPECT_EQ(m["reason"], "cost");
   EXPECT_GE(m["predicted_gain"].get<double>(), 0.15);
+  EXPECT_NE(m.value("summary", "").find("for its cost: price version v2: predicted gain in work per CNY +"),
+            std::string::npos)
+      << m.dump(2);
   EXPECT_GE(ja["attempts_detail"][1]["started_ms"].get<int64_t>(), ja["attempts_detail"][0]["ended_ms"].get<int64_t>());
   int64_t resumed = ResumeStep(ja["attempts_detail"][1]);
   ExpectContinues(ReadCurve(dir_ + "/out/cheap.txt"), ref, resumed, kSteps);
@@ -316,6 +339,9 @@ nodes:
   EXPECT_NE(nodes.find("n2"), std::string::npos) << j["allocation"].dump();
   ASSERT_TRUE(a2["move"].is_object()) << a2.dump(2);
   EXPECT_EQ(a2["move"]["reason"], "capacity");
+  EXPECT_TRUE(a2["move"]["predicted_gain"].is_null()) << a2.dump(2);
+  EXPECT_EQ(a2["move"].value("summary", "").rfind("required by lost capacity, not chosen for its cost: ", 0), 0u)
+      << a2.dump(2);
   EXPECT_LT(a2["wake_latency_ms"].is_null() ? 0 : a2["wake_latency_ms"].get<int64_t>(), 5000);
   EXPECT_GE(a2["started_ms"].get<int64_t>(), j["attempts_detail"][0]["ended_ms"].get<int64_t>());
   // The steps after the newest checkpoint were lost with the rank and trained again: each step's last line is
@@ -334,6 +360,27 @@ nodes:
   auto m = admin_->GetText("/metrics");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(Moves(*m, "capacity"), 1) << *m;
+}
+
+// What a move says triggered it: a cost move its predicted gain; a policy or capacity move that it was required,
+// never a gain (older records of policy moves carry one: it is not shown), a policy move the rates compared.
+TEST(RemixSummary, OnlyACostMoveShowsAPredictedGain) {
+  json cost = {{"reason", "cost"},
+               {"why", "price version v2: predicted gain in work per CNY +41.2% ..."},
+               {"predicted_gain", 0.412}};
+  EXPECT_EQ(MoveSummary(cost, "CNY"), "for its cost: price version v2: predicted gain in work per CNY +41.2% ...");
+  cost.erase("why");
+  EXPECT_EQ(MoveSummary(cost, "CNY"), "for its cost: predicted gain in work per CNY +41.2%");
+  json policy = {{"reason", "policy"},
+                 {"why", "the fleet's domestic share 50.0% is below the floor 75.0% in force today"},
+                 {"predicted_gain", -0.95},
+                 {"rate_change", -0.294}};
+  EXPECT_EQ(MoveSummary(policy, "CNY"),
+            "required by the policy, not chosen for its cost: the fleet's domestic share 50.0% is below the floor "
+            "75.0% in force today; the new mix does -29.4% work per CNY (per hour of work, before the restart)");
+  json capacity = {{"reason", "capacity"}, {"why", "node(s) n1 are left out"}, {"predicted_gain", nullptr}};
+  EXPECT_EQ(MoveSummary(capacity, "CNY"),
+            "required by lost capacity, not chosen for its cost: node(s) n1 are left out");
 }
 
 // The progress a move's prediction reads: a step line, not the checkpoint line the trainer prints after it at
