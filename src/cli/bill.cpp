@@ -126,8 +126,9 @@ std::string Window(const BillFilter& f) {
   return std::string(f.from ? ", from " + FormatTime(*f.from) : "") + (f.to ? " to " + FormatTime(*f.to) : "");
 }
 
-// --by attempt: each attempt of each job (numbered per job in the order they started) with its mix, seconds and
-// amount; the amounts, rounded to hundredths, add up to the total as printed (RoundCarried).
+// --by attempt: each attempt of each job (the daemon's attempt number; rows without one, from ledgers older than
+// the attempt column, are numbered per job in the order they started) with its mix, seconds and amount; the
+// amounts, rounded to hundredths, add up to the total as printed (RoundCarried).
 int PrintAttempts(const Bill& bill, const std::string& scope, const BillFilter& f, bool csv) {
   std::vector<int64_t> secs, micros;
   for (const auto& l : bill.lines) secs.push_back(l.card_seconds), micros.push_back(l.amount);
@@ -147,17 +148,18 @@ int PrintAttempts(const Bill& bill, const std::string& scope, const BillFilter& 
     const auto& l = bill.lines[i];
     n = l.job == job ? n + 1 : 1;
     job = l.job;
+    const long long number = l.attempt > 0 ? l.attempt : n;
     seconds += l.seconds;
     if (csv) {
-      std::printf("%s,%d,%s,%s,%lld,%lld,%s,%s,%lld\n", CsvField(l.job).c_str(), n, FormatTime(l.start).c_str(),
+      std::printf("%s,%lld,%s,%s,%lld,%lld,%s,%s,%lld\n", CsvField(l.job).c_str(), number, FormatTime(l.start).c_str(),
                   CsvField(Mix(l)).c_str(), static_cast<long long>(l.seconds), static_cast<long long>(l.card_seconds),
                   CardHours(l.card_seconds).c_str(), FormatMoney(l.amount).c_str(), static_cast<long long>(l.amount));
       continue;
     }
     carried |= Hundredths(hours[i]) != CardHours(l.card_seconds) || Hundredths(money[i]) != FormatMoney(l.amount);
-    std::printf("  %-20s %3d  %-20s %-32s %8lld %12lld %10s %12s\n", l.job.c_str(), n, FormatTime(l.start).c_str(),
-                Mix(l).c_str(), static_cast<long long>(l.seconds), static_cast<long long>(l.card_seconds),
-                Hundredths(hours[i]).c_str(), Hundredths(money[i]).c_str());
+    std::printf("  %-20s %3lld  %-20s %-32s %8lld %12lld %10s %12s\n", l.job.c_str(), number,
+                FormatTime(l.start).c_str(), Mix(l).c_str(), static_cast<long long>(l.seconds),
+                static_cast<long long>(l.card_seconds), Hundredths(hours[i]).c_str(), Hundredths(money[i]).c_str());
   }
   if (csv) return 0;
   std::printf("  %-20s %3s  %-20s %-32s %8lld %12lld %10s %12s\n", "total", "", "", "", static_cast<long long>(seconds),
@@ -196,7 +198,7 @@ int RunBill(int argc, char** argv) {
 
   auto* rec = app.add_subcommand("record", "Append one usage interval (rated with the catalog's price)");
   std::string r_catalog, r_job, r_tenant, r_type, r_start, r_end;
-  int64_t r_cards = 0;
+  int64_t r_cards = 0, r_attempt = 0;
   rec->add_option("--catalog", r_catalog, "catalog (YAML) giving the price and its version")->required();
   rec->add_option("--job", r_job, "job name")->required();
   rec->add_option("--tenant", r_tenant, "tenant")->required();
@@ -204,6 +206,8 @@ int RunBill(int argc, char** argv) {
   rec->add_option("--cards", r_cards, "card count")->required();
   rec->add_option("--start", r_start, "start time (UTC), inclusive")->required();
   rec->add_option("--end", r_end, "end time (UTC), exclusive")->required();
+  rec->add_option("--attempt", r_attempt, "the job's attempt number (1, 2, ...; default: none)")
+      ->check(CLI::PositiveNumber);
   app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);
@@ -241,7 +245,7 @@ int RunBill(int argc, char** argv) {
     if (!s.ok()) return Fail(s.status());
     auto e = ParseTime("--end", r_end);
     if (!e.ok()) return Fail(e.status());
-    auto row = (*ledger)->Record(*catalog, r_job, r_tenant, r_type, r_cards, *s, *e);
+    auto row = (*ledger)->Record(*catalog, r_job, r_tenant, r_type, r_cards, *s, *e, r_attempt);
     if (!row.ok()) return Fail(row.status());
     std::printf("recorded #%lld: job %s, %lld x %s, %s .. %s, %s %s (price %s/card-hour, version %s)\n",
                 static_cast<long long>(row->id), row->job.c_str(), static_cast<long long>(row->cards),

@@ -13,14 +13,17 @@ namespace tessera::daemon {
 using json = nlohmann::json;
 
 std::vector<IslandUsage> UnbilledIslands(const std::vector<IslandUsage>& islands,
-                                         const std::vector<sched::UsageRecord>& billed, int64_t start, int64_t end) {
+                                         const std::vector<sched::UsageRecord>& billed, int64_t attempt, int64_t start,
+                                         int64_t end) {
   std::vector<bool> used(billed.size(), false);  // each ledger row accounts for one island
   std::vector<IslandUsage> out;
   for (const auto& isl : islands) {
     bool found = false;
     for (size_t i = 0; i < billed.size() && !found; ++i) {
       const sched::UsageRecord& r = billed[i];
-      found = !used[i] && r.type == isl.type && r.cards == isl.cards && r.start == start && r.end == end;
+      // A row without an attempt number is from a ledger older than the column: matched by its times alone.
+      found = !used[i] && (r.attempt == attempt || r.attempt == 0) && r.type == isl.type && r.cards == isl.cards &&
+              r.start == start && r.end == end;
       if (found) used[i] = true;
     }
     if (!found) out.push_back(isl);
@@ -72,8 +75,8 @@ void Daemon::BillPending() {
     }
     if (!ok) continue;
     // Rows billed before a crash are not added twice.
-    for (const auto& [type, cards] : UnbilledIslands(islands, *existing, start, end)) {
-      auto rec = ledger_->Record(catalog_, key, row.tenant, type, cards, start, end);
+    for (const auto& [type, cards] : UnbilledIslands(islands, *existing, n, start, end)) {
+      auto rec = ledger_->Record(catalog_, key, row.tenant, type, cards, start, end, n);
       if (!rec.ok()) {
         TSR_LOG_ERROR("billing job {} attempt {}: {}", key, n, rec.status().ToString());
         ok = false;

@@ -45,6 +45,7 @@ Money PartAmount(const UsageRecord& r, int64_t a, int64_t b) {
 
 struct Ledger::Impl {
   std::unique_ptr<sqlite::Db> db;
+  bool has_attempt = true;  // false: a ledger from before the attempt column, opened read-only
 };
 
 namespace {
@@ -61,7 +62,8 @@ CREATE TABLE IF NOT EXISTS usage(
   "end"         INTEGER NOT NULL CHECK ("end" > start),
   price_version TEXT    NOT NULL,
   price_micro   INTEGER NOT NULL CHECK (price_micro >= 0),
-  amount_micro  INTEGER NOT NULL CHECK (amount_micro >= 0)
+  amount_micro  INTEGER NOT NULL CHECK (amount_micro >= 0),
+  attempt       INTEGER CHECK (attempt IS NULL OR attempt > 0)
 );
 CREATE INDEX IF NOT EXISTS usage_job ON usage(job);
 CREATE INDEX IF NOT EXISTS usage_tenant ON usage(tenant);
@@ -70,8 +72,32 @@ CREATE TRIGGER IF NOT EXISTS usage_immutable_update BEFORE UPDATE ON usage
 BEGIN SELECT RAISE(ABORT, 'usage rows are immutable (append a correcting row instead)'); END;
 CREATE TRIGGER IF NOT EXISTS usage_immutable_delete BEFORE DELETE ON usage
 BEGIN SELECT RAISE(ABORT, 'usage rows are immutable (append a correcting row instead)'); END;
-PRAGMA user_version = 1;
 )sql";
+
+// Version 1: no attempt column. Version 2: `attempt` (NULL in the rows of version 1).
+constexpr int64_t kSchemaVersion = 2;
+std::function<void()> g_upgrade_hook;
+
+Result<int64_t> UserVersion(sqlite::Db* db) {
+  TSR_ASSIGN_OR_RETURN(auto q, db->Prepare("PRAGMA user_version", "read the schema version"));
+  TSR_ASSIGN_OR_RETURN(bool row, q.Step());
+  return row ? q.Int(0) : 0;
+}
+
+Result<bool> HasAttemptColumn(sqlite::Db* db) {
+  TSR_ASSIGN_OR_RETURN(auto q, db->Prepare("SELECT COUNT(*) FROM pragma_table_info('usage') WHERE name = 'attempt'",
+                                           "read the usage table's columns"));
+  TSR_ASSIGN_OR_RETURN(bool row, q.Step());
+  return row && q.Int(0) > 0;
+}
+
+Status RefuseNewer(sqlite::Db* db, int64_t version) {
+  if (version <= kSchemaVersion) return Status::Ok();
+  return Unsupported(
+      fmt::format("ledger {}: its schema is version {}, newer than this tessera's ({}): use the "
+                  "tessera that wrote it",
+                  db->path(), version, kSchemaVersion));
+}
 
 Status Validate(const UsageRecord& r) {
   if (r.job.empty() || r.tenant.empty() || r.type.empty())
@@ -85,6 +111,9 @@ Status Validate(const UsageRecord& r) {
     return InvalidArgument(fmt::format("usage record for job '{}': end {} is not after start {}", r.job,
                                        FormatTime(r.end), FormatTime(r.start)));
   if (r.price_per_card_hour < 0) return InvalidArgument("usage record: negative price");
+  if (r.attempt < 0)
+    return InvalidArgument(
+        fmt::format("usage record for job '{}': attempt {} must be > 0 (or 0: none)", r.job, r.attempt));
   return Status::Ok();
 }
 
@@ -99,8 +128,22 @@ Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path) {
   o.label = "ledger";
   o.require_wal = true;
   TSR_ASSIGN_OR_RETURN(impl->db, sqlite::Db::Open(path, o));
-  TSR_ASSIGN_OR_RETURN(auto tx, sqlite::Transaction::Begin(impl->db.get(), "create the schema"));
-  TSR_RETURN_IF_ERROR(impl->db->ExecScript(kSchema, "create the schema"));
+  sqlite::Db* db = impl->db.get();
+  // One transaction: the schema, the attempt column a ledger of version 1 lacks, and the version. SQLite's ALTER
+  // TABLE ... ADD COLUMN rewrites no row; a crash before the commit leaves the ledger as it was.
+  TSR_ASSIGN_OR_RETURN(auto tx, sqlite::Transaction::Begin(db, "create or upgrade the schema"));
+  TSR_ASSIGN_OR_RETURN(int64_t version, UserVersion(db));
+  TSR_RETURN_IF_ERROR(RefuseNewer(db, version));
+  TSR_RETURN_IF_ERROR(db->ExecScript(kSchema, "create the schema"));
+  TSR_ASSIGN_OR_RETURN(bool has_attempt, HasAttemptColumn(db));
+  if (!has_attempt) {
+    TSR_RETURN_IF_ERROR(
+        db->ExecScript("ALTER TABLE usage ADD COLUMN attempt INTEGER CHECK (attempt IS NULL OR attempt > 0);",
+                       "add the attempt column to a ledger of schema version 1"));
+    if (g_upgrade_hook) g_upgrade_hook();
+  }
+  TSR_RETURN_IF_ERROR(
+      db->ExecScript(fmt::format("PRAGMA user_version = {};", kSchemaVersion), "record the schema version"));
   TSR_RETURN_IF_ERROR(tx.Commit());
   return std::unique_ptr<Ledger>(new Ledger(std::move(impl)));
 }
@@ -113,6 +156,9 @@ Result<std::unique_ptr<Ledger>> Ledger::OpenReadOnly(const std::string& path) {
   o.label = "ledger";
   o.read_only = true;
   TSR_ASSIGN_OR_RETURN(impl->db, sqlite::Db::Open(path, o));
+  TSR_ASSIGN_OR_RETURN(int64_t version, UserVersion(impl->db.get()));
+  TSR_RETURN_IF_ERROR(RefuseNewer(impl->db.get(), version));
+  TSR_ASSIGN_OR_RETURN(impl->has_attempt, HasAttemptColumn(impl->db.get()));
   return std::unique_ptr<Ledger>(new Ledger(std::move(impl)));
 }
 
@@ -120,14 +166,16 @@ Status Ledger::Append(std::vector<UsageRecord>* rows) {
   for (const auto& r : *rows) TSR_RETURN_IF_ERROR(Validate(r));
   sqlite::Db* db = impl_->db.get();
   TSR_ASSIGN_OR_RETURN(auto tx, sqlite::Transaction::Begin(db, "append usage"));
-  TSR_ASSIGN_OR_RETURN(auto q, db->Prepare("INSERT INTO usage(job, tenant, type, domestic, cards, start, \"end\", "
-                                           "price_version, price_micro, amount_micro) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                                           "insert usage"));
+  TSR_ASSIGN_OR_RETURN(auto q,
+                       db->Prepare("INSERT INTO usage(job, tenant, type, domestic, cards, start, \"end\", "
+                                   "price_version, price_micro, amount_micro, attempt) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                   "insert usage"));
   for (auto& r : *rows) {
     r.amount = RateSeconds(r.price_per_card_hour, r.cards, r.end - r.start);
     q.Reset();
     TSR_RETURN_IF_ERROR(q.BindAll({r.job, r.tenant, r.type, int64_t{r.domestic ? 1 : 0}, r.cards, r.start, r.end,
-                                   r.price_version, r.price_per_card_hour, r.amount}));
+                                   r.price_version, r.price_per_card_hour, r.amount,
+                                   r.attempt > 0 ? sqlite::Value(r.attempt) : sqlite::Value(nullptr)}));
     Status st = q.Run();
     if (!st.ok()) return db->Error(fmt::format("insert usage of job '{}'", r.job));
     r.id = db->LastInsertId();
@@ -136,7 +184,8 @@ Status Ledger::Append(std::vector<UsageRecord>* rows) {
 }
 
 Result<UsageRecord> Ledger::Record(const Catalog& catalog, const std::string& job, const std::string& tenant,
-                                   const std::string& type, int64_t cards, int64_t start, int64_t end) {
+                                   const std::string& type, int64_t cards, int64_t start, int64_t end,
+                                   int64_t attempt) {
   const AcceleratorType* t = catalog.Find(type);
   if (!t)
     return InvalidArgument(
@@ -152,14 +201,15 @@ Result<UsageRecord> Ledger::Record(const Catalog& catalog, const std::string& jo
   r.end = end;
   r.price_version = catalog.price_version;
   r.price_per_card_hour = t->price_per_card_hour;
+  r.attempt = attempt;
   TSR_RETURN_IF_ERROR(Append(&rows));
   return rows[0];
 }
 
 Result<std::vector<UsageRecord>> Ledger::Query(const BillFilter& f) {
   std::string sql =
-      "SELECT id, job, tenant, type, domestic, cards, start, \"end\", price_version, price_micro, amount_micro "
-      "FROM usage WHERE 1=1";
+      "SELECT id, job, tenant, type, domestic, cards, start, \"end\", price_version, price_micro, amount_micro, " +
+      std::string(impl_->has_attempt ? "attempt" : "NULL") + " FROM usage WHERE 1=1";
   if (f.job) sql += " AND job = ?1";
   if (f.tenant) sql += " AND tenant = ?2";
   if (f.from) sql += " AND \"end\" > ?3";
@@ -186,6 +236,7 @@ Result<std::vector<UsageRecord>> Ledger::Query(const BillFilter& f) {
     r.price_version = q.Text(8);
     r.price_per_card_hour = q.Int(9);
     r.amount = q.Int(10);
+    r.attempt = q.OptInt(11).value_or(0);
     out.push_back(std::move(r));
   }
   return out;
@@ -205,12 +256,22 @@ Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path) {
 Result<std::unique_ptr<Ledger>> Ledger::OpenReadOnly(const std::string& path) { return Open(path); }
 Status Ledger::Append(std::vector<UsageRecord>*) { return Unsupported("built without SQLite"); }
 Result<UsageRecord> Ledger::Record(const Catalog&, const std::string&, const std::string&, const std::string&, int64_t,
-                                   int64_t, int64_t) {
+                                   int64_t, int64_t, int64_t) {
   return Unsupported("built without SQLite");
 }
 Result<std::vector<UsageRecord>> Ledger::Query(const BillFilter&) { return Unsupported("built without SQLite"); }
 
 #endif
+
+namespace testing {
+void SetLedgerUpgradeHook(std::function<void()> hook) {
+#ifdef TESSERA_HAVE_SQLITE
+  g_upgrade_hook = std::move(hook);
+#else
+  (void)hook;
+#endif
+}
+}  // namespace testing
 
 Result<Bill> Ledger::Report(const BillFilter& f, GroupBy by) {
   TSR_ASSIGN_OR_RETURN(std::vector<UsageRecord> rows, Query(f));
@@ -239,13 +300,14 @@ Result<Bill> Ledger::Report(const BillFilter& f, GroupBy by) {
           key = r.tenant;
           break;
         case GroupBy::kAttempt:
-          key = fmt::format("{} {:012d}", r.job, r.start);
+          key = fmt::format("{} {:012d} {:06d}", r.job, r.start, r.attempt);
           break;
       }
       BillLine& l = lines[key];
       l.key = key;
       if (by == GroupBy::kAttempt) {
         l.job = r.job;
+        l.attempt = r.attempt;
         l.start = r.start;
         l.seconds = std::max(l.seconds, e - s);
         l.cards_by_type[r.type] += r.cards;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -318,10 +319,14 @@ struct UsageRecord {
   std::string price_version;
   Money price_per_card_hour = 0;
   Money amount = 0;  // RateSeconds(price, cards, end - start)
+  // The job's attempt this interval belongs to (1, 2, ... as the job daemon numbers them); 0 when not recorded:
+  // rows of ledgers from before the attempt column, and `tessera bill record` without --attempt.
+  int64_t attempt = 0;
 };
 
-// kAttempt: one line per attempt of a job — the daemon bills an attempt as one row per card type, all with the
-// attempt's start and end, so the rows of one job with one start are one attempt.
+// kAttempt: one line per attempt of a job: its rows with one attempt number (and start); rows without a number
+// (older ledgers) are grouped by their start — the daemon bills an attempt as one row per island, all with the
+// attempt's start and end.
 enum class GroupBy { kType, kDay, kJob, kTenant, kAttempt };
 Result<GroupBy> ParseGroupBy(const std::string& text);  // "type" | "day" | "job" | "tenant" | "attempt"
 
@@ -333,12 +338,13 @@ struct BillFilter {
 };
 
 struct BillLine {
-  std::string key;  // type name, "YYYY-MM-DD", job or tenant; kAttempt: "JOB START" (start zero-padded)
+  std::string key;  // type name, "YYYY-MM-DD", job or tenant; kAttempt: "JOB START ATTEMPT" (zero-padded)
   int64_t card_seconds = 0;
   Money amount = 0;
   // kAttempt only: the job, the attempt's start (Unix seconds), its seconds (within the filter's window) and its
   // mix (cards per type).
   std::string job;
+  int64_t attempt = 0;  // its rows' attempt number; 0: not recorded (an older ledger's rows)
   int64_t start = 0;
   int64_t seconds = 0;
   std::map<std::string, int64_t> cards_by_type;
@@ -366,16 +372,21 @@ struct Compliance {
 // One Ledger per thread; several processes may share the file.
 class Ledger {
  public:
+  // Creates the ledger, or opens one and brings its schema up to date: a ledger from before the attempt column
+  // gets it (its rows keep attempt 0) in one transaction with the schema version, so a crash in the middle leaves
+  // the old schema and every row; a ledger of a newer schema is refused, naming both versions.
   static Result<std::unique_ptr<Ledger>> Open(const std::string& path);
-  // An existing ledger, for reports: NotFound naming `path` when there is no file, never created or written.
+  // An existing ledger, for reports: NotFound naming `path` when there is no file, never created or written (an
+  // older schema is read as it is: its rows have attempt 0).
   static Result<std::unique_ptr<Ledger>> OpenReadOnly(const std::string& path);
   ~Ledger();
   Ledger(const Ledger&) = delete;
   Ledger& operator=(const Ledger&) = delete;
 
   // Rates one interval with the catalog's price for `type` and appends it. Returns the stored row.
+  // `attempt`: the job's attempt number (> 0), or 0 when there is none.
   Result<UsageRecord> Record(const Catalog& catalog, const std::string& job, const std::string& tenant,
-                             const std::string& type, int64_t cards, int64_t start, int64_t end);
+                             const std::string& type, int64_t cards, int64_t start, int64_t end, int64_t attempt = 0);
   // Appends rows whose price fields are already set (amount is recomputed); all or nothing.
   Status Append(std::vector<UsageRecord>* rows);
 
@@ -392,6 +403,12 @@ class Ledger {
   explicit Ledger(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+namespace testing {
+// Called inside Ledger::Open's schema upgrade, after the attempt column was added and before the commit (a test
+// ends the process there, as a crash would); nullptr removes it.
+void SetLedgerUpgradeHook(std::function<void()> hook);
+}  // namespace testing
 
 // Whether this build has the solver and the ledger.
 bool HaveGlpk();

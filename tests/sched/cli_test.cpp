@@ -313,19 +313,20 @@ TEST(SchedCli, BillByAttemptShowsEachAttemptsMixAndAddsUp) {
   fs::create_directories(dir);
   std::string db = " --db " + (dir / "l.db").string();
   auto rec = [&](const std::string& job, const std::string& type, int cards, const std::string& from,
-                 const std::string& to) {
+                 const std::string& to, int attempt) {
     Out r = Tessera("bill record" + db + " --catalog " + Ex("catalog.yaml") + " --job " + job + " --tenant t --type " +
                     type + " --cards " + std::to_string(cards) + " --start 2026-03-01T00:" + from +
-                    "Z --end 2026-03-01T00:" + to + "Z");
+                    "Z --end 2026-03-01T00:" + to + "Z --attempt " + std::to_string(attempt));
     ASSERT_EQ(r.rc, 0) << r.out;
   };
   // 18 s of one 910B (0.012 CNY), 18 s of one H800 (0.034 CNY): 0.01 + 0.03 would not make the 0.05 total; then
-  // a mixed attempt of 2 + 2 cards for 10 s; another job's row is left out.
-  rec("lm", "ascend-910b", 1, "00:00", "00:18");
-  rec("lm", "nvidia-h800", 1, "00:20", "00:38");
-  rec("lm", "ascend-910b", 2, "01:00", "01:10");
-  rec("lm", "nvidia-h800", 2, "01:00", "01:10");
-  rec("other", "nvidia-h800", 8, "00:00", "10:00");
+  // a mixed attempt of 2 + 2 cards for 10 s (attempt 4: the daemon's attempt 3 never started its program and was
+  // not billed); another job's row is left out.
+  rec("lm", "ascend-910b", 1, "00:00", "00:18", 1);
+  rec("lm", "nvidia-h800", 1, "00:20", "00:38", 2);
+  rec("lm", "ascend-910b", 2, "01:00", "01:10", 4);
+  rec("lm", "nvidia-h800", 2, "01:00", "01:10", 4);
+  rec("other", "nvidia-h800", 8, "00:00", "10:00", 1);
   Out out = Tessera("bill" + db + " --job lm");
   ASSERT_EQ(out.rc, 0) << out.out;
   EXPECT_TRUE(Has(out.out, "job lm by attempt")) << out.out;
@@ -341,7 +342,7 @@ TEST(SchedCli, BillByAttemptShowsEachAttemptsMixAndAddsUp) {
   ASSERT_EQ(rows.size(), 4u) << out.out;
   EXPECT_TRUE(Has(out.out, "lm                     1  2026-03-01T00:00:00Z 1xascend-910b ")) << out.out;
   EXPECT_TRUE(Has(out.out, "lm                     2  2026-03-01T00:00:20Z 1xnvidia-h800 ")) << out.out;
-  EXPECT_TRUE(Has(out.out, "lm                     3  2026-03-01T00:01:00Z 2xascend-910b + 2xnvidia-h800 ")) << out.out;
+  EXPECT_TRUE(Has(out.out, "lm                     4  2026-03-01T00:01:00Z 2xascend-910b + 2xnvidia-h800 ")) << out.out;
   auto hundredths = [](const std::string& v) {
     auto dot = v.find('.');
     return std::stoll(v.substr(0, dot)) * 100 + std::stoll(v.substr(dot + 1));
@@ -364,6 +365,11 @@ TEST(SchedCli, BillByAttemptShowsEachAttemptsMixAndAddsUp) {
   ASSERT_EQ(csv.rc, 0) << csv.out;
   EXPECT_TRUE(Has(csv.out, "job,attempt,start,mix,seconds,card_seconds,card_hours,amount,amount_micro")) << csv.out;
   EXPECT_TRUE(Has(csv.out, "lm,1,2026-03-01T00:00:00Z,1xascend-910b,18,18,0.01,0.01,12000")) << csv.out;
+  EXPECT_TRUE(Has(csv.out, "lm,4,2026-03-01T00:01:00Z,2xascend-910b + 2xnvidia-h800,10,40,")) << csv.out;
+  Out bad = Tessera("bill record" + db + " --catalog " + Ex("catalog.yaml") +
+                    " --job lm --tenant t --type ascend-910b --cards 1 --start 2026-03-01 --end 2026-03-02 --attempt 0");
+  EXPECT_NE(bad.rc, 0) << bad.out;
+  EXPECT_TRUE(Has(bad.out, "--attempt")) << bad.out;
   Out type = Tessera("bill" + db + " --job lm --by type");
   EXPECT_TRUE(Has(type.out, "job lm by type")) << type.out;
   fs::remove_all(dir);

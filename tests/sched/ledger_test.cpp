@@ -1,6 +1,8 @@
 // Tests of the billing ledger: per-second rating, immutable rows (UPDATE/DELETE refused by the database
-// itself), reports by type/day/job/tenant with exact splits, the daily compliance audit, and crash safety
-// (a writer killed mid-stream leaves a valid database holding only whole rows).
+// itself), reports by type/day/job/tenant/attempt with exact splits, the daily compliance audit, crash safety
+// (a writer killed mid-stream leaves a valid database holding only whole rows), and ledgers from before the
+// attempt column: read as they are, upgraded without losing a row, left whole by a crash in the upgrade.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -214,4 +216,139 @@ TEST_F(LedgerTest, KilledWriterLeavesAValidDatabase) {
   for (const auto& r : *rows) EXPECT_EQ(r.amount, RateSeconds(2'400'000, r.cards, 7));
   // And the ledger keeps working after the crash.
   EXPECT_TRUE((*l)->Record(ReferenceCatalog(), "after", "t", "nvidia-h800", 1, 0, 1).ok());
+}
+
+namespace {
+
+// The schema of a ledger from before the attempt column (schema version 1), as older builds created it.
+const char* kSchemaV1 = R"sql(
+CREATE TABLE usage(
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  job           TEXT    NOT NULL,
+  tenant        TEXT    NOT NULL,
+  type          TEXT    NOT NULL,
+  domestic      INTEGER NOT NULL CHECK (domestic IN (0, 1)),
+  cards         INTEGER NOT NULL CHECK (cards > 0),
+  start         INTEGER NOT NULL,
+  "end"         INTEGER NOT NULL CHECK ("end" > start),
+  price_version TEXT    NOT NULL,
+  price_micro   INTEGER NOT NULL CHECK (price_micro >= 0),
+  amount_micro  INTEGER NOT NULL CHECK (amount_micro >= 0)
+);
+CREATE INDEX usage_job ON usage(job);
+CREATE TRIGGER usage_immutable_update BEFORE UPDATE ON usage
+BEGIN SELECT RAISE(ABORT, 'usage rows are immutable (append a correcting row instead)'); END;
+CREATE TRIGGER usage_immutable_delete BEFORE DELETE ON usage
+BEGIN SELECT RAISE(ABORT, 'usage rows are immutable (append a correcting row instead)'); END;
+PRAGMA user_version = 1;
+PRAGMA journal_mode = WAL;
+-- job train#7: attempt 1 on 2 + 2 cards for 18 s, attempt 2 on 3 + 1 for 35 s; another job for an hour.
+INSERT INTO usage(job, tenant, type, domestic, cards, start, "end", price_version, price_micro, amount_micro) VALUES
+  ('train#7', 't', 'ascend-910b', 1, 2, 1772323200, 1772323218, 'v1', 2400000, 24000),
+  ('train#7', 't', 'nvidia-h800', 0, 2, 1772323200, 1772323218, 'v1', 6800000, 68000),
+  ('train#7', 't', 'ascend-910b', 1, 3, 1772323225, 1772323260, 'v1', 2400000, 70000),
+  ('train#7', 't', 'nvidia-h800', 0, 1, 1772323225, 1772323260, 'v1', 6800000, 66111),
+  ('other#8', 'u', 'nvidia-h800', 0, 8, 1772323200, 1772326800, 'v1', 6800000, 54400000);
+)sql";
+
+// A single value of `sql` on the database at `path`, read with SQLite itself (not through the ledger).
+std::string Sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return "open failed";
+  sqlite3_stmt* st = nullptr;
+  std::string out = "prepare failed: " + sql;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+    out = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)
+              ? reinterpret_cast<const char*>(sqlite3_column_text(st, 0))
+              : "";
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+// What the bills of a ledger say: the total, and the attempts of train#7 as "start:attempt:seconds:amount".
+std::string Bills(Ledger& l) {
+  auto all = l.Report({}, GroupBy::kType);
+  BillFilter f;
+  f.job = "train#7";
+  auto by = l.Report(f, GroupBy::kAttempt);
+  if (!all.ok() || !by.ok()) return "report failed";
+  std::string out = std::to_string(all->amount) + "/" + std::to_string(all->card_seconds);
+  for (const auto& line : by->lines)
+    out += fmt::format(" {}:{}:{}:{}", line.start, line.attempt, line.seconds, line.amount);
+  return out;
+}
+
+}  // namespace
+
+TEST_F(LedgerTest, ALedgerFromBeforeTheAttemptColumnIsReadUpgradedAndBillsTheSame) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, kSchemaV1, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+  const std::string want =
+      "54628111/29012 1772323200:0:18:92000 1772323225:0:35:136111";  // 0.092 + 0.136111 + 54.4 CNY
+  // Read-only (`tessera bill`): read as it is, not upgraded.
+  {
+    auto ro = Ledger::OpenReadOnly(path_);
+    ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+    EXPECT_EQ(Bills(**ro), want);
+  }
+  EXPECT_EQ(Sql(path_, "PRAGMA user_version"), "1");
+  // A crash in the middle of the upgrade (after the column was added, before the commit): the ledger is as it was,
+  // whole, every row there.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    tessera::sched::testing::SetLedgerUpgradeHook([] { _exit(7); });
+    (void)Ledger::Open(path_);
+    _exit(3);  // the hook did not run: no upgrade was made
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7) << "status " << status;
+  EXPECT_EQ(Sql(path_, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(Sql(path_, "PRAGMA user_version"), "1");
+  EXPECT_EQ(Sql(path_, "SELECT COUNT(*) FROM pragma_table_info('usage') WHERE name = 'attempt'"), "0");
+  EXPECT_EQ(Sql(path_, "SELECT COUNT(*) FROM usage"), "5");
+  // The upgrade: the column and the version, every row kept (attempt 0), the same bills; rows stay immutable.
+  auto l = Ledger::Open(path_);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(Sql(path_, "PRAGMA user_version"), "2");
+  EXPECT_EQ(Sql(path_, "SELECT COUNT(*) FROM usage"), "5");
+  EXPECT_EQ(Bills(**l), want);
+  EXPECT_EQ(Sql(path_, "PRAGMA integrity_check"), "ok");
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  EXPECT_NE(sqlite3_exec(db, "UPDATE usage SET attempt = 1", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  // A new attempt's rows carry its number; one in the same second as an old row is its own line.
+  ASSERT_TRUE((*l)->Record(ReferenceCatalog(), "train#7", "t", "ascend-910b", 4, 1772323225, 1772323230, 3).ok());
+  BillFilter f;
+  f.job = "train#7";
+  auto by = (*l)->Report(f, GroupBy::kAttempt);
+  ASSERT_TRUE(by.ok());
+  ASSERT_EQ(by->lines.size(), 3u);
+  EXPECT_EQ(by->lines[2].attempt, 3);
+  EXPECT_EQ(by->lines[2].cards_by_type.at("ascend-910b"), 4);
+  // Opened again: nothing to upgrade, nothing changes.
+  l->reset();
+  auto again = Ledger::Open(path_);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(Sql(path_, "SELECT COUNT(*) FROM usage"), "6");
+}
+
+TEST_F(LedgerTest, ALedgerOfANewerSchemaIsRefusedNamingBothVersions) {
+  { ASSERT_TRUE(Ledger::Open(path_).ok()); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 9", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  for (bool ro : {false, true}) {
+    auto l = ro ? Ledger::OpenReadOnly(path_) : Ledger::Open(path_);
+    ASSERT_FALSE(l.ok());
+    EXPECT_NE(l.status().message().find("its schema is version 9, newer than this tessera's (2)"), std::string::npos)
+        << l.status().message();
+  }
 }
