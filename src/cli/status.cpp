@@ -81,7 +81,9 @@ int RunStatus(int argc, char** argv) {
       std::printf("\n");
     }
     std::printf("  checkpoints: %s  %s\n", j["checkpoint_dir"].get<std::string>().c_str(),
-                CheckpointSummary(c, id, j["checkpoints"]).c_str());
+                j.value("checkpoints_error", json()).is_string()
+                    ? ("unknown: " + j["checkpoints_error"].get<std::string>()).c_str()
+                    : CheckpointSummary(c, id, j["checkpoints"]).c_str());
     for (const auto& a : j["attempts_detail"]) {
       std::string islands;
       for (const auto& i : a["islands"])

@@ -361,6 +361,8 @@ void Daemon::Routes() {
                                  *area, j->ckpt_dir, [](const std::string& r) { return ckpt::ListSteps(r); })
                            : Result<std::vector<int64_t>>(area.status());
     out["checkpoints"] = steps.ok() ? json(*steps) : json::array();
+    // Unknown, not "none": a directory that did not answer within the bound (a stalled mount) or cannot be read.
+    if (!steps.ok() && steps.status().code() != Code::kNotFound) out["checkpoints_error"] = steps.status().message();
     Reply(res, 200, out);
   });
 

@@ -86,8 +86,10 @@ ckpt::TierConfig TiersOf(const JobRow& job) {
 }
 
 // Every committed step of a job in any of its tiers. A warm tier that cannot be read (no S3 endpoint or
-// credentials in the daemon's environment) is left out and named in *warning.
-std::vector<ckpt::StepLocation> ListCheckpoints(const ckpt::TierConfig& tiers, std::string* warning) {
+// credentials in the daemon's environment) is left out and named in *warning; *unanswered is set when the job's
+// directory did not answer within the bound (daemon/tenant_reads).
+std::vector<ckpt::StepLocation> ListCheckpoints(const ckpt::TierConfig& tiers, std::string* warning,
+                                                bool* unanswered = nullptr) {
   if (tiers.hot.empty()) return {};
   // Bounded (daemon/tenant_reads): a job's directory on a stalled mount gives a warning, not a hung scrape.
   auto list = [](const ckpt::TierConfig& t) {
@@ -103,6 +105,7 @@ std::vector<ckpt::StepLocation> ListCheckpoints(const ckpt::TierConfig& tiers, s
     if (all.ok()) return *all;
   }
   if (warning && warning->empty()) *warning = all.status().message();
+  if (unanswered) *unanswered = all.status().code() == Code::kTimeout;
   return {};
 }
 
@@ -252,19 +255,33 @@ std::string StateMetrics(const Caller& c, const View& v) {
 std::string CheckpointMetrics(const std::vector<ckpt::TierConfig>& jobs) {
   std::map<std::string, std::pair<int64_t, uint64_t>> per_tier;  // count, bytes
   for (const char* t : {"hot", "warm", "cold"}) per_tier[t] = {0, 0};
-  for (const auto& tiers : jobs)
-    for (const auto& loc : ListCheckpoints(tiers, nullptr))
+  int64_t unread = 0;
+  for (const auto& tiers : jobs) {
+    std::string warning;
+    bool unanswered = false;
+    for (const auto& loc : ListCheckpoints(tiers, &warning, &unanswered))
       for (auto tier : loc.tiers) {
         auto& e = per_tier[ckpt::TierName(tier)];
         e.first += 1;
         e.second += loc.bytes;
       }
+    // A directory that did not answer within the bound (a stalled mount): left out of the counts, and said so.
+    if (unanswered) {
+      ++unread;
+      TSR_LOG_WARN("metrics: {}", warning);
+    }
+  }
   Exposition x;
   x.Family("tessera_checkpoints_committed", "gauge",
            "Committed checkpoints of the daemon's jobs held in each tier (a step in two tiers counts in both).");
   for (const auto& [t, e] : per_tier) x.Sample({{"tier", t}}, static_cast<double>(e.first));
   x.Family("tessera_checkpoint_bytes", "gauge", "Bytes of the committed checkpoints held in each tier.");
   for (const auto& [t, e] : per_tier) x.Sample({{"tier", t}}, static_cast<double>(e.second));
+  x.Family("tessera_checkpoint_dirs_unanswered", "gauge",
+           "Checkpoint directories of the daemon's jobs that did not answer within the bound at this scrape (a "
+           "stalled network or FUSE mount); their checkpoints are left out of the two gauges above, the daemon's log "
+           "and GET /v1/jobs/ID name them.");
+  x.Sample({}, static_cast<double>(unread));
   return x.Text();
 }
 

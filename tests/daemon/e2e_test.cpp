@@ -4,11 +4,15 @@
 // (no job and no billing record lost), bad job files, tenant isolation, and jobs on cards emulated on SM
 // shares of a GPU (cuda islands with --sm-share; without a GPU the launcher's refusal reaches the job). Jobs are
 // tests/daemon/sleep_job.sh under the real `tessera run`. All waits are bounded; no test asserts a duration.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include "daemon/harness.hpp"
 #include "sched/sched.hpp"
@@ -531,6 +535,58 @@ TEST_F(DaemonE2E, DaemonTokenShowsAndRotatesTheAdminToken) {
   ASSERT_TRUE(WaitFor([&] { return !with_old->Get("/v1/jobs").ok(); }, 10s)) << "the old token still works";
   EXPECT_NE(with_old->Get("/v1/jobs").status().message().find("not known"), std::string::npos);
   EXPECT_TRUE(d_->ClientFor(trim(fresh))->Get("/v1/jobs").ok());
+}
+
+// The daemon's reads of a job's checkpoint directory are bounded in time: with that directory on a FUSE mount
+// whose server never answers (every read there blocks in the kernel, as on a hung NFS or FUSE mount), GET
+// /v1/jobs/ID, `tessera status` and GET /metrics answer, saying the checkpoints are unknown and naming the
+// directory, and the scheduler goes on placing and finishing other jobs. Needs /dev/fuse and the right to mount.
+TEST_F(DaemonE2E, ACheckpointDirectoryOnAHungMountHangsNeitherTheApiNorTheScheduler) {
+  using Clock = std::chrono::steady_clock;
+  Register(2, 0);
+  int64_t hung = Submit(*admin_, SleepJobYaml("hung", 0, 1, 60, out_ + "/h-", "[ascend]"));
+  ASSERT_TRUE(WaitState(hung, "running")) << Events(hung);
+  const std::string dir = Job(hung).value("checkpoint_dir", "");
+  ASSERT_FALSE(dir.empty());
+  const int fuse = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  const std::string opts = "fd=" + std::to_string(fuse) + ",rootmode=40000,user_id=0,group_id=0";
+  if (fuse < 0 || ::mount("tessera-stalled", dir.c_str(), "fuse", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fuse >= 0) ::close(fuse);
+    (void)admin_->Post(fmt::format("/v1/jobs/{}/cancel", hung), json::object());
+    GTEST_SKIP() << "cannot mount a FUSE filesystem here (" << why << ")";
+  }
+  struct Unmount {  // the server is never started: closing its end after the detach fails the blocked reads
+    std::string dir;
+    int fd;
+    ~Unmount() {
+      ::umount2(dir.c_str(), MNT_DETACH);
+      ::close(fd);
+    }
+  } unmount{dir, fuse};
+  // The bound is 2 s (kTenantReadMs); the margin is for a loaded machine, far below a hang.
+  auto t0 = Clock::now();
+  json j = Job(hung);
+  EXPECT_LT(Clock::now() - t0, 20s);
+  ASSERT_TRUE(j.value("checkpoints_error", json()).is_string()) << j.dump();
+  EXPECT_NE(j["checkpoints_error"].get<std::string>().find(dir), std::string::npos) << j.dump();
+  EXPECT_EQ(j["state"], "running");
+  // Read again while the first read still waits: refused at once, saying so.
+  j = Job(hung);
+  EXPECT_NE(j.value("checkpoints_error", "").find("did not answer an earlier read"), std::string::npos) << j.dump();
+  std::string out;
+  ASSERT_EQ(Shell("TESSERA_HOME='" + d_->state() + "' " + Bin() + " status " + std::to_string(hung), &out), 0) << out;
+  EXPECT_NE(out.find("checkpoints: " + dir + "  unknown: the job's directory " + dir), std::string::npos) << out;
+  t0 = Clock::now();
+  auto m = admin_->GetText("/metrics");
+  EXPECT_LT(Clock::now() - t0, 20s);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_NE(m->find("\ntessera_checkpoint_dirs_unanswered 1\n"), std::string::npos) << *m;
+  // The scheduler's loop goes on: a job submitted now is placed on the free card and finishes.
+  int64_t next = Submit(*admin_, SleepJobYaml("next", 0, 1, 1, out_ + "/n-", "[ascend]"));
+  EXPECT_TRUE(WaitState(next, "succeeded")) << Events(next);
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", hung), json::object()).ok());
+  EXPECT_TRUE(WaitState(hung, "cancelled")) << Events(hung);
 }
 
 // A root daemon whose job user cannot reach the work directory refuses to start, naming the user, the
