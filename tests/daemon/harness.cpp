@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -197,5 +199,70 @@ std::string WriteTenantsFile(const std::string& path, const std::vector<std::pai
 }
 
 nlohmann::json Doc(const std::string& source, const std::string& yaml) { return {{"source", source}, {"yaml", yaml}}; }
+
+std::string ExpositionProblems(const std::string& text) {
+  std::string problems;
+  auto problem = [&](const std::string& p) { problems += p + "\n"; };
+  std::map<std::string, std::string> type_of;           // family -> its TYPE
+  std::map<std::string, int> helps, types;              // family -> times declared
+  std::set<std::string> with_samples, series;           // families that had samples; "name{labels}"
+  std::map<std::string, std::set<std::string>> labels;  // family -> the label names of its series (without le)
+  std::string current;                                  // the family declared last
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream f(line.substr(7));
+      std::string name, type;
+      f >> name >> type;
+      if (with_samples.count(name)) problem(line + ": after the family's samples");
+      if (line[2] == 'H' && ++helps[name] > 1) problem("# HELP of " + name + " repeated");
+      if (line[2] == 'T' && ++types[name] > 1) problem("# TYPE of " + name + " repeated");
+      if (line[2] == 'T') type_of[name] = type;
+      current = name;
+      continue;
+    }
+    if (line[0] == '#') continue;
+    const size_t brace = line.find('{'), space = line.find(' ');
+    const std::string name = line.substr(0, std::min(brace, space));
+    std::string family = name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string sx = suffix;
+      if (name.size() > sx.size() && name.compare(name.size() - sx.size(), sx.size(), sx) == 0 &&
+          type_of.count(name.substr(0, name.size() - sx.size())) &&
+          type_of[name.substr(0, name.size() - sx.size())] == "histogram")
+        family = name.substr(0, name.size() - sx.size());
+    }
+    if (family != current) problem(line + ": a sample outside its family's block (declared last: " + current + ")");
+    if (!helps.count(family) || !types.count(family)) problem(line + ": no # HELP and # TYPE for " + family);
+    with_samples.insert(family);
+    std::string key = brace < space ? line.substr(0, line.find('}') + 1) : name;
+    if (!series.insert(key).second) problem(key + ": the same series twice");
+    std::set<std::string> names;
+    if (brace < space) {
+      // label="value",... (values may hold escaped quotes)
+      size_t i = brace + 1;
+      while (i < line.size() && line[i] != '}') {
+        size_t eq = line.find('=', i);
+        if (eq == std::string::npos) break;
+        if (line.substr(i, eq - i) != "le") names.insert(line.substr(i, eq - i));
+        i = eq + 2;
+        while (i < line.size() && line[i] != '"') i += line[i] == '\\' ? 2 : 1;
+        i += 1;
+        if (i < line.size() && line[i] == ',') ++i;
+      }
+    }
+    auto [it, first] = labels.emplace(family + "|" + name, names);
+    if (!first && it->second != names) {
+      std::string a, b;
+      for (const auto& n : it->second) a += n + " ";
+      for (const auto& n : names) b += n + " ";
+      problem(name + ": series with different label names ({ " + a + "} and { " + b + "})");
+    }
+  }
+  for (const auto& [name, n] : helps)
+    if (!types.count(name)) problem("# HELP of " + name + " without its # TYPE");
+  return problems;
+}
 
 }  // namespace tessera::daemon::testing

@@ -65,6 +65,11 @@ std::string SleepJobYaml(const std::string& name, int priority, int cards, doubl
                          const std::string& out_prefix, const std::string& compatible = "[ascend, nvidia]",
                          const std::string& extra = "");
 nlohmann::json Doc(const std::string& source, const std::string& yaml);
+// What is wrong with a Prometheus text exposition as one family per name wants it ("" when nothing): a family's
+// `# HELP` or `# TYPE` missing, repeated or after its samples; a sample outside the family declared last (a
+// histogram's _bucket, _sum and _count are its own); a series (name and labels) twice; series of one family (its
+// buckets apart from `le`) with different label names — as `{reason="policy"} 1` beside `{tenant="a"} 0`.
+std::string ExpositionProblems(const std::string& text);
 // Writes a --tenants file (mode 0600) holding the SHA-256 of each (name, token); returns its path.
 std::string WriteTenantsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& tenants);
 

@@ -164,6 +164,39 @@ TEST(MetricsFormat, HistogramBucketsAreCumulativeWithInfSumAndCount) {
   EXPECT_EQ(Promtool(x.Text(), &out), 0) << out;
 }
 
+// One family per name, as Prometheus wants it: ExpositionProblems (the e2e scrapes below are checked with it)
+// finds what once went wrong — the move counter printed with two label sets, {reason} beside {tenant} 0 — and
+// the other ways of breaking a family; the daemon's registry, with a move and the per-tenant zero series, has none.
+TEST(MetricsFormat, EachFamilyOnceWithOneSetOfLabelNames) {
+  EXPECT_NE(ExpositionProblems("# HELP t_moves_total Moves.\n# TYPE t_moves_total counter\n"
+                               "t_moves_total{reason=\"policy\"} 1\nt_moves_total{tenant=\"a\"} 0\n")
+                .find("different label names"),
+            std::string::npos);
+  EXPECT_NE(ExpositionProblems("# HELP t_x X.\n# TYPE t_x gauge\nt_x 1\n# HELP t_x X.\n# TYPE t_x gauge\nt_x 2\n")
+                .find("repeated"),
+            std::string::npos);
+  EXPECT_NE(ExpositionProblems("# HELP t_x X.\n# TYPE t_x gauge\nt_x{a=\"1\"} 1\nt_x{a=\"1\"} 2\n").find("twice"),
+            std::string::npos);
+  EXPECT_NE(ExpositionProblems("t_x 1\n").find("no # HELP"), std::string::npos);
+  EXPECT_NE(ExpositionProblems("# HELP t_x X.\n# TYPE t_x gauge\n# HELP t_y Y.\n# TYPE t_y gauge\nt_y 1\nt_x 1\n")
+                .find("outside its family"),
+            std::string::npos);
+  EXPECT_EQ(ExpositionProblems("# HELP t_s S.\n# TYPE t_s histogram\nt_s_bucket{le=\"1\"} 0\n"
+                               "t_s_bucket{le=\"+Inf\"} 0\nt_s_sum 0\nt_s_count 0\n"),
+            "");
+  metrics::Registry r;
+  r.DeclareCounter(metrics::kJobStarts, "Starts.");
+  r.DeclareCounter(metrics::kJobMoves, "Moves.", /*zero_with_tenants=*/false);
+  r.DeclareHistogram(metrics::kWakeLatency, "Latency.", {1, 2});
+  r.Inc(metrics::kJobMoves, {{"tenant", "a"}, {"reason", "policy"}});
+  r.Inc(metrics::kJobMoves, {{"tenant", "b"}, {"reason", "cost"}});
+  r.Inc(metrics::kJobStarts, {{"tenant", "a"}});
+  r.Observe(metrics::kWakeLatency, 1.5);
+  metrics::Exposition x;
+  r.Render(&x, [](const metrics::Labels&) { return true; }, {{{"tenant", "a"}}, {{"tenant", "b"}}});
+  EXPECT_EQ(ExpositionProblems(x.Text()), "") << x.Text();
+}
+
 // ---- end to end -----------------------------------------------------------------------------------------
 
 const char* kCatalog = R"(currency: CNY
@@ -315,6 +348,7 @@ TEST_F(MetricsE2E, AdminScrapeAgreesWithTheApiAndTheLedger) {
   Reply r = Raw("/metrics", AdminToken());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(ExpositionProblems(r.body), "") << r.body;
   auto m = ParseExposition(r.body);
 
   // Cards per type and zone: the sums of /v1/fleet's nodes.
@@ -457,6 +491,7 @@ TEST_F(MetricsE2E, TenantsSeeOnlyTheirOwnSeriesAndABadTokenIsRefused) {
 
   Reply ra = Raw("/metrics", "tok-alice");
   ASSERT_EQ(ra.status, 200);
+  EXPECT_EQ(ExpositionProblems(ra.body), "") << ra.body;
   auto alice = ParseExposition(ra.body);
   EXPECT_TRUE(has_tenant(alice, "alice"));
   EXPECT_FALSE(has_tenant(alice, "bob")) << ra.body;

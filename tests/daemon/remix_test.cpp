@@ -32,6 +32,7 @@ namespace {
 // The value of the job-moves counter for `reason`, summed over tenants; also checks that every series of the
 // family carries a reason (no tenant-only series at 0 beside the real ones).
 double Moves(const std::string& metrics, const std::string& reason) {
+  EXPECT_EQ(ExpositionProblems(metrics), "") << metrics;  // one family, one HELP and TYPE, one set of label names
   double sum = 0;
   std::istringstream in(metrics);
   for (std::string line; std::getline(in, line);) {
