@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 
 #include "daemon/harness.hpp"
 #include "sched/sched.hpp"
@@ -480,6 +481,52 @@ TEST_F(DaemonE2E, QueuedJobsGetAnEstimatedStartFromTheRunningJobsEnds) {
   ASSERT_EQ(Shell(cli + "queue", &out), 0) << out;
   EXPECT_NE(out.find("; starts ~"), npos) << out;
   EXPECT_TRUE(WaitState(third, "succeeded", 60s)) << Events(third);
+}
+
+// The other two cases of a queued job's estimated start: one that fits once any running job ends starts at the
+// first such end (job `short`'s, not the later `long`'s), and one that no end can make room for (only H800 cards
+// and a 100% domestic floor) is unknown, saying it cannot be placed even when every running job has ended.
+TEST_F(DaemonE2E, QueuedJobsStartAtTheFirstEndThatFreesEnoughOrSayTheyNeverFit) {
+  std::string cli = "TESSERA_HOME='" + d_->state() + "' " + Bin() + " ", out;
+  const auto npos = std::string::npos;
+  Register(4, 1, "100%");
+  int64_t shorter = Submit(*admin_, SleepJobYaml("short", 0, 2, 8, out_ + "/s-", "[ascend]"));
+  int64_t longer = Submit(*admin_, SleepJobYaml("long", 0, 2, 60, out_ + "/l-", "[ascend]"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json a = Job(shorter)["progress"], b = Job(longer)["progress"];
+        return a.is_object() && a.value("step", 0) >= 5 && b.is_object() && b.value("step", 0) >= 5;
+      },
+      30s))
+      << Events(shorter) << Events(longer);
+  int64_t next = Submit(*admin_, SleepJobYaml("next", 0, 2, 1, out_ + "/n-", "[ascend]"));
+  int64_t never = Submit(*admin_, SleepJobYaml("never", 0, 1, 1, out_ + "/x-", "[nvidia]"));
+  auto r = admin_->Get("/v1/jobs");  // all from one answer
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::map<int64_t, json> jobs;
+  for (const auto& j : (*r)["jobs"]) jobs[j["id"].get<int64_t>()] = j;
+  ASSERT_EQ(jobs[shorter].value("state", ""), "running") << r->dump();
+  ASSERT_TRUE(jobs[shorter]["estimated_end_ms"].is_number_integer()) << r->dump();
+  ASSERT_TRUE(jobs[longer]["estimated_end_ms"].is_number_integer()) << r->dump();
+  ASSERT_LT(jobs[shorter]["estimated_end_ms"].get<int64_t>(), jobs[longer]["estimated_end_ms"].get<int64_t>());
+  ASSERT_EQ(jobs[next].value("state", ""), "queued") << r->dump();
+  ASSERT_TRUE(jobs[next]["estimated_start_ms"].is_number_integer()) << r->dump();
+  EXPECT_NEAR(static_cast<double>(jobs[next]["estimated_start_ms"].get<int64_t>()),
+              static_cast<double>(jobs[shorter]["estimated_end_ms"].get<int64_t>()), 1000.0)
+      << r->dump();
+  EXPECT_NE(jobs[next].value("estimated_start", "").find(fmt::format("when job {} ends", shorter)), npos) << r->dump();
+  ASSERT_EQ(jobs[never].value("state", ""), "queued") << r->dump();
+  EXPECT_TRUE(jobs[never]["estimated_start_ms"].is_null()) << r->dump();
+  EXPECT_NE(jobs[never].value("estimated_start", "").find("it cannot be placed even when every running job has ended"),
+            npos)
+      << r->dump();
+  ASSERT_EQ(Shell(cli + "status " + std::to_string(never), &out), 0) << out;
+  EXPECT_NE(out.find("starts:      unknown: it cannot be placed even when every running job has ended"), npos) << out;
+  ASSERT_EQ(Shell(cli + "queue", &out), 0) << out;
+  EXPECT_NE(out.find("start unknown: it cannot be placed even when every running job has ended"), npos) << out;
+  EXPECT_TRUE(WaitState(next, "succeeded", 60s)) << Events(next);
+  for (int64_t id : {longer, never})
+    ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", id), json::object()).ok());
 }
 
 // A misspelled class names the catalog's classes and the closest one, not a contradiction about card counts.
