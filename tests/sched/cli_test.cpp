@@ -366,8 +366,9 @@ TEST(SchedCli, BillByAttemptShowsEachAttemptsMixAndAddsUp) {
   EXPECT_TRUE(Has(csv.out, "job,attempt,start,mix,seconds,card_seconds,card_hours,amount,amount_micro")) << csv.out;
   EXPECT_TRUE(Has(csv.out, "lm,1,2026-03-01T00:00:00Z,1xascend-910b,18,18,0.01,0.01,12000")) << csv.out;
   EXPECT_TRUE(Has(csv.out, "lm,4,2026-03-01T00:01:00Z,2xascend-910b + 2xnvidia-h800,10,40,")) << csv.out;
-  Out bad = Tessera("bill record" + db + " --catalog " + Ex("catalog.yaml") +
-                    " --job lm --tenant t --type ascend-910b --cards 1 --start 2026-03-01 --end 2026-03-02 --attempt 0");
+  Out bad =
+      Tessera("bill record" + db + " --catalog " + Ex("catalog.yaml") +
+              " --job lm --tenant t --type ascend-910b --cards 1 --start 2026-03-01 --end 2026-03-02 --attempt 0");
   EXPECT_NE(bad.rc, 0) << bad.out;
   EXPECT_TRUE(Has(bad.out, "--attempt")) << bad.out;
   Out type = Tessera("bill" + db + " --job lm --by type");
