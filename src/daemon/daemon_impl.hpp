@@ -31,7 +31,9 @@
 #include "daemon/job_store.hpp"
 #include "daemon/jobspec.hpp"
 #include "daemon/security.hpp"
+#include "daemon/tenant_reads.hpp"
 #include "sched/sched.hpp"
+#include "tessera/ckpt.hpp"
 
 namespace tessera::daemon {
 
@@ -71,6 +73,19 @@ std::string FormatGain(std::optional<double> gain);  // "+23.5%", "unknown"
 std::string MoveSummary(const nlohmann::json& move, const std::string& currency);
 // The last "step N[/M] [loss L]" of the job's log: {step, of?, loss?}, or null.
 nlohmann::json ProgressFromLog(const std::string& path);
+
+// What a job's start makes and reads in its tenant's area (PrepareStartDirs, run off the daemon's lock): its
+// checkpoint and working directories (resolved, created, owned by the job) and the newest checkpoint to resume
+// from (an error there means a fresh start, as an empty directory does).
+struct StartDirs {
+  std::string ckpt_dir, workdir;
+  Result<ckpt::LatestInfo> latest = NotFound("not read");
+};
+Result<StartDirs> PrepareStartDirs(const std::string& area, const std::string& own, const std::string& ckpt_dir,
+                                   const std::string& workdir, int64_t uid, int64_t gid);
+// How long a start's prepared directories stay good for when the job was not started at the pass that found
+// them ready (no cards by then): after that they are made and read again.
+constexpr int64_t kStartDirsFreshMs = 60'000;
 
 struct Caller {
   std::string tenant;
@@ -203,6 +218,7 @@ class Daemon {
   std::map<int64_t, int64_t> moving_;
   std::map<std::pair<int64_t, int64_t>, int64_t> cost_checked_step_;  // (job, attempt) -> checkpoint step seen
   std::set<std::string> cost_noted_;                                  // non-moves already told in the events
+  AsyncReads<StartDirs> start_reads_;   // "job/attempt" -> its start's directories and resume step (Start)
   std::set<std::string> failed_nodes_;  // nodes that lost a job's ranks: left out until the fleet is registered
   int64_t last_capacity_ms_ = 0;        // last time capacity became available (an attempt ended, fleet changed)
   // Compliance preemption runs when the policy changes (a new policy, or a new floor from its calendar),

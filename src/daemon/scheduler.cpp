@@ -303,39 +303,59 @@ Status Daemon::RequestStop(int64_t job_id, const std::string& intent, const std:
   return Status::Ok();
 }
 
+Result<StartDirs> PrepareStartDirs(const std::string& area, const std::string& own, const std::string& ckpt_dir,
+                                   const std::string& workdir, int64_t uid, int64_t gid) {
+  // What the job may reach: its own directory, checkpoint directory and working directory, all inside its tenant's
+  // area (checked again now: a path's symlinks may have changed since the submission), created without following
+  // symlinks and owned by the job's identity; then the newest checkpoint, read beneath the area (OpenJobDir).
+  TSR_RETURN_IF_ERROR(MakeDirsInside(area, own, 0700, uid, gid));
+  StartDirs d;
+  TSR_ASSIGN_OR_RETURN(d.ckpt_dir, ConfinePath("checkpoint.dir", ckpt_dir, area, area));
+  TSR_RETURN_IF_ERROR(MakeDirsInside(area, d.ckpt_dir, 0700, uid, gid));
+  d.workdir = own;
+  if (!workdir.empty()) {
+    TSR_ASSIGN_OR_RETURN(d.workdir, ConfinePath("workdir", workdir, area, area));
+    TSR_RETURN_IF_ERROR(MakeDirsInside(area, d.workdir, 0700, uid, gid));
+  }
+  auto fd = OpenJobDir(area, d.ckpt_dir);
+  d.latest = fd.ok() ? ckpt::Latest(FdPath(fd->get())) : Result<ckpt::LatestInfo>(fd.status());
+  return d;
+}
+
 Status Daemon::Start(const JobRow& job, const JobSpec& spec, const sched::Placement& placement, int64_t now) {
   int64_t id = job.id;
   int64_t n = job.attempts + 1;
   TSR_ASSIGN_OR_RETURN(auto islands, IslandsFor(placement, catalog_, fleet_, spec.job.workload_class));
-  // What the job may reach: its own directory, checkpoint directory and working directory, all inside its
-  // tenant's area (checked again now: a path's symlinks may have changed since the submission), created
-  // without following symlinks and owned by the job's identity.
   std::string tenant = job.tenant;
   TSR_ASSIGN_OR_RETURN(auto area, TenantArea(tenant));
   int64_t uid = -1, gid = -1;
   TSR_RETURN_IF_ERROR(IdentityFor(tenant, &uid, &gid));
   std::string own = fmt::format("{}/{}", area, id);
-  TSR_RETURN_IF_ERROR(MakeDirsInside(area, own, 0700, uid, gid));
-  TSR_ASSIGN_OR_RETURN(auto ckpt_dir, ConfinePath("checkpoint.dir", job.ckpt_dir, area, area));
-  TSR_RETURN_IF_ERROR(MakeDirsInside(area, ckpt_dir, 0700, uid, gid));
-  std::string workdir = own;
-  if (!spec.run.workdir.empty()) {
-    TSR_ASSIGN_OR_RETURN(workdir, ConfinePath("workdir", spec.run.workdir, area, area));
-    TSR_RETURN_IF_ERROR(MakeDirsInside(area, workdir, 0700, uid, gid));
-  }
+  // Made and read off the daemon's lock (daemon/tenant_reads, AsyncReads): a read that is not done within the
+  // bound keeps the job queued, and a later pass picks its answer up.
+  auto prepared = start_reads_.Get(
+      fmt::format("{}/{}", id, n),
+      [area, own, ckpt_in = job.ckpt_dir, workdir_in = spec.run.workdir, uid, gid] {
+        return PrepareStartDirs(area, own, ckpt_in, workdir_in, uid, gid);
+      },
+      kTenantReadMs, kStartDirsFreshMs);
+  if (!prepared)
+    return Timeout(fmt::format(
+        "its directories are being made and its checkpoint directory {} read for the step it resumes from (a large "
+        "checkpoint's data is read whole; a stalled network or FUSE mount does not answer): it starts when that "
+        "is done",
+        job.ckpt_dir));
+  TSR_ASSIGN_OR_RETURN(StartDirs dirs, std::move(*prepared));
+  const std::string& ckpt_dir = dirs.ckpt_dir;
+  const std::string& workdir = dirs.workdir;
   // The daemon's own files of the job (log, pid.json, exit.json) stay in the state directory.
   std::string jobdir = JobDir(id);
   std::string dir = fmt::format("{}/attempt-{}", jobdir, n);
   TSR_RETURN_IF_ERROR(MakeDirs(dir, 0700));
   std::string resume;
-  // Bounded and confined (daemon/tenant_reads); a directory that does not answer keeps the job queued.
-  auto latest = BoundedJobRead<ckpt::LatestInfo>(
-      area, ckpt_dir, [](const std::string& r) { return ckpt::Latest(r); }, kResumeReadMs);
-  if (!latest.ok() && latest.status().code() == Code::kTimeout)
-    return Timeout(fmt::format("its checkpoint directory is not answering: {}", latest.status().message()));
-  if (latest.ok() && latest->step >= 0) {
-    resume = fmt::format("{}/step-{:010d}", ckpt_dir, latest->step);
-    for (const auto& w : latest->warnings) Event(id, "checkpoint warning: " + w);
+  if (dirs.latest.ok() && dirs.latest->step >= 0) {
+    resume = fmt::format("{}/step-{:010d}", ckpt_dir, dirs.latest->step);
+    for (const auto& w : dirs.latest->warnings) Event(id, "checkpoint warning: " + w);
   }
   json alloc = PlacementToJson(placement, catalog_, fleet_);
   alloc["islands"] = IslandsToJson(islands);

@@ -4,13 +4,15 @@
 // answering: a read there blocks in the kernel and cannot be interrupted. Each read runs on a thread of its
 // own; the daemon waits for it at most kTenantReadMs (it holds its lock meanwhile) and then goes on without the
 // answer. The thread is left to finish when the filesystem answers; until then further reads of that directory
-// fail at once, so a stalled mount costs one thread, not one per scrape or tick (docs/daemon.md, "Security
-// model").
+// fail at once, so a stalled mount costs one thread, not one per scrape or tick. The preparation of a job's start
+// (AsyncReads) is not waited for beyond the bound either: its answer is picked up by a later pass (docs/daemon.md,
+// "Security model").
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,8 +25,6 @@
 namespace tessera::daemon {
 
 constexpr int64_t kTenantReadMs = 2000;
-// The read of the step a job resumes from verifies that step's data whole: a longer bound.
-constexpr int64_t kResumeReadMs = 20000;
 
 namespace tenant_reads {
 // The directories with a read still running after its wait ran out (counted: each such read once).
@@ -71,6 +71,69 @@ Result<T> BoundedRead(const std::string& dir, std::function<Result<T>()> read, i
   }
   return std::move(*shared->out);
 }
+
+// A read whose answer is picked up by a later call when it is not there in time: the preparation of a job's start
+// (its directories made and the step it resumes from found, which reads that step's data whole: long for a large
+// checkpoint, forever on a stalled mount), asked for under the daemon's lock at each scheduling pass. Get starts
+// the read of `key` on a thread of its own when none runs and waits for it at most `wait_ms`; it returns the answer
+// when it has come (once: a later Get reads again), else nullopt (*running_ms: how long the read has run). A Get
+// while the read runs does not wait. An answer older than `fresh_ms` is dropped and read again. So the lock is
+// held at most `wait_ms` once per read, a slow read still ends in a start, and a stalled one costs one thread.
+template <typename T>
+class AsyncReads {
+ public:
+  std::optional<Result<T>> Get(const std::string& key, std::function<Result<T>()> read, int64_t wait_ms,
+                               int64_t fresh_ms, int64_t* running_ms = nullptr) {
+    using Clock = std::chrono::steady_clock;
+    std::shared_ptr<Slot> slot;
+    bool started = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto& s = slots_[key];
+      if (s) {
+        std::lock_guard<std::mutex> sl(s->mu);
+        if (s->out && Clock::now() - s->done_at > std::chrono::milliseconds(fresh_ms)) s.reset();  // stale
+      }
+      if (!s) {
+        started = true;
+        s = std::make_shared<Slot>();
+        s->started_at = Clock::now();
+        std::thread([s, key, read = std::move(read)] {
+          tenant_reads::RunHook(key);
+          Result<T> r = read();
+          std::lock_guard<std::mutex> sl(s->mu);
+          s->out.emplace(std::move(r));
+          s->done_at = Clock::now();
+          s->cv.notify_all();
+        }).detach();
+      }
+      slot = s;
+    }
+    std::unique_lock<std::mutex> sl(slot->mu);
+    // Only the call that started the read waits: while a read runs, each pass asks without waiting.
+    slot->cv.wait_for(sl, std::chrono::milliseconds(started ? wait_ms : 0), [&] { return slot->out.has_value(); });
+    if (!slot->out) {
+      if (running_ms)
+        *running_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - slot->started_at).count();
+      return std::nullopt;
+    }
+    std::optional<Result<T>> out = std::move(slot->out);
+    sl.unlock();
+    std::lock_guard<std::mutex> lk(mu_);
+    if (slots_[key] == slot) slots_.erase(key);
+    return out;
+  }
+
+ private:
+  struct Slot {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Result<T>> out;
+    std::chrono::steady_clock::time_point started_at, done_at;
+  };
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Slot>> slots_;
+};
 
 // The job's directory `dir`, beneath the tenant's area `area` (both resolved paths), opened from the area without
 // following a link at any component: the job owns the directories below its area and may swap one for a link to

@@ -2,8 +2,10 @@
 // wake-up in priority order with backfill, wake-up when the fleet grows, preemption for priority and for a
 // policy change, cancel escalating to SIGKILL, kill -9 of the daemon and reconciliation on restart
 // (no job and no billing record lost), bad job files, tenant isolation, and jobs on cards emulated on SM
-// shares of a GPU (cuda islands with --sm-share; without a GPU the launcher's refusal reaches the job). Jobs are
-// tests/daemon/sleep_job.sh under the real `tessera run`. All waits are bounded; no test asserts a duration.
+// shares of a GPU (cuda islands with --sm-share; without a GPU the launcher's refusal reaches the job), queued
+// jobs' estimated starts, and a job's checkpoint directory on a mount that never answers. Jobs are
+// tests/daemon/sleep_job.sh under the real `tessera run`. All waits are bounded; no test asserts a speed: the only
+// durations checked are answers that must come far within a bound where the alternative is a hang.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -584,6 +586,32 @@ TEST_F(DaemonE2E, DaemonTokenShowsAndRotatesTheAdminToken) {
   EXPECT_TRUE(d_->ClientFor(trim(fresh))->Get("/v1/jobs").ok());
 }
 
+// A FUSE filesystem at `dir` whose server never answers: every access below it blocks in the kernel, as on a hung
+// NFS or FUSE mount, until the destructor detaches it and closes the server's end (which fails the blocked calls).
+// Needs /dev/fuse and the right to mount (root): At returns null and says why otherwise.
+class HungMount {
+ public:
+  static std::unique_ptr<HungMount> At(const std::string& dir, std::string* why) {
+    const int fuse = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    const std::string opts = "fd=" + std::to_string(fuse) + ",rootmode=40000,user_id=0,group_id=0";
+    if (fuse < 0 || ::mount("tessera-stalled", dir.c_str(), "fuse", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+      *why = std::string("cannot mount a FUSE filesystem here (") + std::strerror(errno) + ")";
+      if (fuse >= 0) ::close(fuse);
+      return nullptr;
+    }
+    return std::unique_ptr<HungMount>(new HungMount(dir, fuse));
+  }
+  ~HungMount() {
+    ::umount2(dir_.c_str(), MNT_DETACH);
+    ::close(fd_);
+  }
+
+ private:
+  HungMount(std::string dir, int fd) : dir_(std::move(dir)), fd_(fd) {}
+  std::string dir_;
+  int fd_;
+};
+
 // The daemon's reads of a job's checkpoint directory are bounded in time: with that directory on a FUSE mount
 // whose server never answers (every read there blocks in the kernel, as on a hung NFS or FUSE mount), GET
 // /v1/jobs/ID, `tessera status` and GET /metrics answer, saying the checkpoints are unknown and naming the
@@ -595,22 +623,12 @@ TEST_F(DaemonE2E, ACheckpointDirectoryOnAHungMountHangsNeitherTheApiNorTheSchedu
   ASSERT_TRUE(WaitState(hung, "running")) << Events(hung);
   const std::string dir = Job(hung).value("checkpoint_dir", "");
   ASSERT_FALSE(dir.empty());
-  const int fuse = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
-  const std::string opts = "fd=" + std::to_string(fuse) + ",rootmode=40000,user_id=0,group_id=0";
-  if (fuse < 0 || ::mount("tessera-stalled", dir.c_str(), "fuse", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    if (fuse >= 0) ::close(fuse);
+  std::string why;
+  auto mount = HungMount::At(dir, &why);
+  if (!mount) {
     (void)admin_->Post(fmt::format("/v1/jobs/{}/cancel", hung), json::object());
-    GTEST_SKIP() << "cannot mount a FUSE filesystem here (" << why << ")";
+    GTEST_SKIP() << why;
   }
-  struct Unmount {  // the server is never started: closing its end after the detach fails the blocked reads
-    std::string dir;
-    int fd;
-    ~Unmount() {
-      ::umount2(dir.c_str(), MNT_DETACH);
-      ::close(fd);
-    }
-  } unmount{dir, fuse};
   // The bound is 2 s (kTenantReadMs); the margin is for a loaded machine, far below a hang.
   auto t0 = Clock::now();
   json j = Job(hung);
@@ -632,6 +650,42 @@ TEST_F(DaemonE2E, ACheckpointDirectoryOnAHungMountHangsNeitherTheApiNorTheSchedu
   // The scheduler's loop goes on: a job submitted now is placed on the free card and finishes.
   int64_t next = Submit(*admin_, SleepJobYaml("next", 0, 1, 1, out_ + "/n-", "[ascend]"));
   EXPECT_TRUE(WaitState(next, "succeeded")) << Events(next);
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", hung), json::object()).ok());
+  EXPECT_TRUE(WaitState(hung, "cancelled")) << Events(hung);
+}
+
+// A job's start makes its directories and reads the step it resumes from off the daemon's lock: with its
+// checkpoint directory on a mount that never answers, the job waits in the queue saying why, the API answers
+// within the bound at every poll, and the scheduler places and finishes another job meanwhile (this held the
+// daemon's lock for ever: the directories were made, and the directory resolved, before any bound).
+TEST_F(DaemonE2E, AStartOnAHungCheckpointDirectoryWaitsWithoutHoldingTheDaemon) {
+  using Clock = std::chrono::steady_clock;
+  Register(3, 0);
+  int64_t blocker = Submit(*admin_, SleepJobYaml("blocker", 0, 2, 60, out_ + "/b-", "[ascend]"));
+  ASSERT_TRUE(WaitState(blocker, "running")) << Events(blocker);
+  int64_t hung = Submit(*admin_, SleepJobYaml("hung", 0, 2, 1, out_ + "/h-", "[ascend]"));
+  ASSERT_EQ(State(hung), "queued");
+  // Its directories do not exist yet: made here (as the daemon would) and the checkpoint directory mounted over.
+  const std::string dir = Job(hung).value("checkpoint_dir", "");
+  ASSERT_FALSE(dir.empty());
+  ASSERT_EQ(Shell("mkdir -p '" + dir + "'"), 0);
+  std::string why;
+  auto mount = HungMount::At(dir, &why);
+  if (!mount) GTEST_SKIP() << why;
+  ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", blocker), json::object()).ok());
+  ASSERT_TRUE(WaitFor([&] { return Job(hung).value("reason", "").find("its directories are being made") == 0; }, 30s))
+      << Job(hung).dump();
+  EXPECT_NE(Job(hung).value("reason", "").find(dir), std::string::npos) << Job(hung).dump();
+  // Every answer within the bound (2 s; the margin is for a loaded machine, far below a hang).
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = Clock::now();
+    json j = Job(hung);
+    EXPECT_LT(Clock::now() - t0, 10s);
+    EXPECT_EQ(j.value("state", ""), "queued") << j.dump();
+  }
+  int64_t next = Submit(*admin_, SleepJobYaml("next", 0, 1, 1, out_ + "/n-", "[ascend]"));
+  EXPECT_TRUE(WaitState(next, "succeeded")) << Events(next);
+  EXPECT_EQ(State(hung), "queued");
   ASSERT_TRUE(admin_->Post(fmt::format("/v1/jobs/{}/cancel", hung), json::object()).ok());
   EXPECT_TRUE(WaitState(hung, "cancelled")) << Events(hung);
 }

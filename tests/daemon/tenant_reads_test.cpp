@@ -1,8 +1,9 @@
 // tests/daemon/tenant_reads_test: the daemon's reads of a job's directories are bounded in time and never follow
 // a link the job swapped in. A read that blocks — stalled through the test hook, and for real on a FUSE mount
 // whose server never answers (as a hung network or FUSE filesystem does) — returns Timeout within its bound, and a
-// second read of that directory fails at once instead of stacking up threads; OpenJobDir refuses a link at any
-// component below the tenant's area.
+// second read of that directory fails at once instead of stacking up threads; a job start's read (AsyncReads) is
+// picked up by a later call and never started twice; OpenJobDir refuses a link at any component below the tenant's
+// area.
 #include "daemon/tenant_reads.hpp"
 
 #include <fcntl.h>
@@ -102,6 +103,54 @@ TEST(TenantReads, AReadOfAHungFuseMountTimesOut) {
   EXPECT_LT(took, std::chrono::seconds(5));
   ASSERT_FALSE(r.ok()) << "the read of a hung mount returned";
   EXPECT_EQ(r.status().code(), Code::kTimeout) << r.status().ToString();
+}
+
+// A job's start is prepared by AsyncReads: a read not done within the wait is left running and its answer picked up
+// by a later call, which does not wait meanwhile and starts no second read; an answer is given once, and one older
+// than its freshness is read again.
+TEST(TenantReads, AnAsyncReadIsPickedUpLaterAndNeverStartedTwice) {
+  AsyncReads<int> reads;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> reads_started{0};
+  testing::SetTenantReadHook([&, released](const std::string& key) {
+    if (reads_started++ == 0 && key == "7/2") released.wait();  // every read counted; the first one stalls
+  });
+  auto read = [] { return Result<int>(42); };
+  auto t0 = Clock::now();
+  int64_t running_ms = -1;
+  auto r = reads.Get("7/2", read, 200, 60'000, &running_ms);
+  EXPECT_FALSE(r.has_value());
+  EXPECT_GE(running_ms, 0);
+  r = reads.Get("7/2", read, 60'000, 60'000);  // does not wait for the running read
+  EXPECT_FALSE(r.has_value());
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_EQ(reads_started.load(), 1);
+  release.set_value();
+  bool got = false;
+  for (int i = 0; i < 500 && !got; ++i) {
+    r = reads.Get("7/2", read, 0, 60'000);
+    got = r.has_value();
+    if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(got);
+  ASSERT_TRUE(r->ok());
+  EXPECT_EQ(**r, 42);
+  EXPECT_EQ(reads_started.load(), 1);
+  // Given once: the next Get reads again (a new answer, read now).
+  r = reads.Get("7/2", read, 5000, 60'000);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(reads_started.load(), 2);
+  // An answer older than its freshness (0 ms here) is not given when it was left waiting: it is read again.
+  (void)reads.Get("7/3", read, 0, 0);  // read 3 (its answer, if it came at once, is given and read 4 follows)
+  got = false;
+  for (int i = 0; i < 500 && !got; ++i) {
+    got = reads.Get("7/3", read, 1000, 0).has_value();
+    if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(got);
+  EXPECT_EQ(reads_started.load(), 4);
+  testing::SetTenantReadHook(nullptr);
 }
 
 TEST(TenantReads, OpenJobDirRefusesALinkSwappedInBelowTheArea) {
