@@ -234,6 +234,20 @@ TEST_F(Remix, PolicyFloorRiseMovesARunningJobToACompliantMix) {
       << ev;
   EXPECT_EQ(ev.find("predicted gain"), std::string::npos) << ev;
   EXPECT_NE(ev.find("billed 6 x ascend-910b"), std::string::npos) << ev;
+  // The bill shows each attempt with the daemon's attempt number and its mix.
+  std::string bill;
+  ASSERT_EQ(Shell(fmt::format("TESSERA_HOME='{}' {} bill --job 'policy#{}'", d_->state(), Bin(), id), &bill), 0)
+      << bill;
+  std::vector<std::string> attempts;  // "N MIX"
+  std::istringstream lines(bill);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::vector<std::string> w;
+    for (std::string x; f >> x;) w.push_back(x);
+    if (w.size() > 5 && w[0] == fmt::format("policy#{}", id)) attempts.push_back(w[1] + " " + w[3] + w[4] + w[5]);
+  }
+  EXPECT_EQ(attempts, (std::vector<std::string>{"1 2xascend-910b+2xnvidia-h800", "2 6xascend-910b+1xnvidia-h800"}))
+      << bill;
   auto m = admin_->GetText("/metrics");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(Moves(*m, "policy"), 1) << *m;
