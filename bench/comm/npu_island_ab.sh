@@ -11,12 +11,15 @@
 # Each build directory must hold `tessera` and tests/shims/lib (the shims: `cmake --build DIR --target tessera_cli
 # tessera_shim_acl tessera_shim_hccl tessera_shim_hcomm`, plus the operator-API shims where the tree has them). The
 # shims do their device work on host threads: this measures Tessera's plan (what is staged, widened and overlapped),
-# not an Ascend device.
+# not an Ascend device. SHIM_LIB=tests/shims/cuda/lib (relative to each build) takes the CUDA-backed shims instead,
+# on a machine with a GPU (targets tessera_cuda_shim_acl, _hccl, _hcomm, _nnopbase, _opapi), where layouts may also
+# hold cuda islands.
 set -uo pipefail
 NEW=${1:?usage: npu_island_ab.sh NEW_BUILD OLD_BUILD}
 OLD=${2:?usage: npu_island_ab.sh NEW_BUILD OLD_BUILD}
+SHIM_LIB=${SHIM_LIB:-tests/shims/lib}
 for b in "$NEW" "$OLD"; do
-  [ -x "$b/tessera" ] && [ -d "$b/tests/shims/lib" ] || { echo "npu_island_ab: $b lacks tessera or tests/shims/lib" >&2; exit 2; }
+  [ -x "$b/tessera" ] && [ -d "$b/$SHIM_LIB" ] || { echo "npu_island_ab: $b lacks tessera or $SHIM_LIB" >&2; exit 2; }
 done
 OUTDIR=${OUT:-$(mktemp -d)}
 mkdir -p "$OUTDIR"
@@ -28,7 +31,7 @@ DTYPE=${DTYPE:-bfloat16} OP=${OP:-sum}
 read -ra NEW_SET <<< "${NEW_ENV:-}"
 read -ra OLD_SET <<< "${OLD_ENV:-}"
 IFS=';' read -ra LAYOUT_LIST <<< "$LAYOUTS"
-echo "npu_island_ab: $(nproc) cpus, ${REPS:-5} rounds, sizes $SIZES, $DTYPE $OP, new=$NEW ${NEW_ENV:-} old=$OLD ${OLD_ENV:-}"
+echo "npu_island_ab: $(nproc) cpus, ${REPS:-5} rounds, sizes $SIZES, $DTYPE $OP, shims $SHIM_LIB, new=$NEW ${NEW_ENV:-} old=$OLD ${OLD_ENV:-}"
 for rep in $(seq "${REPS:-5}"); do
   for layout in "${LAYOUT_LIST[@]}"; do
     label=${layout%%:*}
@@ -38,7 +41,7 @@ for rep in $(seq "${REPS:-5}"); do
       b=$NEW set=("${NEW_SET[@]}")
       [ "$which" = old ] && b=$OLD set=("${OLD_SET[@]}")
       b=$(cd "$b" && pwd)
-      env "${set[@]}" LD_LIBRARY_PATH="$b/tests/shims/lib" TESSERA_TIMEOUT=120s timeout 600 "$b/tessera" run "${args[@]}" -- \
+      env "${set[@]}" LD_LIBRARY_PATH="$b/$SHIM_LIB" TESSERA_TIMEOUT=120s timeout 600 "$b/tessera" run "${args[@]}" -- \
         "$b/tessera" bench allreduce --sizes "$SIZES" --dtype "$DTYPE" --op "$OP" --in-place --iters 3 --warmup 1 \
         --json - 2> "$OUTDIR/err-$label-$which-r$rep.txt" | grep -o '{.*}' |
         sed "s/^{/{\"layout\":\"$label\",\"build\":\"$which\",/" >> "$ROWS" ||
