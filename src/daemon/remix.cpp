@@ -9,6 +9,7 @@
 // the launcher lost capacity: the nodes of those islands' types are left out of planning and the job is queued
 // again at once (a `capacity` move) to resume on what is free.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <regex>
@@ -130,9 +131,13 @@ std::string MoveSummary(const json& move, const std::string& currency) {
                     : reason == "capacity" ? "required by lost capacity, not chosen for its cost"
                                            : "moved (" + reason + ")";
   if (!why.empty()) out += ": " + why;
-  if (reason == "policy" && num("rate_change"))
-    out += fmt::format("; the new mix does {} work per {} (per hour of work, before the restart)",
-                       FormatGain(num("rate_change")), currency);
+  if (reason == "policy" && num("rate_change")) {
+    const double r = *num("rate_change");
+    out += r == 0
+               ? fmt::format("; the new mix does as much work per {} (per hour of work, before the restart)", currency)
+               : fmt::format("; the new mix does {:.1f}% {} work per {} (per hour of work, before the restart)",
+                             std::abs(r) * 100, r < 0 ? "less" : "more", currency);
+  }
   return out;
 }
 

@@ -392,7 +392,7 @@ TEST(RemixSummary, OnlyACostMoveShowsAPredictedGain) {
                  {"rate_change", -0.294}};
   EXPECT_EQ(MoveSummary(policy, "CNY"),
             "required by the policy, not chosen for its cost: the fleet's domestic share 50.0% is below the floor "
-            "75.0% in force today; the new mix does -29.4% work per CNY (per hour of work, before the restart)");
+            "75.0% in force today; the new mix does 29.4% less work per CNY (per hour of work, before the restart)");
   json capacity = {{"reason", "capacity"}, {"why", "node(s) n1 are left out"}, {"predicted_gain", nullptr}};
   EXPECT_EQ(MoveSummary(capacity, "CNY"),
             "required by lost capacity, not chosen for its cost: node(s) n1 are left out");
