@@ -26,7 +26,8 @@ extern "C" {
 
 typedef struct tsrCkptWriter* tsrCkptWriter_t;
 
-typedef enum { tsrCkptReplicated = 0, tsrCkptRowSharded = 1 } tsrCkptSharding_t;
+/* Int-based in C++ as tessera.h's enums are: a value outside it is refused naming it (tsrInvalidArgument). */
+typedef enum TSR_INT_BASE { tsrCkptReplicated = 0, tsrCkptRowSharded = 1 } tsrCkptSharding_t;
 
 typedef struct {
   const char* name;

@@ -412,6 +412,28 @@ TEST(SaveRestore, CApiRoundTrip) {
   EXPECT_EQ(tsrCkptLatest(empty.path().c_str(), &step), TSR_CKPT_NOT_FOUND);
 }
 
+// A sharding or datatype value outside its C enum is refused naming the value, before anything is written; an
+// unknown sharding was once taken for replicated.
+TEST(SaveRestore, CApiRefusesAnUnknownShardingOrDatatypeNamingIt) {
+  TempDir d;
+  tsrCkptWriter_t w = nullptr;
+  ASSERT_EQ(tsrCkptWriterOpen(d.path().c_str(), 0, 1, &w), tsrSuccess);
+  double x[6] = {1, 2, 3, 4, 5, 6};
+  int64_t shape[2] = {2, 3};
+  tsrCkptTensor_t t{"x", tsrFloat64, 2, shape, x, static_cast<tsrCkptSharding_t>(7), 0, 0};
+  EXPECT_EQ(tsrCkptSave(w, 1, &t, 1), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrCkptGetLastError()).find("sharding 7 is not a tsrCkptSharding_t"), std::string::npos)
+      << tsrCkptGetLastError();
+  t.sharding = tsrCkptReplicated;
+  t.dtype = static_cast<tsrDataType_t>(-1);
+  EXPECT_EQ(tsrCkptSave(w, 1, &t, 1), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrCkptGetLastError()).find("datatype -1 is not a tsrDataType_t"), std::string::npos)
+      << tsrCkptGetLastError();
+  ASSERT_EQ(tsrCkptWriterClose(w), tsrSuccess);
+  int64_t step = -1;
+  EXPECT_EQ(tsrCkptLatest(d.path().c_str(), &step), TSR_CKPT_NOT_FOUND);  // nothing was committed
+}
+
 // The C progress callback: same contract as WriterOptions::progress, with the caller's pointer.
 TEST(SaveRestore, CApiProgress) {
   TempDir d;
