@@ -222,6 +222,31 @@ TEST(Store, WrongTokenIsRefusedClearly) {
   EXPECT_TRUE(c->Set("k", "v").ok());
 }
 
+// A rank turned away for its token never arrives: those waiting for it time out, and their message says that the
+// store refused a connection with another token, and from where.
+TEST(Store, AWaitThatTimesOutNamesTheConnectionsRefusedForTheirToken) {
+  auto server = StartServer();
+  auto c = ConnectTo(*server);
+  auto before = c->Get("rank/1", 100ms);
+  ASSERT_EQ(before.status().code(), Code::kTimeout);
+  EXPECT_FALSE(Contains(before.status().message(), "refused")) << before.status().message();
+  ASSERT_FALSE(StoreClient::Connect(Addr(*server), "not-the-token", 2s).ok());
+  ASSERT_FALSE(StoreClient::Connect(Addr(*server), "another-wrong-token", 2s).ok());
+  const std::string note = "the store refused 2 connections with another job token (the last from 127.0.0.1:";
+  auto got = c->Get("rank/1", 100ms);
+  ASSERT_EQ(got.status().code(), Code::kTimeout);
+  EXPECT_TRUE(Contains(got.status().message(), "waiting for key 'rank/1'")) << got.status().message();
+  EXPECT_TRUE(Contains(got.status().message(), note)) << got.status().message();
+  EXPECT_TRUE(Contains(got.status().message(), "a rank started with a different TESSERA_TOKEN cannot join"))
+      << got.status().message();
+  Status w = c->Wait({"rank/0", "rank/1"}, 100ms);
+  ASSERT_EQ(w.code(), Code::kTimeout);
+  EXPECT_TRUE(Contains(w.message(), "missing 'rank/0', 'rank/1'; " + note)) << w.message();
+  Status b = c->Barrier("init", 2, 100ms);
+  ASSERT_EQ(b.code(), Code::kTimeout);
+  EXPECT_TRUE(Contains(b.message(), "1 of 2 callers arrived; " + note)) << b.message();
+}
+
 TEST(Store, UnreachableAddressIsNamed) {
   const int port = FreePort();
   const std::string addr = "127.0.0.1:" + std::to_string(port);

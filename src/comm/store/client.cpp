@@ -74,8 +74,8 @@ class TcpStoreClient final : public StoreClient {
       std::string value = r.Str();
       if (r.ok() && r.AtEnd()) return value;
     } else if (code == Reply::kTimeout) {
-      return Timeout(fmt::format("timed out after {} waiting for key '{}' at the store {}", FormatDuration(timeout),
-                                 key, address_));
+      return Timeout(fmt::format("timed out after {} waiting for key '{}' at the store {}{}", FormatDuration(timeout),
+                                 key, address_, RefusedNote(r)));
     } else if (code == Reply::kError) {
       return ServerError(r, what);
     }
@@ -113,9 +113,9 @@ class TcpStoreClient final : public StoreClient {
       std::vector<std::string> missing;
       for (uint32_t i = 0; r.ok() && i < n; ++i) missing.push_back(r.Str());
       if (!r.ok()) return Garbled(what);
-      return Timeout(fmt::format("timed out after {} waiting for {} of {} keys at the store {}: missing {}",
-                                 FormatDuration(timeout), missing.size(), keys.size(), address_,
-                                 QuoteList(missing, 8)));
+      return Timeout(fmt::format("timed out after {} waiting for {} of {} keys at the store {}: missing {}{}",
+                                 FormatDuration(timeout), missing.size(), keys.size(), address_, QuoteList(missing, 8),
+                                 RefusedNote(r)));
     }
     if (code == Reply::kError) return ServerError(r, what);
     return Garbled(what);
@@ -133,8 +133,8 @@ class TcpStoreClient final : public StoreClient {
     if (code == Reply::kTimeout) {
       const int64_t arrived = r.I64();
       if (!r.ok()) return Garbled(what);
-      return Timeout(fmt::format("barrier '{}' timed out after {} at the store {}: {} of {} callers arrived", name,
-                                 FormatDuration(timeout), address_, arrived, world_size));
+      return Timeout(fmt::format("barrier '{}' timed out after {} at the store {}: {} of {} callers arrived{}", name,
+                                 FormatDuration(timeout), address_, arrived, world_size, RefusedNote(r)));
     }
     if (code == Reply::kError) return ServerError(r, what);
     return Garbled(what);
@@ -190,6 +190,13 @@ class TcpStoreClient final : public StoreClient {
   }
   Status Garbled(const std::string& what) {
     return InternalError(fmt::format("garbled reply from the store at {} while {}", address_, what));
+  }
+  // The note a kTimeout reply ends with ("" when none: a server that has refused no connection, or one from
+  // before the note), as a clause to append to the timeout's message.
+  static std::string RefusedNote(Reader& r) {
+    if (r.AtEnd()) return "";
+    std::string note = r.Str();
+    return r.ok() && !note.empty() ? "; " + note : "";
   }
 
   std::mutex mu_;

@@ -145,6 +145,7 @@ class StoreGate {
       w.U8(static_cast<uint8_t>(Reply::kRefused));
       (void)WriteFrame(p.fd, w.Frame(), Clock::now() + milliseconds(1000), wake_fd_, &err);
       ::close(p.fd);
+      if (hooks_.refused) hooks_.refused(p.peer);
       return false;
     }
     if (hooks_.open_connections() >= limits_.max_connections) {

@@ -22,6 +22,8 @@ struct StoreGateHooks {
   std::function<int()> open_connections;
   // Takes over an authenticated connection (the server acknowledges it and serves it).
   std::function<void(int fd)> admit;
+  // Told of each connection refused for a wrong job token (`peer`: its address), after the refusal is sent.
+  std::function<void(const std::string& peer)> refused;
 };
 
 // Runs until `wake_fd` becomes readable (the server is stopping) or poll() fails; closes every connection

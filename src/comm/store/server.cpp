@@ -9,7 +9,8 @@
 // handshake without blocking (comm/store/gate: no thread for a connection until it has authenticated);
 // then the server runs one thread per connection; blocking requests (Get, Wait, Barrier) carry their
 // timeout and the server answers kTimeout when it runs out, so that the client (comm/store/client) can
-// name what was missing.
+// name what was missing; a kTimeout reply ends with `str note`, empty unless the store has refused connections
+// for a wrong job token (how many, and the last one's address: the rank waited for may be that one).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -53,6 +54,11 @@ class TcpStoreServer final : public StoreServer {
       return static_cast<int>(conns_.size());
     };
     gate_hooks_.admit = [this](int fd) { Admit(fd); };
+    gate_hooks_.refused = [this](const std::string& peer) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++refused_;
+      last_refused_ = peer;
+    };
     accept_thread_ = std::thread([this] { RunStoreGate(listen_fd_, wake_read_, token_, limits_, gate_hooks_); });
   }
 
@@ -199,7 +205,7 @@ class TcpStoreServer final : public StoreServer {
           return true;
         }
         if (gone) return false;
-        reply->U8(static_cast<uint8_t>(Reply::kTimeout));
+        reply->U8(static_cast<uint8_t>(Reply::kTimeout)).Str(RefusedNote());
         return true;
       }
       case Op::kAdd: {
@@ -245,6 +251,7 @@ class TcpStoreServer final : public StoreServer {
           if (!data_.count(k)) missing.push_back(k);
         reply->U8(static_cast<uint8_t>(Reply::kTimeout)).U32(static_cast<uint32_t>(missing.size()));
         for (const auto& k : missing) reply->Str(k);
+        reply->Str(RefusedNote());
         return true;
       }
       case Op::kBarrier: {
@@ -269,7 +276,7 @@ class TcpStoreServer final : public StoreServer {
           return true;
         }
         if (gone) return false;
-        reply->U8(static_cast<uint8_t>(Reply::kTimeout)).I64(b.arrived);
+        reply->U8(static_cast<uint8_t>(Reply::kTimeout)).I64(b.arrived).Str(RefusedNote());
         return true;
       }
     }
@@ -289,6 +296,18 @@ class TcpStoreServer final : public StoreServer {
   bool stopping_ = false;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_map<std::string, Barrier> barriers_;
+  int64_t refused_ = 0;  // connections refused for a wrong job token, and the last one's address
+  std::string last_refused_;
+
+  // What a caller that timed out should know: a rank that may be the one it waited for was turned away for its
+  // token. Empty when none was. Called with mu_ held.
+  std::string RefusedNote() const {
+    if (refused_ == 0) return "";
+    return fmt::format(
+        "the store refused {} connection{} with another job token (the last from {}): a rank started "
+        "with a different TESSERA_TOKEN cannot join",
+        refused_, refused_ == 1 ? "" : "s", last_refused_);
+  }
 };
 
 }  // namespace
