@@ -364,16 +364,20 @@ TEST(StagedRank, TheCopyBridgeMovesAnNpuRanksAllreduceWithoutStaging) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 2) << r.out;
   EXPECT_EQ(Count(r.out, "rank 0: joined[^\n]*copy engines straight into the shm rings, folds nothing"), 1) << r.out;
+  // Its own piece where TESSERA_DEVICE_PIECE is not set (kCopyBridgePiece), the variable's where it is (below).
+  EXPECT_EQ(Count(r.out, "rank 0: joined[^\n]*broadcast; 4 MiB a copy\\)"), 1) << r.out;
   Traffic t = ReadTrace(prefix + ".rank0");
   EXPECT_GE(t.sent[1], C * 4);
   EXPECT_LE(t.sent[1], C * 4 + kHeaders);
   EXPECT_EQ(t.down, 0u);
   EXPECT_EQ(t.up, 0u);
   EXPECT_EQ(t.copy_bridge_calls, 1);
-  Proc four = Job("TESSERA_COPY_BRIDGE=on TESSERA_LINK_TRACE=" + prefix + "four", islands,
-                  "traffic " + std::to_string(C) + " f32 four");
+  Proc four =
+      Job("TESSERA_LOG=info TESSERA_DEVICE_PIECE=64K TESSERA_COPY_BRIDGE=on TESSERA_LINK_TRACE=" + prefix + "four",
+          islands, "traffic " + std::to_string(C) + " f32 four");
   ASSERT_EQ(four.status, 0) << four.out;
   EXPECT_EQ(Count(four.out, "OK rank"), 2) << four.out;
+  EXPECT_EQ(Count(four.out, "rank 0: joined[^\n]*broadcast; 64 KiB a copy\\)"), 1) << four.out;
   t = ReadTrace(prefix + "four.rank0");
   EXPECT_EQ(t.down, 0u);
   EXPECT_EQ(t.up, 0u);

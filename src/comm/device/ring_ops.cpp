@@ -169,8 +169,11 @@ Result<void*> RuntimeRingOps::Grow(size_t bytes) {
   return scratch_;
 }
 
-Result<size_t> DevicePieceBytes() {
-  TSR_ASSIGN_OR_RETURN(uint64_t piece, env::Bytes("TESSERA_DEVICE_PIECE"));
+Result<size_t> DevicePieceBytes(size_t fallback) {
+  uint64_t piece = fallback;  // the caller's own default applies only where the variable is not set
+  if (fallback == 0 || env::Get("TESSERA_DEVICE_PIECE")) {
+    TSR_ASSIGN_OR_RETURN(piece, env::Bytes("TESSERA_DEVICE_PIECE"));
+  }
   if (piece < 4096 || piece % 8 != 0)
     return InvalidArgument(fmt::format("TESSERA_DEVICE_PIECE={} must be at least 4096 and a multiple of 8", piece));
   return static_cast<size_t>(piece);

@@ -111,7 +111,11 @@ class RuntimeRingOps final : public DeviceOps {
   size_t piece_ = 1 << 20;
 };
 
-// TESSERA_DEVICE_PIECE, checked (at least 4096, a multiple of 8): the bytes of one copy of a bridge rank.
-Result<size_t> DevicePieceBytes();
+// TESSERA_DEVICE_PIECE, checked (at least 4096, a multiple of 8): the bytes of one copy of a bridge rank; where it
+// is not set, its declared default, or `fallback` when that is given (the copy bridge's own, kCopyBridgePiece).
+Result<size_t> DevicePieceBytes(size_t fallback = 0);
+// The copy bridge's piece where TESSERA_DEVICE_PIECE is not set: smaller than the device bridge's, which the copy
+// bridge moved less with beside a CUDA rank on the CUDA-backed ACL shim, as it did 1 and 2 MiB (docs/devices.md).
+inline constexpr size_t kCopyBridgePiece = size_t{4} << 20;
 
 }  // namespace tessera::comm

@@ -107,14 +107,20 @@ StagedRank::~StagedRank() {
 }
 
 std::string StagedRank::Describe() const {
+  auto size = [](size_t b) {
+    return b % (1 << 20) == 0 ? fmt::format("{} MiB", b >> 20)
+           : b % 1024 == 0    ? fmt::format("{} KiB", b >> 10)
+                              : fmt::format("{} bytes", b);
+  };
   const std::string how =
       copy_ops_ ? fmt::format(
                       "copy engines straight into the shm rings{}, folds nothing (the copy bridge: allreduce and "
-                      "reduce-scatter of floating types, allgather, broadcast); the rest staged through pinned host "
-                      "memory",
+                      "reduce-scatter of floating types, allgather, broadcast; {} a copy); the rest staged through "
+                      "pinned host memory",
                       relayed_links_ > 0 ? fmt::format(" ({} link{} relayed through host rings)", relayed_links_,
                                                        relayed_links_ == 1 ? "" : "s")
-                                         : std::string())
+                                         : std::string(),
+                      size(copy_ops_->piece()))
       : !ccl_ ? "staged through pinned host memory"
       : island_lib_
           ? fmt::format("{} ('{}') runs the island phases, shards cross the bridge through pinned host memory",

@@ -133,7 +133,7 @@ Status StagedRank::Run(const char* what, tsrStream_t stream, std::vector<StagedP
 Status StagedRank::AttachCopyBridge() {
   TSR_ASSIGN_OR_RETURN(std::vector<HostPath::BridgeRings> links, host_->DeviceBridgeRings());
   for (const auto& l : links) relayed_links_ += l.relayed ? 1 : 0;
-  TSR_ASSIGN_OR_RETURN(size_t piece, DevicePieceBytes());
+  TSR_ASSIGN_OR_RETURN(size_t piece, DevicePieceBytes(kCopyBridgePiece));
   for (auto& q : copy_q_) {
     TSR_ASSIGN_OR_RETURN(q, rt_->StreamCreate());
   }
