@@ -66,12 +66,10 @@ tsrResult_t tsrCkptSave(tsrCkptWriter_t writer, int64_t step, const tsrCkptTenso
       if (t.name == nullptr || t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr))
         return Fail(tessera::InvalidArgument(fmt::format("tsrCkptSave: tensor #{} has a null name or shape", i)));
       // The raw ints are checked before they become Tessera enums, naming the value (as the collectives' are).
-      const int dtype = static_cast<int>(t.dtype), sharding = static_cast<int>(t.sharding);
-      if (dtype < 0 || dtype >= static_cast<int>(tessera::DType::kCount))
-        return Fail(tessera::InvalidArgument(
-            fmt::format("tsrCkptSave: tensor #{} ('{}'): datatype {} is not a tsrDataType_t (tsrInt8 = 0 ... "
-                        "tsrFloat64 = {})",
-                        i, t.name, dtype, static_cast<int>(tessera::DType::kCount) - 1)));
+      tessera::DType dtype;
+      if (tessera::Status s = tessera::FromCDataType(t.dtype, &dtype); !s.ok())
+        return Fail(s.WithContext(fmt::format("tsrCkptSave: tensor #{} ('{}')", i, t.name)));
+      const int sharding = static_cast<int>(t.sharding);
       if (sharding != tsrCkptReplicated && sharding != tsrCkptRowSharded)
         return Fail(tessera::InvalidArgument(
             fmt::format("tsrCkptSave: tensor #{} ('{}'): sharding {} is not a tsrCkptSharding_t (tsrCkptReplicated = "
@@ -79,7 +77,7 @@ tsrResult_t tsrCkptSave(tsrCkptWriter_t writer, int64_t step, const tsrCkptTenso
                         i, t.name, sharding)));
       tessera::ckpt::TensorView v;
       v.name = t.name;
-      v.dtype = static_cast<tessera::DType>(dtype);
+      v.dtype = dtype;
       v.shape.assign(t.shape, t.shape + t.ndim);
       v.data = t.data;
       v.sharding =

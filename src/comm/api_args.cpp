@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "comm/comm.hpp"
+#include "common/c_result.hpp"
 #include "common/dtype.hpp"
 
 namespace tessera::comm::api {
@@ -19,17 +20,12 @@ constexpr size_t kMaxBytes = static_cast<size_t>(PTRDIFF_MAX);
 constexpr int kAddressBits = sizeof(void*) == 8 ? 57 : 32;
 constexpr uintptr_t kAddressEnd = sizeof(void*) == 8 ? uintptr_t{1} << (kAddressBits % 64) : UINTPTR_MAX;
 
-// The raw int is checked before it becomes a Tessera enum: tessera.h fixes the C API enums' underlying type as
-// int, so any int a caller passes is a value of the type and reading it here is defined.
 Status Type(const char* call, tsrDataType_t type, DType* dt) {
-  const int v = static_cast<int>(type);
-  if (v < 0 || v >= static_cast<int>(DType::kCount))
-    return InvalidArgument(fmt::format("{}: datatype {} is not a tsrDataType_t (tsrInt8 = 0 ... tsrFloat64 = {})", call,
-                                       v, static_cast<int>(DType::kCount) - 1));
-  *dt = static_cast<DType>(v);
-  return Status::Ok();
+  Status s = FromCDataType(type, dt);
+  return s.ok() ? s : s.WithContext(call);
 }
 
+// The raw int is checked before it becomes a Tessera enum, as FromCDataType does.
 Status Op(const char* call, tsrRedOp_t op) {
   const int v = static_cast<int>(op);
   if (v < 0 || v >= static_cast<int>(RedOp::kCount))

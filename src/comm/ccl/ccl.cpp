@@ -255,21 +255,20 @@ Result<std::unique_ptr<CclComm>> CclComm::Create(std::shared_ptr<CclLibrary> lib
   return c;
 }
 
+std::string CclComm::Which() const { return fmt::format("the {} communicator of store key {}", lib_->name(), key_); }
+
 CclComm::~CclComm() {
   if (comm_ == nullptr || aborted_) return;
   const bool abort = failed_;
   const Status s = abort ? lib_->CommAbort(comm_, timeout_) : lib_->CommDestroy(comm_, timeout_);
-  if (!s.ok())
-    TSR_LOG_WARN("{}", s.WithContext(fmt::format("{} the {} communicator of store key {}",
-                                                 abort ? "aborting" : "destroying", lib_->name(), key_))
-                           .message());
+  if (!s.ok()) TSR_LOG_WARN("{}", s.WithContext((abort ? "aborting " : "destroying ") + Which()).message());
 }
 
 Status CclComm::AbortAndReport() {
   if (aborted_.exchange(true)) return Status::Ok();
   Status s = lib_->CommAbort(comm_, timeout_);
   if (s.ok()) return s;
-  s = s.WithContext(fmt::format("aborting the {} communicator of store key {}", lib_->name(), key_));
+  s = s.WithContext("aborting " + Which());
   TSR_LOG_WARN("{}", s.message());
   return s;
 }

@@ -267,8 +267,10 @@ class CclComm {
   int nranks_ = 0;
   std::chrono::milliseconds timeout_{0};  // the world's: bounds the wait of a library without an abort
   std::string key_;                       // the store key of its unique id: names the island in messages
-  std::atomic<bool> failed_{false};       // AsyncError may run on another thread (tsrCommGetAsyncError)
-  std::atomic<bool> aborted_{false};      // Abort ran: the handle is gone
+  // "the LIB communicator of store key KEY", for the messages of its end.
+  std::string Which() const;
+  std::atomic<bool> failed_{false};   // AsyncError may run on another thread (tsrCommGetAsyncError)
+  std::atomic<bool> aborted_{false};  // Abort ran: the handle is gone
 };
 
 }  // namespace tessera::comm
