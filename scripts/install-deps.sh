@@ -30,6 +30,7 @@ DEMO_PACKAGES=(
 # What `make test` adds.
 TEST_PACKAGES=(
   clang-format                                                                # make format-check
+  clang libclang-rt-14-dev                                                    # the C API enums under clang's -fsanitize=enum
   libgtest-dev libgmock-dev libbenchmark-dev                                 # tests, benchmarks
   libgloo-dev libopenmpi-dev openmpi-bin                                     # benchmark peers
   python3-botocore                                                            # SigV4 reference signer
