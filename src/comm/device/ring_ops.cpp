@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <thread>
 
 #include "common/env.hpp"
@@ -48,21 +47,12 @@ Result<std::unique_ptr<RuntimeRingOps>> RuntimeRingOps::Create(DeviceRuntime& rt
     if (!m.ok()) return m.status().WithContext(fmt::format("a ring's device mirror ({} bytes)", l.in_bytes));
     ops->mirrors_.push_back({l.in, l.in_bytes, static_cast<std::byte*>(*m)});
   }
-  if (!ops->mirrors_.empty()) {  // copies into the mirrors run beside the folds (see FromHost)
-    TSR_ASSIGN_OR_RETURN(ops->up_, rt.StreamCreate());
-    TSR_ASSIGN_OR_RETURN(ops->up_done_, rt.EventCreate());
-  }
   return ops;
 }
 
 RuntimeRingOps::~RuntimeRingOps() {
   for (device_bridge::Stream s : stream_)
     if (s != nullptr) (void)rt_.StreamSynchronize(s);
-  if (up_ != nullptr) {
-    (void)rt_.StreamSynchronize(up_);
-    (void)rt_.StreamDestroy(up_);
-  }
-  if (up_done_ != nullptr) (void)rt_.EventDestroy(up_done_);
   for (void* p : registered_) (void)rt_.HostUnregister(p);
   for (auto& m : mirrors_) (void)rt_.Free(m.mirror);
   for (auto& l : landings_) (void)rt_.Free(l.data);
@@ -74,16 +64,11 @@ RuntimeRingOps::~RuntimeRingOps() {
 }
 
 Status RuntimeRingOps::CopyOnQueue(Queue q, void* dst, const void* src, size_t bytes, CopyKind kind, const char* what) {
-  return CopyOnStream(stream_[q], dst, src, bytes, kind, what);
-}
-
-Status RuntimeRingOps::CopyOnStream(device_bridge::Stream s, void* dst, const void* src, size_t bytes, CopyKind kind,
-                                    const char* what) {
   if (!rt_.AsyncCopyAligned(dst, src)) {
-    TSR_RETURN_IF_ERROR(rt_.StreamSynchronize(s).WithContext(what));
+    TSR_RETURN_IF_ERROR(rt_.StreamSynchronize(stream_[q]).WithContext(what));
     return rt_.Memcpy(dst, bytes, src, bytes, kind).WithContext(what);
   }
-  return rt_.MemcpyAsync(dst, bytes, src, bytes, kind, s).WithContext(what);
+  return rt_.MemcpyAsync(dst, bytes, src, bytes, kind, stream_[q]).WithContext(what);
 }
 
 Status RuntimeRingOps::ToHost(void* host_dst, const void* dev_src, size_t bytes) {
@@ -91,19 +76,7 @@ Status RuntimeRingOps::ToHost(void* host_dst, const void* dev_src, size_t bytes)
 }
 
 Status RuntimeRingOps::FromHost(void* dev_dst, const void* host_src, size_t bytes) {
-  constexpr const char* kWhat = "this rank's ring to the device";
-  auto* d = static_cast<const std::byte*>(dev_dst);
-  const bool mirrored = up_ != nullptr && std::any_of(mirrors_.begin(), mirrors_.end(), [&](const Mirrored& m) {
-                          return d >= m.mirror && d + bytes <= m.mirror + m.bytes;
-                        });
-  if (!mirrored) return CopyOnQueue(kFoldQueue, dev_dst, host_src, bytes, CopyKind::kHostToDevice, kWhat);
-  // Into a ring's mirror, for a fold: on a stream of its own, which the fold queue waits for, so that the next
-  // pieces' copies run while this one is folded instead of queueing behind the kernels. The mirror's bytes are
-  // written again only after the ring's bytes there are released, which waits for the fold queue's ticket.
-  TSR_RETURN_IF_ERROR(CopyOnStream(up_, dev_dst, host_src, bytes, CopyKind::kHostToDevice, kWhat));
-  TSR_RETURN_IF_ERROR(rt_.EventRecord(up_done_, up_).WithContext(kWhat));
-  // The wait takes the event as recorded now; recording it again for the next copy does not affect it.
-  return rt_.StreamWaitEvent(stream_[kFoldQueue], up_done_).WithContext(kWhat);
+  return CopyOnQueue(kFoldQueue, dev_dst, host_src, bytes, CopyKind::kHostToDevice, "this rank's ring to the device");
 }
 
 Result<void*> RuntimeRingOps::Mirror(const void* inbox_byte, size_t bytes) {

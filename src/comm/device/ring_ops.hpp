@@ -7,9 +7,8 @@
 // leaves device memory with one D2H copy into the peer's ring, and arrives with one H2D copy out of this rank's ring
 // (into the destination, or into a device mirror of the ring where a kernel folds it). No CPU copy, no staging. Sends
 // go on one stream (copy engine D2H), receives and folds on another (copy engine H2D + kernels), so both directions of
-// the PCIe link run at once; a copy into a mirror goes on a third stream that the folds wait for, so that the copies
-// up do not wait behind the kernels. Completion is tracked with pools of events. A link whose channels take device
-// memory themselves (BridgeRings::direct: ucx where UCX registers the runtime's memory) has no rings: it gets a landing
+// the PCIe link run at once. Completion is tracked with pools of events. A link whose channels take device memory
+// themselves (BridgeRings::direct: ucx where UCX registers the runtime's memory) has no rings: it gets a landing
 // buffer in device memory for the bytes it folds (comm/engine_direct.cpp).
 #pragma once
 
@@ -82,13 +81,8 @@ class RuntimeRingOps final : public DeviceOps {
   // A copy on queue `q`: asynchronous, or, where the row needs aligned addresses for that (async_copy_align) and
   // these miss it, synchronous after the queue's earlier work (the engine's Mark then sees it done at once).
   Status CopyOnQueue(Queue q, void* dst, const void* src, size_t bytes, CopyKind kind, const char* what);
-  Status CopyOnStream(device_bridge::Stream s, void* dst, const void* src, size_t bytes, CopyKind kind,
-                      const char* what);
   DeviceRuntime& rt_;
   device_bridge::Stream stream_[2] = {};
-  // Where the rank folds: copies into the mirrors go on `up_`, and the fold queue waits for each (`up_done_`).
-  device_bridge::Stream up_ = nullptr;
-  device_bridge::Event up_done_ = nullptr;
   std::vector<device_bridge::Event> events_[2];
   uint64_t issued_[2] = {0, 0}, done_[2] = {0, 0};
   bool trace_ = false;
