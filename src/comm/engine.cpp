@@ -17,8 +17,6 @@ const std::byte kZeros[kChannelAlign] = {};
 // Device mode: at most kMaxInFlight copy-engine transfers (of DeviceOps::piece() bytes) per channel and
 // direction.
 constexpr size_t kMaxInFlight = 8;
-// A send's copies start and end at piece / kRampSteps (DeviceCopyBytes).
-constexpr size_t kRampSteps = 8;
 // Host mode with a pool of several threads: a copy or fold of at least two kPiece is split, and a channel's
 // turn moves threads × kPiece bytes, between kStep and kMaxStep (half of the default 2 MiB ring, so the peer
 // fills one half while this rank drains the other).
@@ -400,13 +398,6 @@ Result<bool> Engine::Retire(DeviceOps::Queue queue, std::deque<InFlight>& inflig
   return progress;
 }
 
-size_t DeviceCopyBytes(size_t off, size_t bytes, size_t piece) {
-  const size_t least = std::max<size_t>((piece / kRampSteps) & ~size_t{7}, 8);
-  const size_t left = bytes > off ? bytes - off : 0;
-  const size_t n = std::min({piece, std::max(least, off), std::max(least, left / 2)});
-  return std::max(least, n & ~size_t{7});
-}
-
 Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
   SendOp& op = q.front();
   DevQueues& dq = devq_[peer];
@@ -422,10 +413,9 @@ Result<bool> Engine::StepDeviceSend(int peer, std::deque<SendOp>& q) {
   while (op.off < op.padded && dq.sent.size() < kMaxInFlight) {
     bool data = op.off < op.bytes;
     if (data && op.off >= ready) break;  // a result not finished yet
-    const size_t copy = data ? DeviceCopyBytes(op.off, op.bytes, dev_->piece()) : 0;
     // Copy whole pieces of a result unless the job is done: fewer, larger copies.
-    if (data && op.gate != nullptr && ready < op.bytes && ready - op.off < copy) break;
-    auto [ptr, n] = ch->Reserve(data ? std::min(ready - op.off, copy) : op.padded - op.off);
+    if (data && op.gate != nullptr && ready < op.bytes && ready - op.off < dev_->piece()) break;
+    auto [ptr, n] = ch->Reserve(data ? std::min(ready - op.off, dev_->piece()) : op.padded - op.off);
     if (n == 0) break;
     DeviceOps::Ticket t = 0;  // padding: nothing to write (ticket 0 is always done)
     if (data) {

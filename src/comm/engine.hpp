@@ -150,12 +150,6 @@ struct ReduceJob {
   }
 };
 
-// The bytes of a device-bridge send's next copy, at `off` of its `bytes`: `piece` in the middle, but at each end no more
-// than what went before it and half of what is left (at least piece / 8), so that the chain of copies a byte
-// takes — down on this rank, up, folded and down on the peer, up here — starts and drains in small copies instead of
-// waiting whole pieces at each step.
-size_t DeviceCopyBytes(size_t off, size_t bytes, size_t piece);
-
 // With a DeviceOps, every buffer handed to Send/RecvCopy/LocalFold is device memory and every channel
 // must support dma() or take the device's memory itself (DeviceOps::memory; engine_direct.cpp): bytes move
 // between device memory and the shared-memory rings on the device's copy engines, folds run on the device, and a

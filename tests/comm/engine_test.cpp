@@ -392,46 +392,6 @@ TEST(Engine, SendResultSendsTheReductionAsItIsFinished) {
   EXPECT_EQ(got, dst);
 }
 
-TEST(Engine, ADeviceSendsCopiesGrowFromAnEighthOfAPieceAndShrinkAgainAtItsEnd) {
-  const size_t piece = size_t{4} << 20, eighth = piece / 8;
-  for (size_t bytes : {size_t{64} << 20, size_t{64} << 20 | 24, size_t{3} << 20, size_t{100}, size_t{0} + eighth}) {
-    std::vector<size_t> copies;
-    for (size_t off = 0; off < bytes;) {
-      const size_t n = std::min(DeviceCopyBytes(off, bytes, piece), bytes - off);
-      ASSERT_GT(n, 0u) << "a copy of nothing at " << off << " of " << bytes;
-      ASSERT_LE(n, piece);
-      if (off + n < bytes) {
-        EXPECT_EQ(n % 8, 0u) << "a copy before the last one ends at a multiple of 8";
-        EXPECT_GE(n, eighth) << "a copy before the last one is at least an eighth of a piece";
-      }
-      copies.push_back(n);
-      off += n;
-    }
-    if (bytes <= eighth) {
-      EXPECT_EQ(copies, std::vector<size_t>{bytes}) << "a send of up to an eighth of a piece is one copy";
-      continue;
-    }
-    EXPECT_EQ(copies.front(), eighth) << bytes << ": the first copy is an eighth of a piece";
-    EXPECT_LE(copies.back(), eighth) << bytes << ": the last copy is at most an eighth of a piece";
-    for (size_t k = 1; k < copies.size(); ++k) {
-      size_t before = 0;
-      for (size_t j = 0; j < k; ++j) before += copies[j];
-      EXPECT_LE(copies[k], std::max(eighth, before)) << bytes << ": copy " << k << " is larger than all before it";
-    }
-  }
-  // 64 MiB in 4 MiB pieces: 1/2, 1/2, 1, 2, fourteen whole pieces, 2, 1, 1/2, 1/2 MiB.
-  std::vector<size_t> copies;
-  for (size_t off = 0, bytes = size_t{64} << 20; off < bytes;) {
-    copies.push_back(std::min(DeviceCopyBytes(off, bytes, piece), bytes - off));
-    off += copies.back();
-  }
-  const size_t m = size_t{1} << 20;
-  std::vector<size_t> want = {m / 2, m / 2, m, 2 * m};
-  want.insert(want.end(), 14, piece);
-  want.insert(want.end(), {2 * m, m, m / 2, m / 2});
-  EXPECT_EQ(copies, want);
-}
-
 TEST(Engine, RecvCheckRunsWhenItsBytesAreInAndItsErrorEndsTheRun) {
   LoopLinks links(2);
   uint64_t header = 42, seen = 0;
