@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "comm/store/store.hpp"
@@ -164,6 +165,7 @@ struct RelayRow {
 // per process, so one transport set per run).
 struct UcxRow {
   static constexpr bool kSeesClose = true;
+  static constexpr bool kCredits = true;  // its sender keeps within a ring of the receiver's credit
   static bool Viable(std::string* why) {
     const Status v = MakeUcxTransport()->Viable();
     *why = v.ok() ? "" : "the ucx row is not viable here: " + v.message();
@@ -173,6 +175,12 @@ struct UcxRow {
   static std::unique_ptr<Pair> Unjoined() { return Prepare(&MakeUcxTransport); }
 };
 #endif
+
+// Whether a row paces its sender by the receiver's credit (Row::kCredits, false where a row does not say).
+template <typename Row, typename = void>
+constexpr bool kCredits = false;
+template <typename Row>
+constexpr bool kCredits<Row, std::void_t<decltype(Row::kCredits)>> = Row::kCredits;
 
 #define SKIP_UNLESS_VIABLE()                           \
   do {                                                 \
@@ -621,6 +629,77 @@ TYPED_TEST(ChannelSuite, SendsFromAndReceivesIntoCallersMemoryKeepTheStreamInOrd
       got += want;
     }
     EXPECT_GT(copies_in, 0) << "no receive found bytes in the ring to copy in";
+  }
+}
+
+// A row that keeps its sender within a ring of the receiver's credit (ucx) counts a receive posted straight into the
+// caller's memory as taken: the sender may run a ring ahead of that receive's end, not of what was consumed, so a
+// large receive is not paced by credits coming back ring by ring. Rows whose sender is bounded by the ring's memory
+// itself (shm, tcp's socket buffers) have no credit to give.
+TYPED_TEST(ChannelSuite, AReceivePostedIntoTheCallersMemoryLetsTheSenderRunAheadByItsSize) {
+  SKIP_UNLESS_VIABLE();
+  if constexpr (!kCredits<TypeParam>) GTEST_SKIP() << "the sender of this row is bounded by memory, not credit";
+  setenv("TESSERA_UCX_RING", "64K", 1);  // kRing: the window is a ring
+  auto p = TypeParam::Make();
+  unsetenv("TESSERA_UCX_RING");
+  SendChannel* tx = p->send(0);
+  RecvChannel* rx = p->recv(1);
+  constexpr size_t kBig = 8 * kRing;
+  std::vector<std::byte> src(kBig + kRing), dst(kBig);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = Byte(i);
+  const auto bound = Clock::now() + 30s;
+  // A first message, received into the caller's memory: it takes the ring's receive still posted, so that the next
+  // receive is posted straight into the destination.
+  const std::byte hello[kChannelAlign] = {};
+  for (size_t sent0 = 0, got0 = 0; got0 < sizeof(hello);) {
+    ASSERT_LT(Clock::now(), bound) << "the first message stalled";
+    if (sent0 < sizeof(hello)) {
+      auto n = tx->TrySend(hello + sent0, sizeof(hello) - sent0);
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      sent0 += *n;
+    }
+    std::byte sink[kChannelAlign];
+    auto n = rx->RecvInto(sink, sizeof(hello) - got0);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    got0 += *n;
+  }
+  auto posted = rx->RecvInto(dst.data(), dst.size());  // nothing more has been sent: the receive stays posted
+  ASSERT_TRUE(posted.ok()) << posted.status().ToString();
+  ASSERT_EQ(*posted, 0u);
+  // The sender alone, the receiver never called again until the sender has stopped taking bytes.
+  uint64_t sent = 0;
+  int zeros = 0;
+  while (zeros < 50 && sent < src.size() && Clock::now() < bound) {
+    auto n = tx->TrySendFrom(src.data() + sent, src.size() - sent, "host");
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    sent += *n;
+    zeros = *n == 0 ? zeros + 1 : 0;
+    if (*n == 0) std::this_thread::sleep_for(2ms);
+  }
+  EXPECT_GT(sent, 2 * kRing) << "the sender stopped near one ring, as if the posted receive were not credited";
+  // Everything arrives, in order: the posted receive's bytes, then the rest through the ring.
+  size_t filled = 0;
+  while (filled < dst.size()) {
+    ASSERT_LT(Clock::now(), bound) << "the posted receive stalled at " << filled;
+    auto n = rx->RecvInto(dst.data() + filled, dst.size() - filled);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    filled += *n;
+    auto more = tx->TrySendFrom(src.data() + sent, src.size() - sent, "host");
+    ASSERT_TRUE(more.ok());
+    sent += *more;
+  }
+  for (size_t i = 0; i < dst.size(); ++i) ASSERT_EQ(dst[i], Byte(i)) << "byte " << i;
+  uint64_t got = dst.size();
+  while (got < src.size()) {
+    ASSERT_LT(Clock::now(), bound) << "stalled at " << got << " of " << src.size();
+    auto more = tx->TrySendFrom(src.data() + sent, src.size() - sent, "host");
+    ASSERT_TRUE(more.ok());
+    sent += *more;
+    auto peek = rx->Peek();
+    ASSERT_TRUE(peek.ok()) << peek.status().ToString();
+    for (size_t i = 0; i < peek->second; ++i) ASSERT_EQ(peek->first[i], Byte(got + i)) << "byte " << got + i;
+    rx->Consume(peek->second);
+    got += peek->second;
   }
 }
 

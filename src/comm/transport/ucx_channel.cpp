@@ -220,10 +220,11 @@ class UcxSend final : public SendChannel {
     if (e.failed() || e.bye_at != UINT64_MAX) return e.Failure();
     return Status::Ok();
   }
-  // At most one ring of bytes beyond what the receiver has consumed (its credit).
+  // At most one ring of bytes beyond the receiver's credit: what it consumed, or beyond that the end of a receive
+  // it posted into a caller's buffer, which takes those bytes as they come.
   size_t Window() const {
-    const size_t ring = e_->send_ring.bytes;
-    return ring - static_cast<size_t>(std::min<uint64_t>(head_ - e_->credited, ring));
+    const uint64_t limit = e_->credited + e_->send_ring.bytes;
+    return limit > head_ ? static_cast<size_t>(limit - head_) : 0;
   }
   // Posts a stream send of `n` bytes at p.
   Result<size_t> Post(const void* p, size_t n, ucs_memory_type_t type, ucp_mem_h memh) {
@@ -377,6 +378,10 @@ class UcxRecv final : public RecvChannel {
       if (st != UCS_OK) e.error.store(st, std::memory_order_release);
     } else {
       if (e.failed() || got_ >= e.bye_at) return e.Failure();
+      // The caller takes these bytes whatever comes (it hands the rest again until all have come), so the sender
+      // may run a ring ahead of their end rather than of what was consumed: credit them now.
+      promised_ = std::max<uint64_t>(promised_, got_ + bytes);
+      Credit();
       void* req = u.api.stream_recv_nbx(e.ep, dst, bytes, &len, &Params(nullptr, type));
       if (UCS_PTR_IS_ERR(req)) {
         e.error.store(UCS_PTR_STATUS(req), std::memory_order_release);
@@ -427,12 +432,15 @@ class UcxRecv final : public RecvChannel {
     got_ += len;
     if (ring) rhead_ += len;
   }
-  // Tells the sender what was consumed, once a quarter ring has been since the last credit. Under the worker's mu.
+  // Tells the sender what was consumed, or the end of a receive posted into a caller's buffer where that is further,
+  // once a quarter ring more than the last credit. Under the worker's mu.
   void Credit() {
-    if (used_ - credit_ >= e_->recv_ring.bytes / 4 && e_->SendControl(kUcxCredit, used_)) credit_ = used_;
+    const uint64_t at = std::max(used_, promised_);
+    if (at - credit_ >= e_->recv_ring.bytes / 4 && e_->SendControl(kUcxCredit, at)) credit_ = at;
   }
   std::shared_ptr<UcxEndpoint> e_;
   uint64_t got_ = 0, used_ = 0, credit_ = 0;  // stream positions
+  uint64_t promised_ = 0;                     // the end of the last receive posted into a caller's buffer
   uint64_t rhead_ = 0, rtail_ = 0;            // ring positions
   void* req_ = nullptr;                       // the receive posted into the ring
   void* direct_req_ = nullptr;                // the receive posted into a caller's buffer (RecvInto)
