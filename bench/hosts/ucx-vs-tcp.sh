@@ -90,21 +90,20 @@ perftest() {  # size -> GB/s (the "Final:" line's average bandwidth, printed in 
 tessera() {  # binary size VAR=VALUE... -> GB/s (algbw of the slowest rank, as tessera bench reports it)
   local BIN=$1 size=$2
   shift 2
-  if [ "$LINK" = loopback ]; then  # one host: the row named by TESSERA_TRANSPORTS (tcp where the caller names none)
-    local row=tcp
-    for a in "$@"; do [ "${a%%=*}" = TESSERA_TRANSPORTS ] && row=${a#*=}; done
-    env TESSERA_TRANSPORTS=$row "$@" "$BIN" run --timeout 120s --island ascend=host:1 --island nvidia=host:1 -- \
+  if [ "$LINK" = loopback ]; then
+    # One host: tcp, or the row a TESSERA_TRANSPORTS of the caller's names (env takes the later assignment).
+    env TESSERA_TRANSPORTS=tcp "$@" "$BIN" run --timeout 120s --island ascend=host:1 --island nvidia=host:1 -- \
       "$BIN" bench broadcast --in-place --sizes "$size" --dtype f32 --iters "$ITERS" --warmup "$WARMUP" --json "$TMP/t0.json" \
       >"$TMP/t0.log" 2>&1
     : >"$TMP/t1.log"
   else
-  for i in 0 1; do
-    env "$@" $NS exec $TAG $i "$BIN" run --nnodes 2 --node-rank $i --store 10.77.0.1:29400 --timeout 120s \
-      --island ascend=host:1 --island nvidia=host:1 -- \
-      "$BIN" bench broadcast --in-place --sizes "$size" --dtype f32 --iters "$ITERS" --warmup "$WARMUP" --json "$TMP/t$i.json" \
-      >"$TMP/t$i.log" 2>&1 &
-  done
-  wait
+    for i in 0 1; do
+      env "$@" $NS exec $TAG $i "$BIN" run --nnodes 2 --node-rank $i --store 10.77.0.1:29400 --timeout 120s \
+        --island ascend=host:1 --island nvidia=host:1 -- \
+        "$BIN" bench broadcast --in-place --sizes "$size" --dtype f32 --iters "$ITERS" --warmup "$WARMUP" --json "$TMP/t$i.json" \
+        >"$TMP/t$i.log" 2>&1 &
+    done
+    wait
   fi
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["rows"] if "rows" in d else d["results"]; print(r[0]["algbw_GBps"])' "$TMP/t0.json" ||
     { cat "$TMP/t0.log" "$TMP/t1.log" >&2; die "tessera bench failed"; }
