@@ -14,6 +14,10 @@
 # not an Ascend device. SHIM_LIB=tests/shims/cuda/lib (relative to each build) takes the CUDA-backed shims instead,
 # on a machine with a GPU (targets tessera_cuda_shim_acl, _hccl, _hcomm, _nnopbase, _opapi), where layouts may also
 # hold cuda islands.
+# MPS=1 (with a GPU): every round runs under one NVIDIA MPS server started for the run (a private pipe directory),
+# so that both processes on the one GPU — the CUDA-backed shims' npu ranks too — run their work side by side instead
+# of taking turns in time slices: a closer stand-in for two cards than two contexts on one GPU. With
+# CUDA_DEVICE_MAX_CONNECTIONS=32, as `tessera run --sm-share` sets.
 set -uo pipefail
 NEW=${1:?usage: npu_island_ab.sh NEW_BUILD OLD_BUILD}
 OLD=${2:?usage: npu_island_ab.sh NEW_BUILD OLD_BUILD}
@@ -31,7 +35,16 @@ DTYPE=${DTYPE:-bfloat16} OP=${OP:-sum}
 read -ra NEW_SET <<< "${NEW_ENV:-}"
 read -ra OLD_SET <<< "${OLD_ENV:-}"
 IFS=';' read -ra LAYOUT_LIST <<< "$LAYOUTS"
-echo "npu_island_ab: $(nproc) cpus, ${REPS:-5} rounds, sizes $SIZES, $DTYPE $OP, shims $SHIM_LIB, new=$NEW ${NEW_ENV:-} old=$OLD ${OLD_ENV:-}"
+if [ "${MPS:-0}" = 1 ]; then
+  command -v nvidia-cuda-mps-control >/dev/null || { echo "npu_island_ab: MPS=1 needs nvidia-cuda-mps-control" >&2; exit 2; }
+  MPS_DIR=$(mktemp -d)
+  export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe CUDA_MPS_LOG_DIRECTORY=$MPS_DIR/log
+  export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || { echo "npu_island_ab: starting MPS failed" >&2; exit 2; }
+  trap 'echo quit | nvidia-cuda-mps-control; sleep 1; rm -rf "$MPS_DIR"' EXIT
+fi
+echo "npu_island_ab: $(nproc) cpus, ${REPS:-5} rounds, MPS ${MPS:-0}, sizes $SIZES, $DTYPE $OP, shims $SHIM_LIB, new=$NEW ${NEW_ENV:-} old=$OLD ${OLD_ENV:-}"
 for rep in $(seq "${REPS:-5}"); do
   for layout in "${LAYOUT_LIST[@]}"; do
     label=${layout%%:*}
