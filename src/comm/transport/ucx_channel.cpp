@@ -378,11 +378,15 @@ class UcxRecv final : public RecvChannel {
       if (st != UCS_OK) e.error.store(st, std::memory_order_release);
     } else {
       if (e.failed() || got_ >= e.bye_at) return e.Failure();
+      // One receive of all of it (UCP_STREAM_RECV_FLAG_WAITALL), at most kUcxMaxDirectRecv: UCX copies each segment
+      // into dst as it lands, where a receive that completed with the first bytes to come ended at every segment and
+      // left the next ones queued in UCX until the engine posted again.
+      const size_t n = std::min(bytes, kUcxMaxDirectRecv);
       // The caller takes these bytes whatever comes (it hands the rest again until all have come), so the sender
       // may run a ring ahead of their end rather than of what was consumed: credit them now.
-      promised_ = std::max<uint64_t>(promised_, got_ + bytes);
+      promised_ = std::max<uint64_t>(promised_, got_ + n);
       Credit();
-      void* req = u.api.stream_recv_nbx(e.ep, dst, bytes, &len, &Params(nullptr, type));
+      void* req = u.api.stream_recv_nbx(e.ep, dst, n, &len, &Params(nullptr, type, UCP_STREAM_RECV_FLAG_WAITALL));
       if (UCS_PTR_IS_ERR(req)) {
         e.error.store(UCS_PTR_STATUS(req), std::memory_order_release);
         return e.Failure();
@@ -406,11 +410,13 @@ class UcxRecv final : public RecvChannel {
     e_->PollControl();
     Credit();
   }
-  ucp_request_param_t& Params(ucp_mem_h memh, ucs_memory_type_t type = UCS_MEMORY_TYPE_HOST) {
+  ucp_request_param_t& Params(ucp_mem_h memh, ucs_memory_type_t type = UCS_MEMORY_TYPE_HOST, uint32_t flags = 0) {
     params_ = {};
-    params_.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | (memh != nullptr ? UCP_OP_ATTR_FIELD_MEMH : 0);
+    params_.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | (memh != nullptr ? UCP_OP_ATTR_FIELD_MEMH : 0) |
+                           (flags != 0 ? UCP_OP_ATTR_FIELD_FLAGS : 0);
     params_.memory_type = type;
     params_.memh = memh;
+    params_.flags = flags;
     return params_;
   }
   // Takes in the ring receive if it completed; false while it is still posted. Under the worker's mu.

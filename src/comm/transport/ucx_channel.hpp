@@ -24,6 +24,10 @@ struct UcxControl {
 };
 constexpr uint64_t kUcxCredit = 1, kUcxBye = 2;
 
+// The most one receive posted into a caller's buffer takes (it completes only when full): the engine sees a large
+// copy receive move, and the link's stream position advance, at least this often.
+constexpr size_t kUcxMaxDirectRecv = size_t{8} << 20;
+
 // One peer: its endpoint, both rings, and the error its handler saw. Closed (flushed, then with force) when both
 // channels are gone.
 struct UcxEndpoint {
