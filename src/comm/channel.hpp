@@ -2,11 +2,13 @@
 //
 // Every collective is a fixed schedule of messages, known to both ends, so channels carry no framing:
 // messages follow each other, each padded to a multiple of kChannelAlign bytes so that elements never
-// straddle a ring's wrap. The transport rows (transport/transport.hpp) implement it: `shm` (a ring in shared
-// memory, same host) and `tcp` (several parallel TCP streams, chunks dealt round-robin across them); a GPU
-// rank's device bridge sees a link without rings through `relay` (host rings in front of it, as shm's).
-// Callers ask a channel what it can do (dma, direct, writes_peer_memory, sends_from / receives_into a kind of
-// memory), never which transport it is: transport() names it in messages only.
+// straddle a ring's wrap and every message starts 64-byte aligned in a ring: a device rank's copies between its
+// memory and the rings may then be asynchronous where its runtime requires that alignment of both addresses (ACL's
+// aclrtMemcpyAsync; DeviceRuntime::AsyncCopyAligned), whatever small messages (a barrier's) went before. The transport
+// rows (transport/transport.hpp) implement it: `shm` (a ring in shared memory, same host) and `tcp` (several parallel
+// TCP streams, chunks dealt round-robin across them); a GPU rank's device bridge sees a link without rings through
+// `relay` (host rings in front of it, as shm's). Callers ask a channel what it can do (dma, direct, writes_peer_memory,
+// sends_from / receives_into a kind of memory), never which transport it is: transport() names it in messages only.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +22,7 @@
 
 namespace tessera::comm {
 
-inline constexpr size_t kChannelAlign = 8;
+inline constexpr size_t kChannelAlign = 64;
 inline size_t PadToChannel(size_t bytes) { return (bytes + kChannelAlign - 1) & ~(kChannelAlign - 1); }
 
 class SendChannel {

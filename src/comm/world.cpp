@@ -200,10 +200,10 @@ Status Comm::Init(const InitParams& p) {
     bridge_chunk_auto_ = chunk == "auto";
     if (!bridge_chunk_auto_) {
       auto bytes = env::ParseBytes("TESSERA_DEVICE_CHUNK", chunk);
-      if (!bytes.ok() || *bytes < 4096 || *bytes % 8 != 0)
+      if (!bytes.ok() || *bytes < 4096 || *bytes % kChannelAlign != 0)
         return InvalidArgument(fmt::format(
-            "TESSERA_DEVICE_CHUNK='{}' must be `auto` or a size of at least 4096 bytes, a multiple of 8 (4M, 16M)",
-            chunk));
+            "TESSERA_DEVICE_CHUNK='{}' must be `auto` or a size of at least 4096 bytes, a multiple of {} (4M, 16M)",
+            chunk, kChannelAlign));
       bridge_chunk_bytes_ = *bytes;
     }
   }

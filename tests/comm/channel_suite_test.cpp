@@ -513,13 +513,14 @@ TYPED_TEST(ChannelSuite, ReservedBytesStayInvisibleUntilPublishedAndClaimsNeverS
     SendChannel* tx = p->send(from);
     RecvChannel* rx = p->recv(1 - from);
     if (!tx->dma() && !rx->dma()) continue;  // no ring end on this direction
-    // Move the rings' positions close to their ends, so that what follows wraps.
-    ASSERT_TRUE(Pump(*p, from, {kRing - 24}));
+    // Move the rings' positions close to their ends (one message alignment short), so that what follows wraps.
+    constexpr size_t kEnd = kChannelAlign;
+    ASSERT_TRUE(Pump(*p, from, {kRing - kEnd}));
     size_t room = 0;
     if (tx->dma()) {
-      auto [ptr, n] = tx->Reserve(64);
+      auto [ptr, n] = tx->Reserve(2 * kEnd);
       ASSERT_GT(n, 0u);
-      ASSERT_LE(n, 24u) << "a reservation crossed the end of the ring";
+      ASSERT_LE(n, kEnd) << "a reservation crossed the end of the ring";
       for (size_t i = 0; i < n; ++i) ptr[i] = Byte(i);
       auto peek = rx->Peek();
       ASSERT_TRUE(peek.ok());
@@ -527,7 +528,7 @@ TYPED_TEST(ChannelSuite, ReservedBytesStayInvisibleUntilPublishedAndClaimsNeverS
       tx->Publish(n);
       room = n;
     } else {
-      std::byte buf[64];
+      std::byte buf[2 * kEnd];
       for (size_t i = 0; i < sizeof(buf); ++i) buf[i] = Byte(i);
       auto n = tx->TrySend(buf, sizeof(buf));
       ASSERT_TRUE(n.ok());
@@ -541,7 +542,7 @@ TYPED_TEST(ChannelSuite, ReservedBytesStayInvisibleUntilPublishedAndClaimsNeverS
       while (claim.second == 0 && Clock::now() < bound) claim = rx->Claim(1 << 20, 8);
       ASSERT_GT(claim.second, 0u);
       EXPECT_EQ(claim.second % 8, 0u);
-      EXPECT_LE(claim.second, 24u) << "a claim crossed the end of the ring";
+      EXPECT_LE(claim.second, kEnd) << "a claim crossed the end of the ring";
       for (size_t i = 0; i < claim.second; ++i) EXPECT_EQ(claim.first[i], Byte(i));
       rx->Consume(claim.second);
       got = claim.second;

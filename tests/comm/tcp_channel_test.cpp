@@ -243,13 +243,14 @@ TEST(TcpChannel, RecvIntoReturnsBufferedBytesFirst) {
 // is not a multiple of 8 straight from the socket, Peek's buffer starts at that odd stream offset and
 // the next message's first element lies misaligned in it (UBSan: "load of misaligned address" in the
 // folds of comm/reduce). The receiver's window keeps the byte at stream offset g at a window offset
-// congruent to g modulo kChannelAlign, so the message at offset 16 is handed out aligned.
+// congruent to g modulo kChannelAlign, so the message after the first one's padding is handed out aligned.
 TEST(TcpChannel, ElementsAfterAnOddDirectReceiveAreAligned) {
   const size_t chunk = 4096;
   Streams st(1);
   auto rx = MakeTcpReceiver(st.conns, chunk);
-  // A 13-byte message, its 3 bytes of padding, then a message of 8-byte elements.
-  std::string wire = Pattern(13, 'o') + std::string(3, '\0') + Pattern(64, 'e');
+  // A 13-byte message, its padding, then a message of 8-byte elements.
+  const size_t pad = PadToChannel(13) - 13;
+  std::string wire = Pattern(13, 'o') + std::string(pad, '\0') + Pattern(64, 'e');
   SendAll(st.other[0], wire);
   char first[13];
   size_t off = 0;
@@ -258,13 +259,13 @@ TEST(TcpChannel, ElementsAfterAnOddDirectReceiveAreAligned) {
     ASSERT_TRUE(n.ok());
     off += *n;
   }
-  std::string padding = ReadN(rx.get(), 3);
-  EXPECT_EQ(padding, std::string(3, '\0'));
+  std::string padding = ReadN(rx.get(), pad);
+  EXPECT_EQ(padding, std::string(pad, '\0'));
   auto p = rx->Peek();
   ASSERT_TRUE(p.ok());
   ASSERT_GT(p->second, 0u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p->first) % kChannelAlign, 0u)
-      << "the message at stream offset 16 is handed out at a misaligned address";
+      << "the message at stream offset " << PadToChannel(13) << " is handed out at a misaligned address";
 }
 
 // Bytes waiting in the kernel for the channel's end of stream s.

@@ -249,6 +249,7 @@ struct Traffic {
   std::map<int, int> island;     // peer -> its island
   uint64_t down = 0, up = 0;
   int copy_bridge_calls = -1;  // -1: the device line does not say
+  int copy_bridge_sync_copies = -1;
 };
 Traffic ReadTrace(const std::string& path) {
   Traffic t;
@@ -263,6 +264,8 @@ Traffic ReadTrace(const std::string& path) {
       t.down = std::stoull(m[1]);
       t.up = std::stoull(m[2]);
       if (std::regex_search(line, m, std::regex(R"( copy_bridge_calls (\d+))"))) t.copy_bridge_calls = std::stoi(m[1]);
+      if (std::regex_search(line, m, std::regex(R"( copy_bridge_sync_copies (\d+))")))
+        t.copy_bridge_sync_copies = std::stoi(m[1]);
     }
   }
   return t;
@@ -382,6 +385,9 @@ TEST(StagedRank, TheCopyBridgeMovesAnNpuRanksAllreduceWithoutStaging) {
   EXPECT_EQ(t.down, 0u);
   EXPECT_EQ(t.up, 0u);
   EXPECT_EQ(t.copy_bridge_calls, 4);
+  // Every copy between the device and the rings asynchronous (ACL's 64-byte rule for both addresses), also after the
+  // barriers' small messages between the calls: every message starts 64-byte aligned in a ring (kChannelAlign).
+  EXPECT_EQ(t.copy_bridge_sync_copies, 0);
   Proc off = Job("TESSERA_LOG=info TESSERA_LINK_TRACE=" + prefix + "off", islands, "traffic " + std::to_string(C));
   ASSERT_EQ(off.status, 0) << off.out;
   EXPECT_EQ(Count(off.out, "rank 0: joined[^\n]*staged through pinned host memory"), 1) << off.out;

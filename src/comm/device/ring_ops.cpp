@@ -65,6 +65,7 @@ RuntimeRingOps::~RuntimeRingOps() {
 
 Status RuntimeRingOps::CopyOnQueue(Queue q, void* dst, const void* src, size_t bytes, CopyKind kind, const char* what) {
   if (!rt_.AsyncCopyAligned(dst, src)) {
+    ++sync_copies_;
     TSR_RETURN_IF_ERROR(rt_.StreamSynchronize(stream_[q]).WithContext(what));
     return rt_.Memcpy(dst, bytes, src, bytes, kind).WithContext(what);
   }
@@ -174,8 +175,9 @@ Result<size_t> DevicePieceBytes(size_t fallback) {
   if (fallback == 0 || env::Get("TESSERA_DEVICE_PIECE")) {
     TSR_ASSIGN_OR_RETURN(piece, env::Bytes("TESSERA_DEVICE_PIECE"));
   }
-  if (piece < 4096 || piece % 8 != 0)
-    return InvalidArgument(fmt::format("TESSERA_DEVICE_PIECE={} must be at least 4096 and a multiple of 8", piece));
+  if (piece < 4096 || piece % kChannelAlign != 0)
+    return InvalidArgument(
+        fmt::format("TESSERA_DEVICE_PIECE={} must be at least 4096 and a multiple of {}", piece, kChannelAlign));
   return static_cast<size_t>(piece);
 }
 

@@ -69,6 +69,8 @@ class RuntimeRingOps final : public DeviceOps {
     double sum_us = 0;  // Mark to the Done that saw it finish, summed
   };
   void Trace(bool on) { trace_ = on; }
+  // Copies made synchronously because an address missed the row's async_copy_align (CopyOnQueue), in all.
+  uint64_t sync_copies() const { return sync_copies_; }
   std::pair<QueueStats, QueueStats> TakeStats() {  // {send queue, fold queue}
     auto got = std::make_pair(stats_[kSendQueue], stats_[kFoldQueue]);
     stats_[kSendQueue] = stats_[kFoldQueue] = {};
@@ -88,6 +90,7 @@ class RuntimeRingOps final : public DeviceOps {
   bool trace_ = false;
   std::vector<double> marked_us_[2];  // when tracing: each event's Mark
   QueueStats stats_[2];
+  uint64_t sync_copies_ = 0;
   std::vector<void*> registered_;
   struct Mirrored {
     const std::byte* ring;
@@ -111,8 +114,9 @@ class RuntimeRingOps final : public DeviceOps {
   size_t piece_ = 1 << 20;
 };
 
-// TESSERA_DEVICE_PIECE, checked (at least 4096, a multiple of 8): the bytes of one copy of a bridge rank; where it
-// is not set, its declared default, or `fallback` when that is given (the copy bridge's own, kCopyBridgePiece).
+// TESSERA_DEVICE_PIECE, checked (at least 4096, a multiple of kChannelAlign): the bytes of one copy of a bridge rank;
+// where it is not set, its declared default, or `fallback` when that is given (the copy bridge's own,
+// kCopyBridgePiece).
 Result<size_t> DevicePieceBytes(size_t fallback = 0);
 // The copy bridge's piece where TESSERA_DEVICE_PIECE is not set: smaller than the device bridge's, which the copy
 // bridge moved less with beside a CUDA rank on the CUDA-backed ACL shim, as it did 1 and 2 MiB (docs/devices.md).

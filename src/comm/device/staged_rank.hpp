@@ -50,9 +50,11 @@ class StagedRank final : public DeviceRank, private StagedExecutor {
   }
   Status AsyncError() override { return ccl_ && !ccl_->aborted() ? ccl_->AsyncError() : Status::Ok(); }
   std::string TraceLine() const override {
-    return fmt::format("device {} down {} up {} library_calls {} island_calls {} staged_calls {} copy_bridge_calls {}",
-                       name_.ToString(), down_bytes_, up_bytes_, ccl_calls_ + (plan_ ? plan_->library_calls() : 0),
-                       island_calls_, staged_calls_, copy_calls_);
+    return fmt::format(
+        "device {} down {} up {} library_calls {} island_calls {} staged_calls {} copy_bridge_calls {} "
+        "copy_bridge_sync_copies {}",
+        name_.ToString(), down_bytes_, up_bytes_, ccl_calls_ + (plan_ ? plan_->library_calls() : 0), island_calls_,
+        staged_calls_, copy_calls_, copy_ops_ ? copy_ops_->sync_copies() : 0);
   }
 
  private:

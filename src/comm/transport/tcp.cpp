@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "common/log.hpp"
@@ -193,7 +194,7 @@ class TcpReceiver final : public RecvChannel, private DealtStreams {
     const uint64_t g = next_[s];
     const size_t at = g % window_;
     const size_t want = std::min<uint64_t>({ChunkEnd(g) - g, pos_ + window_ - g, window_ - at});
-    if (!win_) win_.reset(new std::byte[window_]);  // operator new[]: aligned to at least kChannelAlign
+    if (!win_) win_.reset(new (std::align_val_t{kChannelAlign}) std::byte[window_]);
     const ssize_t r = ::recv(c_->fds[s], win_.get() + at, want, MSG_DONTWAIT);
     if (r > 0) {
       Advance(s, static_cast<size_t>(r));
@@ -226,7 +227,10 @@ class TcpReceiver final : public RecvChannel, private DealtStreams {
   }
 
   size_t window_;
-  std::unique_ptr<std::byte[]> win_;  // allocated on the first read ahead
+  struct AlignedDelete {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{kChannelAlign}); }
+  };
+  std::unique_ptr<std::byte[], AlignedDelete> win_;  // allocated on the first read ahead, kChannelAlign-aligned
   std::vector<int> ended_;
   std::vector<pollfd> pfds_;
   std::vector<size_t> ids_;
