@@ -73,10 +73,12 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"one_npu_island_of_3_on_hccl", "--island ascend=npu:3", 3, "ACCEL_WORKER_LIBRARY_16BIT=1"},
         Layout{"one_musa_island_of_2_on_mccl", "--island moore=musa:2", 2, "ACCEL_WORKER_LIBRARY_16BIT=1"},
         Layout{"npu_2_beside_host_1", "--island ascend=npu:2 --island nvidia=host:1", 3, ""},
-        Layout{"npu_1_musa_2_host_1", "--island ascend=npu:1 --island moore=musa:2 --island x86=host:1", 4, ""},
+        Layout{"npu_1_musa_2_host_1", "--island ascend=npu:1 --island moore=musa:2 --island x86=host:1", 4,
+               "TESSERA_COPY_BRIDGE=off"},
         Layout{"npu_3_beside_musa_1_slow_streams", "--island ascend=npu:3 --island moore=musa:1", 4,
                "TESSERA_SHIM_STREAM_DELAY_US=300"},
-        Layout{"npu_1_beside_host_2_over_tcp", "--island ascend=npu:1 --island nvidia=host:2", 3, "TESSERA_BRIDGE=tcp"},
+        Layout{"npu_1_beside_host_2_over_tcp", "--island ascend=npu:1 --island nvidia=host:2", 3,
+               "TESSERA_BRIDGE=tcp TESSERA_COPY_BRIDGE=off"},
         // Islands of several devices beside host islands and islands of one rank: the island's library
         // runs the island phases, only shards cross the bridge (16-bit reductions staged).
         Layout{"npu_4_beside_host_1_musa_1", "--island ascend=npu:4 --island nvidia=host:1 --island moore=musa:1", 6,
@@ -103,23 +105,19 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"corex_2_beside_emu_1_host_1_slow_streams",
                "--island iluvatar=corex:2 --island nvidia=emu:1 --island x86=host:1", 4,
                COREX_SHIMS " TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
-        // The copy bridge (TESSERA_COPY_BRIDGE=on): an npu island of one rank copies its floating-point allreduce
-        // between device memory and rings registered with aclrtHostRegisterV2 and folds nothing, beside an island
-        // on the device bridge, beside host islands (which fold), two of them beside one folder, slow streams; two
-        // npu islands of one rank alone have no folder and stay staged.
-        Layout{"npu_1_copy_bridge_beside_emu_1", "--island ascend=npu:1 --island nvidia=emu:1", 2,
-               "TESSERA_COPY_BRIDGE=on"},
-        Layout{"npu_1_copy_bridge_beside_host_2", "--island ascend=npu:1 --island x86=host:2", 3,
-               "TESSERA_COPY_BRIDGE=on"},
+        // The copy bridge (TESSERA_COPY_BRIDGE=on, the default): an npu island of one rank copies its floating-point
+        // allreduce between device memory and rings registered with aclrtHostRegisterV2 and folds nothing, beside an
+        // island on the device bridge, beside host islands (which fold), two of them beside one folder, slow streams;
+        // two npu islands of one rank alone have no folder and stay staged.
+        Layout{"npu_1_copy_bridge_beside_emu_1", "--island ascend=npu:1 --island nvidia=emu:1", 2, ""},
+        Layout{"npu_1_copy_bridge_beside_host_2", "--island ascend=npu:1 --island x86=host:2", 3, ""},
         Layout{"npu_1_npu_1_copy_bridges_beside_emu_1_slow_streams",
                "--island a=npu:1 --island b=npu:1 --island nvidia=emu:1", 3,
-               "TESSERA_COPY_BRIDGE=on TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
-        Layout{"npu_1_copy_bridge_beside_npu_2_host_1", "--island a=npu:1 --island b=npu:2 --island x86=host:1", 4,
-               "TESSERA_COPY_BRIDGE=on"},
+               "TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
+        Layout{"npu_1_copy_bridge_beside_npu_2_host_1", "--island a=npu:1 --island b=npu:2 --island x86=host:1", 4, ""},
         Layout{"npu_1_copy_bridge_beside_emu_1_over_relayed_tcp", "--island ascend=npu:1 --island nvidia=emu:1", 2,
-               "TESSERA_COPY_BRIDGE=on TESSERA_DEVICE_BRIDGE=device TESSERA_BRIDGE=tcp"},
-        Layout{"npu_1_beside_npu_1_copy_bridge_without_a_folder", "--island a=npu:1 --island b=npu:1", 2,
-               "TESSERA_COPY_BRIDGE=on"},
+               "TESSERA_DEVICE_BRIDGE=device TESSERA_BRIDGE=tcp"},
+        Layout{"npu_1_beside_npu_1_copy_bridge_without_a_folder", "--island a=npu:1 --island b=npu:1", 2, ""},
         // The NCCL row over a multi-rank NCCL-shaped library (the MCCL shim under the prefix mccl).
         Layout{"musa_2_on_the_nccl_row_beside_host_2", "--island moore=musa:2 --island x86=host:2", 4,
                "TESSERA_CCL=nccl TESSERA_CCL_LIB=" TESSERA_SHIM_DIR "/libmccl.so.2 TESSERA_CCL_PREFIX=mccl"}),
@@ -166,8 +164,8 @@ Proc TracedBench(const std::string& dir, const std::string& env, const std::stri
 // call: parts 0..3 of every run, its phases in time order), the device-bridge (emu) rank one row per bridge job.
 TEST(StagedRank, DeviceTraceHasARowPerPartOfTheStagedRankAndPerJobOfTheBridgeRank) {
   const std::string dir = ::testing::TempDir() + "staged-trace-" + std::to_string(::getpid());
-  Proc r = TracedBench(dir, "TESSERA_DEVICE_CHUNK=1M", "--island ascend=npu:1 --island nvidia=emu:1",
-                       "--sizes 4M --iters 2 --batch 1 --warmup 1");
+  Proc r = TracedBench(dir, "TESSERA_DEVICE_CHUNK=1M TESSERA_COPY_BRIDGE=off",
+                       "--island ascend=npu:1 --island nvidia=emu:1", "--sizes 4M --iters 2 --batch 1 --warmup 1");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, R"("wrong":0)"), 1) << r.out;
   std::ifstream staged(dir + "/t.rank0"), bridge(dir + "/t.rank1");
@@ -219,8 +217,8 @@ TEST(StagedRank, DeviceTraceHasARowPerPartOfTheStagedRankAndPerJobOfTheBridgeRan
 // four parts per run), every element exact; a value that is neither `auto` nor a size is refused, naming it.
 TEST(StagedRank, TheAutoChunkCutsALargeCallIntoQuartersAndABadChunkIsNamed) {
   const std::string dir = ::testing::TempDir() + "auto-chunk-" + std::to_string(::getpid());
-  Proc r =
-      TracedBench(dir, "", "--island ascend=npu:1 --island x86=host:1", "--sizes 24M --iters 1 --batch 1 --warmup 0");
+  Proc r = TracedBench(dir, "TESSERA_COPY_BRIDGE=off", "--island ascend=npu:1 --island x86=host:1",
+                       "--sizes 24M --iters 1 --batch 1 --warmup 0");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, R"("wrong":0)"), 1) << r.out;
   std::ifstream trace(dir + "/t.rank0");
@@ -353,17 +351,17 @@ TEST(StagedRank, AnEmuIslandKeepsTheDeviceBridgeBesideAStagedNpuIsland) {
 }
 
 TEST(StagedRank, TheCopyBridgeMovesAnNpuRanksAllreduceWithoutStaging) {
-  // TESSERA_COPY_BRIDGE=on, npu 1 + emu 1, one f32 allreduce: the npu rank says it is on the copy bridge, stages no
-  // byte (TESSERA_LINK_TRACE's down/up), makes one copy-bridge call, and sends its whole buffer once for the emu rank
-  // to fold (it folds nothing). Without the variable the same call stages the buffer down and the result up. With a
+  // By default (TESSERA_COPY_BRIDGE=on), npu 1 + emu 1, one f32 allreduce: the npu rank says it is on the copy
+  // bridge, stages no byte (TESSERA_LINK_TRACE's down/up), makes one copy-bridge call, and sends its whole buffer once
+  // for the emu rank to fold (it folds nothing). With TESSERA_COPY_BRIDGE=off the same call stages the buffer down and
+  // the result up. With a
   // reduce-scatter, an allgather and a broadcast after it, those take the copy bridge too: four calls, none staged.
   const size_t C = 1 << 20;
   char dir[] = "/tmp/tsr-copybridge-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string prefix = std::string(dir) + "/t";
   const char* islands = "--island ascend=npu:1 --island nvidia=emu:1";
-  Proc r = Job("TESSERA_LOG=info TESSERA_COPY_BRIDGE=on TESSERA_LINK_TRACE=" + prefix, islands,
-               "traffic " + std::to_string(C));
+  Proc r = Job("TESSERA_LOG=info TESSERA_LINK_TRACE=" + prefix, islands, "traffic " + std::to_string(C));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 2) << r.out;
   EXPECT_EQ(Count(r.out, "rank 0: joined[^\n]*copy engines straight into the shm rings, folds nothing"), 1) << r.out;
@@ -388,7 +386,8 @@ TEST(StagedRank, TheCopyBridgeMovesAnNpuRanksAllreduceWithoutStaging) {
   // Every copy between the device and the rings asynchronous (ACL's 64-byte rule for both addresses), also after the
   // barriers' small messages between the calls: every message starts 64-byte aligned in a ring (kChannelAlign).
   EXPECT_EQ(t.copy_bridge_sync_copies, 0);
-  Proc off = Job("TESSERA_LOG=info TESSERA_LINK_TRACE=" + prefix + "off", islands, "traffic " + std::to_string(C));
+  Proc off = Job("TESSERA_LOG=info TESSERA_COPY_BRIDGE=off TESSERA_LINK_TRACE=" + prefix + "off", islands,
+                 "traffic " + std::to_string(C));
   ASSERT_EQ(off.status, 0) << off.out;
   EXPECT_EQ(Count(off.out, "rank 0: joined[^\n]*staged through pinned host memory"), 1) << off.out;
   t = ReadTrace(prefix + "off.rank0");
@@ -418,7 +417,7 @@ TEST(StagedRank, TheDeviceBridgeIslandFoldsTheStagedIslandsShare) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string prefix = std::string(dir) + "/t";
   const char* islands = "--island nvidia=emu:1 --island ascend=npu:1 --island x86=host:1";
-  Proc r = Job("TESSERA_LINK_TRACE=" + prefix, islands, "traffic " + std::to_string(C));
+  Proc r = Job("TESSERA_COPY_BRIDGE=off TESSERA_LINK_TRACE=" + prefix, islands, "traffic " + std::to_string(C));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(Count(r.out, "OK rank"), 3) << r.out;
   Traffic t = ReadTrace(prefix + ".rank1");
@@ -569,5 +568,6 @@ TEST(StagedRank, ADeviceIndexPastTheCountNamesIt) {
 // every island stages. (The emulated device's other jobs are in tests/comm/collectives_test.cpp,
 // DeviceBridgeRankEmulated, where the sanitizers run them too.)
 INSTANTIATE_TEST_SUITE_P(Bridge, Layouts,
-                         ::testing::Values(Layout{"emu_1_beside_npu_1", "--island a=emu:1 --island b=npu:1", 2, ""}),
+                         ::testing::Values(Layout{"emu_1_beside_npu_1", "--island a=emu:1 --island b=npu:1", 2,
+                                                  "TESSERA_COPY_BRIDGE=off"}),
                          [](const auto& info) { return std::string(info.param.name); });
