@@ -7,9 +7,9 @@
 #   npu_beside_2_hosts  --island ascend=npu:1 --island moore=host:2  as the first, with two host ranks
 # all three staged through pinned memory (TESSERA_COPY_BRIDGE=off), then `tessera bench C --check` (allreduce,
 # reduce_scatter, allgather, broadcast; f32 and bf16) with an Ascend rank beside a CUDA rank, staged, the same jobs and
-# checks on the copy bridge (the default: the Ascend rank's rings registered with aclrtHostRegisterV2, here
-# cudaHostRegister), and the allreduce's speed, on the copy bridge and staged, beside two CUDA islands and beside host
-# ranks (a table last).
+# checks on the copy bridge (the default beside a CUDA rank: the Ascend rank's rings registered with
+# aclrtHostRegisterV2, here cudaHostRegister), and the allreduce's speed, on the copy bridge and staged, beside two CUDA
+# islands and beside host ranks (a table last).
 # A job passes when it exits 0 and every rank printed "OK rank R" (tessera run prefixes its lines with "[rank R
 # ISLAND] "). Prints PASS/FAIL per job with its rank lines and exits 1 if any failed. This proves only that Tessera
 # calls the ABI correctly on asynchronous device memory, not that Ascend hardware behaves so (tests/shims/README.md).
@@ -72,11 +72,11 @@ for coll in allreduce reduce_scatter allgather broadcast; do
     TESSERA_COPY_BRIDGE=off bench_check "npu+cuda-$coll-$dt" "$coll" "$dt" --island ascend=npu:1 --island nvidia=cuda:1
   done
 done
-# The copy bridge (the default, TESSERA_COPY_BRIDGE=on: the npu rank's allreduce, reduce-scatter, allgather and
-# broadcast copied between device memory and the rings it registers with aclrtHostRegisterV2, here cudaHostRegister),
-# beside a CUDA rank and beside host ranks.
+# The copy bridge (the npu rank's allreduce, reduce-scatter, allgather and broadcast copied between device memory and
+# the rings it registers with aclrtHostRegisterV2, here cudaHostRegister): the default beside a CUDA rank
+# (TESSERA_COPY_BRIDGE=auto), and beside host ranks with =on.
 job npu_copy_bridge_beside_cuda --island ascend=npu:1 --island nvidia=cuda:1
-job npu_copy_bridge_beside_2_hosts --island ascend=npu:1 --island moore=host:2
+TESSERA_COPY_BRIDGE=on job npu_copy_bridge_beside_2_hosts --island ascend=npu:1 --island moore=host:2
 for coll in allreduce reduce_scatter allgather broadcast; do
   for dt in float32 bfloat16; do
     bench_check "npu+cuda-copy-$coll-$dt" "$coll" "$dt" --island ascend=npu:1 --island nvidia=cuda:1
@@ -85,9 +85,10 @@ done
 
 # Speed beside the peers in the same run (f32 avg in place, `tessera bench allreduce`, median of 5 samples of 5
 # calls): the npu rank beside a CUDA rank and beside a host rank, against two CUDA islands and CUDA beside a host
-# rank, interleaved REPS (3) times. An npu rank copies its allreduce between its memory and the rings (the copy
-# bridge), or, "staged" (TESSERA_COPY_BRIDGE=off), stages it on its caller's thread in double-buffered bridge chunks
-# (docs/devices.md, "The staged rank"); the CUDA rank keeps the device bridge beside it.
+# rank, interleaved REPS (3) times. Beside the CUDA rank an npu rank copies its allreduce between its memory and the
+# rings (the copy bridge), or, "staged" (TESSERA_COPY_BRIDGE=off), stages it on its caller's thread in double-buffered
+# bridge chunks (docs/devices.md, "The staged rank"); beside a host rank it stages, or, "copy" (=on), copies. The CUDA
+# rank keeps the device bridge beside it.
 ROWS=$LOGS/bench-rows.jsonl
 : > "$ROWS"
 for rep in $(seq "${REPS:-3}"); do
@@ -95,12 +96,13 @@ for rep in $(seq "${REPS:-3}"); do
   # four).
   for layout in "npu+cuda:ascend=npu:1 nvidia=cuda:1" "npu+cuda staged:ascend=npu:1 nvidia=cuda:1" \
                 "cuda+cuda:a=cuda:1 b=cuda:1" "npu+host:ascend=npu:1 x86=host:1" \
-                "npu+host staged:ascend=npu:1 x86=host:1" "cuda+host:nvidia=cuda:1 x86=host:1" \
+                "npu+host copy:ascend=npu:1 x86=host:1" "cuda+host:nvidia=cuda:1 x86=host:1" \
                 "npu+cuda staged@16M:ascend=npu:1 nvidia=cuda:1"; do
     label=${layout%%:*}
     how=(env)
     [[ $label == *@* ]] && how+=("TESSERA_DEVICE_CHUNK=${label#*@}")
     [[ $label == *" staged"* ]] && how+=(TESSERA_COPY_BRIDGE=off)
+    [[ $label == *" copy" ]] && how+=(TESSERA_COPY_BRIDGE=on)
     args=()
     for i in ${layout#*:}; do args+=(--island "$i"); done
     timeout 200 "${how[@]}" "$T" run "${args[@]}" -- "$T" bench allreduce --sizes 64M,256M --iters 5 --batch 5 --warmup 2 --op avg \
@@ -118,7 +120,7 @@ for line in open(sys.argv[1]):
 sizes = sorted({b for (_, b) in got})
 print("\nallreduce f32 avg busbw GB/s, median (min..max) of the rounds")
 print("layout        | " + " | ".join(f"{s >> 20} MiB" for s in sizes))
-for layout in ["npu+cuda", "npu+cuda staged", "cuda+cuda", "npu+host", "npu+host staged", "cuda+host",
+for layout in ["npu+cuda", "npu+cuda staged", "cuda+cuda", "npu+host", "npu+host copy", "cuda+host",
                "npu+cuda staged@16M"]:
     cells = []
     for s in sizes:

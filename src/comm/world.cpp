@@ -171,7 +171,7 @@ Status Comm::Init(const InitParams& p) {
   // through a TcpRelay, whose host rings its copy engines use).
   TSR_ASSIGN_OR_RETURN(std::string device_bridge_mode,
                        env::Choice("TESSERA_DEVICE_BRIDGE", {"auto", "staged", "device"}));
-  TSR_ASSIGN_OR_RETURN(std::string copy_bridge, env::Choice("TESSERA_COPY_BRIDGE", {"off", "on"}));
+  TSR_ASSIGN_OR_RETURN(std::string copy_bridge, env::Choice("TESSERA_COPY_BRIDGE", {"auto", "on", "off"}));
   for (auto& isl : islands_) {
     const int r0 = isl.ranks.front();
     const bool all_shm = std::all_of(infos_.begin(), infos_.end(),
@@ -180,10 +180,15 @@ Status Comm::Init(const InitParams& p) {
     const bool here = row != nullptr && isl.ranks.size() == 1 &&
                       (device_bridge_mode == "device" || (device_bridge_mode == "auto" && all_shm));
     isl.device_bridge = here && HasDeviceBridge(*row);
-    isl.copy_only = here && copy_bridge == "on" && HasCopyBridge(*row);
+    isl.copy_only = here && copy_bridge != "off" && HasCopyBridge(*row);
   }
-  // A copy bridge folds nothing: it is taken only where another island folds.
-  if (std::all_of(islands_.begin(), islands_.end(), [](const Island& isl) { return isl.copy_only; }))
+  // A copy bridge folds nothing: it is taken only where another island folds, and by default (`auto`) only where an
+  // island on the device bridge folds on its device: beside host islands alone, whose host engines would then fold
+  // the whole bridge, pinned staging is faster (docs/devices.md, "The copy bridge").
+  const bool device_folds =
+      std::any_of(islands_.begin(), islands_.end(), [](const Island& isl) { return isl.device_bridge; });
+  if (std::all_of(islands_.begin(), islands_.end(), [](const Island& isl) { return isl.copy_only; }) ||
+      (copy_bridge == "auto" && !device_folds))
     for (auto& isl : islands_) isl.copy_only = false;
   for (auto& isl : islands_) isl.device_bridge |= isl.copy_only;
   // Each island decides alone: a CUDA island keeps the device bridge beside staged islands. What every rank must

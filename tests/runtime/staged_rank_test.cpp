@@ -105,19 +105,22 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"corex_2_beside_emu_1_host_1_slow_streams",
                "--island iluvatar=corex:2 --island nvidia=emu:1 --island x86=host:1", 4,
                COREX_SHIMS " TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
-        // The copy bridge (TESSERA_COPY_BRIDGE=on, the default): an npu island of one rank copies its floating-point
-        // allreduce between device memory and rings registered with aclrtHostRegisterV2 and folds nothing, beside an
-        // island on the device bridge, beside host islands (which fold), two of them beside one folder, slow streams;
-        // two npu islands of one rank alone have no folder and stay staged.
+        // The copy bridge: an npu island of one rank copies its floating-point allreduce between device memory and
+        // rings registered with aclrtHostRegisterV2 and folds nothing, beside an island on the device bridge (by
+        // default, TESSERA_COPY_BRIDGE=auto), beside host islands (which fold; with =on), two of them beside one
+        // folder, slow streams; two npu islands of one rank alone have no folder and stay staged.
         Layout{"npu_1_copy_bridge_beside_emu_1", "--island ascend=npu:1 --island nvidia=emu:1", 2, ""},
-        Layout{"npu_1_copy_bridge_beside_host_2", "--island ascend=npu:1 --island x86=host:2", 3, ""},
+        Layout{"npu_1_copy_bridge_beside_host_2", "--island ascend=npu:1 --island x86=host:2", 3,
+               "TESSERA_COPY_BRIDGE=on"},
         Layout{"npu_1_npu_1_copy_bridges_beside_emu_1_slow_streams",
                "--island a=npu:1 --island b=npu:1 --island nvidia=emu:1", 3,
                "TESSERA_SHIM_STREAM_DELAY_US=200 TESSERA_EMU_STREAM_DELAY_US=200"},
-        Layout{"npu_1_copy_bridge_beside_npu_2_host_1", "--island a=npu:1 --island b=npu:2 --island x86=host:1", 4, ""},
+        Layout{"npu_1_copy_bridge_beside_npu_2_host_1", "--island a=npu:1 --island b=npu:2 --island x86=host:1", 4,
+               "TESSERA_COPY_BRIDGE=on"},
         Layout{"npu_1_copy_bridge_beside_emu_1_over_relayed_tcp", "--island ascend=npu:1 --island nvidia=emu:1", 2,
                "TESSERA_DEVICE_BRIDGE=device TESSERA_BRIDGE=tcp"},
-        Layout{"npu_1_beside_npu_1_copy_bridge_without_a_folder", "--island a=npu:1 --island b=npu:1", 2, ""},
+        Layout{"npu_1_beside_npu_1_copy_bridge_without_a_folder", "--island a=npu:1 --island b=npu:1", 2,
+               "TESSERA_COPY_BRIDGE=on"},
         // The NCCL row over a multi-rank NCCL-shaped library (the MCCL shim under the prefix mccl).
         Layout{"musa_2_on_the_nccl_row_beside_host_2", "--island moore=musa:2 --island x86=host:2", 4,
                "TESSERA_CCL=nccl TESSERA_CCL_LIB=" TESSERA_SHIM_DIR "/libmccl.so.2 TESSERA_CCL_PREFIX=mccl"}),
@@ -351,7 +354,7 @@ TEST(StagedRank, AnEmuIslandKeepsTheDeviceBridgeBesideAStagedNpuIsland) {
 }
 
 TEST(StagedRank, TheCopyBridgeMovesAnNpuRanksAllreduceWithoutStaging) {
-  // By default (TESSERA_COPY_BRIDGE=on), npu 1 + emu 1, one f32 allreduce: the npu rank says it is on the copy
+  // By default (TESSERA_COPY_BRIDGE=auto), npu 1 + emu 1, one f32 allreduce: the npu rank says it is on the copy
   // bridge, stages no byte (TESSERA_LINK_TRACE's down/up), makes one copy-bridge call, and sends its whole buffer once
   // for the emu rank to fold (it folds nothing). With TESSERA_COPY_BRIDGE=off the same call stages the buffer down and
   // the result up. With a
@@ -394,6 +397,19 @@ TEST(StagedRank, TheCopyBridgeMovesAnNpuRanksAllreduceWithoutStaging) {
   EXPECT_EQ(t.down, C * 4);
   EXPECT_EQ(t.up, C * 4);
   EXPECT_EQ(t.copy_bridge_calls, 0);
+  // Beside host islands alone the default stages (their host engines would fold the whole bridge); =on takes the
+  // copy bridge there too.
+  Proc host = Job("TESSERA_LOG=info", "--island ascend=npu:1 --island x86=host:1", "traffic " + std::to_string(C));
+  ASSERT_EQ(host.status, 0) << host.out;
+  EXPECT_EQ(Count(host.out, "rank 0: joined[^\n]*staged through pinned host memory"), 1) << host.out;
+  Proc on = Job("TESSERA_LOG=info TESSERA_COPY_BRIDGE=on", "--island ascend=npu:1 --island x86=host:1",
+                "traffic " + std::to_string(C));
+  ASSERT_EQ(on.status, 0) << on.out;
+  EXPECT_EQ(Count(on.out, "rank 0: joined[^\n]*copy engines straight into the shm rings, folds nothing"), 1) << on.out;
+  Proc bad = Job("TESSERA_COPY_BRIDGE=yes", islands, "traffic 7");
+  EXPECT_NE(bad.status, 0) << bad.out;
+  EXPECT_NE(bad.out.find("TESSERA_COPY_BRIDGE"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("yes"), std::string::npos) << bad.out;
   std::filesystem::remove_all(dir);
 }
 
