@@ -629,6 +629,24 @@ TYPED_TEST(ChannelSuite, SendsFromAndReceivesIntoCallersMemoryKeepTheStreamInOrd
 }
 
 #if TESSERA_HAVE_UCX_HEADERS
+// A first message on a fresh ucx link, received into the caller's memory: it takes the ring's receive the channel
+// posted when it came, so that the next receive is posted straight into the caller's destination.
+void FirstMessageThroughTheRing(SendChannel* tx, RecvChannel* rx, Clock::time_point bound) {
+  const std::byte hello[kChannelAlign] = {};
+  std::byte sink[kChannelAlign];  // the receive into it completes (whole) before it goes
+  for (size_t sent = 0, got = 0; got < sizeof(hello);) {
+    ASSERT_LT(Clock::now(), bound) << "the first message stalled";
+    if (sent < sizeof(hello)) {
+      auto n = tx->TrySend(hello + sent, sizeof(hello) - sent);
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      sent += *n;
+    }
+    auto n = rx->RecvInto(sink + got, sizeof(hello) - got);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    got += *n;
+  }
+}
+
 // The ucx row keeps its sender within a ring of the receiver's credit (the other rows are bounded by memory itself:
 // the shm ring, tcp's socket buffers), and counts a receive posted straight into the caller's memory as taken: the
 // sender may run a ring ahead of that receive's end, not of what was consumed, so a large receive is not paced by
@@ -645,21 +663,7 @@ TEST(UcxChannel, AReceivePostedIntoTheCallersMemoryLetsTheSenderRunAheadByItsSiz
   std::vector<std::byte> src(kBig + kRing), dst(kBig);
   for (size_t i = 0; i < src.size(); ++i) src[i] = Byte(i);
   const auto bound = Clock::now() + 30s;
-  // A first message, received into the caller's memory: it takes the ring's receive still posted, so that the next
-  // receive is posted straight into the destination.
-  const std::byte hello[kChannelAlign] = {};
-  std::byte sink[kChannelAlign];  // outlives every receive posted into it
-  for (size_t sent0 = 0, got0 = 0; got0 < sizeof(hello);) {
-    ASSERT_LT(Clock::now(), bound) << "the first message stalled";
-    if (sent0 < sizeof(hello)) {
-      auto n = tx->TrySend(hello + sent0, sizeof(hello) - sent0);
-      ASSERT_TRUE(n.ok()) << n.status().ToString();
-      sent0 += *n;
-    }
-    auto n = rx->RecvInto(sink + got0, sizeof(hello) - got0);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    got0 += *n;
-  }
+  ASSERT_NO_FATAL_FAILURE(FirstMessageThroughTheRing(tx, rx, bound));
   auto posted = rx->RecvInto(dst.data(), dst.size());  // nothing more has been sent: the receive stays posted
   ASSERT_TRUE(posted.ok()) << posted.status().ToString();
   ASSERT_EQ(*posted, 0u);
@@ -730,21 +734,7 @@ TEST(UcxChannel, AReceiveIntoTheCallersMemoryEndsWhenItIsFullNotAtItsFirstBytes)
       std::this_thread::sleep_for(1ms);
     }
   };
-  // A first message through the ring's receive (posted when the channel came), so that the next receive is posted
-  // straight into the destination.
-  const std::byte hello[kChannelAlign] = {};
-  std::byte sink[kChannelAlign];
-  for (size_t sent0 = 0, got0 = 0; got0 < sizeof(hello);) {
-    ASSERT_LT(Clock::now(), bound) << "the first message stalled";
-    if (sent0 < sizeof(hello)) {
-      auto n = tx->TrySend(hello + sent0, sizeof(hello) - sent0);
-      ASSERT_TRUE(n.ok()) << n.status().ToString();
-      sent0 += *n;
-    }
-    auto n = rx->RecvInto(sink + got0, sizeof(hello) - got0);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    got0 += *n;
-  }
+  ASSERT_NO_FATAL_FAILURE(FirstMessageThroughTheRing(tx, rx, bound));
   auto posted = rx->RecvInto(dst.data(), 2 * kHalf);
   ASSERT_TRUE(posted.ok()) << posted.status().ToString();
   ASSERT_EQ(*posted, 0u);
