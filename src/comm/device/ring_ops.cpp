@@ -3,11 +3,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "common/env.hpp"
 
 namespace tessera::comm {
+
+// Every message starts kChannelAlign-aligned in a ring (channel.hpp), so that a rank's copies between its memory and
+// the rings stay asynchronous: a row whose asynchronous copies needed more (AsyncCopyAligned) would make them
+// synchronously after the first message of an odd size.
+static_assert(std::ranges::all_of(kRuntimeTable,
+                                  [](const RuntimeRow& r) { return kChannelAlign % r.async_copy_align == 0; }),
+              "a runtime row's async_copy_align must divide kChannelAlign");
 
 Result<std::unique_ptr<RuntimeRingOps>> RuntimeRingOps::Create(DeviceRuntime& rt, device_bridge::Stream send,
                                                                device_bridge::Stream fold,
